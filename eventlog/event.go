@@ -1,0 +1,68 @@
+package eventlog
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Seq is an event's position in the log: 1, 2, 3, ... Seq 0 names the state
+// before any event.
+type Seq uint64
+
+// Event types zerofs writes. Readers skip types they do not know.
+const (
+	TypeToolCall      = "tool_call"
+	TypeCheckpoint    = "session_checkpoint"
+	TypeRewind        = "session_rewind"
+	TypeHistoryPruned = "history_pruned"
+)
+
+// Event is one line of the log.
+type Event struct {
+	ID        string          `json:"id"`
+	SessionID string          `json:"sessionId"`
+	Seq       Seq             `json:"sequence"`
+	Type      string          `json:"type"`
+	CreatedAt time.Time       `json:"createdAt"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// ErrCorrupt is the sentinel inside every *CorruptError.
+var ErrCorrupt = errors.New("eventlog: corrupt log")
+
+// ErrLocked means another writer holds the log.
+var ErrLocked = errors.New("eventlog: log is in use by another writer")
+
+// ErrClosed is returned by calls on a closed Log.
+var ErrClosed = errors.New("eventlog: log is closed")
+
+// CorruptError names the damaged line. errors.Is(err, ErrCorrupt) holds.
+type CorruptError struct {
+	Path   string
+	Line   int   // 1-based line number
+	Offset int64 // byte offset of the line's start
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("eventlog: corrupt log %s: line %d (byte %d): %s", e.Path, e.Line, e.Offset, e.Reason)
+}
+
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// parseLine decodes one line (without its newline) and checks the envelope.
+func parseLine(line []byte) (Event, error) {
+	var ev Event
+	if err := json.Unmarshal(line, &ev); err != nil {
+		return ev, fmt.Errorf("not a JSON event: %v", err)
+	}
+	if ev.Seq == 0 {
+		return ev, errors.New("missing or zero sequence")
+	}
+	if ev.Type == "" {
+		return ev, errors.New("missing type")
+	}
+	return ev, nil
+}

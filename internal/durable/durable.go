@@ -1,0 +1,162 @@
+package durable
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+)
+
+// dirSyncWarned makes the "directory fsync not supported" warning appear once.
+var dirSyncWarned sync.Once
+
+// SyncDir fsyncs the directory at path, so that entries created, removed or
+// renamed in it are durable. Filesystems that cannot fsync a directory
+// (EINVAL, ENOTSUP) are tolerated with one warning.
+func SyncDir(path string) error {
+	d, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return SyncDirFile(d)
+}
+
+// SyncDirFile is SyncDir on an open directory.
+func SyncDirFile(d *os.File) error {
+	if err := d.Sync(); err != nil {
+		if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
+			dirSyncWarned.Do(func() {
+				slog.Warn("durable: directory fsync not supported; entries may not survive a power loss", "dir", d.Name(), "err", err)
+			})
+			return nil
+		}
+		return fmt.Errorf("durable: fsync directory %s: %w", d.Name(), err)
+	}
+	return nil
+}
+
+// TempName returns a unique temporary file name for name: ".tmp-<name>-<rand>".
+func TempName(name string) string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return ".tmp-" + name + "-" + hex.EncodeToString(b[:])
+}
+
+// CreateTemp creates a new temporary file in dir for the final name, mode perm.
+func CreateTemp(dir, name string, perm os.FileMode) (*os.File, error) {
+	for range 10 {
+		f, err := os.OpenFile(filepath.Join(dir, TempName(name)), os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		return f, err
+	}
+	return nil, fmt.Errorf("durable: could not create a temporary file in %s", dir)
+}
+
+// Commit makes the temporary file f durable under its final name: it fsyncs f
+// (when sync is true), closes it, renames it to dir/name and fsyncs dir (when
+// sync is true). On error f is closed and removed.
+func Commit(f *os.File, dir, name string, sync bool) error {
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			return fail(fmt.Errorf("durable: fsync %s: %w", tmp, err))
+		}
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("durable: close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("durable: rename into %s: %w", filepath.Join(dir, name), err)
+	}
+	if sync {
+		return SyncDir(dir)
+	}
+	return nil
+}
+
+// WriteFileAtomic replaces dir/name with data: unique temporary file, write,
+// check the length, fsync, rename, fsync the directory. Readers see the old
+// content or the new, never a mix.
+func WriteFileAtomic(dir, name string, data []byte, perm os.FileMode) error {
+	f, err := CreateTemp(dir, name, perm)
+	if err != nil {
+		return err
+	}
+	n, err := f.Write(data)
+	if err == nil && n != len(data) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return fmt.Errorf("durable: write %s: %w", f.Name(), err)
+	}
+	return Commit(f, dir, name, true)
+}
+
+// CreateExclusive creates dir/name, which must not exist, with data, and makes
+// file and entry durable.
+func CreateExclusive(dir, name string, data []byte, perm os.FileMode) error {
+	path := filepath.Join(dir, name)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("durable: write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("durable: fsync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}
+
+// Sync fsyncs an open file. It exists so that store code never calls
+// (*os.File).Sync directly and fsync failures are always wrapped the same way.
+func Sync(f *os.File) error {
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("durable: fsync %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// Fdatasync flushes f's data (and the metadata needed to read it back).
+func Fdatasync(f *os.File) error {
+	if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+		return fmt.Errorf("durable: fdatasync %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// Remove deletes dir/name and fsyncs dir. A missing file is not an error.
+func Remove(dir, name string) error {
+	if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return SyncDir(dir)
+}

@@ -1,0 +1,29 @@
+// Package rewind computes past states of a workspace and applies rewinds. It
+// is the engine under the FUSE layer: the layer calls Begin before every
+// change, and the engine captures before-states into the blob store and the
+// event log, answers "what was at path P at sequence T", and rolls the
+// workspace back.
+//
+// Past states follow "closest to the target wins" (SPEC.md): the state of P at
+// T is the before-state in the first checkpoint after T that names P, else P
+// as it is now. The Index keeps, per path, the sorted sequences of the
+// checkpoints that name it, and per directory the names ever recorded under
+// it, so both questions take O(log n) in the history length. It is updated as
+// events are appended, never rebuilt while running.
+//
+// All workspace access goes through the workspace root's directory
+// descriptor with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) for parent
+// directories and *at calls that never follow a final symlink, so a symlink
+// planted in the workspace cannot lead a capture or a rewind outside it.
+//
+// Durability: with Options.Sync, Begin returns only after every blob and the
+// checkpoint event naming it are fsynced, in that order. Without it (batch),
+// they are written (safe from a crash of any process) and a flusher fsyncs
+// blobs, then the log, within Options.BatchDelay; BeginStep and Rewind flush
+// first. Rewind writes an intent record (rewind-intent.json in the store)
+// after its own checkpoint is durable; Open finishes a rewind whose intent it
+// finds, so the workspace is never left half-rewound.
+//
+// Lock order: the workspace lock (wsMu: Begin holds it shared, Rewind
+// exclusive) → the step/capture lock (capMu) → eventlog's lock.
+package rewind

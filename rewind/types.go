@@ -1,0 +1,142 @@
+package rewind
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// Seq is an event sequence.
+type Seq = eventlog.Seq
+
+// Kind is what a path was: a regular file, a directory or a symlink.
+type Kind string
+
+// The kinds SPEC.md names.
+const (
+	KindFile    Kind = "file"
+	KindDir     Kind = "dir"
+	KindSymlink Kind = "symlink"
+)
+
+// FileState is one path's before-state: an entry of a checkpoint's "files".
+// The JSON keys are SPEC.md's.
+type FileState struct {
+	Path    string `json:"path"`
+	Kind    Kind   `json:"kind,omitempty"`
+	Blob    string `json:"blob,omitempty"`
+	Absent  bool   `json:"absent"`
+	Skipped bool   `json:"skipped"`
+	Reason  string `json:"reason,omitempty"`
+	Bytes   int64  `json:"bytes"`
+	Mode    uint32 `json:"mode"` // permission bits (07777)
+	Target  string `json:"target,omitempty"`
+	PID     int    `json:"pid,omitempty"`
+	Comm    string `json:"comm,omitempty"`
+}
+
+// Checkpoint is the payload of a session_checkpoint event.
+type Checkpoint struct {
+	Tool  string      `json:"tool"`
+	Files []FileState `json:"files"`
+}
+
+// Report is what a rewind did.
+type Report struct {
+	Restored int      `json:"restored"`
+	Deleted  int      `json:"deleted"`
+	Skipped  []string `json:"skipped"`
+}
+
+// RewindPayload is the payload of a session_rewind event. CheckpointSequence
+// is the checkpoint that holds the before-state of everything the rewind
+// changed (0 when it changed nothing): rewinding to CheckpointSequence-1
+// undoes the rewind.
+type RewindPayload struct {
+	TargetSequence     Seq    `json:"targetSequence"`
+	CheckpointSequence Seq    `json:"checkpointSequence,omitempty"`
+	Report             Report `json:"report"`
+}
+
+// PrunedPayload is the payload of a history_pruned event: states before
+// Before no longer exist.
+type PrunedPayload struct {
+	Before Seq `json:"before"`
+}
+
+// Caller names the process whose request causes a capture.
+type Caller struct {
+	PID  int
+	Comm string
+}
+
+// Change is one path about to change. Tree asks for the whole subtree under
+// a directory to be captured too (a directory about to be renamed: its
+// descendants' paths change with it).
+type Change struct {
+	Path string
+	Tree bool
+}
+
+// Errors callers test with errors.Is.
+var (
+	// ErrNoSuchSeq: a sequence above head, or below the pruned history.
+	ErrNoSuchSeq = errors.New("rewind: no such sequence")
+	// ErrReserved: a name reserved at the workspace root.
+	ErrReserved = errors.New("rewind: reserved name")
+	// ErrUnsafePath: a path that is not clean and relative, or that
+	// would lead outside the workspace.
+	ErrUnsafePath = errors.New("rewind: unsafe path")
+)
+
+// StoreName is the store's default directory name in the workspace root.
+const StoreName = ".zero"
+
+// IsReserved reports whether name, at the workspace root, is reserved: the
+// store and control directory ".zero", and "@<digits>" views.
+func IsReserved(name string) bool {
+	if name == StoreName {
+		return true
+	}
+	_, ok := ParseView(name)
+	return ok
+}
+
+// ParseView parses a view name "@<digits>" into its sequence.
+func ParseView(name string) (Seq, bool) {
+	if len(name) < 2 || name[0] != '@' {
+		return 0, false
+	}
+	for _, c := range name[1:] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(name[1:], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return Seq(n), true
+}
+
+// CleanPath checks that p is a clean, relative, slash-separated workspace
+// path ("" is the root) that does not start with a reserved name.
+func CleanPath(p string) error {
+	if p == "" {
+		return nil
+	}
+	if strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
+		return ErrUnsafePath
+	}
+	for i, c := range strings.Split(p, "/") {
+		if c == "" || c == "." || c == ".." {
+			return ErrUnsafePath
+		}
+		if i == 0 && IsReserved(c) {
+			return ErrReserved
+		}
+	}
+	return nil
+}
