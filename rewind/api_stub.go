@@ -152,6 +152,26 @@ func (e *Engine) Rewind(ctx context.Context, t Seq) (Result, error) { panic("uni
 // LastRewind is the last rewind's payload and sequence, if any.
 func (e *Engine) LastRewind() (RewindPayload, Seq, bool) { panic("unimplemented") }
 
+// GCResult is what GC did.
+type GCResult struct {
+	// Before is the new start of history: @T with T < Before is gone.
+	Before Seq `json:"before"`
+	// Seq is the history_pruned event's sequence.
+	Seq          Seq   `json:"sequence"`
+	BlobsRemoved int   `json:"blobsRemoved"`
+	BytesFreed   int64 `json:"bytesFreed"`
+}
+
+// GC forgets states older than before: it appends a history_pruned event,
+// then removes every blob that no checkpoint after before names (including
+// blobs no event names at all, left by a crash between blob and event).
+// ErrNoSuchSeq when before > head.
+func (e *Engine) GC(ctx context.Context, before Seq) (GCResult, error) { panic("unimplemented") }
+
+// PrunedBefore is the start of history: states below it were pruned by GC
+// (0 when nothing was).
+func (e *Engine) PrunedBefore() Seq { panic("unimplemented") }
+
 // Engine is an open workspace history.
 type Engine struct{}
 
