@@ -6,3 +6,5 @@ require (
 	github.com/google/uuid v1.6.0
 	golang.org/x/sys v0.50.0
 )
+
+require github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
