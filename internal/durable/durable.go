@@ -13,6 +13,17 @@ import (
 	"syscall"
 )
 
+// TestHook is a fault-injection seam (STYLE rule 16) for the crash tests of
+// the store packages: when non-nil, it is called at named points inside these
+// helpers, with the path concerned. The points:
+//
+//	"renamed": Commit has renamed a temporary file to its final name and has
+//	not yet fsynced the directory.
+//
+// A crash test sets it in a child process to SIGKILL itself there. Production
+// code never sets it; this package is internal, so nothing outside zerofs can.
+var TestHook func(point, path string)
+
 // dirSyncWarned makes the "directory fsync not supported" warning appear once.
 var dirSyncWarned sync.Once
 
@@ -65,7 +76,10 @@ func CreateTemp(dir, name string, perm os.FileMode) (*os.File, error) {
 
 // Commit makes the temporary file f durable under its final name: it fsyncs f
 // (when sync is true), closes it, renames it to dir/name and fsyncs dir (when
-// sync is true). On error f is closed and removed.
+// sync is true). f is closed in every case. An error before the rename removes
+// the temporary file; an error from the directory fsync leaves the file under
+// its final name, complete but with an entry that may not survive a power
+// loss (the caller reports the error; a later SyncDir of dir makes it durable).
 func Commit(f *os.File, dir, name string, sync bool) error {
 	tmp := f.Name()
 	fail := func(err error) error {
@@ -85,6 +99,9 @@ func Commit(f *os.File, dir, name string, sync bool) error {
 	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("durable: rename into %s: %w", filepath.Join(dir, name), err)
+	}
+	if TestHook != nil {
+		TestHook("renamed", filepath.Join(dir, name))
 	}
 	if sync {
 		return SyncDir(dir)
@@ -146,9 +163,30 @@ func Sync(f *os.File) error {
 }
 
 // Fdatasync flushes f's data (and the metadata needed to read it back).
+//
+// It goes through SyscallConn rather than f.Fd(): that holds a reference on
+// the descriptor for the duration of the call, so a concurrent Close cannot
+// free the number for another file to reuse (an fdatasync of the wrong file
+// would report success for data that is not durable), and it leaves the
+// descriptor's mode alone.
 func Fdatasync(f *os.File) error {
-	if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+	rc, err := f.SyscallConn()
+	if err != nil {
 		return fmt.Errorf("durable: fdatasync %s: %w", f.Name(), err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			serr = syscall.Fdatasync(int(fd))
+			if serr != syscall.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return fmt.Errorf("durable: fdatasync %s: %w", f.Name(), err)
+	}
+	if serr != nil {
+		return fmt.Errorf("durable: fdatasync %s: %w", f.Name(), serr)
 	}
 	return nil
 }
