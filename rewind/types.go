@@ -89,6 +89,8 @@ var (
 	// ErrUnsafePath: a path that is not clean and relative, or that
 	// would lead outside the workspace.
 	ErrUnsafePath = errors.New("rewind: unsafe path")
+	// ErrSkipped: the before-state was not kept (see the record's reason).
+	ErrSkipped = errors.New("rewind: before-state was not kept")
 )
 
 // StoreName is the store's default directory name in the workspace root.

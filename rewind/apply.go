@@ -1,0 +1,484 @@
+package rewind
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/internal/durable"
+)
+
+// intentName is the rewind's intent record in the store. It exists exactly
+// while a rewind is being applied: Open finishes a rewind whose intent it
+// finds.
+const intentName = "rewind-intent.json"
+
+// intent names the rewind under way: its target and the checkpoint holding
+// the before-state of everything it changes.
+type intent struct {
+	Target     Seq `json:"target"`
+	Checkpoint Seq `json:"checkpoint"`
+}
+
+// crashPoint is called at the named points of a rewind; crash tests set it
+// to kill the process there.
+var crashPoint = func(name string) {}
+
+// rewindPlan is what a rewind must do, in order: removals (deepest first),
+// creations (parents first), then mode fixes (deepest first, so a directory
+// that forbids writing gets its mode after its children are in place).
+type rewindPlan struct {
+	removes []string
+	creates []FileState
+	chmods  []FileState
+	skipped []string
+}
+
+func (p *rewindPlan) empty() bool {
+	return len(p.removes) == 0 && len(p.creates) == 0 && len(p.chmods) == 0
+}
+
+// changed lists the plan's paths, parents first.
+func (p *rewindPlan) changed() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range p.removes {
+		seen[s] = true
+	}
+	for _, s := range p.creates {
+		seen[s.Path] = true
+	}
+	for _, s := range p.chmods {
+		seen[s.Path] = true
+	}
+	for s := range seen {
+		out = append(out, s)
+	}
+	sortParentsFirst(out)
+	return out
+}
+
+// depth is the number of components in a workspace path ("" has 0).
+func depth(p string) int {
+	if p == "" {
+		return 0
+	}
+	return strings.Count(p, "/") + 1
+}
+
+func sortParentsFirst(ps []string) {
+	sort.Slice(ps, func(i, j int) bool {
+		if di, dj := depth(ps[i]), depth(ps[j]); di != dj {
+			return di < dj
+		}
+		return ps[i] < ps[j]
+	})
+}
+
+// Rewind makes the workspace equal to its state at t, records the rewind,
+// and ends the current step. ErrNoSuchSeq when t > head. Other writers wait
+// while it runs.
+func (e *Engine) Rewind(ctx context.Context, t Seq) (Result, error) {
+	e.wsMu.Lock()
+	defer e.wsMu.Unlock()
+	if err := e.checkSeq(t); err != nil {
+		return Result{}, err
+	}
+	if err := e.Sync(); err != nil {
+		return Result{}, err
+	}
+	plan, err := e.plan(t, ^Seq(0))
+	if err != nil {
+		return Result{}, err
+	}
+	var cp Seq
+	if !plan.empty() {
+		cp, err = e.captureForRewind(ctx, plan)
+		if err != nil {
+			return Result{}, err
+		}
+		crashPoint("rewind:captured")
+		in, _ := json.Marshal(intent{Target: t, Checkpoint: cp})
+		if err := durable.WriteFileAtomic(e.opts.StoreDir, intentName, in, 0o600); err != nil {
+			return Result{}, fmt.Errorf("rewind: write intent: %w", err)
+		}
+		crashPoint("rewind:intent")
+		if err := e.applyPlan(plan); err != nil {
+			return Result{}, e.rollBack(cp, err)
+		}
+		crashPoint("rewind:applied")
+	}
+	return e.finishRewind(ctx, t, cp, plan)
+}
+
+// finishRewind appends the session_rewind event, removes the intent and
+// ends the current step.
+func (e *Engine) finishRewind(ctx context.Context, t, cp Seq, plan *rewindPlan) (Result, error) {
+	report := e.report(plan)
+	payload := RewindPayload{TargetSequence: t, CheckpointSequence: cp, Report: report}
+	ev, err := e.log.Append(ctx, eventlog.TypeRewind, payload)
+	if err == nil {
+		err = e.Sync()
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("rewind: record the rewind: %w", err)
+	}
+	if cp != 0 {
+		if err := durable.Remove(e.opts.StoreDir, intentName); err != nil {
+			return Result{}, fmt.Errorf("rewind: remove intent: %w", err)
+		}
+	}
+	e.capMu.Lock()
+	e.lastRewind, e.lastRewindAt = payload, ev.Seq
+	e.setStep(Step{Seq: ev.Seq})
+	e.capMu.Unlock()
+	return Result{Report: report, Seq: ev.Seq, Changed: plan.changed()}, nil
+}
+
+// report counts what plan did.
+func (e *Engine) report(plan *rewindPlan) Report {
+	r := Report{Skipped: append([]string{}, plan.skipped...)}
+	restored := map[string]bool{}
+	for _, s := range plan.creates {
+		restored[s.Path] = true
+	}
+	for _, s := range plan.chmods {
+		restored[s.Path] = true
+	}
+	r.Restored = len(restored)
+	for _, p := range plan.removes {
+		if !restored[p] {
+			r.Deleted++
+		}
+	}
+	return r
+}
+
+// rollBack tries to put back the before-rewind state after a failed apply.
+// If that fails too, the intent stays, further changes are refused, and the
+// next Open finishes the rewind.
+func (e *Engine) rollBack(cp Seq, cause error) error {
+	back, err := e.plan(cp-1, ^Seq(0))
+	if err == nil {
+		err = e.applyPlan(back)
+	}
+	if err == nil {
+		err = durable.Remove(e.opts.StoreDir, intentName)
+	}
+	if err != nil {
+		e.flushMu.Lock()
+		e.syncErr = fmt.Errorf("rewind: a rewind failed half-way (%v) and could not be rolled back (%v); remount to finish it", cause, err)
+		e.flushMu.Unlock()
+		return e.syncErr
+	}
+	return fmt.Errorf("rewind: failed and rolled back: %w", cause)
+}
+
+// plan compares the state at t (from records below limit) with the
+// workspace for every path a checkpoint after t names.
+func (e *Engine) plan(t, limit Seq) (*rewindPlan, error) {
+	cands := e.index.changedBetween(t, limit)
+	sortParentsFirst(cands)
+	p := &rewindPlan{}
+	for _, path := range cands {
+		tgt, err := e.stateAt(path, t, limit)
+		if err != nil {
+			return nil, err
+		}
+		cur, err := e.live(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := e.planPath(p, path, tgt, cur); err != nil {
+			return nil, err
+		}
+	}
+	// Deepest first for removals and mode fixes.
+	sort.SliceStable(p.removes, func(i, j int) bool { return depth(p.removes[i]) > depth(p.removes[j]) })
+	sort.SliceStable(p.chmods, func(i, j int) bool { return depth(p.chmods[i].Path) > depth(p.chmods[j].Path) })
+	return p, nil
+}
+
+// planPath adds what it takes to turn cur into tgt at path.
+func (e *Engine) planPath(p *rewindPlan, path string, tgt, cur Entry) error {
+	if !tgt.Exists {
+		if cur.Exists && path != "" {
+			p.removes = append(p.removes, path)
+		}
+		return nil
+	}
+	want := tgt.State
+	want.Path = path
+	if want.Skipped {
+		p.skipped = append(p.skipped, path)
+		return nil
+	}
+	have := cur.State
+	if !cur.Exists {
+		p.creates = append(p.creates, want)
+		if want.Kind == KindDir {
+			p.chmods = append(p.chmods, want)
+		}
+		return nil
+	}
+	switch want.Kind {
+	case KindDir:
+		if have.Kind != KindDir {
+			p.removes = append(p.removes, path)
+			p.creates = append(p.creates, want)
+			p.chmods = append(p.chmods, want)
+		} else if have.Mode != want.Mode {
+			p.chmods = append(p.chmods, want)
+		}
+	case KindFile:
+		if err := e.checkBlob(want); err != nil {
+			return err
+		}
+		same := false
+		if have.Kind == KindFile && have.Bytes == want.Bytes {
+			h, err := e.hashLive(path)
+			if err != nil {
+				return err
+			}
+			same = h == want.Blob
+		}
+		switch {
+		case same && have.Mode != want.Mode:
+			p.chmods = append(p.chmods, want)
+		case same:
+		default:
+			if have.Kind == KindDir {
+				p.removes = append(p.removes, path)
+			}
+			p.creates = append(p.creates, want)
+		}
+	case KindSymlink:
+		if have.Kind == KindSymlink {
+			target, err := e.ws.readlink(path)
+			if err != nil {
+				return fmt.Errorf("rewind: readlink %q: %w", path, err)
+			}
+			if target == want.Target {
+				return nil
+			}
+		}
+		if have.Kind == KindDir {
+			p.removes = append(p.removes, path)
+		}
+		p.creates = append(p.creates, want)
+	default:
+		p.skipped = append(p.skipped, path)
+	}
+	return nil
+}
+
+// checkBlob verifies the blob a restore would write, before anything
+// changes: a damaged or missing blob fails the rewind cleanly.
+func (e *Engine) checkBlob(st FileState) error {
+	id, err := blobstore.ParseID(st.Blob)
+	if err != nil {
+		return fmt.Errorf("rewind: %q: %w", st.Path, err)
+	}
+	if err := e.blobs.Verify(id); err != nil {
+		return fmt.Errorf("rewind: cannot restore %q: %w", st.Path, err)
+	}
+	return nil
+}
+
+// hashLive is the sha256 of the workspace file at p.
+func (e *Engine) hashLive(p string) (string, error) {
+	f, err := e.ws.openFile(p)
+	if err != nil {
+		return "", fmt.Errorf("rewind: read %q: %w", p, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("rewind: read %q: %w", p, err)
+	}
+	var id blobstore.ID
+	h.Sum(id[:0])
+	return id.String(), nil
+}
+
+// captureForRewind stores the before-state of everything plan changes
+// (whole subtrees of what it removes) as one durable checkpoint.
+func (e *Engine) captureForRewind(ctx context.Context, plan *rewindPlan) (Seq, error) {
+	var changes []Change
+	for _, p := range plan.changed() {
+		changes = append(changes, Change{Path: p, Tree: true})
+	}
+	paths, err := e.expand(changes)
+	if err != nil {
+		return 0, err
+	}
+	files := make([]FileState, 0, len(paths))
+	for _, p := range paths {
+		st, err := e.readState(p)
+		if err != nil {
+			return 0, err
+		}
+		files = append(files, st)
+	}
+	ev, err := e.appendCheckpoint(ctx, "rewind", files)
+	if err != nil {
+		return 0, err
+	}
+	if err := e.Sync(); err != nil {
+		return 0, err
+	}
+	return ev.Seq, nil
+}
+
+// applyPlan carries plan out and makes it durable.
+func (e *Engine) applyPlan(plan *rewindPlan) error {
+	dirs := map[string]bool{}
+	touch := func(p string) {
+		d, _ := splitPath(p)
+		dirs[d] = true
+	}
+	var removed []string
+	for _, p := range plan.removes {
+		if under(p, removed) {
+			continue
+		}
+		if err := e.ws.remove(p); err != nil {
+			return fmt.Errorf("rewind: remove %q: %w", p, err)
+		}
+		removed = append(removed, p)
+		touch(p)
+	}
+	for i, st := range plan.creates {
+		if i == len(plan.creates)/2 {
+			crashPoint("rewind:half")
+		}
+		if err := e.create(st); err != nil {
+			return err
+		}
+		touch(st.Path)
+	}
+	for _, st := range plan.chmods {
+		if err := e.ws.chmod(st.Path, st.Mode); err != nil {
+			return fmt.Errorf("rewind: chmod %q: %w", st.Path, err)
+		}
+		touch(st.Path)
+		if st.Kind == KindDir {
+			dirs[st.Path] = true
+		}
+	}
+	for d := range dirs {
+		if err := e.ws.syncDir(d); err != nil && !isMissing(err) {
+			return fmt.Errorf("rewind: fsync %q: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// under reports whether p is one of roots or beneath one.
+func under(p string, roots []string) bool {
+	for _, r := range roots {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// create makes st at its path: a directory, a file from its blob, or a
+// symlink. Files and symlinks replace what is there atomically.
+func (e *Engine) create(st FileState) error {
+	switch st.Kind {
+	case KindDir:
+		err := e.ws.mkdir(st.Path)
+		if err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("rewind: mkdir %q: %w", st.Path, err)
+		}
+	case KindFile:
+		id, err := blobstore.ParseID(st.Blob)
+		if err != nil {
+			return fmt.Errorf("rewind: %q: %w", st.Path, err)
+		}
+		r, err := e.blobs.Open(id)
+		if err != nil {
+			return fmt.Errorf("rewind: restore %q: %w", st.Path, err)
+		}
+		defer r.Close()
+		if err := e.ws.writeFile(st.Path, r, st.Mode); err != nil {
+			return fmt.Errorf("rewind: restore %q: %w", st.Path, err)
+		}
+	case KindSymlink:
+		if err := e.ws.symlink(st.Path, st.Target); err != nil {
+			return fmt.Errorf("rewind: symlink %q: %w", st.Path, err)
+		}
+	}
+	return nil
+}
+
+// recoverRewind finishes a rewind interrupted by a crash: it plans again
+// from the records before the rewind's own checkpoint, applies what is
+// left, and records the rewind.
+func (e *Engine) recoverRewind(ctx context.Context) error {
+	b, err := os.ReadFile(filepath.Join(e.opts.StoreDir, intentName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("rewind: read intent: %w", err)
+	}
+	var in intent
+	if err := json.Unmarshal(b, &in); err != nil {
+		return fmt.Errorf("rewind: damaged intent record %s: %w", intentName, err)
+	}
+	if in.Checkpoint == 0 || in.Checkpoint > e.Head() {
+		return fmt.Errorf("rewind: intent names checkpoint %d beyond the log's head %d", in.Checkpoint, e.Head())
+	}
+	e.opts.Logger.Warn("rewind: finishing a rewind interrupted by a crash", "target", in.Target, "checkpoint", in.Checkpoint)
+	plan, err := e.plan(in.Target, in.Checkpoint)
+	if err != nil {
+		return err
+	}
+	if err := e.applyPlan(plan); err != nil {
+		return err
+	}
+	// The report is what the whole rewind changed, not only what was left
+	// to do after the crash.
+	_, err = e.finishRewind(ctx, in.Target, in.Checkpoint, e.planFromCheckpoint(in))
+	return err
+}
+
+// planFromCheckpoint rebuilds, for the report, the set of paths the
+// interrupted rewind changed: those its checkpoint names whose state at the
+// target differs from the before-state it captured.
+func (e *Engine) planFromCheckpoint(in intent) *rewindPlan {
+	p := &rewindPlan{}
+	for _, path := range e.index.changedBetween(in.Checkpoint-1, in.Checkpoint+1) {
+		tgt, err := e.stateAt(path, in.Target, in.Checkpoint)
+		if err != nil {
+			continue
+		}
+		before, ok := e.index.at(path, in.Checkpoint-1, in.Checkpoint+1)
+		if !ok {
+			continue
+		}
+		switch {
+		case !tgt.Exists && !before.st.Absent:
+			p.removes = append(p.removes, path)
+		case tgt.Exists && tgt.State.Skipped:
+			p.skipped = append(p.skipped, path)
+		case tgt.Exists:
+			st := tgt.State
+			st.Path = path
+			p.creates = append(p.creates, st)
+		}
+	}
+	return p
+}

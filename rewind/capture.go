@@ -1,0 +1,273 @@
+package rewind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// Begin is called before every mutating operation. It takes the workspace
+// lock for reading (until release is called; release is nil on error),
+// begins an auto step if one is due, and captures each change not yet
+// captured in the current step; the captures are durable (per Options.Sync)
+// when it returns. It returns the current step's sequence, which a caller
+// keeping a file open for writing remembers: when a later Begin returns a
+// different step, the caller captures that file again with CaptureLocked.
+// On error nothing was changed and the operation must fail.
+func (e *Engine) Begin(ctx context.Context, who Caller, changes ...Change) (release func(), step Seq, err error) {
+	e.wsMu.RLock()
+	var once sync.Once
+	release = func() { once.Do(e.wsMu.RUnlock) }
+	if err := e.syncFailed(); err != nil {
+		release()
+		return nil, 0, err
+	}
+	if err := e.autoStep(ctx); err != nil {
+		release()
+		return nil, 0, err
+	}
+	if len(changes) > 0 {
+		if err := e.CaptureLocked(ctx, who, changes...); err != nil {
+			release()
+			return nil, 0, err
+		}
+	}
+	return release, Seq(e.stepSeq.Load()), nil
+}
+
+// autoStep begins a step labelled "auto" when the workspace was idle for
+// Options.AutoStep, and notes the activity.
+func (e *Engine) autoStep(ctx context.Context) error {
+	if e.opts.AutoStep <= 0 {
+		return nil
+	}
+	now := time.Now()
+	e.capMu.Lock()
+	defer e.capMu.Unlock()
+	idle := !e.lastActivity.IsZero() && now.Sub(e.lastActivity) > e.opts.AutoStep
+	if e.lastActivity.IsZero() {
+		idle = true
+	}
+	e.lastActivity = now
+	if !idle {
+		return nil
+	}
+	_, err := e.beginStepLocked(ctx, "auto", map[string]any{"name": "auto"})
+	return err
+}
+
+// CaptureLocked captures changes in the current step; the caller holds the
+// workspace lock through Begin.
+func (e *Engine) CaptureLocked(ctx context.Context, who Caller, changes ...Change) error {
+	paths, err := e.expand(changes)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		mine, theirs, label, step := e.claim(paths)
+		err := e.captureClaimed(ctx, who, mine, label, step)
+		for _, c := range theirs {
+			<-c.done
+			if c.err != nil && err == nil {
+				err = c.err
+			}
+		}
+		if err != nil || len(theirs) == 0 || attempt > 0 {
+			return err
+		}
+		// Paths someone else was capturing are captured now, unless a step
+		// began meanwhile; one more claim settles it.
+	}
+}
+
+// expand turns changes into the list of paths to capture: each path, and
+// for Tree changes of a directory, every path under it.
+func (e *Engine) expand(changes []Change) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, c := range changes {
+		if err := CleanPath(c.Path); err != nil {
+			return nil, fmt.Errorf("%w: %q", err, c.Path)
+		}
+		add(c.Path)
+		if c.Tree {
+			if err := e.walk(c.Path, add); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// walk calls fn for every path under directory p (not p itself), parents
+// before children. A p that is not a directory has nothing under it.
+func (e *Engine) walk(p string, fn func(string)) error {
+	names, err := e.ws.readDirNames(p)
+	if isMissing(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("rewind: read directory %q: %w", p, err)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if p == "" && IsReserved(n) {
+			continue
+		}
+		c := joinPath(p, n)
+		fn(c)
+		if err := e.walk(c, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claim splits paths into those this call must capture (now marked in
+// flight) and captures under way by others to wait for; paths already
+// captured in the current step are dropped.
+func (e *Engine) claim(paths []string) (mine []string, theirs []*capture, label string, step Seq) {
+	e.capMu.Lock()
+	defer e.capMu.Unlock()
+	for _, p := range paths {
+		if e.captured[p] {
+			continue
+		}
+		if c := e.inflight[p]; c != nil {
+			theirs = append(theirs, c)
+			continue
+		}
+		mine = append(mine, p)
+	}
+	if len(mine) > 0 {
+		c := &capture{done: make(chan struct{})}
+		for _, p := range mine {
+			e.inflight[p] = c
+		}
+	}
+	return mine, theirs, e.step.Label, e.step.Seq
+}
+
+// captureClaimed stores the before-states of paths (blobs first, then one
+// checkpoint event), then releases the claim.
+func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string, label string, step Seq) (err error) {
+	if len(paths) == 0 {
+		return nil
+	}
+	e.capMu.Lock()
+	c := e.inflight[paths[0]]
+	e.capMu.Unlock()
+	defer func() {
+		e.capMu.Lock()
+		for _, p := range paths {
+			delete(e.inflight, p)
+			if err == nil && e.step.Seq == step {
+				e.captured[p] = true
+			}
+		}
+		e.capMu.Unlock()
+		c.err = err
+		close(c.done)
+	}()
+	files := make([]FileState, 0, len(paths))
+	for _, p := range paths {
+		st, err := e.readState(p)
+		if err != nil {
+			return err
+		}
+		st.PID, st.Comm = who.PID, who.Comm
+		files = append(files, st)
+	}
+	_, err = e.appendCheckpoint(ctx, label, files)
+	return err
+}
+
+// appendCheckpoint appends a checkpoint naming files and adds it to the
+// index. With Options.Sync the blobs are already durable (Put synced) and
+// Append waits for its fsync; in batch mode the flusher is told.
+func (e *Engine) appendCheckpoint(ctx context.Context, label string, files []FileState) (eventlog.Event, error) {
+	ev, err := e.log.Append(ctx, eventlog.TypeCheckpoint, Checkpoint{Tool: label, Files: files})
+	if err != nil {
+		return ev, err
+	}
+	e.index.add(ev.Seq, files)
+	if !e.opts.Sync {
+		e.markDirty()
+	}
+	return ev, nil
+}
+
+// readState reads path p's current state from the workspace, storing a
+// regular file's content as a blob.
+func (e *Engine) readState(p string) (FileState, error) {
+	st, err := e.ws.lstat(p)
+	if isMissing(err) {
+		return FileState{Path: p, Absent: true}, nil
+	}
+	if err != nil {
+		return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+	}
+	fs := FileState{Path: p, Mode: st.Mode & 0o7777}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		fs.Kind = KindDir
+	case unix.S_IFLNK:
+		target, err := e.ws.readlink(p)
+		if err != nil {
+			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+		}
+		fs.Kind, fs.Target, fs.Bytes = KindSymlink, target, int64(len(target))
+	case unix.S_IFREG:
+		fs.Kind, fs.Bytes = KindFile, st.Size
+		if e.opts.MaxBlobSize > 0 && st.Size > e.opts.MaxBlobSize {
+			fs.Skipped = true
+			fs.Reason = fmt.Sprintf("file of %d bytes is larger than the blob size cap of %d bytes", st.Size, e.opts.MaxBlobSize)
+			return fs, nil
+		}
+		f, err := e.ws.openFile(p)
+		if err != nil {
+			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+		}
+		defer f.Close()
+		id, n, err := e.blobs.Put(f)
+		if err != nil {
+			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+		}
+		fs.Blob, fs.Bytes = id.String(), n
+	default:
+		fs.Skipped = true
+		fs.Reason = "unsupported file type " + fileType(st.Mode)
+	}
+	return fs, nil
+}
+
+// fileType names a special file's type for a skipped reason.
+func fileType(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "fifo"
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFCHR:
+		return "character device"
+	case unix.S_IFBLK:
+		return "block device"
+	}
+	return "unknown"
+}
+
+// errClosed is returned after Close.
+var errClosed = errors.New("rewind: engine is closed")

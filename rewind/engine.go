@@ -1,0 +1,377 @@
+package rewind
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// Options configure Open.
+type Options struct {
+	// StoreDir is the store: events.jsonl, blobs/, rewind-intent.json.
+	StoreDir string
+	// Sync: fsync every capture before the change proceeds ("--sync always").
+	// Otherwise ("--sync batch") a flusher fsyncs within BatchDelay.
+	Sync bool
+	// BatchDelay bounds how long a batch capture waits for its fsync
+	// (default 5ms).
+	BatchDelay time.Duration
+	// AutoStep, when > 0, begins a step labelled "auto" at the first change
+	// after this much idle time.
+	AutoStep time.Duration
+	// MaxBlobSize, when > 0, records larger files as skipped.
+	MaxBlobSize int64
+	// Logger for recovery notes and slow fsyncs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Step is the current step: the sequence that began it (its tool_call, or
+// the rewind or open that ended the previous one) and its label.
+type Step struct {
+	Seq   Seq
+	Label string
+}
+
+// Entry is the state of one path at some sequence.
+type Entry struct {
+	// Exists is false when the path did not exist (or was hidden by an
+	// ancestor that did not exist or was not a directory).
+	Exists bool
+	// Live means the state is the path as it is now in the workspace; State
+	// was filled from lstat (no Blob).
+	Live bool
+	// State is the before-state recorded (when !Live) or the live state.
+	// For a live file, State.Bytes is its size and State.Mode its
+	// permission bits.
+	State FileState
+	// From is the checkpoint sequence the state came from (0 when Live).
+	From Seq
+}
+
+// DirEntry is a name in a directory at some sequence.
+type DirEntry struct {
+	Name  string
+	Entry Entry
+}
+
+// Result is what Rewind did.
+type Result struct {
+	Report Report
+	// Seq is the session_rewind event's sequence.
+	Seq Seq
+	// Changed lists every workspace path the rewind created, replaced,
+	// changed the mode of, or removed (parents before children), so the
+	// FUSE layer can invalidate kernel caches for them.
+	Changed []string
+}
+
+// GCResult is what GC did.
+type GCResult struct {
+	// Before is the new start of history: @T with T < Before is gone.
+	Before Seq `json:"before"`
+	// Seq is the history_pruned event's sequence.
+	Seq          Seq   `json:"sequence"`
+	BlobsRemoved int   `json:"blobsRemoved"`
+	BytesFreed   int64 `json:"bytesFreed"`
+}
+
+// Engine is an open workspace history: the event log, the blobs, the index
+// over them, and the current step.
+type Engine struct {
+	opts  Options
+	ws    workspace
+	log   *eventlog.Log
+	blobs *blobstore.Store
+	index *Index
+
+	// wsMu is the workspace lock: every mutating operation holds it for
+	// reading from its capture through its syscall (Begin/release); a
+	// rewind, a step boundary and gc hold it for writing.
+	wsMu sync.RWMutex
+
+	capMu sync.Mutex // guards step, captured, inflight, lastActivity, lastRewind, pruned
+	step  Step
+	// captured holds the paths captured in the current step.
+	captured map[string]bool
+	// inflight holds captures under way, so a second change to the same
+	// path waits for the first capture instead of capturing twice.
+	inflight     map[string]*capture
+	lastActivity time.Time
+	lastRewind   RewindPayload
+	lastRewindAt Seq
+	pruned       Seq
+
+	// stepSeq mirrors step.Seq for lock-free reads on the write path.
+	stepSeq atomic.Uint64
+
+	// flushMu serialises flushes (blobs, then log) and guards syncErr.
+	flushMu sync.Mutex
+	// syncErr is a failed batch flush: history can no longer be made
+	// durable, so every later change is refused with it.
+	syncErr error
+	dirty   chan struct{}
+	stop    chan struct{}
+	stopped chan struct{}
+
+	closeOnce sync.Once
+}
+
+// capture is one path's capture under way.
+type capture struct {
+	done chan struct{}
+	err  error
+}
+
+// Open opens the engine on the workspace whose root directory is root (an
+// open directory the engine keeps using; it never opens the workspace by
+// path), with the store in opts.StoreDir. It takes the log's writer lock,
+// builds the index from the log, and finishes an interrupted rewind.
+func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
+	if opts.StoreDir == "" {
+		return nil, errors.New("rewind: no store directory")
+	}
+	if opts.BatchDelay <= 0 {
+		opts.BatchDelay = 5 * time.Millisecond
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(opts.StoreDir, 0o700); err != nil {
+		return nil, fmt.Errorf("rewind: store: %w", err)
+	}
+	log, err := eventlog.Open(filepath.Join(opts.StoreDir, "events.jsonl"), eventlog.Options{Sync: opts.Sync, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	blobs, err := blobstore.Open(filepath.Join(opts.StoreDir, "blobs"), blobstore.Options{Sync: opts.Sync})
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	if err := blobs.CleanTemp(); err != nil {
+		log.Close()
+		return nil, err
+	}
+	e := &Engine{
+		opts:     opts,
+		ws:       workspace{root: root},
+		log:      log,
+		blobs:    blobs,
+		index:    newIndex(),
+		captured: map[string]bool{},
+		inflight: map[string]*capture{},
+		dirty:    make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+	}
+	if err := e.load(); err != nil {
+		log.Close()
+		return nil, err
+	}
+	e.setStep(Step{Seq: log.Head()})
+	if err := e.recoverRewind(ctx); err != nil {
+		log.Close()
+		return nil, err
+	}
+	go e.flusher()
+	return e, nil
+}
+
+// load builds the index and the last rewind from the log.
+func (e *Engine) load() error {
+	for ev, err := range e.log.Events(1) {
+		if err != nil {
+			return err
+		}
+		if err := e.apply(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply folds one appended event into the in-memory state.
+func (e *Engine) apply(ev eventlog.Event) error {
+	switch ev.Type {
+	case eventlog.TypeCheckpoint:
+		var cp Checkpoint
+		if err := json.Unmarshal(ev.Payload, &cp); err != nil {
+			return fmt.Errorf("rewind: checkpoint %d: %w", ev.Seq, err)
+		}
+		e.index.add(ev.Seq, cp.Files)
+	case eventlog.TypeRewind:
+		var rp RewindPayload
+		if err := json.Unmarshal(ev.Payload, &rp); err != nil {
+			return fmt.Errorf("rewind: rewind event %d: %w", ev.Seq, err)
+		}
+		e.capMu.Lock()
+		e.lastRewind, e.lastRewindAt = rp, ev.Seq
+		e.capMu.Unlock()
+	case eventlog.TypeHistoryPruned:
+		var pp PrunedPayload
+		if err := json.Unmarshal(ev.Payload, &pp); err != nil {
+			return fmt.Errorf("rewind: history_pruned event %d: %w", ev.Seq, err)
+		}
+		e.index.prune(pp.Before)
+		e.capMu.Lock()
+		e.pruned = pp.Before
+		e.capMu.Unlock()
+	}
+	return nil
+}
+
+// setStep starts a new step; the caller holds capMu or is single-threaded.
+func (e *Engine) setStep(s Step) {
+	e.step = s
+	e.captured = map[string]bool{}
+	e.stepSeq.Store(uint64(s.Seq))
+}
+
+// Close flushes everything and releases the store.
+func (e *Engine) Close() error {
+	var err error
+	e.closeOnce.Do(func() {
+		close(e.stop)
+		<-e.stopped
+		e.wsMu.Lock()
+		defer e.wsMu.Unlock()
+		err = e.Sync()
+		if cerr := e.log.Close(); err == nil {
+			err = cerr
+		}
+	})
+	return err
+}
+
+// Head is the last sequence written.
+func (e *Engine) Head() Seq { return e.log.Head() }
+
+// Log is the event log (for readers: Events).
+func (e *Engine) Log() *eventlog.Log { return e.log }
+
+// Blobs is the blob store.
+func (e *Engine) Blobs() *blobstore.Store { return e.blobs }
+
+// Step is the current step.
+func (e *Engine) Step() Step {
+	e.capMu.Lock()
+	defer e.capMu.Unlock()
+	return e.step
+}
+
+// PrunedBefore is the start of history: states below it were pruned by GC
+// (0 when nothing was).
+func (e *Engine) PrunedBefore() Seq {
+	e.capMu.Lock()
+	defer e.capMu.Unlock()
+	return e.pruned
+}
+
+// LastRewind is the last rewind's payload and sequence, if any.
+func (e *Engine) LastRewind() (RewindPayload, Seq, bool) {
+	e.capMu.Lock()
+	defer e.capMu.Unlock()
+	return e.lastRewind, e.lastRewindAt, e.lastRewindAt != 0
+}
+
+// BeginStep flushes pending captures and appends a tool_call event with
+// payload {"name": label} merged with extra (a JSON object, or nil). Changes
+// after it belong to the new step. It waits for changes under way to finish,
+// so the boundary is exact.
+func (e *Engine) BeginStep(ctx context.Context, label string, extra json.RawMessage) (eventlog.Event, error) {
+	payload := map[string]any{}
+	if len(extra) > 0 {
+		if err := json.Unmarshal(extra, &payload); err != nil {
+			return eventlog.Event{}, fmt.Errorf("rewind: step payload is not a JSON object: %w", err)
+		}
+	}
+	payload["name"] = label
+	e.wsMu.Lock()
+	defer e.wsMu.Unlock()
+	e.capMu.Lock()
+	defer e.capMu.Unlock()
+	return e.beginStepLocked(ctx, label, payload)
+}
+
+// beginStepLocked appends the tool_call and starts the step; the caller
+// holds capMu.
+func (e *Engine) beginStepLocked(ctx context.Context, label string, payload map[string]any) (eventlog.Event, error) {
+	if err := e.Sync(); err != nil {
+		return eventlog.Event{}, err
+	}
+	ev, err := e.log.Append(ctx, eventlog.TypeToolCall, payload)
+	if err != nil {
+		return eventlog.Event{}, err
+	}
+	e.setStep(Step{Seq: ev.Seq, Label: label})
+	return ev, nil
+}
+
+// Sync makes every capture so far durable: blobs first, then the log.
+func (e *Engine) Sync() error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	if e.syncErr != nil {
+		return e.syncErr
+	}
+	start := time.Now()
+	if err := e.blobs.Sync(); err != nil {
+		e.syncErr = err
+		return err
+	}
+	if err := e.log.Sync(); err != nil {
+		e.syncErr = err
+		return err
+	}
+	if d := time.Since(start); d > time.Second {
+		e.opts.Logger.Warn("rewind: slow fsync", "took", d)
+	}
+	return nil
+}
+
+// markDirty tells the batch flusher there is something to fsync.
+func (e *Engine) markDirty() {
+	select {
+	case e.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// flusher fsyncs batch captures within BatchDelay, grouping neighbours.
+func (e *Engine) flusher() {
+	defer close(e.stopped)
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-e.dirty:
+		}
+		timer := time.NewTimer(e.opts.BatchDelay)
+		select {
+		case <-e.stop:
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		if err := e.Sync(); err != nil {
+			e.opts.Logger.Error("rewind: flushing captures failed; refusing further changes", "err", err)
+		}
+	}
+}
+
+// syncFailed returns the sticky flush error, if any.
+func (e *Engine) syncFailed() error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	return e.syncErr
+}

@@ -1,0 +1,88 @@
+package rewind
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// GC forgets states older than before: it appends a history_pruned event,
+// then removes every blob that no checkpoint after before names (including
+// blobs no event names at all, left by a crash between blob and event).
+// ErrNoSuchSeq when before > head. Changes wait while it runs, so no capture
+// can name a blob it is removing.
+func (e *Engine) GC(ctx context.Context, before Seq) (GCResult, error) {
+	e.wsMu.Lock()
+	defer e.wsMu.Unlock()
+	if before > e.Head() {
+		return GCResult{}, fmt.Errorf("%w: %d (head is %d)", ErrNoSuchSeq, before, e.Head())
+	}
+	if before < e.PrunedBefore() {
+		before = e.PrunedBefore()
+	}
+	if err := e.Sync(); err != nil {
+		return GCResult{}, err
+	}
+	ev, err := e.log.Append(ctx, eventlog.TypeHistoryPruned, PrunedPayload{Before: before})
+	if err == nil {
+		err = e.log.Sync()
+	}
+	if err != nil {
+		return GCResult{}, fmt.Errorf("rewind: gc: %w", err)
+	}
+	if err := e.apply(ev); err != nil {
+		return GCResult{}, err
+	}
+	keep, err := e.blobsNamedAfter(before)
+	if err != nil {
+		return GCResult{}, err
+	}
+	res := GCResult{Before: before, Seq: ev.Seq}
+	err = e.blobs.Walk(func(b blobstore.BlobInfo) error {
+		if keep[b.ID] {
+			return nil
+		}
+		if err := e.blobs.Remove(b.ID); err != nil {
+			return err
+		}
+		res.BlobsRemoved++
+		res.BytesFreed += b.Size
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("rewind: gc: %w", err)
+	}
+	return res, nil
+}
+
+// blobsNamedAfter is the set of blobs named by checkpoints with sequence >
+// before: the only ones a state at or after before can need.
+func (e *Engine) blobsNamedAfter(before Seq) (map[blobstore.ID]bool, error) {
+	keep := map[blobstore.ID]bool{}
+	for ev, err := range e.log.Events(before + 1) {
+		if err != nil {
+			return nil, err
+		}
+		if ev.Type != eventlog.TypeCheckpoint {
+			continue
+		}
+		var cp Checkpoint
+		if err := json.Unmarshal(ev.Payload, &cp); err != nil {
+			return nil, fmt.Errorf("rewind: checkpoint %d: %w", ev.Seq, err)
+		}
+		for _, f := range cp.Files {
+			if f.Blob == "" {
+				continue
+			}
+			id, err := blobstore.ParseID(f.Blob)
+			if err != nil {
+				return nil, fmt.Errorf("rewind: checkpoint %d: %w", ev.Seq, err)
+			}
+			keep[id] = true
+		}
+	}
+	return keep, nil
+}

@@ -1,0 +1,183 @@
+package rewind
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/blobstore"
+)
+
+// checkSeq refuses sequences above head or below the pruned history.
+func (e *Engine) checkSeq(t Seq) error {
+	if t > e.Head() || t < e.PrunedBefore() {
+		return fmt.Errorf("%w: %d (history is %d..%d)", ErrNoSuchSeq, t, e.PrunedBefore(), e.Head())
+	}
+	return nil
+}
+
+// StateAt is the state of path at sequence t, ancestors included: a path
+// under an ancestor that did not exist at t does not exist.
+func (e *Engine) StateAt(p string, t Seq) (Entry, error) {
+	if err := CleanPath(p); err != nil {
+		return Entry{}, fmt.Errorf("%w: %q", err, p)
+	}
+	if err := e.checkSeq(t); err != nil {
+		return Entry{}, err
+	}
+	return e.stateAt(p, t, ^Seq(0))
+}
+
+// stateAt resolves p at t using only records below limit (a recovering
+// rewind ignores its own checkpoint).
+func (e *Engine) stateAt(p string, t, limit Seq) (Entry, error) {
+	if p == "" {
+		return e.childAt("", t, limit)
+	}
+	dir := ""
+	for _, name := range strings.Split(p, "/") {
+		ent, err := e.childAt(joinPath(dir, name), t, limit)
+		if err != nil || !ent.Exists {
+			return Entry{}, err
+		}
+		dir = joinPath(dir, name)
+		if dir != p && ent.State.Kind != KindDir {
+			return Entry{}, nil
+		}
+		if dir == p {
+			return ent, nil
+		}
+	}
+	return Entry{}, nil
+}
+
+// ChildAt is the state of name in directory dir at t, given that dir existed
+// as a directory at t (what a FUSE lookup needs: O(log n), no ancestor walk).
+func (e *Engine) ChildAt(dir, name string, t Seq) (Entry, error) {
+	p := joinPath(dir, name)
+	if err := CleanPath(p); err != nil {
+		return Entry{}, fmt.Errorf("%w: %q", err, p)
+	}
+	if err := e.checkSeq(t); err != nil {
+		return Entry{}, err
+	}
+	return e.childAt(p, t, ^Seq(0))
+}
+
+// childAt is p's own state at t: the first record after t below limit, or
+// the live state.
+func (e *Engine) childAt(p string, t, limit Seq) (Entry, error) {
+	if rec, ok := e.index.at(p, t, limit); ok {
+		return Entry{Exists: !rec.st.Absent, State: rec.st, From: rec.seq}, nil
+	}
+	return e.live(p)
+}
+
+// live is p as it is now in the workspace.
+func (e *Engine) live(p string) (Entry, error) {
+	st, err := e.ws.lstat(p)
+	if isMissing(err) {
+		return Entry{Live: true, State: FileState{Path: p, Absent: true}}, nil
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("rewind: stat %q: %w", p, err)
+	}
+	fs := FileState{Path: p, Mode: st.Mode & 0o7777, Bytes: st.Size}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		fs.Kind = KindDir
+	case unix.S_IFLNK:
+		fs.Kind = KindSymlink
+	case unix.S_IFREG:
+		fs.Kind = KindFile
+	default:
+		fs.Skipped, fs.Reason = true, "unsupported file type "+fileType(st.Mode)
+	}
+	return Entry{Exists: true, Live: true, State: fs}, nil
+}
+
+// ReadDirAt lists directory dir as it was at t, sorted by name. dir must
+// have existed at t as a directory. Reserved names at the root are left out.
+func (e *Engine) ReadDirAt(dir string, t Seq) ([]DirEntry, error) {
+	if err := CleanPath(dir); err != nil {
+		return nil, fmt.Errorf("%w: %q", err, dir)
+	}
+	if err := e.checkSeq(t); err != nil {
+		return nil, err
+	}
+	return e.readDirAt(dir, t, ^Seq(0))
+}
+
+func (e *Engine) readDirAt(dir string, t, limit Seq) ([]DirEntry, error) {
+	names := map[string]bool{}
+	for _, n := range e.index.names(dir) {
+		names[n] = true
+	}
+	liveNames, err := e.ws.readDirNames(dir)
+	if err != nil && !isMissing(err) {
+		return nil, fmt.Errorf("rewind: read directory %q: %w", dir, err)
+	}
+	for _, n := range liveNames {
+		names[n] = true
+	}
+	var out []DirEntry
+	for n := range names {
+		if dir == "" && IsReserved(n) {
+			continue
+		}
+		ent, err := e.childAt(joinPath(dir, n), t, limit)
+		if err != nil {
+			return nil, err
+		}
+		if ent.Exists {
+			out = append(out, DirEntry{Name: n, Entry: ent})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// OpenContent opens the content of a file state: the verified blob, or for
+// a live entry the workspace file, read-only, never following a symlink.
+func (e *Engine) OpenContent(ent Entry) (*os.File, error) {
+	if !ent.Exists || ent.State.Kind != KindFile {
+		return nil, fmt.Errorf("rewind: %q is not a file at that sequence", ent.State.Path)
+	}
+	if ent.Live {
+		f, err := e.ws.openFile(ent.State.Path)
+		if err != nil {
+			return nil, fmt.Errorf("rewind: open %q: %w", ent.State.Path, err)
+		}
+		return f, nil
+	}
+	if ent.State.Skipped {
+		return nil, fmt.Errorf("%w: %q: %s", ErrSkipped, ent.State.Path, ent.State.Reason)
+	}
+	id, err := blobstore.ParseID(ent.State.Blob)
+	if err != nil {
+		return nil, fmt.Errorf("rewind: %q at checkpoint %d: %w", ent.State.Path, ent.From, err)
+	}
+	f, err := e.blobs.OpenVerified(id)
+	if err != nil {
+		return nil, fmt.Errorf("rewind: %q at checkpoint %d: %w", ent.State.Path, ent.From, err)
+	}
+	return f, nil
+}
+
+// ReadLink is a symlink's target at a state (recorded or live).
+func (e *Engine) ReadLink(ent Entry) (string, error) {
+	if !ent.Exists || ent.State.Kind != KindSymlink {
+		return "", fmt.Errorf("rewind: %q is not a symlink at that sequence", ent.State.Path)
+	}
+	if !ent.Live {
+		return ent.State.Target, nil
+	}
+	t, err := e.ws.readlink(ent.State.Path)
+	if err != nil {
+		return "", fmt.Errorf("rewind: readlink %q: %w", ent.State.Path, err)
+	}
+	return t, nil
+}

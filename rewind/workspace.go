@@ -1,0 +1,275 @@
+package rewind
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// workspace reaches the workspace's files only through the root's directory
+// descriptor. Parent directories are opened with openat2 confined beneath
+// the root and refusing every symlink; the final component is then used
+// with *at calls that do not follow it. Nothing here can be led outside the
+// workspace by a planted symlink.
+type workspace struct {
+	root *os.File
+}
+
+// maxChunk bounds the path given to one openat2 call, so deep trees never
+// hit PATH_MAX: longer parent paths are opened a chunk at a time.
+const maxChunk = 2048
+
+// openDir opens directory dir (a workspace path, "" for the root) as an
+// O_PATH descriptor. It fails with ELOOP if any component is a symlink and
+// ENOTDIR if one is not a directory.
+func (w *workspace) openDir(dir string) (int, error) {
+	fd := int(w.root.Fd())
+	if dir == "" {
+		return unix.Openat(fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	}
+	owned := -1
+	for dir != "" {
+		chunk := dir
+		if len(chunk) > maxChunk {
+			i := strings.LastIndexByte(chunk[:maxChunk], '/')
+			if i <= 0 {
+				i = strings.IndexByte(chunk, '/')
+			}
+			if i > 0 {
+				chunk = dir[:i]
+			}
+		}
+		dir = strings.TrimPrefix(dir[len(chunk):], "/")
+		next, err := unix.Openat2(fd, chunk, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV,
+		})
+		if owned >= 0 {
+			unix.Close(owned)
+		}
+		if err != nil {
+			return -1, err
+		}
+		fd, owned = next, next
+	}
+	return owned, nil
+}
+
+// withParent opens p's parent directory and calls fn with it and p's name.
+func (w *workspace) withParent(p string, fn func(dirfd int, name string) error) error {
+	if p == "" {
+		return fmt.Errorf("%w: the workspace root itself", ErrUnsafePath)
+	}
+	dir, name := splitPath(p)
+	fd, err := w.openDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return fn(fd, name)
+}
+
+// lstat stats p without following a final symlink. The root ("") is
+// stat'ed through its own descriptor.
+func (w *workspace) lstat(p string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if p == "" {
+		err := unix.Fstat(int(w.root.Fd()), &st)
+		return st, err
+	}
+	err := w.withParent(p, func(fd int, name string) error {
+		return unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	})
+	return st, err
+}
+
+// isMissing reports whether err means "nothing there": the path, or a
+// parent, does not exist, is not a directory, or is a symlink we refuse to
+// cross (a path beyond a symlink does not exist inside the workspace).
+func isMissing(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV)
+}
+
+// openFile opens regular file p read-only, never following a symlink.
+func (w *workspace) openFile(p string) (*os.File, error) {
+	var f *os.File
+	err := w.withParent(p, func(fd int, name string) error {
+		nfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return err
+		}
+		f = os.NewFile(uintptr(nfd), p)
+		return nil
+	})
+	return f, err
+}
+
+// openDirRead opens directory p for reading its entries.
+func (w *workspace) openDirRead(p string) (*os.File, error) {
+	if p == "" {
+		fd, err := unix.Openat(int(w.root.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		return os.NewFile(uintptr(fd), "."), nil
+	}
+	var f *os.File
+	err := w.withParent(p, func(fd int, name string) error {
+		nfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		f = os.NewFile(uintptr(nfd), p)
+		return nil
+	})
+	return f, err
+}
+
+// readDirNames lists directory p's names (without "." and "..").
+func (w *workspace) readDirNames(p string) ([]string, error) {
+	f, err := w.openDirRead(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// readlink reads symlink p's target.
+func (w *workspace) readlink(p string) (string, error) {
+	var target string
+	err := w.withParent(p, func(fd int, name string) error {
+		buf := make([]byte, 4096)
+		for {
+			n, err := unix.Readlinkat(fd, name, buf)
+			if err != nil {
+				return err
+			}
+			if n < len(buf) {
+				target = string(buf[:n])
+				return nil
+			}
+			buf = make([]byte, 2*len(buf))
+		}
+	})
+	return target, err
+}
+
+// remove deletes p: a file or symlink, or a directory with everything under
+// it (children first). Missing is not an error.
+func (w *workspace) remove(p string) error {
+	st, err := w.lstat(p)
+	if isMissing(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		names, err := w.readDirNames(p)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if err := w.remove(joinPath(p, n)); err != nil {
+				return err
+			}
+		}
+		return w.withParent(p, func(fd int, name string) error {
+			return unix.Unlinkat(fd, name, unix.AT_REMOVEDIR)
+		})
+	}
+	return w.withParent(p, func(fd int, name string) error {
+		return unix.Unlinkat(fd, name, 0)
+	})
+}
+
+// mkdir creates directory p with mode 0700 (the final mode is set once its
+// children are in place, in case it forbids writing).
+func (w *workspace) mkdir(p string) error {
+	return w.withParent(p, func(fd int, name string) error {
+		return unix.Mkdirat(fd, name, 0o700)
+	})
+}
+
+// chmod sets p's permission bits, never following a symlink.
+func (w *workspace) chmod(p string, mode uint32) error {
+	if p == "" {
+		return unix.Fchmod(int(w.root.Fd()), mode&0o7777)
+	}
+	return w.withParent(p, func(fd int, name string) error {
+		nfd, err := unix.Openat(fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(nfd)
+		var st unix.Stat_t
+		if err := unix.Fstat(nfd, &st); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return nil // symlinks have no mode of their own on Linux
+		}
+		// An O_PATH descriptor cannot be fchmod'ed; its /proc link can.
+		return unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", nfd), mode&0o7777)
+	})
+}
+
+// writeFile replaces p with the content from r and mode, atomically: a
+// temporary file beside it, fsynced, renamed over p.
+func (w *workspace) writeFile(p string, r io.Reader, mode uint32) error {
+	return w.withParent(p, func(fd int, name string) error {
+		tmp := tempName(name)
+		nfd, err := unix.Openat(fd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(nfd), tmp)
+		_, err = io.Copy(f, r)
+		if err == nil {
+			err = unix.Fchmod(nfd, mode&0o7777)
+		}
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = unix.Renameat(fd, tmp, fd, name)
+		}
+		if err != nil {
+			unix.Unlinkat(fd, tmp, 0)
+		}
+		return err
+	})
+}
+
+// symlink replaces p with a symlink to target, atomically.
+func (w *workspace) symlink(p, target string) error {
+	return w.withParent(p, func(fd int, name string) error {
+		tmp := tempName(name)
+		if err := unix.Symlinkat(target, fd, tmp); err != nil {
+			return err
+		}
+		if err := unix.Renameat(fd, tmp, fd, name); err != nil {
+			unix.Unlinkat(fd, tmp, 0)
+			return err
+		}
+		return nil
+	})
+}
+
+// syncDir fsyncs directory p.
+func (w *workspace) syncDir(p string) error {
+	f, err := w.openDirRead(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
