@@ -1,0 +1,161 @@
+package fs
+
+import (
+	"path"
+	"strconv"
+	"syscall"
+	"time"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// backing is the workspace as the daemon sees it: a directory descriptor
+// opened before mounting. Every path here is relative to it ("" is the root)
+// and comes from go-fuse's inode tree, so it is clean.
+type backing struct {
+	fd  int    // the workspace root, O_RDONLY|O_DIRECTORY
+	dev uint64 // its device, masked out of inode numbers
+}
+
+// resolve keeps path resolution beneath the root and refuses every symlink
+// on the way: the kernel resolves symlinks itself, one lookup at a time, so a
+// symlink inside a path we get can only be a race, never a request.
+const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// openat2 opens rel beneath the root.
+func (b *backing) openat2(rel string, flags int) (int, error) {
+	if rel == "" {
+		rel = "."
+	}
+	for {
+		fd, err := unix.Openat2(b.fd, rel, &unix.OpenHow{
+			Flags:   uint64(flags | unix.O_CLOEXEC),
+			Resolve: resolve,
+		})
+		if err == unix.EINTR || err == unix.EAGAIN {
+			// EAGAIN: a concurrent rename raced RESOLVE_BENEATH's check.
+			continue
+		}
+		return fd, err
+	}
+}
+
+// dir opens directory rel for use as the dirfd of *at calls. done closes it
+// (it is a no-op for the root, which stays open).
+func (b *backing) dir(rel string) (fd int, done func(), err error) {
+	if rel == "" {
+		return b.fd, func() {}, nil
+	}
+	fd, err = b.openat2(rel, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return -1, nil, err
+	}
+	return fd, func() { unix.Close(fd) }, nil
+}
+
+// node opens rel itself with O_PATH, never following a final symlink (the
+// descriptor then refers to the symlink). Metadata calls go through it:
+// statx with AT_EMPTY_PATH, or the /proc/self/fd path of procPath.
+func (b *backing) node(rel string) (fd int, done func(), err error) {
+	if rel == "" {
+		return b.fd, func() {}, nil
+	}
+	fd, err = b.openat2(rel, unix.O_PATH|unix.O_NOFOLLOW)
+	if err != nil {
+		return -1, nil, err
+	}
+	return fd, func() { unix.Close(fd) }, nil
+}
+
+// procPath names the object open at fd. Calls that follow a final symlink
+// (chmod, chown, utimensat, getxattr, truncate) reach through this magic link
+// to exactly that object, even when it is a symlink itself: the *at
+// equivalents without a path do not exist for all of them.
+func procPath(fd int) string {
+	return "/proc/self/fd/" + strconv.Itoa(fd)
+}
+
+// statx stats name in dirfd without following a final symlink; name ""
+// stats dirfd itself.
+func statx(dirfd int, name string, st *unix.Statx_t) error {
+	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_STATX_SYNC_AS_STAT
+	if name == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	for {
+		err := unix.Statx(dirfd, name, flags, unix.STATX_BASIC_STATS|unix.STATX_BTIME, st)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// stable is the identity go-fuse keys inodes by: the backing inode number
+// (with a foreign device mixed in, as go-fuse's loopback does) and the birth
+// time as generation, so a reused inode number is a new node.
+func (b *backing) stable(st *unix.Statx_t) fusefs.StableAttr {
+	dev := unix.Mkdev(st.Dev_major, st.Dev_minor)
+	swapped := (dev << 32) | (dev >> 32)
+	rootSwapped := (b.dev << 32) | (b.dev >> 32)
+	gen := uint64(1)
+	if st.Mask&unix.STATX_BTIME != 0 {
+		gen = uint64(st.Btime.Sec)*1e9 + uint64(st.Btime.Nsec)
+	}
+	return fusefs.StableAttr{
+		Mode: uint32(st.Mode) & syscall.S_IFMT,
+		Ino:  (swapped ^ rootSwapped) ^ st.Ino,
+		Gen:  gen,
+	}
+}
+
+// fillAttr copies a statx result into a FUSE attribute.
+func fillAttr(st *unix.Statx_t, a *fuse.Attr) {
+	a.Ino = st.Ino
+	a.Size = st.Size
+	a.Blocks = st.Blocks
+	a.Atime, a.Atimensec = uint64(st.Atime.Sec), st.Atime.Nsec
+	a.Mtime, a.Mtimensec = uint64(st.Mtime.Sec), st.Mtime.Nsec
+	a.Ctime, a.Ctimensec = uint64(st.Ctime.Sec), st.Ctime.Nsec
+	a.Mode = uint32(st.Mode)
+	a.Nlink = st.Nlink
+	a.Uid = st.Uid
+	a.Gid = st.Gid
+	a.Rdev = uint32(unix.Mkdev(st.Rdev_major, st.Rdev_minor))
+	a.Blksize = st.Blksize
+}
+
+// setTimes sets atime/mtime on the object open at fd (O_PATH is fine).
+func setTimes(fd int, atime, mtime *time.Time) error {
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+	var err error
+	if atime != nil {
+		if ts[0], err = unix.TimeToTimespec(*atime); err != nil {
+			return err
+		}
+	}
+	if mtime != nil {
+		if ts[1], err = unix.TimeToTimespec(*mtime); err != nil {
+			return err
+		}
+	}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, procPath(fd), ts, 0)
+}
+
+// join is the workspace path of name in directory dir.
+func join(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// split is the inverse of join.
+func split(p string) (dir, name string) {
+	d, n := path.Split(p)
+	if d != "" {
+		d = d[:len(d)-1]
+	}
+	return d, n
+}

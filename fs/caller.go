@@ -1,0 +1,52 @@
+package fs
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// callerOf names the process whose request this is, for the pid and comm
+// fields of a capture. comm is read from /proc on every call and never
+// cached: pids are reused. A request the kernel makes on its own (pid 0, e.g.
+// writeback) has no caller.
+func callerOf(ctx context.Context) rewind.Caller {
+	c, ok := fuse.FromContext(ctx)
+	if !ok || c.Pid == 0 {
+		return rewind.Caller{}
+	}
+	who := rewind.Caller{PID: int(c.Pid)}
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(int(c.Pid)) + "/comm"); err == nil {
+		who.Comm = strings.TrimSpace(string(b))
+	}
+	return who
+}
+
+// engineCtx is the context handed to the engine. go-fuse cancels a request's
+// context when the kernel forwards an interrupt, and the Go runtime's
+// preemption signal (SIGURG) makes the kernel do that often for callers that
+// are Go programs. A capture or a rewind cut short by that would fail
+// operations that callers do not expect to see EINTR from (mkdir, rename), so
+// the engine gets a context with the caller's values and no cancellation.
+func engineCtx(ctx context.Context) context.Context {
+	return context.WithoutCancel(ctx)
+}
+
+// owner is the uid and gid a node created for the caller should get, and
+// whether a chown is needed at all (the daemon runs as root and creates as
+// root).
+func owner(ctx context.Context) (uid, gid int, chown bool) {
+	if os.Geteuid() != 0 {
+		return 0, 0, false
+	}
+	c, ok := fuse.FromContext(ctx)
+	if !ok || (c.Uid == 0 && c.Gid == 0) {
+		return 0, 0, false
+	}
+	return int(c.Uid), int(c.Gid), true
+}

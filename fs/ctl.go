@@ -1,0 +1,345 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// The control directory ".zero/" at the mount root. It is virtual: nothing
+// here is captured, and it hides the store of the same name on the backing
+// side. Each file is a command (a write) and a report (a read):
+//
+//	step    write a label or a JSON object: begin a step; read "<seq> <label>"
+//	rewind  write a sequence: rewind to it; read the last rewind's report
+//	head    read the head sequence
+//	log     read the event log
+//	status  read one JSON object about this mount
+//	gc      write a sequence: forget states before it; read the last result
+//
+// Reads are generated when a handle is opened and served with
+// FOPEN_DIRECT_IO, so the size 0 in the attributes never truncates them.
+// Every write(2) is one whole command.
+
+// ctlNames lists the control files; the value says whether it takes writes.
+var ctlNames = map[string]bool{
+	"step":   true,
+	"rewind": true,
+	"head":   false,
+	"log":    false,
+	"status": false,
+	"gc":     true,
+}
+
+// ctlDir is ".zero/": a persistent node whose children are made once.
+type ctlDir struct {
+	fusefs.Inode
+	fs *fsys
+}
+
+var (
+	_ fusefs.NodeOnAdder   = (*ctlDir)(nil)
+	_ fusefs.NodeGetattrer = (*ctlDir)(nil)
+)
+
+func (d *ctlDir) OnAdd(ctx context.Context) {
+	for name, writable := range ctlNames {
+		ch := d.NewPersistentInode(ctx, &ctlFile{fs: d.fs, name: name, writable: writable},
+			fusefs.StableAttr{Mode: syscall.S_IFREG})
+		d.AddChild(name, ch, true)
+	}
+}
+
+func (d *ctlDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d.fs.fillVirtual(&out.Attr, syscall.S_IFDIR|0o755, 2)
+	return 0
+}
+
+// fillVirtual fills the attributes of a virtual node: owned by the
+// workspace's owner, timed like the workspace root at mount.
+func (f *fsys) fillVirtual(a *fuse.Attr, mode uint32, nlink uint32) {
+	a.Mode = mode
+	a.Nlink = nlink
+	a.Uid, a.Gid = f.uid, f.gid
+	t := f.mtime
+	a.Atime, a.Mtime, a.Ctime = uint64(t.Unix()), uint64(t.Unix()), uint64(t.Unix())
+	a.Atimensec, a.Mtimensec, a.Ctimensec = uint32(t.Nanosecond()), uint32(t.Nanosecond()), uint32(t.Nanosecond())
+}
+
+// ctlFile is one control file.
+type ctlFile struct {
+	fusefs.Inode
+	fs       *fsys
+	name     string
+	writable bool
+}
+
+var (
+	_ fusefs.NodeGetattrer = (*ctlFile)(nil)
+	_ fusefs.NodeSetattrer = (*ctlFile)(nil)
+	_ fusefs.NodeOpener    = (*ctlFile)(nil)
+	_ fusefs.NodeReader    = (*ctlFile)(nil)
+	_ fusefs.NodeWriter    = (*ctlFile)(nil)
+)
+
+func (c *ctlFile) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	mode := uint32(0o444)
+	if c.writable {
+		mode = 0o644
+	}
+	c.fs.fillVirtual(&out.Attr, syscall.S_IFREG|mode, 1)
+	return 0
+}
+
+// Setattr accepts what a shell's "echo 5 > .zero/rewind" sends before the
+// write: a truncation to 0 (there is nothing to truncate), and times.
+func (c *ctlFile) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if _, ok := in.GetMode(); ok {
+		return syscall.EPERM
+	}
+	_, uok := in.GetUID()
+	_, gok := in.GetGID()
+	if uok || gok {
+		return syscall.EPERM
+	}
+	if _, ok := in.GetSize(); ok && !c.writable {
+		return syscall.EACCES
+	}
+	return c.Getattr(ctx, f, out)
+}
+
+// ctlHandle is an open control file: the report generated at open (or the
+// event log, read in place).
+type ctlHandle struct {
+	content []byte
+	log     *os.File // for "log": the events file, read-only
+}
+
+var _ fusefs.FileReleaser = (*ctlHandle)(nil)
+
+func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
+	if h.log != nil {
+		h.log.Close()
+	}
+	return 0
+}
+
+func (c *ctlFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	if flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 && !c.writable {
+		return nil, 0, syscall.EACCES
+	}
+	h := &ctlHandle{}
+	if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
+		if c.name == "log" {
+			f, err := os.Open(c.fs.eng.Log().Path())
+			if err != nil {
+				return nil, 0, engineErrno(c.fs.log, "open", ".zero/log", err, seqInvalid)
+			}
+			h.log = f
+		} else {
+			b, err := c.fs.report(c.name)
+			if err != nil {
+				return nil, 0, engineErrno(c.fs.log, "open", ".zero/"+c.name, err, seqInvalid)
+			}
+			h.content = b
+		}
+	}
+	return h, fuse.FOPEN_DIRECT_IO, 0
+}
+
+func (c *ctlFile) Read(ctx context.Context, f fusefs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h, ok := f.(*ctlHandle)
+	if !ok {
+		return nil, syscall.EBADF
+	}
+	if h.log != nil {
+		k, err := h.log.ReadAt(dest, off)
+		if err != nil && k == 0 && !isEOF(err) {
+			return nil, engineErrno(c.fs.log, "read", ".zero/log", err, seqInvalid)
+		}
+		return fuse.ReadResultData(dest[:k]), 0
+	}
+	if off >= int64(len(h.content)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	return fuse.ReadResultData(h.content[off:min(int64(len(h.content)), off+int64(len(dest)))]), 0
+}
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }
+
+// Write runs one command. The offset is ignored: "echo x >>" works too.
+func (c *ctlFile) Write(ctx context.Context, f fusefs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	var errno syscall.Errno
+	switch c.name {
+	case "step":
+		errno = c.fs.doStep(ctx, data)
+	case "rewind":
+		errno = c.fs.doRewind(ctx, data)
+	case "gc":
+		errno = c.fs.doGC(ctx, data)
+	default:
+		errno = syscall.EACCES
+	}
+	if errno != 0 {
+		return 0, errno
+	}
+	return uint32(len(data)), 0
+}
+
+// doStep begins a step. The label is the trimmed line; a JSON object is
+// passed on as the tool_call's payload, labelled by its "name" ("step" when
+// it has none).
+func (f *fsys) doStep(ctx context.Context, data []byte) syscall.Errno {
+	line := bytes.TrimSpace(data)
+	label := string(line)
+	var extra json.RawMessage
+	if len(line) > 0 && line[0] == '{' {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(line, &obj); err == nil {
+			extra = json.RawMessage(line)
+			label = "step"
+			if raw, ok := obj["name"]; ok {
+				var s string
+				if json.Unmarshal(raw, &s) == nil && s != "" {
+					label = s
+				}
+			}
+		}
+	}
+	if label == "" {
+		label = "step"
+	}
+	if _, err := f.eng.BeginStep(engineCtx(ctx), label, extra); err != nil {
+		return engineErrno(f.log, "step", ".zero/step", err, seqInvalid)
+	}
+	return 0
+}
+
+// parseSeq reads a decimal sequence; anything else is EINVAL.
+func parseSeq(data []byte) (rewind.Seq, bool) {
+	s := strings.TrimSpace(string(data))
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return rewind.Seq(n), true
+}
+
+// doRewind rewinds the workspace and returns when the rewind is complete
+// and durable, after telling the kernel to forget what it changed.
+func (f *fsys) doRewind(ctx context.Context, data []byte) syscall.Errno {
+	t, ok := parseSeq(data)
+	if !ok || t > f.eng.Head() {
+		return syscall.EINVAL
+	}
+	res, err := f.eng.Rewind(engineCtx(ctx), t)
+	if err != nil {
+		return engineErrno(f.log, "rewind", ".zero/rewind", err, seqInvalid)
+	}
+	f.invalidate(res.Changed)
+	return 0
+}
+
+func (f *fsys) doGC(ctx context.Context, data []byte) syscall.Errno {
+	before, ok := parseSeq(data)
+	if !ok || before > f.eng.Head() {
+		return syscall.EINVAL
+	}
+	res, err := f.eng.GC(engineCtx(ctx), before)
+	if err != nil {
+		return engineErrno(f.log, "gc", ".zero/gc", err, seqInvalid)
+	}
+	f.mu.Lock()
+	f.lastGC = &res
+	f.mu.Unlock()
+	return 0
+}
+
+// rewindReport is what reading .zero/rewind shows.
+type rewindReport struct {
+	Sequence           rewind.Seq    `json:"sequence"`
+	TargetSequence     rewind.Seq    `json:"targetSequence"`
+	CheckpointSequence rewind.Seq    `json:"checkpointSequence"`
+	Report             rewind.Report `json:"report"`
+}
+
+// statusReport is what reading .zero/status shows.
+type statusReport struct {
+	PID          int        `json:"pid"`
+	Workspace    string     `json:"workspace"`
+	Mountpoint   string     `json:"mountpoint"`
+	Store        string     `json:"store"`
+	Head         rewind.Seq `json:"head"`
+	Step         stepReport `json:"step"`
+	Sync         string     `json:"sync"`
+	AutoStep     string     `json:"autoStep"`
+	PrunedBefore rewind.Seq `json:"prunedBefore"`
+}
+
+type stepReport struct {
+	Sequence rewind.Seq `json:"sequence"`
+	Label    string     `json:"label"`
+}
+
+// report generates the content of a readable control file.
+func (f *fsys) report(name string) ([]byte, error) {
+	switch name {
+	case "step":
+		s := f.eng.Step()
+		return fmt.Appendf(nil, "%d %s\n", s.Seq, s.Label), nil
+	case "head":
+		return fmt.Appendf(nil, "%d\n", f.eng.Head()), nil
+	case "rewind":
+		p, seq, ok := f.eng.LastRewind()
+		if !ok {
+			return []byte("{}\n"), nil
+		}
+		r := rewindReport{Sequence: seq, TargetSequence: p.TargetSequence,
+			CheckpointSequence: p.CheckpointSequence, Report: p.Report}
+		if r.Report.Skipped == nil {
+			r.Report.Skipped = []string{}
+		}
+		return jsonLine(r)
+	case "gc":
+		f.mu.Lock()
+		res := f.lastGC
+		f.mu.Unlock()
+		if res == nil {
+			return []byte("{}\n"), nil
+		}
+		return jsonLine(res)
+	case "status":
+		s := f.eng.Step()
+		sync := "batch"
+		if f.sync {
+			sync = "always"
+		}
+		return jsonLine(statusReport{
+			PID: os.Getpid(), Workspace: f.workspace, Mountpoint: f.mountpoint, Store: f.store,
+			Head: f.eng.Head(), Step: stepReport{Sequence: s.Seq, Label: s.Label},
+			Sync: sync, AutoStep: f.autoStep.String(), PrunedBefore: f.eng.PrunedBefore(),
+		})
+	}
+	return nil, unix.ENOENT
+}
+
+func jsonLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

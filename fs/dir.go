@@ -1,0 +1,308 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/rewind"
+)
+
+var (
+	_ fusefs.NodeCreater        = (*wsNode)(nil)
+	_ fusefs.NodeMkdirer        = (*wsNode)(nil)
+	_ fusefs.NodeMknoder        = (*wsNode)(nil)
+	_ fusefs.NodeSymlinker      = (*wsNode)(nil)
+	_ fusefs.NodeLinker         = (*wsNode)(nil)
+	_ fusefs.NodeUnlinker       = (*wsNode)(nil)
+	_ fusefs.NodeRmdirer        = (*wsNode)(nil)
+	_ fusefs.NodeRenamer        = (*wsNode)(nil)
+	_ fusefs.NodeOpendirHandler = (*wsNode)(nil)
+)
+
+// entryOp is the common shape of a request that adds or removes the name
+// `name` in directory n: refuse reserved names at the root, capture
+// join(dir, name), open the directory, run fn on (dirfd, name) while holding
+// the capture. fn's step is the capture's step.
+func (n *wsNode) entryOp(ctx context.Context, op, name string, fn func(dirfd int, p string, step rewind.Seq) syscall.Errno) syscall.Errno {
+	if n.isRoot() && rewind.IsReserved(name) {
+		return syscall.EPERM
+	}
+	dir, ok := n.path()
+	if !ok {
+		return syscall.ENOENT
+	}
+	p := join(dir, name)
+	release, step, errno := n.begin(ctx, op, rewind.Change{Path: p})
+	if errno != 0 {
+		return errno
+	}
+	defer release()
+	dfd, done, err := n.fs.ws.dir(dir)
+	if err != nil {
+		return sysErrno(err)
+	}
+	defer done()
+	return fn(dfd, p, step)
+}
+
+// chownNew gives a node the daemon just created to the caller, leaving the
+// group alone in a setgid directory (the backing filesystem already gave it
+// the directory's group).
+func chownNew(ctx context.Context, dirfd int, name string, fd int) {
+	uid, gid, ok := owner(ctx)
+	if !ok {
+		return
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(dirfd, &st); err == nil && st.Mode&unix.S_ISGID != 0 {
+		gid = -1
+	}
+	if fd >= 0 {
+		unix.Fchown(fd, uid, gid)
+		return
+	}
+	unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// created finishes a create-like request: chown, stat, new inode. On a
+// failed stat the new name is removed again.
+func (n *wsNode) created(ctx context.Context, dirfd int, name string, isDir bool, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	chownNew(ctx, dirfd, name, -1)
+	var st unix.Statx_t
+	if err := statx(dirfd, name, &st); err != nil {
+		flag := 0
+		if isDir {
+			flag = unix.AT_REMOVEDIR
+		}
+		unix.Unlinkat(dirfd, name, flag)
+		return nil, sysErrno(err)
+	}
+	return n.newChild(ctx, &st, out), 0
+}
+
+func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	var child *fusefs.Inode
+	var h *wsFile
+	errno := n.entryOp(ctx, "create", name, func(dfd int, p string, step rewind.Seq) syscall.Errno {
+		fd, err := unix.Openat(dfd, name, openFlags(flags)|syscall.O_CREAT|int(flags&syscall.O_EXCL), mode)
+		if err != nil {
+			return sysErrno(err)
+		}
+		chownNew(ctx, dfd, name, fd)
+		var st unix.Statx_t
+		if err := statx(fd, "", &st); err != nil {
+			unix.Close(fd)
+			return sysErrno(err)
+		}
+		child = n.newChild(ctx, &st, out)
+		h = &wsFile{node: child.Operations().(*wsNode), fd: fd, write: true, step: step}
+		return 0
+	})
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	return child, h, 0, 0
+}
+
+func (n *wsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	var child *fusefs.Inode
+	errno := n.entryOp(ctx, "mkdir", name, func(dfd int, p string, _ rewind.Seq) (errno syscall.Errno) {
+		if err := unix.Mkdirat(dfd, name, mode); err != nil {
+			return sysErrno(err)
+		}
+		child, errno = n.created(ctx, dfd, name, true, out)
+		return errno
+	})
+	return child, errno
+}
+
+func (n *wsNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	var child *fusefs.Inode
+	errno := n.entryOp(ctx, "mknod", name, func(dfd int, p string, _ rewind.Seq) (errno syscall.Errno) {
+		if err := unix.Mknodat(dfd, name, mode, int(rdev)); err != nil {
+			return sysErrno(err)
+		}
+		child, errno = n.created(ctx, dfd, name, false, out)
+		return errno
+	})
+	return child, errno
+}
+
+func (n *wsNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	var child *fusefs.Inode
+	errno := n.entryOp(ctx, "symlink", name, func(dfd int, p string, _ rewind.Seq) (errno syscall.Errno) {
+		if err := unix.Symlinkat(target, dfd, name); err != nil {
+			return sysErrno(err)
+		}
+		child, errno = n.created(ctx, dfd, name, false, out)
+		return errno
+	})
+	return child, errno
+}
+
+func (n *wsNode) Link(ctx context.Context, target fusefs.InodeEmbedder, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	src, ok := target.(*wsNode)
+	if !ok || src.fs != n.fs {
+		return nil, syscall.EXDEV
+	}
+	srcPath, ok := src.path()
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	var child *fusefs.Inode
+	errno := n.entryOp(ctx, "link", name, func(dfd int, p string, _ rewind.Seq) syscall.Errno {
+		sdir, sname := split(srcPath)
+		sfd, done, err := n.fs.ws.dir(sdir)
+		if err != nil {
+			return sysErrno(err)
+		}
+		defer done()
+		if err := unix.Linkat(sfd, sname, dfd, name, 0); err != nil {
+			return sysErrno(err)
+		}
+		var st unix.Statx_t
+		if err := statx(dfd, name, &st); err != nil {
+			return sysErrno(err)
+		}
+		child = n.newChild(ctx, &st, out)
+		return 0
+	})
+	return child, errno
+}
+
+func (n *wsNode) Unlink(ctx context.Context, name string) syscall.Errno {
+	return n.entryOp(ctx, "unlink", name, func(dfd int, _ string, _ rewind.Seq) syscall.Errno {
+		return sysErrno(unix.Unlinkat(dfd, name, 0))
+	})
+}
+
+func (n *wsNode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return n.entryOp(ctx, "rmdir", name, func(dfd int, _ string, _ rewind.Seq) syscall.Errno {
+		return sysErrno(unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR))
+	})
+}
+
+// Rename captures the source and the destination; a directory is captured
+// with its whole subtree, since every path below it changes too. The kinds
+// are read after Begin, under the workspace lock, so a rewind cannot change
+// them between the look and the capture.
+func (n *wsNode) Rename(ctx context.Context, name string, newParent fusefs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	np, ok := newParent.(*wsNode)
+	if !ok || np.fs != n.fs {
+		if _, isView := newParent.(*viewNode); isView {
+			return syscall.EROFS
+		}
+		return syscall.EXDEV
+	}
+	if (n.isRoot() && rewind.IsReserved(name)) || (np.isRoot() && rewind.IsReserved(newName)) {
+		return syscall.EPERM
+	}
+	odir, ok1 := n.path()
+	ndir, ok2 := np.path()
+	if !ok1 || !ok2 {
+		return syscall.ENOENT
+	}
+	oldPath, newPath := join(odir, name), join(ndir, newName)
+
+	ectx, who := engineCtx(ctx), callerOf(ctx)
+	release, _, err := n.fs.eng.Begin(ectx, who)
+	if err != nil {
+		return engineErrno(n.fs.log, "rename", oldPath, err, seqInvalid)
+	}
+	defer release()
+
+	ofd, odone, err := n.fs.ws.dir(odir)
+	if err != nil {
+		return sysErrno(err)
+	}
+	defer odone()
+	nfd, ndone, err := n.fs.ws.dir(ndir)
+	if err != nil {
+		return sysErrno(err)
+	}
+	defer ndone()
+
+	var ost, nst unix.Statx_t
+	if err := statx(ofd, name, &ost); err != nil {
+		return sysErrno(err)
+	}
+	changes := []rewind.Change{{Path: oldPath, Tree: ost.Mode&unix.S_IFMT == unix.S_IFDIR}}
+	if err := statx(nfd, newName, &nst); err == nil {
+		changes = append(changes, rewind.Change{Path: newPath, Tree: nst.Mode&unix.S_IFMT == unix.S_IFDIR})
+	} else if err != unix.ENOENT {
+		return sysErrno(err)
+	} else {
+		changes = append(changes, rewind.Change{Path: newPath})
+	}
+	if err := n.fs.eng.CaptureLocked(ectx, who, changes...); err != nil {
+		return engineErrno(n.fs.log, "rename", oldPath, err, seqInvalid)
+	}
+	return sysErrno(unix.Renameat2(ofd, name, nfd, newName, uint(flags)))
+}
+
+// OpendirHandle lists the backing directory with getdents on its own
+// descriptor. At the root the reserved names are left out: the store
+// (".zero" on the backing side) and any "@N" are never listed, so tools
+// that walk the workspace never see them.
+func (n *wsNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	p, ok := n.path()
+	if !ok {
+		return nil, 0, syscall.ENOENT
+	}
+	fd, err := n.fs.ws.openat2(p, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, 0, sysErrno(err)
+	}
+	ds, errno := fusefs.NewLoopbackDirStreamFd(fd)
+	if errno != 0 {
+		unix.Close(fd)
+		return nil, 0, errno
+	}
+	if !n.isRoot() {
+		return ds, 0, 0
+	}
+	return &rootDir{ds}, 0, 0
+}
+
+// dirFile is what go-fuse's loopback directory stream offers.
+type dirFile interface {
+	fusefs.FileReaddirenter
+	fusefs.FileSeekdirer
+	fusefs.FileReleasedirer
+	fusefs.FileFsyncdirer
+}
+
+// rootDir is the root's directory stream with the reserved names removed.
+// Offsets are getdents's, so skipping entries keeps seeking exact.
+type rootDir struct {
+	fusefs.DirStream
+}
+
+var _ dirFile = (*rootDir)(nil)
+
+func (d *rootDir) inner() dirFile { return d.DirStream.(dirFile) }
+
+func (d *rootDir) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	for {
+		de, errno := d.inner().Readdirent(ctx)
+		if errno != 0 || de == nil || !rewind.IsReserved(de.Name) {
+			return de, errno
+		}
+	}
+}
+
+func (d *rootDir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	return d.inner().Seekdir(ctx, off)
+}
+
+func (d *rootDir) Releasedir(ctx context.Context, flags uint32) {
+	d.inner().Releasedir(ctx, flags)
+}
+
+func (d *rootDir) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	return d.inner().Fsyncdir(ctx, flags)
+}

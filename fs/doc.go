@@ -1,0 +1,42 @@
+// Package fs is zerofs's FUSE layer: it serves a workspace directory through
+// go-fuse as a loopback, calls the rewind engine before every change so the
+// before-state is captured first, and adds two kinds of virtual names at the
+// mount root: the control directory ".zero/" and read-only views "@T/".
+//
+// Only this package imports go-fuse; its types never leave it. The exported
+// API is Mount and the *Mount it returns.
+//
+// # Invariants
+//
+//   - The workspace is reached only through a directory descriptor opened
+//     before mounting (an in-place mount covers the path). Parent directories
+//     are opened with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) and the
+//     final name is handled with *at calls that never follow a symlink, so no
+//     request can leave the workspace or build a path longer than PATH_MAX.
+//   - The store is reached through /proc/self/fd of a descriptor opened
+//     before mounting, for the same reason: with the default store inside an
+//     in-place mount, the store's path leads into the mount, where ".zero" is
+//     the control directory.
+//   - Every mutating request calls Engine.Begin before its backing syscall
+//     and holds what Begin returns through it (capture first, then change;
+//     STYLE rule 13). If Begin fails the workspace is not touched.
+//     A handle open for writing remembers the step its capture belongs to and
+//     captures its file again when a write arrives in a later step.
+//   - Reads, opens for reading, the control files and the views capture
+//     nothing.
+//   - Errors become errnos only in errno.go.
+//
+// # Caches
+//
+// Workspace nodes use 1 s entry and attribute timeouts, so changes made
+// behind the kernel's back (a rewind) need explicit invalidation: after a
+// rewind, every changed path is invalidated (invalidate.go). Views never
+// change once they exist, so they cache for an hour. Control files are
+// FOPEN_DIRECT_IO: their size is 0 and every read is generated afresh.
+//
+// # Durability
+//
+// Nothing here syncs: when a request returns, its captures are as durable as
+// the engine's Options.Sync makes them; a write to .zero/rewind returns when
+// the rewind is complete and durable; Unmount flushes the engine first.
+package fs

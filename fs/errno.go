@@ -1,0 +1,78 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"syscall"
+
+	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// This file is the only place where errors become errnos (STYLE rule 6).
+// go-fuse's ToErrno does not unwrap %w chains, so it is never used.
+
+// seqMeaning says what ErrNoSuchSeq means where the error happened: a bad
+// argument to a control file (EINVAL) or a view that does not exist (ENOENT).
+type seqMeaning int
+
+const (
+	seqInvalid  seqMeaning = iota // .zero/rewind, .zero/gc: EINVAL
+	seqNotFound                   // @T lookups: ENOENT
+)
+
+// engineErrno maps an error from the engine (or the store under it). op and
+// path name the request in the one log line written for unexpected errors.
+func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	// Our sentinels first.
+	switch {
+	case errors.Is(err, rewind.ErrNoSuchSeq):
+		if seq == seqNotFound {
+			return syscall.ENOENT
+		}
+		return syscall.EINVAL
+	case errors.Is(err, rewind.ErrReserved):
+		return syscall.EPERM
+	case errors.Is(err, rewind.ErrUnsafePath):
+		return syscall.EINVAL
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return syscall.EINTR
+	}
+	// A full disk or quota is the caller's to see, unchanged.
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		return syscall.ENOSPC
+	case errors.Is(err, syscall.EDQUOT):
+		return syscall.EDQUOT
+	}
+	// Damage or a closed store: EIO, whatever errno may be inside.
+	if errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, eventlog.ErrClosed) ||
+		errors.Is(err, blobstore.ErrCorrupt) || errors.Is(err, blobstore.ErrNotFound) {
+		log.Error("zerofs: store failure", "op", op, "path", path, "err", err)
+		return syscall.EIO
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) && errno != 0 {
+		return errno
+	}
+	log.Error("zerofs: unexpected error", "op", op, "path", path, "err", err)
+	return syscall.EIO
+}
+
+// sysErrno maps an error from a syscall on the backing filesystem: x/sys
+// returns bare Errnos; anything else is unexpected.
+func sysErrno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return syscall.EIO
+}

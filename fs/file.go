@@ -1,0 +1,180 @@
+package fs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// wsFile is an open workspace file: a descriptor on the backing file.
+//
+// A handle open for writing remembers the step in which its file was last
+// captured. A write in a later step (a file held open across .zero/step or a
+// rewind) captures the file again first, so every step's before-state is
+// kept. The kernel calls no operation on a handle after Release.
+//
+// It deliberately does not implement FilePassthroughFder yet: passthrough
+// sends writes straight to the backing file, past the capture in Write. A
+// read-only handle could offer it (see Open).
+type wsFile struct {
+	node  *wsNode
+	fd    int
+	write bool // opened for writing: writes and truncates go through recapture
+
+	mu   sync.Mutex // guards step
+	step rewind.Seq // the step in which the file was last captured
+}
+
+var (
+	_ fusefs.FileReader    = (*wsFile)(nil)
+	_ fusefs.FileWriter    = (*wsFile)(nil)
+	_ fusefs.FileFlusher   = (*wsFile)(nil)
+	_ fusefs.FileFsyncer   = (*wsFile)(nil)
+	_ fusefs.FileReleaser  = (*wsFile)(nil)
+	_ fusefs.FileLseeker   = (*wsFile)(nil)
+	_ fusefs.FileAllocater = (*wsFile)(nil)
+)
+
+// writeFlags are the open flags that may change a file.
+const writeFlags = syscall.O_WRONLY | syscall.O_RDWR | syscall.O_TRUNC
+
+// openFlags cleans the flags the kernel sends for open(2) on the backing
+// file: O_APPEND is dropped because writes arrive with the offset the kernel
+// chose (and pwrite on an O_APPEND descriptor ignores it); FMODE_EXEC is not
+// an open flag; the descriptor must not follow a symlink or leak to children.
+func openFlags(flags uint32) int {
+	f := int(flags) &^ (syscall.O_APPEND | fuse.FMODE_EXEC | syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY)
+	return f | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
+}
+
+func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	p, ok := n.path()
+	if !ok {
+		return nil, 0, syscall.ENOENT
+	}
+	h := &wsFile{node: n, write: flags&writeFlags != 0}
+	if h.write {
+		release, step, errno := n.begin(ctx, "open", rewind.Change{Path: p})
+		if errno != 0 {
+			return nil, 0, errno
+		}
+		defer release()
+		h.step = step
+	}
+	fd, err := n.fs.ws.openat2(p, openFlags(flags))
+	if err != nil {
+		return nil, 0, sysErrno(err)
+	}
+	h.fd = fd
+	return h, 0, 0
+}
+
+func (h *wsFile) setStep(s rewind.Seq) {
+	h.mu.Lock()
+	h.step = s
+	h.mu.Unlock()
+}
+
+// recapture begins a change through the handle: it takes the workspace lock
+// and, when the step moved on since the handle's last capture, captures the
+// file again. The caller calls release after its syscall.
+func (h *wsFile) recapture(ctx context.Context, op string) (release func(), errno syscall.Errno) {
+	n := h.node
+	ectx, who := engineCtx(ctx), callerOf(ctx)
+	release, step, err := n.fs.eng.Begin(ectx, who)
+	if err != nil {
+		return nil, engineErrno(n.fs.log, op, "", err, seqInvalid)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if step != h.step {
+		// An unlinked file has no path whose state could change.
+		if p, ok := n.path(); ok {
+			if err := n.fs.eng.CaptureLocked(ectx, who, rewind.Change{Path: p}); err != nil {
+				release()
+				return nil, engineErrno(n.fs.log, op, p, err, seqInvalid)
+			}
+		}
+		h.step = step
+	}
+	return release, 0
+}
+
+func (h *wsFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return fuse.ReadResultFd(uintptr(h.fd), off, len(dest)), 0
+}
+
+func (h *wsFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	release, errno := h.recapture(ctx, "write")
+	if errno != 0 {
+		return 0, errno
+	}
+	defer release()
+	k, err := unix.Pwrite(h.fd, data, off)
+	if err != nil {
+		return 0, sysErrno(err)
+	}
+	return uint32(k), 0
+}
+
+func (h *wsFile) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	release, errno := h.recapture(ctx, "fallocate")
+	if errno != 0 {
+		return errno
+	}
+	defer release()
+	return sysErrno(unix.Fallocate(h.fd, mode, int64(off), int64(size)))
+}
+
+func (h *wsFile) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	k, err := unix.Seek(h.fd, int64(off), int(whence))
+	return uint64(k), sysErrno(err)
+}
+
+// Flush reports close(2) errors of the backing file (NFS-style write-back)
+// without closing it: it may run once per dup'ed descriptor.
+func (h *wsFile) Flush(ctx context.Context) syscall.Errno {
+	fd, err := unix.Dup(h.fd)
+	if err != nil {
+		return sysErrno(err)
+	}
+	return sysErrno(unix.Close(fd))
+}
+
+func (h *wsFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if flags&1 != 0 { // FUSE_FSYNC_FDATASYNC
+		return sysErrno(unix.Fdatasync(h.fd))
+	}
+	return sysErrno(unix.Fsync(h.fd))
+}
+
+func (h *wsFile) Release(ctx context.Context) syscall.Errno {
+	return sysErrno(unix.Close(h.fd))
+}
+
+var _ fusefs.NodeCopyFileRanger = (*wsNode)(nil)
+
+// CopyFileRange copies between two workspace handles inside the kernel; the
+// destination is a change like a write.
+func (n *wsNode) CopyFileRange(ctx context.Context, fhIn fusefs.FileHandle, offIn uint64,
+	out *fusefs.Inode, fhOut fusefs.FileHandle, offOut uint64, size uint64, flags uint64) (uint32, syscall.Errno) {
+	in, ok1 := fhIn.(*wsFile)
+	dst, ok2 := fhOut.(*wsFile)
+	if !ok1 || !ok2 {
+		return 0, syscall.EXDEV
+	}
+	release, errno := dst.recapture(ctx, "copy_file_range")
+	if errno != 0 {
+		return 0, errno
+	}
+	defer release()
+	oi, oo := int64(offIn), int64(offOut)
+	k, err := unix.CopyFileRange(in.fd, &oi, dst.fd, &oo, int(size), int(flags))
+	return uint32(k), sysErrno(err)
+}

@@ -1,0 +1,64 @@
+package fs
+
+import (
+	"strings"
+	"syscall"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+)
+
+// invalidate tells the kernel to forget what it caches about paths a rewind
+// changed behind its back: the directory entry (a name may now be absent or
+// another object), the content and attributes of a node it knows, and the
+// attributes and listing of the parent directory. Only nodes the kernel has
+// looked up can be cached; go-fuse's tree holds exactly those, so the walk
+// stops where the tree does.
+//
+// It must run after the engine released the workspace lock: a notification
+// waits for the kernel's lock on the directory, which a request blocked in
+// Begin may hold.
+func (f *fsys) invalidate(paths []string) {
+	root := f.root.EmbeddedInode()
+	dirs := map[*fusefs.Inode]bool{}
+	for _, p := range paths {
+		if p == "" {
+			root.NotifyContent(0, 0)
+			continue
+		}
+		dir, name := split(p)
+		parent := walk(root, dir)
+		if parent == nil {
+			continue
+		}
+		if ch := parent.GetChild(name); ch != nil {
+			notifyErr(f, ch.NotifyContent(0, 0), p)
+		}
+		notifyErr(f, parent.NotifyEntry(name), p)
+		if !dirs[parent] {
+			dirs[parent] = true
+			notifyErr(f, parent.NotifyContent(0, 0), dir)
+		}
+	}
+}
+
+// walk follows dir's components down go-fuse's tree from root.
+func walk(root *fusefs.Inode, dir string) *fusefs.Inode {
+	in := root
+	if dir == "" {
+		return in
+	}
+	for c := range strings.SplitSeq(dir, "/") {
+		if in = in.GetChild(c); in == nil {
+			return nil
+		}
+	}
+	return in
+}
+
+// notifyErr logs a failed notification. ENOENT only means the kernel had
+// already forgotten the node.
+func notifyErr(f *fsys, errno syscall.Errno, p string) {
+	if errno != 0 && errno != syscall.ENOENT {
+		f.log.Warn("zerofs: cache invalidation failed", "path", p, "err", errno)
+	}
+}

@@ -1,0 +1,300 @@
+package fs
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// Options configure Mount.
+type Options struct {
+	Workspace  string        // the backing directory
+	Mountpoint string        // where to mount; "" means Workspace itself (in place)
+	StoreDir   string        // "" means Workspace/.zero
+	Sync       bool          // --sync always (default batch)
+	AutoStep   time.Duration // 0: explicit steps only
+	AllowOther bool
+	Logger     *slog.Logger
+	Debug      bool // go-fuse request tracing
+}
+
+// Mounted is a mounted workspace, as Mount returns it. (The brief named this
+// type Mount too; Go does not allow a type and a function of the same name.)
+type Mounted struct {
+	fs     *fsys
+	server *fuse.Server
+	root   *os.File // the workspace root, opened before mounting
+	store  *os.File // the store directory, opened before mounting
+	mp     string
+
+	done      chan struct{} // closed when serving ended and the engine is closed
+	closeOnce sync.Once
+	closeErr  error // from closing the engine, set once
+}
+
+// Mount mounts the workspace and returns once the mount is ready.
+func Mount(ctx context.Context, opts Options) (*Mounted, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	ws, err := filepath.Abs(opts.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("fs: workspace: %w", err)
+	}
+	mp := ws
+	if opts.Mountpoint != "" {
+		if mp, err = filepath.Abs(opts.Mountpoint); err != nil {
+			return nil, fmt.Errorf("fs: mountpoint: %w", err)
+		}
+	}
+	storeDir := opts.StoreDir
+	if storeDir == "" {
+		storeDir = filepath.Join(ws, rewind.StoreName)
+	}
+	if storeDir, err = filepath.Abs(storeDir); err != nil {
+		return nil, fmt.Errorf("fs: store: %w", err)
+	}
+
+	// A dead zerofs left its mount behind: every access says ENOTCONN.
+	for _, p := range []string{mp, ws} {
+		if err := detachStale(p, logger); err != nil {
+			return nil, err
+		}
+	}
+	if isZerofsMount(ws) || isZerofsMount(mp) {
+		return nil, fmt.Errorf("fs: %s is already mounted by zerofs", mp)
+	}
+
+	root, err := os.OpenFile(ws, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("fs: open workspace: %w", err)
+	}
+	var rootSt unix.Stat_t
+	if err := unix.Fstat(int(root.Fd()), &rootSt); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("fs: stat workspace: %w", err)
+	}
+	if err := os.MkdirAll(storeDir, 0o755); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("fs: create store: %w", err)
+	}
+	// The engine reaches the store through this descriptor: after an
+	// in-place mount, the store's path leads into the mount.
+	store, err := os.OpenFile(storeDir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("fs: open store: %w", err)
+	}
+	eng, err := rewind.Open(ctx, root, rewind.Options{
+		StoreDir: procPath(int(store.Fd())),
+		Sync:     opts.Sync,
+		AutoStep: opts.AutoStep,
+		Logger:   logger,
+	})
+	if err != nil {
+		root.Close()
+		store.Close()
+		if errors.Is(err, eventlog.ErrLocked) {
+			return nil, fmt.Errorf("fs: store %s is in use by another zerofs: %w", storeDir, err)
+		}
+		return nil, fmt.Errorf("fs: open store %s: %w", storeDir, err)
+	}
+
+	f := &fsys{
+		eng:        eng,
+		ws:         backing{fd: int(root.Fd()), dev: rootSt.Dev},
+		log:        logger,
+		workspace:  ws,
+		mountpoint: mp,
+		store:      storeDir,
+		sync:       opts.Sync,
+		autoStep:   opts.AutoStep,
+		uid:        rootSt.Uid,
+		gid:        rootSt.Gid,
+		mtime:      time.Unix(rootSt.Mtim.Unix()),
+	}
+	f.root = &wsNode{fs: f}
+
+	// Creates get exactly the mode the kernel sends, which already has the
+	// caller's umask applied. This is process-wide.
+	syscall.Umask(0)
+
+	timeout := wsTimeout
+	fopts := &fusefs.Options{
+		MountOptions: fuse.MountOptions{
+			FsName:      "zerofs",
+			Name:        "zerofs",
+			DirectMount: true, // as root; falls back to fusermount3 otherwise
+			AllowOther:  opts.AllowOther,
+			Debug:       opts.Debug,
+			MaxWrite:    1 << 20,
+			// The kernel checks the caller's permissions against the
+			// attributes we return; the daemon (root) then acts.
+			Options: []string{"default_permissions"},
+		},
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NullPermissions: true,
+	}
+	if opts.Debug {
+		fopts.Logger = log.New(os.Stderr, "zerofs: ", 0)
+	}
+	server, err := fusefs.Mount(mp, f.root, fopts)
+	if err != nil {
+		eng.Close()
+		root.Close()
+		store.Close()
+		return nil, fmt.Errorf("fs: mount %s: %w", mp, err)
+	}
+	m := &Mounted{fs: f, server: server, root: root, store: store, mp: mp, done: make(chan struct{})}
+	go func() {
+		server.Wait()
+		m.close()
+		close(m.done)
+	}()
+	return m, nil
+}
+
+// Mountpoint is where the workspace is mounted.
+func (m *Mounted) Mountpoint() string { return m.mp }
+
+// Engine is the engine under the mount.
+func (m *Mounted) Engine() *rewind.Engine { return m.fs.eng }
+
+// Wait returns when the file system is unmounted, by Unmount or from outside
+// (umount(8)), and the engine is closed.
+func (m *Mounted) Wait() { <-m.done }
+
+// close closes the engine and the descriptors, once.
+func (m *Mounted) close() error {
+	m.closeOnce.Do(func() {
+		m.closeErr = m.fs.eng.Close()
+		m.store.Close()
+		m.root.Close()
+	})
+	return m.closeErr
+}
+
+// Unmount flushes the captures, unmounts (retrying while the kernel still
+// thinks the mount is busy, then detaching it lazily and, if requests are
+// still pending after that, aborting the connection), and closes the
+// engine. Calling it again, or after an unmount from outside, only waits.
+func (m *Mounted) Unmount() error {
+	select {
+	case <-m.done:
+		return m.closeErr
+	default:
+	}
+	if err := m.fs.eng.Sync(); err != nil {
+		m.fs.log.Warn("zerofs: flush before unmount failed", "err", err)
+	}
+	if err := m.server.Unmount(); err != nil {
+		m.fs.log.Warn("zerofs: unmount failed, detaching", "mountpoint", m.mp, "err", err)
+		var st unix.Stat_t
+		statErr := unix.Stat(m.mp, &st)
+		if err := unix.Unmount(m.mp, unix.MNT_DETACH); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("fs: detach %s: %w", m.mp, err)
+		}
+		select {
+		case <-m.done:
+		case <-time.After(2 * time.Second):
+			// Processes still hold files open in the detached mount:
+			// end the connection so serving stops.
+			if statErr == nil {
+				abortConnection(st.Dev)
+			}
+			<-m.done
+		}
+	}
+	<-m.done
+	return m.closeErr
+}
+
+// abortConnection aborts the FUSE connection of device dev.
+func abortConnection(dev uint64) {
+	p := "/sys/fs/fuse/connections/" + strconv.FormatUint(uint64(unix.Minor(dev)), 10) + "/abort"
+	os.WriteFile(p, []byte("1"), 0)
+}
+
+// detachStale detaches a dead mount at p: a FUSE mount whose daemon is gone
+// answers every access with ENOTCONN.
+func detachStale(p string, logger *slog.Logger) error {
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != unix.ENOTCONN {
+		return nil
+	}
+	logger.Warn("zerofs: detaching a dead mount", "path", p)
+	if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("fs: detach dead mount %s: %w", p, err)
+	}
+	return nil
+}
+
+// isZerofsMount reports whether p is the mount point of a live zerofs
+// mount (in /proc/self/mountinfo).
+func isZerofsMount(p string) bool {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint opts... - fstype source superopts
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		sep := -1
+		for i, fl := range fields {
+			if fl == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+1 >= len(fields) {
+			continue
+		}
+		if unescapeMount(fields[4]) == p && fields[sep+1] == "fuse.zerofs" {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

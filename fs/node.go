@@ -1,0 +1,346 @@
+package fs
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"syscall"
+	"time"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// Kernel cache timeouts: workspace entries can change behind the kernel's
+// back only through a rewind, which invalidates what it changed; a short
+// timeout still bounds any staleness we fail to invalidate. Views never
+// change.
+const (
+	wsTimeout   = time.Second
+	viewTimeout = time.Hour
+)
+
+// fsys is what every node of one mount shares.
+type fsys struct {
+	eng  *rewind.Engine
+	ws   backing
+	log  *slog.Logger
+	root *wsNode
+
+	// ctl is the control directory's inode, made once in the root's OnAdd.
+	ctl *fusefs.Inode
+
+	// Shown by .zero/status.
+	workspace, mountpoint, store string
+	sync                         bool
+	autoStep                     time.Duration
+
+	// Owner of the workspace root at mount: the owner shown for control
+	// files and for recorded states in views (a state records no owner).
+	uid, gid uint32
+	mtime    time.Time // also shown for recorded states, which record no time
+
+	mu     sync.Mutex       // guards lastGC
+	lastGC *rewind.GCResult // the last GC run through .zero/gc
+}
+
+// wsNode is any node of the workspace (root, directory, file, symlink,
+// device): a loopback onto the backing directory.
+type wsNode struct {
+	fusefs.Inode
+	fs *fsys
+}
+
+var (
+	_ fusefs.NodeOnAdder       = (*wsNode)(nil)
+	_ fusefs.NodeLookuper      = (*wsNode)(nil)
+	_ fusefs.NodeGetattrer     = (*wsNode)(nil)
+	_ fusefs.NodeSetattrer     = (*wsNode)(nil)
+	_ fusefs.NodeStatfser      = (*wsNode)(nil)
+	_ fusefs.NodeReadlinker    = (*wsNode)(nil)
+	_ fusefs.NodeGetxattrer    = (*wsNode)(nil)
+	_ fusefs.NodeSetxattrer    = (*wsNode)(nil)
+	_ fusefs.NodeListxattrer   = (*wsNode)(nil)
+	_ fusefs.NodeRemovexattrer = (*wsNode)(nil)
+)
+
+func (n *wsNode) isRoot() bool { return n == n.fs.root }
+
+// path is the node's workspace path, walking go-fuse's tree up to the root.
+// ok is false for a node no longer in the tree (unlinked while open).
+func (n *wsNode) path() (p string, ok bool) {
+	root := n.fs.root.EmbeddedInode()
+	var names []string
+	for in := n.EmbeddedInode(); in != root; {
+		name, parent := in.Parent()
+		if parent == nil {
+			return "", false
+		}
+		names = append(names, name)
+		in = parent
+	}
+	for i := len(names) - 1; i >= 0; i-- {
+		p = join(p, names[i])
+	}
+	return p, true
+}
+
+// begin calls Engine.Begin for a mutating request: captures changes, and
+// returns release, to be called after the backing syscall.
+func (n *wsNode) begin(ctx context.Context, op string, changes ...rewind.Change) (release func(), step rewind.Seq, errno syscall.Errno) {
+	release, step, err := n.fs.eng.Begin(engineCtx(ctx), callerOf(ctx), changes...)
+	if err != nil {
+		p := ""
+		if len(changes) > 0 {
+			p = changes[0].Path
+		}
+		return nil, 0, engineErrno(n.fs.log, op, p, err, seqInvalid)
+	}
+	return release, step, 0
+}
+
+// newChild makes (or finds) the inode for a backing object just looked up
+// or created under n, and fills out.
+func (n *wsNode) newChild(ctx context.Context, st *unix.Statx_t, out *fuse.EntryOut) *fusefs.Inode {
+	fillAttr(st, &out.Attr)
+	return n.NewInode(ctx, &wsNode{fs: n.fs}, n.fs.ws.stable(st))
+}
+
+func (n *wsNode) OnAdd(ctx context.Context) {
+	if n.isRoot() {
+		n.fs.ctl = n.NewPersistentInode(ctx, &ctlDir{fs: n.fs}, fusefs.StableAttr{Mode: syscall.S_IFDIR})
+	}
+}
+
+func (n *wsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if n.isRoot() && rewind.IsReserved(name) {
+		return n.fs.lookupReserved(ctx, name, out)
+	}
+	dir, ok := n.path()
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	dfd, done, err := n.fs.ws.dir(dir)
+	if err != nil {
+		return nil, sysErrno(err)
+	}
+	defer done()
+	var st unix.Statx_t
+	if err := statx(dfd, name, &st); err != nil {
+		return nil, sysErrno(err)
+	}
+	return n.newChild(ctx, &st, out), 0
+}
+
+// stat stats the node itself.
+func (n *wsNode) stat(st *unix.Statx_t) syscall.Errno {
+	p, ok := n.path()
+	if !ok {
+		return syscall.ENOENT
+	}
+	fd, done, err := n.fs.ws.node(p)
+	if err != nil {
+		return sysErrno(err)
+	}
+	defer done()
+	return sysErrno(statx(fd, "", st))
+}
+
+func (n *wsNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	var st unix.Statx_t
+	if h, ok := f.(*wsFile); ok {
+		// An open handle still works for a node unlinked while open.
+		if err := statx(h.fd, "", &st); err != nil {
+			return sysErrno(err)
+		}
+	} else if errno := n.stat(&st); errno != 0 {
+		return errno
+	}
+	fillAttr(&st, &out.Attr)
+	return 0
+}
+
+// Setattr captures before a size (truncate) or mode (chmod) change; other
+// attribute changes take the workspace lock without capturing.
+func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	p, ok := n.path()
+	h, _ := f.(*wsFile)
+	if !ok && h == nil {
+		return syscall.ENOENT
+	}
+	size, hasSize := in.GetSize()
+	mode, hasMode := in.GetMode()
+	var changes []rewind.Change
+	if (hasSize || hasMode) && ok {
+		changes = append(changes, rewind.Change{Path: p})
+	}
+	release, step, errno := n.begin(ctx, "setattr", changes...)
+	if errno != 0 {
+		return errno
+	}
+	defer release()
+	if h != nil && len(changes) > 0 {
+		h.setStep(step)
+	}
+
+	fd := -1
+	if h != nil {
+		fd = h.fd
+	} else {
+		var done func()
+		var err error
+		if fd, done, err = n.fs.ws.node(p); err != nil {
+			return sysErrno(err)
+		}
+		defer done()
+	}
+	proc := procPath(fd)
+	if hasMode {
+		if err := unix.Fchmodat(unix.AT_FDCWD, proc, mode&07777, 0); err != nil {
+			return sysErrno(err)
+		}
+	}
+	uid, hasUID := in.GetUID()
+	gid, hasGID := in.GetGID()
+	if hasUID || hasGID {
+		u, g := -1, -1
+		if hasUID {
+			u = int(uid)
+		}
+		if hasGID {
+			g = int(gid)
+		}
+		if err := unix.Fchownat(unix.AT_FDCWD, proc, u, g, 0); err != nil {
+			return sysErrno(err)
+		}
+	}
+	// Truncate before setting times, so an explicit mtime survives.
+	if hasSize {
+		var err error
+		if h != nil {
+			err = unix.Ftruncate(fd, int64(size))
+		} else {
+			err = unix.Truncate(proc, int64(size))
+		}
+		if err != nil {
+			return sysErrno(err)
+		}
+	}
+	atime, hasA := in.GetATime()
+	mtime, hasM := in.GetMTime()
+	if hasA || hasM {
+		var ap, mp *time.Time
+		if hasA {
+			ap = &atime
+		}
+		if hasM {
+			mp = &mtime
+		}
+		if err := setTimes(fd, ap, mp); err != nil {
+			return sysErrno(err)
+		}
+	}
+	var st unix.Statx_t
+	if err := statx(fd, "", &st); err != nil {
+		return sysErrno(err)
+	}
+	fillAttr(&st, &out.Attr)
+	return 0
+}
+
+func (n *wsNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(n.fs.ws.fd, &st); err != nil {
+		return sysErrno(err)
+	}
+	out.Blocks = st.Blocks
+	out.Bfree = st.Bfree
+	out.Bavail = st.Bavail
+	out.Files = st.Files
+	out.Ffree = st.Ffree
+	out.Bsize = uint32(st.Bsize)
+	out.NameLen = uint32(st.Namelen)
+	out.Frsize = uint32(st.Frsize)
+	return 0
+}
+
+func (n *wsNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	p, ok := n.path()
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	fd, done, err := n.fs.ws.node(p)
+	if err != nil {
+		return nil, sysErrno(err)
+	}
+	defer done()
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		k, err := unix.Readlinkat(fd, "", buf)
+		if err != nil {
+			return nil, sysErrno(err)
+		}
+		if k < size {
+			return buf[:k], 0
+		}
+	}
+}
+
+// withNode runs fn on the node's O_PATH descriptor.
+func (n *wsNode) withNode(fn func(fd int) error) syscall.Errno {
+	p, ok := n.path()
+	if !ok {
+		return syscall.ENOENT
+	}
+	fd, done, err := n.fs.ws.node(p)
+	if err != nil {
+		return sysErrno(err)
+	}
+	defer done()
+	return sysErrno(fn(fd))
+}
+
+func (n *wsNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	var size int
+	errno := n.withNode(func(fd int) (err error) {
+		size, err = unix.Getxattr(procPath(fd), attr, dest)
+		return err
+	})
+	return uint32(size), errno
+}
+
+func (n *wsNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	var size int
+	errno := n.withNode(func(fd int) (err error) {
+		size, err = unix.Listxattr(procPath(fd), dest)
+		return err
+	})
+	return uint32(size), errno
+}
+
+// Setxattr and Removexattr change nothing a capture records, but they are
+// changes: they hold the workspace lock so a rewind does not run under them.
+func (n *wsNode) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	release, _, errno := n.begin(ctx, "setxattr")
+	if errno != 0 {
+		return errno
+	}
+	defer release()
+	return n.withNode(func(fd int) error {
+		return unix.Setxattr(procPath(fd), attr, data, int(flags))
+	})
+}
+
+func (n *wsNode) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	release, _, errno := n.begin(ctx, "removexattr")
+	if errno != 0 {
+		return errno
+	}
+	defer release()
+	return n.withNode(func(fd int) error {
+		return unix.Removexattr(procPath(fd), attr)
+	})
+}

@@ -1,0 +1,320 @@
+package fs
+
+import (
+	"context"
+	"hash/fnv"
+	"os"
+	"sync"
+	"syscall"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// Views: "@T/" at the mount root is the workspace as it was at sequence T,
+// read-only, served from the engine's index (ChildAt, ReadDirAt) and the
+// blob store (OpenContent). What a view shows never changes once it exists,
+// so the kernel may cache it for an hour.
+//
+// A path unchanged since T is "live": the engine answers with the workspace
+// file itself. It stays exactly right because a change to it is captured
+// (and the index updated) before the change reaches the file: a read that
+// finds the entry still live after reading read the state at T (see
+// viewFile.Read).
+
+// viewNode is one path of one view.
+type viewNode struct {
+	fusefs.Inode
+	fs   *fsys
+	t    rewind.Seq
+	path string       // workspace path; "" is the view's root
+	ent  rewind.Entry // the state at lookup, for attributes
+}
+
+var (
+	_ fusefs.NodeLookuper      = (*viewNode)(nil)
+	_ fusefs.NodeGetattrer     = (*viewNode)(nil)
+	_ fusefs.NodeReaddirer     = (*viewNode)(nil)
+	_ fusefs.NodeOpener        = (*viewNode)(nil)
+	_ fusefs.NodeReadlinker    = (*viewNode)(nil)
+	_ fusefs.NodeSetattrer     = (*viewNode)(nil)
+	_ fusefs.NodeCreater       = (*viewNode)(nil)
+	_ fusefs.NodeMkdirer       = (*viewNode)(nil)
+	_ fusefs.NodeMknoder       = (*viewNode)(nil)
+	_ fusefs.NodeSymlinker     = (*viewNode)(nil)
+	_ fusefs.NodeLinker        = (*viewNode)(nil)
+	_ fusefs.NodeUnlinker      = (*viewNode)(nil)
+	_ fusefs.NodeRmdirer       = (*viewNode)(nil)
+	_ fusefs.NodeRenamer       = (*viewNode)(nil)
+	_ fusefs.NodeSetxattrer    = (*viewNode)(nil)
+	_ fusefs.NodeRemovexattrer = (*viewNode)(nil)
+	_ fusefs.NodeGetxattrer    = (*viewNode)(nil)
+	_ fusefs.NodeListxattrer   = (*viewNode)(nil)
+	_ fusefs.NodeStatfser      = (*viewNode)(nil)
+)
+
+// viewIno is the inode number of path in view t: stable, so the same path
+// looked up twice is the same inode and readdir's d_ino matches stat's, and
+// with the top bit set, apart from backing inode numbers, so a view node is
+// never mistaken for a workspace node (which would make it writable).
+func viewIno(t rewind.Seq, path string) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(t >> (8 * i))
+	}
+	h.Write(b[:])
+	h.Write([]byte(path))
+	return h.Sum64() | 1<<63
+}
+
+func kindMode(k rewind.Kind) uint32 {
+	switch k {
+	case rewind.KindDir:
+		return syscall.S_IFDIR
+	case rewind.KindSymlink:
+		return syscall.S_IFLNK
+	}
+	return syscall.S_IFREG
+}
+
+// lookupReserved answers a lookup of a reserved name at the root: the
+// control directory, or a view when T is within history.
+func (f *fsys) lookupReserved(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if name == rewind.StoreName {
+		f.fillVirtual(&out.Attr, syscall.S_IFDIR|0o755, 2)
+		return f.ctl, 0
+	}
+	t, ok := rewind.ParseView(name)
+	if !ok || t > f.eng.Head() || t < f.eng.PrunedBefore() {
+		return nil, syscall.ENOENT
+	}
+	ent, err := f.eng.StateAt("", t)
+	if err != nil {
+		return nil, engineErrno(f.log, "lookup", name, err, seqNotFound)
+	}
+	v := &viewNode{fs: f, t: t, ent: ent}
+	v.fill(&out.Attr)
+	// The view root's own entry stays short-lived: gc can remove a view.
+	out.SetEntryTimeout(wsTimeout)
+	out.SetAttrTimeout(viewTimeout)
+	return f.root.NewInode(ctx, v, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: viewIno(t, "")}), 0
+}
+
+// fill sets the attributes of the state: kind, permission bits and size
+// from the record; a live path shows its real attributes.
+func (v *viewNode) fill(a *fuse.Attr) {
+	st := v.ent.State
+	mode := kindMode(st.Kind) | st.Mode&07777
+	if v.path == "" {
+		mode = syscall.S_IFDIR | st.Mode&07777
+	}
+	v.fs.fillVirtual(a, mode, 1)
+	if st.Kind == rewind.KindDir || v.path == "" {
+		a.Nlink = 2
+	}
+	a.Size = uint64(st.Bytes)
+	if st.Kind == rewind.KindSymlink && st.Target != "" {
+		a.Size = uint64(len(st.Target))
+	}
+	a.Blocks = (a.Size + 511) / 512
+	if v.ent.Live {
+		var x unix.Statx_t
+		fd, done, err := v.fs.ws.node(v.path)
+		if err == nil {
+			if statx(fd, "", &x) == nil && uint32(x.Mode)&syscall.S_IFMT == mode&syscall.S_IFMT {
+				ino := a.Ino
+				fillAttr(&x, a)
+				a.Ino = ino
+			}
+			done()
+		}
+	}
+	a.Ino = viewIno(v.t, v.path)
+}
+
+// current is the state of the node's path at T now: a live entry may since
+// have been captured, which turns it into a recorded one with the same
+// content.
+func (v *viewNode) current() (rewind.Entry, error) {
+	if v.path == "" {
+		return v.fs.eng.StateAt("", v.t)
+	}
+	dir, name := split(v.path)
+	return v.fs.eng.ChildAt(dir, name, v.t)
+}
+
+func (v *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	ent, err := v.fs.eng.ChildAt(v.path, name, v.t)
+	if err != nil {
+		return nil, engineErrno(v.fs.log, "lookup", join(v.path, name), err, seqNotFound)
+	}
+	if !ent.Exists {
+		return nil, syscall.ENOENT
+	}
+	p := join(v.path, name)
+	ch := &viewNode{fs: v.fs, t: v.t, path: p, ent: ent}
+	ch.fill(&out.Attr)
+	out.SetEntryTimeout(viewTimeout)
+	out.SetAttrTimeout(viewTimeout)
+	return v.NewInode(ctx, ch, fusefs.StableAttr{Mode: kindMode(ent.State.Kind), Ino: viewIno(v.t, p)}), 0
+}
+
+func (v *viewNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	v.fill(&out.Attr)
+	out.SetTimeout(viewTimeout)
+	return 0
+}
+
+func (v *viewNode) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
+	ents, err := v.fs.eng.ReadDirAt(v.path, v.t)
+	if err != nil {
+		return nil, engineErrno(v.fs.log, "readdir", v.path, err, seqNotFound)
+	}
+	list := make([]fuse.DirEntry, 0, len(ents))
+	for _, e := range ents {
+		if !e.Entry.Exists {
+			continue
+		}
+		list = append(list, fuse.DirEntry{
+			Name: e.Name,
+			Mode: kindMode(e.Entry.State.Kind),
+			Ino:  viewIno(v.t, join(v.path, e.Name)),
+		})
+	}
+	return fusefs.NewListDirStream(list), 0
+}
+
+func (v *viewNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	ent, err := v.current()
+	if err != nil {
+		return nil, engineErrno(v.fs.log, "readlink", v.path, err, seqNotFound)
+	}
+	target, err := v.fs.eng.ReadLink(ent)
+	if err != nil {
+		return nil, engineErrno(v.fs.log, "readlink", v.path, err, seqNotFound)
+	}
+	return []byte(target), 0
+}
+
+// Open opens the content at T. A state whose content could not be kept
+// (skipped) exists but cannot be read.
+func (v *viewNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	if flags&writeFlags != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	ent, err := v.current()
+	if err != nil {
+		return nil, 0, engineErrno(v.fs.log, "open", v.path, err, seqNotFound)
+	}
+	if !ent.Exists {
+		return nil, 0, syscall.ENOENT
+	}
+	if ent.State.Skipped {
+		v.fs.log.Warn("zerofs: view of a state that was not kept", "seq", v.t, "path", v.path, "reason", ent.State.Reason)
+		return nil, 0, syscall.EIO
+	}
+	f, err := v.fs.eng.OpenContent(ent)
+	if err != nil {
+		return nil, 0, engineErrno(v.fs.log, "open", v.path, err, seqNotFound)
+	}
+	return &viewFile{node: v, f: f, live: ent.Live}, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// viewFile is an open file of a view.
+type viewFile struct {
+	node *viewNode
+
+	mu   sync.Mutex // guards f and live
+	f    *os.File
+	live bool // f is the workspace file, not a blob
+}
+
+var (
+	_ fusefs.FileReader   = (*viewFile)(nil)
+	_ fusefs.FileReleaser = (*viewFile)(nil)
+)
+
+// Read reads the state at T. While the entry is live, f is the workspace
+// file; a read that finds the entry still live afterwards read unchanged
+// bytes (a change is captured before it starts). Otherwise it switches to
+// the recorded content for good and reads again.
+func (h *viewFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for {
+		k, err := h.f.ReadAt(dest, off)
+		if err != nil && !isEOF(err) {
+			return nil, engineErrno(h.node.fs.log, "read", h.node.path, err, seqNotFound)
+		}
+		if !h.live {
+			return fuse.ReadResultData(dest[:k]), 0
+		}
+		ent, err := h.node.current()
+		if err != nil {
+			return nil, engineErrno(h.node.fs.log, "read", h.node.path, err, seqNotFound)
+		}
+		if ent.Live {
+			return fuse.ReadResultData(dest[:k]), 0
+		}
+		if ent.State.Skipped || !ent.Exists {
+			return nil, syscall.EIO
+		}
+		nf, err := h.node.fs.eng.OpenContent(ent)
+		if err != nil {
+			return nil, engineErrno(h.node.fs.log, "read", h.node.path, err, seqNotFound)
+		}
+		h.f.Close()
+		h.f, h.live = nf, false
+	}
+}
+
+func (h *viewFile) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.f.Close()
+	return 0
+}
+
+// Everything that would change a view fails with EROFS.
+
+func (v *viewNode) Setattr(context.Context, fusefs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+func (v *viewNode) Create(context.Context, string, uint32, uint32, *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EROFS
+}
+func (v *viewNode) Mkdir(context.Context, string, uint32, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (v *viewNode) Mknod(context.Context, string, uint32, uint32, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (v *viewNode) Symlink(context.Context, string, string, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (v *viewNode) Link(context.Context, fusefs.InodeEmbedder, string, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (v *viewNode) Unlink(context.Context, string) syscall.Errno { return syscall.EROFS }
+func (v *viewNode) Rmdir(context.Context, string) syscall.Errno  { return syscall.EROFS }
+func (v *viewNode) Rename(context.Context, string, fusefs.InodeEmbedder, string, uint32) syscall.Errno {
+	return syscall.EROFS
+}
+func (v *viewNode) Setxattr(context.Context, string, []byte, uint32) syscall.Errno {
+	return syscall.EROFS
+}
+func (v *viewNode) Removexattr(context.Context, string) syscall.Errno { return syscall.EROFS }
+
+// A view records no extended attributes.
+func (v *viewNode) Getxattr(context.Context, string, []byte) (uint32, syscall.Errno) {
+	return 0, syscall.ENODATA
+}
+func (v *viewNode) Listxattr(context.Context, []byte) (uint32, syscall.Errno) { return 0, 0 }
+
+func (v *viewNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	return v.fs.root.Statfs(ctx, out)
+}
