@@ -3,6 +3,7 @@ module github.com/zerofs/zerofs
 go 1.26.8
 
 require (
+	github.com/aymanbagabas/go-udiff v0.4.2
 	github.com/google/uuid v1.6.0
 	golang.org/x/sys v0.50.0
 )

@@ -1,0 +1,159 @@
+// Command zerofs mounts a directory as a time-travel workspace and inspects,
+// diffs and rewinds its history. See doc.go for the command reference.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+func main() {
+	cwd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "zerofs: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, cwd))
+}
+
+// env is what a command runs with. Commands take it instead of touching the
+// process's stdio and working directory, so tests run them in-process.
+type env struct {
+	ctx    context.Context
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	// cwd is the directory relative paths and workspace discovery start from.
+	cwd string
+}
+
+// command is one subcommand: its usage line, its help text, and the function
+// that runs it. run returns a *usageError for bad arguments (exit 2), an
+// *exitError to pass on an exit code (zerofs run), or any other error for a
+// failure (exit 1).
+type command struct {
+	name    string
+	usage   string // the synopsis after "zerofs "
+	summary string // one line for the command list
+	help    string // flags and details, for `zerofs help CMD`
+	run     func(e *env, c *command, args []string) error
+}
+
+// commands in the order `zerofs --help` lists them (SPEC's order).
+var commands []*command
+
+func init() {
+	commands = []*command{
+		mountCmd, umountCmd, stepCmd, runCmd, logCmd, showCmd, diffCmd,
+		rewindCmd, undoCmd, redoCmd, statusCmd, verifyCmd, gcCmd,
+	}
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// usageError is bad usage: exit 2 with the command's usage line.
+type usageError struct {
+	cmd *command // nil for the top level
+	msg string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(c *command, format string, args ...any) error {
+	return &usageError{cmd: c, msg: fmt.Sprintf(format, args...)}
+}
+
+// exitError passes on an exit code without a message (the command that
+// `zerofs run` ran already spoke for itself).
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// run is main without the process: it returns the exit code instead of
+// exiting, so tests call it directly.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer, cwd string) int {
+	e := &env{ctx: context.Background(), stdin: stdin, stdout: stdout, stderr: stderr, cwd: cwd}
+	if len(args) == 0 {
+		printTopUsage(stderr)
+		return 2
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		if name == "help" && len(rest) > 0 {
+			c := lookup(rest[0])
+			if c == nil {
+				fmt.Fprintf(stderr, "zerofs: unknown command %q\n", rest[0])
+				printTopUsage(stderr)
+				return 2
+			}
+			printHelp(stdout, c)
+			return 0
+		}
+		printTopUsage(stdout)
+		return 0
+	}
+	c := lookup(name)
+	if c == nil {
+		fmt.Fprintf(stderr, "zerofs: unknown command %q\n", name)
+		printTopUsage(stderr)
+		return 2
+	}
+	return exitCode(c.run(e, c, rest), c, stdout, stderr)
+}
+
+// exitCode reports err the way SPEC's "Exit codes" says: nothing and 0 on
+// success, the usage line and 2 for bad usage, one "zerofs: reason" line
+// and 1 for a failure.
+func exitCode(err error, c *command, stdout, stderr io.Writer) int {
+	var ue *usageError
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		printHelp(stdout, c)
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "zerofs %s: %s\n", c.name, ue.msg)
+		fmt.Fprintf(stderr, "usage: zerofs %s\n", c.usage)
+		return 2
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintf(stderr, "zerofs: %s\n", oneLine(err.Error()))
+		return 1
+	}
+}
+
+// oneLine keeps the failure report to the single line SPEC promises.
+func oneLine(s string) string {
+	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ")
+}
+
+func printTopUsage(w io.Writer) {
+	fmt.Fprintf(w, "zerofs: a time-travel workspace\n\nusage:\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "    zerofs %-40s %s\n", c.usage, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'zerofs help CMD' for a command's flags. Exit codes: 0 success, 1 failure, 2 bad usage.\n")
+}
+
+func printHelp(w io.Writer, c *command) {
+	fmt.Fprintf(w, "usage: zerofs %s\n\n%s\n", c.usage, c.summary)
+	if c.help != "" {
+		fmt.Fprintf(w, "\n%s", strings.TrimLeft(c.help, "\n"))
+	}
+}

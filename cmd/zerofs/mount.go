@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	zfs "github.com/zerofs/zerofs/fs"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+var mountCmd = &command{
+	name:    "mount",
+	usage:   "mount [flags] WORKSPACE [MOUNTPOINT]",
+	summary: "mount (in place when MOUNTPOINT is omitted); returns once ready",
+	help: `Flags:
+  -f, --foreground       stay in the foreground; Ctrl-C or SIGTERM unmounts cleanly
+  --store DIR            store location (default WORKSPACE/.zero)
+  --auto-step DURATION   begin a new step after this much idle time (0: only explicit steps)
+  --allow-other          let other users use the mount (their permissions still apply)
+  --sync always|batch    when captures reach stable storage (default batch)
+  --debug                log every FUSE request
+
+Without -f, zerofs starts itself again as a daemon (its log goes to
+STORE/daemon.log, its pid to STORE/daemon.pid) and returns once the mount is
+ready, or exits 1 with the daemon's reason.
+`,
+	run: runMount,
+}
+
+// readyFDEnv names the descriptor on which a daemon started by `zerofs
+// mount` reports "ok" or its failure to the parent waiting for it.
+const readyFDEnv = "ZEROFS_READY_FD"
+
+// mountStartTimeout bounds how long the parent waits for the daemon.
+const mountStartTimeout = 60 * time.Second
+
+type mountFlags struct {
+	foreground bool
+	store      string
+	autoStep   time.Duration
+	allowOther bool
+	sync       string
+	debug      bool
+}
+
+func runMount(e *env, c *command, args []string) error {
+	var mf mountFlags
+	fs := newFlags(c)
+	fs.BoolVar(&mf.foreground, "f", false, "")
+	fs.BoolVar(&mf.foreground, "foreground", false, "")
+	fs.StringVar(&mf.store, "store", "", "")
+	fs.DurationVar(&mf.autoStep, "auto-step", 0, "")
+	fs.BoolVar(&mf.allowOther, "allow-other", false, "")
+	fs.StringVar(&mf.sync, "sync", "batch", "")
+	fs.BoolVar(&mf.debug, "debug", false, "")
+	pos, rest, err := parseArgs(c, fs, args)
+	if err != nil {
+		return err
+	}
+	pos = append(pos, rest...)
+	if len(pos) < 1 || len(pos) > 2 {
+		return usagef(c, "want WORKSPACE and optionally MOUNTPOINT")
+	}
+	if mf.sync != "always" && mf.sync != "batch" {
+		return usagef(c, "--sync must be always or batch, not %q", mf.sync)
+	}
+	if mf.autoStep < 0 {
+		return usagef(c, "--auto-step must not be negative")
+	}
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return filepath.Clean(p)
+		}
+		return filepath.Join(e.cwd, p)
+	}
+	opts := zfs.Options{
+		Workspace:  abs(pos[0]),
+		StoreDir:   abs(mf.store),
+		Sync:       mf.sync == "always",
+		AutoStep:   mf.autoStep,
+		AllowOther: mf.allowOther,
+		Debug:      mf.debug,
+	}
+	if opts.StoreDir == "." {
+		opts.StoreDir = ""
+	}
+	if len(pos) == 2 {
+		opts.Mountpoint = abs(pos[1])
+	}
+	mp := opts.Mountpoint
+	if mp == "" {
+		mp = opts.Workspace
+	}
+	if fi, err := os.Stat(opts.Workspace); err != nil {
+		return err
+	} else if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", opts.Workspace)
+	}
+	// Refuse before touching anything: under a live in-place mount, the
+	// store's path leads into the control directory.
+	for _, p := range []string{opts.Workspace, mp} {
+		if st, ok := readStatus(p); ok {
+			return fmt.Errorf("%s is already mounted by zerofs (pid %d at %s)", p, st.PID, st.Mountpoint)
+		}
+	}
+	store := opts.StoreDir
+	if store == "" {
+		store = filepath.Join(opts.Workspace, rewind.StoreName)
+	}
+	if pid := daemonPID(store); pid > 0 {
+		return fmt.Errorf("store %s is in use by a running zerofs (pid %d)", store, pid)
+	}
+	if mf.foreground {
+		return mountForeground(e, opts, store, mf.debug)
+	}
+	return startDaemon(e, daemonArgs(mf, opts), store)
+}
+
+// daemonArgs is the daemon's command line: the parsed flags with absolute
+// paths, so that it can run from "/" and pin no directory.
+func daemonArgs(mf mountFlags, opts zfs.Options) []string {
+	args := []string{"mount", "--foreground", "--sync=" + mf.sync, "--auto-step=" + mf.autoStep.String()}
+	if opts.StoreDir != "" {
+		args = append(args, "--store="+opts.StoreDir)
+	}
+	if mf.allowOther {
+		args = append(args, "--allow-other")
+	}
+	if mf.debug {
+		args = append(args, "--debug")
+	}
+	args = append(args, "--", opts.Workspace)
+	if opts.Mountpoint != "" {
+		args = append(args, opts.Mountpoint)
+	}
+	return args
+}
+
+// startDaemon runs this program again as `mount -f` in a new session, with
+// its output appended to STORE/daemon.log, and waits for it to say the
+// mount is ready.
+func startDaemon(e *env, args []string, store string) error {
+	if err := os.MkdirAll(store, 0o755); err != nil {
+		return err
+	}
+	logPath := filepath.Join(store, "daemon.log")
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer devnull.Close()
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Dir = "/"
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
+	cmd.ExtraFiles = []*os.File{wr} // fd 3
+	cmd.Env = append(os.Environ(), readyFDEnv+"=3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		wr.Close()
+		return err
+	}
+	wr.Close()
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(rd).ReadString('\n')
+		line <- strings.TrimSpace(s)
+	}()
+	select {
+	case s := <-line:
+		if s == "ok" {
+			return cmd.Process.Release()
+		}
+		cmd.Wait()
+		if s == "" {
+			return fmt.Errorf("the zerofs daemon exited before the mount was ready (see %s)", logPath)
+		}
+		return errors.New(s)
+	case <-time.After(mountStartTimeout):
+		cmd.Process.Kill()
+		cmd.Wait()
+		return fmt.Errorf("the zerofs daemon did not get the mount ready within %v (see %s)", mountStartTimeout, logPath)
+	}
+}
+
+// readyPipe is the parent's pipe when running as a daemon, else nil.
+func readyPipe() *os.File {
+	fd, err := strconv.Atoi(os.Getenv(readyFDEnv))
+	if err != nil || fd < 3 {
+		return nil
+	}
+	os.Unsetenv(readyFDEnv) // not for the children of the daemon's tools
+	return os.NewFile(uintptr(fd), "ready")
+}
+
+// mountForeground mounts and serves until SIGINT or SIGTERM (then it
+// unmounts cleanly: flush, unmount, close the store) or an unmount from
+// outside.
+func mountForeground(e *env, opts zfs.Options, store string, debug bool) (err error) {
+	ready := readyPipe()
+	report := func(msg string) {
+		if ready != nil {
+			io.WriteString(ready, msg+"\n")
+			ready.Close()
+			ready = nil
+		}
+	}
+	defer func() {
+		if err != nil {
+			report(oneLine(err.Error()))
+		}
+	}()
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	opts.Logger = logger
+
+	// Signals are caught from the start, so one that arrives while mounting
+	// still unmounts cleanly afterwards.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	// The store's descriptor is taken before the mount hides its path.
+	if err := os.MkdirAll(store, 0o755); err != nil {
+		return err
+	}
+	storeFD, err := os.Open(store)
+	if err != nil {
+		return err
+	}
+	m, err := zfs.Mount(e.ctx, opts)
+	if err != nil {
+		storeFD.Close()
+		return err
+	}
+	pidFile, perr := writePIDFile(storeFD)
+	if perr != nil {
+		logger.Warn("zerofs: cannot write the pid file", "err", perr)
+	}
+	defer pidFile.remove(logger)
+	logger.Info("zerofs: mounted", "workspace", opts.Workspace, "mountpoint", m.Mountpoint(), "store", store, "pid", os.Getpid())
+	report("ok")
+
+	done := make(chan struct{})
+	go func() {
+		m.Wait()
+		close(done)
+	}()
+	select {
+	case s := <-sigs:
+		logger.Info("zerofs: unmounting", "signal", s.String())
+		if err := m.Unmount(); err != nil {
+			return fmt.Errorf("unmount %s: %w", m.Mountpoint(), err)
+		}
+	case <-done:
+		logger.Info("zerofs: unmounted from outside", "mountpoint", m.Mountpoint())
+		if err := m.Unmount(); err != nil { // only waits, and reports the engine's close
+			return err
+		}
+	}
+	logger.Info("zerofs: unmounted cleanly", "mountpoint", m.Mountpoint())
+	return nil
+}
+
+// pidFile is STORE/daemon.pid, reached through a descriptor of the store
+// opened before the mount: after an in-place mount the store's path leads
+// into the mount.
+type pidFile struct {
+	dir *os.File
+}
+
+// writePIDFile writes the pid into dir, which it then owns.
+func writePIDFile(dir *os.File) (*pidFile, error) {
+	fd, err := unix.Openat(int(dir.Fd()), "daemon.pid", unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
+	if err != nil {
+		dir.Close()
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "daemon.pid")
+	_, werr := fmt.Fprintf(f, "%d\n", os.Getpid())
+	f.Close()
+	if werr != nil {
+		dir.Close()
+		return nil, werr
+	}
+	return &pidFile{dir: dir}, nil
+}
+
+func (p *pidFile) remove(logger *slog.Logger) {
+	if p == nil {
+		return
+	}
+	if err := unix.Unlinkat(int(p.dir.Fd()), "daemon.pid", 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		logger.Warn("zerofs: cannot remove the pid file", "err", err)
+	}
+	p.dir.Close()
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+var statusCmd = &command{
+	name:    "status",
+	usage:   "status",
+	summary: "mounted or not, head, current step, store size",
+	help: `Reads the log without taking the store's lock, so it works next to a
+running zerofs.
+`,
+	run: runStatus,
+}
+
+func runStatus(e *env, c *command, args []string) error {
+	if err := noArgs(c, args); err != nil {
+		return err
+	}
+	ws, err := findWorkspace(e.cwd)
+	if err != nil {
+		return err
+	}
+	store, err := storeDir(ws)
+	if err != nil {
+		return err
+	}
+	var (
+		head     Seq
+		steps    int
+		stepSeq  Seq
+		stepName string
+	)
+	for ev, err := range eventlog.ReadFile(filepath.Join(store, "events.jsonl"), 1) {
+		if err != nil {
+			return err
+		}
+		head = ev.Seq
+		switch ev.Type {
+		case eventlog.TypeToolCall:
+			var p struct {
+				Name string `json:"name"`
+			}
+			json.Unmarshal(ev.Payload, &p)
+			steps++
+			stepSeq, stepName = ev.Seq, p.Name
+		case eventlog.TypeRewind:
+			stepSeq, stepName = ev.Seq, "(after rewind)"
+		}
+	}
+	size, blobs, err := storeUsage(store)
+	if err != nil {
+		return err
+	}
+	w := e.stdout
+	fmt.Fprintf(w, "workspace: %s\n", ws.Root)
+	if ws.Mounted {
+		st := ws.Status
+		// The daemon's own view is newer than the file we just read.
+		head, stepSeq, stepName = st.Head, st.Step.Sequence, st.Step.Label
+		fmt.Fprintf(w, "mounted:   at %s by pid %d (workspace %s, sync %s, auto-step %s)\n",
+			st.Mountpoint, st.PID, st.Workspace, rawString(st.Sync), rawString(st.AutoStep))
+	} else if pid := daemonPID(ws.Store); pid > 0 {
+		fmt.Fprintf(w, "mounted:   elsewhere, by pid %d (run zerofs inside that mount)\n", pid)
+	} else {
+		fmt.Fprintf(w, "mounted:   no\n")
+	}
+	fmt.Fprintf(w, "head:      %d\n", head)
+	if stepSeq > 0 {
+		fmt.Fprintf(w, "step:      %d %s\n", stepSeq, stepName)
+	} else {
+		fmt.Fprintf(w, "step:      none\n")
+	}
+	fmt.Fprintf(w, "steps:     %d\n", steps)
+	fmt.Fprintf(w, "store:     %s, %s (%d bytes) in %d blobs and the log\n", displayStore(ws, store), humanBytes(size), size, blobs)
+	return nil
+}
+
+// displayStore names the store the way the user knows it, not by the
+// /proc path used to reach it under an in-place mount.
+func displayStore(ws *workspace, store string) string {
+	if ws.Mounted && ws.Status.Store != "" {
+		return ws.Status.Store
+	}
+	return store
+}
+
+// rawString shows a JSON value from .zero/status: strings unquoted, other
+// values as written ("" when absent).
+func rawString(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	if len(raw) == 0 {
+		return "?"
+	}
+	return strings.TrimSpace(string(raw))
+}
