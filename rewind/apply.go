@@ -202,6 +202,7 @@ func (e *Engine) plan(t, limit Seq) (*rewindPlan, error) {
 			return nil, err
 		}
 	}
+	p.removes = outermost(p.removes)
 	// Deepest first for removals and mode fixes.
 	sort.SliceStable(p.removes, func(i, j int) bool { return depth(p.removes[i]) > depth(p.removes[j]) })
 	sort.SliceStable(p.chmods, func(i, j int) bool { return depth(p.chmods[i].Path) > depth(p.chmods[j].Path) })
@@ -346,15 +347,10 @@ func (e *Engine) applyPlan(plan *rewindPlan) error {
 		d, _ := splitPath(p)
 		dirs[d] = true
 	}
-	var removed []string
 	for _, p := range plan.removes {
-		if under(p, removed) {
-			continue
-		}
 		if err := e.ws.remove(p); err != nil {
 			return fmt.Errorf("rewind: remove %q: %w", p, err)
 		}
-		removed = append(removed, p)
 		touch(p)
 	}
 	for i, st := range plan.creates {
@@ -381,6 +377,20 @@ func (e *Engine) applyPlan(plan *rewindPlan) error {
 		}
 	}
 	return nil
+}
+
+// outermost drops the paths that lie beneath another path of ps (removing
+// a directory removes them), keeping ps's order.
+func outermost(ps []string) []string {
+	sorted := append([]string(nil), ps...)
+	sortParentsFirst(sorted)
+	var keep []string
+	for _, p := range sorted {
+		if !under(p, keep) {
+			keep = append(keep, p)
+		}
+	}
+	return keep
 }
 
 // under reports whether p is one of roots or beneath one.

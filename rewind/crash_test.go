@@ -1,0 +1,150 @@
+package rewind
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+)
+
+// The crash tests run a child process (this test binary again) that
+// rewinds and kills itself with SIGKILL at a named point of the rewind; the
+// parent then reopens the store and checks that the workspace is whole:
+// either not rewound at all (crash before the intent) or fully rewound.
+
+const crashEnv = "ZEROFS_TEST_REWIND_CRASH"
+
+func TestMain(m *testing.M) {
+	if point := os.Getenv(crashEnv); point != "" {
+		crashChild(point)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// crashChild rewinds the workspace in $ZEROFS_TEST_WS to $ZEROFS_TEST_SEQ
+// and dies at point.
+func crashChild(point string) {
+	crashPoint = func(name string) {
+		if name == point {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
+	root, err := os.Open(os.Getenv("ZEROFS_TEST_WS"))
+	if err != nil {
+		os.Exit(3)
+	}
+	e, err := Open(context.Background(), root, Options{StoreDir: os.Getenv("ZEROFS_TEST_STORE"), Sync: true})
+	if err != nil {
+		os.Exit(4)
+	}
+	seq, _ := strconv.ParseUint(os.Getenv("ZEROFS_TEST_SEQ"), 10, 64)
+	if _, err := e.Rewind(context.Background(), Seq(seq)); err != nil {
+		os.Exit(5)
+	}
+	os.Exit(0) // the point was never reached
+}
+
+// buildHistory makes a workspace with enough history that a rewind changes
+// many paths: it returns the sequence to rewind to and the trees before.
+func buildHistory(t *testing.T) (ws, store string, target Seq, atTarget, now tree) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	ws, store = filepath.Join(dir, "ws"), filepath.Join(dir, "store")
+	os.Mkdir(ws, 0o755)
+	root, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	e, err := Open(ctx, root, Options{StoreDir: store, Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		p := "f" + strconv.Itoa(i)
+		change(t, e, func() error { return os.WriteFile(filepath.Join(ws, p), []byte("old "+p), 0o644) }, Change{Path: p})
+	}
+	change(t, e, func() error { return os.Mkdir(filepath.Join(ws, "d"), 0o755) }, Change{Path: "d"})
+	ev, err := e.BeginStep(ctx, "agent edits", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target = ev.Seq
+	atTarget = diskTree(t, ws)
+	for i := range 10 {
+		p := "f" + strconv.Itoa(i)
+		change(t, e, func() error { return os.WriteFile(filepath.Join(ws, p), []byte("new "+p), 0o600) }, Change{Path: p})
+		q := "d/new" + strconv.Itoa(i)
+		change(t, e, func() error { return os.WriteFile(filepath.Join(ws, q), []byte(q), 0o644) }, Change{Path: q})
+	}
+	change(t, e, func() error { return os.Rename(filepath.Join(ws, "d"), filepath.Join(ws, "e")) }, Change{Path: "d", Tree: true}, Change{Path: "e"})
+	now = diskTree(t, ws)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return ws, store, target, atTarget, now
+}
+
+func TestRewindCrash(t *testing.T) {
+	for _, tc := range []struct {
+		point   string
+		rewound bool // after recovery, is the workspace at the target?
+	}{
+		{"rewind:captured", false},
+		{"rewind:intent", true},
+		{"rewind:half", true},
+		{"rewind:applied", true},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			ws, store, target, atTarget, now := buildHistory(t)
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), crashEnv+"="+tc.point, "ZEROFS_TEST_WS="+ws,
+				"ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_SEQ="+strconv.FormatUint(uint64(target), 10))
+			err := cmd.Run()
+			ws2, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if !ok || !ws2.Signaled() || ws2.Signal() != syscall.SIGKILL {
+				t.Fatalf("child was not killed at %s: %v", tc.point, err)
+			}
+			root, err := os.Open(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			e, err := Open(context.Background(), root, Options{StoreDir: store, Sync: true})
+			if err != nil {
+				t.Fatalf("reopen after crash at %s: %v", tc.point, err)
+			}
+			defer e.Close()
+			want := now
+			if tc.rewound {
+				want = atTarget
+			}
+			if d := diffTrees(diskTree(t, ws), want); d != "" {
+				t.Fatalf("after a crash at %s and reopen, the workspace is half-rewound:\n%s", tc.point, d)
+			}
+			if _, err := os.Stat(filepath.Join(store, intentName)); !os.IsNotExist(err) {
+				t.Fatalf("intent still there after recovery: %v", err)
+			}
+			last, _, ok := e.LastRewind()
+			if tc.rewound != ok {
+				t.Fatalf("session_rewind recorded: got %v, want %v", ok, tc.rewound)
+			}
+			if !tc.rewound {
+				return
+			}
+			// The recovered rewind can be undone like any other.
+			if _, err := e.Rewind(context.Background(), last.CheckpointSequence-1); err != nil {
+				t.Fatal(err)
+			}
+			if d := diffTrees(diskTree(t, ws), now); d != "" {
+				t.Fatalf("undoing the recovered rewind:\n%s", d)
+			}
+		})
+	}
+}
