@@ -40,6 +40,9 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 		return syscall.EPERM
 	case errors.Is(err, rewind.ErrUnsafePath):
 		return syscall.EINVAL
+	case errors.Is(err, rewind.ErrSkipped):
+		log.Warn("zerofs: state was not kept", "op", op, "path", path, "err", err)
+		return syscall.EIO
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return syscall.EINTR
 	}

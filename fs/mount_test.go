@@ -1,0 +1,284 @@
+package fs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// requireFUSE skips the test when it cannot mount (not root, no
+// /dev/fuse), unless ZEROFS_REQUIRE_FUSE=1 makes that a failure.
+func requireFUSE(t *testing.T) {
+	t.Helper()
+	reason := ""
+	if os.Geteuid() != 0 {
+		reason = "not root"
+	} else if _, err := os.Stat("/dev/fuse"); err != nil {
+		reason = "no /dev/fuse: " + err.Error()
+	}
+	if reason == "" {
+		return
+	}
+	if os.Getenv("ZEROFS_REQUIRE_FUSE") == "1" {
+		t.Fatalf("cannot mount: %s (ZEROFS_REQUIRE_FUSE=1)", reason)
+	}
+	t.Skipf("cannot mount: %s", reason)
+}
+
+// testLogger writes warnings and errors to stderr (t.Log would panic when a
+// late log line arrives after the test ended).
+func testLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// mountT mounts opts (a fresh workspace and a separate mountpoint unless
+// given) and always unmounts when the test ends, failed or not.
+func mountT(t *testing.T, opts Options) *Mounted {
+	t.Helper()
+	requireFUSE(t)
+	if opts.Workspace == "" {
+		opts.Workspace = t.TempDir()
+	}
+	if opts.Mountpoint == "" {
+		opts.Mountpoint = t.TempDir()
+	}
+	if opts.Logger == nil {
+		opts.Logger = testLogger()
+	}
+	m, err := Mount(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("Mount: %v", err)
+	}
+	t.Cleanup(func() { unmountT(t, m) })
+	return m
+}
+
+// unmountT unmounts m and makes sure nothing is left mounted.
+func unmountT(t *testing.T, m *Mounted) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- m.Unmount() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Unmount: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("Unmount: still running after 20s; detaching")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for isMounted(m.Mountpoint()) {
+		if time.Now().After(deadline) {
+			t.Errorf("%s still mounted; detaching lazily", m.Mountpoint())
+			unix.Unmount(m.Mountpoint(), unix.MNT_DETACH)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// isMounted reports whether /proc/mounts lists a fuse mount at p.
+func isMounted(p string) bool {
+	f, err := os.Open("/proc/mounts")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 3 && unescapeMount(fields[1]) == p && strings.HasPrefix(fields[2], "fuse") {
+			return true
+		}
+	}
+	return false
+}
+
+// ctlRead reads a control file.
+func ctlRead(t *testing.T, mp, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(mp, ".zero", name))
+	if err != nil {
+		t.Fatalf("read .zero/%s: %v", name, err)
+	}
+	return string(b)
+}
+
+// ctlWrite writes one command the way a shell's "echo x > file" does:
+// open with O_TRUNC, one write.
+func ctlWrite(mp, name, data string) error {
+	f, err := os.OpenFile(filepath.Join(mp, ".zero", name), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write([]byte(data))
+	cerr := f.Close()
+	if werr != nil {
+		return werr
+	}
+	return cerr
+}
+
+func headOf(t *testing.T, mp string) rewind.Seq {
+	t.Helper()
+	s := strings.TrimSpace(ctlRead(t, mp, "head"))
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf(".zero/head = %q: %v", s, err)
+	}
+	return rewind.Seq(n)
+}
+
+func rewindT(t *testing.T, mp string, seq rewind.Seq) {
+	t.Helper()
+	if err := ctlWrite(mp, "rewind", strconv.FormatUint(uint64(seq), 10)+"\n"); err != nil {
+		t.Fatalf("rewind to %d: %v", seq, err)
+	}
+}
+
+func stepT(t *testing.T, mp, label string) {
+	t.Helper()
+	if err := ctlWrite(mp, "step", label+"\n"); err != nil {
+		t.Fatalf("step %q: %v", label, err)
+	}
+}
+
+func view(mp string, seq rewind.Seq) string {
+	return filepath.Join(mp, "@"+strconv.FormatUint(uint64(seq), 10))
+}
+
+func writeFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// node is one path of a tree snapshot: what a rewind restores.
+type node struct {
+	kind    string
+	perm    fs.FileMode
+	content string // file content or symlink target
+}
+
+func (n node) String() string {
+	return n.kind + " " + n.perm.String() + " " + strconv.Quote(n.content)
+}
+
+// snapshot reads the tree under root with plain file operations: kinds,
+// permission bits, contents, symlink targets. Other kinds (fifos) are kept
+// by kind only.
+func snapshot(t *testing.T, root string) map[string]node {
+	t.Helper()
+	out := map[string]node{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == "." {
+			return nil
+		}
+		info, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		n := node{perm: info.Mode().Perm()}
+		switch {
+		case info.Mode().IsRegular():
+			n.kind = "file"
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			n.content = string(b)
+		case info.IsDir():
+			n.kind = "dir"
+		case info.Mode()&fs.ModeSymlink != 0:
+			n.kind = "symlink"
+			n.content, err = os.Readlink(p)
+			if err != nil {
+				return err
+			}
+		default:
+			n.kind = "other"
+		}
+		out[rel] = n
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("snapshot %s: %v", root, err)
+	}
+	return out
+}
+
+// diffTrees describes how got differs from want ("" when equal).
+func diffTrees(got, want map[string]node) string {
+	var lines []string
+	for p, w := range want {
+		if g, ok := got[p]; !ok {
+			lines = append(lines, "missing "+p+": want "+w.String())
+		} else if g != w {
+			lines = append(lines, p+": got "+g.String()+", want "+w.String())
+		}
+	}
+	for p, g := range got {
+		if _, ok := want[p]; !ok {
+			lines = append(lines, "extra "+p+": "+g.String())
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// wantErrno checks that err is the errno want.
+func wantErrno(t *testing.T, what string, err error, want syscall.Errno) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: got %v, want %v", what, err, want)
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	// Never leave a mount behind.
+	if b, err := os.ReadFile("/proc/mounts"); err == nil && bytes.Contains(b, []byte("fuse.zerofs")) {
+		os.Stderr.WriteString("fs tests: a zerofs mount is still listed in /proc/mounts\n")
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func readJSON(t *testing.T, s string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+}
