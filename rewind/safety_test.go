@@ -1,0 +1,209 @@
+package rewind
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// A symlink planted in the workspace behind the engine's back, pointing
+// outside, must not lead a rewind to write or delete anything outside.
+func TestRewindNeverFollowsPlantedSymlink(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{Sync: true})
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "x"), []byte("outside"), 0o644)
+	change(t, e, func() error { return os.Mkdir(filepath.Join(ws, "d"), 0o755) }, Change{Path: "d"})
+	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "d/x"), []byte("1"), 0o644) }, Change{Path: "d/x"})
+	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "d/y"), []byte("y"), 0o644) }, Change{Path: "d/y"})
+	s1, _ := e.BeginStep(ctx, "s1", nil)
+	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "d/x"), []byte("2"), 0o644) }, Change{Path: "d/x"})
+	change(t, e, func() error { return os.Remove(filepath.Join(ws, "d/y")) }, Change{Path: "d/y"})
+	// Behind the engine's back: d becomes a symlink to the outside.
+	os.RemoveAll(filepath.Join(ws, "d"))
+	if err := os.Symlink(outside, filepath.Join(ws, "d")); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []Seq{s1.Seq, 0} {
+		if _, err := e.Rewind(ctx, target); err != nil {
+			t.Fatalf("Rewind(%d): %v", target, err)
+		}
+		ents, _ := os.ReadDir(outside)
+		if len(ents) != 1 || ents[0].Name() != "x" {
+			t.Fatalf("rewind to %d changed the outside directory: %v", target, ents)
+		}
+		if b, _ := os.ReadFile(filepath.Join(outside, "x")); string(b) != "outside" {
+			t.Fatalf("rewind to %d wrote outside: x = %q", target, b)
+		}
+	}
+	// The paths themselves refuse to cross the symlink.
+	if ent, err := e.StateAt("d/x", e.Head()); err != nil || ent.Exists {
+		t.Fatalf("d/x through a symlink: got %+v, %v; want it absent", ent, err)
+	}
+}
+
+func TestCapturePathsAreConfined(t *testing.T) {
+	e, _ := openT(t, Options{})
+	for _, p := range []string{"../x", "/etc/passwd", "a/../../x", "a//b", ".zero", ".zero/events.jsonl", "@3", "a/"} {
+		release, _, err := e.Begin(context.Background(), Caller{}, Change{Path: p})
+		if err == nil {
+			release()
+			t.Errorf("Begin(%q): got nil error, want ErrUnsafePath or ErrReserved", p)
+			continue
+		}
+		if !errors.Is(err, ErrUnsafePath) && !errors.Is(err, ErrReserved) {
+			t.Errorf("Begin(%q): got %v, want ErrUnsafePath or ErrReserved", p, err)
+		}
+	}
+	// "@3" is reserved only at the root.
+	release, _, err := e.Begin(context.Background(), Caller{}, Change{Path: "sub/@3"})
+	if err != nil {
+		t.Fatalf("sub/@3: %v", err)
+	}
+	release()
+}
+
+// A damaged blob fails the rewind before anything changes.
+func TestRewindRefusesDamagedBlob(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{Sync: true})
+	a := filepath.Join(ws, "a")
+	change(t, e, func() error { return os.WriteFile(a, []byte("precious"), 0o644) }, Change{Path: "a"})
+	s, _ := e.BeginStep(ctx, "edit", nil)
+	change(t, e, func() error { return os.WriteFile(a, []byte("changed"), 0o644) }, Change{Path: "a"})
+	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "b"), []byte("b"), 0o644) }, Change{Path: "b"})
+	ent, _ := e.StateAt("a", s.Seq)
+	id, _ := blobstore.ParseID(ent.State.Blob)
+	blob := e.Blobs().Path(id)
+	b, _ := os.ReadFile(blob)
+	b[0] ^= 0xff
+	os.Chmod(blob, 0o600)
+	if err := os.WriteFile(blob, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	head := e.Head()
+	_, err := e.Rewind(ctx, s.Seq)
+	if !errors.Is(err, blobstore.ErrCorrupt) {
+		t.Fatalf("Rewind over a damaged blob: got %v, want ErrCorrupt", err)
+	}
+	if got, _ := os.ReadFile(a); string(got) != "changed" {
+		t.Fatalf("a = %q after a refused rewind, want it unchanged", got)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "b")); err != nil {
+		t.Fatalf("b removed by a refused rewind: %v", err)
+	}
+	if e.Head() != head {
+		t.Fatalf("a refused rewind appended events: head %d, want %d", e.Head(), head)
+	}
+	// Reading the damaged state through a view fails too.
+	if _, err := e.OpenContent(ent); !errors.Is(err, blobstore.ErrCorrupt) {
+		t.Fatalf("OpenContent of a damaged blob: got %v, want ErrCorrupt", err)
+	}
+}
+
+func TestRewindBadTargets(t *testing.T) {
+	e, _ := openT(t, Options{})
+	for _, s := range []Seq{e.Head() + 1, 1 << 40} {
+		if _, err := e.Rewind(context.Background(), s); !errors.Is(err, ErrNoSuchSeq) {
+			t.Errorf("Rewind(%d): got %v, want ErrNoSuchSeq", s, err)
+		}
+		if _, err := e.StateAt("a", s); !errors.Is(err, ErrNoSuchSeq) {
+			t.Errorf("StateAt(%d): got %v, want ErrNoSuchSeq", s, err)
+		}
+	}
+}
+
+// Checkpoints name the process that caused them and the step's label; each
+// path is captured once per step.
+func TestCheckpointRecords(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	e.BeginStep(ctx, "Bash", []byte(`{"input":{"command":"sed -i s/a/b/ f"}}`))
+	f := filepath.Join(ws, "f")
+	for range 3 {
+		release, _, err := e.Begin(ctx, Caller{PID: 4242, Comm: "sed"}, Change{Path: "f"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(f, []byte("x"), 0o640)
+		release()
+	}
+	e.Sync()
+	var cps []Checkpoint
+	var calls []string
+	for ev, err := range e.Log().Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev.Type {
+		case eventlog.TypeCheckpoint:
+			var cp Checkpoint
+			if err := json.Unmarshal(ev.Payload, &cp); err != nil {
+				t.Fatal(err)
+			}
+			cps = append(cps, cp)
+		case eventlog.TypeToolCall:
+			calls = append(calls, string(ev.Payload))
+		}
+	}
+	if len(calls) != 1 || !strings.Contains(calls[0], `"name":"Bash"`) || !strings.Contains(calls[0], `"command":"sed -i s/a/b/ f"`) {
+		t.Fatalf("tool_call payloads: %v", calls)
+	}
+	if len(cps) != 1 || len(cps[0].Files) != 1 {
+		t.Fatalf("got %d checkpoints %+v, want one naming f once", len(cps), cps)
+	}
+	got := cps[0]
+	if got.Tool != "Bash" || got.Files[0].PID != 4242 || got.Files[0].Comm != "sed" || !got.Files[0].Absent || got.Files[0].Path != "f" {
+		t.Fatalf("checkpoint: got %+v", got)
+	}
+}
+
+func TestMaxBlobSizeRecordsSkipped(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{MaxBlobSize: 10})
+	big := filepath.Join(ws, "big")
+	os.WriteFile(big, []byte(strings.Repeat("x", 100)), 0o644)
+	s, _ := e.BeginStep(ctx, "s", nil)
+	change(t, e, func() error { return os.WriteFile(big, []byte("small"), 0o644) }, Change{Path: "big"})
+	ent, err := e.StateAt("big", s.Seq)
+	if err != nil || !ent.State.Skipped || !strings.Contains(ent.State.Reason, "cap") {
+		t.Fatalf("big at %d: %+v %v; want skipped with a reason", s.Seq, ent, err)
+	}
+	res, err := e.Rewind(ctx, s.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Report.Skipped) != 1 || res.Report.Skipped[0] != "big" {
+		t.Fatalf("report skipped: %v, want [big]", res.Report.Skipped)
+	}
+	if b, _ := os.ReadFile(big); string(b) != "small" {
+		t.Fatalf("a skipped path was given invented content: %q", b)
+	}
+}
+
+func TestAutoStep(t *testing.T) {
+	e, ws := openT(t, Options{AutoStep: 50 * time.Millisecond})
+	f := filepath.Join(ws, "f")
+	change(t, e, func() error { return os.WriteFile(f, []byte("1"), 0o644) }, Change{Path: "f"})
+	first := e.Step()
+	change(t, e, func() error { return os.WriteFile(f, []byte("2"), 0o644) }, Change{Path: "f"})
+	if e.Step() != first {
+		t.Fatalf("a change right after another began a new step")
+	}
+	time.Sleep(120 * time.Millisecond)
+	change(t, e, func() error { return os.WriteFile(f, []byte("3"), 0o644) }, Change{Path: "f"})
+	if s := e.Step(); s == first || s.Label != "auto" {
+		t.Fatalf("after an idle gap: step %+v, want a new auto step", s)
+	}
+	if got, _ := readAt(t, e, "f", e.Step().Seq); got != "2" {
+		t.Fatalf("f at the auto step's start: %q, want 2", got)
+	}
+}
