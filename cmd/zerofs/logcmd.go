@@ -119,6 +119,8 @@ func writeLog(w io.Writer, entries []logEntry, stat, color bool) error {
 		}
 		return c + s + colorReset
 	}
+	// Align the times: the widest sequence is the first (newest) one.
+	width := len(fmt.Sprint(entries[0].Sequence))
 	for i, ent := range entries {
 		if i > 0 && stat {
 			fmt.Fprintln(w)
@@ -143,7 +145,7 @@ func writeLog(w io.Writer, entries []logEntry, stat, color bool) error {
 		case blockPruned:
 			what = fmt.Sprintf("gc: pruned history before %d", *ent.PrunedBefore)
 		}
-		head := fmt.Sprintf("%-6s %-5d", ent.Type, ent.Sequence)
+		head := fmt.Sprintf("%-6s %-*d", ent.Type, width, ent.Sequence)
 		if _, err := fmt.Fprintf(w, "%s  %s  %s\n", paint(colorYel, head), when, what); err != nil {
 			return err
 		}

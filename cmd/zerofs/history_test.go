@@ -1,0 +1,293 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// buildHistory makes the workspace every unmounted test starts from:
+//
+//	initial files   a.txt, old.txt, gone.txt, script.sh, bin.dat, src/main.go
+//	step "Edit"     a.txt modified, new.txt added
+//	step "Bash"     old.txt renamed to renamed.txt, gone.txt deleted,
+//	                script.sh made executable, bin.dat rewritten
+//	step "Read"     nothing changed (a read-only tool call)
+//
+// The store is closed when it returns, so the CLI can open it.
+func buildHistory(t *testing.T) *store {
+	t.Helper()
+	s := newStore(t, map[string]string{
+		"a.txt":       "alpha\nbeta\ngamma\ndelta\nepsilon\nzeta\neta\ntheta\n",
+		"old.txt":     "moved, not changed\n",
+		"gone.txt":    "bye\n",
+		"script.sh":   "echo hi\n",
+		"bin.dat":     "\x00\x01\x02binary",
+		"src/main.go": "package main\n",
+	})
+	s.step("Edit")
+	s.write("a.txt", "alpha\nBETA\ngamma\ndelta\nepsilon\nzeta\neta\ntheta\n")
+	s.write("new.txt", "brand new\n")
+	s.step("Bash")
+	s.change(func(ws string) error {
+		return os.Rename(filepath.Join(ws, "old.txt"), filepath.Join(ws, "renamed.txt"))
+	}, "old.txt", "renamed.txt")
+	s.change(func(ws string) error { return os.Remove(filepath.Join(ws, "gone.txt")) }, "gone.txt")
+	s.change(func(ws string) error { return os.Chmod(filepath.Join(ws, "script.sh"), 0o755) }, "script.sh")
+	s.write("bin.dat", "\x00\x01\x03binary!")
+	s.step("Read")
+	s.close()
+	return s
+}
+
+func TestLogGolden(t *testing.T) {
+	s := buildHistory(t)
+	golden(t, "log.txt", mustRun(t, s.ws, "log"))
+	golden(t, "log-stat.txt", mustRun(t, s.ws, "log", "--stat"))
+}
+
+func TestLogJSON(t *testing.T) {
+	s := buildHistory(t)
+	var entries []logEntry
+	out := mustRun(t, s.ws, "log", "--json")
+	if err := json.Unmarshal([]byte(out), &entries); err != nil {
+		t.Fatalf("log --json does not parse: %v\n%s", err, out)
+	}
+	// Also check the raw field names a harness relies on.
+	var raw []map[string]any
+	json.Unmarshal([]byte(out), &raw)
+	for _, k := range []string{"type", "sequence", "time", "label", "changes", "start", "end"} {
+		if _, ok := raw[0][k]; !ok {
+			t.Errorf("log --json entry lacks %q: %v", k, raw[0])
+		}
+	}
+	if len(entries) != 3 {
+		t.Fatalf("got %d entries, want 3: %s", len(entries), out)
+	}
+	labels := []string{entries[0].Label, entries[1].Label, entries[2].Label}
+	if strings.Join(labels, ",") != "Read,Bash,Edit" {
+		t.Errorf("got labels %v, want newest first Read,Bash,Edit", labels)
+	}
+	got := map[string]string{}
+	for _, c := range entries[1].Changes {
+		got[c.Path] = c.Change
+	}
+	want := map[string]string{"renamed.txt": "renamed", "gone.txt": "deleted", "script.sh": "mode", "bin.dat": "modified"}
+	for p, ch := range want {
+		if got[p] != ch {
+			t.Errorf("Bash step: %s is %q, want %q (all: %v)", p, got[p], ch, got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("Bash step changes %v, want %v", got, want)
+	}
+	edit := entries[2]
+	if len(edit.Changes) != 2 || edit.Changes[0].Path != "a.txt" || edit.Changes[0].Change != "modified" ||
+		edit.Changes[0].Blob == "" || edit.Changes[1].Path != "new.txt" || edit.Changes[1].Change != "added" {
+		t.Errorf("Edit step changes %+v", edit.Changes)
+	}
+	if len(entries[0].Changes) != 0 {
+		t.Errorf("Read step changes %+v, want none", entries[0].Changes)
+	}
+}
+
+func TestDiffGolden(t *testing.T) {
+	s := buildHistory(t)
+	golden(t, "diff-0-now.txt", mustRun(t, s.ws, "diff", "0"))
+	golden(t, "diff-0-now-paths.txt", mustRun(t, s.ws, "diff", "0", "--", "a.txt", "script.sh"))
+	// The reverse direction, between two past states.
+	head := strings.Fields(mustRun(t, s.ws, "log"))[1]
+	golden(t, "diff-head-0.txt", mustRun(t, s.ws, "diff", head, "0"))
+	// From a subdirectory, paths are relative to it.
+	if out := mustRun(t, filepath.Join(s.ws, "src"), "diff", "0", "--", "main.go"); out != "" {
+		t.Errorf("diff of an unchanged file: %q, want nothing", out)
+	}
+}
+
+func TestShow(t *testing.T) {
+	s := buildHistory(t)
+	if got := mustRun(t, s.ws, "show", "0", "gone.txt"); got != "bye\n" {
+		t.Errorf("show 0 gone.txt = %q", got)
+	}
+	if got := mustRun(t, s.ws, "show", "@0", "old.txt"); got != "moved, not changed\n" {
+		t.Errorf("show @0 old.txt = %q", got)
+	}
+	// Relative to the cwd, and workspace-relative from a subdirectory.
+	sub := filepath.Join(s.ws, "src")
+	if got := mustRun(t, sub, "show", "0", "main.go"); got != "package main\n" {
+		t.Errorf("show 0 main.go from src = %q", got)
+	}
+	if got := mustRun(t, sub, "show", "0", "a.txt"); !strings.HasPrefix(got, "alpha\nbeta\n") {
+		t.Errorf("show 0 a.txt from src = %q", got)
+	}
+	if got := mustRun(t, s.ws, "show", "0", "."); !strings.Contains(got, "src/\n") || strings.Contains(got, ".zero") {
+		t.Errorf("show 0 . = %q", got)
+	}
+	wantFail(t, s.ws, 1, "zerofs: new.txt did not exist at 0", "show", "0", "new.txt")
+	wantFail(t, s.ws, 1, "no sequence 999 (head is", "show", "999", "a.txt")
+	wantFail(t, s.ws, 1, "outside the workspace", "show", "0", "../x")
+	wantFail(t, s.ws, 2, "usage: zerofs show SEQ PATH", "show", "0")
+	wantFail(t, s.ws, 2, "bad sequence", "show", "x", "a.txt")
+}
+
+func TestRewindUndoRedo(t *testing.T) {
+	s := buildHistory(t)
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join(s.ws, p))
+		if err != nil {
+			return "<absent>"
+		}
+		return string(b)
+	}
+	wantFail(t, s.ws, 1, "nothing to redo", "redo")
+	// undo skips the empty Read step and rolls back Bash.
+	out := mustRun(t, s.ws, "undo")
+	if !strings.HasPrefix(out, "rewound to ") {
+		t.Errorf("undo said %q", out)
+	}
+	if read("gone.txt") != "bye\n" || read("renamed.txt") != "<absent>" || read("new.txt") != "brand new\n" {
+		t.Errorf("after undo: gone.txt %q renamed.txt %q new.txt %q", read("gone.txt"), read("renamed.txt"), read("new.txt"))
+	}
+	// A second undo goes one step further back: Edit.
+	mustRun(t, s.ws, "undo")
+	if read("new.txt") != "<absent>" || !strings.HasPrefix(read("a.txt"), "alpha\nbeta\n") {
+		t.Errorf("after second undo: new.txt %q a.txt %q", read("new.txt"), read("a.txt"))
+	}
+	wantFail(t, s.ws, 1, "nothing to undo", "undo")
+	// redo undoes the last undo.
+	mustRun(t, s.ws, "redo")
+	if read("new.txt") != "brand new\n" || read("gone.txt") != "bye\n" {
+		t.Errorf("after redo: new.txt %q gone.txt %q", read("new.txt"), read("gone.txt"))
+	}
+	// rewind to 0 restores everything; rewinds show in the log.
+	out = mustRun(t, s.ws, "rewind", "0")
+	if !strings.HasPrefix(out, "rewound to 0: restored ") {
+		t.Errorf("rewind said %q", out)
+	}
+	if read("old.txt") != "moved, not changed\n" || read("new.txt") != "<absent>" {
+		t.Errorf("after rewind 0: old.txt %q new.txt %q", read("old.txt"), read("new.txt"))
+	}
+	if log := mustRun(t, s.ws, "log"); strings.Count(log, "rewind to ") != 4 {
+		t.Errorf("log shows %d rewinds, want 4:\n%s", strings.Count(log, "rewind to "), log)
+	}
+	wantFail(t, s.ws, 1, "no sequence 1000 (head is", "rewind", "1000")
+	wantFail(t, s.ws, 2, "usage: zerofs rewind SEQ", "rewind")
+	wantFail(t, s.ws, 2, "usage: zerofs rewind SEQ", "rewind", "-1")
+	wantFail(t, s.ws, 2, "unexpected argument", "undo", "3")
+}
+
+func TestStatusAndStep(t *testing.T) {
+	s := buildHistory(t)
+	out := mustRun(t, s.ws, "status")
+	for _, want := range []string{"workspace: " + s.ws, "mounted:   no", "step:      ", "Read", "steps:     3", "blobs"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	mustRun(t, s.ws, "step", "fix", "the", "bug")
+	if out := mustRun(t, s.ws, "status"); !strings.Contains(out, "fix the bug") || !strings.Contains(out, "steps:     4") {
+		t.Errorf("status after step:\n%s", out)
+	}
+	wantFail(t, s.ws, 2, "want a LABEL", "step")
+	hook := `{"session_id":"abc","hook_event_name":"PreToolUse","tool_name":"Edit","tool_input":{"file_path":"a.txt"},"cwd":"` + s.ws + `"}`
+	r := zerofs(t, "/", hook, "step", "--hook")
+	if r.code != 0 {
+		t.Fatalf("step --hook: exit %d: %s", r.code, r.stderr)
+	}
+	var entries []logEntry
+	json.Unmarshal([]byte(mustRun(t, s.ws, "log", "--json")), &entries)
+	var p map[string]any
+	json.Unmarshal(entries[0].Payload, &p)
+	in, _ := p["input"].(map[string]any)
+	if entries[0].Label != "Edit" || p["agentSession"] != "abc" || p["hookEvent"] != "PreToolUse" || in["file_path"] != "a.txt" {
+		t.Errorf("hook step: label %q payload %v", entries[0].Label, p)
+	}
+	// Outside any workspace a hook warns and lets the agent go on.
+	r = zerofs(t, t.TempDir(), `{"tool_name":"Bash"}`, "step", "--hook")
+	if r.code != 0 || !strings.Contains(r.stderr, "warning") {
+		t.Errorf("hook outside a workspace: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// Garbage on stdin is a failure, never a usage error (2 blocks agents).
+	r = zerofs(t, s.ws, "not json", "step", "--hook")
+	if r.code != 1 {
+		t.Errorf("hook with bad JSON: exit %d, want 1", r.code)
+	}
+	wantFail(t, s.ws, 1, "is not mounted", "run", "--", "true")
+	wantFail(t, s.ws, 2, "want a command", "run")
+}
+
+func TestGC(t *testing.T) {
+	s := buildHistory(t)
+	wantFail(t, s.ws, 2, "exclude each other", "gc", "--before", "1", "--keep", "1h")
+	wantFail(t, s.ws, 1, "no sequence 500", "gc", "--before", "500")
+	if out := mustRun(t, s.ws, "gc"); !strings.HasPrefix(out, "pruned history before 0: removed 0 blobs") {
+		t.Errorf("gc: %q", out)
+	}
+	if out := mustRun(t, s.ws, "gc", "--keep", "1h"); !strings.HasPrefix(out, "pruned history before 0:") {
+		t.Errorf("gc --keep 1h: %q", out)
+	}
+	head := strings.Fields(mustRun(t, s.ws, "log"))[1]
+	out := mustRun(t, s.ws, "gc", "--before", head)
+	if !strings.HasPrefix(out, "pruned history before "+head+": removed ") {
+		t.Errorf("gc --before %s: %q", head, out)
+	}
+	wantFail(t, s.ws, 1, "was pruned", "show", "0", "a.txt")
+	if out := mustRun(t, s.ws, "verify"); !strings.HasPrefix(out, "ok: ") {
+		t.Errorf("verify after gc: %q", out)
+	}
+	if out := mustRun(t, s.ws, "log"); !strings.Contains(out, "gc: pruned history before "+head) {
+		t.Errorf("log after gc:\n%s", out)
+	}
+	mustRun(t, s.ws, "log", "--stat")
+}
+
+func TestUsage(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string // in stdout for 0, stderr otherwise
+	}{
+		{nil, 2, "usage:"},
+		{[]string{"--help"}, 0, "zerofs mount [flags] WORKSPACE [MOUNTPOINT]"},
+		{[]string{"help", "diff"}, 0, "usage: zerofs diff SEQ [SEQ2] [-- PATH...]"},
+		{[]string{"help", "nope"}, 2, `unknown command "nope"`},
+		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"log", "--help"}, 0, "usage: zerofs log"},
+		{[]string{"log", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"log"}, 1, "zerofs: not in a zerofs workspace"},
+		{[]string{"status"}, 1, "zerofs: not in a zerofs workspace"},
+		{[]string{"verify"}, 1, "zerofs: not in a zerofs workspace"},
+		{[]string{"undo"}, 1, "zerofs: not in a zerofs workspace"},
+		{[]string{"diff"}, 2, "usage: zerofs diff"},
+		{[]string{"diff", "1", "2", "3"}, 2, "usage: zerofs diff"},
+		{[]string{"gc", "--keep", "soon"}, 2, "invalid value"},
+		{[]string{"mount"}, 2, "usage: zerofs mount"},
+		{[]string{"mount", "--sync", "never", dir}, 2, "--sync must be always or batch"},
+		{[]string{"mount", "-f", filepath.Join(dir, "missing")}, 1, "no such file or directory"},
+		{[]string{"umount", dir}, 1, "is not a zerofs mount"},
+		{[]string{"umount", "a", "b"}, 2, "usage: zerofs umount"},
+	} {
+		r := zerofs(t, dir, "", tc.args...)
+		where := r.stderr
+		if tc.code == 0 {
+			where = r.stdout
+		}
+		if r.code != tc.code || !strings.Contains(where, tc.out) {
+			t.Errorf("zerofs %v: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args, r.code, r.stdout, r.stderr, tc.code, tc.out)
+		}
+	}
+}
+
+func TestStoreInUse(t *testing.T) {
+	s := buildHistory(t)
+	s.open()
+	defer s.close()
+	wantFail(t, s.ws, 1, "is in use by a running zerofs", "log")
+	wantFail(t, s.ws, 1, "is in use by a running zerofs", "undo")
+	// status and verify only read, so they work next to a running zerofs.
+	mustRun(t, s.ws, "status")
+	mustRun(t, s.ws, "verify")
+}
