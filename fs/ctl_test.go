@@ -1,0 +1,238 @@
+package fs
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/zerofs/zerofs/rewind"
+)
+
+func TestCtlStep(t *testing.T) {
+	m := mountT(t, Options{})
+	mp := m.Mountpoint()
+	stepT(t, mp, "first label")
+	h := headOf(t, mp)
+	if got, want := ctlRead(t, mp, "step"), strconv.FormatUint(uint64(h), 10)+" first label\n"; got != want {
+		t.Errorf(".zero/step = %q, want %q", got, want)
+	}
+	if err := ctlWrite(mp, "step", `{"name":"Edit","tool_input":{"file":"a.go"}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	h = headOf(t, mp)
+	if got, want := ctlRead(t, mp, "step"), strconv.FormatUint(uint64(h), 10)+" Edit\n"; got != want {
+		t.Errorf(".zero/step = %q, want %q", got, want)
+	}
+	// The tool_call event carries the caller's JSON.
+	log := ctlRead(t, mp, "log")
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	var ev struct {
+		Sequence rewind.Seq      `json:"sequence"`
+		Type     string          `json:"type"`
+		Payload  json.RawMessage `json:"payload"`
+	}
+	readJSON(t, lines[len(lines)-1], &ev)
+	if ev.Type != "tool_call" || ev.Sequence != h || !strings.Contains(string(ev.Payload), `"tool_input"`) {
+		t.Errorf("last event = %+v (%s), want tool_call %d with tool_input", ev, ev.Payload, h)
+	}
+	if err := ctlWrite(mp, "step", `{"tool_input":1}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := ctlRead(t, mp, "step"); !strings.HasSuffix(got, " step\n") {
+		t.Errorf(".zero/step after a JSON object without a name = %q, want label step", got)
+	}
+}
+
+func TestCtlReports(t *testing.T) {
+	m := mountT(t, Options{})
+	mp := m.Mountpoint()
+	if got := ctlRead(t, mp, "rewind"); strings.TrimSpace(got) != "{}" {
+		t.Errorf(".zero/rewind before any rewind = %q, want {}", got)
+	}
+	if got := ctlRead(t, mp, "gc"); strings.TrimSpace(got) != "{}" {
+		t.Errorf(".zero/gc before any gc = %q, want {}", got)
+	}
+	var st statusReport
+	readJSON(t, ctlRead(t, mp, "status"), &st)
+	if st.PID != os.Getpid() || st.Mountpoint != mp || st.Workspace != m.fs.workspace ||
+		st.Store != filepath.Join(m.fs.workspace, ".zero") || st.Sync != "batch" || st.Head != headOf(t, mp) {
+		t.Errorf(".zero/status = %+v", st)
+	}
+	names, err := os.ReadDir(filepath.Join(mp, ".zero"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range names {
+		got = append(got, n.Name())
+	}
+	if strings.Join(got, " ") != "gc head log rewind status step" {
+		t.Errorf("ls .zero = %v", got)
+	}
+	// Report-only files refuse writes.
+	wantErrno(t, "write .zero/head", ctlWrite(mp, "head", "5"), syscall.EACCES)
+
+	// gc through the control file.
+	writeFile(t, filepath.Join(mp, "f"), "1")
+	stepT(t, mp, "s")
+	writeFile(t, filepath.Join(mp, "f"), "2")
+	h := headOf(t, mp)
+	wantErrno(t, "gc abc", ctlWrite(mp, "gc", "abc"), syscall.EINVAL)
+	wantErrno(t, "gc above head", ctlWrite(mp, "gc", strconv.FormatUint(uint64(h+1), 10)), syscall.EINVAL)
+	if err := ctlWrite(mp, "gc", "2\n"); err != nil {
+		t.Fatalf("gc 2: %v", err)
+	}
+	var res rewind.GCResult
+	readJSON(t, ctlRead(t, mp, "gc"), &res)
+	if res.Before != 2 {
+		t.Errorf(".zero/gc = %+v, want before 2", res)
+	}
+	if _, err := os.Stat(view(mp, 1)); !os.IsNotExist(err) {
+		t.Errorf("@1 after gc before 2: %v, want ENOENT", err)
+	}
+	if _, err := os.Stat(view(mp, 2)); err != nil {
+		t.Errorf("@2 after gc before 2: %v", err)
+	}
+}
+
+// TestRewindBadInput: a bad sequence fails with EINVAL and changes nothing.
+func TestRewindBadInput(t *testing.T) {
+	m := mountT(t, Options{})
+	mp := m.Mountpoint()
+	writeFile(t, filepath.Join(mp, "f"), "1")
+	stepT(t, mp, "s")
+	writeFile(t, filepath.Join(mp, "f"), "2")
+	h := headOf(t, mp)
+	for _, in := range []string{"abc", "-1", "", "1.5", strconv.FormatUint(uint64(h+1), 10), "99999999999999999999999"} {
+		wantErrno(t, "rewind "+strconv.Quote(in), ctlWrite(mp, "rewind", in+"\n"), syscall.EINVAL)
+	}
+	if got := readFile(t, filepath.Join(mp, "f")); got != "2" {
+		t.Errorf("f = %q after refused rewinds, want 2", got)
+	}
+	if got := headOf(t, mp); got != h {
+		t.Errorf("head = %d after refused rewinds, want %d", got, h)
+	}
+}
+
+func TestViewsReadOnly(t *testing.T) {
+	m := mountT(t, Options{})
+	mp := m.Mountpoint()
+	if err := os.Mkdir(filepath.Join(mp, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(mp, "d/f"), "f")
+	h := headOf(t, mp)
+	v := view(mp, h)
+	f := filepath.Join(v, "d/f")
+	for what, err := range map[string]error{
+		"open for write": func() error { _, err := os.OpenFile(f, os.O_WRONLY, 0); return err }(),
+		"create":         func() error { _, err := os.Create(filepath.Join(v, "d/new")); return err }(),
+		"mkdir":          os.Mkdir(filepath.Join(v, "d/dd"), 0o755),
+		"unlink":         os.Remove(f),
+		"rmdir":          os.Remove(filepath.Join(v, "d")),
+		"rename":         os.Rename(f, filepath.Join(v, "d/g")),
+		"rename out":     os.Rename(f, filepath.Join(mp, "g")),
+		"rename in":      os.Rename(filepath.Join(mp, "d/f"), filepath.Join(v, "d/g")),
+		"symlink":        os.Symlink("x", filepath.Join(v, "d/l")),
+		"link":           os.Link(f, filepath.Join(v, "d/l")),
+		"chmod":          os.Chmod(f, 0o600),
+		"truncate":       os.Truncate(f, 0),
+		"setxattr":       syscall.Setxattr(f, "user.x", []byte("1"), 0),
+	} {
+		if what == "rename out" || what == "rename in" {
+			// Across the view boundary: EXDEV or EROFS are both refusals.
+			if err == nil {
+				t.Errorf("%s: succeeded", what)
+			}
+			continue
+		}
+		wantErrno(t, what+" in @T", err, syscall.EROFS)
+	}
+	if got := readFile(t, f); got != "f" {
+		t.Errorf("%s = %q", f, got)
+	}
+	_, err := os.Stat(view(mp, h+1))
+	wantErrno(t, "stat @head+1", err, syscall.ENOENT)
+	_, err = os.Stat(view(mp, h+1000))
+	wantErrno(t, "stat @head+1000", err, syscall.ENOENT)
+}
+
+func TestReservedNames(t *testing.T) {
+	m := mountT(t, Options{})
+	mp := m.Mountpoint()
+	writeFile(t, filepath.Join(mp, "a"), "a")
+	if err := os.Mkdir(filepath.Join(mp, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for what, err := range map[string]error{
+		"create @5":       os.WriteFile(filepath.Join(mp, "@5"), nil, 0o644),
+		"mkdir @12":       os.Mkdir(filepath.Join(mp, "@12"), 0o755),
+		"symlink @3":      os.Symlink("a", filepath.Join(mp, "@3")),
+		"link @9":         os.Link(filepath.Join(mp, "a"), filepath.Join(mp, "@9")),
+		"rename to @4":    os.Rename(filepath.Join(mp, "a"), filepath.Join(mp, "@4")),
+		"mkfifo @7":       syscall.Mkfifo(filepath.Join(mp, "@7"), 0o644),
+		"rmdir .zero":     syscall.Rmdir(filepath.Join(mp, ".zero")),
+		"rename .zero":    os.Rename(filepath.Join(mp, ".zero"), filepath.Join(mp, "z")),
+		"rename to .zero": os.Rename(filepath.Join(mp, "sub"), filepath.Join(mp, ".zero")),
+	} {
+		if err == nil {
+			t.Errorf("%s at the root: succeeded", what)
+			continue
+		}
+		if what == "create @5" || what == "mkdir @12" || what == "symlink @3" || what == "mkfifo @7" || what == "rename to @4" || what == "link @9" {
+			// @5..@12 are above head: they do not exist, so creating
+			// them reaches the filesystem, which refuses.
+			wantErrno(t, what, err, syscall.EPERM)
+		}
+	}
+	// Allowed below the root.
+	for _, name := range []string{"@5", ".zero"} {
+		p := filepath.Join(mp, "sub", name)
+		if err := os.WriteFile(p, []byte(name), 0o644); err != nil {
+			t.Errorf("create sub/%s: %v", name, err)
+		} else if got := readFile(t, p); got != name {
+			t.Errorf("sub/%s = %q", name, got)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(mp, "a")); err != nil {
+		t.Errorf("a after refused renames: %v", err)
+	}
+}
+
+// TestRootListingHidesReserved: neither the store nor "@N" names, even ones
+// created directly in the backing directory, appear at the root.
+func TestRootListingHidesReserved(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.Mkdir(filepath.Join(ws, "@7"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, "visible"), "v")
+	m := mountT(t, Options{Workspace: ws})
+	mp := m.Mountpoint()
+	ents, err := os.ReadDir(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "visible" {
+		t.Errorf("ls root = %v, want [visible]", names)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".zero", "events.jsonl")); err != nil {
+		t.Errorf("store not in the backing workspace: %v", err)
+	}
+	// Through the mount, .zero is the control directory, not the store.
+	if _, err := os.Stat(filepath.Join(mp, ".zero", "events.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("store reachable through the mount: %v", err)
+	}
+	// Views do not list reserved names either.
+	if d := diffTrees(snapshot(t, view(mp, headOf(t, mp))), map[string]node{"visible": {kind: "file", perm: 0o644, content: "v"}}); d != "" {
+		t.Errorf("@head:\n%s", d)
+	}
+}
