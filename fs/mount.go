@@ -219,7 +219,7 @@ func (m *Mounted) Unmount() error {
 			// Processes still hold files open in the detached mount:
 			// end the connection so serving stops.
 			if statErr == nil {
-				abortConnection(st.Dev)
+				abortConnection(st.Dev, m.fs.log)
 			}
 			<-m.done
 		}
@@ -228,10 +228,22 @@ func (m *Mounted) Unmount() error {
 	return m.closeErr
 }
 
-// abortConnection aborts the FUSE connection of device dev.
-func abortConnection(dev uint64) {
-	p := "/sys/fs/fuse/connections/" + strconv.FormatUint(uint64(unix.Minor(dev)), 10) + "/abort"
-	os.WriteFile(p, []byte("1"), 0)
+// abortConnection aborts the FUSE connection of device dev through the
+// fusectl filesystem, mounting it at its usual place (for the moment)
+// when nothing did.
+func abortConnection(dev uint64, logger *slog.Logger) {
+	const ctl = "/sys/fs/fuse/connections"
+	p := ctl + "/" + strconv.FormatUint(uint64(unix.Minor(dev)), 10) + "/abort"
+	if _, err := os.Stat(p); os.IsNotExist(err) {
+		if err := unix.Mount("fusectl", ctl, "fusectl", 0, ""); err != nil {
+			logger.Warn("zerofs: cannot mount fusectl to abort the connection", "err", err)
+		} else {
+			defer unix.Unmount(ctl, 0)
+		}
+	}
+	if err := os.WriteFile(p, []byte("1"), 0); err != nil {
+		logger.Warn("zerofs: cannot abort the FUSE connection", "err", err)
+	}
 }
 
 // detachStale detaches a dead mount at p: a FUSE mount whose daemon is gone

@@ -1,0 +1,152 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// TestRemountKeepsHistory: unmount and mount the same store again; every
+// view and the head survive.
+func TestRemountKeepsHistory(t *testing.T) {
+	ws := t.TempDir()
+	m := mountT(t, Options{Workspace: ws})
+	mp := m.Mountpoint()
+	writeFile(t, filepath.Join(mp, "f"), "one")
+	stepT(t, mp, "two")
+	t1 := headOf(t, mp)
+	writeFile(t, filepath.Join(mp, "f"), "two")
+	h := headOf(t, mp)
+	if err := m.Unmount(); err != nil {
+		t.Fatalf("Unmount: %v", err)
+	}
+	if isMounted(mp) {
+		t.Fatalf("%s still mounted after Unmount", mp)
+	}
+	m.Wait() // returns at once after Unmount
+
+	m2 := mountT(t, Options{Workspace: ws, Mountpoint: mp})
+	if got := headOf(t, m2.Mountpoint()); got < h {
+		t.Errorf("head after remount = %d, want >= %d", got, h)
+	}
+	if got := readFile(t, filepath.Join(view(mp, t1), "f")); got != "one" {
+		t.Errorf("@%d/f after remount = %q, want one", t1, got)
+	}
+	if got := readFile(t, filepath.Join(mp, "f")); got != "two" {
+		t.Errorf("f after remount = %q, want two", got)
+	}
+}
+
+// TestInPlaceMount: mounting over the workspace itself works, and the store
+// (under the workspace) is out of reach through the mount.
+func TestInPlaceMount(t *testing.T) {
+	requireFUSE(t)
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "pre"), "existing")
+	m, err := Mount(context.Background(), Options{Workspace: ws, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("Mount in place: %v", err)
+	}
+	t.Cleanup(func() { unmountT(t, m) })
+	if m.Mountpoint() != ws || !isMounted(ws) {
+		t.Fatalf("mountpoint %q, mounted %v; want the workspace %q", m.Mountpoint(), isMounted(ws), ws)
+	}
+	if got := readFile(t, filepath.Join(ws, "pre")); got != "existing" {
+		t.Errorf("pre = %q", got)
+	}
+	writeFile(t, filepath.Join(ws, "pre"), "changed")
+	stepT(t, ws, "s")
+	h := headOf(t, ws)
+	writeFile(t, filepath.Join(ws, "new"), "new")
+	if got := readFile(t, filepath.Join(view(ws, h), "pre")); got != "changed" {
+		t.Errorf("@%d/pre = %q, want changed", h, got)
+	}
+	if got := readFile(t, filepath.Join(view(ws, 0), "pre")); got != "existing" {
+		t.Errorf("@0/pre = %q, want existing", got)
+	}
+	for _, p := range []string{".zero/events.jsonl", ".zero/blobs"} {
+		if _, err := os.Stat(filepath.Join(ws, p)); !os.IsNotExist(err) {
+			t.Errorf("store file %s reachable through the mount: %v", p, err)
+		}
+	}
+	rewindT(t, ws, 0)
+	if _, err := os.Stat(filepath.Join(ws, "new")); !os.IsNotExist(err) {
+		t.Errorf("new after rewind to 0: %v", err)
+	}
+	if got := readFile(t, filepath.Join(ws, "pre")); got != "existing" {
+		t.Errorf("pre after rewind to 0 = %q", got)
+	}
+	if err := m.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".zero", "events.jsonl")); err != nil {
+		t.Errorf("store after unmount: %v", err)
+	}
+}
+
+// TestSecondMountOfStoreRefused: the store's lock refuses a second mount
+// with a clear error.
+func TestSecondMountOfStoreRefused(t *testing.T) {
+	ws := t.TempDir()
+	mountT(t, Options{Workspace: ws})
+	m2, err := Mount(context.Background(), Options{Workspace: ws, Mountpoint: t.TempDir(), Logger: testLogger()})
+	if err == nil {
+		unmountT(t, m2)
+		t.Fatal("second mount of the same store succeeded")
+	}
+	if !errors.Is(err, eventlog.ErrLocked) || !strings.Contains(err.Error(), "in use by another zerofs") {
+		t.Errorf("second mount: %v; want ErrLocked, \"in use by another zerofs\"", err)
+	}
+}
+
+// TestUnmountWhileBusy: a file left open does not keep Unmount from
+// finishing (it detaches lazily and ends the connection).
+func TestUnmountWhileBusy(t *testing.T) {
+	m := mountT(t, Options{})
+	f, err := os.Create(filepath.Join(m.Mountpoint(), "open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	done := make(chan error, 1)
+	go func() { done <- m.Unmount() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Unmount with a file open: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Unmount with a file open did not return")
+	}
+	if isMounted(m.Mountpoint()) {
+		t.Errorf("still mounted")
+	}
+}
+
+// TestViewFS runs testing/fstest on a view.
+func TestViewFS(t *testing.T) {
+	m := mountT(t, Options{})
+	mp := m.Mountpoint()
+	if err := os.MkdirAll(filepath.Join(mp, "src/pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(mp, "src/pkg/a.go"), "package pkg\n")
+	writeFile(t, filepath.Join(mp, "src/b.txt"), strings.Repeat("b", 100000))
+	writeFile(t, filepath.Join(mp, "top"), "top")
+	stepT(t, mp, "change")
+	h := headOf(t, mp)
+	writeFile(t, filepath.Join(mp, "src/pkg/a.go"), "package changed\n")
+	if err := os.RemoveAll(filepath.Join(mp, "src")); err != nil {
+		t.Fatal(err)
+	}
+	if err := fstest.TestFS(os.DirFS(view(mp, h)), "src/pkg/a.go", "src/b.txt", "top"); err != nil {
+		t.Error(err)
+	}
+}
