@@ -237,7 +237,7 @@ func TestGC(t *testing.T) {
 	if out := mustRun(t, s.ws, "verify"); !strings.HasPrefix(out, "ok: ") {
 		t.Errorf("verify after gc: %q", out)
 	}
-	if out := mustRun(t, s.ws, "log"); !strings.Contains(out, "gc: pruned history before "+head) {
+	if out := mustRun(t, s.ws, "log"); !strings.Contains(out, "pruned history before "+head) {
 		t.Errorf("log after gc:\n%s", out)
 	}
 	mustRun(t, s.ws, "log", "--stat")

@@ -143,7 +143,7 @@ func writeLog(w io.Writer, entries []logEntry, stat, color bool) error {
 					r.TargetSequence, r.Report.Restored, r.Report.Deleted, len(r.Report.Skipped))
 			}
 		case blockPruned:
-			what = fmt.Sprintf("gc: pruned history before %d", *ent.PrunedBefore)
+			what = fmt.Sprintf("pruned history before %d", *ent.PrunedBefore)
 		}
 		head := fmt.Sprintf("%-6s %-*d", ent.Type, width, ent.Sequence)
 		if _, err := fmt.Fprintf(w, "%s  %s  %s\n", paint(colorYel, head), when, what); err != nil {

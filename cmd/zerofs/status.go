@@ -63,7 +63,10 @@ func runStatus(e *env, c *command, args []string) error {
 	if ws.Mounted {
 		st := ws.Status
 		// The daemon's own view is newer than the file we just read.
-		head, stepSeq, stepName = st.Head, st.Step.Sequence, st.Step.Label
+		if st.Step.Label != "" || st.Step.Sequence != stepSeq {
+			stepSeq, stepName = st.Step.Sequence, st.Step.Label
+		}
+		head = st.Head
 		fmt.Fprintf(w, "mounted:   at %s by pid %d (workspace %s, sync %s, auto-step %s)\n",
 			st.Mountpoint, st.PID, st.Workspace, rawString(st.Sync), rawString(st.AutoStep))
 	} else if pid := daemonPID(ws.Store); pid > 0 {

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// binary is the zerofs built once by TestMain for the mounted tests: a
+// FUSE mount is never served by the test process that also runs tools in
+// it (go-fuse's "Deadlocks").
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "zerofs-bin-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "zerofs")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		os.Stderr.Write(out)
+		binary = ""
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// needFUSE skips a mounted test without root or /dev/fuse, or fails it
+// when ZEROFS_REQUIRE_FUSE=1 (CI must not skip).
+func needFUSE(t *testing.T) {
+	t.Helper()
+	reason := ""
+	if os.Geteuid() != 0 {
+		reason = "not root"
+	} else if _, err := os.Stat("/dev/fuse"); err != nil {
+		reason = "no /dev/fuse"
+	} else if binary == "" {
+		reason = "the zerofs binary did not build"
+	}
+	if reason == "" {
+		return
+	}
+	if os.Getenv("ZEROFS_REQUIRE_FUSE") == "1" {
+		t.Fatalf("FUSE tests required but: %s", reason)
+	}
+	t.Skipf("skipping FUSE test: %s", reason)
+}
+
+// bin runs the built zerofs from cwd.
+func bin(t *testing.T, cwd, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = cwd
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if xe, ok := err.(*exec.ExitError); ok {
+		code = xe.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func binOK(t *testing.T, cwd string, args ...string) string {
+	t.Helper()
+	r := bin(t, cwd, "", args...)
+	if r.code != 0 {
+		t.Fatalf("zerofs %s: exit %d, stderr %q", strings.Join(args, " "), r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+// sh runs a shell script in dir, as a tool under the mount would.
+func sh(t *testing.T, dir, script string) string {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-ec", script)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sh %q: %v\n%s", script, err, out)
+	}
+	return string(out)
+}
+
+// mountT mounts ws with the daemon mode of the binary and always unmounts
+// it at the end of the test, detaching it if zerofs umount fails.
+func mountT(t *testing.T, ws string, args ...string) string {
+	t.Helper()
+	needFUSE(t)
+	r := bin(t, "/", "", append(append([]string{"mount"}, args...), ws)...)
+	mp := ws
+	t.Cleanup(func() { unmountT(t, mp) })
+	if r.code != 0 {
+		t.Fatalf("zerofs mount %s: exit %d: %s", ws, r.code, r.stderr)
+	}
+	return mp
+}
+
+func unmountT(t *testing.T, mp string) {
+	if ok, _ := fuseMounted(mp); !ok {
+		return
+	}
+	if r := bin(t, "/", "", "umount", mp); r.code != 0 {
+		t.Errorf("zerofs umount %s: exit %d: %s", mp, r.code, r.stderr)
+	}
+	for i := 0; i < 50; i++ {
+		if ok, _ := fuseMounted(mp); !ok {
+			return
+		}
+		unix.Unmount(mp, unix.MNT_DETACH)
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("%s is still mounted", mp)
+}
+
+func readTrim(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func TestMounted(t *testing.T) {
+	needFUSE(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	os.MkdirAll(filepath.Join(ws, "src"), 0o755)
+	writeFile(t, filepath.Join(ws, "a.txt"), "hello\n")
+	writeFile(t, filepath.Join(ws, "src", "main.go"), "package main\n")
+	mountT(t, ws)
+
+	// Mounting again is refused, clearly.
+	if r := bin(t, "/", "", "mount", ws); r.code != 1 || !strings.Contains(r.stderr, "already mounted by zerofs") {
+		t.Errorf("second mount: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	binOK(t, ws, "step", "Edit")
+	sh(t, ws, "echo world >> a.txt; echo new > b.txt")
+	binOK(t, filepath.Join(ws, "src"), "step", "Bash")
+	sh(t, ws, "mv b.txt c.txt; chmod 755 a.txt; sed -i s/main/zerofs/ src/main.go")
+	hook := `{"session_id":"s1","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"a.txt"}}`
+	if r := bin(t, ws, hook, "step", "--hook"); r.code != 0 {
+		t.Fatalf("step --hook: exit %d: %s", r.code, r.stderr)
+	}
+
+	stat := binOK(t, ws, "log", "--stat")
+	for _, want := range []string{"Read", "Bash", "Edit", "renamed   b.txt -> c.txt", "mode      a.txt", "modified  src/main.go", "added     b.txt"} {
+		if !strings.Contains(stat, want) {
+			t.Errorf("log --stat lacks %q:\n%s", want, stat)
+		}
+	}
+	diff := binOK(t, ws, "diff", "0")
+	for _, want := range []string{"+world", "old mode 100644", "new mode 100755", "+++ b/c.txt\t(now)", "-package main", "+package zerofs"} {
+		if !strings.Contains(diff, want) {
+			t.Errorf("diff 0 lacks %q:\n%s", want, diff)
+		}
+	}
+	if got := binOK(t, filepath.Join(ws, "src"), "show", "0", "main.go"); got != "package main\n" {
+		t.Errorf("show 0 main.go = %q", got)
+	}
+	if r := bin(t, ws, "", "show", "0", "c.txt"); r.code != 1 || r.stderr != "zerofs: c.txt did not exist at 0\n" {
+		t.Errorf("show 0 c.txt: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	// undo rolls back Bash (Read changed nothing), redo brings it back.
+	binOK(t, ws, "undo")
+	if readTrim(t, filepath.Join(ws, "b.txt")) != "new" || readTrim(t, filepath.Join(ws, "src/main.go")) != "package main" {
+		t.Errorf("after undo: b.txt %q main.go %q", readTrim(t, filepath.Join(ws, "b.txt")), readTrim(t, filepath.Join(ws, "src/main.go")))
+	}
+	binOK(t, ws, "redo")
+	if readTrim(t, filepath.Join(ws, "c.txt")) != "new" {
+		t.Errorf("after redo: c.txt %q", readTrim(t, filepath.Join(ws, "c.txt")))
+	}
+	out := binOK(t, ws, "rewind", "0")
+	if !strings.HasPrefix(out, "rewound to 0: ") || readTrim(t, filepath.Join(ws, "a.txt")) != "hello" {
+		t.Errorf("rewind 0: %q, a.txt %q", out, readTrim(t, filepath.Join(ws, "a.txt")))
+	}
+	if r := bin(t, ws, "", "rewind", "99999"); r.code != 1 || !strings.Contains(r.stderr, "no sequence 99999") {
+		t.Errorf("rewind 99999: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	// run: a step of its own, the command's exit status passed on.
+	if r := bin(t, ws, "", "run", "--label", "make", "--", "sh", "-c", "echo built > out.txt; exit 3"); r.code != 3 {
+		t.Errorf("run: exit %d, want 3 (stderr %q)", r.code, r.stderr)
+	}
+	if log := binOK(t, ws, "log", "--stat"); !strings.Contains(log, "make\n    added     out.txt") {
+		t.Errorf("log after run:\n%s", log)
+	}
+
+	st := binOK(t, ws, "status")
+	for _, want := range []string{"mounted:   at " + ws, "steps:     4", "make"} {
+		if !strings.Contains(st, want) {
+			t.Errorf("status lacks %q:\n%s", want, st)
+		}
+	}
+	if out := binOK(t, ws, "verify"); !strings.HasPrefix(out, "ok: ") {
+		t.Errorf("verify: %q", out)
+	}
+	if out := binOK(t, ws, "gc", "--before", "1"); !strings.HasPrefix(out, "pruned history before 1: ") {
+		t.Errorf("gc: %q", out)
+	}
+
+	// umount returns only once the daemon is gone.
+	pid := daemonPIDOf(t, ws)
+	binOK(t, "/", "umount", ws)
+	if pidAlive(pid) {
+		t.Errorf("daemon %d still alive after umount", pid)
+	}
+	if ok, _ := fuseMounted(ws); ok {
+		t.Errorf("%s still mounted after umount", ws)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".zero", "daemon.pid")); !os.IsNotExist(err) {
+		t.Errorf("daemon.pid left behind: %v", err)
+	}
+	// The history is readable unmounted, and agrees.
+	if out := binOK(t, ws, "log"); !strings.Contains(out, "make") {
+		t.Errorf("log unmounted:\n%s", out)
+	}
+	if out := binOK(t, ws, "verify"); !strings.HasPrefix(out, "ok: ") {
+		t.Errorf("verify unmounted: %q", out)
+	}
+}
+
+func daemonPIDOf(t *testing.T, ws string) int {
+	t.Helper()
+	st, ok := readStatus(ws)
+	if !ok {
+		t.Fatalf("%s is not mounted", ws)
+	}
+	return st.PID
+}
+
+// TestForeground runs `mount -f` at a separate mountpoint as a child and
+// stops it with SIGTERM, as Ctrl-C or a service manager would.
+func TestForeground(t *testing.T) {
+	needFUSE(t)
+	dir := t.TempDir()
+	ws, mp := filepath.Join(dir, "ws"), filepath.Join(dir, "mnt")
+	os.Mkdir(ws, 0o755)
+	os.Mkdir(mp, 0o755)
+	cmd := exec.Command(binary, "mount", "-f", "--sync", "always", ws, mp)
+	var logb bytes.Buffer
+	cmd.Stderr = &logb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		unmountT(t, mp)
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, ok := readStatus(mp); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mount -f never got ready:\n%s", logb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sh(t, mp, "echo one > f")
+	binOK(t, mp, "step", "second")
+	sh(t, mp, "echo two > f")
+	if out := binOK(t, mp, "show", "2", "f"); out != "one\n" {
+		t.Errorf("show 2 f = %q", out)
+	}
+	if out := binOK(t, mp, "status"); !strings.Contains(out, "sync always") || !strings.Contains(out, "workspace "+ws) {
+		t.Errorf("status:\n%s", out)
+	}
+	// The backing side is not the mount: commands there find the store
+	// locked by the daemon and say so.
+	if r := bin(t, ws, "", "log"); r.code != 1 || !strings.Contains(r.stderr, "in use by a running zerofs (pid "+strconv.Itoa(cmd.Process.Pid)+")") {
+		t.Errorf("log on the backing side: exit %d, stderr %q", r.code, r.stderr)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("mount -f after SIGTERM: %v\n%s", err, logb.String())
+	}
+	if ok, _ := fuseMounted(mp); ok {
+		t.Errorf("%s still mounted after SIGTERM", mp)
+	}
+	if !strings.Contains(logb.String(), "unmounted cleanly") {
+		t.Errorf("log:\n%s", logb.String())
+	}
+}
+
+// TestUmountDeadDaemon: a daemon killed with SIGKILL leaves a dead mount;
+// umount detaches it and says so, and the next mount works.
+func TestUmountDeadDaemon(t *testing.T) {
+	needFUSE(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	os.Mkdir(ws, 0o755)
+	mountT(t, ws)
+	pid := daemonPIDOf(t, ws)
+	syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 100 && pidAlive(pid); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	r := bin(t, "/", "", "umount", ws)
+	if r.code != 0 || !strings.Contains(r.stderr, "detached") {
+		t.Errorf("umount of a dead mount: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if ok, _ := fuseMounted(ws); ok {
+		t.Fatalf("%s still mounted", ws)
+	}
+	// The pid file the dead daemon left names no live process: no obstacle.
+	mountT(t, ws)
+	binOK(t, ws, "status")
+}
