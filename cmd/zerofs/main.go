@@ -1,5 +1,3 @@
-// Command zerofs mounts a directory as a time-travel workspace and inspects,
-// diffs and rewinds its history. See doc.go for the command reference.
 package main
 
 import (
