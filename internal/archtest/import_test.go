@@ -1,0 +1,100 @@
+package archtest
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/zerofs/zerofs"
+
+// allowed lists, for each of our packages, the packages of ours it may
+// import (directly or not). Imports point one way: cmd/zerofs → fs → rewind
+// → eventlog, blobstore → internal/durable.
+var allowed = map[string][]string{
+	"internal/durable": {},
+	"eventlog":         {"internal/durable"},
+	"blobstore":        {"internal/durable"},
+	"rewind":           {"eventlog", "blobstore", "internal/durable"},
+	"fs":               {"rewind", "eventlog", "blobstore", "internal/durable"},
+	"cmd/zerofs":       {"fs", "rewind", "eventlog", "blobstore", "internal/durable"},
+}
+
+// outside lists, for each package, the outside modules it may reach.
+// Only fs (and cmd, through it) may use go-fuse.
+var outside = map[string][]string{
+	"internal/durable": {},
+	"eventlog":         {"github.com/google/uuid", "golang.org/x/sys"},
+	"blobstore":        {"golang.org/x/sys"},
+	"rewind":           {"github.com/google/uuid", "golang.org/x/sys"},
+}
+
+type pkg struct {
+	ImportPath string
+	Deps       []string
+	Standard   bool
+}
+
+func TestImportGraph(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps=false", "-json", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen := map[string]bool{}
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		seen[rel] = true
+		ok, known := allowed[rel]
+		if !known {
+			if !strings.HasPrefix(rel, "internal/") && rel != "e2e" {
+				t.Errorf("package %s is not in the import rules; add it to allowed", rel)
+			}
+			continue
+		}
+		for _, d := range p.Deps {
+			if d == "C" || !strings.Contains(strings.SplitN(d, "/", 2)[0], ".") {
+				continue // standard library
+			}
+			if strings.HasPrefix(d, module+"/") {
+				dr := strings.TrimPrefix(d, module+"/")
+				if !contains(ok, dr) {
+					t.Errorf("%s imports %s (directly or not); allowed: %v", rel, dr, ok)
+				}
+				continue
+			}
+			mods, limited := outside[rel]
+			if limited && !hasPrefix(d, mods) {
+				t.Errorf("%s reaches outside package %s; allowed modules: %v", rel, d, mods)
+			}
+		}
+	}
+	for rel := range allowed {
+		if !seen[rel] {
+			t.Errorf("package %s named in the rules does not exist", rel)
+		}
+	}
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func hasPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if s == p || strings.HasPrefix(s, p+"/") {
+			return true
+		}
+	}
+	return false
+}
