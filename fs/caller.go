@@ -12,17 +12,37 @@ import (
 )
 
 // callerOf names the process whose request this is, for the pid and comm
-// fields of a capture. comm is read from /proc on every call and never
-// cached: pids are reused. A request the kernel makes on its own (pid 0, e.g.
-// writeback) has no caller.
+// fields of a capture. The kernel sends the id of the calling thread; the
+// process is its thread group, read from /proc/<tid>/status with its name on
+// every call and never cached (ids are reused). A request the kernel makes
+// on its own (pid 0, e.g. writeback) has no caller; when /proc cannot say,
+// the thread id stands and comm is empty.
 func callerOf(ctx context.Context) rewind.Caller {
 	c, ok := fuse.FromContext(ctx)
 	if !ok || c.Pid == 0 {
 		return rewind.Caller{}
 	}
 	who := rewind.Caller{PID: int(c.Pid)}
-	if b, err := os.ReadFile("/proc/" + strconv.Itoa(int(c.Pid)) + "/comm"); err == nil {
-		who.Comm = strings.TrimSpace(string(b))
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(who.PID) + "/status")
+	if err != nil {
+		return who
+	}
+	for line := range strings.Lines(string(b)) {
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "Name":
+			who.Comm = v
+		case "Tgid":
+			if tgid, err := strconv.Atoi(v); err == nil && tgid != who.PID {
+				who.PID = tgid
+				// The process's own name, not this thread's.
+				if b, err := os.ReadFile("/proc/" + v + "/comm"); err == nil {
+					who.Comm = strings.TrimSpace(string(b))
+				}
+			}
+			return who
+		}
 	}
 	return who
 }
