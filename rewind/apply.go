@@ -175,10 +175,7 @@ func (e *Engine) rollBack(cp Seq, cause error) error {
 		err = durable.Remove(e.opts.StoreDir, intentName)
 	}
 	if err != nil {
-		e.flushMu.Lock()
-		e.syncErr = fmt.Errorf("rewind: a rewind failed half-way (%v) and could not be rolled back (%v); remount to finish it", cause, err)
-		e.flushMu.Unlock()
-		return e.syncErr
+		return e.fail(fmt.Errorf("rewind: a rewind failed half-way (%v) and could not be rolled back (%v); remount to finish it", cause, err))
 	}
 	return fmt.Errorf("rewind: failed and rolled back: %w", cause)
 }

@@ -114,11 +114,12 @@ type Engine struct {
 	// stepSeq mirrors step.Seq for lock-free reads on the write path.
 	stepSeq atomic.Uint64
 
-	// flushMu serialises flushes (blobs, then log) and guards syncErr.
+	// flushMu serialises flushes (blobs, then log).
 	flushMu sync.Mutex
-	// syncErr is a failed batch flush: history can no longer be made
-	// durable, so every later change is refused with it.
-	syncErr error
+	// failed holds the first failed flush or unrecoverable rewind: history
+	// can no longer be made durable, so every later change is refused with
+	// it. Read without a lock on every change.
+	failed atomic.Pointer[error]
 	dirty   chan struct{}
 	stop    chan struct{}
 	stopped chan struct{}
@@ -321,17 +322,15 @@ func (e *Engine) beginStepLocked(ctx context.Context, label string, payload map[
 func (e *Engine) Sync() error {
 	e.flushMu.Lock()
 	defer e.flushMu.Unlock()
-	if e.syncErr != nil {
-		return e.syncErr
+	if err := e.syncFailed(); err != nil {
+		return err
 	}
 	start := time.Now()
 	if err := e.blobs.Sync(); err != nil {
-		e.syncErr = err
-		return err
+		return e.fail(err)
 	}
 	if err := e.log.Sync(); err != nil {
-		e.syncErr = err
-		return err
+		return e.fail(err)
 	}
 	if d := time.Since(start); d > time.Second {
 		e.opts.Logger.Warn("rewind: slow fsync", "took", d)
@@ -369,9 +368,17 @@ func (e *Engine) flusher() {
 	}
 }
 
-// syncFailed returns the sticky flush error, if any.
+// syncFailed returns the sticky failure, if any.
 func (e *Engine) syncFailed() error {
-	e.flushMu.Lock()
-	defer e.flushMu.Unlock()
-	return e.syncErr
+	if p := e.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fail records err as the sticky failure (the first one wins) and returns
+// the sticky failure.
+func (e *Engine) fail(err error) error {
+	e.failed.CompareAndSwap(nil, &err)
+	return e.syncFailed()
 }
