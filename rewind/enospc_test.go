@@ -1,0 +1,65 @@
+package rewind
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// A store on a full disk: the capture fails with ENOSPC, the caller is told
+// (and so never makes its change), and the history written before is intact.
+func TestCaptureOnFullDisk(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs as the store")
+	}
+	ctx := context.Background()
+	store := t.TempDir()
+	if err := unix.Mount("tmpfs", store, "tmpfs", 0, "size=256k"); err != nil {
+		t.Skipf("cannot mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(store, unix.MNT_DETACH) })
+	e, ws := openT(t, Options{StoreDir: store, Sync: true})
+	small := filepath.Join(ws, "small")
+	change(t, e, func() error { return os.WriteFile(small, []byte("v1"), 0o644) }, Change{Path: "small"})
+	s, _ := e.BeginStep(ctx, "s", nil)
+	change(t, e, func() error { return os.WriteFile(small, []byte("v2"), 0o644) }, Change{Path: "small"})
+	big := filepath.Join(ws, "big")
+	if err := os.WriteFile(big, []byte(strings.Repeat("x", 1<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	head := e.Head()
+	_, _, err := e.Begin(ctx, Caller{}, Change{Path: "big"})
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("capture on a full store: got %v, want ENOSPC", err)
+	}
+	if e.Head() != head {
+		t.Fatalf("a failed capture appended: head %d, want %d", e.Head(), head)
+	}
+	ents, _ := os.ReadDir(filepath.Join(store, "blobs", "tmp"))
+	if len(ents) != 0 {
+		t.Fatalf("a failed put left %d temporary files", len(ents))
+	}
+	// Smaller captures still work, and all history is readable.
+	if got, _ := readAt(t, e, "small", s.Seq); got != "v1" {
+		t.Fatalf("small at %d: %q, want v1", s.Seq, got)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	root, _ := os.Open(ws)
+	defer root.Close()
+	e2, err := Open(ctx, root, Options{StoreDir: store})
+	if err != nil {
+		t.Fatalf("reopen after ENOSPC: %v", err)
+	}
+	defer e2.Close()
+	if e2.Head() != head {
+		t.Fatalf("reopened head %d, want %d", e2.Head(), head)
+	}
+}
