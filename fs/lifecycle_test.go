@@ -10,6 +10,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/zerofs/zerofs/eventlog"
 )
 
@@ -148,5 +150,52 @@ func TestViewFS(t *testing.T) {
 	}
 	if err := fstest.TestFS(os.DirFS(view(mp, h)), "src/pkg/a.go", "src/b.txt", "top"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestExternalUnmount: Wait returns when someone else unmounts (umount(8)),
+// and the store is released.
+func TestExternalUnmount(t *testing.T) {
+	ws := t.TempDir()
+	m := mountT(t, Options{Workspace: ws})
+	if err := unix.Unmount(m.Mountpoint(), 0); err != nil {
+		t.Fatalf("umount: %v", err)
+	}
+	waitT(t, m)
+	m2 := mountT(t, Options{Workspace: ws})
+	writeFile(t, filepath.Join(m2.Mountpoint(), "f"), "after")
+}
+
+// TestDeadMountDetached: a mount whose daemon is gone (ENOTCONN) is
+// detached and replaced.
+func TestDeadMountDetached(t *testing.T) {
+	ws := t.TempDir()
+	m := mountT(t, Options{Workspace: ws})
+	mp := m.Mountpoint()
+	var st unix.Stat_t
+	if err := unix.Stat(mp, &st); err != nil {
+		t.Fatal(err)
+	}
+	abortConnection(st.Dev, testLogger())
+	waitT(t, m)
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(mp, &sfs); err != unix.ENOTCONN {
+		t.Fatalf("statfs of an aborted mount: %v, want ENOTCONN", err)
+	}
+	m2 := mountT(t, Options{Workspace: ws, Mountpoint: mp})
+	writeFile(t, filepath.Join(m2.Mountpoint(), "f"), "alive")
+	if got := readFile(t, filepath.Join(ws, "f")); got != "alive" {
+		t.Errorf("backing f = %q", got)
+	}
+}
+
+func waitT(t *testing.T, m *Mounted) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { m.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return after the mount went away")
 	}
 }

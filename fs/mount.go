@@ -247,10 +247,11 @@ func abortConnection(dev uint64, logger *slog.Logger) {
 }
 
 // detachStale detaches a dead mount at p: a FUSE mount whose daemon is gone
-// answers every access with ENOTCONN.
+// answers every request with ENOTCONN. (statfs, unlike stat, is never
+// answered from the kernel's attribute cache.)
 func detachStale(p string, logger *slog.Logger) error {
-	var st unix.Stat_t
-	if err := unix.Stat(p, &st); err != unix.ENOTCONN {
+	var st unix.Statfs_t
+	if err := unix.Statfs(p, &st); err != unix.ENOTCONN {
 		return nil
 	}
 	logger.Warn("zerofs: detaching a dead mount", "path", p)

@@ -24,7 +24,7 @@ import (
 
 // requireFUSE skips the test when it cannot mount (not root, no
 // /dev/fuse), unless ZEROFS_REQUIRE_FUSE=1 makes that a failure.
-func requireFUSE(t *testing.T) {
+func requireFUSE(t testing.TB) {
 	t.Helper()
 	reason := ""
 	if os.Geteuid() != 0 {
