@@ -265,6 +265,7 @@ func (f *fsys) doGC(ctx context.Context, data []byte) syscall.Errno {
 	f.mu.Lock()
 	f.lastGC = &res
 	f.mu.Unlock()
+	f.invalidateViews(res.Before)
 	return 0
 }
 
@@ -342,4 +343,39 @@ func jsonLine(v any) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// The control directory's names are fixed. (go-fuse treats a missing
+// Unlink or Rmdir as success and would drop the node from its tree.)
+
+var (
+	_ fusefs.NodeUnlinker  = (*ctlDir)(nil)
+	_ fusefs.NodeRmdirer   = (*ctlDir)(nil)
+	_ fusefs.NodeRenamer   = (*ctlDir)(nil)
+	_ fusefs.NodeCreater   = (*ctlDir)(nil)
+	_ fusefs.NodeMkdirer   = (*ctlDir)(nil)
+	_ fusefs.NodeMknoder   = (*ctlDir)(nil)
+	_ fusefs.NodeSymlinker = (*ctlDir)(nil)
+	_ fusefs.NodeLinker    = (*ctlDir)(nil)
+)
+
+func (d *ctlDir) Unlink(context.Context, string) syscall.Errno { return syscall.EPERM }
+func (d *ctlDir) Rmdir(context.Context, string) syscall.Errno  { return syscall.EPERM }
+func (d *ctlDir) Rename(context.Context, string, fusefs.InodeEmbedder, string, uint32) syscall.Errno {
+	return syscall.EPERM
+}
+func (d *ctlDir) Create(context.Context, string, uint32, uint32, *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EPERM
+}
+func (d *ctlDir) Mkdir(context.Context, string, uint32, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
+}
+func (d *ctlDir) Mknod(context.Context, string, uint32, uint32, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
+}
+func (d *ctlDir) Symlink(context.Context, string, string, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
+}
+func (d *ctlDir) Link(context.Context, fusefs.InodeEmbedder, string, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
 }

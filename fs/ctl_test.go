@@ -73,6 +73,10 @@ func TestCtlReports(t *testing.T) {
 	if strings.Join(got, " ") != "gc head log rewind status step" {
 		t.Errorf("ls .zero = %v", got)
 	}
+	// The control directory's names are fixed.
+	wantErrno(t, "rm .zero/step", os.Remove(filepath.Join(mp, ".zero/step")), syscall.EPERM)
+	wantErrno(t, "create in .zero", os.WriteFile(filepath.Join(mp, ".zero/new"), nil, 0o644), syscall.EPERM)
+	wantErrno(t, "rename in .zero", os.Rename(filepath.Join(mp, ".zero/step"), filepath.Join(mp, ".zero/x")), syscall.EPERM)
 	// Report-only files refuse writes.
 	wantErrno(t, "write .zero/head", ctlWrite(mp, "head", "5"), syscall.EACCES)
 

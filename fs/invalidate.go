@@ -5,6 +5,8 @@ import (
 	"syscall"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/zerofs/zerofs/rewind"
 )
 
 // invalidate tells the kernel to forget what it caches about paths a rewind
@@ -60,5 +62,16 @@ func walk(root *fusefs.Inode, dir string) *fusefs.Inode {
 func notifyErr(f *fsys, errno syscall.Errno, p string) {
 	if errno != 0 && errno != syscall.ENOENT {
 		f.log.Warn("zerofs: cache invalidation failed", "path", p, "err", errno)
+	}
+}
+
+// invalidateViews tells the kernel to forget the views gc removed (every
+// "@T" with T < before it has looked up).
+func (f *fsys) invalidateViews(before rewind.Seq) {
+	root := f.root.EmbeddedInode()
+	for name := range root.Children() {
+		if t, ok := rewind.ParseView(name); ok && t < before {
+			notifyErr(f, root.NotifyEntry(name), name)
+		}
 	}
 }

@@ -56,6 +56,7 @@ func TestInPlaceMount(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Mount in place: %v", err)
 	}
+	track(m)
 	t.Cleanup(func() { unmountT(t, m) })
 	if m.Mountpoint() != ws || !isMounted(ws) {
 		t.Fatalf("mountpoint %q, mounted %v; want the workspace %q", m.Mountpoint(), isMounted(ws), ws)
@@ -100,6 +101,7 @@ func TestSecondMountOfStoreRefused(t *testing.T) {
 	mountT(t, Options{Workspace: ws})
 	m2, err := Mount(context.Background(), Options{Workspace: ws, Mountpoint: t.TempDir(), Logger: testLogger()})
 	if err == nil {
+		track(m2)
 		unmountT(t, m2)
 		t.Fatal("second mount of the same store succeeded")
 	}

@@ -2,7 +2,6 @@ package fs
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,8 +65,16 @@ func mountT(t *testing.T, opts Options) *Mounted {
 	if err != nil {
 		t.Fatalf("Mount: %v", err)
 	}
+	track(m)
 	t.Cleanup(func() { unmountT(t, m) })
 	return m
+}
+
+// track notes m's mountpoint for TestMain.
+func track(m *Mounted) {
+	mounted.Lock()
+	mounted.paths = append(mounted.paths, m.Mountpoint())
+	mounted.Unlock()
 }
 
 // unmountT unmounts m and makes sure nothing is left mounted.
@@ -264,13 +272,25 @@ func wantErrno(t *testing.T, what string, err error, want syscall.Errno) {
 	}
 }
 
+// mounted lists every mountpoint the tests mounted, for TestMain's check.
+var mounted struct {
+	sync.Mutex // guards paths
+	paths      []string
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
-	// Never leave a mount behind.
-	if b, err := os.ReadFile("/proc/mounts"); err == nil && bytes.Contains(b, []byte("fuse.zerofs")) {
-		os.Stderr.WriteString("fs tests: a zerofs mount is still listed in /proc/mounts\n")
-		if code == 0 {
-			code = 1
+	// Never leave a mount behind. (Only ours: other packages' tests may
+	// be mounting at the same time.)
+	mounted.Lock()
+	defer mounted.Unlock()
+	for _, p := range mounted.paths {
+		if isMounted(p) {
+			os.Stderr.WriteString("fs tests: still mounted: " + p + "\n")
+			unix.Unmount(p, unix.MNT_DETACH)
+			if code == 0 {
+				code = 1
+			}
 		}
 	}
 	os.Exit(code)
