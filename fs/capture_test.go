@@ -304,3 +304,32 @@ func TestStatfs(t *testing.T) {
 		t.Errorf("statfs through the mount = %+v, backing = %+v", a, b)
 	}
 }
+
+// TestRewindInvalidatesCaches: right after a rewind, content, sizes and
+// names the kernel cached show the rewound workspace.
+func TestRewindInvalidatesCaches(t *testing.T) {
+	m := mountT(t, Options{})
+	mp := m.Mountpoint()
+	f := filepath.Join(mp, "f")
+	writeFile(t, f, "AAAA")
+	stepT(t, mp, "s")
+	t1 := headOf(t, mp)
+	writeFile(t, f, "BBBBBBBB")
+	if err := os.Mkdir(filepath.Join(mp, "later"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // warm the caches
+		readFile(t, f)
+		os.Stat(filepath.Join(mp, "later"))
+	}
+	rewindT(t, mp, t1)
+	if st, err := os.Stat(f); err != nil || st.Size() != 4 {
+		t.Errorf("stat f after rewind: %v, %v; want size 4", st, err)
+	}
+	if got := readFile(t, f); got != "AAAA" {
+		t.Errorf("f after rewind = %q, want AAAA", got)
+	}
+	if _, err := os.Stat(filepath.Join(mp, "later")); !os.IsNotExist(err) {
+		t.Errorf("later after rewind: %v, want ENOENT", err)
+	}
+}

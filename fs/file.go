@@ -72,7 +72,14 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 		return nil, 0, sysErrno(err)
 	}
 	h.fd = fd
-	return h, 0, 0
+	// A reader keeps the kernel's cached pages: writes through the mount
+	// keep them current, and a rewind, the one change behind the kernel's
+	// back, invalidates what it changed (invalidate.go).
+	var fuseFlags uint32
+	if !h.write {
+		fuseFlags = fuse.FOPEN_KEEP_CACHE
+	}
+	return h, fuseFlags, 0
 }
 
 func (h *wsFile) setStep(s rewind.Seq) {
