@@ -30,8 +30,12 @@
 //
 // Workspace nodes use 1 s entry and attribute timeouts, so changes made
 // behind the kernel's back (a rewind) need explicit invalidation: after a
-// rewind, every changed path is invalidated (invalidate.go). Views never
-// change once they exist, so they cache for an hour. Control files are
+// rewind, every changed path is invalidated (invalidate.go). That also makes
+// FOPEN_KEEP_CACHE safe for workspace files opened for reading. Views never
+// change once they exist, so they cache for an hour.
+//
+// Known limit: a change through one name of a hard-linked file also changes
+// its other names, and only the name written through is captured. Control files are
 // FOPEN_DIRECT_IO: their size is 0 and every read is generated afresh.
 //
 // # Durability
