@@ -25,13 +25,15 @@ import (
 // finds the entry still live after reading read the state at T (see
 // viewFile.Read).
 
-// viewNode is one path of one view.
+// viewNode is one path of one view. It keeps no state of its own: a path
+// that was live at lookup may have been captured since (by a change or a
+// rewind), and then only the recorded state is right, so every request asks
+// the engine afresh (current).
 type viewNode struct {
 	fusefs.Inode
 	fs   *fsys
 	t    rewind.Seq
-	path string       // workspace path; "" is the view's root
-	ent  rewind.Entry // the state at lookup, for attributes
+	path string // workspace path; "" is the view's root
 }
 
 var (
@@ -96,18 +98,18 @@ func (f *fsys) lookupReserved(ctx context.Context, name string, out *fuse.EntryO
 	if err != nil {
 		return nil, engineErrno(f.log, "lookup", name, err, seqNotFound)
 	}
-	v := &viewNode{fs: f, t: t, ent: ent}
-	v.fill(&out.Attr)
+	v := &viewNode{fs: f, t: t}
+	v.fill(&out.Attr, ent)
 	// The view root's own entry stays short-lived: gc can remove a view.
 	out.SetEntryTimeout(wsTimeout)
 	out.SetAttrTimeout(viewTimeout)
 	return f.root.NewInode(ctx, v, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: viewIno(t, "")}), 0
 }
 
-// fill sets the attributes of the state: kind, permission bits and size
+// fill sets the attributes of the state ent: kind, permission bits and size
 // from the record; a live path shows its real attributes.
-func (v *viewNode) fill(a *fuse.Attr) {
-	st := v.ent.State
+func (v *viewNode) fill(a *fuse.Attr, ent rewind.Entry) {
+	st := ent.State
 	mode := kindMode(st.Kind) | st.Mode&07777
 	if v.path == "" {
 		mode = syscall.S_IFDIR | st.Mode&07777
@@ -121,7 +123,7 @@ func (v *viewNode) fill(a *fuse.Attr) {
 		a.Size = uint64(len(st.Target))
 	}
 	a.Blocks = (a.Size + 511) / 512
-	if v.ent.Live {
+	if ent.Live {
 		var x unix.Statx_t
 		fd, done, err := v.fs.ws.node(v.path)
 		if err == nil {
@@ -156,15 +158,26 @@ func (v *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, syscall.ENOENT
 	}
 	p := join(v.path, name)
-	ch := &viewNode{fs: v.fs, t: v.t, path: p, ent: ent}
-	ch.fill(&out.Attr)
+	ch := &viewNode{fs: v.fs, t: v.t, path: p}
+	ch.fill(&out.Attr, ent)
 	out.SetEntryTimeout(viewTimeout)
 	out.SetAttrTimeout(viewTimeout)
 	return v.NewInode(ctx, ch, fusefs.StableAttr{Mode: kindMode(ent.State.Kind), Ino: viewIno(v.t, p)}), 0
 }
 
 func (v *viewNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	v.fill(&out.Attr)
+	ent, err := v.current()
+	if err != nil {
+		return engineErrno(v.fs.log, "getattr", v.path, err, seqNotFound)
+	}
+	v.fill(&out.Attr, ent)
+	if ent.Live {
+		// A change captured while we stat'ed the live file makes the
+		// recorded state the right one (as in viewFile.Read).
+		if again, err := v.current(); err == nil && !again.Live {
+			v.fill(&out.Attr, again)
+		}
+	}
 	out.SetTimeout(viewTimeout)
 	return 0
 }
