@@ -272,12 +272,24 @@ func head(t *testing.T, ws string) int64 {
 	return n
 }
 
-// step begins a step with `zerofs step` and returns the head right after
-// it: the state at that sequence is the state the step starts from.
+// step begins a step with `zerofs step` and returns its sequence, read
+// from .zero/step: the state at that sequence is the state the step starts
+// from. (Not .zero/head: with writers running, head moves on at once, and a
+// sequence inside a step is no exact moment: a path already captured in the
+// step is shown as it is at its next capture.)
 func step(t *testing.T, ws, label string) int64 {
 	t.Helper()
 	zerofsOK(t, ws, "step", label)
-	return head(t, ws)
+	b, err := os.ReadFile(filepath.Join(ws, ".zero/step"))
+	if err != nil {
+		t.Fatalf("read .zero/step: %v", err)
+	}
+	seq, got, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if err != nil || got != label {
+		t.Fatalf(".zero/step after zerofs step %q: got %q, want \"<seq> %s\"", label, b, label)
+	}
+	return n
 }
 
 // rewindTo rolls ws back to seq with `zerofs rewind`.

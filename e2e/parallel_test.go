@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writerScript is one writer, k, for n rounds: it rewrites o<k> in place
+// with the lines 1..i (O_TRUNC), replaces r<k> atomically with the same,
+// creates and removes t<k>.<i>, and when $3 is "append" appends i to a<k>.
+// Rewinds run under it, so a command may fail (mv of a temp file the rewind
+// just removed): it carries on, as a retried tool would.
+//
+// What holds at every moment, so in every @T: o<k> and r<k> are exactly
+// 1..m for some m; a<k> is strictly increasing numbers, one a line (an
+// append adds a number above any written before, and a rewind brings back
+// an earlier such state).
+const writerScript = `
+k=$1; n=$2; i=1
+while [ $i -le $n ]; do
+	seq 1 $i > o$k
+	seq 1 $i > .r$k.tmp && mv -f .r$k.tmp r$k
+	: > t$k.$i; rm -f t$k.$((i-1))
+	[ "$3" = append ] && echo $i >> a$k
+	i=$((i+1))
+done
+`
+
+// TestParallelWritersAndRewinds: four shell writers run while steps begin
+// and rewinds run. Nothing deadlocks (every command has a deadline), and
+// every view of a recorded step shows writer files in a state a writer
+// could have left, the same whether read while the writers ran or
+// afterwards.
+func TestParallelWritersAndRewinds(t *testing.T) {
+	parallelWriters(t, "")
+}
+
+// TestAppendDuringRewind: the same with writers that also append with >>,
+// the commonest way a tool writes a log.
+func TestAppendDuringRewind(t *testing.T) {
+	knownBug(t, "fs/file.go: an O_APPEND write queued behind a rewind that shrank the file lands at the old end (the kernel's offset), leaving NULs")
+	parallelWriters(t, "append")
+}
+
+func parallelWriters(t *testing.T, mode string) {
+	ws := mountT(t)
+	const writers, iterations, rounds = 4, 150, 4
+	w := filepath.Join(ws, "w")
+	if err := os.Mkdir(w, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	step(t, ws, "start")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan error, writers)
+	for k := range writers {
+		cmd := exec.CommandContext(ctx, "bash", "-c", writerScript, "writer", strconv.Itoa(k), strconv.Itoa(iterations), mode)
+		cmd.Dir = w
+		cmd.WaitDelay = 5 * time.Second
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- cmd.Wait() }()
+	}
+
+	// Each round: let the writers make some history, begin a step, take
+	// a first look at its view while they still write, let them make more,
+	// then rewind to the step before.
+	heads := []int64{}
+	early := map[int64]tree{}
+	waitProgress := func() {
+		t.Helper()
+		h0 := head(t, ws)
+		if err := poll(30*time.Second, func() bool { return head(t, ws) >= h0+30 }); err != nil {
+			t.Fatalf("head stayed near %d for 30 s: the writers are stuck", h0)
+		}
+	}
+	for r := range rounds {
+		waitProgress()
+		T := step(t, ws, fmt.Sprintf("round %d", r))
+		heads = append(heads, T)
+		early[T] = snapshot(t, view(ws, T))
+		waitProgress()
+		target := heads[max(0, r-1)]
+		rewindTo(t, ws, target)
+	}
+	for range writers {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("writer: %v", err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("writers did not finish in time: deadlock?")
+		}
+	}
+
+	// Views of the recorded heads, read again now, and of seqs spread over
+	// the whole history (any seq is a valid T, also inside a step).
+	h := head(t, ws)
+	for _, T := range heads {
+		late := snapshot(t, view(ws, T))
+		checkWriterState(t, "@"+itoa(T), late.sub("w"), writers)
+		sameTree(t, "@"+itoa(T)+" read after the writers vs. while they ran", early[T], late)
+	}
+	for T := int64(0); T <= h; T += max(1, h/15) {
+		checkWriterState(t, "@"+itoa(T), snapshot(t, view(ws, T)).sub("w"), writers)
+	}
+	final := snapshot(t, ws).sub("w")
+	checkWriterState(t, "the workspace", final, writers)
+	readLog(t, filepath.Join(ws, ".zero/log"))
+}
+
+// checkWriterState checks the writers' invariants on the files of a view.
+func checkWriterState(t *testing.T, what string, w tree, writers int) {
+	t.Helper()
+	for k := range writers {
+		a := fmt.Sprintf("a%d", k)
+		if e, ok := w[a]; ok {
+			prev := 0
+			for _, line := range strings.SplitAfter(e.Content, "\n") {
+				if line == "" {
+					break
+				}
+				n, err := strconv.Atoi(strings.TrimSuffix(line, "\n"))
+				if err != nil || n <= prev || !strings.HasSuffix(line, "\n") {
+					t.Errorf("%s/w/%s: line %q after %d: want a complete line with a number above it\n%s", what, a, line, prev, e.Content)
+					break
+				}
+				prev = n
+			}
+		}
+		for _, name := range []string{fmt.Sprintf("o%d", k), fmt.Sprintf("r%d", k)} {
+			if e, ok := w[name]; ok {
+				n := strings.Count(e.Content, "\n")
+				if e.Content != seqLines(n) {
+					t.Errorf("%s/w/%s: got %q, want 1..%d", what, name, e.Content, n)
+				}
+			}
+		}
+	}
+}
+
+// seqLines is `seq 1 n`.
+func seqLines(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "%d\n", i)
+	}
+	return b.String()
+}
+
