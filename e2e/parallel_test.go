@@ -157,4 +157,3 @@ func seqLines(n int) string {
 	}
 	return b.String()
 }
-
