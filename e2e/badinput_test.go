@@ -105,7 +105,6 @@ func TestBadInput(t *testing.T) {
 // for the files inside .zero and for the views (EROFS).
 func TestChangeControlDir(t *testing.T) {
 	ws := mountT(t)
-	knownBug(t, "fs/ctl.go: ctlDir has no Setattr, so touch/chmod .zero fail with go-fuse's default ENOTSUP, not EPERM")
 	for _, script := range []string{"touch .zero", "chmod 700 .zero"} {
 		out, err := runCmd(t, cmdTimeout, ws, []string{"LC_ALL=C"}, "bash", "-c", script)
 		if err == nil || !strings.Contains(out, "Operation not permitted") {

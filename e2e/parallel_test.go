@@ -45,7 +45,6 @@ func TestParallelWritersAndRewinds(t *testing.T) {
 // TestAppendDuringRewind: the same with writers that also append with >>,
 // the commonest way a tool writes a log.
 func TestAppendDuringRewind(t *testing.T) {
-	knownBug(t, "fs/file.go: an O_APPEND write queued behind a rewind that shrank the file lands at the old end (the kernel's offset), leaving NULs")
 	parallelWriters(t, "append")
 }
 

@@ -357,7 +357,14 @@ var (
 	_ fusefs.NodeMknoder   = (*ctlDir)(nil)
 	_ fusefs.NodeSymlinker = (*ctlDir)(nil)
 	_ fusefs.NodeLinker    = (*ctlDir)(nil)
+	_ fusefs.NodeSetattrer = (*ctlDir)(nil)
 )
+
+// Setattr refuses chmod, chown, truncate and touch of the control directory
+// itself: it is not the user's to change.
+func (d *ctlDir) Setattr(context.Context, fusefs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
+	return syscall.EPERM
+}
 
 func (d *ctlDir) Unlink(context.Context, string) syscall.Errno { return syscall.EPERM }
 func (d *ctlDir) Rmdir(context.Context, string) syscall.Errno  { return syscall.EPERM }

@@ -45,11 +45,18 @@ var (
 const writeFlags = syscall.O_WRONLY | syscall.O_RDWR | syscall.O_TRUNC
 
 // openFlags cleans the flags the kernel sends for open(2) on the backing
-// file: O_APPEND is dropped because writes arrive with the offset the kernel
-// chose (and pwrite on an O_APPEND descriptor ignores it); FMODE_EXEC is not
-// an open flag; the descriptor must not follow a symlink or leak to children.
+// file: FMODE_EXEC is not an open flag; the descriptor must not follow a
+// symlink or leak to children.
+//
+// O_APPEND is kept, unlike go-fuse's loopback: the kernel computes an
+// append's offset from the size it caches, and a write queued behind a
+// rewind that shrank the file would land at the old end, leaving a hole of
+// NULs. On an O_APPEND descriptor pwrite appends at the backing file's real
+// end, atomically. (The price: a shared writable mmap whose dirty pages the
+// kernel writes back through an O_APPEND handle would append them; no tool
+// we know mixes the two.)
 func openFlags(flags uint32) int {
-	f := int(flags) &^ (syscall.O_APPEND | fuse.FMODE_EXEC | syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY)
+	f := int(flags) &^ (fuse.FMODE_EXEC | syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY)
 	return f | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
 }
 

@@ -119,7 +119,7 @@ type Engine struct {
 	// failed holds the first failed flush or unrecoverable rewind: history
 	// can no longer be made durable, so every later change is refused with
 	// it. Read without a lock on every change.
-	failed atomic.Pointer[error]
+	failed  atomic.Pointer[error]
 	dirty   chan struct{}
 	stop    chan struct{}
 	stopped chan struct{}
