@@ -29,6 +29,28 @@ type Event struct {
 	Payload   json.RawMessage `json:"payload"`
 }
 
+// createdAtLayout is RFC 3339 with all nine fractional digits: SPEC asks for
+// nanoseconds, and a fixed width keeps every createdAt the same length and
+// sorting as text in time order. (time.RFC3339Nano drops trailing zeros.)
+const createdAtLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// MarshalJSON writes the envelope with the keys SPEC names and createdAt in
+// UTC with nanoseconds.
+func (e Event) MarshalJSON() ([]byte, error) {
+	t := e.CreatedAt.UTC()
+	if y := t.Year(); y < 0 || y > 9999 {
+		return nil, fmt.Errorf("eventlog: createdAt year %d outside [0,9999]", y)
+	}
+	return json.Marshal(struct {
+		ID        string          `json:"id"`
+		SessionID string          `json:"sessionId"`
+		Seq       Seq             `json:"sequence"`
+		Type      string          `json:"type"`
+		CreatedAt string          `json:"createdAt"`
+		Payload   json.RawMessage `json:"payload"`
+	}{e.ID, e.SessionID, e.Seq, e.Type, t.Format(createdAtLayout), e.Payload})
+}
+
 // ErrCorrupt is the sentinel inside every *CorruptError.
 var ErrCorrupt = errors.New("eventlog: corrupt log")
 
@@ -37,6 +59,13 @@ var ErrLocked = errors.New("eventlog: log is in use by another writer")
 
 // ErrClosed is returned by calls on a closed Log.
 var ErrClosed = errors.New("eventlog: log is closed")
+
+// ErrFailed means an fsync of the log failed, or a failed write could not be
+// cut back: what is on disk after the last acknowledged line is unknown, so
+// the Log refuses every later Append and Sync (the errors wrap both ErrFailed
+// and the cause). Close it and Open the log again: Open checks the file and
+// cuts a torn tail.
+var ErrFailed = errors.New("eventlog: an earlier write or fsync failed; reopen the log")
 
 // CorruptError names the damaged line. errors.Is(err, ErrCorrupt) holds.
 type CorruptError struct {

@@ -35,6 +35,15 @@ type Options struct {
 	NewID func() string
 }
 
+// Seams for fault injection (STYLE rule 16): every write, cut and fdatasync of
+// the log file goes through these, so tests can make one fail, stop half way,
+// or kill the process at that point. Production code never changes them.
+var (
+	writeAt   = (*os.File).WriteAt
+	truncate  = (*os.File).Truncate
+	fdatasync = durable.Fdatasync
+)
+
 // indexEvery is the spacing of the sparse sequence-to-offset index that lets
 // readers start near any sequence without scanning from the top.
 const indexEvery = 1024
@@ -45,20 +54,23 @@ type Log struct {
 	opts Options
 	f    *os.File
 
-	mu sync.Mutex // guards head, size, offsets, closed, and writes to f
+	mu sync.Mutex // guards head, size, offsets, closed, failed, and writes to f
 	// head is the last sequence written to the file.
 	head   Seq
 	size   int64
 	closed bool
+	// failed, once set, fails every later append and sync: see ErrFailed.
+	failed error
 	// offsets[i] is the byte offset of sequence i*indexEvery+1.
 	offsets []int64
 
-	syncMu sync.Mutex // serialises fdatasync; guards synced
+	syncMu sync.Mutex // serialises fdatasync and closing f; guards synced
 	synced Seq        // every line up to synced is durable
 }
 
 // Open opens the log at path for appending, creating it if needed, taking the
-// writer's lock and recovering a torn tail.
+// writer's lock and recovering a torn tail. When it returns, every line in
+// the log is durable.
 func Open(path string, opts Options) (*Log, error) {
 	if opts.SessionID == "" {
 		opts.SessionID = uuid.NewString()
@@ -107,6 +119,13 @@ func Open(path string, opts Options) (*Log, error) {
 		}
 	}
 	l.head, l.size, l.offsets = sc.head, sc.goodSize, sc.offsets
+	// The lines found may be in the page cache only (a writer without
+	// Options.Sync crashed before its Sync): make them durable now, so that
+	// Head is durable from the start and Sync has nothing older to cover.
+	if err := fdatasync(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("eventlog: open %s: %w", path, err)
+	}
 	l.synced = l.head
 	if _, err := f.Seek(l.size, io.SeekStart); err != nil {
 		f.Close()
@@ -126,7 +145,7 @@ func (l *Log) cutTail(off, size int64) error {
 	if err := durable.WriteFileAtomic(filepath.Dir(l.path), aside, tail, 0o600); err != nil {
 		return fmt.Errorf("eventlog: save torn tail: %w", err)
 	}
-	if err := l.f.Truncate(off); err != nil {
+	if err := truncate(l.f, off); err != nil {
 		return fmt.Errorf("eventlog: cut torn tail: %w", err)
 	}
 	if err := durable.Sync(l.f); err != nil {
@@ -181,12 +200,16 @@ func scan(r io.ReaderAt, path string) (scanResult, error) {
 			continue
 		}
 		ev, perr := parseLine(b[:len(b)-1])
-		if perr == nil && ev.Seq != res.head+1 {
-			perr = fmt.Errorf("sequence %d after %d", ev.Seq, res.head)
-		}
 		if perr != nil {
 			bad = &CorruptError{Path: path, Line: line, Offset: start, Reason: perr.Error()}
 			continue
+		}
+		if ev.Seq != res.head+1 {
+			// A whole line that parses was written whole: a crash
+			// cannot produce it, so a wrong sequence is damage even
+			// on the last line, never a torn tail.
+			return res, &CorruptError{Path: path, Line: line, Offset: start,
+				Reason: fmt.Sprintf("sequence %d after %d", ev.Seq, res.head)}
 		}
 		if (uint64(ev.Seq)-1)%indexEvery == 0 {
 			res.offsets = append(res.offsets, start)
@@ -232,12 +255,21 @@ type Record struct {
 }
 
 // AppendBatch writes several events with consecutive sequences in one write.
+// An empty batch writes nothing. A crash can keep a prefix of the batch (the
+// whole lines that reached the file), never a part of a line.
 func (l *Log) AppendBatch(ctx context.Context, recs []Record) ([]Event, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if len(recs) == 0 {
+		return nil, nil
+	}
 	payloads := make([]json.RawMessage, len(recs))
 	for i, r := range recs {
+		if r.Type == "" {
+			// Open refuses such a line, so never write one.
+			return nil, errors.New("eventlog: append: empty event type")
+		}
 		raw, err := marshalPayload(r.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("eventlog: %s payload: %w", r.Type, err)
@@ -248,6 +280,11 @@ func (l *Log) AppendBatch(ctx context.Context, recs []Record) ([]Event, error) {
 	if l.closed {
 		l.mu.Unlock()
 		return nil, ErrClosed
+	}
+	if l.failed != nil {
+		err := l.failed
+		l.mu.Unlock()
+		return nil, err
 	}
 	evs := make([]Event, len(recs))
 	var buf bytes.Buffer
@@ -270,17 +307,24 @@ func (l *Log) AppendBatch(ctx context.Context, recs []Record) ([]Event, error) {
 		buf.Write(line)
 		buf.WriteByte('\n')
 	}
-	n, err := l.f.WriteAt(buf.Bytes(), l.size)
-	if err != nil || n != buf.Len() {
-		// Cut whatever part reached the file, so the next append starts
-		// on a line boundary. If even that fails, a later Open cuts it
-		// as a torn tail.
-		l.f.Truncate(l.size)
-		l.mu.Unlock()
-		if err == nil {
-			err = io.ErrShortWrite
+	n, err := writeAt(l.f, buf.Bytes(), l.size)
+	if err == nil && n != buf.Len() {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		err = fmt.Errorf("eventlog: append seq %d: %w", evs[0].Seq, err)
+		// Cut whatever part reached the file, so that the file ends on
+		// a line boundary again and the next append (which writes at
+		// l.size) cannot leave a remnant of this one after its line. If
+		// the cut fails too, what follows the last good line is
+		// unknown: refuse to write after it (a later Open cuts it as a
+		// torn tail).
+		if terr := truncate(l.f, l.size); terr != nil {
+			l.failed = fmt.Errorf("%w: %w; cutting it back failed: %w", ErrFailed, err, terr)
+			err = l.failed
 		}
-		return nil, fmt.Errorf("eventlog: append: %w", err)
+		l.mu.Unlock()
+		return nil, err
 	}
 	for i, ev := range evs {
 		if (uint64(ev.Seq)-1)%indexEvery == 0 {
@@ -325,33 +369,54 @@ func (l *Log) Sync() error {
 // syncTo returns once line seq is durable. Callers that arrive while an
 // fdatasync runs wait for it and then usually find their line covered:
 // one fdatasync serves all of them (group commit).
+//
+// A failed fdatasync fails the Log for good (ErrFailed). Linux reports a
+// writeback error to an fsync once and may drop the dirty pages it could not
+// write: a second fdatasync then succeeds without the lost lines ever
+// reaching the disk ("fsyncgate"). Retrying would acknowledge later lines
+// written after a hole, so no later line is acknowledged at all.
 func (l *Log) syncTo(seq Seq) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	if l.synced >= seq {
 		return nil
 	}
-	target := l.Head()
-	if err := durable.Fdatasync(l.f); err != nil {
-		return fmt.Errorf("eventlog: %w", err)
+	l.mu.Lock()
+	target, failed := l.head, l.failed
+	l.mu.Unlock()
+	if failed != nil {
+		return failed
+	}
+	if err := fdatasync(l.f); err != nil {
+		l.mu.Lock()
+		if l.failed == nil {
+			l.failed = fmt.Errorf("%w: sync up to seq %d: %w", ErrFailed, target, err)
+		}
+		failed = l.failed
+		l.mu.Unlock()
+		return failed
 	}
 	l.synced = target
 	return nil
 }
 
-// Close syncs and closes the log, releasing the writer's lock.
+// Close syncs and closes the log, releasing the writer's lock. Appends after
+// Close fail with ErrClosed; one racing with it either lands before the final
+// sync or is refused.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return nil
 	}
+	l.closed = true // no line is written after this point
+	head := l.head
 	l.mu.Unlock()
-	serr := l.Sync()
-	l.mu.Lock()
-	l.closed = true
-	l.mu.Unlock()
+	serr := l.syncTo(head)
+	// Under syncMu, so that no fdatasync runs on the descriptor as it goes.
+	l.syncMu.Lock()
 	cerr := l.f.Close()
+	l.syncMu.Unlock()
 	if serr != nil {
 		return serr
 	}
@@ -363,13 +428,13 @@ func (l *Log) Close() error {
 func (l *Log) Events(from Seq) iter.Seq2[Event, error] {
 	l.mu.Lock()
 	head, size := l.head, l.size
+	// Start at the indexed line at or before from: line first, at off.
 	var off int64
+	first := Seq(1)
 	if from > 1 && len(l.offsets) > 0 {
-		i := int((uint64(from) - 1) / indexEvery)
-		if i >= len(l.offsets) {
-			i = len(l.offsets) - 1
-		}
+		i := min(int((uint64(from)-1)/indexEvery), len(l.offsets)-1)
 		off = l.offsets[i]
+		first = Seq(i*indexEvery + 1)
 	}
 	l.mu.Unlock()
 	return func(yield func(Event, error) bool) {
@@ -382,30 +447,34 @@ func (l *Log) Events(from Seq) iter.Seq2[Event, error] {
 			return
 		}
 		defer f.Close()
-		readLines(io.NewSectionReader(f, off, size-off), l.path, from, head, yield)
+		readLines(io.NewSectionReader(f, off, size-off), l.path, off, first, from, head, yield)
 	}
 }
 
-// readLines decodes lines from r, yielding events with from <= seq <= upto.
-func readLines(r io.Reader, path string, from, upto Seq, yield func(Event, error) bool) {
+// readLines decodes lines from r, which starts at byte off of the log with
+// the line of sequence first, and yields the events with from <= seq <= upto.
+// In a valid log line n holds sequence n, so it checks each sequence and
+// names the line of any damage. It holds one line in memory at a time.
+func readLines(r io.Reader, path string, off int64, first, from, upto Seq, yield func(Event, error) bool) {
 	br := bufio.NewReaderSize(r, 1<<16)
-	for {
+	for want := first; ; want++ {
 		b, err := br.ReadBytes('\n')
-		if len(b) == 0 && err == io.EOF {
-			return
-		}
 		if err == io.EOF {
-			return // an incomplete last line is a tail being written
+			return // the end, or an incomplete last line: a tail being written
 		}
 		if err != nil {
 			yield(Event{}, fmt.Errorf("eventlog: read %s: %w", path, err))
 			return
 		}
 		ev, perr := parseLine(b[:len(b)-1])
+		if perr == nil && ev.Seq != want {
+			perr = fmt.Errorf("sequence %d after %d", ev.Seq, want-1)
+		}
 		if perr != nil {
-			yield(Event{}, &CorruptError{Path: path, Reason: perr.Error()})
+			yield(Event{}, &CorruptError{Path: path, Line: int(want), Offset: off, Reason: perr.Error()})
 			return
 		}
+		off += int64(len(b))
 		if ev.Seq < from {
 			continue
 		}
@@ -429,7 +498,7 @@ func ReadFile(path string, from Seq) iter.Seq2[Event, error] {
 			return
 		}
 		defer f.Close()
-		readLines(f, path, from, ^Seq(0), yield)
+		readLines(f, path, 0, 1, from, ^Seq(0), yield)
 	}
 }
 

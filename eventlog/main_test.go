@@ -1,0 +1,188 @@
+package eventlog
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Crash and lock tests run parts of themselves in a child process: the test
+// binary re-executed with childEnv naming what to run (the pattern of Go's
+// os/exec tests). The child reports on stdout, one line per fact.
+const childEnv = "EVENTLOG_TEST_CHILD"
+
+// children are the functions a child process can run. Each gets the log path
+// and returns the exit code.
+var children = map[string]func(path string) int{}
+
+func TestMain(m *testing.M) {
+	if name := os.Getenv(childEnv); name != "" {
+		fn, ok := children[name]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "unknown child %q\n", name)
+			os.Exit(3)
+		}
+		os.Exit(fn(os.Getenv(childEnv + "_PATH")))
+	}
+	os.Exit(m.Run())
+}
+
+// child is a running child process with its stdout lines.
+type child struct {
+	cmd   *exec.Cmd
+	lines chan string // closed at EOF
+}
+
+// startChild runs children[name] on path in a new process.
+func startChild(t *testing.T, name, path string, env ...string) *child {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+name, childEnv+"_PATH="+path)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = &testWriter{t: t, prefix: name + ": "}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, lines: make(chan string, 1<<16)}
+	go func() {
+		defer close(c.lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return c
+}
+
+// expect waits for the next line and checks that it starts with want.
+func (c *child) expect(t *testing.T, want string) string {
+	t.Helper()
+	select {
+	case line, ok := <-c.lines:
+		if !ok {
+			t.Fatalf("child exited before printing %q", want)
+		}
+		if !strings.HasPrefix(line, want) {
+			t.Fatalf("child printed %q, want %q", line, want)
+		}
+		return line
+	case <-time.After(30 * time.Second):
+		t.Fatalf("child printed nothing in 30s, want %q", want)
+	}
+	return ""
+}
+
+// testWriter sends a child's stderr to the test log.
+type testWriter struct {
+	t      *testing.T
+	prefix string
+	mu     sync.Mutex
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w.t.Log(w.prefix + l)
+	}
+	return len(p), nil
+}
+
+// quietLogger drops log records; tests that check them use a recorder.
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// openT opens the log at path for a test and closes it at the end.
+func openT(t *testing.T, path string, opts Options) *Log {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger()
+	}
+	l, err := Open(path, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// appendN appends n events of type "test" with payload {"n":i}.
+func appendN(t testing.TB, l *Log, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := l.Append(context.Background(), "test", map[string]int{"n": i}); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+}
+
+// readAll reads the log at path from sequence from, failing on any error.
+func readAll(t *testing.T, path string, from Seq) []Event {
+	t.Helper()
+	var evs []Event
+	for ev, err := range ReadFile(path, from) {
+		if err != nil {
+			t.Fatalf("ReadFile: %v", err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// seqs lists the sequences of evs.
+func seqs(evs []Event) []Seq {
+	s := make([]Seq, len(evs))
+	for i, ev := range evs {
+		s[i] = ev.Seq
+	}
+	return s
+}
+
+// checkSeqs checks that evs are exactly from, from+1, ..., to.
+func checkSeqs(t *testing.T, evs []Event, from, to Seq) {
+	t.Helper()
+	if from > to {
+		if len(evs) != 0 {
+			t.Fatalf("got %d events (%v...), want none", len(evs), evs[0].Seq)
+		}
+		return
+	}
+	if got, want := len(evs), int(to-from+1); got != want {
+		t.Fatalf("got %d events, want %d (%d..%d)", got, want, from, to)
+	}
+	for i, ev := range evs {
+		if want := from + Seq(i); ev.Seq != want {
+			t.Fatalf("event %d: got seq %d, want %d", i, ev.Seq, want)
+		}
+	}
+}
+
+// tornFiles lists the torn tails saved next to the log at path.
+func tornFiles(t *testing.T, path string) []string {
+	t.Helper()
+	m, err := filepath.Glob(path + ".torn-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
