@@ -64,8 +64,13 @@ type Log struct {
 	// offsets[i] is the byte offset of sequence i*indexEvery+1.
 	offsets []int64
 
-	syncMu sync.Mutex // serialises fdatasync and closing f; guards synced
-	synced Seq        // every line up to synced is durable
+	syncMu sync.Mutex // guards synced, syncing and fileClosed; syncDone's lock
+	// syncDone is broadcast when an fdatasync ends.
+	syncDone *sync.Cond
+	synced   Seq  // every line up to synced is durable
+	syncing  bool // an fdatasync is running (without syncMu held)
+	// fileClosed: Close has closed f; no fdatasync may start.
+	fileClosed bool
 }
 
 // Open opens the log at path for appending, creating it if needed, taking the
@@ -107,6 +112,7 @@ func Open(path string, opts Options) (*Log, error) {
 		}
 	}
 	l := &Log{path: path, opts: opts, f: f}
+	l.syncDone = sync.NewCond(&l.syncMu)
 	sc, err := scan(f, path)
 	if err != nil {
 		f.Close()
@@ -367,8 +373,11 @@ func (l *Log) Sync() error {
 }
 
 // syncTo returns once line seq is durable. Callers that arrive while an
-// fdatasync runs wait for it and then usually find their line covered:
-// one fdatasync serves all of them (group commit).
+// fdatasync runs wait for it to end; those whose lines it covered return at
+// once, and one of the others starts the next, covering every line written
+// meanwhile: one fdatasync serves all of them (group commit). The fdatasync
+// runs without syncMu held, so that covered callers are never held up
+// behind a later one.
 //
 // A failed fdatasync fails the Log for good (ErrFailed). Linux reports a
 // writeback error to an fsync once and may drop the dirty pages it could not
@@ -378,26 +387,46 @@ func (l *Log) Sync() error {
 func (l *Log) syncTo(seq Seq) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	if l.synced >= seq {
-		return nil
+	for {
+		if l.synced >= seq {
+			return nil
+		}
+		if err := l.failedErr(); err != nil {
+			return err
+		}
+		if l.fileClosed {
+			return ErrClosed
+		}
+		if !l.syncing {
+			break
+		}
+		l.syncDone.Wait()
 	}
-	l.mu.Lock()
-	target, failed := l.head, l.failed
-	l.mu.Unlock()
-	if failed != nil {
-		return failed
-	}
-	if err := fdatasync(l.f); err != nil {
+	l.syncing = true
+	target := l.Head() // every line up to here is written
+	l.syncMu.Unlock()
+	err := fdatasync(l.f)
+	l.syncMu.Lock()
+	l.syncing = false
+	l.syncDone.Broadcast()
+	if err != nil {
 		l.mu.Lock()
 		if l.failed == nil {
 			l.failed = fmt.Errorf("%w: sync up to seq %d: %w", ErrFailed, target, err)
 		}
-		failed = l.failed
+		failed := l.failed
 		l.mu.Unlock()
 		return failed
 	}
-	l.synced = target
+	l.synced = max(l.synced, target)
 	return nil
+}
+
+// failedErr returns l.failed.
+func (l *Log) failedErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failed
 }
 
 // Close syncs and closes the log, releasing the writer's lock. Appends after
@@ -413,8 +442,12 @@ func (l *Log) Close() error {
 	head := l.head
 	l.mu.Unlock()
 	serr := l.syncTo(head)
-	// Under syncMu, so that no fdatasync runs on the descriptor as it goes.
+	// Never while an fdatasync runs on the descriptor.
 	l.syncMu.Lock()
+	for l.syncing {
+		l.syncDone.Wait()
+	}
+	l.fileClosed = true
 	cerr := l.f.Close()
 	l.syncMu.Unlock()
 	if serr != nil {
