@@ -3,8 +3,8 @@ package eventlog
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +21,7 @@ func BenchmarkAppend(b *testing.B) {
 		"tool": "edit",
 		"files": []map[string]any{{
 			"path": "src/internal/some/package/file.go", "kind": "file",
-			"blob": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+			"blob":  "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 			"bytes": 4242, "mode": 420, "pid": 4242, "comm": "sed",
 		}},
 	}
