@@ -1,0 +1,266 @@
+package blobstore
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zerofs/zerofs/internal/durable"
+)
+
+// SIGKILL crash tests. The child is this test binary re-executed with
+// childEnv naming what to run (the pattern of Go's os/exec tests); crash
+// points are the put's own reader and durable.TestHook, so no build tag is
+// needed and `go test ./...` runs them.
+
+const childEnv = "BLOBSTORE_TEST_CHILD"
+
+var children = map[string]func(dir string) int{
+	"die-mid-temp":     childDieMidTemp,
+	"die-after-rename": childDieAfterRename,
+	"put-loop":         childPutLoop,
+}
+
+func TestMain(m *testing.M) {
+	if name := os.Getenv(childEnv); name != "" {
+		fn, ok := children[name]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "unknown child %q\n", name)
+			os.Exit(3)
+		}
+		os.Exit(fn(os.Getenv(childEnv + "_DIR")))
+	}
+	os.Exit(m.Run())
+}
+
+// runChild starts children[name] on the store in dir and returns it with a
+// channel of its stdout lines (closed at EOF).
+func runChild(t *testing.T, name, dir string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+name, childEnv+"_DIR="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1<<12)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, lines
+}
+
+// waitKilled waits for cmd and checks that SIGKILL ended it.
+func waitKilled(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, want killed by SIGKILL", err)
+	}
+}
+
+func die() {
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	time.Sleep(time.Hour)
+}
+
+// dyingReader yields n bytes of data, then SIGKILLs the process: by then Put
+// has written part of them to its temporary file.
+type dyingReader struct {
+	data []byte
+	n    int
+}
+
+func (r *dyingReader) Read(p []byte) (int, error) {
+	if r.n >= len(r.data)/2 {
+		die()
+	}
+	k := copy(p, r.data[r.n:len(r.data)/2])
+	r.n += k
+	return k, nil
+}
+
+// crashContent is what the crash children put: 1 MiB, more than one copy
+// buffer.
+func crashContent() []byte { return randBytes(42, 1<<20) }
+
+func childDieMidTemp(dir string) int {
+	s, err := Open(dir, Options{Sync: true})
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	s.Put(&dyingReader{data: crashContent()})
+	fmt.Println("survived")
+	return 1
+}
+
+func childDieAfterRename(dir string) int {
+	s, err := Open(dir, Options{Sync: true})
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	durable.TestHook = func(point, path string) {
+		if point == "renamed" {
+			die()
+		}
+	}
+	s.Put(bytes.NewReader(crashContent()))
+	fmt.Println("survived")
+	return 1
+}
+
+// checkAfterCrash opens the store as the next mount would and checks that
+// every blob under a final name verifies and that CleanTemp empties tmp/.
+// It returns the blobs and how many temporary files were left.
+func checkAfterCrash(t *testing.T, dir string) ([]BlobInfo, int) {
+	t.Helper()
+	s, err := Open(dir, Options{Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs := walkAll(t, s)
+	for _, b := range blobs {
+		if err := s.Verify(b.ID); err != nil {
+			t.Errorf("a blob under its final name: %v", err)
+		}
+	}
+	left := len(tmpFiles(t, s))
+	if err := s.CleanTemp(); err != nil {
+		t.Fatal(err)
+	}
+	if tmp := tmpFiles(t, s); len(tmp) != 0 {
+		t.Errorf("got %v in tmp/ after CleanTemp, want nothing", tmp)
+	}
+	return blobs, left
+}
+
+func TestCrashMidPut(t *testing.T) {
+	want := Sum(crashContent())
+	tests := []struct {
+		child    string
+		wantBlob bool // the blob is under its name after the crash
+		wantTemp bool // a temporary file is left
+	}{
+		// Killed after writing half the content to the temporary file.
+		{"die-mid-temp", false, true},
+		// Killed after the rename, before the directory fsync.
+		{"die-after-rename", true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.child, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "blobs")
+			cmd, lines := runChild(t, tt.child, dir)
+			waitKilled(t, cmd)
+			for line := range lines {
+				t.Errorf("child printed %q, want it dead", line)
+			}
+			blobs, left := checkAfterCrash(t, dir)
+			if got := len(blobs) == 1 && blobs[0].ID == want; got != tt.wantBlob || len(blobs) > 1 {
+				t.Errorf("got blobs %v, want the blob there: %v", blobs, tt.wantBlob)
+			}
+			if (left > 0) != tt.wantTemp {
+				t.Errorf("got %d temporary files left, want some: %v", left, tt.wantTemp)
+			}
+			// The next Put of the same content completes.
+			s, err := Open(dir, Options{Sync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id := putT(t, s, crashContent()); id != want {
+				t.Errorf("got %s, want %s", id.Short(), want.Short())
+			}
+			if err := s.Verify(want); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// childPutLoop puts blobs of random sizes until killed, printing "ack <id>"
+// after each Put returns.
+func childPutLoop(dir string) int {
+	s, err := Open(dir, Options{Sync: rand.IntN(2) == 0})
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	for {
+		size := rand.IntN(64 << 10)
+		if rand.IntN(8) == 0 {
+			size = rand.IntN(8 << 20)
+		}
+		id, _, err := s.Put(bytes.NewReader(randBytes(rand.Uint64(), size)))
+		if err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+		fmt.Println("ack", id)
+	}
+}
+
+// TestCrashLoop SIGKILLs a child putting blobs at random moments: after each
+// round every acknowledged blob is there and verifies, no damaged blob is
+// under a final name, and CleanTemp clears what the crash left.
+func TestCrashLoop(t *testing.T) {
+	rounds := 10
+	if testing.Short() {
+		rounds = 3
+	}
+	dir := filepath.Join(t.TempDir(), "blobs")
+	acked := map[ID]bool{}
+	temps := 0
+	for round := range rounds {
+		cmd, lines := runChild(t, "put-loop", dir)
+		time.Sleep(time.Duration(20+rand.IntN(150)) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		waitKilled(t, cmd)
+		for line := range lines {
+			s, ok := strings.CutPrefix(line, "ack ")
+			id, err := ParseID(s)
+			if !ok || err != nil {
+				t.Fatalf("round %d: child printed %q", round, line)
+			}
+			acked[id] = true
+		}
+		blobs, left := checkAfterCrash(t, dir)
+		temps += left
+		present := map[ID]bool{}
+		for _, b := range blobs {
+			present[b.ID] = true
+		}
+		for id := range acked {
+			if !present[id] {
+				t.Fatalf("round %d: blob %s was acknowledged but is gone", round, id.Short())
+			}
+		}
+	}
+	if len(acked) == 0 {
+		t.Fatal("nothing acknowledged")
+	}
+	t.Logf("%d rounds: %d blobs acknowledged, %d temporary files cleaned", rounds, len(acked), temps)
+}
