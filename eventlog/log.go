@@ -480,7 +480,7 @@ func (l *Log) Events(from Seq) iter.Seq2[Event, error] {
 			return
 		}
 		defer f.Close()
-		readLines(io.NewSectionReader(f, off, size-off), l.path, off, first, from, head, yield)
+		readLines(io.NewSectionReader(f, off, size-off), l.path, off, first, from, head, false, yield)
 	}
 }
 
@@ -488,7 +488,11 @@ func (l *Log) Events(from Seq) iter.Seq2[Event, error] {
 // the line of sequence first, and yields the events with from <= seq <= upto.
 // In a valid log line n holds sequence n, so it checks each sequence and
 // names the line of any damage. It holds one line in memory at a time.
-func readLines(r io.Reader, path string, off int64, first, from, upto Seq, yield func(Event, error) bool) {
+//
+// With torn set (a log that may not have been recovered yet), a line that
+// does not parse, with no valid line after it, is a torn tail, as Open and
+// Check see it: it ends the iteration without an error.
+func readLines(r io.Reader, path string, off int64, first, from, upto Seq, torn bool, yield func(Event, error) bool) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	for want := first; ; want++ {
 		b, err := br.ReadBytes('\n')
@@ -500,6 +504,9 @@ func readLines(r io.Reader, path string, off int64, first, from, upto Seq, yield
 			return
 		}
 		ev, perr := parseLine(b[:len(b)-1])
+		if perr != nil && torn && !validLineFollows(br) {
+			return
+		}
 		if perr == nil && ev.Seq != want {
 			perr = fmt.Errorf("sequence %d after %d", ev.Seq, want-1)
 		}
@@ -520,6 +527,20 @@ func readLines(r io.Reader, path string, off int64, first, from, upto Seq, yield
 	}
 }
 
+// validLineFollows reports whether any complete line left in br parses: the
+// difference between damage and a torn tail.
+func validLineFollows(br *bufio.Reader) bool {
+	for {
+		b, err := br.ReadBytes('\n')
+		if err != nil {
+			return false
+		}
+		if _, perr := parseLine(b[:len(b)-1]); perr == nil {
+			return true
+		}
+	}
+}
+
 // ReadFile yields the events of the log at path with sequence >= from,
 // without taking the writer's lock and without repairing anything: a torn
 // tail simply ends the iteration. For read-only tools.
@@ -531,7 +552,7 @@ func ReadFile(path string, from Seq) iter.Seq2[Event, error] {
 			return
 		}
 		defer f.Close()
-		readLines(f, path, 0, 1, from, ^Seq(0), yield)
+		readLines(f, path, 0, 1, from, ^Seq(0), true, yield)
 	}
 }
 

@@ -760,6 +760,18 @@ func TestReadFileAndCheckDoNotRepair(t *testing.T) {
 	if !bytes.Equal(after, torn) || len(tornFiles(t, path)) != 0 {
 		t.Error("ReadFile or Check changed the log")
 	}
+	// A torn tail that ends with a newline (zeros where a power cut lost
+	// data) ends ReadFile quietly too, as Check sees it.
+	zeroed := filepath.Join(t.TempDir(), "events.jsonl")
+	zeroTail := append(append(slices.Clip(data[:len(lines[0])+len(lines[1])]), make([]byte, 50)...), "\n\x00\x00"...)
+	if err := os.WriteFile(zeroed, zeroTail, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	checkSeqs(t, readAll(t, zeroed, 0), 1, 2)
+	if head, tornBytes, err := Check(zeroed); head != 2 || tornBytes != 53 || err != nil {
+		t.Errorf("Check: got %d, %d, %v; want 2, 53, nil", head, tornBytes, err)
+	}
+
 	// While a writer holds the log, readers still read it.
 	l := openT(t, path, Options{})
 	appendN(t, l, 1)
