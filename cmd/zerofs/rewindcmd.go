@@ -106,6 +106,12 @@ func noArgs(c *command, args []string) error {
 }
 
 func runUndo(e *env, c *command, args []string) error {
+	return rewindToTarget(e, c, args, undoTarget, "nothing to undo")
+}
+
+// rewindToTarget runs undo and redo: target picks the sequence from the
+// history's blocks, and none is the failure when there is nothing to pick.
+func rewindToTarget(e *env, c *command, args []string, target func([]*block) (Seq, bool), none string) error {
 	if err := noArgs(c, args); err != nil {
 		return err
 	}
@@ -114,9 +120,9 @@ func runUndo(e *env, c *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		t, ok := undoTarget(blocks)
+		t, ok := target(blocks)
 		if !ok {
-			return errors.New("nothing to undo")
+			return errors.New(none)
 		}
 		return doRewind(e, h, t)
 	})
@@ -148,20 +154,7 @@ func undoTarget(blocks []*block) (Seq, bool) {
 }
 
 func runRedo(e *env, c *command, args []string) error {
-	if err := noArgs(c, args); err != nil {
-		return err
-	}
-	return withHistory(e, c, func(h history) error {
-		blocks, _, err := readBlocks(h)
-		if err != nil {
-			return err
-		}
-		t, ok := redoTarget(blocks)
-		if !ok {
-			return errors.New("nothing to redo")
-		}
-		return doRewind(e, h, t)
-	})
+	return rewindToTarget(e, c, args, redoTarget, "nothing to redo")
 }
 
 // redoTarget undoes the newest rewind, if nothing changed after it: the
