@@ -210,7 +210,7 @@ func (m *Mounted) Unmount() error {
 		m.fs.log.Warn("zerofs: unmount failed, detaching", "mountpoint", m.mp, "err", err)
 		var st unix.Stat_t
 		statErr := unix.Stat(m.mp, &st)
-		if err := unix.Unmount(m.mp, unix.MNT_DETACH); err != nil && err != unix.EINVAL {
+		if err := Detach(m.mp); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("fs: detach %s: %w", m.mp, err)
 		}
 		select {
@@ -255,7 +255,7 @@ func detachStale(p string, logger *slog.Logger) error {
 		return nil
 	}
 	logger.Warn("zerofs: detaching a dead mount", "path", p)
-	if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
+	if err := Detach(p); err != nil {
 		return fmt.Errorf("fs: detach dead mount %s: %w", p, err)
 	}
 	return nil

@@ -2,10 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	zfs "github.com/zerofs/zerofs/fs"
 )
 
 var umountCmd = &command{
@@ -60,7 +64,7 @@ func runUmount(e *env, c *command, args []string) error {
 			return fmt.Errorf("%s is not a zerofs mount", mp)
 		}
 		// A FUSE mount without a daemon answering: detach it.
-		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil {
+		if err := zfs.Detach(mp); err != nil {
 			return fmt.Errorf("%s: its daemon is gone and detaching the dead mount failed: %w", mp, err)
 		}
 		fmt.Fprintf(e.stderr, "zerofs: the daemon of %s was gone; detached the dead mount\n", mp)
@@ -69,6 +73,7 @@ func runUmount(e *env, c *command, args []string) error {
 	if st.Mountpoint != "" {
 		mp = st.Mountpoint
 	}
+	leaveMount(mp)
 	if err := unix.Kill(st.PID, unix.SIGTERM); err != nil && err != unix.ESRCH {
 		return fmt.Errorf("signal zerofs (pid %d): %w", st.PID, err)
 	}
@@ -83,7 +88,7 @@ func runUmount(e *env, c *command, args []string) error {
 		case !alive && !mounted:
 			return nil
 		case !alive:
-			if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil {
+			if err := zfs.Detach(mp); err != nil {
 				return fmt.Errorf("zerofs (pid %d) exited but left %s mounted, and detaching it failed: %w", st.PID, mp, err)
 			}
 			fmt.Fprintf(e.stderr, "zerofs: the daemon (pid %d) exited without unmounting; detached %s\n", st.PID, mp)
@@ -93,5 +98,14 @@ func runUmount(e *env, c *command, args []string) error {
 			return fmt.Errorf("zerofs (pid %d) has not unmounted %s after %v (is a process still using it? see its daemon.log)", st.PID, mp, umountTimeout)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// leaveMount moves this process out of mp when its working directory is
+// inside it ("zerofs umount ." from the workspace): otherwise the umount
+// itself keeps the mount busy and waits on a daemon that waits on it.
+func leaveMount(mp string) {
+	if wd, err := os.Getwd(); err == nil && (wd == mp || strings.HasPrefix(wd, mp+"/")) {
+		os.Chdir("/")
 	}
 }
