@@ -129,13 +129,14 @@ func (e *Engine) finishRewind(ctx context.Context, t, cp Seq, plan *rewindPlan) 
 	if err == nil {
 		err = e.Sync()
 	}
-	if err != nil {
-		return Result{}, fmt.Errorf("rewind: record the rewind: %w", err)
+	if err == nil && cp != 0 {
+		err = durable.Remove(e.opts.StoreDir, intentName)
 	}
-	if cp != 0 {
-		if err := durable.Remove(e.opts.StoreDir, intentName); err != nil {
-			return Result{}, fmt.Errorf("rewind: remove intent: %w", err)
-		}
+	if err != nil {
+		// The workspace is rewound but the rewind is not recorded, and its
+		// intent may remain: a later change would be undone when the next
+		// open finishes the rewind, so refuse changes until then.
+		return Result{}, e.fail(fmt.Errorf("rewind: the rewind was applied but could not be recorded (%w); remount to finish it", err))
 	}
 	e.capMu.Lock()
 	e.lastRewind, e.lastRewindAt = payload, ev.Seq
@@ -311,9 +312,15 @@ func (e *Engine) hashLive(p string) (string, error) {
 // captureForRewind stores the before-state of everything plan changes
 // (whole subtrees of what it removes) as one durable checkpoint.
 func (e *Engine) captureForRewind(ctx context.Context, plan *rewindPlan) (Seq, error) {
+	// What a removal takes away includes everything under it; a restore or
+	// a mode fix changes only its own path.
+	removed := map[string]bool{}
+	for _, p := range plan.removes {
+		removed[p] = true
+	}
 	var changes []Change
 	for _, p := range plan.changed() {
-		changes = append(changes, Change{Path: p, Tree: true})
+		changes = append(changes, Change{Path: p, Tree: removed[p]})
 	}
 	paths, err := e.expand(changes)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -205,5 +206,38 @@ func TestAutoStep(t *testing.T) {
 	}
 	if got, _ := readAt(t, e, "f", e.Step().Seq); got != "2" {
 		t.Fatalf("f at the auto step's start: %q, want 2", got)
+	}
+}
+
+// A rewind captures what it changes, not whole subtrees: undoing a chmod of
+// a directory names that directory alone.
+func TestRewindCapturesOnlyWhatItChanges(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	d := filepath.Join(ws, "d")
+	os.Mkdir(d, 0o755)
+	for i := range 50 {
+		os.WriteFile(filepath.Join(d, strconv.Itoa(i)), []byte("x"), 0o644)
+	}
+	s, _ := e.BeginStep(ctx, "chmod", nil)
+	change(t, e, func() error { return os.Chmod(d, 0o700) }, Change{Path: "d"})
+	res, err := e.Rewind(ctx, s.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, _, _ := e.LastRewind()
+	var cp Checkpoint
+	for ev, err := range e.Log().Events(last.CheckpointSequence) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.Unmarshal(ev.Payload, &cp)
+		break
+	}
+	if len(cp.Files) != 1 || cp.Files[0].Path != "d" || res.Report.Restored != 1 {
+		t.Fatalf("rewind of a chmod captured %d paths (%+v), report %+v; want d alone", len(cp.Files), cp.Files, res.Report)
+	}
+	if fi, _ := os.Stat(d); fi.Mode().Perm() != 0o755 {
+		t.Fatalf("d mode %v after rewind, want 0755", fi.Mode().Perm())
 	}
 }
