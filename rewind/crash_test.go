@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -43,7 +44,12 @@ func crashChild(point string) {
 		os.Exit(4)
 	}
 	seq, _ := strconv.ParseUint(os.Getenv("ZEROFS_TEST_SEQ"), 10, 64)
-	if _, err := e.Rewind(context.Background(), Seq(seq)); err != nil {
+	if strings.HasPrefix(point, "gc:") {
+		_, err = e.GC(context.Background(), Seq(seq))
+	} else {
+		_, err = e.Rewind(context.Background(), Seq(seq))
+	}
+	if err != nil {
 		os.Exit(5)
 	}
 	os.Exit(0) // the point was never reached
@@ -147,4 +153,69 @@ func TestRewindCrash(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A gc killed while it removes blobs loses nothing it was not asked to
+// forget: every state from its cut on is intact after reopening, and the
+// next gc finishes the job.
+func TestGCCrash(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
+	os.Mkdir(ws, 0o755)
+	root, _ := os.Open(ws)
+	defer root.Close()
+	e, err := Open(ctx, root, Options{StoreDir: store, Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[Seq]tree{}
+	for round := range 6 {
+		ev, _ := e.BeginStep(ctx, "round", nil)
+		states[ev.Seq] = diskTree(t, ws)
+		for i := range 4 {
+			p := "f" + strconv.Itoa(i)
+			change(t, e, func() error {
+				return os.WriteFile(filepath.Join(ws, p), []byte(strconv.Itoa(round*10+i)), 0o644)
+			}, Change{Path: p})
+		}
+	}
+	cut := Seq(0)
+	for s := range states {
+		if s > cut && s < e.Head()/2 {
+			cut = s
+		}
+	}
+	e.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashEnv+"=gc:removing", "ZEROFS_TEST_WS="+ws,
+		"ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_SEQ="+strconv.FormatUint(uint64(cut), 10))
+	cmd.Run()
+	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
+		t.Fatalf("gc child was not killed: %v", cmd.ProcessState)
+	}
+	e, err = Open(ctx, root, Options{StoreDir: store, Sync: true})
+	if err != nil {
+		t.Fatalf("reopen after a crash in gc: %v", err)
+	}
+	defer e.Close()
+	check := func() {
+		t.Helper()
+		for s, want := range states {
+			if s < cut {
+				if _, err := e.StateAt("", s); err == nil {
+					t.Fatalf("@%d still exists below the cut %d", s, cut)
+				}
+				continue
+			}
+			if d := diffTrees(indexTree(t, e, s), want); d != "" {
+				t.Fatalf("@%d after a crash in gc:\n%s", s, d)
+			}
+		}
+	}
+	check()
+	if _, err := e.GC(ctx, cut); err != nil {
+		t.Fatal(err)
+	}
+	check()
 }

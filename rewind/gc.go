@@ -50,6 +50,9 @@ func (e *Engine) GC(ctx context.Context, before Seq) (GCResult, error) {
 		}
 		res.BlobsRemoved++
 		res.BytesFreed += b.Size
+		if res.BlobsRemoved == 2 {
+			crashPoint("gc:removing")
+		}
 		return nil
 	})
 	if err != nil {
