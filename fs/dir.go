@@ -230,13 +230,19 @@ func (n *wsNode) Rename(ctx context.Context, name string, newParent fusefs.Inode
 	if err := statx(ofd, name, &ost); err != nil {
 		return sysErrno(err)
 	}
-	changes := []rewind.Change{{Path: oldPath, Tree: ost.Mode&unix.S_IFMT == unix.S_IFDIR}}
+	// Each side captures its own subtree (Tree) and the names the other
+	// side's subtree is about to take under it (From); a plain rename
+	// moves old's subtree under new, an exchange moves both ways.
+	oldDir := ost.Mode&unix.S_IFMT == unix.S_IFDIR
+	newDir := false
 	if err := statx(nfd, newName, &nst); err == nil {
-		changes = append(changes, rewind.Change{Path: newPath, Tree: nst.Mode&unix.S_IFMT == unix.S_IFDIR})
+		newDir = nst.Mode&unix.S_IFMT == unix.S_IFDIR
 	} else if err != unix.ENOENT {
 		return sysErrno(err)
-	} else {
-		changes = append(changes, rewind.Change{Path: newPath})
+	}
+	changes := []rewind.Change{
+		{Path: oldPath, Tree: oldDir, From: ifDir(newDir, newPath)},
+		{Path: newPath, Tree: newDir, From: ifDir(oldDir, oldPath)},
 	}
 	if err := n.fs.eng.CaptureLocked(ectx, who, changes...); err != nil {
 		return engineErrno(n.fs.log, "rename", oldPath, err, seqInvalid)
@@ -305,4 +311,12 @@ func (d *rootDir) Releasedir(ctx context.Context, flags uint32) {
 
 func (d *rootDir) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 	return d.inner().Fsyncdir(ctx, flags)
+}
+
+// ifDir is p when dir is true, else "" (no subtree moves from p).
+func ifDir(dir bool, p string) string {
+	if dir {
+		return p
+	}
+	return ""
 }

@@ -39,3 +39,42 @@ func TestViewOfLivePathAfterRewind(t *testing.T) {
 		}
 	}
 }
+
+// A directory moved over a name that, at an earlier T, was another
+// directory: @T shows that other directory's content, not the moved-in
+// names (the model test found this).
+func TestViewOfDirectoryRenamedOverOldName(t *testing.T) {
+	m := mountT(t, Options{})
+	mp := m.Mountpoint()
+	p := func(s string) string { return filepath.Join(mp, s) }
+	os.Mkdir(p("b"), 0o755)
+	writeFile(t, p("b/old"), "old")
+	os.Mkdir(p("c"), 0o755)
+	writeFile(t, p("c/moved"), "moved")
+	stepT(t, mp, "s")
+	at := headOf(t, mp)
+	os.Remove(p("b/old"))
+	if err := os.Remove(p("b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p("c"), p("b")); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(filepath.Join(view(mp, at), "b"))
+	if err != nil || len(ents) != 1 || ents[0].Name() != "old" {
+		t.Fatalf("@%d/b: %v %v, want just old", at, ents, err)
+	}
+	if _, err := os.Stat(filepath.Join(view(mp, at), "b", "moved")); !os.IsNotExist(err) {
+		t.Fatalf("@%d/b/moved: %v, want ENOENT", at, err)
+	}
+	rewindT(t, mp, at)
+	if got := readFile(t, p("c/moved")); got != "moved" {
+		t.Fatalf("after rewind c/moved = %q", got)
+	}
+	if got := readFile(t, p("b/old")); got != "old" {
+		t.Fatalf("after rewind b/old = %q", got)
+	}
+	if _, err := os.Stat(p("b/moved")); !os.IsNotExist(err) {
+		t.Fatalf("after rewind b/moved: %v, want ENOENT", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,6 +106,15 @@ func (e *Engine) expand(changes []Change) ([]string, error) {
 		add(c.Path)
 		if c.Tree {
 			if err := e.walk(c.Path, add); err != nil {
+				return nil, err
+			}
+		}
+		if c.From != "" {
+			if err := CleanPath(c.From); err != nil {
+				return nil, fmt.Errorf("%w: %q", err, c.From)
+			}
+			moved := func(q string) { add(joinPath(c.Path, strings.TrimPrefix(q, c.From+"/"))) }
+			if err := e.walk(c.From, moved); err != nil {
 				return nil, err
 			}
 		}

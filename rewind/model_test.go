@@ -199,7 +199,8 @@ func (m *model) do(op func() error, changes ...Change) {
 		m.t.Fatalf("Begin(%+v): %v", changes, err)
 	}
 	defer release()
-	op() // operations may fail (ENOENT, ENOTEMPTY...) as they would for a tool
+	err = op() // operations may fail (ENOENT, ENOTEMPTY...) as they would for a tool
+	m.t.Logf("op %+v -> %v (head %d)", changes, err, m.e.Head())
 }
 
 func (m *model) abs(p string) string { return filepath.Join(m.ws, p) }
@@ -209,6 +210,7 @@ func (m *model) step(rt *rapid.T) {
 	if _, err := m.e.BeginStep(context.Background(), "step", nil); err != nil {
 		rt.Fatal(err)
 	}
+	rt.Logf("step at %d", m.e.Head())
 	m.states[m.e.Head()] = diskTree(rt, m.ws)
 }
 
@@ -259,8 +261,15 @@ func (m *model) randomOp(rt *rapid.T) {
 			return
 		}
 		qi, qexists := m.lstat(q)
+		qdir := qexists && qi.IsDir()
+		from := func(dir bool, src string) string {
+			if dir {
+				return src
+			}
+			return ""
+		}
 		m.do(func() error { return os.Rename(m.abs(p), m.abs(q)) },
-			Change{Path: p, Tree: isDir}, Change{Path: q, Tree: qexists && qi.IsDir()})
+			Change{Path: p, Tree: isDir, From: from(qdir, q)}, Change{Path: q, Tree: qdir, From: from(isDir, p)})
 	case 7: // mkdir
 		m.do(func() error { return os.Mkdir(m.abs(p), 0o755) }, Change{Path: p})
 	case 8: // symlink

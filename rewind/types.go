@@ -72,12 +72,19 @@ type Caller struct {
 	Comm string
 }
 
-// Change is one path about to change. Tree asks for the whole subtree under
-// a directory to be captured too (a directory about to be renamed: its
-// descendants' paths change with it).
+// Change is one path about to change.
+//
+// Tree asks for the whole subtree under a directory to be captured too (a
+// directory about to be renamed away: its descendants' paths change with it).
+// From names a directory whose subtree is about to appear under Path (the
+// source of that rename, seen from its destination): for every path From/x,
+// Path/x is captured as it is now, usually absent. Without it, a state
+// before the rename in which Path was a different directory would show the
+// moved-in names as if they had been there.
 type Change struct {
 	Path string
 	Tree bool
+	From string
 }
 
 // Errors callers test with errors.Is.
