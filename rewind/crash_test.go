@@ -2,6 +2,7 @@ package rewind
 
 import (
 	"context"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,15 @@ func TestMain(m *testing.M) {
 	if point := os.Getenv(crashEnv); point != "" {
 		crashChild(point)
 		return
+	}
+	// TestModel runs 500 random cases unless -rapid.checks says otherwise
+	// (rapid's default of 100 leaves rare interleavings untried; 500 take
+	// a few seconds).
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
+	if !set {
+		flag.Set("rapid.checks", "500")
 	}
 	os.Exit(m.Run())
 }
