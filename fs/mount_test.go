@@ -3,8 +3,10 @@ package fs
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -118,8 +120,15 @@ func isMounted(p string) bool {
 	return false
 }
 
+// fatalT is what the helpers below need from a test: *testing.T offers it,
+// and so does *rapid.T, so a property test's failure shrinks.
+type fatalT interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // ctlRead reads a control file.
-func ctlRead(t *testing.T, mp, name string) string {
+func ctlRead(t fatalT, mp, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(mp, ".zero", name))
 	if err != nil {
@@ -143,7 +152,7 @@ func ctlWrite(mp, name, data string) error {
 	return cerr
 }
 
-func headOf(t *testing.T, mp string) rewind.Seq {
+func headOf(t fatalT, mp string) rewind.Seq {
 	t.Helper()
 	s := strings.TrimSpace(ctlRead(t, mp, "head"))
 	n, err := strconv.ParseUint(s, 10, 64)
@@ -153,14 +162,14 @@ func headOf(t *testing.T, mp string) rewind.Seq {
 	return rewind.Seq(n)
 }
 
-func rewindT(t *testing.T, mp string, seq rewind.Seq) {
+func rewindT(t fatalT, mp string, seq rewind.Seq) {
 	t.Helper()
 	if err := ctlWrite(mp, "rewind", strconv.FormatUint(uint64(seq), 10)+"\n"); err != nil {
 		t.Fatalf("rewind to %d: %v", seq, err)
 	}
 }
 
-func stepT(t *testing.T, mp, label string) {
+func stepT(t fatalT, mp, label string) {
 	t.Helper()
 	if err := ctlWrite(mp, "step", label+"\n"); err != nil {
 		t.Fatalf("step %q: %v", label, err)
@@ -195,13 +204,21 @@ type node struct {
 }
 
 func (n node) String() string {
-	return n.kind + " " + n.perm.String() + " " + strconv.Quote(n.content)
+	return n.kind + " " + n.perm.String() + " " + shortQuote(n.content)
+}
+
+// shortQuote quotes s, shortened (with its length and a hash) when long.
+func shortQuote(s string) string {
+	if len(s) <= 64 {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%q...(%d bytes, sha256 %.8x)", s[:32], len(s), sha256.Sum256([]byte(s)))
 }
 
 // snapshot reads the tree under root with plain file operations: kinds,
 // permission bits, contents, symlink targets. Other kinds (fifos) are kept
 // by kind only.
-func snapshot(t *testing.T, root string) map[string]node {
+func snapshot(t fatalT, root string) map[string]node {
 	t.Helper()
 	out := map[string]node{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -212,29 +229,9 @@ func snapshot(t *testing.T, root string) map[string]node {
 		if rel == "." {
 			return nil
 		}
-		info, err := os.Lstat(p)
+		n, err := readNode(p)
 		if err != nil {
 			return err
-		}
-		n := node{perm: info.Mode().Perm()}
-		switch {
-		case info.Mode().IsRegular():
-			n.kind = "file"
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			n.content = string(b)
-		case info.IsDir():
-			n.kind = "dir"
-		case info.Mode()&fs.ModeSymlink != 0:
-			n.kind = "symlink"
-			n.content, err = os.Readlink(p)
-			if err != nil {
-				return err
-			}
-		default:
-			n.kind = "other"
 		}
 		out[rel] = n
 		return nil
@@ -243,6 +240,34 @@ func snapshot(t *testing.T, root string) map[string]node {
 		t.Fatalf("snapshot %s: %v", root, err)
 	}
 	return out
+}
+
+// readNode reads one path the way snapshot records it.
+func readNode(p string) (node, error) {
+	info, err := os.Lstat(p)
+	if err != nil {
+		return node{}, err
+	}
+	n := node{perm: info.Mode().Perm()}
+	switch {
+	case info.Mode().IsRegular():
+		n.kind = "file"
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return node{}, err
+		}
+		n.content = string(b)
+	case info.IsDir():
+		n.kind = "dir"
+	case info.Mode()&fs.ModeSymlink != 0:
+		n.kind = "symlink"
+		if n.content, err = os.Readlink(p); err != nil {
+			return node{}, err
+		}
+	default:
+		n.kind = "other"
+	}
+	return n, nil
 }
 
 // diffTrees describes how got differs from want ("" when equal).
@@ -296,7 +321,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func readJSON(t *testing.T, s string, v any) {
+func readJSON(t fatalT, s string, v any) {
 	t.Helper()
 	if err := json.Unmarshal([]byte(s), v); err != nil {
 		t.Fatalf("%q: %v", s, err)
