@@ -35,8 +35,11 @@
 // change once they exist, so they cache for an hour.
 //
 // Known limit: a change through one name of a hard-linked file also changes
-// its other names, and only the name written through is captured. Control files are
-// FOPEN_DIRECT_IO: their size is 0 and every read is generated afresh.
+// its other names, and only one of its names is captured (the one go-fuse's
+// tree gives for the node, not necessarily the one written through).
+//
+// Control files are FOPEN_DIRECT_IO: their size is 0 and every read is
+// generated afresh.
 //
 // # Durability
 //

@@ -34,6 +34,7 @@ func (f *fsys) invalidate(paths []string) {
 		}
 		if ch := parent.GetChild(name); ch != nil {
 			notifyErr(f, ch.NotifyContent(0, 0), p)
+			forgetName(parent, name, ch)
 		}
 		notifyErr(f, parent.NotifyEntry(name), p)
 		if !dirs[parent] {
@@ -73,5 +74,22 @@ func (f *fsys) invalidateViews(before rewind.Seq) {
 		if t, ok := rewind.ParseView(name); ok && t < before {
 			notifyErr(f, root.NotifyEntry(name), name)
 		}
+	}
+}
+
+// forgetName drops name from go-fuse's tree for a file node whose backing
+// object left that name, so the node's path is one of its other names (a
+// hard link) rather than a name that now leads elsewhere. A node with no
+// other name keeps this one: requests in flight through it still need a
+// path, and the kernel looks the name up afresh after NotifyEntry.
+func forgetName(parent *fusefs.Inode, name string, ch *fusefs.Inode) {
+	if ch.IsDir() {
+		return
+	}
+	if ok, _ := parent.RmChild(name); !ok {
+		return
+	}
+	if _, other := ch.Parent(); other == nil {
+		parent.AddChild(name, ch, false)
 	}
 }

@@ -251,6 +251,8 @@ func (e *Engine) planPath(p *rewindPlan, path string, tgt, cur Entry) error {
 			same = h == want.Blob
 		}
 		switch {
+		case same && have.Mode != want.Mode && e.sharedInode(path):
+			p.creates = append(p.creates, want)
 		case same && have.Mode != want.Mode:
 			p.chmods = append(p.chmods, want)
 		case same:
@@ -278,6 +280,14 @@ func (e *Engine) planPath(p *rewindPlan, path string, tgt, cur Entry) error {
 		p.skipped = append(p.skipped, path)
 	}
 	return nil
+}
+
+// sharedInode reports whether the file at path has other names (hard
+// links): a mode fix in place would change theirs too, so such a name is
+// restored as a file of its own instead.
+func (e *Engine) sharedInode(path string) bool {
+	st, err := e.ws.lstat(path)
+	return err == nil && st.Nlink > 1
 }
 
 // checkBlob verifies the blob a restore would write, before anything
