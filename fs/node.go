@@ -137,16 +137,7 @@ func (n *wsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 
 // stat stats the node itself.
 func (n *wsNode) stat(st *unix.Statx_t) syscall.Errno {
-	p, ok := n.path()
-	if !ok {
-		return syscall.ENOENT
-	}
-	fd, done, err := n.fs.ws.node(p)
-	if err != nil {
-		return sysErrno(err)
-	}
-	defer done()
-	return sysErrno(statx(fd, "", st))
+	return n.withNode(func(fd int) error { return statx(fd, "", st) })
 }
 
 func (n *wsNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -268,25 +259,21 @@ func (n *wsNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno 
 }
 
 func (n *wsNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	p, ok := n.path()
-	if !ok {
-		return nil, syscall.ENOENT
-	}
-	fd, done, err := n.fs.ws.node(p)
-	if err != nil {
-		return nil, sysErrno(err)
-	}
-	defer done()
-	for size := 256; ; size *= 2 {
-		buf := make([]byte, size)
-		k, err := unix.Readlinkat(fd, "", buf)
-		if err != nil {
-			return nil, sysErrno(err)
+	var target []byte
+	errno := n.withNode(func(fd int) error {
+		for size := 256; ; size *= 2 {
+			buf := make([]byte, size)
+			k, err := unix.Readlinkat(fd, "", buf)
+			if err != nil {
+				return err
+			}
+			if k < size {
+				target = buf[:k]
+				return nil
+			}
 		}
-		if k < size {
-			return buf[:k], 0
-		}
-	}
+	})
+	return target, errno
 }
 
 // withNode runs fn on the node's O_PATH descriptor.

@@ -47,11 +47,7 @@ func runDiff(e *env, c *command, args []string) error {
 			return err
 		}
 	}
-	ws, err := findWorkspace(e.cwd)
-	if err != nil {
-		return err
-	}
-	h, err := openHistory(e, ws)
+	ws, h, err := openWorkspaceHistory(e)
 	if err != nil {
 		return err
 	}

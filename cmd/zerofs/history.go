@@ -66,6 +66,20 @@ type rewindResult struct {
 	Report             rewind.Report `json:"report"`
 }
 
+// openWorkspaceHistory finds the workspace around the current directory
+// and opens its history; the caller closes the history.
+func openWorkspaceHistory(e *env) (*workspace, history, error) {
+	ws, err := findWorkspace(e.cwd)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := openHistory(e, ws)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ws, h, nil
+}
+
 // openHistory opens ws's history: through the mount when it is mounted,
 // else by opening the engine on the store (taking its lock, so a command
 // never races a daemon).

@@ -60,11 +60,7 @@ func runLog(e *env, c *command, args []string) error {
 	if len(pos) > 0 || len(rest) > 0 {
 		return usagef(c, "unexpected argument %q", append(pos, rest...)[0])
 	}
-	ws, err := findWorkspace(e.cwd)
-	if err != nil {
-		return err
-	}
-	h, err := openHistory(e, ws)
+	_, h, err := openWorkspaceHistory(e)
 	if err != nil {
 		return err
 	}

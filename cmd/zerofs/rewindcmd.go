@@ -60,11 +60,7 @@ func runRewind(e *env, c *command, args []string) error {
 // withHistory runs fn on the history of the workspace around the current
 // directory, checking that the command took no arguments when c has none.
 func withHistory(e *env, c *command, fn func(h history) error) error {
-	ws, err := findWorkspace(e.cwd)
-	if err != nil {
-		return err
-	}
-	h, err := openHistory(e, ws)
+	_, h, err := openWorkspaceHistory(e)
 	if err != nil {
 		return err
 	}

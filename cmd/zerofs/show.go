@@ -35,11 +35,7 @@ func runShow(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	ws, err := findWorkspace(e.cwd)
-	if err != nil {
-		return err
-	}
-	h, err := openHistory(e, ws)
+	ws, h, err := openWorkspaceHistory(e)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,17 @@ import (
 	"github.com/zerofs/zerofs/blobstore"
 )
 
+// findStore finds the workspace around the current directory and its
+// store directory, for the commands that only read the store.
+func findStore(e *env) (*workspace, string, error) {
+	ws, err := findWorkspace(e.cwd)
+	if err != nil {
+		return nil, "", err
+	}
+	store, err := storeDir(ws)
+	return ws, store, err
+}
+
 // storeDir is where ws's store is on disk, for the read-only commands
 // (status, verify) that look at files the daemon keeps.
 func storeDir(ws *workspace) (string, error) {

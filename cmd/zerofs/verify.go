@@ -33,11 +33,7 @@ func runVerify(e *env, c *command, args []string) error {
 	if err := noArgs(c, args); err != nil {
 		return err
 	}
-	ws, err := findWorkspace(e.cwd)
-	if err != nil {
-		return err
-	}
-	store, err := storeDir(ws)
+	ws, store, err := findStore(e)
 	if err != nil {
 		return err
 	}
