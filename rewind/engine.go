@@ -99,7 +99,7 @@ type Engine struct {
 	// rewind, a step boundary and gc hold it for writing.
 	wsMu sync.RWMutex
 
-	capMu sync.Mutex // guards step, captured, inflight, lastActivity, lastRewind, pruned
+	capMu sync.Mutex // guards step, captured, inflight, lastActivity, lastRewind
 	step  Step
 	// captured holds the paths captured in the current step.
 	captured map[string]bool
@@ -109,7 +109,11 @@ type Engine struct {
 	lastActivity time.Time
 	lastRewind   RewindPayload
 	lastRewindAt Seq
-	pruned       Seq
+
+	// pruned is the start of history (PrunedBefore). It is read on every
+	// @T lookup and view read, so it is an atomic: readers never wait
+	// behind capMu, which a step boundary holds across its fsync.
+	pruned atomic.Uint64
 
 	// stepSeq mirrors step.Seq for lock-free reads on the write path.
 	stepSeq atomic.Uint64
@@ -224,9 +228,7 @@ func (e *Engine) apply(ev eventlog.Event) error {
 			return fmt.Errorf("rewind: history_pruned event %d: %w", ev.Seq, err)
 		}
 		e.index.prune(pp.Before)
-		e.capMu.Lock()
-		e.pruned = pp.Before
-		e.capMu.Unlock()
+		e.pruned.Store(uint64(pp.Before))
 	}
 	return nil
 }
@@ -271,12 +273,8 @@ func (e *Engine) Step() Step {
 }
 
 // PrunedBefore is the start of history: states below it were pruned by GC
-// (0 when nothing was).
-func (e *Engine) PrunedBefore() Seq {
-	e.capMu.Lock()
-	defer e.capMu.Unlock()
-	return e.pruned
-}
+// (0 when nothing was). It takes no lock.
+func (e *Engine) PrunedBefore() Seq { return Seq(e.pruned.Load()) }
 
 // LastRewind is the last rewind's payload and sequence, if any.
 func (e *Engine) LastRewind() (RewindPayload, Seq, bool) {
