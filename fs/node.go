@@ -154,8 +154,9 @@ func (n *wsNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.Att
 	return 0
 }
 
-// Setattr captures before a size (truncate) or mode (chmod) change; other
-// attribute changes take the workspace lock without capturing.
+// Setattr captures before a size (truncate), mode (chmod) or owner (chown)
+// change; a change of times alone takes the workspace lock without
+// capturing.
 func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	p, ok := n.path()
 	h, _ := f.(*wsFile)
@@ -164,8 +165,10 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 	}
 	size, hasSize := in.GetSize()
 	mode, hasMode := in.GetMode()
+	uid, hasUID := in.GetUID()
+	gid, hasGID := in.GetGID()
 	var changes []rewind.Change
-	if (hasSize || hasMode) && ok {
+	if (hasSize || hasMode || hasUID || hasGID) && ok {
 		changes = append(changes, rewind.Change{Path: p})
 	}
 	release, step, errno := n.begin(ctx, "setattr", changes...)
@@ -194,8 +197,6 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 			return sysErrno(err)
 		}
 	}
-	uid, hasUID := in.GetUID()
-	gid, hasGID := in.GetGID()
 	if hasUID || hasGID {
 		u, g := -1, -1
 		if hasUID {

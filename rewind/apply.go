@@ -34,8 +34,9 @@ type intent struct {
 var crashPoint = func(name string) {}
 
 // rewindPlan is what a rewind must do, in order: removals (deepest first),
-// creations (parents first), then mode fixes (deepest first, so a directory
-// that forbids writing gets its mode after its children are in place).
+// creations (parents first), then fixes of owner, mode and mtime (deepest
+// first, so a directory that forbids writing gets its mode, and every
+// directory its mtime, after its children are in place).
 type rewindPlan struct {
 	removes []string
 	creates []FileState
@@ -235,7 +236,7 @@ func (e *Engine) planPath(p *rewindPlan, path string, tgt, cur Entry) error {
 			p.removes = append(p.removes, path)
 			p.creates = append(p.creates, want)
 			p.chmods = append(p.chmods, want)
-		} else if have.Mode != want.Mode {
+		} else if metaDiffers(have, want) {
 			p.chmods = append(p.chmods, want)
 		}
 	case KindFile:
@@ -251,9 +252,9 @@ func (e *Engine) planPath(p *rewindPlan, path string, tgt, cur Entry) error {
 			same = h == want.Blob
 		}
 		switch {
-		case same && have.Mode != want.Mode && e.sharedInode(path):
+		case same && metaDiffers(have, want) && e.sharedInode(path):
 			p.creates = append(p.creates, want)
-		case same && have.Mode != want.Mode:
+		case same && metaDiffers(have, want):
 			p.chmods = append(p.chmods, want)
 		case same:
 		default:
@@ -269,6 +270,9 @@ func (e *Engine) planPath(p *rewindPlan, path string, tgt, cur Entry) error {
 				return fmt.Errorf("rewind: readlink %q: %w", path, err)
 			}
 			if target == want.Target {
+				if metaDiffers(have, want) {
+					p.chmods = append(p.chmods, want)
+				}
 				return nil
 			}
 		}
@@ -283,8 +287,8 @@ func (e *Engine) planPath(p *rewindPlan, path string, tgt, cur Entry) error {
 }
 
 // sharedInode reports whether the file at path has other names (hard
-// links): a mode fix in place would change theirs too, so such a name is
-// restored as a file of its own instead.
+// links): a fix of mode, owner or mtime in place would change theirs too,
+// so such a name is restored as a file of its own instead.
 func (e *Engine) sharedInode(path string) bool {
 	st, err := e.ws.lstat(path)
 	return err == nil && st.Nlink > 1
@@ -377,8 +381,8 @@ func (e *Engine) applyPlan(plan *rewindPlan) error {
 		touch(st.Path)
 	}
 	for _, st := range plan.chmods {
-		if err := e.ws.chmod(st.Path, st.Mode); err != nil {
-			return fmt.Errorf("rewind: chmod %q: %w", st.Path, err)
+		if err := e.restoreMeta(st); err != nil {
+			return err
 		}
 		touch(st.Path)
 		if st.Kind == KindDir {
@@ -436,11 +440,13 @@ func (e *Engine) create(st FileState) error {
 			return fmt.Errorf("rewind: restore %q: %w", st.Path, err)
 		}
 		defer r.Close()
-		if err := e.ws.writeFile(st.Path, r, st.Mode); err != nil {
+		finish := func(fd int) error { return finishFile(fd, st) }
+		if err := e.ws.writeFile(st.Path, r, finish); err != nil {
 			return fmt.Errorf("rewind: restore %q: %w", st.Path, err)
 		}
 	case KindSymlink:
-		if err := e.ws.symlink(st.Path, st.Target); err != nil {
+		finish := func(dirfd int, tmp string) error { return finishSymlink(dirfd, tmp, st) }
+		if err := e.ws.symlink(st.Path, st.Target, finish); err != nil {
 			return fmt.Errorf("rewind: symlink %q: %w", st.Path, err)
 		}
 	}

@@ -231,6 +231,7 @@ func (e *Engine) readState(p string) (FileState, error) {
 		return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 	}
 	fs := FileState{Path: p, Mode: st.Mode & 0o7777}
+	setMeta(&fs, &st)
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		fs.Kind = KindDir

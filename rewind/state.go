@@ -86,6 +86,7 @@ func (e *Engine) live(p string) (Entry, error) {
 		return Entry{}, fmt.Errorf("rewind: stat %q: %w", p, err)
 	}
 	fs := FileState{Path: p, Mode: st.Mode & 0o7777, Bytes: st.Size}
+	setMeta(&fs, &st)
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		fs.Kind = KindDir

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/zerofs/zerofs/eventlog"
 )
@@ -23,19 +24,29 @@ const (
 
 // FileState is one path's before-state: an entry of a checkpoint's "files".
 // The JSON keys are SPEC.md's.
+//
+// UID, GID and MTime are nil in records written before zerofs kept them
+// (and for absent paths): the owner is then unknown, which views and
+// rewinds treat as root's, with no setuid or setgid bit (see Owned).
 type FileState struct {
-	Path    string `json:"path"`
-	Kind    Kind   `json:"kind,omitempty"`
-	Blob    string `json:"blob,omitempty"`
-	Absent  bool   `json:"absent"`
-	Skipped bool   `json:"skipped"`
-	Reason  string `json:"reason,omitempty"`
-	Bytes   int64  `json:"bytes"`
-	Mode    uint32 `json:"mode"` // permission bits (07777)
-	Target  string `json:"target,omitempty"`
-	PID     int    `json:"pid,omitempty"`
-	Comm    string `json:"comm,omitempty"`
+	Path    string     `json:"path"`
+	Kind    Kind       `json:"kind,omitempty"`
+	Blob    string     `json:"blob,omitempty"`
+	Absent  bool       `json:"absent"`
+	Skipped bool       `json:"skipped"`
+	Reason  string     `json:"reason,omitempty"`
+	Bytes   int64      `json:"bytes"`
+	Mode    uint32     `json:"mode"` // permission bits (07777)
+	UID     *uint32    `json:"uid,omitempty"`
+	GID     *uint32    `json:"gid,omitempty"`
+	MTime   *time.Time `json:"mtime,omitempty"` // UTC, nanoseconds
+	Target  string     `json:"target,omitempty"`
+	PID     int        `json:"pid,omitempty"`
+	Comm    string     `json:"comm,omitempty"`
 }
+
+// Owned reports whether the record names its owner (uid and gid).
+func (s FileState) Owned() bool { return s.UID != nil && s.GID != nil }
 
 // Checkpoint is the payload of a session_checkpoint event.
 type Checkpoint struct {

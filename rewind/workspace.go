@@ -219,9 +219,10 @@ func (w *workspace) chmod(p string, mode uint32) error {
 	})
 }
 
-// writeFile replaces p with the content from r and mode, atomically: a
-// temporary file beside it, fsynced, renamed over p.
-func (w *workspace) writeFile(p string, r io.Reader, mode uint32) error {
+// writeFile replaces p with the content from r, atomically: a temporary
+// file beside it (0600 until finish gives it its owner, mode and times),
+// fsynced, renamed over p.
+func (w *workspace) writeFile(p string, r io.Reader, finish func(fd int) error) error {
 	return w.withParent(p, func(fd int, name string) error {
 		tmp := tempName(name)
 		nfd, err := unix.Openat(fd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
@@ -231,7 +232,7 @@ func (w *workspace) writeFile(p string, r io.Reader, mode uint32) error {
 		f := os.NewFile(uintptr(nfd), tmp)
 		_, err = io.Copy(f, r)
 		if err == nil {
-			err = unix.Fchmod(nfd, mode&0o7777)
+			err = finish(nfd)
 		}
 		if err == nil {
 			err = f.Sync()
@@ -249,14 +250,19 @@ func (w *workspace) writeFile(p string, r io.Reader, mode uint32) error {
 	})
 }
 
-// symlink replaces p with a symlink to target, atomically.
-func (w *workspace) symlink(p, target string) error {
+// symlink replaces p with a symlink to target, atomically; finish gives
+// it its owner and times under its temporary name.
+func (w *workspace) symlink(p, target string, finish func(dirfd int, tmp string) error) error {
 	return w.withParent(p, func(fd int, name string) error {
 		tmp := tempName(name)
 		if err := unix.Symlinkat(target, fd, tmp); err != nil {
 			return err
 		}
-		if err := unix.Renameat(fd, tmp, fd, name); err != nil {
+		err := finish(fd, tmp)
+		if err == nil {
+			err = unix.Renameat(fd, tmp, fd, name)
+		}
+		if err != nil {
 			unix.Unlinkat(fd, tmp, 0)
 			return err
 		}

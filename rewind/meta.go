@@ -1,0 +1,196 @@
+package rewind
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Owners and times: every before-state records its uid, gid and mtime, and
+// a rewind puts them back. A setuid or setgid bit only ever comes back
+// together with the owner it belonged to: restoring an owner needs root, and
+// a daemon that cannot (or a record that names no owner) strips the bit
+// rather than hand its own identity to whoever runs the file. The order
+// never lets a file be setuid with the wrong owner, even for an instant:
+// a restored file is written 0600, then chowned, then chmodded, then timed,
+// and only then renamed into place; an existing path is chowned before it
+// is chmodded.
+
+// canChown reports whether the daemon may give files to other users; tests
+// set it to act as an unprivileged daemon would.
+var canChown = func() bool { return os.Geteuid() == 0 }
+
+// setMeta fills st's owner and mtime from a stat of the path.
+func setMeta(st *FileState, from *unix.Stat_t) {
+	uid, gid := from.Uid, from.Gid
+	mtime := time.Unix(from.Mtim.Unix()).UTC()
+	st.UID, st.GID, st.MTime = &uid, &gid, &mtime
+}
+
+// safeMode is the permission bits to give a restored path now owned by
+// uid:gid: want's bits, less a setuid bit unless uid is the recorded owner
+// and a setgid bit unless gid is the recorded group.
+func safeMode(want FileState, uid, gid uint32) uint32 {
+	m := want.Mode & 0o7777
+	if want.UID == nil || *want.UID != uid {
+		m &^= unix.S_ISUID
+	}
+	if want.GID == nil || *want.GID != gid {
+		m &^= unix.S_ISGID
+	}
+	return m
+}
+
+// ownerFor is the owner a restore of want leaves a path with that is now
+// owned by uid:gid: the recorded one when the daemon may set it.
+func ownerFor(want FileState, uid, gid uint32) (uint32, uint32) {
+	if want.Owned() && canChown() {
+		return *want.UID, *want.GID
+	}
+	return uid, gid
+}
+
+// metaDiffers reports whether the live state have differs from want in
+// what a rewind restores besides content: permission bits (as safeMode
+// would set them), the owner (where the daemon may set it) and the mtime.
+func metaDiffers(have, want FileState) bool {
+	if have.UID == nil || have.GID == nil {
+		return have.Mode != want.Mode
+	}
+	uid, gid := ownerFor(want, *have.UID, *have.GID)
+	if uid != *have.UID || gid != *have.GID {
+		return true
+	}
+	if want.Kind != KindSymlink && have.Mode != safeMode(want, uid, gid) {
+		return true
+	}
+	return want.MTime != nil && (have.MTime == nil || !have.MTime.Equal(*want.MTime))
+}
+
+// cannot reports whether err means the daemon is not allowed to set an
+// owner or a time here (not root, a root-squashing or id-mapped
+// filesystem): the restore goes on without it.
+func cannot(err error) bool {
+	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)
+}
+
+// mtimeSpec is the utimensat argument that sets mtime and leaves atime.
+func mtimeSpec(mtime time.Time) ([]unix.Timespec, error) {
+	ts, err := unix.TimeToTimespec(mtime)
+	if err != nil {
+		return nil, err
+	}
+	return []unix.Timespec{{Nsec: unix.UTIME_OMIT}, ts}, nil
+}
+
+// finishFile gives a restored file, open at fd and still 0600 under its
+// temporary name, its owner, then its mode, then its mtime.
+func finishFile(fd int, want FileState) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	uid, gid := ownerFor(want, st.Uid, st.Gid)
+	if uid != st.Uid || gid != st.Gid {
+		if err := unix.Fchown(fd, int(uid), int(gid)); err != nil && !cannot(err) {
+			return err
+		}
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+	}
+	if err := unix.Fchmod(fd, safeMode(want, st.Uid, st.Gid)); err != nil {
+		return err
+	}
+	if want.MTime != nil {
+		ts, err := mtimeSpec(*want.MTime)
+		if err != nil {
+			return err
+		}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), ts, 0); err != nil && !cannot(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// finishSymlink gives a restored symlink, still under its temporary name
+// tmp in dirfd, its owner and mtime (a symlink has no mode of its own).
+func finishSymlink(dirfd int, tmp string, want FileState) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, tmp, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if uid, gid := ownerFor(want, st.Uid, st.Gid); uid != st.Uid || gid != st.Gid {
+		if err := unix.Fchownat(dirfd, tmp, int(uid), int(gid), unix.AT_SYMLINK_NOFOLLOW); err != nil && !cannot(err) {
+			return err
+		}
+	}
+	if want.MTime != nil {
+		ts, err := mtimeSpec(*want.MTime)
+		if err != nil {
+			return err
+		}
+		if err := unix.UtimesNanoAt(dirfd, tmp, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil && !cannot(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// lchown sets p's owner, never following a symlink.
+func (w *workspace) lchown(p string, uid, gid uint32) error {
+	if p == "" {
+		return unix.Fchown(int(w.root.Fd()), int(uid), int(gid))
+	}
+	return w.withParent(p, func(fd int, name string) error {
+		return unix.Fchownat(fd, name, int(uid), int(gid), unix.AT_SYMLINK_NOFOLLOW)
+	})
+}
+
+// utimens sets p's mtime (leaving its atime), never following a symlink.
+func (w *workspace) utimens(p string, mtime time.Time) error {
+	ts, err := mtimeSpec(mtime)
+	if err != nil {
+		return err
+	}
+	if p == "" {
+		return unix.UtimesNanoAt(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", w.root.Fd()), ts, 0)
+	}
+	return w.withParent(p, func(fd int, name string) error {
+		return unix.UtimesNanoAt(fd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
+	})
+}
+
+// restoreMeta gives the existing path want.Path the owner, then the mode,
+// then the mtime want records.
+func (e *Engine) restoreMeta(want FileState) error {
+	p := want.Path
+	st, err := e.ws.lstat(p)
+	if err != nil {
+		return fmt.Errorf("rewind: stat %q: %w", p, err)
+	}
+	uid, gid := ownerFor(want, st.Uid, st.Gid)
+	if uid != st.Uid || gid != st.Gid {
+		if err := e.ws.lchown(p, uid, gid); err != nil && !cannot(err) {
+			return fmt.Errorf("rewind: chown %q: %w", p, err)
+		}
+		if st, err = e.ws.lstat(p); err != nil {
+			return fmt.Errorf("rewind: stat %q: %w", p, err)
+		}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		if err := e.ws.chmod(p, safeMode(want, st.Uid, st.Gid)); err != nil {
+			return fmt.Errorf("rewind: chmod %q: %w", p, err)
+		}
+	}
+	if want.MTime != nil {
+		if err := e.ws.utimens(p, *want.MTime); err != nil && !cannot(err) {
+			return fmt.Errorf("rewind: set mtime of %q: %w", p, err)
+		}
+	}
+	return nil
+}
