@@ -33,6 +33,12 @@ import (
 // Reads are generated when a handle is opened and served with
 // FOPEN_DIRECT_IO, so the size 0 in the attributes never truncates them.
 // Every write(2) is one whole command.
+//
+// Trust (SPEC.md): the control files belong to the user who mounted, 0600
+// (head 0644, which anyone may read), and Open refuses anyone else but root
+// with EACCES, whatever the kernel's own check (default_permissions) let
+// through: the log holds every path and hook payload, and a rewind changes
+// files that are not the caller's.
 
 // ctlNames lists the control files; the value says whether it takes writes.
 var ctlNames = map[string]bool{
@@ -68,8 +74,8 @@ func (d *ctlDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.Att
 	return 0
 }
 
-// fillVirtual fills the attributes of a virtual node: owned by the
-// workspace's owner, timed like the workspace root at mount.
+// fillVirtual fills the attributes of a virtual node: owned by the user
+// who mounted, timed like the workspace root at mount.
 func (f *fsys) fillVirtual(a *fuse.Attr, mode uint32, nlink uint32) {
 	a.Mode = mode
 	a.Nlink = nlink
@@ -96,8 +102,8 @@ var (
 )
 
 func (c *ctlFile) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	mode := uint32(0o444)
-	if c.writable {
+	mode := uint32(0o600)
+	if c.name == "head" {
 		mode = 0o644
 	}
 	c.fs.fillVirtual(&out.Attr, syscall.S_IFREG|mode, 1)
@@ -137,8 +143,18 @@ func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
 	return 0
 }
 
+// mayOpen reports whether the caller may open this control file: head is
+// anyone's to read; the rest only the mounting user's and root's.
+func (c *ctlFile) mayOpen(ctx context.Context) bool {
+	if c.name == "head" {
+		return true
+	}
+	caller, ok := fuse.FromContext(ctx)
+	return ok && (caller.Uid == 0 || caller.Uid == c.fs.uid)
+}
+
 func (c *ctlFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	if flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 && !c.writable {
+	if (flags&(syscall.O_WRONLY|syscall.O_RDWR) != 0 && !c.writable) || !c.mayOpen(ctx) {
 		return nil, 0, syscall.EACCES
 	}
 	h := &ctlHandle{}

@@ -127,8 +127,8 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		store:      storeDir,
 		sync:       opts.Sync,
 		autoStep:   opts.AutoStep,
-		uid:        rootSt.Uid,
-		gid:        rootSt.Gid,
+		uid:        uint32(os.Geteuid()),
+		gid:        uint32(os.Getegid()),
 		mtime:      time.Unix(rootSt.Mtim.Unix()),
 	}
 	f.root = &wsNode{fs: f}

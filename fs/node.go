@@ -38,10 +38,12 @@ type fsys struct {
 	sync                         bool
 	autoStep                     time.Duration
 
-	// Owner of the workspace root at mount: the owner shown for control
-	// files and for recorded states in views (a state records no owner).
+	// The user who mounted (the daemon's effective ids): the owner of the
+	// control files, who alone (with root) may use them.
 	uid, gid uint32
-	mtime    time.Time // also shown for recorded states, which record no time
+	// The workspace root's mtime at mount: the time of the control files,
+	// and of recorded states from older history, which record no time.
+	mtime time.Time
 
 	mu     sync.Mutex       // guards lastGC
 	lastGC *rewind.GCResult // the last GC run through .zero/gc

@@ -106,16 +106,36 @@ func (f *fsys) lookupReserved(ctx context.Context, name string, out *fuse.EntryO
 	return f.root.NewInode(ctx, v, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: viewIno(t, "")}), 0
 }
 
-// fill sets the attributes of the state ent: kind, permission bits and size
-// from the record; a live path shows its real attributes.
+// fill sets the attributes of the state ent, as the path had them at T:
+// kind, owner, permission bits, size and mtime from the record, so that the
+// kernel's permission checks (the mount is default_permissions) give every
+// user exactly the access they had then. A record that names no owner
+// (older history) is shown as root's, 0700 at most for a directory and 0600
+// at most for a file: never more open than it may have been. A live path
+// shows its real attributes.
 func (v *viewNode) fill(a *fuse.Attr, ent rewind.Entry) {
 	st := ent.State
-	mode := kindMode(st.Kind) | st.Mode&07777
+	kind := kindMode(st.Kind)
 	if v.path == "" {
-		mode = syscall.S_IFDIR | st.Mode&07777
+		kind = syscall.S_IFDIR
 	}
-	v.fs.fillVirtual(a, mode, 1)
-	if st.Kind == rewind.KindDir || v.path == "" {
+	perm := st.Mode & 07777
+	var uid, gid uint32
+	if st.Owned() {
+		uid, gid = *st.UID, *st.GID
+	} else if kind == syscall.S_IFDIR {
+		perm &= 0o700
+	} else if kind == syscall.S_IFREG {
+		perm &= 0o600
+	}
+	v.fs.fillVirtual(a, kind|perm, 1)
+	a.Uid, a.Gid = uid, gid
+	if st.MTime != nil {
+		t := *st.MTime
+		a.Atime, a.Mtime, a.Ctime = uint64(t.Unix()), uint64(t.Unix()), uint64(t.Unix())
+		a.Atimensec, a.Mtimensec, a.Ctimensec = uint32(t.Nanosecond()), uint32(t.Nanosecond()), uint32(t.Nanosecond())
+	}
+	if kind == syscall.S_IFDIR {
 		a.Nlink = 2
 	}
 	a.Size = uint64(st.Bytes)
@@ -127,10 +147,8 @@ func (v *viewNode) fill(a *fuse.Attr, ent rewind.Entry) {
 		var x unix.Statx_t
 		fd, done, err := v.fs.ws.node(v.path)
 		if err == nil {
-			if statx(fd, "", &x) == nil && uint32(x.Mode)&syscall.S_IFMT == mode&syscall.S_IFMT {
-				ino := a.Ino
+			if statx(fd, "", &x) == nil && uint32(x.Mode)&syscall.S_IFMT == kind {
 				fillAttr(&x, a)
-				a.Ino = ino
 			}
 			done()
 		}
