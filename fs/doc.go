@@ -38,6 +38,13 @@
 // its other names, and only one of its names is captured (the one go-fuse's
 // tree gives for the node, not necessarily the one written through).
 //
+// # Locks
+//
+// fcntl and flock locks are served by lock.go, in front of go-fuse's node
+// bridge: per FUSE node an anonymous memfd, per lock owner one open file
+// description of it carrying the owner's locks as OFD locks, so the kernel
+// keeps POSIX semantics (one owner per process; a close drops them).
+//
 // Control files are FOPEN_DIRECT_IO: their size is 0 and every read is
 // generated afresh.
 //

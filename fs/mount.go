@@ -43,6 +43,7 @@ type Mounted struct {
 	root   *os.File // the workspace root, opened before mounting
 	store  *os.File // the store directory, opened before mounting
 	mp     string
+	locks  *lockTable // fcntl and flock locks (lock.go)
 
 	done      chan struct{} // closed when serving ended and the engine is closed
 	closeOnce sync.Once
@@ -157,14 +158,15 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	if opts.Debug {
 		fopts.Logger = log.New(os.Stderr, "zerofs: ", 0)
 	}
-	server, err := fusefs.Mount(mp, f.root, fopts)
+	locks := newLockTable()
+	server, err := mountWithLocks(mp, f.root, fopts, locks)
 	if err != nil {
 		eng.Close()
 		root.Close()
 		store.Close()
 		return nil, fmt.Errorf("fs: mount %s: %w", mp, err)
 	}
-	m := &Mounted{fs: f, server: server, root: root, store: store, mp: mp, done: make(chan struct{})}
+	m := &Mounted{fs: f, server: server, root: root, store: store, mp: mp, locks: locks, done: make(chan struct{})}
 	go func() {
 		server.Wait()
 		m.close()
@@ -187,6 +189,7 @@ func (m *Mounted) Wait() { <-m.done }
 func (m *Mounted) close() error {
 	m.closeOnce.Do(func() {
 		m.closeErr = m.fs.eng.Close()
+		m.locks.closeAll()
 		m.store.Close()
 		m.root.Close()
 	})
