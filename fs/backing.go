@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"path"
 	"strconv"
 	"syscall"
 	"time"
@@ -9,37 +8,28 @@ import (
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/internal/wsdir"
 )
 
 // backing is the workspace as the daemon sees it: a directory descriptor
-// opened before mounting. Every path here is relative to it ("" is the root)
-// and comes from go-fuse's inode tree, so it is clean.
+// opened before mounting, resolved through wsdir (confined beneath it,
+// refusing every symlink on the way, crossing mount points below it, in
+// chunks far past PATH_MAX). Every path here is relative to it ("" is the
+// root) and is a node's path from go-fuse's inode tree, so it is clean.
+
 type backing struct {
 	fd  int    // the workspace root, O_RDONLY|O_DIRECTORY
 	dev uint64 // its device, masked out of inode numbers
 }
 
-// resolve keeps path resolution beneath the root and refuses every symlink
-// on the way: the kernel resolves symlinks itself, one lookup at a time, so a
-// symlink inside a path we get can only be a race, never a request.
-const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+// root is the workspace root's resolver.
+func (b *backing) root() wsdir.Dir { return wsdir.New(b.fd) }
 
-// openat2 opens rel beneath the root.
+// openat2 opens the node at rel with flags.
 func (b *backing) openat2(rel string, flags int) (int, error) {
-	if rel == "" {
-		rel = "."
-	}
-	for {
-		fd, err := unix.Openat2(b.fd, rel, &unix.OpenHow{
-			Flags:   uint64(flags | unix.O_CLOEXEC),
-			Resolve: resolve,
-		})
-		if err == unix.EINTR || err == unix.EAGAIN {
-			// EAGAIN: a concurrent rename raced RESOLVE_BENEATH's check.
-			continue
-		}
-		return fd, err
-	}
+	fd, err := b.root().Open(rel, flags)
+	return fd, err
 }
 
 // dir opens directory rel for use as the dirfd of *at calls. done closes it
@@ -144,18 +134,7 @@ func setTimes(fd int, atime, mtime *time.Time) error {
 }
 
 // join is the workspace path of name in directory dir.
-func join(dir, name string) string {
-	if dir == "" {
-		return name
-	}
-	return dir + "/" + name
-}
+func join(dir, name string) string { return wsdir.Join(dir, name) }
 
 // split is the inverse of join.
-func split(p string) (dir, name string) {
-	d, n := path.Split(p)
-	if d != "" {
-		d = d[:len(d)-1]
-	}
-	return d, n
-}
+func split(p string) (dir, name string) { return wsdir.Split(p) }

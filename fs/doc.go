@@ -9,10 +9,13 @@
 // # Invariants
 //
 //   - The workspace is reached only through a directory descriptor opened
-//     before mounting (an in-place mount covers the path). Parent directories
-//     are opened with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) and the
-//     final name is handled with *at calls that never follow a symlink, so no
-//     request can leave the workspace or build a path longer than PATH_MAX.
+//     before mounting (an in-place mount covers the path), resolved by
+//     internal/wsdir, the resolver the engine uses too: openat2 confined
+//     beneath the root, refusing every symlink on the way, crossing mount
+//     points below the root, a chunk at a time so no syscall sees a path
+//     near PATH_MAX however deep the tree. The final name is handled with
+//     *at calls that never follow a symlink, so no request can leave the
+//     workspace.
 //   - The store is reached through /proc/self/fd of a descriptor opened
 //     before mounting, for the same reason: with the default store inside an
 //     in-place mount, the store's path leads into the mount, where ".zero" is

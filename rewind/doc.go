@@ -12,9 +12,14 @@
 // events are appended, never rebuilt while running.
 //
 // All workspace access goes through the workspace root's directory
-// descriptor with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) for parent
-// directories and *at calls that never follow a final symlink, so a symlink
-// planted in the workspace cannot lead a capture or a rewind outside it.
+// descriptor, resolved by internal/wsdir (the resolver the FUSE layer uses
+// too): openat2 confined beneath the root and refusing every symlink, for
+// parent directories, then *at calls that never follow a final symlink, so
+// a symlink planted in the workspace cannot lead a capture or a rewind
+// outside it. Mount points below the root are crossed (a file on a tmpfs
+// mounted in the workspace is captured and rewound like any other; a path
+// that exists is never recorded as absent), and paths of any length work
+// (wsdir opens them a chunk at a time).
 //
 // Durability: with Options.Sync, Begin returns only after every blob and the
 // checkpoint event naming it are fsynced, in that order. Without it (batch),

@@ -5,72 +5,54 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/internal/wsdir"
 )
 
 // workspace reaches the workspace's files only through the root's directory
-// descriptor. Parent directories are opened with openat2 confined beneath
-// the root and refusing every symlink; the final component is then used
-// with *at calls that do not follow it. Nothing here can be led outside the
+// descriptor, resolved by wsdir: confined beneath the root, refusing every
+// symlink on the way, crossing mount points below the root, and in chunks,
+// so no path reaches PATH_MAX. The final component is then used with *at
+// calls that do not follow it. Nothing here can be led outside the
 // workspace by a planted symlink.
 type workspace struct {
 	root *os.File
 }
 
-// maxChunk bounds the path given to one openat2 call, so deep trees never
-// hit PATH_MAX: longer parent paths are opened a chunk at a time.
-const maxChunk = 2048
-
-// openDir opens directory dir (a workspace path, "" for the root) as an
-// O_PATH descriptor. It fails with ELOOP if any component is a symlink and
-// ENOTDIR if one is not a directory.
-func (w *workspace) openDir(dir string) (int, error) {
-	fd := int(w.root.Fd())
-	if dir == "" {
-		return unix.Openat(fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	}
-	owned := -1
-	for dir != "" {
-		chunk := dir
-		if len(chunk) > maxChunk {
-			i := strings.LastIndexByte(chunk[:maxChunk], '/')
-			if i <= 0 {
-				i = strings.IndexByte(chunk, '/')
-			}
-			if i > 0 {
-				chunk = dir[:i]
-			}
-		}
-		dir = strings.TrimPrefix(dir[len(chunk):], "/")
-		next, err := unix.Openat2(fd, chunk, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV,
-		})
-		if owned >= 0 {
-			unix.Close(owned)
-		}
-		if err != nil {
-			return -1, err
-		}
-		fd, owned = next, next
-	}
-	return owned, nil
-}
+// dir is the root's resolver.
+func (w *workspace) dir() wsdir.Dir { return wsdir.New(int(w.root.Fd())) }
 
 // withParent opens p's parent directory and calls fn with it and p's name.
+// A parent that is a symlink fails with ELOOP, one that is not a directory
+// with ENOTDIR.
 func (w *workspace) withParent(p string, fn func(dirfd int, name string) error) error {
 	if p == "" {
 		return fmt.Errorf("%w: the workspace root itself", ErrUnsafePath)
 	}
-	dir, name := splitPath(p)
-	fd, err := w.openDir(dir)
+	return unsafe(w.dir().WithParent(p, fn))
+}
+
+// open opens workspace path p with flags, never through a symlink.
+func (w *workspace) open(p string, flags int) (*os.File, error) {
+	fd, err := w.dir().Open(p, flags)
 	if err != nil {
-		return err
+		return nil, unsafe(err)
 	}
-	defer unix.Close(fd)
-	return fn(fd, name)
+	name := p
+	if name == "" {
+		name = "."
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// unsafe adds ErrUnsafePath to wsdir's refusal of an unclean path.
+func unsafe(err error) error {
+	if errors.Is(err, wsdir.ErrUnclean) {
+		return fmt.Errorf("%w: %w", ErrUnsafePath, err)
+	}
+	return err
 }
 
 // lstat stats p without following a final symlink. The root ("") is
@@ -90,43 +72,19 @@ func (w *workspace) lstat(p string) (unix.Stat_t, error) {
 // isMissing reports whether err means "nothing there": the path, or a
 // parent, does not exist, is not a directory, or is a symlink we refuse to
 // cross (a path beyond a symlink does not exist inside the workspace).
+// Nothing else is: a path on a filesystem mounted below the root exists.
 func isMissing(err error) bool {
-	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV)
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)
 }
 
 // openFile opens regular file p read-only, never following a symlink.
 func (w *workspace) openFile(p string) (*os.File, error) {
-	var f *os.File
-	err := w.withParent(p, func(fd int, name string) error {
-		nfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-		if err != nil {
-			return err
-		}
-		f = os.NewFile(uintptr(nfd), p)
-		return nil
-	})
-	return f, err
+	return w.open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK)
 }
 
 // openDirRead opens directory p for reading its entries.
 func (w *workspace) openDirRead(p string) (*os.File, error) {
-	if p == "" {
-		fd, err := unix.Openat(int(w.root.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, err
-		}
-		return os.NewFile(uintptr(fd), "."), nil
-	}
-	var f *os.File
-	err := w.withParent(p, func(fd int, name string) error {
-		nfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		f = os.NewFile(uintptr(nfd), p)
-		return nil
-	})
-	return f, err
+	return w.open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
 }
 
 // readDirNames lists directory p's names (without "." and "..").

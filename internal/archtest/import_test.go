@@ -11,20 +11,23 @@ const module = "github.com/zerofs/zerofs"
 
 // allowed lists, for each of our packages, the packages of ours it may
 // import (directly or not). Imports point one way: cmd/zerofs → fs → rewind
-// → eventlog, blobstore → internal/durable.
+// → eventlog, blobstore → internal/durable. internal/wsdir (the workspace
+// path resolver) is a leaf like internal/durable, for rewind and fs.
 var allowed = map[string][]string{
 	"internal/durable": {},
+	"internal/wsdir":   {},
 	"eventlog":         {"internal/durable"},
 	"blobstore":        {"internal/durable"},
-	"rewind":           {"eventlog", "blobstore", "internal/durable"},
-	"fs":               {"rewind", "eventlog", "blobstore", "internal/durable"},
-	"cmd/zerofs":       {"fs", "rewind", "eventlog", "blobstore", "internal/durable"},
+	"rewind":           {"eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"fs":               {"rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"cmd/zerofs":       {"fs", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
 }
 
 // outside lists, for each package, the outside modules it may reach.
 // Only fs (and cmd, through it) may use go-fuse.
 var outside = map[string][]string{
 	"internal/durable": {},
+	"internal/wsdir":   {"golang.org/x/sys"},
 	"eventlog":         {"github.com/google/uuid", "golang.org/x/sys"},
 	"blobstore":        {"golang.org/x/sys"},
 	"rewind":           {"github.com/google/uuid", "golang.org/x/sys"},
