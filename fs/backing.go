@@ -17,7 +17,15 @@ import (
 // refusing every symlink on the way, crossing mount points below it, in
 // chunks far past PATH_MAX). Every path here is relative to it ("" is the
 // root) and is a node's path from go-fuse's inode tree, so it is clean.
-
+//
+// A node's path that no longer resolves (ENOENT, ENOTDIR, ELOOP) means the
+// kernel holds a node the backing tree no longer has there: a rewind
+// changed the tree behind the kernel's back while the request waited for
+// it, or before the kernel's entry expired. Every method here then returns
+// ESTALE: the VFS walks the path again with LOOKUP_REVAL, so a fresh lookup
+// finds what the name is now, and it retries the call once (retry_estale).
+// So `printf x > f` that waited for a rewind which removed f creates f
+// again instead of failing with ENOENT.
 type backing struct {
 	fd  int    // the workspace root, O_RDONLY|O_DIRECTORY
 	dev uint64 // its device, masked out of inode numbers
@@ -26,10 +34,19 @@ type backing struct {
 // root is the workspace root's resolver.
 func (b *backing) root() wsdir.Dir { return wsdir.New(b.fd) }
 
+// stale maps a failure to resolve a node's own path to ESTALE.
+func stale(err error) error {
+	switch err {
+	case unix.ENOENT, unix.ENOTDIR, unix.ELOOP:
+		return unix.ESTALE
+	}
+	return err
+}
+
 // openat2 opens the node at rel with flags.
 func (b *backing) openat2(rel string, flags int) (int, error) {
 	fd, err := b.root().Open(rel, flags)
-	return fd, err
+	return fd, stale(err)
 }
 
 // dir opens directory rel for use as the dirfd of *at calls. done closes it

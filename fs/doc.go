@@ -16,6 +16,10 @@
 //     near PATH_MAX however deep the tree. The final name is handled with
 //     *at calls that never follow a symlink, so no request can leave the
 //     workspace.
+//   - A node whose path no longer resolves (a rewind changed the tree behind
+//     the kernel's back) answers ESTALE, never ENOENT: the kernel then looks
+//     the path up again and retries the call once, so a request that waited
+//     for a rewind acts on what the path is after it (backing.go).
 //   - The store is reached through /proc/self/fd of a descriptor opened
 //     before mounting, for the same reason: with the default store inside an
 //     in-place mount, the store's path leads into the mount, where ".zero" is
