@@ -240,3 +240,36 @@ func TestRootListingHidesReserved(t *testing.T) {
 		t.Errorf("@head:\n%s", d)
 	}
 }
+
+// `touch @99999999999999999999` succeeded: a number past any sequence was
+// not taken for a reserved name. And "@007" was view 7. Any number of digits
+// is reserved at the root; only the canonical decimal form names a view.
+func TestReservedNamesAnyDigitsCanonicalViews(t *testing.T) {
+	m := mountT(t, Options{})
+	mp := m.Mountpoint()
+	for i := range 8 {
+		stepT(t, mp, "s")
+		writeFile(t, filepath.Join(mp, "f"), strings.Repeat("x", i))
+	}
+	if headOf(t, mp) < 7 {
+		t.Fatalf("head %d, want at least 7", headOf(t, mp))
+	}
+	if _, err := os.Stat(view(mp, 7)); err != nil {
+		t.Fatalf("@7: %v", err)
+	}
+	for _, name := range []string{"@99999999999999999999", "@007", "@00", "@18446744073709551616"} {
+		p := filepath.Join(mp, name)
+		_, err := os.Stat(p)
+		wantErrno(t, "stat "+name, err, syscall.ENOENT)
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644) // touch
+		if err == nil {
+			f.Close()
+		}
+		wantErrno(t, "touch "+name, err, syscall.EPERM)
+		wantErrno(t, "mkdir "+name, os.Mkdir(p, 0o755), syscall.EPERM)
+		wantErrno(t, "rename to "+name, os.Rename(filepath.Join(mp, "f"), p), syscall.EPERM)
+	}
+	if _, err := os.Stat(filepath.Join(m.fs.workspace, "@99999999999999999999")); !os.IsNotExist(err) {
+		t.Fatalf("the backing workspace got the reserved name: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"sort"
@@ -32,6 +33,10 @@ type intent struct {
 // crashPoint is called at the named points of a rewind; crash tests set it
 // to kill the process there.
 var crashPoint = func(name string) {}
+
+// crashReader, when set (by crash tests), wraps the content of every file a
+// rewind restores, so that a crash point can fire inside the file's write.
+var crashReader func(io.Reader) io.Reader
 
 // rewindPlan is what a rewind must do, in order: removals (deepest first),
 // creations (parents first), then fixes of owner, mode and mtime (deepest
@@ -358,8 +363,37 @@ func (e *Engine) captureForRewind(ctx context.Context, plan *rewindPlan) (Seq, e
 	return ev.Seq, nil
 }
 
+// check refuses, before anything is done, a plan that would act on a path
+// that is not a clean relative workspace path, or remove or create the root
+// itself. Records are checked as they enter the index; this is the last
+// line, so that no bug in planning can send a rewind outside the workspace.
+func (p *rewindPlan) check() error {
+	bad := func(path string, root bool) bool {
+		return (path == "" && !root) || checkRecordPath(path) != ""
+	}
+	for _, path := range p.removes {
+		if bad(path, false) {
+			return fmt.Errorf("%w: a rewind would remove %q", ErrUnsafePath, path)
+		}
+	}
+	for _, st := range p.creates {
+		if bad(st.Path, false) {
+			return fmt.Errorf("%w: a rewind would create %q", ErrUnsafePath, st.Path)
+		}
+	}
+	for _, st := range p.chmods {
+		if bad(st.Path, true) {
+			return fmt.Errorf("%w: a rewind would chmod %q", ErrUnsafePath, st.Path)
+		}
+	}
+	return nil
+}
+
 // applyPlan carries plan out and makes it durable.
 func (e *Engine) applyPlan(plan *rewindPlan) error {
+	if err := plan.check(); err != nil {
+		return err
+	}
 	dirs := map[string]bool{}
 	touch := func(p string) {
 		d, _ := splitPath(p)
@@ -440,8 +474,12 @@ func (e *Engine) create(st FileState) error {
 			return fmt.Errorf("rewind: restore %q: %w", st.Path, err)
 		}
 		defer r.Close()
+		var content io.Reader = r
+		if crashReader != nil {
+			content = crashReader(r)
+		}
 		finish := func(fd int) error { return finishFile(fd, st) }
-		if err := e.ws.writeFile(st.Path, r, finish); err != nil {
+		if err := e.ws.writeFile(st.Path, content, finish); err != nil {
 			return fmt.Errorf("rewind: restore %q: %w", st.Path, err)
 		}
 	case KindSymlink:
@@ -455,7 +493,11 @@ func (e *Engine) create(st FileState) error {
 
 // recoverRewind finishes a rewind interrupted by a crash: it plans again
 // from the records before the rewind's own checkpoint, applies what is
-// left, and records the rewind.
+// left, and records the rewind. The intent record is untrusted input like
+// the rest of the store: it must name a rewind's checkpoint that the log
+// holds as its last event (or followed only by that rewind's own
+// session_rewind, when the crash came after recording it), or Open refuses
+// the store.
 func (e *Engine) recoverRewind(ctx context.Context) error {
 	b, err := os.ReadFile(filepath.Join(e.opts.StoreDir, intentName))
 	if errors.Is(err, os.ErrNotExist) {
@@ -464,14 +506,20 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rewind: read intent: %w", err)
 	}
-	var in intent
-	if err := json.Unmarshal(b, &in); err != nil {
-		return fmt.Errorf("rewind: damaged intent record %s: %w", intentName, err)
+	in, recorded, err := checkIntent(intentName, b, e.Head(), e.PrunedBefore(), e.log.Events)
+	if err != nil {
+		return err
 	}
-	if in.Checkpoint == 0 || in.Checkpoint > e.Head() {
-		return fmt.Errorf("rewind: intent names checkpoint %d beyond the log's head %d", in.Checkpoint, e.Head())
+	if recorded {
+		// The crash came after the session_rewind was durable and before
+		// the intent was removed: the rewind is whole.
+		e.opts.Logger.Warn("rewind: removing the intent of a rewind already recorded", "target", in.Target, "checkpoint", in.Checkpoint)
+		return durable.Remove(e.opts.StoreDir, intentName)
 	}
 	e.opts.Logger.Warn("rewind: finishing a rewind interrupted by a crash", "target", in.Target, "checkpoint", in.Checkpoint)
+	if err := e.sweepTemp(in); err != nil {
+		return err
+	}
 	plan, err := e.plan(in.Target, in.Checkpoint)
 	if err != nil {
 		return err
@@ -483,6 +531,112 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 	// to do after the crash.
 	_, err = e.finishRewind(ctx, in.Target, in.Checkpoint, e.planFromCheckpoint(in))
 	return err
+}
+
+// CheckIntentFile checks the intent record in store, if there is one, the
+// way Open does: against the log, given its head, the start of history and
+// its events from a sequence on. It returns a *DamageError naming the
+// record, or nil (also when there is no record).
+func CheckIntentFile(store string, head, pruned Seq, events func(from Seq) iter.Seq2[eventlog.Event, error]) error {
+	b, err := os.ReadFile(filepath.Join(store, intentName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("rewind: read intent: %w", err)
+	}
+	_, _, err = checkIntent(filepath.Join(store, intentName), b, head, pruned, events)
+	return err
+}
+
+// tempForAny reports whether n is a temporary name for one of names.
+func tempForAny(n string, names map[string]bool) bool {
+	for name := range names {
+		if durable.IsTempFor(n, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkIntent parses the intent record data and checks it against the log
+// (head, the pruned start of history, and its events from a sequence on):
+// the checkpoint it names must be a rewind's checkpoint above the target,
+// and nothing may follow it but that rewind's session_rewind (recorded is
+// then true). Anything else is a *DamageError naming file.
+func checkIntent(file string, data []byte, head, pruned Seq, events func(from Seq) iter.Seq2[eventlog.Event, error]) (in intent, recorded bool, err error) {
+	bad := func(format string, args ...any) (intent, bool, error) {
+		return in, false, &DamageError{File: file, Reason: fmt.Sprintf(format, args...)}
+	}
+	if err := json.Unmarshal(data, &in); err != nil {
+		return bad("not an intent record: %v", err)
+	}
+	if in.Checkpoint == 0 || in.Checkpoint > head {
+		return bad("names checkpoint %d, not in the log (head %d)", in.Checkpoint, head)
+	}
+	if in.Target >= in.Checkpoint || in.Target < pruned {
+		return bad("names target %d, not in %d..%d", in.Target, pruned, in.Checkpoint-1)
+	}
+	for ev, err := range events(in.Checkpoint) {
+		if err != nil {
+			return in, false, err
+		}
+		switch {
+		case ev.Seq == in.Checkpoint:
+			var cp Checkpoint
+			if ev.Type != eventlog.TypeCheckpoint || json.Unmarshal(ev.Payload, &cp) != nil || cp.Tool != "rewind" {
+				return bad("names sequence %d, which is not a rewind's checkpoint", in.Checkpoint)
+			}
+		case ev.Seq == in.Checkpoint+1 && ev.Type == eventlog.TypeRewind:
+			var rp RewindPayload
+			if json.Unmarshal(ev.Payload, &rp) != nil || rp.CheckpointSequence != in.Checkpoint || rp.TargetSequence != in.Target {
+				return bad("checkpoint %d is followed by another rewind (sequence %d)", in.Checkpoint, ev.Seq)
+			}
+			recorded = true
+		default:
+			return bad("checkpoint %d is followed by sequence %d (%s): the intent is stale", in.Checkpoint, ev.Seq, ev.Type)
+		}
+	}
+	return in, recorded, nil
+}
+
+// sweepTemp removes the temporary files a crash inside the rewind's file
+// writes left in the workspace: in the directory of every path the rewind
+// restores, the names internal/durable's scheme gives a temporary file for
+// that path's name. Nothing else is touched, so a user's file of a similar
+// name survives.
+func (e *Engine) sweepTemp(in intent) error {
+	byDir := map[string]map[string]bool{}
+	for _, p := range e.index.changedBetween(in.Target, in.Checkpoint+1) {
+		if p == "" {
+			continue
+		}
+		dir, name := splitPath(p)
+		if byDir[dir] == nil {
+			byDir[dir] = map[string]bool{}
+		}
+		byDir[dir][name] = true
+	}
+	for dir, names := range byDir {
+		ents, err := e.ws.readDirNames(dir)
+		if isMissing(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("rewind: sweep temporary files in %q: %w", dir, err)
+		}
+		for _, n := range ents {
+			if !durable.IsTemp(n) || !tempForAny(n, names) {
+				continue
+			}
+			p := joinPath(dir, n)
+			if err := e.ws.remove(p); err != nil {
+				return fmt.Errorf("rewind: remove temporary file %q: %w", p, err)
+			}
+			e.opts.Logger.Warn("rewind: removed a temporary file left by the crash", "path", p)
+		}
+	}
+	return nil
 }
 
 // planFromCheckpoint rebuilds, for the report, the set of paths the

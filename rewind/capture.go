@@ -213,7 +213,9 @@ func (e *Engine) appendCheckpoint(ctx context.Context, label string, files []Fil
 	if err != nil {
 		return ev, err
 	}
-	e.index.add(ev.Seq, files)
+	if err := e.index.add(ev.Seq, files); err != nil {
+		return ev, e.fail(inFile(err, logName))
+	}
 	if !e.opts.Sync {
 		e.markDirty()
 	}

@@ -3,6 +3,7 @@ package rewind
 import (
 	"context"
 	"flag"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +46,7 @@ func crashChild(point string) {
 			select {}
 		}
 	}
+	crashReader = func(r io.Reader) io.Reader { return &midWrite{r: r} }
 	root, err := os.Open(os.Getenv("ZEROFS_TEST_WS"))
 	if err != nil {
 		os.Exit(3)
@@ -63,6 +65,21 @@ func crashChild(point string) {
 		os.Exit(5)
 	}
 	os.Exit(0) // the point was never reached
+}
+
+// midWrite reaches the crash point "rewind:write" at its second read: the
+// restored file's temporary copy then exists, partly written.
+type midWrite struct {
+	r     io.Reader
+	reads int
+}
+
+func (m *midWrite) Read(p []byte) (int, error) {
+	m.reads++
+	if m.reads == 2 {
+		crashPoint("rewind:write")
+	}
+	return m.r.Read(p)
 }
 
 // buildHistory makes a workspace with enough history that a rewind changes
@@ -115,6 +132,7 @@ func TestRewindCrash(t *testing.T) {
 		{"rewind:captured", false},
 		{"rewind:intent", true},
 		{"rewind:half", true},
+		{"rewind:write", true},
 		{"rewind:applied", true},
 	} {
 		t.Run(tc.point, func(t *testing.T) {
@@ -141,6 +159,12 @@ func TestRewindCrash(t *testing.T) {
 			if tc.rewound {
 				want = atTarget
 			}
+			filepath.Walk(ws, func(p string, info os.FileInfo, err error) error {
+				if err == nil && strings.HasPrefix(info.Name(), ".tmp-") {
+					t.Errorf("after a crash at %s and reopen, a temporary file is left: %s", tc.point, p)
+				}
+				return nil
+			})
 			if d := diffTrees(diskTree(t, ws), want); d != "" {
 				t.Fatalf("after a crash at %s and reopen, the workspace is half-rewound:\n%s", tc.point, d)
 			}

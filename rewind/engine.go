@@ -14,6 +14,7 @@ import (
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/internal/durable"
 )
 
 // Options configure Open.
@@ -154,7 +155,10 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	if err := os.MkdirAll(opts.StoreDir, 0o700); err != nil {
 		return nil, fmt.Errorf("rewind: store: %w", err)
 	}
-	log, err := eventlog.Open(filepath.Join(opts.StoreDir, "events.jsonl"), eventlog.Options{Sync: opts.Sync, Logger: opts.Logger})
+	if err := ensureGitignore(opts.StoreDir); err != nil {
+		return nil, fmt.Errorf("rewind: store: %w", err)
+	}
+	log, err := eventlog.Open(filepath.Join(opts.StoreDir, logName), eventlog.Options{Sync: opts.Sync, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +196,23 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	return e, nil
 }
 
+// logName is the event log's file in the store.
+const logName = "events.jsonl"
+
+// gitignore is the store's .gitignore (SPEC, Trust): the store ignores
+// everything in it, itself included, so that an unmounted workspace under
+// git never commits its own history.
+const gitignore = "*\n"
+
+// ensureGitignore gives a new store its .gitignore, and an older one too.
+func ensureGitignore(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, ".gitignore"))
+	if err == nil && string(b) == gitignore {
+		return nil
+	}
+	return durable.WriteFileAtomic(dir, ".gitignore", []byte(gitignore), 0o600)
+}
+
 // load builds the index and the last rewind from the log.
 func (e *Engine) load() error {
 	for ev, err := range e.log.Events(1) {
@@ -205,30 +226,26 @@ func (e *Engine) load() error {
 	return nil
 }
 
-// apply folds one appended event into the in-memory state.
+// apply folds one appended event into the in-memory state. The event was
+// read from the store, so it is checked first (see DamageError): Open
+// refuses a log holding a record zerofs never writes, naming its line.
 func (e *Engine) apply(ev eventlog.Event) error {
-	switch ev.Type {
-	case eventlog.TypeCheckpoint:
-		var cp Checkpoint
-		if err := json.Unmarshal(ev.Payload, &cp); err != nil {
-			return fmt.Errorf("rewind: checkpoint %d: %w", ev.Seq, err)
+	v, err := decodeEvent(logName, ev)
+	if err != nil {
+		return err
+	}
+	switch p := v.(type) {
+	case Checkpoint:
+		if err := e.index.add(ev.Seq, p.Files); err != nil {
+			return inFile(err, logName)
 		}
-		e.index.add(ev.Seq, cp.Files)
-	case eventlog.TypeRewind:
-		var rp RewindPayload
-		if err := json.Unmarshal(ev.Payload, &rp); err != nil {
-			return fmt.Errorf("rewind: rewind event %d: %w", ev.Seq, err)
-		}
+	case RewindPayload:
 		e.capMu.Lock()
-		e.lastRewind, e.lastRewindAt = rp, ev.Seq
+		e.lastRewind, e.lastRewindAt = p, ev.Seq
 		e.capMu.Unlock()
-	case eventlog.TypeHistoryPruned:
-		var pp PrunedPayload
-		if err := json.Unmarshal(ev.Payload, &pp); err != nil {
-			return fmt.Errorf("rewind: history_pruned event %d: %w", ev.Seq, err)
-		}
-		e.index.prune(pp.Before)
-		e.pruned.Store(uint64(pp.Before))
+	case PrunedPayload:
+		e.index.prune(p.Before)
+		e.pruned.Store(uint64(p.Before))
 	}
 	return nil
 }

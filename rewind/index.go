@@ -29,8 +29,15 @@ func newIndex() *Index {
 	return &Index{paths: map[string][]record{}, children: map[string]map[string]struct{}{}}
 }
 
-// add records a checkpoint. seq must be above every seq added before.
-func (ix *Index) add(seq Seq, files []FileState) {
+// add records a checkpoint. seq must be above every seq added before. Every
+// record is checked first (the log is untrusted input, and the index is what
+// views and rewinds act on): if one is not a record zerofs could have
+// written, add records nothing and returns a *DamageError naming seq and the
+// path, for the caller to name the file.
+func (ix *Index) add(seq Seq, files []FileState) error {
+	if err := checkFiles(seq, files); err != nil {
+		return err
+	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, f := range files {
@@ -46,6 +53,7 @@ func (ix *Index) add(seq Seq, files []FileState) {
 		}
 		names[name] = struct{}{}
 	}
+	return nil
 }
 
 // at returns the before-state recorded by the first checkpoint with

@@ -115,24 +115,32 @@ var (
 const StoreName = ".zero"
 
 // IsReserved reports whether name, at the workspace root, is reserved: the
-// store and control directory ".zero", and "@<digits>" views.
+// store and control directory ".zero", and "@" followed by one or more
+// digits, however many (SPEC): "@007" and "@99999999999999999999" are
+// reserved though no view has that name.
 func IsReserved(name string) bool {
-	if name == StoreName {
-		return true
-	}
-	_, ok := ParseView(name)
-	return ok
+	return name == StoreName || isAtDigits(name)
 }
 
-// ParseView parses a view name "@<digits>" into its sequence.
-func ParseView(name string) (Seq, bool) {
+// isAtDigits reports whether name is "@" followed by one or more digits.
+func isAtDigits(name string) bool {
 	if len(name) < 2 || name[0] != '@' {
-		return 0, false
+		return false
 	}
 	for _, c := range name[1:] {
 		if c < '0' || c > '9' {
-			return 0, false
+			return false
 		}
+	}
+	return true
+}
+
+// ParseView parses a view name "@<digits>" into its sequence. Only the
+// canonical decimal form names a view: "@7", never "@007" or "@+7"; a
+// number beyond any sequence names none.
+func ParseView(name string) (Seq, bool) {
+	if !isAtDigits(name) || (name[1] == '0' && len(name) > 2) {
+		return 0, false
 	}
 	n, err := strconv.ParseUint(name[1:], 10, 64)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"sort"
@@ -101,6 +102,13 @@ func verifyStore(store string, live bool, progress io.Writer) (verifyResult, err
 		if ev.Seq > head {
 			break
 		}
+		// Records zerofs never writes (a path leading out of the
+		// workspace, an unknown kind, a bad blob id) are damage: the
+		// mount refuses such a log.
+		if err := rewind.CheckEvent(logPath, ev); err != nil {
+			res.problems = append(res.problems, err.Error())
+			continue
+		}
 		switch ev.Type {
 		case eventlog.TypeHistoryPruned:
 			var p rewind.PrunedPayload
@@ -118,6 +126,12 @@ func verifyStore(store string, live bool, progress io.Writer) (verifyResult, err
 					uses[f.Blob] = blobUse{seq: ev.Seq, path: f.Path}
 				}
 			}
+		}
+	}
+	if ce == nil && torn == 0 {
+		events := func(from Seq) iter.Seq2[eventlog.Event, error] { return eventlog.ReadFile(logPath, from) }
+		if err := rewind.CheckIntentFile(store, head, pruned, events); err != nil {
+			res.problems = append(res.problems, err.Error())
 		}
 	}
 	// gc keeps only the blobs that states at or after its cut need: those

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -53,13 +54,48 @@ func SyncDirFile(d *os.File) error {
 	return nil
 }
 
+// The one scheme for temporary file names, in the store and in the
+// workspace alike: ".tmp-<name>-<16 hex digits>", where name is the final
+// name the file will get, cut to tempNameMax bytes so that the whole stays
+// within NAME_MAX (255). A crash can leave such a file behind; whoever
+// sweeps them recognises them with IsTemp and IsTempFor.
+const (
+	tempPrefix  = ".tmp-"
+	tempRandLen = 16
+	tempNameMax = 255 - len(tempPrefix) - 1 - tempRandLen
+)
+
 // TempName returns a unique temporary file name for name: ".tmp-<name>-<rand>".
 func TempName(name string) string {
-	var b [8]byte
+	var b [tempRandLen / 2]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand never fails on Linux
 	}
-	return ".tmp-" + name + "-" + hex.EncodeToString(b[:])
+	if len(name) > tempNameMax {
+		name = name[:tempNameMax]
+	}
+	return tempPrefix + name + "-" + hex.EncodeToString(b[:])
+}
+
+// IsTemp reports whether n is a name TempName returns for some name.
+func IsTemp(n string) bool {
+	if len(n) < len(tempPrefix)+1+tempRandLen || !strings.HasPrefix(n, tempPrefix) || n[len(n)-tempRandLen-1] != '-' {
+		return false
+	}
+	for _, c := range n[len(n)-tempRandLen:] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// IsTempFor reports whether n is a name TempName(name) returns.
+func IsTempFor(n, name string) bool {
+	if len(name) > tempNameMax {
+		name = name[:tempNameMax]
+	}
+	return IsTemp(n) && len(n) == len(tempPrefix)+len(name)+1+tempRandLen && n[len(tempPrefix):len(tempPrefix)+len(name)] == name
 }
 
 // CreateTemp creates a new temporary file in dir for the final name, mode perm.

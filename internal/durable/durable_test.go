@@ -302,3 +302,29 @@ func TestTempName(t *testing.T) {
 		seen[n] = true
 	}
 }
+
+// One scheme for every temporary name: TempName's results are recognised
+// by IsTemp and IsTempFor (for their own name only), and stay within
+// NAME_MAX however long the final name is.
+func TestTempNameScheme(t *testing.T) {
+	long := strings.Repeat("n", 255)
+	for _, name := range []string{"blob", "a.go", ".hidden", "with-dash-0123456789abcdef", long} {
+		n := TempName(name)
+		if len(n) > 255 {
+			t.Errorf("TempName(%.20q...) is %d bytes, over NAME_MAX", name, len(n))
+		}
+		if !IsTemp(n) || !IsTempFor(n, name) {
+			t.Errorf("TempName(%.20q) = %.40q: IsTemp %v, IsTempFor %v; want both", name, n, IsTemp(n), IsTempFor(n, name))
+		}
+		// (A name cut to fit shares its temporary names with every name
+		// of the same first bytes.)
+		if (len(name) < 200 && IsTempFor(n, name+"x")) || IsTempFor(n, "other") {
+			t.Errorf("IsTempFor(%.40q) matches another name", n)
+		}
+	}
+	for _, n := range []string{"a.go", ".tmp-", ".tmp-a.go", ".tmp-a.go-0123", ".tmp-a.go-0123456789ABCDEF", ".tmp-a.go_0123456789abcdef", "x.tmp-a-0123456789abcdef"} {
+		if IsTemp(n) {
+			t.Errorf("IsTemp(%q) = true, want false", n)
+		}
+	}
+}
