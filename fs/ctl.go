@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
@@ -32,7 +33,18 @@ import (
 //
 // Reads are generated when a handle is opened and served with
 // FOPEN_DIRECT_IO, so the size 0 in the attributes never truncates them.
-// Every write(2) is one whole command.
+//
+// Writes: everything written through one open file is one request, however
+// many write(2) calls carry it (a label of a megabyte arrives in many), up
+// to maxRequest bytes; more is EINVAL and nothing is done. A label for
+// .zero/step is carried out when the file is closed (its close(2) returns
+// the error, if any). A request to .zero/rewind or .zero/gc is carried out
+// by the write that completes it, so that the write returns when the rewind
+// is complete and durable and fails with its error (SPEC): complete means
+// ending in a newline (what echo writes) and, for a JSON value, parsing.
+// A request never completed that way (printf 5) is carried out at close.
+// Once a request was carried out, further writes through the same open
+// file fail with EINVAL: two writes are never two rewinds.
 //
 // Trust (SPEC.md): the control files belong to the user who mounted, 0600
 // (head 0644, which anyone may read), and Open refuses anyone else but root
@@ -128,11 +140,20 @@ func (c *ctlFile) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.Set
 }
 
 // ctlHandle is an open control file: the report generated at open (or the
-// event log, read in place).
+// event log, read in place), and the request being written.
 type ctlHandle struct {
 	content []byte
 	log     *os.File // for "log": the events file, read-only
+
+	mu sync.Mutex // guards req and done; held while the request runs
+	// req is what was written so far: one request.
+	req []byte
+	// done: the request was carried out or refused; writes are EINVAL.
+	done bool
 }
+
+// maxRequest bounds one request (SPEC: a label up to 1 MiB).
+const maxRequest = 1 << 20
 
 var _ fusefs.FileReleaser = (*ctlHandle)(nil)
 
@@ -196,23 +217,75 @@ func (c *ctlFile) Read(ctx context.Context, f fusefs.FileHandle, dest []byte, of
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
-// Write runs one command. The offset is ignored: "echo x >>" works too.
+var _ fusefs.NodeFlusher = (*ctlFile)(nil)
+
+// Write adds data to the open file's request (see the top of this file),
+// and carries out a rewind or gc request it completes. The offset is
+// ignored: "echo x >>" works too.
 func (c *ctlFile) Write(ctx context.Context, f fusefs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
-	var errno syscall.Errno
-	switch c.name {
-	case "step":
-		errno = c.fs.doStep(ctx, data)
-	case "rewind":
-		errno = c.fs.doRewind(ctx, data)
-	case "gc":
-		errno = c.fs.doGC(ctx, data)
-	default:
-		errno = syscall.EACCES
+	h, ok := f.(*ctlHandle)
+	if !ok || !c.writable {
+		return 0, syscall.EACCES
 	}
-	if errno != 0 {
-		return 0, errno
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done {
+		return 0, syscall.EINVAL
+	}
+	if len(h.req)+len(data) > maxRequest {
+		h.done, h.req = true, nil
+		return 0, syscall.EINVAL
+	}
+	h.req = append(h.req, data...)
+	if c.name != "step" && requestComplete(h.req) {
+		h.done = true
+		if errno := c.run(ctx, h.req); errno != 0 {
+			return 0, errno
+		}
 	}
 	return uint32(len(data)), 0
+}
+
+// Flush, at each close(2) of the file, carries out the request written
+// through it that has not been carried out yet; close returns its error.
+func (c *ctlFile) Flush(ctx context.Context, f fusefs.FileHandle) syscall.Errno {
+	h, ok := f.(*ctlHandle)
+	if !ok {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done || len(h.req) == 0 {
+		return 0
+	}
+	h.done = true
+	return c.run(ctx, h.req)
+}
+
+// requestComplete reports whether req is a whole rewind or gc request: a
+// line, and if it is a JSON value, one that parses.
+func requestComplete(req []byte) bool {
+	if len(req) == 0 || req[len(req)-1] != '\n' {
+		return false
+	}
+	t := bytes.TrimSpace(req)
+	if len(t) > 0 && (t[0] == '{' || t[0] == '[' || t[0] == '"') {
+		return json.Valid(t)
+	}
+	return true
+}
+
+// run carries out one whole request.
+func (c *ctlFile) run(ctx context.Context, req []byte) syscall.Errno {
+	switch c.name {
+	case "step":
+		return c.fs.doStep(ctx, req)
+	case "rewind":
+		return c.fs.doRewind(ctx, req)
+	case "gc":
+		return c.fs.doGC(ctx, req)
+	}
+	return syscall.EACCES
 }
 
 // doStep begins a step. The label is the trimmed line; a JSON object is

@@ -3,7 +3,10 @@ package fs
 import (
 	"context"
 	"errors"
+	iofs "io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"syscall"
 
 	"github.com/zerofs/zerofs/blobstore"
@@ -53,9 +56,12 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 	case errors.Is(err, syscall.EDQUOT):
 		return syscall.EDQUOT
 	}
-	// Damage or a closed store: EIO, whatever errno may be inside.
-	if errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, eventlog.ErrClosed) ||
-		errors.Is(err, blobstore.ErrCorrupt) || errors.Is(err, blobstore.ErrNotFound) {
+	// Damage, a closed store, or any other failure of the store: EIO,
+	// whatever errno may be inside. (An EACCES creating a blob's temporary
+	// file is no answer to the caller's write(2): nothing about its own
+	// file was refused.)
+	if errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, eventlog.ErrClosed) || errors.Is(err, eventlog.ErrFailed) ||
+		errors.Is(err, blobstore.ErrCorrupt) || errors.Is(err, blobstore.ErrNotFound) || storeFile(err) {
 		log.Error("zerofs: store failure", "op", op, "path", path, "err", err)
 		return syscall.EIO
 	}
@@ -65,6 +71,23 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 	}
 	log.Error("zerofs: unexpected error", "op", op, "path", path, "err", err)
 	return syscall.EIO
+}
+
+// storeFile reports whether err is about a file of the store. The engine
+// names the workspace's files by their path relative to the root (it
+// reaches them through the root's descriptor, never by an absolute path),
+// while every store file is named by its absolute path under the store
+// directory: a path error naming an absolute path is the store's.
+func storeFile(err error) bool {
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		return filepath.IsAbs(pe.Path)
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return filepath.IsAbs(le.Old) || filepath.IsAbs(le.New)
+	}
+	return false
 }
 
 // sysErrno maps an error from a syscall on the backing filesystem: x/sys

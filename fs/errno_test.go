@@ -1,0 +1,75 @@
+package fs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// A store errno (EACCES creating a blob's temporary file) reached the
+// user's write(2) as that errno: the caller's own file was never refused.
+// Only a backing-filesystem errno about the workspace reaches the caller
+// as itself; a store failure is EIO (STYLE rule 6), a full disk ENOSPC.
+func TestEngineErrnoStoreFailureIsEIO(t *testing.T) {
+	storeFile := &os.PathError{Op: "open", Path: "/proc/self/fd/9/blobs/tmp/.tmp-blob-0123456789abcdef", Err: syscall.EACCES}
+	wsFile := &os.PathError{Op: "read", Path: "src/a.go", Err: syscall.EACCES}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want syscall.Errno
+	}{
+		{"EACCES on a store file", fmt.Errorf("rewind: capture %q: blobstore: put: %w", "a", storeFile), syscall.EIO},
+		{"rename in the store", fmt.Errorf("durable: %w", &os.LinkError{Op: "rename", Old: "/s/blobs/tmp/x", New: "/s/blobs/ab/x", Err: syscall.EXDEV}), syscall.EIO},
+		{"ENOSPC on a store file", fmt.Errorf("x: %w", &os.PathError{Op: "write", Path: "/s/events.jsonl", Err: syscall.ENOSPC}), syscall.ENOSPC},
+		{"EACCES on a workspace file", fmt.Errorf("rewind: capture %q: %w", "src/a.go", wsFile), syscall.EACCES},
+		{"bare workspace errno", fmt.Errorf("rewind: capture %q: %w", "a", syscall.ENAMETOOLONG), syscall.ENAMETOOLONG},
+		{"no errno", errors.New("something"), syscall.EIO},
+	} {
+		if got := engineErrno(testLogger(), "test", "a", tc.err, seqInvalid); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The same on a real mount: the store's blob temporary directory is made
+// unusable (a regular file in its place: ENOTDIR on every create in it),
+// and the user's open(2) for writing, and write(2) to a file opened before,
+// fail with EIO, not ENOTDIR; nothing changes in the workspace.
+func TestStoreErrnoReachesUserAsEIO(t *testing.T) {
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "f"), "before")
+	writeFile(t, filepath.Join(ws, "g"), "before")
+	m := mountT(t, Options{Workspace: ws, Sync: true})
+	mp := m.Mountpoint()
+	held, err := os.OpenFile(filepath.Join(mp, "g"), os.O_WRONLY, 0) // captured in this step
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	stepT(t, mp, "next")
+
+	tmp := filepath.Join(ws, ".zero", "blobs", "tmp")
+	if err := os.Rename(tmp, tmp+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tmp, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.Remove(tmp)
+		os.Rename(tmp+".away", tmp)
+	})
+
+	_, err = os.OpenFile(filepath.Join(mp, "f"), os.O_WRONLY|os.O_TRUNC, 0)
+	wantErrno(t, "open(O_TRUNC) when the store cannot take the before-state", err, syscall.EIO)
+	_, err = held.Write([]byte("after"))
+	wantErrno(t, "write(2) when the store cannot take the before-state", err, syscall.EIO)
+	for _, n := range []string{"f", "g"} {
+		if got := readFile(t, filepath.Join(ws, n)); got != "before" {
+			t.Errorf("%s = %q, want it unchanged", n, got)
+		}
+	}
+}
