@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -301,5 +304,59 @@ func TestControlFilesRefuseOtherUsers(t *testing.T) {
 	rewindTo(t, ws, T)
 	if got := readFile(t, filepath.Join(ws, "f")); got != "one\n" {
 		t.Errorf("after root's rewind f = %q, want one", got)
+	}
+}
+
+// The owner of a workspace can replace its .zero while it is unmounted. A
+// log forged there could name a file of the forger's content as root's and
+// setuid, for a root rewind to create: zerofs refuses a store (or log)
+// that is not the user's who opens it, mounted or not.
+func TestRootRefusesAStoreForgedByTheWorkspaceOwner(t *testing.T) {
+	ws := sharedWS(t)
+	if err := os.Chown(ws, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	shell, err := os.ReadFile("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(shell)
+	id := hex.EncodeToString(sum[:])
+	store := filepath.Join(ws, ".zero")
+	blob := filepath.Join(store, "blobs", id[:2], id)
+	if err := os.MkdirAll(filepath.Dir(blob), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(blob, shell, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	line := fmt.Sprintf(`{"id":"00000000-0000-4000-8000-000000000001","sessionId":"00000000-0000-4000-8000-000000000002",`+
+		`"sequence":1,"type":"session_checkpoint","createdAt":"2026-01-01T00:00:00.000000000Z","payload":{"tool":"forged",`+
+		`"files":[{"path":"evil","kind":"file","blob":"%s","absent":false,"skipped":false,"bytes":%d,"mode":%d,"uid":0,"gid":0}]}}`+"\n",
+		id, len(shell), 0o4755)
+	if err := os.WriteFile(filepath.Join(store, "events.jsonl"), []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// As if nobody had made them.
+	filepath.Walk(store, func(p string, _ os.FileInfo, err error) error {
+		if err == nil {
+			err = os.Lchown(p, nobody, nobody)
+		}
+		return err
+	})
+	// Unmounted, the command opens the store itself.
+	if out, err := zerofs(t, ws, "rewind", "0"); err == nil || !strings.Contains(out, "belongs to uid 65534") {
+		t.Errorf("zerofs rewind 0 on nobody's store: %v\n%s\nwant a refusal naming the owner", err, out)
+	}
+	out, err := zerofs(t, "/", "mount", ws)
+	if fuseMounted(ws) {
+		t.Cleanup(func() { unmountT(t, ws, 0) })
+		rewindTo(t, ws, 0)
+	}
+	if err == nil || !strings.Contains(out, "belongs to uid 65534") {
+		t.Errorf("zerofs mount of nobody's store: %v\n%s\nwant a refusal naming the owner", err, out)
+	}
+	if fi, err := os.Lstat(filepath.Join(ws, "evil")); err == nil {
+		t.Fatalf("the forged record was restored: evil is %v", fi.Mode())
 	}
 }

@@ -155,6 +155,9 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	if err := os.MkdirAll(opts.StoreDir, 0o700); err != nil {
 		return nil, fmt.Errorf("rewind: store: %w", err)
 	}
+	if err := checkStoreOwner(opts.StoreDir); err != nil {
+		return nil, err
+	}
 	if err := ensureGitignore(opts.StoreDir); err != nil {
 		return nil, fmt.Errorf("rewind: store: %w", err)
 	}

@@ -20,7 +20,7 @@ func TestCaptureOnFullDisk(t *testing.T) {
 	}
 	ctx := context.Background()
 	store := t.TempDir()
-	if err := unix.Mount("tmpfs", store, "tmpfs", 0, "size=256k"); err != nil {
+	if err := unix.Mount("tmpfs", store, "tmpfs", 0, "size=256k,mode=0700"); err != nil {
 		t.Skipf("cannot mount tmpfs: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(store, unix.MNT_DETACH) })

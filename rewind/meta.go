@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -190,6 +191,46 @@ func (e *Engine) restoreMeta(want FileState) error {
 	if want.MTime != nil {
 		if err := e.ws.utimens(p, *want.MTime); err != nil && !cannot(err) {
 			return fmt.Errorf("rewind: set mtime of %q: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// checkStoreOwner refuses a store that another user could have written: a
+// rewind gives files the owners and setuid bits the log names, so a log
+// forged by another user (a workspace's owner can replace the .zero in it
+// while it is unmounted) would make a root daemon create setuid-root files
+// of the forger's choosing. The store directory and its log must belong to
+// the opening user and be writable by no one else, as sshd asks of
+// authorized_keys. Blobs need no such check: each is verified against its
+// name.
+func checkStoreOwner(dir string) error {
+	euid := uint32(os.Geteuid())
+	for _, p := range []string{dir, filepath.Join(dir, logName), filepath.Join(dir, intentName)} {
+		var st unix.Stat_t
+		err := unix.Lstat(p, &st)
+		if p != dir && errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if p == dir && err == nil {
+			// The store may be named by a /proc/self/fd link: stat what it
+			// leads to.
+			err = unix.Stat(p, &st)
+		}
+		if err != nil {
+			return fmt.Errorf("rewind: store: %w", err)
+		}
+		want, kind := uint32(unix.S_IFREG), "regular file"
+		if p == dir {
+			want, kind = unix.S_IFDIR, "directory"
+		}
+		switch {
+		case st.Mode&unix.S_IFMT != want:
+			return fmt.Errorf("%w: %s is not a %s", ErrUntrustedStore, p, kind)
+		case st.Uid != euid:
+			return fmt.Errorf("%w: %s belongs to uid %d, not to uid %d who opens it (chown it to trust its history)", ErrUntrustedStore, p, st.Uid, euid)
+		case st.Mode&0o022 != 0:
+			return fmt.Errorf("%w: %s is writable by others (mode %04o)", ErrUntrustedStore, p, st.Mode&0o7777)
 		}
 	}
 	return nil

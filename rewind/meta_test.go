@@ -2,6 +2,7 @@ package rewind
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -280,5 +281,56 @@ func TestOldRecordsWithoutOwner(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(x); string(b) != "then" {
 		t.Fatalf("restored content %q, want then", b)
+	}
+}
+
+// A store another user could have written is refused: a forged log could
+// name owners and setuid bits for a root rewind to create. Taking the
+// workspace's .zero while it is unmounted is enough for its owner.
+func TestOpenRefusesAStoreOthersCouldWrite(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		spoil func(store string) error
+	}{
+		{"store owned by another user", func(store string) error { return os.Chown(store, 65534, 65534) }},
+		{"log owned by another user", func(store string) error { return os.Chown(filepath.Join(store, "events.jsonl"), 65534, 65534) }},
+		{"store writable by its group", func(store string) error { return os.Chmod(store, 0o770) }},
+		{"log writable by others", func(store string) error { return os.Chmod(filepath.Join(store, "events.jsonl"), 0o606) }},
+		{"log a symlink", func(store string) error {
+			log := filepath.Join(store, "events.jsonl")
+			if err := os.Rename(log, log+".real"); err != nil {
+				return err
+			}
+			return os.Symlink("events.jsonl.real", log)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, ws := openT(t, Options{})
+			if _, err := e.BeginStep(ctx, "a step", nil); err != nil {
+				t.Fatal(err)
+			}
+			store := e.opts.StoreDir
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.spoil(store); err != nil {
+				t.Fatal(err)
+			}
+			root, err := os.Open(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			e2, err := Open(ctx, root, Options{StoreDir: store})
+			if err == nil {
+				e2.Close()
+				t.Fatal("Open succeeded, want ErrUntrustedStore")
+			}
+			if !errors.Is(err, ErrUntrustedStore) {
+				t.Fatalf("Open: %v, want ErrUntrustedStore", err)
+			}
+		})
 	}
 }

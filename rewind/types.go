@@ -109,6 +109,10 @@ var (
 	ErrUnsafePath = errors.New("rewind: unsafe path")
 	// ErrSkipped: the before-state was not kept (see the record's reason).
 	ErrSkipped = errors.New("rewind: before-state was not kept")
+	// ErrUntrustedStore: the store or its log belongs to another user, or
+	// others may write it; its records (owners, setuid bits) are not to be
+	// trusted by this user's rewinds.
+	ErrUntrustedStore = errors.New("rewind: store is not the opening user's")
 )
 
 // StoreName is the store's default directory name in the workspace root.
