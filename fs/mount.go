@@ -93,7 +93,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		root.Close()
 		return nil, fmt.Errorf("fs: stat workspace: %w", err)
 	}
-	if err := os.MkdirAll(storeDir, 0o755); err != nil {
+	if err := os.MkdirAll(storeDir, 0o700); err != nil {
 		root.Close()
 		return nil, fmt.Errorf("fs: create store: %w", err)
 	}

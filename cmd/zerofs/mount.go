@@ -153,7 +153,7 @@ func daemonArgs(mf mountFlags, opts zfs.Options) []string {
 // its output appended to STORE/daemon.log, and waits for it to say the
 // mount is ready.
 func startDaemon(e *env, args []string, store string) error {
-	if err := os.MkdirAll(store, 0o755); err != nil {
+	if err := os.MkdirAll(store, 0o700); err != nil {
 		return err
 	}
 	logPath := filepath.Join(store, "daemon.log")
@@ -250,7 +250,7 @@ func mountForeground(e *env, opts zfs.Options, store string, debug bool) (err er
 	defer signal.Stop(sigs)
 
 	// The store's descriptor is taken before the mount hides its path.
-	if err := os.MkdirAll(store, 0o755); err != nil {
+	if err := os.MkdirAll(store, 0o700); err != nil {
 		return err
 	}
 	storeFD, err := os.Open(store)
