@@ -104,6 +104,13 @@ func runMount(e *env, c *command, args []string) error {
 	if mp == "" {
 		mp = opts.Workspace
 	}
+	// A killed daemon leaves its mount behind, dead: every access to it
+	// fails with ENOTCONN, the in-place workspace's store included.
+	// Replace it rather than fail on it or stack a new mount over it.
+	replaced, err := detachDead(e, opts.Workspace, mp)
+	if err != nil {
+		return err
+	}
 	if fi, err := os.Stat(opts.Workspace); err != nil {
 		return err
 	} else if !fi.IsDir() {
@@ -120,6 +127,14 @@ func runMount(e *env, c *command, args []string) error {
 	if store == "" {
 		store = filepath.Join(opts.Workspace, rewind.StoreName)
 	}
+	if pid := daemonPID(store); pid > 0 && replaced {
+		// The dead mount's daemon was just killed and may not have
+		// finished exiting (it still holds the store's lock).
+		deadline := time.Now().Add(deadDaemonTimeout)
+		for pidAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	if pid := daemonPID(store); pid > 0 {
 		return fmt.Errorf("store %s is in use by a running zerofs (pid %d)", store, pid)
 	}
@@ -127,6 +142,41 @@ func runMount(e *env, c *command, args []string) error {
 		return mountForeground(e, opts, store, mf.debug)
 	}
 	return startDaemon(e, daemonArgs(mf, opts), store)
+}
+
+// deadDaemonTimeout bounds the wait for a killed daemon to finish exiting.
+const deadDaemonTimeout = 10 * time.Second
+
+// detachDead detaches every dead FUSE mount at the given paths (stacked ones
+// included) and says so on stderr. A live mount is left alone (the caller
+// refuses to mount over a zerofs one); one that does not answer at all is
+// an error. It reports whether it detached anything.
+func detachDead(e *env, paths ...string) (bool, error) {
+	detached := false
+	for i, p := range paths {
+		if i > 0 && p == paths[0] {
+			continue
+		}
+		for range 16 {
+			ms, err := fuseMountsAt(p)
+			if err != nil || len(ms) == 0 {
+				break
+			}
+			alive, err := probeMount(p)
+			if err != nil {
+				return detached, err
+			}
+			if alive {
+				break
+			}
+			if err := zfs.Detach(p); err != nil {
+				return detached, fmt.Errorf("%s: detaching the dead mount a killed zerofs left: %w", p, err)
+			}
+			fmt.Fprintf(e.stderr, "zerofs: %s: replacing the dead mount a killed zerofs left\n", p)
+			detached = true
+		}
+	}
+	return detached, nil
 }
 
 // daemonArgs is the daemon's command line: the parsed flags with absolute
