@@ -24,10 +24,18 @@ import (
 const intentName = "rewind-intent.json"
 
 // intent names the rewind under way: its target and the checkpoint holding
-// the before-state of everything it changes.
+// the before-state of everything it changes. A path rewind or a revert
+// (Narrow) plans exactly Paths; the other fields are what its
+// session_rewind records.
 type intent struct {
-	Target     Seq `json:"target"`
-	Checkpoint Seq `json:"checkpoint"`
+	Target     Seq       `json:"target"`
+	Checkpoint Seq       `json:"checkpoint"`
+	Narrow     bool      `json:"narrow,omitempty"`
+	Paths      []string  `json:"paths,omitempty"`
+	Roots      []string  `json:"roots,omitempty"`
+	RevertOf   Seq       `json:"revertOf,omitempty"`
+	Force      bool      `json:"force,omitempty"`
+	Foreign    []Foreign `json:"foreign,omitempty"`
 }
 
 // crashPoint is called at the named points of a rewind; crash tests set it
@@ -47,6 +55,15 @@ type rewindPlan struct {
 	creates []FileState
 	chmods  []FileState
 	skipped []string
+	// entries are the paths the plan changes, with their state now and at
+	// the target, parents first (for previews and whose-change reports).
+	entries []planEntry
+}
+
+// planEntry is one path a plan changes.
+type planEntry struct {
+	path     string
+	tgt, cur Entry
 }
 
 func (p *rewindPlan) empty() bool {
@@ -94,27 +111,22 @@ func sortParentsFirst(ps []string) {
 // and ends the current step. ErrNoSuchSeq when t > head. Other writers wait
 // while it runs.
 func (e *Engine) Rewind(ctx context.Context, t Seq) (Result, error) {
-	e.wsMu.Lock()
-	defer e.wsMu.Unlock()
-	if err := e.checkSeq(t); err != nil {
-		return Result{}, err
-	}
-	if err := e.Sync(); err != nil {
-		return Result{}, err
-	}
-	plan, err := e.plan(t, ^Seq(0))
-	if err != nil {
-		return Result{}, err
-	}
-	var cp Seq
+	return e.Apply(ctx, Request{Target: t})
+}
+
+// carryOut makes plan happen and records it: its before-states become one
+// durable checkpoint, then the intent, then the workspace changes, then the
+// session_rewind. The caller holds wsMu for writing.
+func (e *Engine) carryOut(ctx context.Context, in intent, plan *rewindPlan) (Result, error) {
 	if !plan.empty() {
-		cp, err = e.captureForRewind(ctx, plan)
+		cp, err := e.captureForRewind(ctx, plan)
 		if err != nil {
 			return Result{}, err
 		}
 		crashPoint("rewind:captured")
-		in, _ := json.Marshal(intent{Target: t, Checkpoint: cp})
-		if err := durable.WriteFileAtomic(e.opts.StoreDir, intentName, in, 0o600); err != nil {
+		in.Checkpoint = cp
+		b, _ := json.Marshal(in)
+		if err := durable.WriteFileAtomic(e.opts.StoreDir, intentName, b, 0o600); err != nil {
 			return Result{}, fmt.Errorf("rewind: write intent: %w", err)
 		}
 		crashPoint("rewind:intent")
@@ -123,19 +135,20 @@ func (e *Engine) Rewind(ctx context.Context, t Seq) (Result, error) {
 		}
 		crashPoint("rewind:applied")
 	}
-	return e.finishRewind(ctx, t, cp, plan)
+	return e.finishRewind(ctx, in, plan)
 }
 
 // finishRewind appends the session_rewind event, removes the intent and
 // ends the current step.
-func (e *Engine) finishRewind(ctx context.Context, t, cp Seq, plan *rewindPlan) (Result, error) {
+func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan) (Result, error) {
 	report := e.report(plan)
-	payload := RewindPayload{TargetSequence: t, CheckpointSequence: cp, Report: report}
+	payload := RewindPayload{TargetSequence: in.Target, CheckpointSequence: in.Checkpoint, Report: report,
+		Paths: in.Roots, RevertOf: in.RevertOf, Force: in.Force, Foreign: in.Foreign}
 	ev, err := e.log.Append(ctx, eventlog.TypeRewind, payload)
 	if err == nil {
 		err = e.Sync()
 	}
-	if err == nil && cp != 0 {
+	if err == nil && in.Checkpoint != 0 {
 		err = durable.Remove(e.opts.StoreDir, intentName)
 	}
 	if err != nil {
@@ -147,8 +160,9 @@ func (e *Engine) finishRewind(ctx context.Context, t, cp Seq, plan *rewindPlan) 
 	e.capMu.Lock()
 	e.lastRewind, e.lastRewindAt = payload, ev.Seq
 	e.setStep(Step{Seq: ev.Seq})
+	e.markLocked(ev)
 	e.capMu.Unlock()
-	return Result{Report: report, Seq: ev.Seq, Changed: plan.changed()}, nil
+	return Result{Report: report, Seq: ev.Seq, Changed: plan.changed(), Foreign: in.Foreign, Record: payload}, nil
 }
 
 // report counts what plan did.
@@ -190,7 +204,13 @@ func (e *Engine) rollBack(cp Seq, cause error) error {
 // plan compares the state at t (from records below limit) with the
 // workspace for every path a checkpoint after t names.
 func (e *Engine) plan(t, limit Seq) (*rewindPlan, error) {
-	cands := e.index.changedBetween(t, limit)
+	return e.planPaths(t, limit, e.index.changedBetween(t, limit))
+}
+
+// planPaths plans the rewind of exactly cands to their state at t (from
+// records below limit).
+func (e *Engine) planPaths(t, limit Seq, cands []string) (*rewindPlan, error) {
+	cands = append([]string(nil), cands...)
 	sortParentsFirst(cands)
 	p := &rewindPlan{}
 	for _, path := range cands {
@@ -202,8 +222,12 @@ func (e *Engine) plan(t, limit Seq) (*rewindPlan, error) {
 		if err != nil {
 			return nil, err
 		}
+		n := len(p.removes) + len(p.creates) + len(p.chmods)
 		if err := e.planPath(p, path, tgt, cur); err != nil {
 			return nil, err
+		}
+		if len(p.removes)+len(p.creates)+len(p.chmods) != n {
+			p.entries = append(p.entries, planEntry{path: path, tgt: tgt, cur: cur})
 		}
 	}
 	p.removes = outermost(p.removes)
@@ -520,7 +544,17 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 	if err := e.sweepTemp(in); err != nil {
 		return err
 	}
-	plan, err := e.plan(in.Target, in.Checkpoint)
+	var plan *rewindPlan
+	if in.Narrow {
+		for _, p := range in.Paths {
+			if err := CleanPath(p); err != nil {
+				return &DamageError{File: intentName, Reason: fmt.Sprintf("names path %q: %v", p, err)}
+			}
+		}
+		plan, err = e.planPaths(in.Target, in.Checkpoint, in.Paths)
+	} else {
+		plan, err = e.plan(in.Target, in.Checkpoint)
+	}
 	if err != nil {
 		return err
 	}
@@ -529,7 +563,7 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 	}
 	// The report is what the whole rewind changed, not only what was left
 	// to do after the crash.
-	_, err = e.finishRewind(ctx, in.Target, in.Checkpoint, e.planFromCheckpoint(in))
+	_, err = e.finishRewind(ctx, in, e.planFromCheckpoint(in))
 	return err
 }
 

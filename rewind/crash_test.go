@@ -56,9 +56,14 @@ func crashChild(point string) {
 		os.Exit(4)
 	}
 	seq, _ := strconv.ParseUint(os.Getenv("ZEROFS_TEST_SEQ"), 10, 64)
-	if strings.HasPrefix(point, "gc:") {
+	switch form := os.Getenv("ZEROFS_TEST_FORM"); {
+	case strings.HasPrefix(point, "gc:"):
 		_, err = e.GC(context.Background(), Seq(seq))
-	} else {
+	case form == "revert":
+		_, err = e.Apply(context.Background(), Request{Revert: Seq(seq)})
+	case form != "":
+		_, err = e.Apply(context.Background(), Request{Target: Seq(seq), Paths: strings.Split(form, ",")})
+	default:
 		_, err = e.Rewind(context.Background(), Seq(seq))
 	}
 	if err != nil {
@@ -124,68 +129,89 @@ func buildHistory(t *testing.T) (ws, store string, target Seq, atTarget, now tre
 	return ws, store, target, atTarget, now
 }
 
+// TestRewindCrash kills a full rewind, a path rewind and a revert at each
+// crash point: after reopening, each is either not done at all or done
+// whole, recorded, and undoable.
 func TestRewindCrash(t *testing.T) {
-	for _, tc := range []struct {
-		point   string
-		rewound bool // after recovery, is the workspace at the target?
-	}{
-		{"rewind:captured", false},
-		{"rewind:intent", true},
-		{"rewind:half", true},
-		{"rewind:write", true},
-		{"rewind:applied", true},
-	} {
-		t.Run(tc.point, func(t *testing.T) {
-			ws, store, target, atTarget, now := buildHistory(t)
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), crashEnv+"="+tc.point, "ZEROFS_TEST_WS="+ws,
-				"ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_SEQ="+strconv.FormatUint(uint64(target), 10))
-			err := cmd.Run()
-			ws2, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-			if !ok || !ws2.Signaled() || ws2.Signal() != syscall.SIGKILL {
-				t.Fatalf("child was not killed at %s: %v", tc.point, err)
+	for _, form := range []string{"", "f1,f2,d", "revert"} {
+		for _, tc := range []struct {
+			point   string
+			rewound bool // after recovery, is the workspace at the target?
+		}{
+			{"rewind:captured", false},
+			{"rewind:intent", true},
+			{"rewind:half", true},
+			{"rewind:write", true},
+			{"rewind:applied", true},
+		} {
+			name := tc.point
+			if form != "" {
+				name = form + "/" + tc.point
 			}
-			root, err := os.Open(ws)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer root.Close()
-			e, err := Open(context.Background(), root, Options{StoreDir: store, Sync: true})
-			if err != nil {
-				t.Fatalf("reopen after crash at %s: %v", tc.point, err)
-			}
-			defer e.Close()
-			want := now
-			if tc.rewound {
-				want = atTarget
-			}
-			filepath.Walk(ws, func(p string, info os.FileInfo, err error) error {
-				if err == nil && strings.HasPrefix(info.Name(), ".tmp-") {
-					t.Errorf("after a crash at %s and reopen, a temporary file is left: %s", tc.point, p)
-				}
-				return nil
-			})
-			if d := diffTrees(diskTree(t, ws), want); d != "" {
-				t.Fatalf("after a crash at %s and reopen, the workspace is half-rewound:\n%s", tc.point, d)
-			}
-			if _, err := os.Stat(filepath.Join(store, intentName)); !os.IsNotExist(err) {
-				t.Fatalf("intent still there after recovery: %v", err)
-			}
-			last, _, ok := e.LastRewind()
-			if tc.rewound != ok {
-				t.Fatalf("session_rewind recorded: got %v, want %v", ok, tc.rewound)
-			}
-			if !tc.rewound {
-				return
-			}
-			// The recovered rewind can be undone like any other.
-			if _, err := e.Rewind(context.Background(), last.CheckpointSequence-1); err != nil {
-				t.Fatal(err)
-			}
-			if d := diffTrees(diskTree(t, ws), now); d != "" {
-				t.Fatalf("undoing the recovered rewind:\n%s", d)
-			}
-		})
+			t.Run(name, func(t *testing.T) { testRewindCrash(t, form, tc.point, tc.rewound) })
+		}
+	}
+}
+
+func testRewindCrash(t *testing.T, form, point string, rewound bool) {
+	ws, store, target, atTarget, now := buildHistory(t)
+	if form != "" && form != "revert" {
+		// A path rewind: those paths as at the target, the rest as now.
+		atTarget = modelRewindPaths(atTarget, now, strings.Split(form, ","))
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashEnv+"="+point, "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_FORM="+form,
+		"ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_SEQ="+strconv.FormatUint(uint64(target), 10))
+	err := cmd.Run()
+	ws2, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws2.Signaled() || ws2.Signal() != syscall.SIGKILL {
+		t.Fatalf("child was not killed at %s: %v", point, err)
+	}
+	root, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	e, err := Open(context.Background(), root, Options{StoreDir: store, Sync: true})
+	if err != nil {
+		t.Fatalf("reopen after crash at %s: %v", point, err)
+	}
+	defer e.Close()
+	want := now
+	if rewound {
+		want = atTarget
+	}
+	filepath.Walk(ws, func(p string, info os.FileInfo, err error) error {
+		if err == nil && strings.HasPrefix(info.Name(), ".tmp-") {
+			t.Errorf("after a crash at %s and reopen, a temporary file is left: %s", point, p)
+		}
+		return nil
+	})
+	if d := diffTrees(diskTree(t, ws), want); d != "" {
+		t.Fatalf("after a crash at %s and reopen, the workspace is half-rewound:\n%s", point, d)
+	}
+	if _, err := os.Stat(filepath.Join(store, intentName)); !os.IsNotExist(err) {
+		t.Fatalf("intent still there after recovery: %v", err)
+	}
+	last, _, ok := e.LastRewind()
+	if rewound != ok {
+		t.Fatalf("session_rewind recorded: got %v, want %v", ok, rewound)
+	}
+	if !rewound {
+		return
+	}
+	switch {
+	case form == "revert" && last.RevertOf != target:
+		t.Fatalf("recovered revert records revertOf %d, want %d", last.RevertOf, target)
+	case form != "" && form != "revert" && strings.Join(last.Paths, ",") != "d,f1,f2":
+		t.Fatalf("recovered path rewind records paths %v, want [d f1 f2]", last.Paths)
+	}
+	// The recovered rewind can be undone like any other.
+	if _, err := e.Rewind(context.Background(), last.CheckpointSequence-1); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffTrees(diskTree(t, ws), now); d != "" {
+		t.Fatalf("undoing the recovered rewind:\n%s", d)
 	}
 }
 

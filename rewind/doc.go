@@ -29,6 +29,19 @@
 // after its own checkpoint is durable; Open finishes a rewind whose intent it
 // finds, so the workspace is never left half-rewound.
 //
+// Narrower rewinds (Apply with a Request): a path rewind restores only some
+// paths, each with everything under it (and the ancestors they need); a
+// revert puts each path one step changed back to its state before that
+// step, keeping every later change, and refuses with a *ConflictError
+// naming each path changed since the step (unless Force). Both plan exactly
+// a list of paths, which their intent records, so recovery finishes them
+// like a full rewind; both are session_rewind events (with "paths" or
+// "revertOf") and undone the same way. A dry run plans, previews (restored,
+// deleted, created, +N -M lines for text) and changes nothing. Every form
+// names the paths whose present state was made outside the agent's steps
+// (between steps, or in another agent session's step, from the tool_call's
+// "agentSession") before it overwrites them.
+//
 // Lock order: the workspace lock (wsMu: Begin holds it shared, Rewind
 // exclusive) → the step/capture lock (capMu) → eventlog's lock.
 package rewind

@@ -74,6 +74,19 @@ type Result struct {
 	// changed the mode of, or removed (parents before children), so the
 	// FUSE layer can invalidate kernel caches for them.
 	Changed []string
+	// Foreign lists the paths whose present state was made outside the
+	// agent's steps and that the rewind overwrote (or, dry, would).
+	Foreign []Foreign
+	// Preview is what a dry run would do, path by path; nil otherwise.
+	Preview []PathChange
+	// Conflicts are the paths a revert found changed after its step (see
+	// ConflictError); with Force they were put back too.
+	Conflicts []string
+	// DryRun: nothing was changed or recorded (Seq is 0).
+	DryRun bool
+	// Record is the session_rewind payload written (for a dry run, the one
+	// that would be).
+	Record RewindPayload
 }
 
 // GCResult is what GC did.
@@ -100,7 +113,7 @@ type Engine struct {
 	// rewind, a step boundary and gc hold it for writing.
 	wsMu sync.RWMutex
 
-	capMu sync.Mutex // guards step, captured, inflight, lastActivity, lastRewind
+	capMu sync.Mutex // guards step, captured, inflight, lastActivity, lastRewind, marks
 	step  Step
 	// captured holds the paths captured in the current step.
 	captured map[string]bool
@@ -110,6 +123,8 @@ type Engine struct {
 	lastActivity time.Time
 	lastRewind   RewindPayload
 	lastRewindAt Seq
+	// marks are the step boundaries in the log, sorted (see marks.go).
+	marks []mark
 
 	// pruned is the start of history (PrunedBefore). It is read on every
 	// @T lookup and view read, so it is an atomic: readers never wait
@@ -237,6 +252,11 @@ func (e *Engine) apply(ev eventlog.Event) error {
 	if err != nil {
 		return err
 	}
+	if ev.Type == eventlog.TypeToolCall {
+		e.capMu.Lock()
+		e.markLocked(ev)
+		e.capMu.Unlock()
+	}
 	switch p := v.(type) {
 	case Checkpoint:
 		if err := e.index.add(ev.Seq, p.Files); err != nil {
@@ -245,6 +265,7 @@ func (e *Engine) apply(ev eventlog.Event) error {
 	case RewindPayload:
 		e.capMu.Lock()
 		e.lastRewind, e.lastRewindAt = p, ev.Seq
+		e.markLocked(ev)
 		e.capMu.Unlock()
 	case PrunedPayload:
 		e.index.prune(p.Before)
@@ -333,6 +354,7 @@ func (e *Engine) beginStepLocked(ctx context.Context, label string, payload map[
 		return eventlog.Event{}, err
 	}
 	e.setStep(Step{Seq: ev.Seq, Label: label})
+	e.markLocked(ev)
 	return ev, nil
 }
 

@@ -127,3 +127,14 @@ func joinPath(dir, name string) string {
 	}
 	return dir + "/" + name
 }
+
+// last returns the newest record of p.
+func (ix *Index) last(p string) (record, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	recs := ix.paths[p]
+	if len(recs) == 0 {
+		return record{}, false
+	}
+	return recs[len(recs)-1], true
+}

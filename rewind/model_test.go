@@ -2,10 +2,12 @@ package rewind
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -360,5 +362,233 @@ func TestModel(t *testing.T) {
 				rt.Fatalf("after the rewinds, the index at %d differs:\n%s", s, d)
 			}
 		}
+		// Reverts and path rewinds from recorded states: every one in a
+		// fifth of the cases, two at random in the others (each form costs
+		// several fsynced rewinds).
+		from := rapid.Permutation(seqs).Draw(rt, "forms from")
+		if rapid.IntRange(0, 4).Draw(rt, "every state") != 0 {
+			from = from[:min(len(from), 2)]
+		}
+		m.checkForms(rt, seqs, from)
 	})
+}
+
+// isDir reports whether tr has p as a directory.
+func (tr tree) isDir(p string) bool {
+	n, ok := tr[p]
+	return ok && n.Kind == KindDir
+}
+
+func (tr tree) clone() tree {
+	out := make(tree, len(tr))
+	for p, n := range tr {
+		out[p] = n
+	}
+	return out
+}
+
+// ancestors lists p's ancestors, outermost first.
+func ancestors(p string) []string {
+	var out []string
+	for a, _ := splitPath(p); a != ""; a, _ = splitPath(a) {
+		out = append([]string{a}, out...)
+	}
+	return out
+}
+
+// put sets p in tr to its state in from: gone (with everything under it)
+// when from lacks it; else replacing what is there, keeping the children of
+// a directory that stays one.
+func (tr tree) put(p string, from tree) {
+	n, ok := from[p]
+	if !ok || n.Kind != KindDir || !tr.isDir(p) {
+		for q := range tr {
+			if q == p || strings.HasPrefix(q, p+"/") {
+				delete(tr, q)
+			}
+		}
+	}
+	if ok {
+		tr[p] = n
+	}
+}
+
+// modelRevert is what reverting the step from before to after does to cur:
+// the tree it should give (with force) and the conflicts that refuse it.
+func modelRevert(before, after, cur tree) (want tree, conflicts []string) {
+	changed := map[string]bool{}
+	for p, n := range before {
+		if after[p] != n || !hasKey(after, p) {
+			changed[p] = true
+		}
+	}
+	for p := range after {
+		if !hasKey(before, p) {
+			changed[p] = true
+		}
+	}
+	bad := map[string]bool{}
+	for p := range changed {
+		if cur[p] != after[p] || hasKey(cur, p) != hasKey(after, p) {
+			bad[p] = true
+			continue
+		}
+		if cur.isDir(p) && !before.isDir(p) {
+			for q := range unionKeys(cur, after) {
+				if strings.HasPrefix(q, p+"/") && (cur[q] != after[q] || hasKey(cur, q) != hasKey(after, q)) {
+					bad[q] = true
+				}
+			}
+		}
+	}
+	var paths []string
+	for p := range changed {
+		paths = append(paths, p)
+	}
+	for p := range changed {
+		if !hasKey(before, p) {
+			continue
+		}
+		for _, a := range ancestors(p) {
+			if !changed[a] && !cur.isDir(a) && !bad[a] {
+				bad[a] = true
+				paths = append(paths, a)
+			}
+		}
+	}
+	sortParentsFirst(paths)
+	want = cur.clone()
+	for _, p := range paths {
+		want.put(p, before)
+	}
+	for p := range bad {
+		conflicts = append(conflicts, p)
+	}
+	sort.Strings(conflicts)
+	return want, conflicts
+}
+
+// modelRewindPaths is cur with roots (and everything under them) as in tgt,
+// and the ancestors they need made directories as in tgt.
+func modelRewindPaths(tgt, cur tree, roots []string) tree {
+	want := cur.clone()
+	for _, r := range roots {
+		if hasKey(tgt, r) {
+			for _, a := range ancestors(r) {
+				if !want.isDir(a) {
+					want.put(a, tgt)
+				}
+			}
+		}
+		want.put(r, tree{})
+		for p, n := range tgt {
+			if p == r || strings.HasPrefix(p, r+"/") {
+				want[p] = n
+			}
+		}
+	}
+	return want
+}
+
+func hasKey(tr tree, p string) bool { _, ok := tr[p]; return ok }
+
+func unionKeys(a, b tree) map[string]bool {
+	out := map[string]bool{}
+	for p := range a {
+		out[p] = true
+	}
+	for p := range b {
+		out[p] = true
+	}
+	return out
+}
+
+// checkForms goes to each recorded state S of from and there reverts a
+// random step (of those between the recorded seqs) and rewinds random paths
+// to a random state, comparing each with the model, and undoes each.
+func (m *model) checkForms(rt *rapid.T, seqs, from []Seq) {
+	ctx := context.Background()
+	e, ws := m.e, m.ws
+	undo := func(what string, want tree) {
+		last, _, _ := e.LastRewind()
+		if last.CheckpointSequence == 0 {
+			return
+		}
+		if _, err := e.Rewind(ctx, last.CheckpointSequence-1); err != nil {
+			rt.Fatalf("undo %s: %v", what, err)
+		}
+		if d := diffTrees(diskTree(rt, ws), want); d != "" {
+			rt.Fatalf("undoing %s did not bring the tree back:\n%s", what, d)
+		}
+	}
+	for _, s := range from {
+		if _, err := e.Rewind(ctx, s); err != nil {
+			rt.Fatalf("Rewind(%d): %v", s, err)
+		}
+		cur := m.states[s]
+		// Revert step k: from seqs[k] to seqs[k+1]. The implicit step before
+		// the first tool_call is reverted by naming its first checkpoint.
+		k := rapid.IntRange(0, len(seqs)-2).Draw(rt, "revert")
+		step := seqs[k]
+		if k == 0 {
+			if seqs[1] == 1 {
+				goto paths // no change before the first step
+			}
+			step = 1
+		}
+		{
+			before, after := m.states[seqs[k]], m.states[seqs[k+1]]
+			want, conflicts := modelRevert(before, after, cur)
+			head := e.Head()
+			res, err := e.Apply(ctx, Request{Revert: step})
+			var ce *ConflictError
+			switch {
+			case len(conflicts) > 0:
+				if !errors.As(err, &ce) || !reflect.DeepEqual(ce.Paths, conflicts) {
+					rt.Fatalf("at %d, revert of step %d: got %v, want conflicts %v", s, step, err, conflicts)
+				}
+				if d := diffTrees(diskTree(rt, ws), cur); d != "" || e.Head() != head {
+					rt.Fatalf("a refused revert of step %d changed the workspace:\n%s", step, d)
+				}
+				if _, err := e.Apply(ctx, Request{Revert: step, Force: true}); err != nil {
+					rt.Fatalf("forced revert of step %d: %v", step, err)
+				}
+			case err != nil:
+				rt.Fatalf("at %d, revert of step %d: %v", s, step, err)
+			}
+			if d := diffTrees(diskTree(rt, ws), want); d != "" {
+				rt.Fatalf("at %d, revert of step %d (conflicts %v) differs from the model:\n%s", s, step, conflicts, d)
+			}
+			if len(res.Report.Skipped) > 0 {
+				rt.Fatalf("revert skipped %v", res.Report.Skipped)
+			}
+			undo(fmt.Sprintf("the revert of step %d", step), cur)
+		}
+	paths:
+		t := rapid.SampledFrom(seqs).Draw(rt, "target")
+		roots := []string{m.genPath(rt, "root")}
+		if rapid.Bool().Draw(rt, "two roots") {
+			roots = append(roots, m.genPath(rt, "root"))
+		}
+		roots, _ = cleanRoots(roots)
+		want := modelRewindPaths(m.states[t], cur, roots)
+		dry, err := e.Apply(ctx, Request{Target: t, Paths: roots, DryRun: true})
+		if err != nil {
+			rt.Fatalf("dry run of rewinding %v to %d: %v", roots, t, err)
+		}
+		if d := diffTrees(diskTree(rt, ws), cur); d != "" {
+			rt.Fatalf("a dry run changed the workspace:\n%s", d)
+		}
+		res, err := e.Apply(ctx, Request{Target: t, Paths: roots})
+		if err != nil {
+			rt.Fatalf("rewinding %v to %d: %v", roots, t, err)
+		}
+		if d := diffTrees(diskTree(rt, ws), want); d != "" {
+			rt.Fatalf("at %d, rewinding %v to %d differs from the model:\n%s", s, roots, t, d)
+		}
+		if !reflect.DeepEqual(dry.Report, res.Report) {
+			rt.Fatalf("dry run reported %+v, the rewind %+v", dry.Report, res.Report)
+		}
+		undo(fmt.Sprintf("rewinding %v to %d", roots, t), cur)
+	}
 }

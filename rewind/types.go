@@ -65,10 +65,21 @@ type Report struct {
 // is the checkpoint that holds the before-state of everything the rewind
 // changed (0 when it changed nothing): rewinding to CheckpointSequence-1
 // undoes the rewind.
+//
+// A path rewind records its Paths (the state at TargetSequence was restored
+// for them only); a revert records RevertOf, the step it reverted (its
+// TargetSequence is the state just before that step, restored for the
+// paths the step changed), and Force when it overwrote later changes.
+// Foreign lists the paths whose changes from outside the agent's steps it
+// overwrote.
 type RewindPayload struct {
-	TargetSequence     Seq    `json:"targetSequence"`
-	CheckpointSequence Seq    `json:"checkpointSequence,omitempty"`
-	Report             Report `json:"report"`
+	TargetSequence     Seq       `json:"targetSequence"`
+	CheckpointSequence Seq       `json:"checkpointSequence,omitempty"`
+	Report             Report    `json:"report"`
+	Paths              []string  `json:"paths,omitempty"`
+	RevertOf           Seq       `json:"revertOf,omitempty"`
+	Force              bool      `json:"force,omitempty"`
+	Foreign            []Foreign `json:"foreign,omitempty"`
 }
 
 // PrunedPayload is the payload of a history_pruned event: states before
