@@ -25,7 +25,9 @@ import (
 // side. Each file is a command (a write) and a report (a read):
 //
 //	step    write a label or a JSON object: begin a step; read "<seq> <label>"
-//	rewind  write a sequence: rewind to it; read the last rewind's report
+//	rewind  write a sequence, or a JSON request (see rewindRequest): rewind;
+//	        read the last rewind's report, or, on the handle that wrote a
+//	        request, that request's own result
 //	head    read the head sequence
 //	log     read the event log
 //	status  read one JSON object about this mount
@@ -140,12 +142,15 @@ func (c *ctlFile) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.Set
 }
 
 // ctlHandle is an open control file: the report generated at open (or the
-// event log, read in place), and the request being written.
+// event log, read in place), and the request being written. A request to
+// .zero/rewind replaces content with that request's own result, so a
+// client that opened the file for reading and writing reads back what its
+// request did, whatever other clients do.
 type ctlHandle struct {
-	content []byte
+	content []byte   // guarded by mu once the handle is open
 	log     *os.File // for "log": the events file, read-only
 
-	mu sync.Mutex // guards req and done; held while the request runs
+	mu sync.Mutex // guards req, done and content; held while the request runs
 	// req is what was written so far: one request.
 	req []byte
 	// done: the request was carried out or refused; writes are EINVAL.
@@ -209,10 +214,13 @@ func (c *ctlFile) Read(ctx context.Context, f fusefs.FileHandle, dest []byte, of
 		}
 		return fuse.ReadResultData(dest[:k]), 0
 	}
-	if off >= int64(len(h.content)) {
+	h.mu.Lock()
+	content := h.content
+	h.mu.Unlock()
+	if off >= int64(len(content)) {
 		return fuse.ReadResultData(nil), 0
 	}
-	return fuse.ReadResultData(h.content[off:min(int64(len(h.content)), off+int64(len(dest)))]), 0
+	return fuse.ReadResultData(content[off:min(int64(len(content)), off+int64(len(dest)))]), 0
 }
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
@@ -239,7 +247,7 @@ func (c *ctlFile) Write(ctx context.Context, f fusefs.FileHandle, data []byte, o
 	h.req = append(h.req, data...)
 	if c.name != "step" && requestComplete(h.req) {
 		h.done = true
-		if errno := c.run(ctx, h.req); errno != 0 {
+		if errno := c.run(ctx, h, h.req); errno != 0 {
 			return 0, errno
 		}
 	}
@@ -259,7 +267,7 @@ func (c *ctlFile) Flush(ctx context.Context, f fusefs.FileHandle) syscall.Errno 
 		return 0
 	}
 	h.done = true
-	return c.run(ctx, h.req)
+	return c.run(ctx, h, h.req)
 }
 
 // requestComplete reports whether req is a whole rewind or gc request: a
@@ -275,13 +283,18 @@ func requestComplete(req []byte) bool {
 	return true
 }
 
-// run carries out one whole request.
-func (c *ctlFile) run(ctx context.Context, req []byte) syscall.Errno {
+// run carries out one whole request written through h (whose mu the
+// caller holds).
+func (c *ctlFile) run(ctx context.Context, h *ctlHandle, req []byte) syscall.Errno {
 	switch c.name {
 	case "step":
 		return c.fs.doStep(ctx, req)
 	case "rewind":
-		return c.fs.doRewind(ctx, req)
+		out, errno := c.fs.doRewind(ctx, req)
+		if out != nil {
+			h.content = out
+		}
+		return errno
 	case "gc":
 		return c.fs.doGC(ctx, req)
 	}
@@ -327,19 +340,92 @@ func parseSeq(data []byte) (rewind.Seq, bool) {
 	return rewind.Seq(n), true
 }
 
-// doRewind rewinds the workspace and returns when the rewind is complete
-// and durable, after telling the kernel to forget what it changed.
-func (f *fsys) doRewind(ctx context.Context, data []byte) syscall.Errno {
-	t, ok := parseSeq(data)
-	if !ok || t > f.eng.Head() {
-		return syscall.EINVAL
+// rewindRequest is the JSON object .zero/rewind accepts besides a bare
+// sequence. Exactly one of target and revert is given:
+//
+//	{"target": SEQ}                          rewind to SEQ
+//	{"target": SEQ, "paths": ["a/b.go"]}     only those paths, each with
+//	                                         everything under it
+//	{"revert": SEQ}                          revert the step at SEQ
+//	{"revert": SEQ, "force": true}           even over later changes
+//
+// and any of them with "dryRun": true (plan and preview, change nothing)
+// and "session": "<agent session id>" (whose changes count as the agent's).
+type rewindRequest struct {
+	Target  *rewind.Seq `json:"target"`
+	Revert  *rewind.Seq `json:"revert"`
+	Paths   []string    `json:"paths"`
+	Force   bool        `json:"force"`
+	DryRun  bool        `json:"dryRun"`
+	Session string      `json:"session"`
+}
+
+// parseRewind reads a write to .zero/rewind: a decimal sequence or a
+// rewindRequest. Anything else, or a request that names no sequence, both,
+// force without revert, paths with revert, or a path that is not clean, is
+// not a request.
+func parseRewind(data []byte) (rewind.Request, bool) {
+	if t, ok := parseSeq(data); ok {
+		return rewind.Request{Target: t}, true
 	}
-	res, err := f.eng.Rewind(engineCtx(ctx), t)
+	var in rewindRequest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil || dec.More() {
+		return rewind.Request{}, false
+	}
+	req := rewind.Request{Paths: in.Paths, Force: in.Force, DryRun: in.DryRun, Session: in.Session}
+	switch {
+	case (in.Target == nil) == (in.Revert == nil):
+		return req, false
+	case in.Revert != nil:
+		if *in.Revert == 0 || len(in.Paths) > 0 {
+			return req, false
+		}
+		req.Revert = *in.Revert
+	default:
+		if in.Force || (in.Paths != nil && len(in.Paths) == 0) {
+			return req, false
+		}
+		req.Target = *in.Target
+	}
+	for _, p := range in.Paths {
+		if rewind.CleanPath(p) != nil {
+			return req, false
+		}
+	}
+	return req, true
+}
+
+// doRewind carries out a rewind request and returns when it is complete and
+// durable, after telling the kernel to forget what it changed. It returns
+// the request's result for the handle that wrote it (also when a revert
+// was refused for its conflicts: the result names them).
+func (f *fsys) doRewind(ctx context.Context, data []byte) ([]byte, syscall.Errno) {
+	req, ok := parseRewind(data)
+	if !ok || req.Target > f.eng.Head() || req.Revert > f.eng.Head() {
+		return nil, syscall.EINVAL
+	}
+	res, err := f.eng.Apply(engineCtx(ctx), req)
+	var out []byte
+	if err == nil || errors.Is(err, rewind.ErrConflict) {
+		r := rewindReport{Sequence: res.Seq, TargetSequence: res.Record.TargetSequence,
+			CheckpointSequence: res.Record.CheckpointSequence, Report: res.Report,
+			Paths: res.Record.Paths, RevertOf: res.Record.RevertOf, Force: res.Record.Force,
+			DryRun: res.DryRun, Preview: res.Preview, Foreign: res.Foreign, Conflicts: res.Conflicts}
+		if err != nil {
+			r.Error, r.RevertOf = "conflict", req.Revert
+		}
+		if r.Report.Skipped == nil {
+			r.Report.Skipped = []string{}
+		}
+		out, _ = jsonLine(r)
+	}
 	if err != nil {
-		return engineErrno(f.log, "rewind", ".zero/rewind", err, seqInvalid)
+		return out, engineErrno(f.log, "rewind", ".zero/rewind", err, seqInvalid)
 	}
 	f.invalidate(res.Changed)
-	return 0
+	return out, 0
 }
 
 func (f *fsys) doGC(ctx context.Context, data []byte) syscall.Errno {
@@ -358,12 +444,22 @@ func (f *fsys) doGC(ctx context.Context, data []byte) syscall.Errno {
 	return 0
 }
 
-// rewindReport is what reading .zero/rewind shows.
+// rewindReport is what reading .zero/rewind shows: the last rewind, or on
+// the handle that wrote a request, its result. A dry run has sequence 0
+// and a preview; a refused revert has "error": "conflict" and the paths.
 type rewindReport struct {
-	Sequence           rewind.Seq    `json:"sequence"`
-	TargetSequence     rewind.Seq    `json:"targetSequence"`
-	CheckpointSequence rewind.Seq    `json:"checkpointSequence"`
-	Report             rewind.Report `json:"report"`
+	Sequence           rewind.Seq          `json:"sequence"`
+	TargetSequence     rewind.Seq          `json:"targetSequence"`
+	CheckpointSequence rewind.Seq          `json:"checkpointSequence"`
+	Report             rewind.Report       `json:"report"`
+	Paths              []string            `json:"paths,omitempty"`
+	RevertOf           rewind.Seq          `json:"revertOf,omitempty"`
+	Force              bool                `json:"force,omitempty"`
+	DryRun             bool                `json:"dryRun,omitempty"`
+	Preview            []rewind.PathChange `json:"preview,omitempty"`
+	Foreign            []rewind.Foreign    `json:"foreign,omitempty"`
+	Conflicts          []string            `json:"conflicts,omitempty"`
+	Error              string              `json:"error,omitempty"`
 }
 
 // statusReport is what reading .zero/status shows.
@@ -398,7 +494,8 @@ func (f *fsys) report(name string) ([]byte, error) {
 			return []byte("{}\n"), nil
 		}
 		r := rewindReport{Sequence: seq, TargetSequence: p.TargetSequence,
-			CheckpointSequence: p.CheckpointSequence, Report: p.Report}
+			CheckpointSequence: p.CheckpointSequence, Report: p.Report,
+			Paths: p.Paths, RevertOf: p.RevertOf, Force: p.Force, Foreign: p.Foreign}
 		if r.Report.Skipped == nil {
 			r.Report.Skipped = []string{}
 		}

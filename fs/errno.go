@@ -41,8 +41,10 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 		return syscall.EINVAL
 	case errors.Is(err, rewind.ErrReserved):
 		return syscall.EPERM
-	case errors.Is(err, rewind.ErrUnsafePath):
+	case errors.Is(err, rewind.ErrUnsafePath), errors.Is(err, rewind.ErrBadRequest):
 		return syscall.EINVAL
+	case errors.Is(err, rewind.ErrConflict):
+		return syscall.EBUSY
 	case errors.Is(err, rewind.ErrSkipped):
 		log.Warn("zerofs: state was not kept", "op", op, "path", path, "err", err)
 		return syscall.EIO
