@@ -1,0 +1,84 @@
+package rewind
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+func TestFork(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	steps, at := history3(t, e, ws)
+	change(t, e, func() error { return os.Symlink("a.txt", filepath.Join(ws, "link")) }, Change{Path: "link"})
+	change(t, e, func() error { return os.Chmod(filepath.Join(ws, "d"), 0o500) }, Change{Path: "d"})
+	t.Cleanup(func() { os.Chmod(filepath.Join(ws, "d"), 0o755) })
+	for _, tc := range []struct {
+		seq  Seq
+		want tree
+	}{{steps[1], at[1]}, {steps[2], at[2]}, {e.Head(), diskTree(t, ws)}} {
+		dir := filepath.Join(t.TempDir(), "fork")
+		res, err := e.Fork(ctx, tc.seq, dir, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(filepath.Join(dir, "d"), 0o755) })
+		got := diskTree(t, dir)
+		delete(got, StoreName)
+		for p := range got {
+			if len(p) > len(StoreName) && p[:len(StoreName)+1] == StoreName+"/" {
+				delete(got, p)
+			}
+		}
+		if d := diffTrees(got, tc.want); d != "" {
+			t.Fatalf("fork of @%d differs:\n%s", tc.seq, d)
+		}
+		if res.Sequence != tc.seq || res.Source != ws || res.Files+res.Dirs+res.Symlinks != len(tc.want) {
+			t.Fatalf("fork result: %+v (want %d entries)", res, len(tc.want))
+		}
+		// The fork's store begins with where it came from, and opens.
+		var first eventlog.Event
+		for ev, err := range eventlog.ReadFile(filepath.Join(dir, StoreName, "events.jsonl"), 1) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			first = ev
+			break
+		}
+		var p ForkPayload
+		if err := json.Unmarshal(first.Payload, &p); err != nil || first.Type != TypeForked || first.Seq != 1 || p.Source != ws || p.Sequence != tc.seq {
+			t.Fatalf("fork's first event: %+v %s (%v)", first, first.Payload, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, StoreName, ".gitignore")); err != nil || string(b) != "*\n" {
+			t.Fatalf("fork's store .gitignore: %q, %v", b, err)
+		}
+		root, err := os.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fe, err := Open(ctx, root, Options{StoreDir: filepath.Join(dir, StoreName)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := diffTrees(indexTree(t, fe, 1), tc.want); d != "" {
+			t.Fatalf("the fork's @1 differs:\n%s", d)
+		}
+		fe.Close()
+		root.Close()
+	}
+	// A directory that exists, or one inside the workspace, is refused.
+	if _, err := e.Fork(ctx, 0, t.TempDir(), ws); !errors.Is(err, ErrForkTarget) {
+		t.Fatalf("fork into an existing directory: %v", err)
+	}
+	if _, err := e.Fork(ctx, 0, filepath.Join(ws, "inside"), ws); !errors.Is(err, ErrForkTarget) {
+		t.Fatalf("fork into the workspace: %v", err)
+	}
+	if _, err := e.Fork(ctx, e.Head()+1, filepath.Join(t.TempDir(), "x"), ws); !errors.Is(err, ErrNoSuchSeq) {
+		t.Fatalf("fork of a sequence above head: %v", err)
+	}
+}
