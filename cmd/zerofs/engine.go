@@ -76,7 +76,7 @@ func (h *engineHistory) Head() (Seq, error)         { return h.eng.Head(), nil }
 func (h *engineHistory) PrunedBefore() (Seq, error) { return h.eng.PrunedBefore(), nil }
 
 func (h *engineHistory) Events() iter.Seq2[eventlog.Event, error] {
-	return h.eng.Log().Events(1)
+	return checkedEvents(h.eng.Log().Path(), h.eng.Log().Events(1))
 }
 
 func (h *engineHistory) entry(path string, t Seq) (rewind.Entry, error) {

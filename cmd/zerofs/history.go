@@ -134,7 +134,7 @@ func (m *mountHistory) PrunedBefore() (Seq, error) {
 }
 
 func (m *mountHistory) Events() iter.Seq2[eventlog.Event, error] {
-	return eventlog.ReadFile(m.ctl("log"), 1)
+	return checkedEvents(m.ctl("log"), eventlog.ReadFile(m.ctl("log"), 1))
 }
 
 // at is path's name in the mount at t.

@@ -93,3 +93,46 @@ func TestTamperedStoreDotDotRefusedByMountAndVerify(t *testing.T) {
 		})
 	}
 }
+
+// The CLI reads the log again for log, diff and show: a line written to a
+// mounted store's log behind the daemon's back (the store kept outside the
+// workspace) is as untrusted as one there at mount time. A checkpoint
+// naming "../../../etc" made the mounted diff read outside the workspace
+// through "@T/../../..". Now the command fails naming the line.
+func TestMountedHistoryRefusesLineTamperedAfterMount(t *testing.T) {
+	needFUSE(t)
+	dir := t.TempDir()
+	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
+	os.Mkdir(ws, 0o755)
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644)
+	mountT(t, ws, "--store", store)
+	binOK(t, ws, "step", "edit")
+	sh(t, ws, "echo two > a.txt")
+	head := readTrim(t, filepath.Join(ws, ".zero", "head"))
+	n, _ := strconv.Atoi(head)
+	outside := filepath.Join(dir, "secret")
+	os.WriteFile(outside, []byte("outside the workspace\n"), 0o600)
+	rel, _ := filepath.Rel(filepath.Join(ws, "@0"), outside) // ../../secret
+	line, _ := json.Marshal(map[string]any{
+		"id": "00000000-0000-0000-0000-000000000000", "sessionId": "00000000-0000-0000-0000-000000000000",
+		"sequence": n + 1, "type": "session_checkpoint", "createdAt": "2026-01-01T00:00:00.000000000Z",
+		"payload": map[string]any{"tool": "x", "files": []any{map[string]any{"path": rel, "kind": "file", "mode": 0o644, "bytes": 22,
+			"blob": strings.Repeat("0", 64)}}},
+	})
+	f, err := os.OpenFile(filepath.Join(store, "events.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(append(line, '\n'))
+	f.Close()
+	want := "line " + strconv.Itoa(n+1)
+	for _, args := range [][]string{{"diff", "0"}, {"log", "--stat"}} {
+		r := bin(t, ws, "", args...)
+		if strings.Contains(r.stdout, "outside the workspace") {
+			t.Fatalf("zerofs %s printed a file outside the workspace:\n%s", strings.Join(args, " "), r.stdout)
+		}
+		if r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("zerofs %s: exit %d, stderr %q; want exit 1 naming %s", strings.Join(args, " "), r.code, r.stderr, want)
+		}
+	}
+}

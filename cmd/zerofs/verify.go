@@ -183,3 +183,19 @@ func verifyStore(store string, live bool, progress io.Writer) (verifyResult, err
 	}
 	return res, nil
 }
+
+// checkedEvents passes on events, checked as Open checks them: the file
+// is read again, and what was written to it since the daemon checked it
+// is untrusted too. It stops at the first damaged one with its error.
+func checkedEvents(path string, events iter.Seq2[eventlog.Event, error]) iter.Seq2[eventlog.Event, error] {
+	return func(yield func(eventlog.Event, error) bool) {
+		for ev, err := range events {
+			if err == nil {
+				err = rewind.CheckEvent(path, ev)
+			}
+			if !yield(ev, err) || err != nil {
+				return
+			}
+		}
+	}
+}
