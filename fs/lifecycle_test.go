@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,5 +200,51 @@ func waitT(t *testing.T, m *Mounted) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait did not return after the mount went away")
+	}
+}
+
+// deadMount stacks a dead FUSE mount at dir, as a killed zerofs leaves
+// one: its daemon side is closed, so every request fails with ENOTCONN.
+func deadMount(t *testing.T, dir string) {
+	t.Helper()
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0", fd)
+	err = unix.Mount("zerofs", dir, "fuse.zerofs", unix.MS_NOSUID|unix.MS_NODEV, opts)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatalf("mount a dead FUSE mount at %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		for range 16 {
+			if unix.Unmount(dir, unix.MNT_DETACH) != nil {
+				return
+			}
+		}
+	})
+}
+
+// Two killed daemons left two dead mounts stacked at the mountpoint: Mount
+// detaches both and mounts in their place, never over them.
+func TestMountReplacesStackedDeadMounts(t *testing.T) {
+	requireFUSE(t)
+	mp := t.TempDir()
+	deadMount(t, mp)
+	deadMount(t, mp)
+	m := mountT(t, Options{Mountpoint: mp})
+	n := 0
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == mp {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d mounts at %s, want the new one only", n, mp)
+	}
+	if _, err := os.ReadDir(m.Mountpoint()); err != nil {
+		t.Fatalf("the new mount: %v", err)
 	}
 }

@@ -253,15 +253,19 @@ func abortConnection(dev uint64, logger *slog.Logger) {
 // answers every request with ENOTCONN. (statfs, unlike stat, is never
 // answered from the kernel's attribute cache.)
 func detachStale(p string, logger *slog.Logger) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(p, &st); err != unix.ENOTCONN {
-		return nil
+	// Dead mounts may be stacked (each killed daemon left one); a request
+	// that was waiting when the daemon died fails with ECONNABORTED.
+	for range 16 {
+		var st unix.Statfs_t
+		if err := unix.Statfs(p, &st); err != unix.ENOTCONN && err != unix.ECONNABORTED {
+			return nil
+		}
+		logger.Warn("zerofs: detaching a dead mount", "path", p)
+		if err := Detach(p); err != nil {
+			return fmt.Errorf("fs: detach dead mount %s: %w", p, err)
+		}
 	}
-	logger.Warn("zerofs: detaching a dead mount", "path", p)
-	if err := Detach(p); err != nil {
-		return fmt.Errorf("fs: detach dead mount %s: %w", p, err)
-	}
-	return nil
+	return fmt.Errorf("fs: %s: dead mounts keep appearing", p)
 }
 
 // isZerofsMount reports whether p is the mount point of a live zerofs
