@@ -30,6 +30,12 @@ type Request struct {
 	// telling whose changes it overwrites; "" means the session of the
 	// reverted step, or of the newest agent step the rewind undoes.
 	Session string `json:"session,omitempty"`
+	// Pick, when set, chooses Target under the workspace lock, after every
+	// capture so far is durable, so no change or step lands between the
+	// choice and the rewind (undo and redo choose with it; two of them
+	// never choose the same step). An error from Pick is returned as it is
+	// and nothing changes.
+	Pick func() (Seq, error) `json:"-"`
 }
 
 var (
@@ -148,6 +154,12 @@ func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
 	return res, err
 }
 
+// RewindFunc is Rewind to the target pick chooses under the workspace lock
+// (see Request.Pick).
+func (e *Engine) RewindFunc(ctx context.Context, pick func() (Seq, error)) (Result, error) {
+	return e.Apply(ctx, Request{Pick: pick})
+}
+
 // resolve turns req into the intent and plan to carry out, the conflicts
 // of a revert, and the agent session it acts for. The caller holds wsMu.
 func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []string, session string, err error) {
@@ -156,6 +168,11 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 			return in, nil, nil, "", fmt.Errorf("%w: a revert takes no paths", ErrBadRequest)
 		}
 		return e.resolveRevert(req)
+	}
+	if req.Pick != nil {
+		if req.Target, err = req.Pick(); err != nil {
+			return in, nil, nil, "", err
+		}
 	}
 	if err := e.checkSeq(req.Target); err != nil {
 		return in, nil, nil, "", err
