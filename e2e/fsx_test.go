@@ -65,6 +65,9 @@ func TestFSX(t *testing.T) {
 	}
 	sort.Strings(oc)
 	t.Logf("outcomes: %s", strings.Join(oc, ", "))
+	if p := os.Getenv("ZEROFS_FSX_LOG"); p != "" {
+		os.WriteFile(p, []byte(strings.Join(x.log, "\n")+"\n"), 0o644)
+	}
 }
 
 // fsxNames are the paths the calls pick from: files at the root and in d/,
@@ -81,6 +84,7 @@ type fsx struct {
 	// roots: [0] the mount, [1] the plain directory.
 	roots [2]string
 	fds   [2][fsxSlots]int // -1 when closed
+	names [fsxSlots]string // the name each slot was opened by
 	// explicit: paths whose mtime was set by utimensat and not changed
 	// since; the mtime of those must be equal.
 	explicit map[string]bool
@@ -218,6 +222,7 @@ func (x *fsx) call(desc string, fn func(side int, root string) string, after ...
 		got[s] = fn(s, root)
 	}
 	x.compared++
+	x.log[len(x.log)-1] += " = " + got[0]
 	if got[0] != got[1] {
 		x.fatalf("%s: mount %s, plain %s", desc, got[0], got[1])
 	}
@@ -273,14 +278,18 @@ func (x *fsx) stepOnce(i int) {
 		x.utimens()
 	case r < 75:
 		x.xattr()
-	case r < 86:
+	case r < 82:
 		x.lock()
+	case r < 86:
+		x.contend()
 	case r < 90:
 		x.fstat()
 	case r < 96:
 		x.step()
-	default:
+	case r < 98:
 		x.rewind()
+	default:
+		x.lock()
 	}
 }
 
@@ -319,7 +328,20 @@ func (x *fsx) touchedFd(i int) {
 }
 
 func (x *fsx) open() {
+	// Mostly into a closed slot, so several stay open; often the file
+	// another slot has open, so their locks meet.
 	i, name := x.rng.IntN(fsxSlots), x.name()
+	for k := range fsxSlots {
+		if x.fds[1][(i+k)%fsxSlots] < 0 && x.rng.IntN(4) != 0 {
+			i = (i + k) % fsxSlots
+			break
+		}
+	}
+	if x.rng.IntN(5) < 2 {
+		if o := x.names[x.rng.IntN(fsxSlots)]; o != "" {
+			name = o
+		}
+	}
 	flags := []int{unix.O_RDONLY, unix.O_WRONLY, unix.O_RDWR, unix.O_RDWR}[x.rng.IntN(4)]
 	if x.rng.IntN(3) != 0 {
 		flags |= unix.O_CREAT
@@ -342,6 +364,7 @@ func (x *fsx) open() {
 		fd, err := unix.Open(filepath.Join(root, name), flags|unix.O_CLOEXEC, mode)
 		if err == nil {
 			x.fds[s][i] = fd
+			x.names[i] = name
 		}
 		return errStr(err)
 	})
@@ -638,10 +661,34 @@ func (x *fsx) xattr() {
 }
 
 // lock is a record lock (POSIX or OFD, set or get) or a flock on a slot.
-func (x *fsx) lock() {
-	i := x.slot()
+func (x *fsx) lock() { x.lockOn(x.slot()) }
+
+// contend opens a second slot on the file of an open one and locks
+// through both, so that locks meet.
+func (x *fsx) contend() {
+	a := x.slot()
+	if x.fds[1][a] < 0 {
+		return
+	}
+	b := (a + 1 + x.rng.IntN(fsxSlots-1)) % fsxSlots
+	name, flags := x.names[a], []int{unix.O_RDWR, unix.O_RDWR, unix.O_RDONLY}[x.rng.IntN(3)]
+	x.closeSlot(b)
+	x.call(fmt.Sprintf("open(%s, %#o) -> slot %d", name, flags, b), func(s int, root string) string {
+		fd, err := unix.Open(filepath.Join(root, name), flags|unix.O_CLOEXEC, 0)
+		if err == nil {
+			x.fds[s][b] = fd
+			x.names[b] = name
+		}
+		return errStr(err)
+	})
+	for range 1 + x.rng.IntN(4) {
+		x.lockOn([]int{a, b}[x.rng.IntN(2)])
+	}
+}
+
+func (x *fsx) lockOn(i int) {
 	start, n := int64(x.rng.IntN(200)), int64(x.rng.IntN(100))
-	typ := []int16{unix.F_RDLCK, unix.F_WRLCK, unix.F_UNLCK}[x.rng.IntN(3)]
+	typ := []int16{unix.F_RDLCK, unix.F_WRLCK, unix.F_WRLCK, unix.F_UNLCK}[x.rng.IntN(4)]
 	switch x.rng.IntN(5) {
 	case 0, 1, 2:
 		cmd := []int{unix.F_SETLK, unix.F_OFD_SETLK, unix.F_GETLK, unix.F_OFD_GETLK}[x.rng.IntN(4)]

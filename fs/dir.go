@@ -99,7 +99,9 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 			return sysErrno(err)
 		}
 		child = n.newChild(ctx, &st, out)
-		h = &wsFile{node: child.Operations().(*wsNode), fd: fd, write: true, step: step}
+		cn := child.Operations().(*wsNode)
+		cn.held.add(fd)
+		h = &wsFile{node: cn, fd: fd, write: true, step: step}
 		return 0
 	})
 	if errno != 0 {
@@ -149,20 +151,23 @@ func (n *wsNode) Link(ctx context.Context, target fusefs.InodeEmbedder, name str
 	if !ok || src.fs != n.fs {
 		return nil, syscall.EXDEV
 	}
-	srcPath, ok := src.path()
-	if !ok {
-		return nil, syscall.ENOENT
-	}
+	srcPath, named := src.path()
 	var child *fusefs.Inode
 	errno := n.entryOp(ctx, "link", name, func(dfd int, p string, _ rewind.Seq) syscall.Errno {
-		sdir, sname := split(srcPath)
-		sfd, done, err := n.fs.ws.dir(sdir)
-		if err != nil {
-			return sysErrno(err)
-		}
-		defer done()
-		if err := unix.Linkat(sfd, sname, dfd, name, 0); err != nil {
-			return sysErrno(err)
+		if !named {
+			// An O_TMPFILE file (or one unlinked while open, which the
+			// backing kernel refuses): link what its handle holds.
+			ok, err := src.held.with(func(fd int) error {
+				return unix.Linkat(unix.AT_FDCWD, procPath(fd), dfd, name, unix.AT_SYMLINK_FOLLOW)
+			})
+			if !ok {
+				return syscall.ENOENT
+			}
+			if err != nil {
+				return sysErrno(err)
+			}
+		} else if errno := linkNamed(n.fs, srcPath, dfd, name); errno != 0 {
+			return errno
 		}
 		var st unix.Statx_t
 		if err := statx(dfd, name, &st); err != nil {
@@ -172,6 +177,17 @@ func (n *wsNode) Link(ctx context.Context, target fusefs.InodeEmbedder, name str
 		return 0
 	})
 	return child, errno
+}
+
+// linkNamed links the workspace path src to name in dfd.
+func linkNamed(f *fsys, src string, dfd int, name string) syscall.Errno {
+	sdir, sname := split(src)
+	sfd, done, err := f.ws.dir(sdir)
+	if err != nil {
+		return sysErrno(err)
+	}
+	defer done()
+	return sysErrno(unix.Linkat(sfd, sname, dfd, name, 0))
 }
 
 func (n *wsNode) Unlink(ctx context.Context, name string) syscall.Errno {
@@ -268,10 +284,12 @@ func (n *wsNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHa
 		unix.Close(fd)
 		return nil, 0, errno
 	}
+	n.held.add(fd)
+	hd := &heldDir{DirStream: ds, node: n, fd: fd}
 	if !n.isRoot() {
-		return ds, 0, 0
+		return hd, 0, 0
 	}
-	return &rootDir{ds}, 0, 0
+	return &rootDir{hd}, 0, 0
 }
 
 // dirFile is what go-fuse's loopback directory stream offers.

@@ -79,6 +79,7 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 		return nil, 0, sysErrno(err)
 	}
 	h.fd = fd
+	n.held.add(fd)
 	// A reader keeps the kernel's cached pages: writes through the mount
 	// keep them current, and a rewind, the one change behind the kernel's
 	// back, invalidates what it changed (invalidate.go).
@@ -169,6 +170,7 @@ func (h *wsFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 func (h *wsFile) Release(ctx context.Context) syscall.Errno {
+	h.node.held.remove(h.fd)
 	return sysErrno(unix.Close(h.fd))
 }
 

@@ -54,6 +54,10 @@ type fsys struct {
 type wsNode struct {
 	fusefs.Inode
 	fs *fsys
+
+	// held: the descriptors of its open handles, for a node without a
+	// name (held.go).
+	held heldFds
 }
 
 var (
@@ -149,7 +153,13 @@ func (n *wsNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.Att
 		if err := statx(h.fd, "", &st); err != nil {
 			return sysErrno(err)
 		}
-	} else if errno := n.stat(&st); errno != 0 {
+	} else if errno := n.stat(&st); errno == syscall.ENOENT {
+		// A directory open but renamed over, or an open O_TMPFILE file:
+		// the kernel sends no handle, so ask one of the node's own.
+		if errno := n.statHeld(&st); errno != 0 {
+			return errno
+		}
+	} else if errno != 0 {
 		return errno
 	}
 	fillAttr(&st, &out.Attr)

@@ -1,0 +1,118 @@
+package fs
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"syscall"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// heldFds are the backing descriptors of a node's open handles. A node that
+// has lost its name while open (unlinked, renamed over, or an O_TMPFILE file
+// that never had one) is still reachable through them: fstat(2) of an open
+// directory (the kernel sends no handle with GETATTR for a directory), and
+// linkat(2) of an O_TMPFILE file.
+type heldFds struct {
+	mu  sync.Mutex // guards fds, and keeps each open while in use
+	fds []int
+}
+
+func (h *heldFds) add(fd int) {
+	h.mu.Lock()
+	h.fds = append(h.fds, fd)
+	h.mu.Unlock()
+}
+
+// remove forgets fd; the caller closes it afterwards.
+func (h *heldFds) remove(fd int) {
+	h.mu.Lock()
+	if i := slices.Index(h.fds, fd); i >= 0 {
+		h.fds = slices.Delete(h.fds, i, i+1)
+	}
+	h.mu.Unlock()
+}
+
+// with runs fn on one of the descriptors; ok is false when none is open.
+func (h *heldFds) with(fn func(fd int) error) (ok bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.fds) == 0 {
+		return false, nil
+	}
+	return true, fn(h.fds[0])
+}
+
+// statHeld stats the node through an open handle when it has no name.
+func (n *wsNode) statHeld(st *unix.Statx_t) syscall.Errno {
+	ok, err := n.held.with(func(fd int) error { return statx(fd, "", st) })
+	if !ok {
+		return syscall.ENOENT
+	}
+	return sysErrno(err)
+}
+
+// heldDir is a directory stream whose descriptor the node holds while it
+// is open.
+type heldDir struct {
+	fusefs.DirStream
+	node *wsNode
+	fd   int
+}
+
+var _ dirFile = (*heldDir)(nil)
+
+func (d *heldDir) inner() dirFile { return d.DirStream.(dirFile) }
+
+func (d *heldDir) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	return d.inner().Readdirent(ctx)
+}
+
+func (d *heldDir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	return d.inner().Seekdir(ctx, off)
+}
+
+func (d *heldDir) Releasedir(ctx context.Context, flags uint32) {
+	d.node.held.remove(d.fd)
+	d.inner().Releasedir(ctx, flags)
+}
+
+func (d *heldDir) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	return d.inner().Fsyncdir(ctx, flags)
+}
+
+var _ fusefs.NodeTmpfiler = (*wsNode)(nil)
+
+// Tmpfile makes an O_TMPFILE file in the backing directory. It has no name,
+// so nothing is captured; linkat(2) gives it one, captured as absent before
+// like any new name (Link).
+func (n *wsNode) Tmpfile(ctx context.Context, flags, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	p, ok := n.path()
+	if !ok {
+		return nil, nil, 0, syscall.ENOENT
+	}
+	dfd, done, err := n.fs.ws.dir(p)
+	if err != nil {
+		return nil, nil, 0, sysErrno(err)
+	}
+	defer done()
+	// O_EXCL stays: it makes the file one that can never be linked.
+	fd, err := unix.Openat(dfd, ".", openFlags(flags)&^unix.O_NOFOLLOW|unix.O_TMPFILE|int(flags&unix.O_EXCL), mode)
+	if err != nil {
+		return nil, nil, 0, sysErrno(err)
+	}
+	chownNew(ctx, dfd, "", fd)
+	var st unix.Statx_t
+	if err := statx(fd, "", &st); err != nil {
+		unix.Close(fd)
+		return nil, nil, 0, sysErrno(err)
+	}
+	fillAttr(&st, &out.Attr)
+	child := n.NewInode(ctx, &wsNode{fs: n.fs}, n.fs.ws.stable(&st))
+	cn := child.Operations().(*wsNode)
+	cn.held.add(fd)
+	return child, &wsFile{node: cn, fd: fd, write: true}, 0, 0
+}
