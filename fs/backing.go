@@ -2,6 +2,7 @@ package fs
 
 import (
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -17,15 +18,6 @@ import (
 // refusing every symlink on the way, crossing mount points below it, in
 // chunks far past PATH_MAX). Every path here is relative to it ("" is the
 // root) and is a node's path from go-fuse's inode tree, so it is clean.
-//
-// A node's path that no longer resolves (ENOENT, ENOTDIR, ELOOP) means the
-// kernel holds a node the backing tree no longer has there: a rewind
-// changed the tree behind the kernel's back while the request waited for
-// it, or before the kernel's entry expired. Every method here then returns
-// ESTALE: the VFS walks the path again with LOOKUP_REVAL, so a fresh lookup
-// finds what the name is now, and it retries the call once (retry_estale).
-// So `printf x > f` that waited for a rewind which removed f creates f
-// again instead of failing with ENOENT.
 type backing struct {
 	fd  int    // the workspace root, O_RDONLY|O_DIRECTORY
 	dev uint64 // its device, masked out of inode numbers
@@ -34,19 +26,63 @@ type backing struct {
 // root is the workspace root's resolver.
 func (b *backing) root() wsdir.Dir { return wsdir.New(b.fd) }
 
-// stale maps a failure to resolve a node's own path to ESTALE.
-func stale(err error) error {
+// rewinds tracks the rewinds run through the mount, for stale.
+//
+// A request names a node the kernel resolved before sending it. A rewind
+// changes the backing tree behind the kernel's back, and tells the kernel
+// to forget what it changed only after it releases the workspace lock, so a
+// request that waited for a rewind, or arrived before the kernel forgot,
+// may name a node whose path the rewind removed or gave to another object.
+// Such a request answers ESTALE: the VFS then walks the path again with
+// LOOKUP_REVAL, finds what the name is now, and retries the call once
+// (retry_estale), so `printf x > f` that waited for a rewind which removed
+// f creates f again instead of failing with ENOENT. Without a rewind, a
+// path that does not resolve keeps its own errno (a rename racing a lookup
+// through the mount gives ENOENT or ELOOP, as go-fuse's loopback does).
+type rewinds struct {
+	inflight atomic.Int64  // rewinds begun whose invalidation has not finished
+	started  atomic.Uint64 // rewinds begun, ever
+}
+
+// begin notes a rewind starting; the returned func notes it settled, once
+// the kernel was told to forget what it changed.
+func (r *rewinds) begin() (settled func()) {
+	r.inflight.Add(1) // before started: see arrive
+	r.started.Add(1)
+	return func() { r.inflight.Add(-1) }
+}
+
+// arrival is what a request knew of rewinds when it arrived.
+type arrival struct {
+	started uint64
+	busy    bool // a rewind was running or still invalidating
+}
+
+// arrive is taken when a request arrives, before it waits for anything.
+// It reads started before inflight, the reverse of begin, so a rewind
+// begun at the same moment is seen by one of the two.
+func (r *rewinds) arrive() arrival {
+	s := r.started.Load()
+	return arrival{started: s, busy: r.inflight.Load() > 0}
+}
+
+// stale is the error for a failure to resolve a request's own node (not a
+// name below it): ESTALE when the node's path is gone (ENOENT, ENOTDIR, or
+// ELOOP: it now crosses a symlink) and a rewind may have moved it since the
+// kernel resolved it; err itself otherwise.
+func (r *rewinds) stale(a arrival, err error) error {
 	switch err {
 	case unix.ENOENT, unix.ENOTDIR, unix.ELOOP:
-		return unix.ESTALE
+		if a.busy || r.started.Load() != a.started {
+			return unix.ESTALE
+		}
 	}
 	return err
 }
 
 // openat2 opens the node at rel with flags.
 func (b *backing) openat2(rel string, flags int) (int, error) {
-	fd, err := b.root().Open(rel, flags)
-	return fd, stale(err)
+	return b.root().Open(rel, flags)
 }
 
 // dir opens directory rel for use as the dirfd of *at calls. done closes it

@@ -406,6 +406,8 @@ func (f *fsys) doRewind(ctx context.Context, data []byte) ([]byte, syscall.Errno
 	if !ok || req.Target > f.eng.Head() || req.Revert > f.eng.Head() {
 		return nil, syscall.EINVAL
 	}
+	// Settled once the kernel was told what changed (rewinds.stale).
+	defer f.rw.begin()()
 	res, err := f.eng.Apply(engineCtx(ctx), req)
 	var out []byte
 	if err == nil || errors.Is(err, rewind.ErrConflict) {

@@ -31,9 +31,10 @@ func (n *wsNode) entryOp(ctx context.Context, op, name string, fn func(dirfd int
 	if n.isRoot() && rewind.IsReserved(name) {
 		return syscall.EPERM
 	}
+	a := n.fs.rw.arrive()
 	dir, ok := n.path()
 	if !ok {
-		return syscall.ENOENT
+		return n.resolveErrno(a, unix.ENOENT)
 	}
 	p := join(dir, name)
 	release, step, errno := n.begin(ctx, op, rewind.Change{Path: p})
@@ -43,7 +44,7 @@ func (n *wsNode) entryOp(ctx context.Context, op, name string, fn func(dirfd int
 	defer release()
 	dfd, done, err := n.fs.ws.dir(dir)
 	if err != nil {
-		return sysErrno(err)
+		return n.resolveErrno(a, err)
 	}
 	defer done()
 	return fn(dfd, p, step)
@@ -151,6 +152,7 @@ func (n *wsNode) Link(ctx context.Context, target fusefs.InodeEmbedder, name str
 	if !ok || src.fs != n.fs {
 		return nil, syscall.EXDEV
 	}
+	a := n.fs.rw.arrive()
 	srcPath, named := src.path()
 	var child *fusefs.Inode
 	errno := n.entryOp(ctx, "link", name, func(dfd int, p string, _ rewind.Seq) syscall.Errno {
@@ -166,7 +168,7 @@ func (n *wsNode) Link(ctx context.Context, target fusefs.InodeEmbedder, name str
 			if err != nil {
 				return sysErrno(err)
 			}
-		} else if errno := linkNamed(n.fs, srcPath, dfd, name); errno != 0 {
+		} else if errno := n.linkNamed(a, srcPath, dfd, name); errno != 0 {
 			return errno
 		}
 		var st unix.Statx_t
@@ -179,15 +181,21 @@ func (n *wsNode) Link(ctx context.Context, target fusefs.InodeEmbedder, name str
 	return child, errno
 }
 
-// linkNamed links the workspace path src to name in dfd.
-func linkNamed(f *fsys, src string, dfd int, name string) syscall.Errno {
+// linkNamed links the workspace path src to name in dfd, for a request
+// that arrived at a (src is the request's own node: a source gone because
+// of a rewind is stale).
+func (n *wsNode) linkNamed(a arrival, src string, dfd int, name string) syscall.Errno {
 	sdir, sname := split(src)
-	sfd, done, err := f.ws.dir(sdir)
+	sfd, done, err := n.fs.ws.dir(sdir)
 	if err != nil {
-		return sysErrno(err)
+		return n.resolveErrno(a, err)
 	}
 	defer done()
-	return sysErrno(unix.Linkat(sfd, sname, dfd, name, 0))
+	if err := unix.Linkat(sfd, sname, dfd, name, 0); err != nil {
+		// ENOENT: the source itself is gone.
+		return n.resolveErrno(a, err)
+	}
+	return 0
 }
 
 func (n *wsNode) Unlink(ctx context.Context, name string) syscall.Errno {
@@ -217,10 +225,11 @@ func (n *wsNode) Rename(ctx context.Context, name string, newParent fusefs.Inode
 	if (n.isRoot() && rewind.IsReserved(name)) || (np.isRoot() && rewind.IsReserved(newName)) {
 		return syscall.EPERM
 	}
+	a := n.fs.rw.arrive()
 	odir, ok1 := n.path()
 	ndir, ok2 := np.path()
 	if !ok1 || !ok2 {
-		return syscall.ENOENT
+		return n.resolveErrno(a, unix.ENOENT)
 	}
 	oldPath, newPath := join(odir, name), join(ndir, newName)
 
@@ -233,12 +242,12 @@ func (n *wsNode) Rename(ctx context.Context, name string, newParent fusefs.Inode
 
 	ofd, odone, err := n.fs.ws.dir(odir)
 	if err != nil {
-		return sysErrno(err)
+		return n.resolveErrno(a, err)
 	}
 	defer odone()
 	nfd, ndone, err := n.fs.ws.dir(ndir)
 	if err != nil {
-		return sysErrno(err)
+		return n.resolveErrno(a, err)
 	}
 	defer ndone()
 
@@ -271,13 +280,14 @@ func (n *wsNode) Rename(ctx context.Context, name string, newParent fusefs.Inode
 // (".zero" on the backing side) and any "@N" are never listed, so tools
 // that walk the workspace never see them.
 func (n *wsNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	a := n.fs.rw.arrive()
 	p, ok := n.path()
 	if !ok {
-		return nil, 0, syscall.ENOENT
+		return nil, 0, n.resolveErrno(a, unix.ENOENT)
 	}
 	fd, err := n.fs.ws.openat2(p, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
-		return nil, 0, sysErrno(err)
+		return nil, 0, n.resolveErrno(a, err)
 	}
 	ds, errno := fusefs.NewLoopbackDirStreamFd(fd)
 	if errno != 0 {

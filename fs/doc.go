@@ -16,14 +16,16 @@
 //     near PATH_MAX however deep the tree. The final name is handled with
 //     *at calls that never follow a symlink, so no request can leave the
 //     workspace.
-//   - A node whose path no longer resolves (a rewind changed the tree behind
-//     the kernel's back) answers ESTALE, never ENOENT: the kernel then looks
-//     the path up again and retries the call once, so a request that waited
-//     for a rewind acts on what the path is after it (backing.go).
 //   - The store is reached through /proc/self/fd of a descriptor opened
 //     before mounting, for the same reason: with the default store inside an
 //     in-place mount, the store's path leads into the mount, where ".zero" is
 //     the control directory.
+//   - A request whose node's path no longer resolves, while or after a
+//     rewind ran (it changed the tree behind the kernel's back), answers
+//     ESTALE, not ENOENT: the kernel then looks the path up again and
+//     retries the call once, so a request that waited for a rewind acts on
+//     what the path is after it (rewinds in backing.go). Without a rewind
+//     the errno is the backing one.
 //   - Every mutating request calls Engine.Begin before its backing syscall
 //     and holds what Begin returns through it (capture first, then change;
 //     STYLE rule 13). If Begin fails the workspace is not touched.

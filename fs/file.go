@@ -61,9 +61,10 @@ func openFlags(flags uint32) int {
 }
 
 func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	a := n.fs.rw.arrive()
 	p, ok := n.path()
 	if !ok {
-		return nil, 0, syscall.ENOENT
+		return nil, 0, n.resolveErrno(a, unix.ENOENT)
 	}
 	h := &wsFile{node: n, write: flags&writeFlags != 0}
 	if h.write {
@@ -76,7 +77,7 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	}
 	fd, err := n.fs.ws.openat2(p, openFlags(flags))
 	if err != nil {
-		return nil, 0, sysErrno(err)
+		return nil, 0, n.resolveErrno(a, err)
 	}
 	h.fd = fd
 	n.held.add(fd)

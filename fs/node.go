@@ -27,6 +27,7 @@ const (
 type fsys struct {
 	eng  *rewind.Engine
 	ws   backing
+	rw   rewinds // the rewinds run through the mount (backing.go)
 	log  *slog.Logger
 	root *wsNode
 
@@ -76,7 +77,9 @@ var (
 func (n *wsNode) isRoot() bool { return n == n.fs.root }
 
 // path is the node's workspace path, walking go-fuse's tree up to the root.
-// ok is false for a node no longer in the tree (unlinked while open).
+// ok is false for a node no longer in the tree: unlinked while open, or
+// displaced by what a rewind left at its name. Callers answer
+// resolveErrno(ENOENT), like a path that no longer resolves.
 func (n *wsNode) path() (p string, ok bool) {
 	root := n.fs.root.EmbeddedInode()
 	var names []string
@@ -125,13 +128,14 @@ func (n *wsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 	if n.isRoot() && rewind.IsReserved(name) {
 		return n.fs.lookupReserved(ctx, name, out)
 	}
+	a := n.fs.rw.arrive()
 	dir, ok := n.path()
 	if !ok {
-		return nil, syscall.ENOENT
+		return nil, n.resolveErrno(a, unix.ENOENT)
 	}
 	dfd, done, err := n.fs.ws.dir(dir)
 	if err != nil {
-		return nil, sysErrno(err)
+		return nil, n.resolveErrno(a, err)
 	}
 	defer done()
 	var st unix.Statx_t
@@ -143,7 +147,7 @@ func (n *wsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 
 // stat stats the node itself.
 func (n *wsNode) stat(st *unix.Statx_t) syscall.Errno {
-	return n.withNode(func(fd int) error { return statx(fd, "", st) })
+	return n.withNode(n.fs.rw.arrive(), func(fd int) error { return statx(fd, "", st) })
 }
 
 func (n *wsNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -153,11 +157,14 @@ func (n *wsNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.Att
 		if err := statx(h.fd, "", &st); err != nil {
 			return sysErrno(err)
 		}
-	} else if errno := n.stat(&st); errno == syscall.ENOENT {
+	} else if errno := n.stat(&st); errno == syscall.ENOENT || errno == syscall.ESTALE {
 		// A directory open but renamed over, or an open O_TMPFILE file:
-		// the kernel sends no handle, so ask one of the node's own.
-		if errno := n.statHeld(&st); errno != 0 {
+		// the kernel sends no handle, so ask one of the node's own. With
+		// none, the node is gone (ESTALE: a rewind may have moved it).
+		if herr := n.statHeld(&st); herr == syscall.ENOENT {
 			return errno
+		} else if herr != 0 {
+			return herr
 		}
 	} else if errno != 0 {
 		return errno
@@ -170,10 +177,11 @@ func (n *wsNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.Att
 // change; a change of times alone takes the workspace lock without
 // capturing.
 func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	a := n.fs.rw.arrive()
 	p, ok := n.path()
 	h, _ := f.(*wsFile)
 	if !ok && h == nil {
-		return syscall.ENOENT
+		return n.resolveErrno(a, unix.ENOENT)
 	}
 	size, hasSize := in.GetSize()
 	mode, hasMode := in.GetMode()
@@ -199,7 +207,7 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 		var done func()
 		var err error
 		if fd, done, err = n.fs.ws.node(p); err != nil {
-			return sysErrno(err)
+			return n.resolveErrno(a, err)
 		}
 		defer done()
 	}
@@ -273,7 +281,7 @@ func (n *wsNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno 
 
 func (n *wsNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	var target []byte
-	errno := n.withNode(func(fd int) error {
+	errno := n.withNode(n.fs.rw.arrive(), func(fd int) error {
 		for size := 256; ; size *= 2 {
 			buf := make([]byte, size)
 			k, err := unix.Readlinkat(fd, "", buf)
@@ -289,15 +297,22 @@ func (n *wsNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	return target, errno
 }
 
-// withNode runs fn on the node's O_PATH descriptor.
-func (n *wsNode) withNode(fn func(fd int) error) syscall.Errno {
+// resolveErrno is the errno for a request that arrived at a and could not
+// resolve its own node: see rewinds.stale.
+func (n *wsNode) resolveErrno(a arrival, err error) syscall.Errno {
+	return sysErrno(n.fs.rw.stale(a, err))
+}
+
+// withNode runs fn on the node's O_PATH descriptor, for a request that
+// arrived at a.
+func (n *wsNode) withNode(a arrival, fn func(fd int) error) syscall.Errno {
 	p, ok := n.path()
 	if !ok {
-		return syscall.ENOENT
+		return n.resolveErrno(a, unix.ENOENT)
 	}
 	fd, done, err := n.fs.ws.node(p)
 	if err != nil {
-		return sysErrno(err)
+		return n.resolveErrno(a, err)
 	}
 	defer done()
 	return sysErrno(fn(fd))
@@ -305,7 +320,7 @@ func (n *wsNode) withNode(fn func(fd int) error) syscall.Errno {
 
 func (n *wsNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	var size int
-	errno := n.withNode(func(fd int) (err error) {
+	errno := n.withNode(n.fs.rw.arrive(), func(fd int) (err error) {
 		size, err = unix.Getxattr(procPath(fd), attr, dest)
 		return err
 	})
@@ -314,7 +329,7 @@ func (n *wsNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32
 
 func (n *wsNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	var size int
-	errno := n.withNode(func(fd int) (err error) {
+	errno := n.withNode(n.fs.rw.arrive(), func(fd int) (err error) {
 		size, err = unix.Listxattr(procPath(fd), dest)
 		return err
 	})
@@ -324,23 +339,25 @@ func (n *wsNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Er
 // Setxattr and Removexattr change nothing a capture records, but they are
 // changes: they hold the workspace lock so a rewind does not run under them.
 func (n *wsNode) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	a := n.fs.rw.arrive()
 	release, _, errno := n.begin(ctx, "setxattr")
 	if errno != 0 {
 		return errno
 	}
 	defer release()
-	return n.withNode(func(fd int) error {
+	return n.withNode(a, func(fd int) error {
 		return unix.Setxattr(procPath(fd), attr, data, int(flags))
 	})
 }
 
 func (n *wsNode) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	a := n.fs.rw.arrive()
 	release, _, errno := n.begin(ctx, "removexattr")
 	if errno != 0 {
 		return errno
 	}
 	defer release()
-	return n.withNode(func(fd int) error {
+	return n.withNode(a, func(fd int) error {
 		return unix.Removexattr(procPath(fd), attr)
 	})
 }
