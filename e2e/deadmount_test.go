@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -152,5 +153,40 @@ func TestUmountUnmountsLiveMountUnderDeadOne(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "a.txt")); err != nil || string(b) != "x\n" {
 		t.Fatalf("a.txt in the unmounted workspace: %q, %v", b, err)
+	}
+}
+
+// The same for an ordinary user, whose mounts go through fusermount3: after
+// kill -9 of nobody's daemon, nobody's next `zerofs mount` replaces the dead
+// mount, and nobody's `zerofs umount` unmounts the new one.
+func TestKilledUnprivilegedDaemonMountReplaced(t *testing.T) {
+	ws, bin, asUser := userMount(t)
+	out, err := asUser("cat", ".zero/status")
+	if err != nil {
+		t.Fatalf("cat .zero/status: %v\n%s", err, out)
+	}
+	var st struct {
+		PID int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.PID <= 0 {
+		t.Fatalf(".zero/status = %q: %v", out, err)
+	}
+	if err := syscall.Kill(st.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := asUser(bin, "mount", ws); err != nil {
+		t.Fatalf("zerofs mount as uid %d right after kill -9 of its daemon: %v\n%s", nobody, err, out)
+	}
+	if n := fuseMountCount(t, ws); n != 1 {
+		t.Fatalf("%d FUSE mounts at %s after remounting, want 1", n, ws)
+	}
+	if out, err := asUser("cat", "f"); err != nil || out != "one\n" {
+		t.Fatalf("f through the new mount: %q, %v", out, err)
+	}
+	if out, err := asUser(bin, "umount", ws); err != nil {
+		t.Fatalf("zerofs umount as uid %d: %v\n%s", nobody, err, out)
+	}
+	if n := fuseMountCount(t, ws); n != 0 {
+		t.Fatalf("%d FUSE mounts left at %s after umount", n, ws)
 	}
 }
