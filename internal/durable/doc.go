@@ -5,6 +5,11 @@
 // intent record) goes through these helpers, so the order "data durable, then
 // name durable" is written once and reviewed once.
 //
+// Temporary files, in the store and in the workspace (a rewind's restored
+// file before its rename) alike, are named by one scheme, TempName:
+// ".tmp-<name>-<16 hex digits>"; IsTemp and IsTempFor recognise them for
+// whoever sweeps what a crash left.
+//
 // Invariant: when a function here returns nil, what it wrote (content and
 // directory entry) has reached stable storage; on error, no temporary file is
 // left behind.
