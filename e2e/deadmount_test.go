@@ -50,14 +50,17 @@ func processAlive(pid int) bool {
 // deadMount stacks a dead FUSE mount at dir, as a killed zerofs leaves
 // one: a connection whose daemon side is closed, so every request fails
 // with ENOTCONN.
-func deadMount(t *testing.T, dir string) {
+func deadMount(t *testing.T, dir string) { deadMountOf(t, dir, "fuse.zerofs") }
+
+// deadMountOf stacks a dead FUSE mount of filesystem type fstype at dir.
+func deadMountOf(t *testing.T, dir, fstype string) {
 	t.Helper()
 	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0", fd)
-	err = unix.Mount("zerofs", dir, "fuse.zerofs", unix.MS_NOSUID|unix.MS_NODEV, opts)
+	err = unix.Mount("dead", dir, fstype, unix.MS_NOSUID|unix.MS_NODEV, opts)
 	unix.Close(fd)
 	if err != nil {
 		t.Fatalf("mount a dead FUSE mount at %s: %v", dir, err)
@@ -188,5 +191,20 @@ func TestKilledUnprivilegedDaemonMountReplaced(t *testing.T) {
 	}
 	if n := fuseMountCount(t, ws); n != 0 {
 		t.Fatalf("%d FUSE mounts left at %s after umount", n, ws)
+	}
+}
+
+// A dead mount of another filesystem is not zerofs's to take: umount says
+// so and leaves it.
+func TestUmountLeavesAnotherFilesystemsDeadMount(t *testing.T) {
+	needFUSE(t)
+	dir := t.TempDir()
+	deadMountOf(t, dir, "fuse.sshfs")
+	out, err := zerofs(t, "/", "umount", dir)
+	if err == nil || !strings.Contains(out, "not a zerofs mount") {
+		t.Fatalf("zerofs umount of a dead sshfs mount: %v\n%s; want exit 1, not a zerofs mount", err, out)
+	}
+	if n := fuseMountCount(t, dir); n != 1 {
+		t.Fatalf("%d FUSE mounts at %s, want the sshfs one left alone", n, dir)
 	}
 }

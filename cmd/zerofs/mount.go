@@ -147,7 +147,7 @@ func runMount(e *env, c *command, args []string) error {
 // deadDaemonTimeout bounds the wait for a killed daemon to finish exiting.
 const deadDaemonTimeout = 10 * time.Second
 
-// detachDead detaches every dead FUSE mount at the given paths (stacked ones
+// detachDead detaches every dead zerofs mount at the given paths (stacked ones
 // included) and says so on stderr. A live mount is left alone (the caller
 // refuses to mount over a zerofs one); one that does not answer at all is
 // an error. It reports whether it detached anything.
@@ -159,8 +159,8 @@ func detachDead(e *env, paths ...string) (bool, error) {
 		}
 		for range 16 {
 			ms, err := fuseMountsAt(p)
-			if err != nil || len(ms) == 0 {
-				break
+			if err != nil || len(ms) == 0 || topmost(ms).fstype != zerofsType {
+				break // none, or another filesystem's: not ours to take
 			}
 			alive, err := probeMount(p)
 			if err != nil {

@@ -86,11 +86,11 @@ func runUmount(e *env, c *command, args []string) error {
 		switch alive, err := probeMount(mp); {
 		case err != nil:
 			return err
-		case alive:
+		case alive || top.fstype != zerofsType:
 			if !did {
 				return fmt.Errorf("%s is not a zerofs mount", mp)
 			}
-			return nil // someone else's mount, under ours: not ours to take
+			return nil // another filesystem's mount, under ours: not ours to take
 		}
 		if err := zfs.Detach(mp); err != nil {
 			return fmt.Errorf("%s: its daemon is gone and detaching the dead mount failed: %w", mp, err)
@@ -103,7 +103,7 @@ func runUmount(e *env, c *command, args []string) error {
 	}
 	if ms, err := fuseMountsAt(mp); err != nil {
 		return err
-	} else if len(ms) > 0 && isZerofsType(topmost(ms).fstype) {
+	} else if len(ms) > 0 && topmost(ms).fstype == zerofsType {
 		return fmt.Errorf("%s is still mounted", mp)
 	}
 	return nil
@@ -173,7 +173,8 @@ type mountEntry struct {
 	fstype     string
 }
 
-func isZerofsType(fstype string) bool { return fstype == "fuse.zerofs" || fstype == "fuse" }
+// zerofsType is the filesystem type of zerofs's mounts in mountinfo.
+const zerofsType = "fuse.zerofs"
 
 // fuseMountsAt lists the FUSE mounts whose mount point is dir, in mount
 // order (from /proc/self/mountinfo, which never blocks on a dead daemon).
