@@ -172,6 +172,32 @@ func TestLocksBetweenProcesses(t *testing.T) {
 		}
 	})
 
+	// A signal ends a blocked wait (the kernel interrupts the request):
+	// the waiter's handler runs, and the holder still holds the lock.
+	t.Run("interrupted waiter", func(t *testing.T) {
+		h := holdLock(t, ws, "python3", "-c", lockfPy, "f", "ex", "hold")
+		got := must(t, ws, nil, "python3", "-c", `
+import fcntl, signal, sys
+class Alarm(Exception): pass
+def ring(*_): raise Alarm()
+signal.signal(signal.SIGALRM, ring)
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+f = open("f", "r+")
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX)
+    print("locked")
+except Alarm:
+    print("interrupted")
+`)
+		if strings.TrimSpace(got) != "interrupted" {
+			t.Errorf("blocking lockf with an alarm while held: got %q, want interrupted", got)
+		}
+		if got := must(t, ws, nil, "python3", "-c", lockfPy, "f", "ex", "try"); strings.TrimSpace(got) != "busy" {
+			t.Errorf("lockf after the interrupted wait: got %q, want busy", got)
+		}
+		h.release(t)
+	})
+
 	t.Run("killed holder", func(t *testing.T) {
 		h := holdLock(t, ws, "python3", "-c", lockfPy, "f", "ex", "hold")
 		h.cmd.Process.Signal(syscall.SIGKILL)
