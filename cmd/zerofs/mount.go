@@ -350,7 +350,7 @@ type pidFile struct {
 
 // writePIDFile writes the pid into dir, which it then owns.
 func writePIDFile(dir *os.File) (*pidFile, error) {
-	fd, err := unix.Openat(int(dir.Fd()), "daemon.pid", unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
+	fd, err := unix.Openat(int(dir.Fd()), "daemon.pid", unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		dir.Close()
 		return nil, err
