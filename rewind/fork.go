@@ -78,7 +78,7 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 			case st.Skipped:
 				w.res.Skipped = append(w.res.Skipped, p)
 			case st.Kind == KindDir:
-				if err := w.mkdir(p, st.Mode); err != nil {
+				if err := w.mkdir(p, copyMode(st)); err != nil {
 					return err
 				}
 				if err := walk(p); err != nil {
@@ -97,7 +97,7 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 				if err != nil {
 					return err
 				}
-				err = w.file(p, f, st.Mode)
+				err = w.file(p, f, copyMode(st))
 				f.Close()
 				if err != nil {
 					return err
@@ -109,7 +109,7 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 	if err := walk(""); err != nil {
 		return w.abort(err)
 	}
-	return w.finish(ctx, root.State.Mode, e.log.SessionID())
+	return w.finish(ctx, copyMode(root.State), e.log.SessionID())
 }
 
 // ForkDir forks from a directory that shows a past state (a mount's @T/,
@@ -140,7 +140,7 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 			if err != nil {
 				return fmt.Errorf("rewind: fork: %w", err)
 			}
-			mode := uint32(fi.Mode().Perm()) | modeBits(fi.Mode())
+			mode := copyMode(shownState(fi))
 			switch {
 			case fi.IsDir():
 				if err := w.mkdir(p, mode); err != nil {
@@ -176,7 +176,7 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 	if err := walk(""); err != nil {
 		return w.abort(err)
 	}
-	return w.finish(ctx, uint32(fi.Mode().Perm())|modeBits(fi.Mode()), "")
+	return w.finish(ctx, copyMode(shownState(fi)), "")
 }
 
 // modeBits is the setuid, setgid and sticky bits of m as permission bits.

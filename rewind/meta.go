@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -43,6 +44,24 @@ func safeMode(want FileState, uid, gid uint32) uint32 {
 		m &^= unix.S_ISGID
 	}
 	return m
+}
+
+// copyMode is the mode for a copy of want made by this process, which owns
+// what it creates (a fork): want's bits, less a setuid or setgid bit the
+// copy's owner did not have.
+func copyMode(want FileState) uint32 {
+	return safeMode(want, uint32(os.Geteuid()), uint32(os.Getegid()))
+}
+
+// shownState is the mode and owner of a path as a directory shows it (a
+// view, for a fork made from one).
+func shownState(fi os.FileInfo) FileState {
+	st := FileState{Mode: uint32(fi.Mode().Perm()) | modeBits(fi.Mode())}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		uid, gid := sys.Uid, sys.Gid
+		st.UID, st.GID = &uid, &gid
+	}
+	return st
 }
 
 // ownerFor is the owner a restore of want leaves a path with that is now

@@ -334,3 +334,42 @@ func TestOpenRefusesAStoreOthersCouldWrite(t *testing.T) {
 		})
 	}
 }
+
+// A fork belongs to whoever makes it, so a setuid file of another user's
+// in the history must not come out of a root fork setuid root; the
+// forker's own setuid file keeps its bit.
+func TestForkNeverMakesAnotherUsersFileSetuidForTheForker(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	for name, uid := range map[string]int{"theirs": 65534, "mine": 0} {
+		p := filepath.Join(ws, name)
+		if err := os.WriteFile(p, []byte(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o755|os.ModeSetuid|os.ModeSetgid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := e.BeginStep(ctx, "overwrite", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"theirs", "mine"} {
+		change(t, e, func() error { return os.WriteFile(filepath.Join(ws, name), []byte("new"), 0o644) }, Change{Path: name})
+	}
+	dir := filepath.Join(t.TempDir(), "fork")
+	if _, err := e.Fork(ctx, s.Seq, dir, ws); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]meta{"theirs": {0, 0, 0o755, time.Time{}}, "mine": {0, 0, 0o6755, time.Time{}}} {
+		got := lstatMeta(t, filepath.Join(dir, name))
+		got.mtime = time.Time{}
+		if got != want {
+			t.Errorf("forked %s: %v, want %v", name, got, want)
+		}
+	}
+}
