@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -103,7 +104,7 @@ func TestEveryChangeShowsInViews(t *testing.T) {
 	if d := diffTrees(snapshot(t, mp), mid.tree); d != "" {
 		t.Fatalf("after rewind to %d (before %s):\n%s", mid.head, mid.what, d)
 	}
-	var rep rewindReport
+	var rep control.RewindReport
 	readJSON(t, ctlRead(t, mp, "rewind"), &rep)
 	if rep.TargetSequence != mid.head || rep.CheckpointSequence == 0 || rep.Sequence != headOf(t, mp) {
 		t.Fatalf(".zero/rewind = %+v; want target %d, a checkpoint, sequence = head", rep, mid.head)

@@ -5,11 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -17,21 +14,17 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/rewind"
 )
 
 // The control directory ".zero/" at the mount root. It is virtual: nothing
 // here is captured, and it hides the store of the same name on the backing
-// side. Each file is a command (a write) and a report (a read):
-//
-//	step    write a label or a JSON object: begin a step; read "<seq> <label>"
-//	rewind  write a sequence, or a JSON request (see rewindRequest): rewind;
-//	        read the last rewind's report, or, on the handle that wrote a
-//	        request, that request's own result
-//	head    read the head sequence
-//	log     read the event log
-//	status  read one JSON object about this mount
-//	gc      write a sequence: forget states before it; read the last result
+// side. Each file is a command (a write) and a report (a read); package
+// control holds the names, the request formats and the reports, shared
+// with the clients (package history). A rewind or gc request's report is
+// read back on the handle that wrote it, whatever other clients did.
 //
 // Reads are generated when a handle is opened and served with
 // FOPEN_DIRECT_IO, so the size 0 in the attributes never truncates them.
@@ -54,16 +47,6 @@ import (
 // through: the log holds every path and hook payload, and a rewind changes
 // files that are not the caller's.
 
-// ctlNames lists the control files; the value says whether it takes writes.
-var ctlNames = map[string]bool{
-	"step":   true,
-	"rewind": true,
-	"head":   false,
-	"log":    false,
-	"status": false,
-	"gc":     true,
-}
-
 // ctlDir is ".zero/": a persistent node whose children are made once.
 type ctlDir struct {
 	fusefs.Inode
@@ -76,8 +59,8 @@ var (
 )
 
 func (d *ctlDir) OnAdd(ctx context.Context) {
-	for name, writable := range ctlNames {
-		ch := d.NewPersistentInode(ctx, &ctlFile{fs: d.fs, name: name, writable: writable},
+	for _, name := range control.Names {
+		ch := d.NewPersistentInode(ctx, &ctlFile{fs: d.fs, name: name, writable: control.Writable(name)},
 			fusefs.StableAttr{Mode: syscall.S_IFREG})
 		d.AddChild(name, ch, true)
 	}
@@ -117,7 +100,7 @@ var (
 
 func (c *ctlFile) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	mode := uint32(0o600)
-	if c.name == "head" {
+	if c.name == control.Head {
 		mode = 0o644
 	}
 	c.fs.fillVirtual(&out.Attr, syscall.S_IFREG|mode, 1)
@@ -158,7 +141,7 @@ type ctlHandle struct {
 }
 
 // maxRequest bounds one request (SPEC: a label up to 1 MiB).
-const maxRequest = 1 << 20
+const maxRequest = control.MaxRequest
 
 var _ fusefs.FileReleaser = (*ctlHandle)(nil)
 
@@ -172,7 +155,7 @@ func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
 // mayOpen reports whether the caller may open this control file: head is
 // anyone's to read; the rest only the mounting user's and root's.
 func (c *ctlFile) mayOpen(ctx context.Context) bool {
-	if c.name == "head" {
+	if c.name == control.Head {
 		return true
 	}
 	caller, ok := fuse.FromContext(ctx)
@@ -185,7 +168,7 @@ func (c *ctlFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, ui
 	}
 	h := &ctlHandle{}
 	if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
-		if c.name == "log" {
+		if c.name == control.Log {
 			f, err := os.Open(c.fs.eng.Log().Path())
 			if err != nil {
 				return nil, 0, engineErrno(c.fs.log, "open", ".zero/log", err, seqInvalid)
@@ -245,7 +228,7 @@ func (c *ctlFile) Write(ctx context.Context, f fusefs.FileHandle, data []byte, o
 		return 0, syscall.EINVAL
 	}
 	h.req = append(h.req, data...)
-	if c.name != "step" && requestComplete(h.req) {
+	if c.name != control.Step && requestComplete(h.req) {
 		h.done = true
 		if errno := c.run(ctx, h, h.req); errno != 0 {
 			return 0, errno
@@ -287,250 +270,132 @@ func requestComplete(req []byte) bool {
 // caller holds).
 func (c *ctlFile) run(ctx context.Context, h *ctlHandle, req []byte) syscall.Errno {
 	switch c.name {
-	case "step":
+	case control.Step:
 		return c.fs.doStep(ctx, req)
-	case "rewind":
+	case control.Rewind:
 		out, errno := c.fs.doRewind(ctx, req)
 		if out != nil {
 			h.content = out
 		}
 		return errno
-	case "gc":
-		return c.fs.doGC(ctx, req)
+	case control.GC:
+		out, errno := c.fs.doGC(ctx, req)
+		if out != nil {
+			h.content = out
+		}
+		return errno
 	}
 	return syscall.EACCES
 }
 
-// doStep begins a step. The label is the trimmed line; a JSON object is
-// passed on as the tool_call's payload, labelled by its "name" ("step" when
-// it has none).
+// doStep begins a step (control.ParseStep reads the request).
 func (f *fsys) doStep(ctx context.Context, data []byte) syscall.Errno {
-	line := bytes.TrimSpace(data)
-	label := string(line)
-	var extra json.RawMessage
-	if len(line) > 0 && line[0] == '{' {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(line, &obj); err == nil {
-			extra = json.RawMessage(line)
-			label = "step"
-			if raw, ok := obj["name"]; ok {
-				var s string
-				if json.Unmarshal(raw, &s) == nil && s != "" {
-					label = s
-				}
-			}
-		}
-	}
-	if label == "" {
-		label = "step"
-	}
-	if _, err := f.eng.BeginStep(engineCtx(ctx), label, extra); err != nil {
+	req := control.ParseStep(data)
+	if _, err := f.eng.BeginStep(engineCtx(ctx), req.Label, req.Payload); err != nil {
 		return engineErrno(f.log, "step", ".zero/step", err, seqInvalid)
 	}
 	return 0
 }
 
-// parseSeq reads a decimal sequence; anything else is EINVAL.
-func parseSeq(data []byte) (rewind.Seq, bool) {
-	s := strings.TrimSpace(string(data))
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return rewind.Seq(n), true
-}
-
-// rewindRequest is the JSON object .zero/rewind accepts besides a bare
-// sequence. Exactly one of target and revert is given:
-//
-//	{"target": SEQ}                          rewind to SEQ
-//	{"target": SEQ, "paths": ["a/b.go"]}     only those paths, each with
-//	                                         everything under it
-//	{"revert": SEQ}                          revert the step at SEQ
-//	{"revert": SEQ, "force": true}           even over later changes
-//
-// and any of them with "dryRun": true (plan and preview, change nothing)
-// and "session": "<agent session id>" (whose changes count as the agent's).
-type rewindRequest struct {
-	Target  *rewind.Seq `json:"target"`
-	Revert  *rewind.Seq `json:"revert"`
-	Paths   []string    `json:"paths"`
-	Force   bool        `json:"force"`
-	DryRun  bool        `json:"dryRun"`
-	Session string      `json:"session"`
-}
-
-// parseRewind reads a write to .zero/rewind: a decimal sequence or a
-// rewindRequest. Anything else, or a request that names no sequence, both,
-// force without revert, paths with revert, or a path that is not clean, is
-// not a request.
-func parseRewind(data []byte) (rewind.Request, bool) {
-	if t, ok := parseSeq(data); ok {
-		return rewind.Request{Target: t}, true
-	}
-	var in rewindRequest
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil || dec.More() {
-		return rewind.Request{}, false
-	}
-	req := rewind.Request{Paths: in.Paths, Force: in.Force, DryRun: in.DryRun, Session: in.Session}
-	switch {
-	case (in.Target == nil) == (in.Revert == nil):
-		return req, false
-	case in.Revert != nil:
-		if *in.Revert == 0 || len(in.Paths) > 0 {
-			return req, false
-		}
-		req.Revert = *in.Revert
-	default:
-		if in.Force || (in.Paths != nil && len(in.Paths) == 0) {
-			return req, false
-		}
-		req.Target = *in.Target
-	}
-	for _, p := range in.Paths {
-		if rewind.CleanPath(p) != nil {
-			return req, false
-		}
-	}
-	return req, true
-}
-
-// doRewind carries out a rewind request and returns when it is complete and
-// durable, after telling the kernel to forget what it changed. It returns
-// the request's result for the handle that wrote it (also when a revert
-// was refused for its conflicts: the result names them).
+// doRewind carries out a rewind request (control.ParseRewind: a target,
+// paths, a revert, an undo or a redo, or a dry run of one) and returns when
+// it is complete and durable, after telling the kernel to forget what it
+// changed. Undo and redo pick their target under the engine's workspace
+// lock (history.RunRewind). It returns the request's result for the handle
+// that wrote it (also when a revert was refused for its conflicts: the
+// result names them). Nothing to undo or redo is ENOENT.
 func (f *fsys) doRewind(ctx context.Context, data []byte) ([]byte, syscall.Errno) {
-	req, ok := parseRewind(data)
-	if !ok || req.Target > f.eng.Head() || req.Revert > f.eng.Head() {
+	req, err := control.ParseRewind(data)
+	if err != nil || req.Target > f.eng.Head() || req.Revert > f.eng.Head() {
 		return nil, syscall.EINVAL
 	}
 	// Settled once the kernel was told what changed (rewinds.stale).
 	defer f.rw.begin()()
-	res, err := f.eng.Apply(engineCtx(ctx), req)
+	res, rep, err := history.RunRewind(engineCtx(ctx), f.eng, req)
 	var out []byte
 	if err == nil || errors.Is(err, rewind.ErrConflict) {
-		r := rewindReport{Sequence: res.Seq, TargetSequence: res.Record.TargetSequence,
-			CheckpointSequence: res.Record.CheckpointSequence, Report: res.Report,
-			Paths: res.Record.Paths, RevertOf: res.Record.RevertOf, Force: res.Record.Force,
-			DryRun: res.DryRun, Preview: res.Preview, Foreign: res.Foreign, Conflicts: res.Conflicts}
-		if err != nil {
-			r.Error, r.RevertOf = "conflict", req.Revert
-		}
-		if r.Report.Skipped == nil {
-			r.Report.Skipped = []string{}
-		}
-		out, _ = jsonLine(r)
+		out, _ = control.JSONLine(rep)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, history.ErrNothingToUndo), errors.Is(err, history.ErrNothingToRedo):
+		return nil, syscall.ENOENT
+	case err != nil:
 		return out, engineErrno(f.log, "rewind", ".zero/rewind", err, seqInvalid)
+	}
+	if !rep.DryRun {
+		f.mu.Lock()
+		f.lastRewind = &rep
+		f.mu.Unlock()
 	}
 	f.invalidate(res.Changed)
 	return out, 0
 }
 
-func (f *fsys) doGC(ctx context.Context, data []byte) syscall.Errno {
-	before, ok := parseSeq(data)
-	if !ok || before > f.eng.Head() {
-		return syscall.EINVAL
+// doGC forgets the states before the requested sequence and returns the
+// result for the handle that wrote the request.
+func (f *fsys) doGC(ctx context.Context, data []byte) ([]byte, syscall.Errno) {
+	before, err := control.ParseSeq(data)
+	if err != nil || before > f.eng.Head() {
+		return nil, syscall.EINVAL
 	}
 	res, err := f.eng.GC(engineCtx(ctx), before)
 	if err != nil {
-		return engineErrno(f.log, "gc", ".zero/gc", err, seqInvalid)
+		return nil, engineErrno(f.log, "gc", ".zero/gc", err, seqInvalid)
 	}
 	f.mu.Lock()
 	f.lastGC = &res
 	f.mu.Unlock()
 	f.invalidateViews(res.Before)
-	return 0
-}
-
-// rewindReport is what reading .zero/rewind shows: the last rewind, or on
-// the handle that wrote a request, its result. A dry run has sequence 0
-// and a preview; a refused revert has "error": "conflict" and the paths.
-type rewindReport struct {
-	Sequence           rewind.Seq          `json:"sequence"`
-	TargetSequence     rewind.Seq          `json:"targetSequence"`
-	CheckpointSequence rewind.Seq          `json:"checkpointSequence"`
-	Report             rewind.Report       `json:"report"`
-	Paths              []string            `json:"paths,omitempty"`
-	RevertOf           rewind.Seq          `json:"revertOf,omitempty"`
-	Force              bool                `json:"force,omitempty"`
-	DryRun             bool                `json:"dryRun,omitempty"`
-	Preview            []rewind.PathChange `json:"preview,omitempty"`
-	Foreign            []rewind.Foreign    `json:"foreign,omitempty"`
-	Conflicts          []string            `json:"conflicts,omitempty"`
-	Error              string              `json:"error,omitempty"`
-}
-
-// statusReport is what reading .zero/status shows.
-type statusReport struct {
-	PID          int        `json:"pid"`
-	Workspace    string     `json:"workspace"`
-	Mountpoint   string     `json:"mountpoint"`
-	Store        string     `json:"store"`
-	Head         rewind.Seq `json:"head"`
-	Step         stepReport `json:"step"`
-	Sync         string     `json:"sync"`
-	AutoStep     string     `json:"autoStep"`
-	PrunedBefore rewind.Seq `json:"prunedBefore"`
-}
-
-type stepReport struct {
-	Sequence rewind.Seq `json:"sequence"`
-	Label    string     `json:"label"`
+	out, _ := control.JSONLine(res)
+	return out, 0
 }
 
 // report generates the content of a readable control file.
 func (f *fsys) report(name string) ([]byte, error) {
 	switch name {
-	case "step":
+	case control.Step:
 		s := f.eng.Step()
-		return fmt.Appendf(nil, "%d %s\n", s.Seq, s.Label), nil
-	case "head":
-		return fmt.Appendf(nil, "%d\n", f.eng.Head()), nil
-	case "rewind":
+		return control.StepReport{Sequence: s.Seq, Label: s.Label}.Format(), nil
+	case control.Head:
+		return control.FormatSeq(f.eng.Head()), nil
+	case control.Rewind:
 		p, seq, ok := f.eng.LastRewind()
 		if !ok {
 			return []byte("{}\n"), nil
 		}
-		r := rewindReport{Sequence: seq, TargetSequence: p.TargetSequence,
+		r := control.RewindReport{Sequence: seq, TargetSequence: p.TargetSequence,
 			CheckpointSequence: p.CheckpointSequence, Report: p.Report,
 			Paths: p.Paths, RevertOf: p.RevertOf, Force: p.Force, Foreign: p.Foreign}
+		f.mu.Lock()
+		if last := f.lastRewind; last != nil && last.Sequence == seq {
+			r.Undid, r.Redid = last.Undid, last.Redid // which step an undo or redo named
+		}
+		f.mu.Unlock()
 		if r.Report.Skipped == nil {
 			r.Report.Skipped = []string{}
 		}
-		return jsonLine(r)
-	case "gc":
+		return control.JSONLine(r)
+	case control.GC:
 		f.mu.Lock()
 		res := f.lastGC
 		f.mu.Unlock()
 		if res == nil {
 			return []byte("{}\n"), nil
 		}
-		return jsonLine(res)
-	case "status":
+		return control.JSONLine(res)
+	case control.Status:
 		s := f.eng.Step()
 		sync := "batch"
 		if f.sync {
 			sync = "always"
 		}
-		return jsonLine(statusReport{
+		return control.JSONLine(control.StatusReport{
 			PID: os.Getpid(), Workspace: f.workspace, Mountpoint: f.mountpoint, Store: f.store,
-			Head: f.eng.Head(), Step: stepReport{Sequence: s.Seq, Label: s.Label},
+			Head: f.eng.Head(), Step: control.StepReport{Sequence: s.Seq, Label: s.Label},
 			Sync: sync, AutoStep: f.autoStep.String(), PrunedBefore: f.eng.PrunedBefore(),
 		})
 	}
 	return nil, unix.ENOENT
-}
-
-func jsonLine(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
 }
 
 // The control directory's names are fixed. (go-fuse treats a missing

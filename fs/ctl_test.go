@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -56,7 +58,7 @@ func TestCtlReports(t *testing.T) {
 	if got := ctlRead(t, mp, "gc"); strings.TrimSpace(got) != "{}" {
 		t.Errorf(".zero/gc before any gc = %q, want {}", got)
 	}
-	var st statusReport
+	var st control.StatusReport
 	readJSON(t, ctlRead(t, mp, "status"), &st)
 	if st.PID != os.Getpid() || st.Mountpoint != mp || st.Workspace != m.fs.workspace ||
 		st.Store != filepath.Join(m.fs.workspace, ".zero") || st.Sync != "batch" || st.Head != headOf(t, mp) {
@@ -271,5 +273,79 @@ func TestReservedNamesAnyDigitsCanonicalViews(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(m.fs.workspace, "@99999999999999999999")); !os.IsNotExist(err) {
 		t.Fatalf("the backing workspace got the reserved name: %v", err)
+	}
+}
+
+// ctlRequestRaw writes one request to a control file and reads back, on the
+// same open file, that request's own report (control's protocol).
+func ctlRequestRaw(t *testing.T, mp, name, req string) (string, error) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(mp, ".zero", name), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte(req)); err != nil {
+		return "", err
+	}
+	b := make([]byte, 1<<16)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && n == 0 {
+		t.Fatalf("read back %s: %v", name, err)
+	}
+	return string(b[:n]), nil
+}
+
+// TestCtlUndoRedo: the JSON forms of .zero/rewind undo and redo, resolved
+// by the daemon; each handle reads its own request's report, naming the
+// step it undid or brought back; nothing to undo is ENOENT.
+func TestCtlUndoRedo(t *testing.T) {
+	m := mountT(t, Options{})
+	mp := m.Mountpoint()
+	f := filepath.Join(mp, "f")
+	wantErrno(t, "undo of nothing", ctlWrite(mp, "rewind", `{"undo": true}`), syscall.ENOENT)
+	wantErrno(t, "redo of nothing", ctlWrite(mp, "rewind", `{"redo": true}`), syscall.ENOENT)
+	stepT(t, mp, "one")
+	writeFile(t, f, "1")
+	s1 := headOf(t, mp) - 1
+	stepT(t, mp, "two")
+	writeFile(t, f, "2")
+	s2 := headOf(t, mp) - 1
+	for _, tc := range []struct {
+		req, file string
+		undid     *control.StepReport
+		redid     *control.StepReport
+	}{
+		{`{"undo": true}`, "1", &control.StepReport{Sequence: s2, Label: "two"}, nil},
+		{`{"undo": true}`, "<absent>", &control.StepReport{Sequence: s1, Label: "one"}, nil},
+		{`{"redo": true}`, "1", nil, &control.StepReport{Sequence: s1, Label: "one"}},
+		{`{"redo": true}`, "2", nil, &control.StepReport{Sequence: s2, Label: "two"}},
+	} {
+		out, err := ctlRequestRaw(t, mp, "rewind", tc.req+"\n")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.req, err)
+		}
+		rep, err := control.ParseRewindReport([]byte(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(rep.Undid, tc.undid) || !reflect.DeepEqual(rep.Redid, tc.redid) || rep.Sequence != headOf(t, mp) {
+			t.Errorf("%s: report %s, want undid %+v redid %+v", tc.req, out, tc.undid, tc.redid)
+		}
+		got := "<absent>"
+		if b, err := os.ReadFile(f); err == nil {
+			got = string(b)
+		}
+		if got != tc.file {
+			t.Errorf("after %s: f = %q, want %q", tc.req, got, tc.file)
+		}
+		// A fresh open reads the same last report.
+		if last := ctlRead(t, mp, "rewind"); last != out {
+			t.Errorf("%s: .zero/rewind = %s, want %s", tc.req, last, out)
+		}
+	}
+	wantErrno(t, "redo past the end", ctlWrite(mp, "rewind", `{"redo": true}`), syscall.ENOENT)
+	for _, bad := range []string{`{"undo": true, "redo": true}`, `{"undo": false}`, `{"target": "x"}`, `{"target": 1, "paths": ["../x"]}`} {
+		wantErrno(t, "rewind "+bad, ctlWrite(mp, "rewind", bad), syscall.EINVAL)
 	}
 }

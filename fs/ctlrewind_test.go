@@ -8,12 +8,13 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/rewind"
 )
 
 // ctlRequest writes a request to .zero/rewind on a handle open for reading
 // and writing, and reads back that handle's result.
-func ctlRequest(t *testing.T, mp, req string) (rewindReport, error) {
+func ctlRequest(t *testing.T, mp, req string) (control.RewindReport, error) {
 	t.Helper()
 	f, err := os.OpenFile(filepath.Join(mp, ".zero", "rewind"), os.O_RDWR, 0)
 	if err != nil {
@@ -25,11 +26,11 @@ func ctlRequest(t *testing.T, mp, req string) (rewindReport, error) {
 	n, err := f.ReadAt(b, 0)
 	if n == 0 && err != nil {
 		if werr != nil {
-			return rewindReport{}, werr
+			return control.RewindReport{}, werr
 		}
 		t.Fatalf("read back the result of %s: %v", req, err)
 	}
-	var r rewindReport
+	var r control.RewindReport
 	readJSON(t, string(b[:n]), &r)
 	return r, werr
 }
@@ -85,7 +86,7 @@ func TestCtlRewindForms(t *testing.T) {
 		t.Fatalf("c.txt after the path rewind: %v", err)
 	}
 	// A fresh read of .zero/rewind shows the last rewind with its paths.
-	var last rewindReport
+	var last control.RewindReport
 	readJSON(t, ctlRead(t, mp, "rewind"), &last)
 	if last.Sequence != r.Sequence || jsonOf(last.Paths) != `["a.txt","c.txt"]` {
 		t.Fatalf(".zero/rewind after a path rewind: %+v", last)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 	"pgregory.net/rapid"
 
+	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -246,9 +247,9 @@ func (m *mountModel) step(label string) rewind.Seq {
 }
 
 // lastRewind reads .zero/rewind.
-func (m *mountModel) lastRewind() rewindReport {
+func (m *mountModel) lastRewind() control.RewindReport {
 	m.t.Helper()
-	var rep rewindReport
+	var rep control.RewindReport
 	readJSON(m.t, ctlRead(m.t, m.mp, "rewind"), &rep)
 	return rep
 }
@@ -256,7 +257,7 @@ func (m *mountModel) lastRewind() rewindReport {
 // rewind rewinds to seq and checks that the mount then shows want: first
 // path by path, through what the kernel cached before the rewind (the
 // tree was just read), then by a fresh walk.
-func (m *mountModel) rewind(seq rewind.Seq, want map[string]node) rewindReport {
+func (m *mountModel) rewind(seq rewind.Seq, want map[string]node) control.RewindReport {
 	m.t.Helper()
 	before := snapshot(m.t, m.mp)
 	rewindT(m.t, m.mp, seq)

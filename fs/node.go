@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -46,8 +47,10 @@ type fsys struct {
 	// and of recorded states from older history, which record no time.
 	mtime time.Time
 
-	mu     sync.Mutex       // guards lastGC
+	mu     sync.Mutex       // guards lastGC, lastRewind
 	lastGC *rewind.GCResult // the last GC run through .zero/gc
+	// lastRewind is the last rewind run through .zero/rewind, as reported.
+	lastRewind *control.RewindReport
 }
 
 // wsNode is any node of the workspace (root, directory, file, symlink,

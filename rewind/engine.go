@@ -93,7 +93,8 @@ type Result struct {
 type GCResult struct {
 	// Before is the new start of history: @T with T < Before is gone.
 	Before Seq `json:"before"`
-	// Seq is the history_pruned event's sequence.
+	// Seq is the history_pruned event's sequence (0 when the cut did not
+	// move, which appends no event).
 	Seq          Seq   `json:"sequence"`
 	BlobsRemoved int   `json:"blobsRemoved"`
 	BytesFreed   int64 `json:"bytesFreed"`

@@ -9,7 +9,8 @@ import (
 	"github.com/zerofs/zerofs/eventlog"
 )
 
-// GC forgets states older than before: it appends a history_pruned event,
+// GC forgets states older than before: it appends a history_pruned event
+// (none when before does not move the cut: nothing is forgotten),
 // then removes every blob that no checkpoint after before names (including
 // blobs no event names at all, left by a crash between blob and event).
 // ErrNoSuchSeq when before > head. Changes wait while it runs, so no capture
@@ -26,21 +27,26 @@ func (e *Engine) GC(ctx context.Context, before Seq) (GCResult, error) {
 	if err := e.Sync(); err != nil {
 		return GCResult{}, err
 	}
-	ev, err := e.log.Append(ctx, eventlog.TypeHistoryPruned, PrunedPayload{Before: before})
-	if err == nil {
-		err = e.log.Sync()
-	}
-	if err != nil {
-		return GCResult{}, fmt.Errorf("rewind: gc: %w", err)
-	}
-	if err := e.apply(ev); err != nil {
-		return GCResult{}, err
+	res := GCResult{Before: before}
+	// A cut that does not move forgets no state: it needs no event (the
+	// blobs it may still remove are ones no state needs).
+	if before > e.PrunedBefore() {
+		ev, err := e.log.Append(ctx, eventlog.TypeHistoryPruned, PrunedPayload{Before: before})
+		if err == nil {
+			err = e.log.Sync()
+		}
+		if err != nil {
+			return GCResult{}, fmt.Errorf("rewind: gc: %w", err)
+		}
+		if err := e.apply(ev); err != nil {
+			return GCResult{}, err
+		}
+		res.Seq = ev.Seq
 	}
 	keep, err := e.blobsNamedAfter(before)
 	if err != nil {
 		return GCResult{}, err
 	}
-	res := GCResult{Before: before, Seq: ev.Seq}
 	err = e.blobs.Walk(func(b blobstore.BlobInfo) error {
 		if keep[b.ID] {
 			return nil

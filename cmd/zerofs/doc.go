@@ -2,13 +2,10 @@
 // diffs and rewinds its history (SPEC.md, "Command line").
 //
 // Layout: main.go dispatches (no os.Exit below main: run returns the exit
-// code, so tests call it in-process); workspace.go finds the workspace the
-// way git finds .git; history.go and engine.go give every command one
-// interface to the history, mounted (control files and @T/ views, never the
-// store) or not (the engine, which takes the store's lock, so a command
-// never races a daemon); blocks.go and changes.go turn the event log into
-// the steps `log`, `undo` and `redo` reason about. One file per command
-// otherwise.
+// code, so tests call it in-process); one file per command otherwise. The
+// domain logic (finding the workspace, the history Source mounted or not,
+// steps, changes, diffs, undo and redo, verify) is package history: a
+// command parses its flags, calls the library and renders what it returns.
 //
 // Exit codes: 0 success; 1 failure, with one "zerofs: reason" line on
 // stderr; 2 bad usage, with the usage line. `zerofs run` exits with its

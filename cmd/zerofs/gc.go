@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -48,11 +49,11 @@ func runGC(e *env, c *command, args []string) error {
 			return err
 		}
 	}
-	return withHistory(e, c, func(h history) error {
+	return withHistory(e, func(_ *history.Workspace, h history.Source) error {
 		var err error
 		switch {
 		case *keep > 0:
-			if cut, err = keepCut(h, time.Now().Add(-*keep)); err != nil {
+			if cut, err = history.KeepCut(h, time.Now().Add(-*keep)); err != nil {
 				return err
 			}
 		case *before == "":
@@ -62,28 +63,18 @@ func runGC(e *env, c *command, args []string) error {
 		}
 		res, err := h.GC(e.ctx, cut)
 		if errors.Is(err, rewind.ErrNoSuchSeq) {
-			return seqError(h, cut)
+			return history.ExplainSeq(h, cut, err)
 		}
 		if err != nil {
 			return err
+		}
+		if res.Seq == 0 {
+			fmt.Fprintf(e.stdout, "history already starts at %d: removed %d unneeded blobs, freed %s\n",
+				res.Before, res.BlobsRemoved, humanBytes(res.BytesFreed))
+			return nil
 		}
 		fmt.Fprintf(e.stdout, "pruned history before %d: removed %d blobs, freed %s\n",
 			res.Before, res.BlobsRemoved, humanBytes(res.BytesFreed))
 		return nil
 	})
-}
-
-// keepCut is the oldest state still current at or after cutoff: the state
-// at T lasts from event T until event T+1, so it is the one just before
-// the first event younger than cutoff (head when there is none).
-func keepCut(h history, cutoff time.Time) (Seq, error) {
-	for ev, err := range h.Events() {
-		if err != nil {
-			return 0, err
-		}
-		if ev.CreatedAt.After(cutoff) {
-			return ev.Seq - 1, nil
-		}
-	}
-	return h.Head()
 }

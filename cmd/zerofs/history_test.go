@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zerofs/zerofs/history"
 )
 
 // buildHistory makes the workspace every unmounted test starts from:
@@ -50,7 +52,7 @@ func TestLogGolden(t *testing.T) {
 
 func TestLogJSON(t *testing.T) {
 	s := buildHistory(t)
-	var entries []logEntry
+	var entries []history.Entry
 	out := mustRun(t, s.ws, "log", "--json")
 	if err := json.Unmarshal([]byte(out), &entries); err != nil {
 		t.Fatalf("log --json does not parse: %v\n%s", err, out)
@@ -144,8 +146,8 @@ func TestRewindUndoRedo(t *testing.T) {
 	wantFail(t, s.ws, 1, "nothing to redo", "redo")
 	// undo skips the empty Read step and rolls back Bash.
 	out := mustRun(t, s.ws, "undo")
-	if !strings.HasPrefix(out, "rewound to ") {
-		t.Errorf("undo said %q", out)
+	if want := "undid step 4 \"Bash\": restored 4, deleted 1\n"; out != want {
+		t.Errorf("undo said %q, want %q", out, want)
 	}
 	if read("gone.txt") != "bye\n" || read("renamed.txt") != "<absent>" || read("new.txt") != "brand new\n" {
 		t.Errorf("after undo: gone.txt %q renamed.txt %q new.txt %q", read("gone.txt"), read("renamed.txt"), read("new.txt"))
@@ -196,7 +198,7 @@ func TestStatusAndStep(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("step --hook: exit %d: %s", r.code, r.stderr)
 	}
-	var entries []logEntry
+	var entries []history.Entry
 	json.Unmarshal([]byte(mustRun(t, s.ws, "log", "--json")), &entries)
 	var p map[string]any
 	json.Unmarshal(entries[0].Payload, &p)
@@ -222,11 +224,16 @@ func TestGC(t *testing.T) {
 	s := buildHistory(t)
 	wantFail(t, s.ws, 2, "exclude each other", "gc", "--before", "1", "--keep", "1h")
 	wantFail(t, s.ws, 1, "no sequence 500", "gc", "--before", "500")
-	if out := mustRun(t, s.ws, "gc"); !strings.HasPrefix(out, "pruned history before 0: removed 0 blobs") {
+	// A gc that forgets nothing says so and appends no event.
+	before := mustRun(t, s.ws, "log")
+	if out := mustRun(t, s.ws, "gc"); !strings.HasPrefix(out, "history already starts at 0: removed 0 unneeded blobs") {
 		t.Errorf("gc: %q", out)
 	}
-	if out := mustRun(t, s.ws, "gc", "--keep", "1h"); !strings.HasPrefix(out, "pruned history before 0:") {
+	if out := mustRun(t, s.ws, "gc", "--keep", "1h"); !strings.HasPrefix(out, "history already starts at 0:") {
 		t.Errorf("gc --keep 1h: %q", out)
+	}
+	if after := mustRun(t, s.ws, "log"); after != before {
+		t.Errorf("a gc that freed nothing changed the log:\n%s\nwas:\n%s", after, before)
 	}
 	head := strings.Fields(mustRun(t, s.ws, "log"))[1]
 	out := mustRun(t, s.ws, "gc", "--before", head)

@@ -5,106 +5,77 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
+	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/rewind"
 )
 
 var logCmd = &command{
 	name:    "log",
-	usage:   "log [--json] [--stat]",
-	summary: "steps and events, newest first, with changed paths",
+	usage:   "log [--json] [--stat] [-n N] [-- PATH...]",
+	summary: "steps, newest first, with changed paths",
 	help: `One block per step (its tool_call's sequence, local time and label), per
 rewind and per gc, newest first. Changes made outside any step (before the
-first one, or after a rewind) form an implicit step.
+first one, or after a rewind) form an implicit step, "(no step)"; one that
+changed nothing in the end is left out.
 
   --stat   list the paths each step changed: added, deleted, modified, mode
-           (permission bits only), renamed, skipped (before-state not kept)
+           (permission bits only), renamed, skipped (before-state not kept),
+           each with the process (name[pid]) that changed it
   --json   one JSON array instead, changes included; see the README for its
            fields
+  -n N     only the newest N entries
+  PATH...  only the steps that changed these paths (relative to the current
+           directory; a directory stands for everything under it), and only
+           those changes
 
 The output goes through $PAGER (default "less -FRX") when stdout is a terminal.
 `,
 	run: runLog,
 }
 
-// logEntry is one element of `zerofs log --json`. Field names are a
-// contract for harnesses: add fields, never rename them.
-type logEntry struct {
-	// Type is "step", "rewind" or "gc".
-	Type string `json:"type"`
-	// Sequence is the block's event: the tool_call, session_rewind or
-	// history_pruned (an implicit step's first checkpoint).
-	Sequence Seq `json:"sequence"`
-	// Start..End are the sequences that belong to the block: `zerofs diff
-	// Start-1 End` shows what it did, `zerofs rewind Start-1` undoes it.
-	Start        Seq                   `json:"start"`
-	End          Seq                   `json:"end"`
-	Time         time.Time             `json:"time"`
-	Label        string                `json:"label,omitempty"`
-	Implicit     bool                  `json:"implicit,omitempty"`
-	Payload      json.RawMessage       `json:"payload,omitempty"`
-	Rewind       *rewind.RewindPayload `json:"rewind,omitempty"`
-	PrunedBefore *Seq                  `json:"prunedBefore,omitempty"`
-	Changes      []change              `json:"changes"`
-}
-
 func runLog(e *env, c *command, args []string) error {
 	fs := newFlags(c)
 	asJSON := fs.Bool("json", false, "")
 	stat := fs.Bool("stat", false, "")
-	pos, rest, err := parseArgs(c, fs, args)
+	limit := fs.Int("n", 0, "")
+	pos, paths, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 || len(rest) > 0 {
-		return usagef(c, "unexpected argument %q", append(pos, rest...)[0])
+	if len(pos) > 0 {
+		return usagef(c, "unexpected argument %q (paths go after --)", pos[0])
 	}
-	_, h, err := openWorkspaceHistory(e)
-	if err != nil {
-		return err
+	if *limit < 0 {
+		return usagef(c, "-n %d is negative: want how many entries to show", *limit)
 	}
-	defer h.Close()
-	blocks, _, err := readBlocks(h)
-	if err != nil {
-		return err
-	}
-	pruned, err := h.PrunedBefore()
-	if err != nil {
-		return err
-	}
-	entries := make([]logEntry, 0, len(blocks))
-	for i := len(blocks) - 1; i >= 0; i-- {
-		b := blocks[i]
-		ent := logEntry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End, Time: b.Time,
-			Label: b.Label, Implicit: b.Implicit, Payload: b.Payload, Rewind: b.Rewind, Changes: []change{}}
-		if b.Pruned != nil {
-			ent.PrunedBefore = &b.Pruned.Before
-		}
-		if (*asJSON || *stat) && b.Type != blockPruned {
-			cs, err := blockChanges(h, b, pruned)
+	return withHistory(e, func(ws *history.Workspace, src history.Source) error {
+		opts := history.LogOptions{Changes: *asJSON || *stat, Limit: *limit}
+		for _, p := range paths {
+			rel, err := ws.RelPath(e.cwd, p)
 			if err != nil {
 				return err
 			}
-			if cs != nil {
-				ent.Changes = cs
-			}
+			opts.Paths = append(opts.Paths, rel)
 		}
-		entries = append(entries, ent)
-	}
-	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(entries)
-	}
-	color := isTerminal(e.stdout)
-	return withPager(e, func(w io.Writer) error {
-		return writeLog(w, entries, *stat, color)
+		entries, err := history.Log(src, opts)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(entries)
+		}
+		color := isTerminal(e.stdout)
+		return withPager(e, func(w io.Writer) error {
+			return writeLog(w, entries, *stat, color)
+		})
 	})
 }
 
 // writeLog prints the human form of the log.
-func writeLog(w io.Writer, entries []logEntry, stat, color bool) error {
+func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 	if len(entries) == 0 {
 		_, err := fmt.Fprintln(w, "no history yet")
 		return err
@@ -124,7 +95,7 @@ func writeLog(w io.Writer, entries []logEntry, stat, color bool) error {
 		when := ent.Time.Local().Format("2006-01-02 15:04:05")
 		var what string
 		switch ent.Type {
-		case blockStep:
+		case history.BlockStep:
 			what = ent.Label
 			if ent.Implicit {
 				what = "(no step)"
@@ -132,13 +103,13 @@ func writeLog(w io.Writer, entries []logEntry, stat, color bool) error {
 					what += " " + ent.Label
 				}
 			}
-		case blockRewind:
+		case history.BlockRewind:
 			what = "rewind"
 			if r := ent.Rewind; r != nil {
 				what = fmt.Sprintf("rewind to %d: restored %d, deleted %d, skipped %d",
 					r.TargetSequence, r.Report.Restored, r.Report.Deleted, len(r.Report.Skipped))
 			}
-		case blockPruned:
+		case history.BlockPruned:
 			what = fmt.Sprintf("pruned history before %d", *ent.PrunedBefore)
 		}
 		head := fmt.Sprintf("%-6s %-*d", ent.Type, width, ent.Sequence)
@@ -157,23 +128,53 @@ func writeLog(w io.Writer, entries []logEntry, stat, color bool) error {
 	return nil
 }
 
-// formatChange is one --stat line: "modified  a/b.go  (1.2 KiB -> 1.3 KiB)".
-func formatChange(c change, paint func(string, string) string) string {
-	name := c.Path
-	if c.Kind == string(rewind.KindDir) {
-		name += "/"
-	} else if c.Kind == string(rewind.KindSymlink) {
-		name += "@"
+// kindSuffix marks a directory with "/" and a symlink with "@", as ls -F.
+func kindSuffix(kind string) string {
+	switch kind {
+	case string(rewind.KindDir):
+		return "/"
+	case string(rewind.KindSymlink):
+		return "@"
 	}
+	return ""
+}
+
+// formatChange is one --stat line:
+// "modified  a/b.go  (1.2 KiB -> 1.3 KiB)  by sed[4242]".
+func formatChange(c history.Change, paint func(string, string) string) string {
+	name := c.Path + kindSuffix(c.Kind)
 	var detail []string
+	isFile := c.Kind == string(rewind.KindFile)
 	switch c.Change {
-	case "added":
-		detail = append(detail, humanBytes(c.Bytes))
-	case "modified":
-		detail = append(detail, humanBytes(c.OldBytes)+" -> "+humanBytes(c.Bytes))
-	case "renamed":
+	case history.ChangeAdded:
+		if isFile {
+			detail = append(detail, humanBytes(c.Bytes))
+		}
+	case history.ChangeModified:
+		switch {
+		case c.OldKind != "":
+			what := func(kind string, bytes int64) string {
+				if kind == string(rewind.KindFile) {
+					return "file of " + humanBytes(bytes)
+				}
+				if kind == string(rewind.KindDir) {
+					return "directory"
+				}
+				return kind
+			}
+			to := what(c.Kind, c.Bytes)
+			if c.Kind == string(rewind.KindSymlink) {
+				to = "symlink to " + c.Target
+			}
+			detail = append(detail, what(c.OldKind, c.OldBytes)+" -> "+to)
+		case c.Kind == string(rewind.KindSymlink):
+			detail = append(detail, "now to "+c.Target)
+		case isFile:
+			detail = append(detail, humanBytes(c.OldBytes)+" -> "+humanBytes(c.Bytes))
+		}
+	case history.ChangeRenamed:
 		name = c.From + " -> " + name
-	case "skipped", "unknown":
+	case history.ChangeSkipped, history.ChangeUnknown:
 		detail = append(detail, c.Reason)
 	}
 	if c.OldMode != c.Mode {
@@ -181,14 +182,17 @@ func formatChange(c change, paint func(string, string) string) string {
 	}
 	col := colorYel
 	switch c.Change {
-	case "added":
+	case history.ChangeAdded:
 		col = colorGreen
-	case "deleted":
+	case history.ChangeDeleted:
 		col = colorRed
 	}
 	s := paint(col, fmt.Sprintf("%-9s", c.Change)) + " " + name
 	if len(detail) > 0 {
 		s += "  (" + strings.Join(detail, ", ") + ")"
+	}
+	if c.Comm != "" || c.PID != 0 {
+		s += fmt.Sprintf("  by %s[%d]", c.Comm, c.PID)
 	}
 	return s
 }

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	zfs "github.com/zerofs/zerofs/fs"
+	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -119,7 +120,7 @@ func runMount(e *env, c *command, args []string) error {
 	// Refuse before touching anything: under a live in-place mount, the
 	// store's path leads into the control directory.
 	for _, p := range []string{opts.Workspace, mp} {
-		if st, ok := readStatus(p); ok {
+		if st, ok := history.ReadStatus(p); ok {
 			return fmt.Errorf("%s is already mounted by zerofs (pid %d at %s)", p, st.PID, st.Mountpoint)
 		}
 	}
@@ -127,15 +128,15 @@ func runMount(e *env, c *command, args []string) error {
 	if store == "" {
 		store = filepath.Join(opts.Workspace, rewind.StoreName)
 	}
-	if pid := daemonPID(store); pid > 0 && replaced {
+	if pid := history.DaemonPID(store); pid > 0 && replaced {
 		// The dead mount's daemon was just killed and may not have
 		// finished exiting (it still holds the store's lock).
 		deadline := time.Now().Add(deadDaemonTimeout)
-		for pidAlive(pid) && time.Now().Before(deadline) {
+		for history.ProcessAlive(pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	if pid := daemonPID(store); pid > 0 {
+	if pid := history.DaemonPID(store); pid > 0 {
 		return fmt.Errorf("store %s is in use by a running zerofs (pid %d)", store, pid)
 	}
 	if mf.foreground {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/history"
 )
 
 // binary is the zerofs built once by TestMain for the mounted tests: a
@@ -217,7 +219,7 @@ func TestMounted(t *testing.T) {
 	// umount returns only once the daemon is gone.
 	pid := daemonPIDOf(t, ws)
 	binOK(t, "/", "umount", ws)
-	if pidAlive(pid) {
+	if history.ProcessAlive(pid) {
 		t.Errorf("daemon %d still alive after umount", pid)
 	}
 	if ok, _ := fuseMounted(ws); ok {
@@ -237,7 +239,7 @@ func TestMounted(t *testing.T) {
 
 func daemonPIDOf(t *testing.T, ws string) int {
 	t.Helper()
-	st, ok := readStatus(ws)
+	st, ok := history.ReadStatus(ws)
 	if !ok {
 		t.Fatalf("%s is not mounted", ws)
 	}
@@ -264,7 +266,7 @@ func TestForeground(t *testing.T) {
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if _, ok := readStatus(mp); ok {
+		if _, ok := history.ReadStatus(mp); ok {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -307,7 +309,7 @@ func TestUmountDeadDaemon(t *testing.T) {
 	mountT(t, ws)
 	pid := daemonPIDOf(t, ws)
 	syscall.Kill(pid, syscall.SIGKILL)
-	for i := 0; i < 100 && pidAlive(pid); i++ {
+	for i := 0; i < 100 && history.ProcessAlive(pid); i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
 	r := bin(t, "/", "", "umount", ws)

@@ -2,35 +2,11 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
-
-// pidAlive reports whether process pid exists and is not a zombie (a
-// daemon that exited but whose parent has not reaped it is gone for us).
-func pidAlive(pid int) bool {
-	if err := unix.Kill(pid, 0); err != nil && !errors.Is(err, unix.EPERM) {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name, which is in parentheses and
-	// may itself contain ") ".
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return true
-	}
-	return b[i+2] != 'Z' && b[i+2] != 'X'
-}
 
 // fuseMounted reports whether dir is the mount point of a FUSE mount, from
 // /proc/self/mountinfo (which, unlike stat, never blocks on a dead daemon).

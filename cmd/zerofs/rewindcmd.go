@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 
+	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -12,8 +16,8 @@ var rewindCmd = &command{
 	usage:   "rewind SEQ",
 	summary: "roll back to SEQ (via .zero/rewind when mounted)",
 	help: `Makes the workspace equal to its state at SEQ. The rewind is recorded, so it
-can itself be undone (zerofs redo). Paths whose before-state was not kept are
-listed as skipped.
+can itself be undone (zerofs undo or a rewind to the sequence before it).
+Paths whose before-state was not kept are listed as skipped.
 `,
 	run: runRewind,
 }
@@ -21,10 +25,12 @@ listed as skipped.
 var undoCmd = &command{
 	name:    "undo",
 	usage:   "undo",
-	summary: "roll back the last step",
-	help: `Rewinds to just before the last step that changed something. Steps that
-changed nothing (an agent's read-only tool calls) are passed over, and after
-an undo the next undo goes one step further back.
+	summary: "roll back the last step; names the step undone",
+	help: `Rewinds to just before the last step that changed something and is still
+in effect, and names it: undid step 42 "Edit main.go": restored 1, deleted 0.
+Steps that changed nothing (an agent's read-only tool calls) are passed
+over; the next undo goes one step further back. When mounted, the daemon
+picks the step under its lock, so two undos at once undo two steps.
 `,
 	run: runUndo,
 }
@@ -32,9 +38,10 @@ an undo the next undo goes one step further back.
 var redoCmd = &command{
 	name:    "redo",
 	usage:   "redo",
-	summary: "undo the last rewind",
-	help: `Rewinds to just before the last rewind (its own checkpoint keeps what it
-replaced). Refused when something changed since that rewind.
+	summary: "undo the last undo (undo and redo stack like an editor's)",
+	help: `Undoes the last undo not yet redone: three undos then three redos return
+exactly where you were. A step that changes something ends the redo chain
+(nothing is lost: every state keeps its sequence, and rewind reaches it).
 `,
 	run: runRedo,
 }
@@ -52,42 +59,56 @@ func runRewind(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	return withHistory(e, c, func(h history) error {
-		return doRewind(e, h, t)
+	return withHistory(e, func(_ *history.Workspace, src history.Source) error {
+		rep, err := doRewind(e.ctx, src, control.RewindRequest{Target: t})
+		if err != nil {
+			return err
+		}
+		return writeRewind(e.stdout, rep)
 	})
 }
 
-// withHistory runs fn on the history of the workspace around the current
-// directory, checking that the command took no arguments when c has none.
-func withHistory(e *env, c *command, fn func(h history) error) error {
-	_, h, err := openWorkspaceHistory(e)
-	if err != nil {
-		return err
+// doRewind runs req and explains a sequence that is not in the history.
+func doRewind(ctx context.Context, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
+	rep, err := src.Rewind(ctx, req)
+	if errors.Is(err, rewind.ErrNoSuchSeq) && !req.Undo && !req.Redo {
+		return rep, history.ExplainSeq(src, req.Target, err)
 	}
-	ferr := fn(h)
-	cerr := h.Close()
-	if ferr != nil {
-		return ferr
-	}
-	return cerr
+	return rep, err
 }
 
-// doRewind rewinds and reports: "rewound to 42: restored 3, deleted 1,
-// skipped 0", then one line per skipped path.
-func doRewind(e *env, h history, t Seq) error {
-	res, err := h.Rewind(e.ctx, t)
-	if errors.Is(err, rewind.ErrNoSuchSeq) {
-		return seqError(h, t)
+// writeRewind reports a rewind: "rewound to 42: restored 3, deleted 1,
+// skipped 0", or for an undo or redo the step it undid or brought back,
+// then one line per skipped path.
+func writeRewind(w io.Writer, rep control.RewindReport) error {
+	r := rep.Report
+	var err error
+	switch {
+	case rep.Undid != nil:
+		_, err = fmt.Fprintf(w, "undid %s: restored %d, deleted %d%s\n", stepName(*rep.Undid), r.Restored, r.Deleted, skippedCount(r))
+	case rep.Redid != nil:
+		_, err = fmt.Fprintf(w, "redid %s: restored %d, deleted %d%s\n", stepName(*rep.Redid), r.Restored, r.Deleted, skippedCount(r))
+	default:
+		_, err = fmt.Fprintf(w, "rewound to %d: restored %d, deleted %d, skipped %d\n", rep.TargetSequence, r.Restored, r.Deleted, len(r.Skipped))
 	}
-	if err != nil {
-		return err
-	}
-	r := res.Report
-	fmt.Fprintf(e.stdout, "rewound to %d: restored %d, deleted %d, skipped %d\n", t, r.Restored, r.Deleted, len(r.Skipped))
 	for _, p := range r.Skipped {
-		fmt.Fprintf(e.stdout, "  skipped %s\n", p)
+		if err == nil {
+			_, err = fmt.Fprintf(w, "  skipped %s\n", p)
+		}
 	}
-	return nil
+	return err
+}
+
+// stepName is `step 42 "Edit main.go"`.
+func stepName(s control.StepReport) string {
+	return fmt.Sprintf("step %d %q", s.Sequence, s.Label)
+}
+
+func skippedCount(r rewind.Report) string {
+	if len(r.Skipped) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", skipped %d", len(r.Skipped))
 }
 
 func noArgs(c *command, args []string) error {
@@ -102,74 +123,22 @@ func noArgs(c *command, args []string) error {
 }
 
 func runUndo(e *env, c *command, args []string) error {
-	return rewindToTarget(e, c, args, undoTarget, "nothing to undo")
-}
-
-// rewindToTarget runs undo and redo: target picks the sequence from the
-// history's blocks, and none is the failure when there is nothing to pick.
-func rewindToTarget(e *env, c *command, args []string, target func([]*block) (Seq, bool), none string) error {
-	if err := noArgs(c, args); err != nil {
-		return err
-	}
-	return withHistory(e, c, func(h history) error {
-		blocks, _, err := readBlocks(h)
-		if err != nil {
-			return err
-		}
-		t, ok := target(blocks)
-		if !ok {
-			return errors.New(none)
-		}
-		return doRewind(e, h, t)
-	})
-}
-
-// undoTarget is where undo rewinds to: just before the newest step that
-// changed something and is still in effect. A rewind to T puts the
-// workspace back at T, so the steps after T are not in effect any more and
-// the search goes on from T: repeated undos walk back one step at a time.
-func undoTarget(blocks []*block) (Seq, bool) {
-	limit := now
-	for i := len(blocks) - 1; i >= 0; i-- {
-		b := blocks[i]
-		if b.Start > limit {
-			continue
-		}
-		switch b.Type {
-		case blockRewind:
-			if b.Rewind != nil {
-				limit = b.Rewind.TargetSequence
-			}
-		case blockStep:
-			if b.changes() {
-				return b.Start - 1, true
-			}
-		}
-	}
-	return 0, false
+	return undoRedo(e, c, args, control.RewindRequest{Undo: true})
 }
 
 func runRedo(e *env, c *command, args []string) error {
-	return rewindToTarget(e, c, args, redoTarget, "nothing to redo")
+	return undoRedo(e, c, args, control.RewindRequest{Redo: true})
 }
 
-// redoTarget undoes the newest rewind, if nothing changed after it: the
-// rewind's checkpoint holds everything it replaced, so the state just
-// before that checkpoint is the state before the rewind.
-func redoTarget(blocks []*block) (Seq, bool) {
-	for i := len(blocks) - 1; i >= 0; i-- {
-		b := blocks[i]
-		switch b.Type {
-		case blockRewind:
-			if b.Rewind == nil || b.Rewind.CheckpointSequence == 0 {
-				return 0, false
-			}
-			return b.Rewind.CheckpointSequence - 1, true
-		case blockStep:
-			if b.changes() {
-				return 0, false
-			}
-		}
+func undoRedo(e *env, c *command, args []string, req control.RewindRequest) error {
+	if err := noArgs(c, args); err != nil {
+		return err
 	}
-	return 0, false
+	return withHistory(e, func(_ *history.Workspace, src history.Source) error {
+		rep, err := doRewind(e.ctx, src, req)
+		if err != nil {
+			return err
+		}
+		return writeRewind(e.stdout, rep)
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -35,12 +36,13 @@ func runShow(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	ws, h, err := openWorkspaceHistory(e)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	p, n, err := resolveAt(e, ws, h, pos[1], t)
+	return withHistory(e, func(ws *history.Workspace, h history.Source) error {
+		return show(e, ws, h, pos[1], t)
+	})
+}
+
+func show(e *env, ws *history.Workspace, h history.Source, arg string, t Seq) error {
+	p, n, err := resolveAt(e, ws, h, arg, t)
 	if err != nil {
 		return err
 	}
@@ -76,13 +78,13 @@ func runShow(e *env, c *command, args []string) error {
 // resolveAt finds the path the user means at t: relative to the current
 // directory first, then relative to the workspace root (like paths copied
 // from `zerofs log`).
-func resolveAt(e *env, ws *workspace, h history, arg string, t Seq) (string, node, error) {
-	p, err := ws.relPath(e.cwd, arg)
+func resolveAt(e *env, ws *history.Workspace, h history.Source, arg string, t Seq) (string, history.Node, error) {
+	p, err := ws.RelPath(e.cwd, arg)
 	if err != nil {
-		return "", node{}, err
+		return "", history.Node{}, err
 	}
 	cands := []string{p}
-	if alt := path.Clean(arg); ws.cwdRel(e.cwd) != "" && !path.IsAbs(arg) && alt != p && alt != ".." && !strings.HasPrefix(alt, "../") {
+	if alt := path.Clean(arg); ws.CwdRel(e.cwd) != "" && !path.IsAbs(arg) && alt != p && alt != ".." && !strings.HasPrefix(alt, "../") {
 		if alt == "." {
 			alt = ""
 		}
@@ -91,13 +93,13 @@ func resolveAt(e *env, ws *workspace, h history, arg string, t Seq) (string, nod
 	for _, c := range cands {
 		n, err := h.Stat(c, t)
 		if errors.Is(err, rewind.ErrNoSuchSeq) {
-			return "", node{}, seqError(h, t)
+			return "", history.Node{}, history.ExplainSeq(h, t, err)
 		}
 		if errors.Is(err, rewind.ErrUnsafePath) || errors.Is(err, rewind.ErrReserved) {
-			return "", node{}, fmt.Errorf("%s: not a workspace path", arg)
+			return "", history.Node{}, fmt.Errorf("%s: not a workspace path", arg)
 		}
 		if err != nil {
-			return "", node{}, err
+			return "", history.Node{}, err
 		}
 		if n.Exists {
 			return c, n, nil
@@ -107,5 +109,5 @@ func resolveAt(e *env, ws *workspace, h history, arg string, t Seq) (string, nod
 	if t == now {
 		at = "now"
 	}
-	return "", node{}, fmt.Errorf("%s did not exist at %s", arg, at)
+	return "", history.Node{}, fmt.Errorf("%s did not exist at %s", arg, at)
 }

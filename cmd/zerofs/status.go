@@ -3,10 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
-	"strings"
 
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/history"
 )
 
 var statusCmd = &command{
@@ -33,7 +32,7 @@ func runStatus(e *env, c *command, args []string) error {
 		stepSeq  Seq
 		stepName string
 	)
-	for ev, err := range eventlog.ReadFile(filepath.Join(store, "events.jsonl"), 1) {
+	for ev, err := range history.StoreEvents(store) {
 		if err != nil {
 			return err
 		}
@@ -50,7 +49,7 @@ func runStatus(e *env, c *command, args []string) error {
 			stepSeq, stepName = ev.Seq, "(after rewind)"
 		}
 	}
-	size, blobs, err := storeUsage(store)
+	size, blobs, err := history.StoreUsage(store)
 	if err != nil {
 		return err
 	}
@@ -64,8 +63,8 @@ func runStatus(e *env, c *command, args []string) error {
 		}
 		head = st.Head
 		fmt.Fprintf(w, "mounted:   at %s by pid %d (workspace %s, sync %s, auto-step %s)\n",
-			st.Mountpoint, st.PID, st.Workspace, rawString(st.Sync), rawString(st.AutoStep))
-	} else if pid := daemonPID(ws.Store); pid > 0 {
+			st.Mountpoint, st.PID, st.Workspace, st.Sync, st.AutoStep)
+	} else if pid := history.DaemonPID(ws.Store); pid > 0 {
 		fmt.Fprintf(w, "mounted:   elsewhere, by pid %d (run zerofs inside that mount)\n", pid)
 	} else {
 		fmt.Fprintf(w, "mounted:   no\n")
@@ -77,28 +76,6 @@ func runStatus(e *env, c *command, args []string) error {
 		fmt.Fprintf(w, "step:      none\n")
 	}
 	fmt.Fprintf(w, "steps:     %d\n", steps)
-	fmt.Fprintf(w, "store:     %s, %s (%d bytes) in %d blobs and the log\n", displayStore(ws, store), humanBytes(size), size, blobs)
+	fmt.Fprintf(w, "store:     %s, %s (%d bytes) in %d blobs and the log\n", ws.StoreName(store), humanBytes(size), size, blobs)
 	return nil
-}
-
-// displayStore names the store the way the user knows it, not by the
-// /proc path used to reach it under an in-place mount.
-func displayStore(ws *workspace, store string) string {
-	if ws.Mounted && ws.Status.Store != "" {
-		return ws.Status.Store
-	}
-	return store
-}
-
-// rawString shows a JSON value from .zero/status: strings unquoted, other
-// values as written ("" when absent).
-func rawString(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	if len(raw) == 0 {
-		return "?"
-	}
-	return strings.TrimSpace(string(raw))
 }

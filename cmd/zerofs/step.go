@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/zerofs/zerofs/history"
 )
 
 var stepCmd = &command{
@@ -65,22 +67,18 @@ func runStep(e *env, c *command, args []string) error {
 	if strings.ContainsAny(label, "\n\r") {
 		return usagef(c, "LABEL must be one line")
 	}
-	ws, err := findWorkspace(e.cwd)
+	ws, err := history.Find(e.cwd)
 	if err != nil {
 		return err
 	}
 	return beginStep(e, ws, label, nil)
 }
 
-// beginStep begins a step on ws. A label that looks like a JSON object is
-// passed as {"name": label}, so the daemon never mistakes it for a payload.
-func beginStep(e *env, ws *workspace, label string, extra json.RawMessage) error {
-	h, err := openHistory(e, ws)
+// beginStep begins a step on ws.
+func beginStep(e *env, ws *history.Workspace, label string, extra json.RawMessage) error {
+	h, err := history.Open(e.ctx, ws, history.Options{Logger: e.logger()})
 	if err != nil {
 		return err
-	}
-	if extra == nil && strings.HasPrefix(strings.TrimSpace(label), "{") {
-		extra = json.RawMessage("{}")
 	}
 	err = h.BeginStep(e.ctx, label, extra)
 	if cerr := h.Close(); err == nil {
@@ -136,8 +134,8 @@ func runHook(e *env) error {
 			dir = in.Cwd
 		}
 	}
-	ws, err := findWorkspace(dir)
-	if errors.Is(err, errNoWorkspace) {
+	ws, err := history.Find(dir)
+	if errors.Is(err, history.ErrNoWorkspace) {
 		fmt.Fprintf(e.stderr, "zerofs: warning: %v; step %q not recorded\n", err, label)
 		return nil
 	}
@@ -166,18 +164,23 @@ func runRun(e *env, c *command, args []string) error {
 	if strings.ContainsAny(*label, "\n\r") {
 		*label = strings.NewReplacer("\n", " ", "\r", " ").Replace(*label)
 	}
-	ws, err := findWorkspace(e.cwd)
+	ws, err := history.Find(e.cwd)
 	if err != nil {
 		return err
 	}
 	if !ws.Mounted {
 		return fmt.Errorf("%s is not mounted, so nothing the command does would be recorded (zerofs mount %s)", ws.Root, ws.Root)
 	}
+	// A command that cannot run leaves no step: exit 127, as a shell does.
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = e.cwd
+	if cmd.Err != nil {
+		fmt.Fprintf(e.stderr, "zerofs: run: %s: command not found\n", argv[0])
+		return &exitError{code: 127}
+	}
 	if err := beginStep(e, ws, *label, nil); err != nil {
 		return err
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = e.cwd
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	// Ctrl-C reaches the command through the terminal's process group:
 	// zerofs only has to survive it and pass on signals sent to it alone.

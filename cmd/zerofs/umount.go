@@ -12,7 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zerofs/zerofs/control"
 	zfs "github.com/zerofs/zerofs/fs"
+	"github.com/zerofs/zerofs/history"
 )
 
 var umountCmd = &command{
@@ -45,7 +47,7 @@ func runUmount(e *env, c *command, args []string) error {
 	var mp string
 	switch len(pos) {
 	case 0:
-		ws, err := findWorkspace(e.cwd)
+		ws, err := history.Find(e.cwd)
 		if err != nil {
 			return err
 		}
@@ -76,7 +78,7 @@ func runUmount(e *env, c *command, args []string) error {
 			break
 		}
 		top := topmost(ms)
-		if st, ok := readStatus(mp); ok {
+		if st, ok := history.ReadStatus(mp); ok {
 			if err := unmountLive(e, mp, top, st); err != nil {
 				return err
 			}
@@ -112,13 +114,13 @@ func runUmount(e *env, c *command, args []string) error {
 // unmountLive asks the daemon st (serving mount m at mp) to unmount, and
 // waits until it has exited and m is gone from the mount table, detaching m
 // if the daemon exited without unmounting it.
-func unmountLive(e *env, mp string, m mountEntry, st mountStatus) error {
+func unmountLive(e *env, mp string, m mountEntry, st control.StatusReport) error {
 	if err := unix.Kill(st.PID, unix.SIGTERM); err != nil && err != unix.ESRCH {
 		return fmt.Errorf("signal zerofs (pid %d): %w", st.PID, err)
 	}
 	deadline := time.Now().Add(umountTimeout)
 	for {
-		alive := pidAlive(st.PID)
+		alive := history.ProcessAlive(st.PID)
 		present, err := mountPresent(m.id)
 		if err != nil {
 			return err

@@ -10,17 +10,22 @@ import (
 const module = "github.com/zerofs/zerofs"
 
 // allowed lists, for each of our packages, the packages of ours it may
-// import (directly or not). Imports point one way: cmd/zerofs → fs → rewind
-// → eventlog, blobstore → internal/durable. internal/wsdir (the workspace
-// path resolver) is a leaf like internal/durable, for rewind and fs.
+// import (directly or not). Imports point one way: cmd/zerofs → fs,
+// history → control → rewind → eventlog, blobstore → internal/durable.
+// The daemon (fs) and the clients (history) share the control protocol,
+// and fs uses history's step grouping to resolve undo and redo; history
+// never imports fs, and nothing imports cmd. internal/wsdir (the workspace
+// path resolver) is a leaf like internal/durable.
 var allowed = map[string][]string{
 	"internal/durable": {},
 	"internal/wsdir":   {},
 	"eventlog":         {"internal/durable"},
 	"blobstore":        {"internal/durable"},
 	"rewind":           {"eventlog", "blobstore", "internal/durable", "internal/wsdir"},
-	"fs":               {"rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
-	"cmd/zerofs":       {"fs", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"control":          {"rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"history":          {"control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"fs":               {"history", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"cmd/zerofs":       {"fs", "history", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
 }
 
 // outside lists, for each package, the outside modules it may reach.
@@ -31,6 +36,8 @@ var outside = map[string][]string{
 	"eventlog":         {"github.com/google/uuid", "golang.org/x/sys"},
 	"blobstore":        {"golang.org/x/sys"},
 	"rewind":           {"github.com/google/uuid", "golang.org/x/sys"},
+	"control":          {"github.com/google/uuid", "golang.org/x/sys"},
+	"history":          {"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"},
 }
 
 type pkg struct {

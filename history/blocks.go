@@ -1,18 +1,19 @@
-package main
+package history
 
 import (
 	"encoding/json"
+	"iter"
 	"time"
 
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/rewind"
 )
 
-// A block is what `zerofs log` shows as one entry: a step (from its
+// A Block is what `zerofs log` shows as one entry: a step (from its
 // tool_call, or an implicit one for changes made outside any step), a
 // rewind (with the checkpoint that saved what it changed), or a gc.
-type block struct {
-	Type string // blockStep, blockRewind or blockPruned
+type Block struct {
+	Type string // BlockStep, BlockRewind or BlockPruned
 	// Seq is the block's own event (the tool_call, session_rewind or
 	// history_pruned); for an implicit step, its first checkpoint.
 	Seq Seq
@@ -20,33 +21,64 @@ type block struct {
 	// at End is the workspace just after it; the state at Start-1, just
 	// before it.
 	Start, End Seq
-	Time       time.Time
-	Label      string
-	Implicit   bool
-	Payload    json.RawMessage // the tool_call's payload
-	Rewind     *rewind.RewindPayload
-	Pruned     *rewind.PrunedPayload
+	// First is the block's first checkpoint (0 when it has none). Nothing
+	// changes between Start and First, so the state at First-1 is also the
+	// state before the block: the latest sequence that names it, and the
+	// one undo rewinds to (it outlives a gc that cut at the tool_call).
+	First    Seq
+	Time     time.Time
+	Label    string
+	Implicit bool
+	Payload  json.RawMessage // the tool_call's payload
+	Rewind   *rewind.RewindPayload
+	Pruned   *rewind.PrunedPayload
 	// Files are the before-states captured in the block, the first one per
 	// path, in capture order.
 	Files []rewind.FileState
 }
 
+// The block types, as `zerofs log --json` names them.
 const (
-	blockStep   = "step"
-	blockRewind = "rewind"
-	blockPruned = "gc"
+	BlockStep   = "step"
+	BlockRewind = "rewind"
+	BlockPruned = "gc"
 )
 
-// readBlocks reads the whole log of h into blocks, oldest first.
+// Changed reports whether the block captured anything: a step whose
+// captures all ended as they began still counts, as the log cannot know
+// without comparing states (Changes can).
+func (b *Block) Changed() bool { return len(b.Files) > 0 }
+
+// Before is the latest sequence whose state is the workspace just before
+// the block.
+func (b *Block) Before() Seq {
+	if b.First > 0 {
+		return b.First - 1
+	}
+	return b.Start - 1
+}
+
+// Blocks reads the whole history of src into blocks, oldest first, and
+// returns the head they end at.
+func Blocks(src Source) ([]*Block, Seq, error) {
+	head, err := src.Head()
+	if err != nil {
+		return nil, 0, err
+	}
+	return ReadBlocks(src.Events(), head)
+}
+
+// ReadBlocks groups a log's events into blocks, oldest first; head is the
+// log's head (a later event raises it).
 //
 // Which step a checkpoint belongs to follows SPEC: a tool_call begins a
 // step; a rewind ends it, so checkpoints after a rewind and before the next
 // tool_call form an implicit step; the checkpoint a rewind writes for
 // itself (from its checkpointSequence up to the rewind event) belongs to
 // the rewind. A gc changes no file and ends no step.
-func readBlocks(h history) ([]*block, Seq, error) {
+func ReadBlocks(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, Seq, error) {
 	var evs []eventlog.Event
-	for ev, err := range h.Events() {
+	for ev, err := range events {
 		if err != nil {
 			return nil, 0, err
 		}
@@ -65,11 +97,14 @@ func readBlocks(h history) ([]*block, Seq, error) {
 			}
 		}
 	}
-	var blocks []*block
-	var cur *block              // the step new checkpoints belong to
-	pending := map[int]*block{} // rewinds whose checkpoint came before them
-	seen := map[*block]map[string]bool{}
-	addFiles := func(b *block, files []rewind.FileState) {
+	var blocks []*Block
+	var cur *Block              // the step new checkpoints belong to
+	pending := map[int]*Block{} // rewinds whose checkpoint came before them
+	seen := map[*Block]map[string]bool{}
+	addFiles := func(b *Block, seq Seq, files []rewind.FileState) {
+		if b.First == 0 {
+			b.First = seq
+		}
 		if seen[b] == nil {
 			seen[b] = map[string]bool{}
 		}
@@ -87,7 +122,7 @@ func readBlocks(h history) ([]*block, Seq, error) {
 				Name string `json:"name"`
 			}
 			json.Unmarshal(ev.Payload, &p)
-			cur = &block{Type: blockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: p.Name, Payload: ev.Payload}
+			cur = &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: p.Name, Payload: ev.Payload}
 			blocks = append(blocks, cur)
 		case eventlog.TypeCheckpoint:
 			var p rewind.Checkpoint
@@ -97,18 +132,18 @@ func readBlocks(h history) ([]*block, Seq, error) {
 			if ri, ok := ownedBy[ev.Seq]; ok {
 				b := pending[ri]
 				if b == nil {
-					b = &block{Type: blockRewind, Start: ev.Seq}
+					b = &Block{Type: BlockRewind, Start: ev.Seq}
 					pending[ri] = b
 					blocks = append(blocks, b)
 				}
-				addFiles(b, p.Files)
+				addFiles(b, ev.Seq, p.Files)
 				continue
 			}
 			if cur == nil {
-				cur = &block{Type: blockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: p.Tool, Implicit: true}
+				cur = &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: p.Tool, Implicit: true}
 				blocks = append(blocks, cur)
 			}
-			addFiles(cur, p.Files)
+			addFiles(cur, ev.Seq, p.Files)
 		case eventlog.TypeRewind:
 			var p rewind.RewindPayload
 			if json.Unmarshal(ev.Payload, &p) != nil {
@@ -116,7 +151,7 @@ func readBlocks(h history) ([]*block, Seq, error) {
 			}
 			b := pending[i]
 			if b == nil {
-				b = &block{Type: blockRewind, Start: ev.Seq}
+				b = &Block{Type: BlockRewind, Start: ev.Seq}
 				blocks = append(blocks, b)
 			}
 			b.Seq, b.Time, b.Rewind = ev.Seq, ev.CreatedAt, &p
@@ -124,12 +159,8 @@ func readBlocks(h history) ([]*block, Seq, error) {
 		case eventlog.TypeHistoryPruned:
 			var p rewind.PrunedPayload
 			json.Unmarshal(ev.Payload, &p)
-			blocks = append(blocks, &block{Type: blockPruned, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Pruned: &p})
+			blocks = append(blocks, &Block{Type: BlockPruned, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Pruned: &p})
 		}
-	}
-	head, err := h.Head()
-	if err != nil {
-		return nil, 0, err
 	}
 	if n := len(evs); n > 0 && evs[n-1].Seq > head {
 		head = evs[n-1].Seq
@@ -138,7 +169,7 @@ func readBlocks(h history) ([]*block, Seq, error) {
 	end := head
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
-		if b.Type == blockPruned {
+		if b.Type == BlockPruned {
 			b.End = b.Seq
 			continue
 		}
@@ -146,11 +177,4 @@ func readBlocks(h history) ([]*block, Seq, error) {
 		end = b.Start - 1
 	}
 	return blocks, head, nil
-}
-
-// changes reports whether a block changed anything: a step whose captures
-// all ended as they began still counts, as the log cannot know without
-// comparing states.
-func (b *block) changes() bool {
-	return len(b.Files) > 0
 }

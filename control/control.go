@@ -1,0 +1,364 @@
+package control
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// Seq is an event sequence.
+type Seq = eventlog.Seq
+
+// Dir is the control directory's name at the mount root (the store's name
+// on the backing side, which it hides).
+const Dir = rewind.StoreName
+
+// The control files.
+const (
+	Step   = "step"
+	Rewind = "rewind"
+	Head   = "head"
+	Log    = "log"
+	Status = "status"
+	GC     = "gc"
+)
+
+// Names lists every control file, sorted.
+var Names = []string{GC, Head, Log, Rewind, Status, Step}
+
+// Writable reports whether name takes requests (writes).
+func Writable(name string) bool {
+	return name == Step || name == Rewind || name == GC
+}
+
+// MaxRequest bounds one request: everything written through one open file.
+const MaxRequest = 1 << 20
+
+// ErrBadRequest: a request that does not parse (the daemon answers EINVAL).
+var ErrBadRequest = errors.New("control: bad request")
+
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
+}
+
+// StepRequest is a parsed write to "step".
+type StepRequest struct {
+	// Label names the step ("step" when the request gives none).
+	Label string
+	// Payload is the caller's JSON object, passed on in the tool_call (nil
+	// for a plain label).
+	Payload json.RawMessage
+}
+
+// DefaultLabel labels a step whose request names none.
+const DefaultLabel = "step"
+
+// ParseStep parses a write to "step": the trimmed text is the label, unless
+// it is a JSON object, which becomes the payload, labelled by its "name".
+func ParseStep(data []byte) StepRequest {
+	line := bytes.TrimSpace(data)
+	req := StepRequest{Label: string(line)}
+	if len(line) > 0 && line[0] == '{' {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(line, &obj); err == nil {
+			req.Payload = json.RawMessage(line)
+			req.Label = ""
+			if raw, ok := obj["name"]; ok {
+				var s string
+				if json.Unmarshal(raw, &s) == nil {
+					req.Label = s
+				}
+			}
+		}
+	}
+	if req.Label == "" {
+		req.Label = DefaultLabel
+	}
+	return req
+}
+
+// FormatStep is the request that begins a step labelled label with the
+// JSON object extra merged into its payload (nil: none). A label that
+// looks like a JSON object is always sent as {"name": label}, so the
+// daemon never mistakes it for a payload.
+func FormatStep(label string, extra json.RawMessage) ([]byte, error) {
+	if extra == nil && !strings.HasPrefix(strings.TrimSpace(label), "{") {
+		if strings.ContainsAny(label, "\n\r") {
+			return nil, badRequest("step label must be one line")
+		}
+		return []byte(label + "\n"), nil
+	}
+	obj := map[string]any{}
+	if extra != nil {
+		if err := json.Unmarshal(extra, &obj); err != nil {
+			return nil, badRequest("step payload is not a JSON object: %v", err)
+		}
+	}
+	obj["name"] = label
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// StepReport is what reading "step" shows: the current step.
+type StepReport struct {
+	Sequence Seq    `json:"sequence"`
+	Label    string `json:"label"`
+}
+
+// Format is the report's text: "<seq> <label>\n".
+func (s StepReport) Format() []byte {
+	return fmt.Appendf(nil, "%d %s\n", s.Sequence, s.Label)
+}
+
+// ParseStepReport parses what reading "step" shows.
+func ParseStepReport(b []byte) (StepReport, error) {
+	seq, label, _ := strings.Cut(strings.TrimRight(string(b), "\n"), " ")
+	n, err := strconv.ParseUint(seq, 10, 64)
+	if err != nil {
+		return StepReport{}, fmt.Errorf("control: bad step report %q", b)
+	}
+	return StepReport{Sequence: Seq(n), Label: label}, nil
+}
+
+// RewindRequest is a parsed write to "rewind". Exactly one of a target,
+// Revert, Undo and Redo is given; Paths only go with a target, Force only
+// with Revert; DryRun and Session go with any.
+type RewindRequest struct {
+	// Target is the sequence to roll back to (when no other form is given).
+	Target Seq `json:"target"`
+	// Paths, when not empty, limits the rewind to these workspace paths
+	// (each a directory with everything under it).
+	Paths []string `json:"paths,omitempty"`
+	// Revert, when not 0, undoes the step holding this sequence and keeps
+	// every later change.
+	Revert Seq `json:"revert,omitempty"`
+	// Force: a revert also puts back paths changed after its step.
+	Force bool `json:"force,omitempty"`
+	// Undo rolls back the last step still in effect; Redo the last undo.
+	Undo bool `json:"undo,omitempty"`
+	Redo bool `json:"redo,omitempty"`
+	// DryRun: report and preview what would be done, change nothing.
+	DryRun bool `json:"dryRun,omitempty"`
+	// Session is the agent session on whose behalf the rewind runs, for
+	// telling whose changes it overwrites ("": worked out from the log).
+	Session string `json:"session,omitempty"`
+}
+
+// ParseRewind parses a write to "rewind": a decimal sequence, or a JSON
+// object (see the package comment). Anything else is ErrBadRequest.
+func ParseRewind(data []byte) (RewindRequest, error) {
+	s := bytes.TrimSpace(data)
+	if len(s) == 0 || s[0] != '{' {
+		t, err := parseSeq(string(s))
+		if err != nil {
+			return RewindRequest{}, err
+		}
+		return RewindRequest{Target: t}, nil
+	}
+	var raw struct {
+		Target  *uint64  `json:"target"`
+		Revert  *uint64  `json:"revert"`
+		Paths   []string `json:"paths"`
+		Force   bool     `json:"force"`
+		Undo    bool     `json:"undo"`
+		Redo    bool     `json:"redo"`
+		DryRun  bool     `json:"dryRun"`
+		Session string   `json:"session"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return RewindRequest{}, badRequest("rewind request: %v", err)
+	}
+	if dec.More() {
+		return RewindRequest{}, badRequest("rewind request: more than one JSON value")
+	}
+	req := RewindRequest{Paths: raw.Paths, Force: raw.Force, Undo: raw.Undo, Redo: raw.Redo,
+		DryRun: raw.DryRun, Session: raw.Session}
+	forms := 0
+	if raw.Target != nil {
+		req.Target = Seq(*raw.Target)
+		forms++
+	}
+	if raw.Revert != nil {
+		t := Seq(*raw.Revert)
+		if t == 0 {
+			return RewindRequest{}, badRequest("rewind request: revert 0 names no step")
+		}
+		req.Revert = t
+		forms++
+	}
+	if raw.Undo {
+		forms++
+	}
+	if raw.Redo {
+		forms++
+	}
+	switch {
+	case forms != 1:
+		return RewindRequest{}, badRequest("rewind request wants exactly one of target, revert, undo and redo")
+	case raw.Paths != nil && raw.Target == nil:
+		return RewindRequest{}, badRequest("rewind request: paths go with a target")
+	case raw.Paths != nil && len(raw.Paths) == 0:
+		return RewindRequest{}, badRequest("rewind request: empty paths")
+	case raw.Force && raw.Revert == nil:
+		return RewindRequest{}, badRequest("rewind request: force goes with a revert")
+	}
+	for _, p := range raw.Paths {
+		if err := rewind.CleanPath(p); err != nil {
+			return RewindRequest{}, badRequest("rewind request: path %q is not a clean workspace path", p)
+		}
+	}
+	return req, nil
+}
+
+// Format is the request's text: a bare number for a whole rewind (what
+// every version of the daemon understands), else a JSON object; a line
+// either way (the daemon runs a request at its newline).
+func (r RewindRequest) Format() []byte {
+	if r.Paths == nil && r.Revert == 0 && !r.Force && !r.Undo && !r.Redo && !r.DryRun && r.Session == "" {
+		return fmt.Appendf(nil, "%d\n", r.Target)
+	}
+	obj := map[string]any{}
+	switch {
+	case r.Undo:
+		obj["undo"] = true
+	case r.Redo:
+		obj["redo"] = true
+	case r.Revert != 0:
+		obj["revert"] = r.Revert
+	default:
+		obj["target"] = r.Target
+	}
+	if len(r.Paths) > 0 {
+		obj["paths"] = r.Paths
+	}
+	if r.Force {
+		obj["force"] = true
+	}
+	if r.DryRun {
+		obj["dryRun"] = true
+	}
+	if r.Session != "" {
+		obj["session"] = r.Session
+	}
+	b, _ := json.Marshal(obj) // plain values: cannot fail
+	return append(b, '\n')
+}
+
+// ParseSeq parses a decimal sequence (a write to "gc", a read of "head").
+func ParseSeq(data []byte) (Seq, error) {
+	return parseSeq(string(bytes.TrimSpace(data)))
+}
+
+func parseSeq(s string) (Seq, error) {
+	if strings.HasPrefix(s, "-") {
+		return 0, badRequest("sequence %q is negative", s)
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, badRequest("not a sequence: %q", s)
+	}
+	return Seq(n), nil
+}
+
+// FormatSeq is a sequence as a request or report: "<seq>\n".
+func FormatSeq(t Seq) []byte { return fmt.Appendf(nil, "%d\n", t) }
+
+// RewindReport is what reading "rewind" shows: the last rewind, or on the
+// handle that wrote a request, that request's result. A dry run has
+// sequence 0 and a preview; a refused revert has "error": "conflict" and
+// the conflicting paths.
+type RewindReport struct {
+	// Sequence is the session_rewind event's.
+	Sequence       Seq `json:"sequence"`
+	TargetSequence Seq `json:"targetSequence"`
+	// CheckpointSequence holds what the rewind replaced (0: it changed
+	// nothing); rewinding to CheckpointSequence-1 undoes it.
+	CheckpointSequence Seq                 `json:"checkpointSequence"`
+	Report             rewind.Report       `json:"report"`
+	Paths              []string            `json:"paths,omitempty"`
+	RevertOf           Seq                 `json:"revertOf,omitempty"`
+	Force              bool                `json:"force,omitempty"`
+	DryRun             bool                `json:"dryRun,omitempty"`
+	Preview            []rewind.PathChange `json:"preview,omitempty"`
+	Foreign            []rewind.Foreign    `json:"foreign,omitempty"`
+	Conflicts          []string            `json:"conflicts,omitempty"`
+	Error              string              `json:"error,omitempty"`
+	// Undid names the step an undo rolled back; Redid the step a redo
+	// brought back (its undo undone).
+	Undid *StepReport `json:"undid,omitempty"`
+	Redid *StepReport `json:"redid,omitempty"`
+}
+
+// ErrorConflict is RewindReport.Error for a revert refused for conflicts.
+const ErrorConflict = "conflict"
+
+// ParseRewindReport parses what reading "rewind" shows ("{}": no rewind
+// yet, a zero report).
+func ParseRewindReport(b []byte) (RewindReport, error) {
+	var r RewindReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("control: bad rewind report: %v", err)
+	}
+	if r.Report.Skipped == nil {
+		r.Report.Skipped = []string{}
+	}
+	return r, nil
+}
+
+// GCReport is what reading "gc" shows: what one gc did.
+type GCReport = rewind.GCResult
+
+// ParseGCReport parses what reading "gc" shows.
+func ParseGCReport(b []byte) (GCReport, error) {
+	var r GCReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("control: bad gc report: %v", err)
+	}
+	return r, nil
+}
+
+// StatusReport is what reading "status" shows.
+type StatusReport struct {
+	PID          int        `json:"pid"`
+	Workspace    string     `json:"workspace"`
+	Mountpoint   string     `json:"mountpoint"`
+	Store        string     `json:"store"`
+	Head         Seq        `json:"head"`
+	Step         StepReport `json:"step"`
+	Sync         string     `json:"sync"`
+	AutoStep     string     `json:"autoStep"`
+	PrunedBefore Seq        `json:"prunedBefore"`
+}
+
+// ParseStatus parses what reading "status" shows. A status without a pid
+// is not a daemon's.
+func ParseStatus(b []byte) (StatusReport, error) {
+	var st StatusReport
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("control: bad status: %v", err)
+	}
+	if st.PID <= 0 {
+		return st, fmt.Errorf("control: status names no daemon")
+	}
+	return st, nil
+}
+
+// JSONLine is v as one line of JSON, as every JSON report is written.
+func JSONLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

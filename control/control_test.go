@@ -1,0 +1,77 @@
+package control
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func TestParseRewind(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want RewindRequest
+	}{
+		{"42", RewindRequest{Target: 42}},
+		{" 7\n", RewindRequest{Target: 7}},
+		{`{"target": 3}`, RewindRequest{Target: 3}},
+		{`{"target": 3, "paths": ["a/b.go", "c"]}`, RewindRequest{Target: 3, Paths: []string{"a/b.go", "c"}}},
+		{`{"undo": true}`, RewindRequest{Undo: true}},
+		{`{"redo": true}` + "\n", RewindRequest{Redo: true}},
+		{`{"revert": 9, "force": true, "dryRun": true}`, RewindRequest{Revert: 9, Force: true, DryRun: true}},
+		{`{"undo": true, "dryRun": true, "session": "s1"}`, RewindRequest{Undo: true, DryRun: true, Session: "s1"}},
+		{`{"target": 0, "paths": [""]}`, RewindRequest{Paths: []string{""}}},
+	} {
+		got, err := ParseRewind([]byte(tc.in))
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ParseRewind(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+		// What a client formats, the daemon parses back the same.
+		back, err := ParseRewind(got.Format())
+		if err != nil || !reflect.DeepEqual(back, got) {
+			t.Errorf("ParseRewind(%q.Format() = %q) = %+v, %v", tc.in, got.Format(), back, err)
+		}
+	}
+	for _, bad := range []string{"", "x", "-1", "1.5", "1 2", `{}`, `{"undo": true, "redo": true}`,
+		`{"target": 1, "undo": true}`, `{"undo": true, "paths": ["a"]}`, `{"target": -1}`,
+		`{"target": 1, "paths": []}`, `{"target": 1, "paths": ["../x"]}`, `{"target": 1, "paths": [".zero/x"]}`,
+		`{"target": 1, "bogus": 2}`, `{"target": 1}{"target": 2}`, `{"target": "1"}`, `{"revert": 0}`, `{"target": 1, "force": true}`, `{"revert": 2, "paths": ["a"]}`} {
+		if got, err := ParseRewind([]byte(bad)); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("ParseRewind(%q) = %+v, %v; want ErrBadRequest", bad, got, err)
+		}
+	}
+}
+
+func TestStep(t *testing.T) {
+	for _, tc := range []struct {
+		label string
+		extra string
+		want  StepRequest
+	}{
+		{"fix the bug", "", StepRequest{Label: "fix the bug"}},
+		{`{"looks": "like json"}`, "", StepRequest{Label: `{"looks": "like json"}`, Payload: []byte(`{"name":"{\"looks\": \"like json\"}"}`)}},
+		{"Edit", `{"input": {"file": "a.go"}}`, StepRequest{Label: "Edit", Payload: []byte(`{"input":{"file":"a.go"},"name":"Edit"}`)}},
+	} {
+		var extra []byte
+		if tc.extra != "" {
+			extra = []byte(tc.extra)
+		}
+		req, err := FormatStep(tc.label, extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ParseStep(req)
+		if got.Label != tc.want.Label || string(got.Payload) != string(tc.want.Payload) {
+			t.Errorf("ParseStep(FormatStep(%q, %s)) = %q %s; want %q %s", tc.label, tc.extra, got.Label, got.Payload, tc.want.Label, tc.want.Payload)
+		}
+	}
+	if got := ParseStep([]byte(`{"tool_input": 1}`)); got.Label != DefaultLabel {
+		t.Errorf("a JSON step without a name is labelled %q, want %q", got.Label, DefaultLabel)
+	}
+	if _, err := FormatStep("two\nlines", nil); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("FormatStep of two lines: %v, want ErrBadRequest", err)
+	}
+	rep, err := ParseStepReport(StepReport{Sequence: 4, Label: "a b"}.Format())
+	if err != nil || rep != (StepReport{Sequence: 4, Label: "a b"}) {
+		t.Errorf("step report round trip: %+v, %v", rep, err)
+	}
+}

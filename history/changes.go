@@ -1,0 +1,186 @@
+package history
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"sort"
+
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// A Change is one path a block changed. Its JSON is part of `zerofs log
+// --json`'s contract: add fields, never rename them.
+type Change struct {
+	Path string `json:"path"`
+	// Change is one of the Change* constants.
+	Change string `json:"change"`
+	// Kind is what the path is after the block (before it, for deleted
+	// paths); OldKind what it was before, when that differs.
+	Kind    string `json:"kind"`
+	OldKind string `json:"oldKind,omitempty"`
+	// Bytes is the size after the block (before it, for deleted paths).
+	Bytes int64 `json:"bytes"`
+	// OldBytes is the size before the block, for modified paths.
+	OldBytes int64 `json:"oldBytes,omitempty"`
+	// Blob is the before-state's blob: what a rewind to before the block
+	// restores ("" for added paths and directories).
+	Blob string `json:"blob,omitempty"`
+	// From is a renamed path's old name.
+	From string `json:"from,omitempty"`
+	// OldMode and Mode are the permission bits when they changed.
+	OldMode uint32 `json:"oldMode,omitempty"`
+	Mode    uint32 `json:"mode,omitempty"`
+	// Target is a symlink's target after the block.
+	Target string `json:"target,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// PID and Comm name the process whose request first changed the path
+	// in the block (as its before-state was captured).
+	PID  int    `json:"pid,omitempty"`
+	Comm string `json:"comm,omitempty"`
+}
+
+// The kinds of change.
+const (
+	ChangeAdded    = "added"
+	ChangeDeleted  = "deleted"
+	ChangeModified = "modified" // content, or what kind of thing it is
+	ChangeMode     = "mode"     // permission bits only
+	ChangeRenamed  = "renamed"
+	ChangeSkipped  = "skipped" // the before-state was not kept
+	ChangeUnknown  = "unknown" // the state after the block was pruned
+)
+
+// Changes compares each before-state captured in b with the path's state
+// at b.End (just after the block) and sorts the result by path. Captures
+// that ended as they began are left out; a deleted and an added file with
+// the same content become one rename.
+func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
+	var out []Change
+	for _, before := range b.Files {
+		c := Change{Path: before.Path, Kind: string(before.Kind), Blob: before.Blob, PID: before.PID, Comm: before.Comm}
+		if before.Skipped {
+			c.Change, c.Reason = ChangeSkipped, before.Reason
+			out = append(out, c)
+			continue
+		}
+		if b.End < prunedBefore {
+			c.Change, c.Reason = ChangeUnknown, "history pruned"
+			out = append(out, c)
+			continue
+		}
+		after, err := src.Stat(before.Path, b.End)
+		if errors.Is(err, rewind.ErrNoSuchSeq) {
+			c.Change, c.Reason = ChangeUnknown, "history pruned"
+			out = append(out, c)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if after.Kind == rewind.KindSymlink {
+			c.Target = after.Target
+		}
+		switch {
+		case before.Absent && !after.Exists:
+			continue
+		case before.Absent:
+			c.Change, c.Kind, c.Bytes = ChangeAdded, string(after.Kind), after.Bytes
+			c.Blob = ""
+			if after.Kind == rewind.KindFile {
+				c.Blob = contentID(src, before.Path, b.End, after)
+			}
+		case !after.Exists:
+			c.Change, c.Bytes = ChangeDeleted, before.Bytes
+		case string(after.Kind) != string(before.Kind):
+			c.Change, c.Kind, c.OldKind = ChangeModified, string(after.Kind), string(before.Kind)
+			c.Bytes, c.OldBytes = after.Bytes, before.Bytes
+		default:
+			c.Bytes = after.Bytes
+			same := true
+			switch before.Kind {
+			case rewind.KindFile:
+				same = before.Bytes == after.Bytes && before.Blob == contentID(src, before.Path, b.End, after)
+			case rewind.KindSymlink:
+				same = before.Target == after.Target
+			}
+			if before.Mode != after.Mode {
+				c.OldMode, c.Mode = before.Mode, after.Mode
+			}
+			switch {
+			case !same:
+				c.Change, c.OldBytes = ChangeModified, before.Bytes
+			case before.Mode != after.Mode:
+				c.Change = ChangeMode
+			default:
+				continue
+			}
+		}
+		if c.Kind == string(rewind.KindDir) {
+			c.Bytes, c.OldBytes = 0, 0 // a directory's size says nothing
+		}
+		if c.OldKind == string(rewind.KindDir) {
+			c.OldBytes = 0
+		}
+		out = append(out, c)
+	}
+	out = findRenames(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// contentID is the blob id of a file's content at t: recorded, or hashed
+// now ("" when unreadable, which then compares as changed).
+func contentID(src Source, path string, t Seq, n Node) string {
+	if n.Blob != "" {
+		return n.Blob
+	}
+	if n.Skipped {
+		return ""
+	}
+	b, err := src.Content(path, t)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// findRenames pairs each deleted file with an added file of the same
+// content (the added one's Blob is its new content's id) into a rename.
+func findRenames(cs []Change) []Change {
+	added := map[string]int{}
+	for i, c := range cs {
+		if c.Change == ChangeAdded && c.Kind == string(rewind.KindFile) && c.Blob != "" {
+			if _, dup := added[c.Blob]; !dup {
+				added[c.Blob] = i
+			}
+		}
+	}
+	drop := map[int]bool{}
+	for i, c := range cs {
+		if c.Change != ChangeDeleted || c.Kind != string(rewind.KindFile) || c.Blob == "" {
+			continue
+		}
+		j, ok := added[c.Blob]
+		if !ok || drop[j] {
+			continue
+		}
+		cs[j].Change, cs[j].From = ChangeRenamed, c.Path
+		drop[i] = true
+		delete(added, c.Blob)
+	}
+	// An added path's Blob was only needed to find renames; its before-state
+	// has no blob.
+	var out []Change
+	for i, c := range cs {
+		if drop[i] {
+			continue
+		}
+		if c.Change == ChangeAdded {
+			c.Blob = ""
+		}
+		out = append(out, c)
+	}
+	return out
+}

@@ -1,0 +1,279 @@
+package history
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	udiff "github.com/aymanbagabas/go-udiff"
+
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// A FileDiff is one path's difference between two states, as git prints
+// it: Text is the "diff --git" header and the unified diff (3 lines of
+// context), or "Binary files ... differ". A path that changed between file
+// and symlink (or from or to a directory) is, like git shows it, a deletion
+// followed by an addition: two FileDiffs with the same Path.
+type FileDiff struct {
+	Path string
+	Text string
+}
+
+// Diff compares the states at a and b (either may be Now) of every path
+// under filters (workspace paths; none: all), sorted by path. A sequence
+// not in the history is a *SeqError.
+func Diff(src Source, a, b Seq, filters []string) ([]FileDiff, error) {
+	d := &differ{src: src, a: a, b: b, stats: map[statKey]Node{}}
+	for _, t := range []Seq{a, b} {
+		if _, err := d.stat("", t); err != nil {
+			return nil, ExplainSeq(src, t, err)
+		}
+	}
+	files, err := d.changedPaths(filters)
+	if err != nil {
+		return nil, err
+	}
+	var out []FileDiff
+	for _, p := range files {
+		fds, err := d.file(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fds...)
+	}
+	return out, nil
+}
+
+// differ compares two states of one history.
+type differ struct {
+	src   Source
+	a, b  Seq
+	stats map[statKey]Node
+}
+
+type statKey struct {
+	path string
+	t    Seq
+}
+
+func (d *differ) stat(p string, t Seq) (Node, error) {
+	k := statKey{p, t}
+	if n, ok := d.stats[k]; ok {
+		return n, nil
+	}
+	n, err := d.src.Stat(p, t)
+	if err != nil {
+		return n, err
+	}
+	d.stats[k] = n
+	return n, nil
+}
+
+// changedPaths lists, sorted, the non-directory paths that may differ
+// between a and b: a path can differ only if a checkpoint between them
+// names it, or if it lies under a directory that exists on one side only
+// (a renamed directory's new subtree is named by no checkpoint).
+func (d *differ) changedPaths(filters []string) ([]string, error) {
+	lo, hi := min(d.a, d.b), max(d.a, d.b)
+	cands := map[string]bool{}
+	for ev, err := range d.src.Events() {
+		if err != nil {
+			return nil, err
+		}
+		if ev.Seq <= lo || ev.Seq > hi || ev.Type != eventlog.TypeCheckpoint {
+			continue
+		}
+		var cp rewind.Checkpoint
+		if json.Unmarshal(ev.Payload, &cp) != nil {
+			continue
+		}
+		for _, f := range cp.Files {
+			if matches(filters, f.Path) {
+				cands[f.Path] = true
+			}
+		}
+	}
+	queue := make([]string, 0, len(cands))
+	for p := range cands {
+		queue = append(queue, p)
+	}
+	var files []string
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		na, err := d.stat(p, d.a)
+		if err != nil {
+			return nil, err
+		}
+		nb, err := d.stat(p, d.b)
+		if err != nil {
+			return nil, err
+		}
+		if (na.Exists && na.Kind != rewind.KindDir) || (nb.Exists && nb.Kind != rewind.KindDir) {
+			if Under(p, filters) || len(filters) == 0 {
+				files = append(files, p)
+			}
+		}
+		// Expand a directory that exists on one side only.
+		for _, side := range []struct {
+			n, other Node
+			t        Seq
+		}{{na, nb, d.a}, {nb, na, d.b}} {
+			if side.n.Kind != rewind.KindDir || side.other.Kind == rewind.KindDir {
+				continue
+			}
+			names, err := d.src.List(p, side.t)
+			if err != nil {
+				return nil, err
+			}
+			for _, name := range names {
+				c := path.Join(p, name)
+				if !cands[c] && matches(filters, c) {
+					cands[c] = true
+					queue = append(queue, c)
+				}
+			}
+		}
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// matches reports whether p is one of filters, under one, or above one
+// (all paths when there are no filters).
+func matches(filters []string, p string) bool {
+	if len(filters) == 0 {
+		return true
+	}
+	for _, f := range filters {
+		if f == "" || p == f || strings.HasPrefix(p, f+"/") || strings.HasPrefix(f, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Label names a state in the ---/+++ lines: "@42", or "now".
+func Label(t Seq) string {
+	if t == Now {
+		return "now"
+	}
+	return fmt.Sprintf("@%d", t)
+}
+
+// gitMode is the mode git prints: type bits and permission bits.
+func gitMode(n Node) uint32 {
+	switch n.Kind {
+	case rewind.KindSymlink:
+		return 0o120000
+	case rewind.KindDir:
+		return 0o040000
+	}
+	return 0o100000 | n.Mode&0o7777
+}
+
+// file is p's diff, if it differs.
+func (d *differ) file(p string) ([]FileDiff, error) {
+	na, _ := d.stat(p, d.a)
+	nb, _ := d.stat(p, d.b)
+	if na.Kind == rewind.KindDir {
+		na = Node{}
+	}
+	if nb.Kind == rewind.KindDir {
+		nb = Node{}
+	}
+	var pairs [][2]Node
+	if na.Exists && nb.Exists && na.Kind != nb.Kind {
+		pairs = [][2]Node{{na, {}}, {{}, nb}}
+	} else {
+		pairs = [][2]Node{{na, nb}}
+	}
+	var out []FileDiff
+	for _, pr := range pairs {
+		text, err := d.pair(p, pr[0], pr[1])
+		if err != nil {
+			return nil, err
+		}
+		if text != "" {
+			out = append(out, FileDiff{Path: p, Text: text})
+		}
+	}
+	return out, nil
+}
+
+func (d *differ) content(p string, t Seq, n Node) ([]byte, error) {
+	if !n.Exists {
+		return nil, nil
+	}
+	if n.Kind == rewind.KindSymlink {
+		return []byte(n.Target), nil
+	}
+	if n.Skipped {
+		return nil, fmt.Errorf("%s at %s: %w (%s)", p, Label(t), rewind.ErrSkipped, n.Reason)
+	}
+	return d.src.Content(p, t)
+}
+
+func (d *differ) pair(p string, na, nb Node) (string, error) {
+	if !na.Exists && !nb.Exists {
+		return "", nil
+	}
+	ca, err := d.content(p, d.a, na)
+	if err != nil {
+		return "", err
+	}
+	cb, err := d.content(p, d.b, nb)
+	if err != nil {
+		return "", err
+	}
+	var hdr strings.Builder
+	fmt.Fprintf(&hdr, "diff --git a/%s b/%s\n", p, p)
+	from, to := fmt.Sprintf("a/%s\t(%s)", p, Label(d.a)), fmt.Sprintf("b/%s\t(%s)", p, Label(d.b))
+	switch {
+	case !na.Exists:
+		fmt.Fprintf(&hdr, "new file mode %06o\n", gitMode(nb))
+		from = "/dev/null"
+	case !nb.Exists:
+		fmt.Fprintf(&hdr, "deleted file mode %06o\n", gitMode(na))
+		to = "/dev/null"
+	default:
+		if gitMode(na) != gitMode(nb) {
+			fmt.Fprintf(&hdr, "old mode %06o\nnew mode %06o\n", gitMode(na), gitMode(nb))
+		} else if bytes.Equal(ca, cb) {
+			return "", nil // identical: the capture changed nothing in the end
+		}
+	}
+	var body string
+	switch {
+	case bytes.Equal(ca, cb):
+	case isBinary(ca) || isBinary(cb):
+		bf, bt := "a/"+p, "b/"+p
+		if !na.Exists {
+			bf = "/dev/null"
+		}
+		if !nb.Exists {
+			bt = "/dev/null"
+		}
+		body = fmt.Sprintf("Binary files %s and %s differ\n", bf, bt)
+	default:
+		sa, sb := string(ca), string(cb)
+		body, err = udiff.ToUnified(from, to, sa, udiff.Lines(sa, sb), udiff.DefaultContextLines)
+		if err != nil {
+			return "", fmt.Errorf("diff %s: %w", p, err)
+		}
+	}
+	return hdr.String() + body, nil
+}
+
+// isBinary is git's test: a NUL byte in the first 8000 bytes.
+func isBinary(b []byte) bool {
+	if len(b) > 8000 {
+		b = b[:8000]
+	}
+	return bytes.IndexByte(b, 0) >= 0
+}

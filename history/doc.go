@@ -1,0 +1,31 @@
+// Package history is a zerofs workspace's history as a library: finding a
+// workspace (Find, like git finds .git), opening its history (Open) as one
+// Source whether the workspace is mounted or not, and what front ends
+// reason about: steps and rewinds as Blocks, what each one changed
+// (Changes, with renames and the process that made each change), the log
+// (Log), diffs between states (Diff), undo and redo targets (UndoTarget,
+// RedoTarget, RunRewind), gc cuts (KeepCut) and store verification with
+// typed findings (Verify). The CLI, an MCP server and a web timeline stand
+// on it and only render what it returns (restic's FUSE front end and CLI
+// share one repository interface the same way).
+//
+// Two Sources implement the interface. Mounted, everything goes through
+// the daemon: the control files of package control, and the @T/ views,
+// read from a descriptor of the mount's root with openat2 confined beneath
+// it and refusing every symlink, so a symlink in the workspace (now or in
+// a past state) never leads a read outside it; the store is never touched.
+// Unmounted, the engine (package rewind) is opened on the store, holding
+// its lock until Close, so a caller never races a daemon.
+//
+// Undo and redo stack like an editor's, read back from the log (see
+// targets.go); they are resolved under the engine's workspace lock, by the
+// daemon when mounted, so no change or step lands between choosing the
+// target and rewinding to it.
+//
+// Durability: nothing here writes the store itself. Every change to the
+// history (a step, a rewind, a gc) is made by the engine or the daemon and
+// is durable when the call returns.
+//
+// Imports: control, rewind, eventlog and blobstore; never fs (and so
+// never go-fuse) or cmd.
+package history

@@ -1,0 +1,128 @@
+package history
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+
+	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// engineSource reads and changes an unmounted workspace through the
+// engine. It holds the store's lock until Close.
+type engineSource struct {
+	root *os.File
+	eng  *rewind.Engine
+}
+
+// openEngine opens the engine on an unmounted workspace. A store whose lock
+// is held belongs to a running zerofs: the caller must go through its mount.
+func openEngine(ctx context.Context, ws *Workspace, opts Options) (*engineSource, error) {
+	root, err := os.Open(ws.Root)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := rewind.Open(ctx, root, rewind.Options{StoreDir: ws.Store, Logger: opts.Logger})
+	if err != nil {
+		root.Close()
+		if errors.Is(err, eventlog.ErrLocked) {
+			return nil, &InUseError{Store: ws.Store, PID: DaemonPID(ws.Store)}
+		}
+		return nil, err
+	}
+	return &engineSource{root: root, eng: eng}, nil
+}
+
+func (h *engineSource) Head() (Seq, error)         { return h.eng.Head(), nil }
+func (h *engineSource) PrunedBefore() (Seq, error) { return h.eng.PrunedBefore(), nil }
+
+func (h *engineSource) Events() iter.Seq2[eventlog.Event, error] {
+	return checkedEvents(h.eng.Log().Path(), h.eng.Log().Events(1))
+}
+
+func (h *engineSource) entry(path string, t Seq) (rewind.Entry, error) {
+	if t == Now {
+		t = h.eng.Head()
+	}
+	return h.eng.StateAt(path, t)
+}
+
+func (h *engineSource) Stat(path string, t Seq) (Node, error) {
+	ent, err := h.entry(path, t)
+	if err != nil || !ent.Exists {
+		return Node{}, err
+	}
+	s := ent.State
+	n := Node{Exists: true, Kind: s.Kind, Mode: s.Mode, Bytes: s.Bytes, Blob: s.Blob,
+		Target: s.Target, Skipped: s.Skipped, Reason: s.Reason}
+	if n.Kind == rewind.KindSymlink && n.Target == "" && !n.Skipped {
+		if n.Target, err = h.eng.ReadLink(ent); err != nil {
+			return Node{}, err
+		}
+	}
+	return n, nil
+}
+
+func (h *engineSource) Content(path string, t Seq) ([]byte, error) {
+	ent, err := h.entry(path, t)
+	if err != nil {
+		return nil, err
+	}
+	if !ent.Exists {
+		return nil, os.ErrNotExist
+	}
+	if ent.State.Skipped {
+		return nil, fmt.Errorf("%s: %w (%s)", path, rewind.ErrSkipped, ent.State.Reason)
+	}
+	if ent.State.Kind == rewind.KindSymlink {
+		target, err := h.eng.ReadLink(ent)
+		return []byte(target), err
+	}
+	f, err := h.eng.OpenContent(ent)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+func (h *engineSource) List(dir string, t Seq) ([]string, error) {
+	if t == Now {
+		t = h.eng.Head()
+	}
+	ents, err := h.eng.ReadDirAt(dir, t)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name
+	}
+	return names, nil
+}
+
+func (h *engineSource) BeginStep(ctx context.Context, label string, extra json.RawMessage) error {
+	_, err := h.eng.BeginStep(ctx, label, extra)
+	return err
+}
+
+func (h *engineSource) Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error) {
+	_, rep, err := RunRewind(ctx, h.eng, req)
+	return rep, err
+}
+
+func (h *engineSource) GC(ctx context.Context, before Seq) (control.GCReport, error) {
+	return h.eng.GC(ctx, before)
+}
+
+func (h *engineSource) Close() error {
+	err := h.eng.Close()
+	h.root.Close()
+	return err
+}

@@ -1,0 +1,123 @@
+package history
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// An Entry is one element of `zerofs log --json`: a block with its
+// changes. Field names are a contract for harnesses: add fields, never
+// rename them.
+type Entry struct {
+	// Type is "step", "rewind" or "gc".
+	Type string `json:"type"`
+	// Sequence is the block's event: the tool_call, session_rewind or
+	// history_pruned (an implicit step's first checkpoint).
+	Sequence Seq `json:"sequence"`
+	// Start..End are the sequences that belong to the block: `zerofs diff
+	// Start-1 End` shows what it did, `zerofs rewind Start-1` undoes it.
+	Start        Seq                   `json:"start"`
+	End          Seq                   `json:"end"`
+	Time         time.Time             `json:"time"`
+	Label        string                `json:"label,omitempty"`
+	Implicit     bool                  `json:"implicit,omitempty"`
+	Payload      json.RawMessage       `json:"payload,omitempty"`
+	Rewind       *rewind.RewindPayload `json:"rewind,omitempty"`
+	PrunedBefore *Seq                  `json:"prunedBefore,omitempty"`
+	Changes      []Change              `json:"changes"`
+}
+
+// LogOptions select what Log returns.
+type LogOptions struct {
+	// Changes fills each entry's Changes (they are always computed for
+	// implicit steps and with Paths, to know which entries to keep).
+	Changes bool
+	// Limit, when > 0, keeps only the newest Limit entries.
+	Limit int
+	// Paths, when not empty, keeps only the entries that changed one of
+	// these workspace paths or something under them ("" is the root), and
+	// only those changes.
+	Paths []string
+}
+
+// Log is the history of src as entries, newest first. An implicit step
+// whose captures all ended as they began (a read-only tool that opened a
+// file for writing) is left out: it changed nothing and belongs to no step.
+func Log(src Source, opts LogOptions) ([]Entry, error) {
+	blocks, _, err := Blocks(src)
+	if err != nil {
+		return nil, err
+	}
+	pruned, err := src.PrunedBefore()
+	if err != nil {
+		return nil, err
+	}
+	entries := []Entry{}
+	for i := len(blocks) - 1; i >= 0; i-- {
+		if opts.Limit > 0 && len(entries) >= opts.Limit {
+			break
+		}
+		b := blocks[i]
+		ent := Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End, Time: b.Time,
+			Label: b.Label, Implicit: b.Implicit, Payload: b.Payload, Rewind: b.Rewind, Changes: []Change{}}
+		if b.Pruned != nil {
+			ent.PrunedBefore = &b.Pruned.Before
+		}
+		if len(opts.Paths) > 0 {
+			if b.Type == BlockPruned || !touches(b, opts.Paths) {
+				continue
+			}
+		}
+		if b.Type != BlockPruned && (opts.Changes || b.Implicit || len(opts.Paths) > 0) {
+			cs, err := Changes(src, b, pruned)
+			if err != nil {
+				return nil, err
+			}
+			if len(opts.Paths) > 0 {
+				cs = filterChanges(cs, opts.Paths)
+			}
+			if len(cs) == 0 && (b.Implicit || len(opts.Paths) > 0) {
+				continue
+			}
+			if opts.Changes && cs != nil {
+				ent.Changes = cs
+			}
+		}
+		entries = append(entries, ent)
+	}
+	return entries, nil
+}
+
+// touches reports whether b captured a path under one of paths.
+func touches(b *Block, paths []string) bool {
+	for _, f := range b.Files {
+		if Under(f.Path, paths) {
+			return true
+		}
+	}
+	return false
+}
+
+func filterChanges(cs []Change, paths []string) []Change {
+	var out []Change
+	for _, c := range cs {
+		if Under(c.Path, paths) || (c.From != "" && Under(c.From, paths)) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Under reports whether p is one of roots or lies under one ("" is the
+// workspace root, over everything).
+func Under(p string, roots []string) bool {
+	for _, r := range roots {
+		if r == "" || p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,388 @@
+package history
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// mountSource reads a mounted workspace through its control directory and
+// @T/ views. It never touches the store: the daemon owns it.
+//
+// Every path is resolved the way the engine resolves it: from a descriptor
+// of the mount's root (or of the view @T), with openat2 confined beneath it
+// and refusing every symlink, and the final component used with *at calls
+// that never follow it. A symlink in the workspace (now or at T) therefore
+// never leads a read outside it: a path under a symlink does not exist.
+type mountSource struct {
+	root string
+	fd   *os.File // the mount's root directory
+
+	mu    sync.Mutex       // guards views
+	views map[Seq]*os.File // open @T directories, closed by Close
+}
+
+func openMounted(root string) (*mountSource, error) {
+	fd, err := os.OpenFile(root, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &mountSource{root: root, fd: fd, views: map[Seq]*os.File{}}, nil
+}
+
+func (m *mountSource) ctl(name string) string {
+	return filepath.Join(m.root, control.Dir, name)
+}
+
+func (m *mountSource) Head() (Seq, error) {
+	b, err := os.ReadFile(m.ctl(control.Head))
+	if err != nil {
+		return 0, err
+	}
+	n, err := control.ParseSeq(b)
+	if err != nil {
+		return 0, fmt.Errorf("bad %s/%s %q", control.Dir, control.Head, b)
+	}
+	return n, nil
+}
+
+func (m *mountSource) PrunedBefore() (Seq, error) {
+	st, ok := ReadStatus(m.root)
+	if !ok {
+		return 0, fmt.Errorf("cannot read %s", m.ctl(control.Status))
+	}
+	return st.PrunedBefore, nil
+}
+
+func (m *mountSource) Events() iter.Seq2[eventlog.Event, error] {
+	return checkedEvents(m.ctl(control.Log), eventlog.ReadFile(m.ctl(control.Log), 1))
+}
+
+// base is the directory t's paths are resolved from: the mount's root, or
+// the view @T (rewind.ErrNoSuchSeq when the daemon has no such view).
+func (m *mountSource) base(t Seq) (*os.File, error) {
+	if t == Now {
+		return m.fd, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f, ok := m.views[t]; ok {
+		return f, nil
+	}
+	fd, err := unix.Openat2(int(m.fd.Fd()), "@"+strconv.FormatUint(uint64(t), 10), &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+	})
+	if errors.Is(err, unix.ENOENT) {
+		return nil, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, t)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open view @%d: %w", t, err)
+	}
+	f := os.NewFile(uintptr(fd), "@"+strconv.FormatUint(uint64(t), 10))
+	m.views[t] = f
+	return f, nil
+}
+
+// maxChunk bounds the path given to one openat2 call, so deep trees never
+// hit PATH_MAX: longer parent paths are opened a chunk at a time.
+const maxChunk = 2048
+
+// openDir opens directory dir beneath base as an O_PATH descriptor,
+// crossing no symlink (ELOOP) and no non-directory (ENOTDIR).
+func openDir(base *os.File, dir string) (int, error) {
+	fd := int(base.Fd())
+	if dir == "" {
+		return unix.Openat(fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	}
+	owned := -1
+	for dir != "" {
+		chunk := dir
+		if len(chunk) > maxChunk {
+			i := strings.LastIndexByte(chunk[:maxChunk], '/')
+			if i <= 0 {
+				i = strings.IndexByte(chunk, '/')
+			}
+			if i > 0 {
+				chunk = dir[:i]
+			}
+		}
+		dir = strings.TrimPrefix(dir[len(chunk):], "/")
+		next, err := unix.Openat2(fd, chunk, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+		})
+		if owned >= 0 {
+			unix.Close(owned)
+		}
+		if err != nil {
+			return -1, err
+		}
+		fd, owned = next, next
+	}
+	return owned, nil
+}
+
+// at calls fn with the directory holding path at t and path's name in it
+// ("." for the root).
+func (m *mountSource) at(path string, t Seq, fn func(dirfd int, name string) error) error {
+	if err := rewind.CleanPath(path); err != nil {
+		return fmt.Errorf("%w: %q", err, path)
+	}
+	base, err := m.base(t)
+	if err != nil {
+		return err
+	}
+	dir, name := "", "."
+	if path != "" {
+		dir, name = "", path
+		if i := strings.LastIndexByte(path, '/'); i >= 0 {
+			dir, name = path[:i], path[i+1:]
+		}
+	}
+	fd, err := openDir(base, dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return fn(fd, name)
+}
+
+// missing reports whether err means "nothing there": the path or a parent
+// does not exist, is not a directory, or is a symlink that is not crossed.
+func missing(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)
+}
+
+func (m *mountSource) Stat(path string, t Seq) (Node, error) {
+	var st unix.Stat_t
+	var target string
+	err := m.at(path, t, func(dirfd int, name string) error {
+		if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			var err error
+			target, err = readlinkat(dirfd, name)
+			return err
+		}
+		return nil
+	})
+	if missing(err) {
+		return Node{}, nil
+	}
+	if err != nil {
+		return Node{}, err
+	}
+	n := Node{Exists: true, Mode: st.Mode & 0o7777, Bytes: st.Size}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		n.Kind = rewind.KindDir
+	case unix.S_IFLNK:
+		n.Kind, n.Target = rewind.KindSymlink, target
+	case unix.S_IFREG:
+		n.Kind = rewind.KindFile
+	default:
+		n.Kind, n.Skipped, n.Reason = rewind.KindFile, true, "not a regular file, directory or symlink"
+	}
+	return n, nil
+}
+
+func readlinkat(dirfd int, name string) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		k, err := unix.Readlinkat(dirfd, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if k < size {
+			return string(buf[:k]), nil
+		}
+	}
+}
+
+func (m *mountSource) Content(path string, t Seq) ([]byte, error) {
+	var out []byte
+	err := m.at(path, t, func(dirfd int, name string) error {
+		var st unix.Stat_t
+		if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			target, err := readlinkat(dirfd, name)
+			out = []byte(target)
+			return err
+		case unix.S_IFREG:
+		default:
+			return fmt.Errorf("%s is not a regular file", path)
+		}
+		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), path)
+		defer f.Close()
+		out, err = io.ReadAll(f)
+		return err
+	})
+	if missing(err) {
+		return nil, fmt.Errorf("%s: %w", path, os.ErrNotExist)
+	}
+	return out, err
+}
+
+func (m *mountSource) List(dir string, t Seq) ([]string, error) {
+	var names []string
+	err := m.at(dir, t, func(dirfd int, name string) error {
+		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), dir)
+		defer f.Close()
+		all, err := f.Readdirnames(-1)
+		if err != nil {
+			return err
+		}
+		for _, n := range all {
+			if dir == "" && rewind.IsReserved(n) {
+				continue
+			}
+			names = append(names, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func (m *mountSource) BeginStep(ctx context.Context, label string, extra json.RawMessage) error {
+	req, err := control.FormatStep(label, extra)
+	if err != nil {
+		return err
+	}
+	_, err = m.request(control.Step, req, false)
+	return err
+}
+
+func (m *mountSource) Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error) {
+	b, err := m.request(control.Rewind, req.Format(), true)
+	if err != nil {
+		switch {
+		case errors.Is(err, unix.EBUSY) && req.Revert != 0:
+			// A revert refused for its conflicts: the handle's report
+			// names them.
+			rep, perr := control.ParseRewindReport(b)
+			if perr != nil || rep.Error != control.ErrorConflict {
+				return control.RewindReport{}, err
+			}
+			return rep, &rewind.ConflictError{Step: req.Revert, Paths: rep.Conflicts}
+		case (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT)) && (req.Undo || req.Redo):
+			return control.RewindReport{}, m.whyNot(req)
+		case errors.Is(err, unix.EINVAL) && req.Revert == 0 && req.Target > 0:
+			if head, herr := m.Head(); herr == nil && req.Target > head {
+				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Target)
+			}
+			if pruned, perr := m.PrunedBefore(); perr == nil && req.Target < pruned {
+				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Target)
+			}
+		case errors.Is(err, unix.EINVAL) && req.Revert > 0:
+			if head, herr := m.Head(); herr == nil && req.Revert > head {
+				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Revert)
+			}
+		}
+		return control.RewindReport{}, fmt.Errorf("%s/%s refused %s: %w", control.Dir, control.Rewind, strings.TrimSpace(string(req.Format())), err)
+	}
+	return control.ParseRewindReport(b)
+}
+
+// whyNot explains a refused undo or redo: the daemon answers with an errno
+// only, so the reason is read back from the log (ErrNothingToUndo, a pruned
+// state, ...).
+func (m *mountSource) whyNot(req control.RewindRequest) error {
+	blocks, _, err := Blocks(m)
+	if err != nil {
+		return err
+	}
+	pruned, err := m.PrunedBefore()
+	if err != nil {
+		return err
+	}
+	if req.Undo {
+		_, _, err = UndoTarget(blocks, pruned)
+	} else {
+		_, _, err = RedoTarget(blocks, pruned)
+	}
+	if err == nil {
+		err = fmt.Errorf("the daemon refused the request %s", strings.TrimSpace(string(req.Format())))
+	}
+	return err
+}
+
+func (m *mountSource) GC(ctx context.Context, before Seq) (control.GCReport, error) {
+	b, err := m.request(control.GC, control.FormatSeq(before), true)
+	if err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return control.GCReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, before)
+		}
+		return control.GCReport{}, err
+	}
+	return control.ParseGCReport(b)
+}
+
+// request writes one request to a control file through one open file, as
+// one line (the daemon runs it at its newline) and, with report, reads back
+// from the same file that request's own report, also when the request
+// failed (a refused revert's report names its conflicts).
+func (m *mountSource) request(name string, req []byte, report bool) ([]byte, error) {
+	flag := os.O_WRONLY
+	if report {
+		flag = os.O_RDWR
+	}
+	f, err := os.OpenFile(m.ctl(name), flag, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	_, werr := f.Write(req)
+	var out []byte
+	if report {
+		out, err = io.ReadAll(io.NewSectionReader(f, 0, control.MaxRequest))
+		if err != nil && werr == nil {
+			return nil, err
+		}
+	}
+	if werr != nil {
+		return out, werr
+	}
+	return out, f.Close()
+}
+
+func (m *mountSource) Close() error {
+	m.mu.Lock()
+	for _, f := range m.views {
+		f.Close()
+	}
+	m.views = nil
+	m.mu.Unlock()
+	return m.fd.Close()
+}

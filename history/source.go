@@ -1,0 +1,153 @@
+package history
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"math"
+
+	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// Seq is an event sequence.
+type Seq = eventlog.Seq
+
+// Now stands for "the workspace as it is now" where a sequence is expected.
+const Now Seq = math.MaxUint64
+
+// Node is one path's state at some sequence.
+type Node struct {
+	Exists bool
+	Kind   rewind.Kind
+	Mode   uint32 // permission bits, setuid, setgid and sticky included
+	Bytes  int64
+	// Blob is the recorded blob, "" when unknown (live or mounted).
+	Blob    string
+	Target  string // a symlink's target
+	Skipped bool   // the before-state was not kept
+	Reason  string // why, when Skipped
+}
+
+// A Source is a workspace's history, read and changed the same way whether
+// the workspace is mounted (through the daemon's control files and @T/
+// views; the store is the daemon's) or not (through the engine, which then
+// holds the store's lock until Close). Every front end (the CLI, an MCP
+// server, a web timeline) is written once against it.
+//
+// Paths are workspace paths: slash-separated, relative to the root, clean,
+// "" for the root. No method reads outside the workspace: a path under a
+// symlink does not exist, and a symlink is never followed.
+type Source interface {
+	// Head is the last sequence written.
+	Head() (Seq, error)
+	// PrunedBefore is the start of history (0 when gc never ran).
+	PrunedBefore() (Seq, error)
+	// Events yields the whole log in order.
+	Events() iter.Seq2[eventlog.Event, error]
+	// Stat is path's state at t (Now for the live workspace). A sequence
+	// above head or below the pruned history is rewind.ErrNoSuchSeq.
+	Stat(path string, t Seq) (Node, error)
+	// Content is a file's bytes or a symlink's target at t.
+	Content(path string, t Seq) ([]byte, error)
+	// List is a directory's names at t, sorted, reserved names left out.
+	List(dir string, t Seq) ([]string, error)
+	// BeginStep begins a step; extra is a JSON object or nil.
+	BeginStep(ctx context.Context, label string, extra json.RawMessage) error
+	// Rewind runs one rewind request (a target, or undo, or redo) and
+	// reports what it did. Undo and redo choose their target under the
+	// workspace lock: nothing lands between the choice and the rewind.
+	// Nothing to undo or redo is ErrNothingToUndo or ErrNothingToRedo.
+	Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error)
+	// GC forgets the states before before.
+	GC(ctx context.Context, before Seq) (control.GCReport, error)
+	// Close releases the source (the engine's store lock, when unmounted).
+	Close() error
+}
+
+// Options configure Open.
+type Options struct {
+	// Logger receives the engine's recovery notes and warnings when the
+	// workspace is not mounted. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Open opens ws's history: through the mount when it is mounted, else by
+// opening the engine on the store (taking its lock, so a caller never races
+// a daemon: a store in use is an *InUseError). The caller closes it.
+func Open(ctx context.Context, ws *Workspace, opts Options) (Source, error) {
+	if ws.Mounted {
+		return openMounted(ws.Root)
+	}
+	return openEngine(ctx, ws, opts)
+}
+
+// OpenDir finds the workspace around dir and opens its history.
+func OpenDir(ctx context.Context, dir string, opts Options) (*Workspace, Source, error) {
+	ws, err := Find(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := Open(ctx, ws, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ws, src, nil
+}
+
+// Errors of undo and redo.
+var (
+	ErrNothingToUndo = errors.New("nothing to undo")
+	ErrNothingToRedo = errors.New("nothing to redo")
+)
+
+// SeqError explains a sequence that is not in the history.
+type SeqError struct {
+	Seq, Head, PrunedBefore Seq
+}
+
+func (e *SeqError) Error() string {
+	switch {
+	case e.Seq > e.Head:
+		return fmt.Sprintf("no sequence %d (head is %d)", e.Seq, e.Head)
+	case e.Seq < e.PrunedBefore:
+		return fmt.Sprintf("no sequence %d: history before %d was pruned", e.Seq, e.PrunedBefore)
+	}
+	return fmt.Sprintf("no sequence %d", e.Seq)
+}
+
+func (e *SeqError) Unwrap() error { return rewind.ErrNoSuchSeq }
+
+// ExplainSeq is err, or a *SeqError that says why t is not in src's
+// history when err is rewind.ErrNoSuchSeq.
+func ExplainSeq(src Source, t Seq, err error) error {
+	var se *SeqError
+	if err == nil || !errors.Is(err, rewind.ErrNoSuchSeq) || errors.As(err, &se) {
+		return err
+	}
+	head, _ := src.Head()
+	pruned, _ := src.PrunedBefore()
+	return &SeqError{Seq: t, Head: head, PrunedBefore: pruned}
+}
+
+// checkedEvents passes on events, checked as the engine's Open checks them:
+// the log is read again, and what was written to it since the daemon
+// checked it is untrusted too (a checkpoint naming "../../secret" must not
+// lead a diff outside the workspace). It stops at the first damaged one
+// with its error, naming the line.
+func checkedEvents(path string, events iter.Seq2[eventlog.Event, error]) iter.Seq2[eventlog.Event, error] {
+	return func(yield func(eventlog.Event, error) bool) {
+		for ev, err := range events {
+			if err == nil {
+				err = rewind.CheckEvent(path, ev)
+			}
+			if !yield(ev, err) || err != nil {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package history
+
+import (
+	"errors"
+	"iter"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// StoreUsage is the size of store's log and blobs, and the blob count.
+func StoreUsage(store string) (bytes int64, blobs int, err error) {
+	if fi, err := os.Stat(filepath.Join(store, "events.jsonl")); err == nil {
+		bytes += fi.Size()
+	}
+	dir := filepath.Join(store, "blobs")
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return bytes, 0, nil
+	}
+	bs, err := blobstore.Open(dir, blobstore.Options{})
+	if err != nil {
+		return 0, 0, err
+	}
+	err = bs.Walk(func(b blobstore.BlobInfo) error {
+		bytes += b.Size
+		blobs++
+		return nil
+	})
+	return bytes, blobs, err
+}
+
+// StoreEvents reads store's log without taking its lock (beside a daemon).
+func StoreEvents(store string) iter.Seq2[eventlog.Event, error] {
+	return eventlog.ReadFile(filepath.Join(store, "events.jsonl"), 1)
+}
+
+// KeepCut is the gc cut that keeps every state current at some time after
+// cutoff: the state at T lasts from event T until event T+1, so it is the
+// one just before the first event younger than cutoff (head when there is
+// none).
+func KeepCut(src Source, cutoff time.Time) (Seq, error) {
+	for ev, err := range src.Events() {
+		if err != nil {
+			return 0, err
+		}
+		if ev.CreatedAt.After(cutoff) {
+			return ev.Seq - 1, nil
+		}
+	}
+	return src.Head()
+}

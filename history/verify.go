@@ -1,0 +1,222 @@
+package history
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// FindingKind says what Verify found wrong.
+type FindingKind string
+
+// The kinds of damage.
+const (
+	// FindingCorruptLog: a line that does not parse, a sequence gap, ...
+	// (Err is the *eventlog.CorruptError, naming the line).
+	FindingCorruptLog FindingKind = "corrupt log"
+	// FindingTornTail: bytes after the last whole line (an append cut short
+	// by a crash; the next mount cuts them off).
+	FindingTornTail FindingKind = "torn tail"
+	// FindingBadPayload: a checkpoint whose payload does not parse.
+	FindingBadPayload FindingKind = "bad checkpoint"
+	// FindingBadRecord: a record zerofs never writes (a path leading out
+	// of the workspace, an unknown kind, a bad blob id): the mount refuses
+	// such a log (Err is rewind.CheckEvent's, naming the line).
+	FindingBadRecord FindingKind = "bad record"
+	// FindingBadIntent: a rewind intent the log contradicts (Err is
+	// rewind.CheckIntentFile's).
+	FindingBadIntent FindingKind = "bad intent"
+	// FindingBadBlobID: a checkpoint names a blob that is no sha256.
+	FindingBadBlobID FindingKind = "bad blob id"
+	// FindingMissingBlob, FindingCorruptBlob, FindingUnreadableBlob: a blob
+	// a kept state needs is gone, does not hash to its name, or cannot be
+	// read.
+	FindingMissingBlob    FindingKind = "missing blob"
+	FindingCorruptBlob    FindingKind = "corrupt blob"
+	FindingUnreadableBlob FindingKind = "unreadable blob"
+)
+
+// A Finding is one damaged thing in a store.
+type Finding struct {
+	Kind FindingKind
+	// Seq is the event concerned (for a blob, the last checkpoint naming
+	// it); 0 when none.
+	Seq Seq
+	// Path is the workspace path a blob or checkpoint entry is for.
+	Path string
+	// Blob is the blob id concerned, as the log spells it.
+	Blob string
+	// Bytes is a torn tail's length; Log the log's path.
+	Bytes int64
+	Log   string
+	// Err is the underlying error, when there is one.
+	Err error
+}
+
+// Error is the finding as one line, as `zerofs verify` prints it.
+func (f Finding) Error() string {
+	where := fmt.Sprintf("%s at sequence %d", f.Path, f.Seq)
+	switch f.Kind {
+	case FindingCorruptLog, FindingBadRecord, FindingBadIntent:
+		return f.Err.Error()
+	case FindingTornTail:
+		return fmt.Sprintf("torn tail of %d bytes at end of log %s", f.Bytes, f.Log)
+	case FindingBadPayload:
+		return fmt.Sprintf("event %d: bad checkpoint payload: %v", f.Seq, f.Err)
+	case FindingBadBlobID:
+		return fmt.Sprintf("bad blob id %q (%s)", f.Blob, where)
+	case FindingCorruptBlob, FindingUnreadableBlob:
+		return fmt.Sprintf("%s %s (%s): %v", f.Kind, f.Blob, where, f.Err)
+	case FindingMissingBlob:
+		return fmt.Sprintf("missing blob %s (%s)", f.Blob, where)
+	}
+	if f.Err != nil {
+		return fmt.Sprintf("%s: %v", f.Kind, f.Err)
+	}
+	return string(f.Kind)
+}
+
+func (f Finding) Unwrap() error { return f.Err }
+
+// VerifyResult is what Verify checked and found.
+type VerifyResult struct {
+	Events   Seq // the log's head
+	Blobs    int // blobs verified whole
+	Findings []Finding
+}
+
+// VerifyOptions configure Verify.
+type VerifyOptions struct {
+	// Live says a daemon may be appending while the log is read: a tail
+	// that looks torn is then looked at again, as it may be a line being
+	// written.
+	Live bool
+	// Progress, when set, is called now and then with the blobs checked
+	// so far and their number.
+	Progress func(done, total int)
+}
+
+// Verify checks store read-only: the log parses with sequences 1..head,
+// and every blob a kept state needs exists and hashes to its name. Damage
+// is returned as findings; an error means the check itself failed.
+func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
+	var res VerifyResult
+	logPath := filepath.Join(store, "events.jsonl")
+	head, torn, err := eventlog.Check(logPath)
+	for try := 0; opts.Live && torn > 0 && err == nil && try < 5; try++ {
+		time.Sleep(20 * time.Millisecond)
+		head, torn, err = eventlog.Check(logPath)
+	}
+	var ce *eventlog.CorruptError
+	switch {
+	case errors.As(err, &ce):
+		res.Findings = append(res.Findings, Finding{Kind: FindingCorruptLog, Seq: Seq(ce.Line), Log: logPath, Err: ce})
+	case err != nil:
+		return res, err
+	}
+	if torn > 0 {
+		res.Findings = append(res.Findings, Finding{Kind: FindingTornTail, Bytes: torn, Log: logPath})
+	}
+	res.Events = head
+	type use struct {
+		seq  Seq // the last checkpoint naming it
+		path string
+	}
+	var pruned Seq
+	uses := map[string]use{}
+	for ev, err := range eventlog.ReadFile(logPath, 1) {
+		if err != nil {
+			if ce == nil && torn == 0 { // else already reported
+				res.Findings = append(res.Findings, Finding{Kind: FindingCorruptLog, Log: logPath, Err: err})
+			}
+			break
+		}
+		if ev.Seq > head {
+			break
+		}
+		if err := rewind.CheckEvent(logPath, ev); err != nil {
+			res.Findings = append(res.Findings, Finding{Kind: FindingBadRecord, Seq: ev.Seq, Log: logPath, Err: err})
+			continue
+		}
+		switch ev.Type {
+		case eventlog.TypeHistoryPruned:
+			var p rewind.PrunedPayload
+			if json.Unmarshal(ev.Payload, &p) == nil && p.Before > pruned {
+				pruned = p.Before
+			}
+		case eventlog.TypeCheckpoint:
+			var cp rewind.Checkpoint
+			if err := json.Unmarshal(ev.Payload, &cp); err != nil {
+				res.Findings = append(res.Findings, Finding{Kind: FindingBadPayload, Seq: ev.Seq, Err: err})
+				continue
+			}
+			for _, f := range cp.Files {
+				if f.Blob != "" {
+					uses[f.Blob] = use{seq: ev.Seq, path: f.Path}
+				}
+			}
+		}
+	}
+	if ce == nil && torn == 0 {
+		events := func(from Seq) iter.Seq2[eventlog.Event, error] { return eventlog.ReadFile(logPath, from) }
+		if err := rewind.CheckIntentFile(store, head, pruned, events); err != nil {
+			res.Findings = append(res.Findings, Finding{Kind: FindingBadIntent, Log: logPath, Err: err})
+		}
+	}
+	// gc keeps only the blobs that states at or after its cut need: those
+	// named by checkpoints after it.
+	ids := make([]string, 0, len(uses))
+	for id, u := range uses {
+		if u.seq > pruned {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	blobDir := filepath.Join(store, "blobs")
+	var bs *blobstore.Store
+	if _, err := os.Stat(blobDir); err == nil {
+		if bs, err = blobstore.Open(blobDir, blobstore.Options{}); err != nil {
+			return res, err
+		}
+	}
+	for i, s := range ids {
+		u := uses[s]
+		f := Finding{Seq: u.seq, Path: u.path, Blob: s}
+		if opts.Progress != nil {
+			opts.Progress(i, len(ids))
+		}
+		id, err := blobstore.ParseID(s)
+		switch {
+		case err != nil:
+			f.Kind, f.Err = FindingBadBlobID, err
+		case bs == nil:
+			f.Kind = FindingMissingBlob
+		default:
+			switch err := bs.Verify(id); {
+			case errors.Is(err, blobstore.ErrNotFound):
+				f.Kind = FindingMissingBlob
+			case errors.Is(err, blobstore.ErrCorrupt):
+				f.Kind, f.Err = FindingCorruptBlob, err
+			case err != nil:
+				f.Kind, f.Err = FindingUnreadableBlob, err
+			default:
+				res.Blobs++
+				continue
+			}
+		}
+		res.Findings = append(res.Findings, f)
+	}
+	if opts.Progress != nil {
+		opts.Progress(len(ids), len(ids))
+	}
+	return res, nil
+}
