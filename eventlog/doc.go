@@ -22,7 +22,10 @@
 // retried fsync would report success for lines that never reached the disk.
 // Close and Open again to go on.
 //
-// Recovery: Open scans the whole log. A torn tail (bytes after the last
+// Recovery: Open scans the whole log, or, given Options.Resume (a prefix an
+// earlier Log checked, named by its size and CRC-32C, which the Log keeps as
+// it appends), only what follows that prefix once the file's first bytes hash
+// to the same CRC. A torn tail (bytes after the last
 // complete, valid line, with no valid line after them) was never
 // acknowledged to anyone: it is copied aside to events.jsonl.torn-<time>,
 // cut off, fsynced, and reported through the logger. A final line without

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"iter"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,7 +35,29 @@ type Options struct {
 	Now func() time.Time
 	// NewID makes event ids; uuid.NewString when nil (tests fix it).
 	NewID func() string
+	// Resume, when set, names a prefix of the log that an earlier Log
+	// checked (see Log.Resume). If the file still starts with exactly
+	// those bytes (same length, same CRC-32C), Open reads and checks only
+	// what follows them; otherwise it scans the whole log as usual. A
+	// wrong Resume costs a full scan, never a wrong head.
+	Resume *Resume
 }
+
+// Resume describes a checked prefix of a log: its first Size bytes, ending
+// with the line of sequence Head, have the CRC-32C (Castagnoli) CRC, and
+// Offsets is the prefix's sparse index (the offset of every indexEvery-th
+// line). A caller that keeps state derived from the log (an index) saves the
+// Resume with that state, so that the next Open need not re-read lines the
+// state already covers.
+type Resume struct {
+	Head    Seq
+	Size    int64
+	CRC     uint32
+	Offsets []int64
+}
+
+// castagnoli is the CRC-32C table (hardware accelerated on amd64 and arm64).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Seams for fault injection (STYLE rule 16): every write, cut and fdatasync of
 // the log file goes through these, so tests can make one fail, stop half way,
@@ -63,6 +87,10 @@ type Log struct {
 	failed error
 	// offsets[i] is the byte offset of sequence i*indexEvery+1.
 	offsets []int64
+	// crc is the CRC-32C of the file's first size bytes.
+	crc uint32
+	// resumed: Open took over Options.Resume's prefix without reading it.
+	resumed bool
 
 	syncMu sync.Mutex // guards synced, syncing and fileClosed; syncDone's lock
 	// syncDone is broadcast when an fdatasync ends.
@@ -113,7 +141,7 @@ func Open(path string, opts Options) (*Log, error) {
 	}
 	l := &Log{path: path, opts: opts, f: f}
 	l.syncDone = sync.NewCond(&l.syncMu)
-	sc, err := scan(f, path)
+	sc, err := scanResumed(f, path, opts)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -124,7 +152,7 @@ func Open(path string, opts Options) (*Log, error) {
 			return nil, err
 		}
 	}
-	l.head, l.size, l.offsets = sc.head, sc.goodSize, sc.offsets
+	l.head, l.size, l.offsets, l.crc, l.resumed = sc.head, sc.goodSize, sc.offsets, sc.crc, sc.resumed
 	// The lines found may be in the page cache only (a writer without
 	// Options.Sync crashed before its Sync): make them durable now, so that
 	// Head is durable from the start and Sync has nothing older to cover.
@@ -169,15 +197,54 @@ type scanResult struct {
 	fileSize int64
 	tornAt   int64 // offset of a torn tail to cut, or -1
 	offsets  []int64
+	crc      uint32 // CRC-32C of the first goodSize bytes
+	resumed  bool   // the scan began after Options.Resume's prefix
+}
+
+// scanResumed scans the log, starting after opts.Resume's prefix when the
+// file still begins with it.
+func scanResumed(f *os.File, path string, opts Options) (scanResult, error) {
+	r := opts.Resume
+	if r == nil {
+		return scan(f, path)
+	}
+	if want := (uint64(r.Head) + indexEvery - 1) / indexEvery; uint64(len(r.Offsets)) == want && r.Size >= 0 {
+		crc, whole, err := crcPrefix(f, r.Size)
+		if err != nil {
+			return scanResult{}, fmt.Errorf("eventlog: read %s: %w", path, err)
+		}
+		if whole && crc == r.CRC {
+			return scanFrom(f, path, scanResult{head: r.Head, goodSize: r.Size, offsets: slices.Clone(r.Offsets), crc: crc, resumed: true})
+		}
+	}
+	opts.Logger.Info("eventlog: the saved resume point does not match the log; reading the whole log", "log", path)
+	return scan(f, path)
+}
+
+// crcPrefix is the CRC-32C of the first n bytes of f; whole is false if f
+// is shorter than n.
+func crcPrefix(f *os.File, n int64) (crc uint32, whole bool, err error) {
+	h := crc32.New(castagnoli)
+	m, err := io.Copy(h, io.NewSectionReader(f, 0, n))
+	if err != nil {
+		return 0, false, err
+	}
+	return h.Sum32(), m == n, nil
 }
 
 // scan reads the whole log, checking every line. It returns a *CorruptError
 // for damage that is not a torn tail.
 func scan(r io.ReaderAt, path string) (scanResult, error) {
-	res := scanResult{tornAt: -1}
-	br := bufio.NewReaderSize(io.NewSectionReader(r, 0, 1<<62), 1<<16)
-	var off int64
-	line := 0
+	return scanFrom(r, path, scanResult{})
+}
+
+// scanFrom reads the log from res.goodSize on, res holding what is known of
+// the lines before it (head, offsets, crc), checking every line.
+func scanFrom(r io.ReaderAt, path string, res scanResult) (scanResult, error) {
+	res.tornAt = -1
+	off := res.goodSize
+	br := bufio.NewReaderSize(io.NewSectionReader(r, off, 1<<62), 1<<16)
+	line := int(res.head)
 	// bad is the first invalid line seen; it is a torn tail only if no
 	// valid line follows it.
 	var bad *CorruptError
@@ -222,6 +289,7 @@ func scan(r io.ReaderAt, path string) (scanResult, error) {
 		}
 		res.head = ev.Seq
 		res.goodSize = off
+		res.crc = crc32.Update(res.crc, castagnoli, b)
 	}
 	res.fileSize = off
 	if bad != nil {
@@ -229,6 +297,18 @@ func scan(r io.ReaderAt, path string) (scanResult, error) {
 	}
 	return res, nil
 }
+
+// Resume is the log as written so far, for Options.Resume of a later Open:
+// every line up to the head, checked by this Log's Open or written by it.
+func (l *Log) Resume() Resume {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Resume{Head: l.head, Size: l.size, CRC: l.crc, Offsets: slices.Clone(l.offsets)}
+}
+
+// Resumed reports whether Open took over Options.Resume's prefix (the file
+// still began with it) rather than reading the whole log.
+func (l *Log) Resumed() bool { return l.resumed }
 
 // Path is the log file's path.
 func (l *Log) Path() string { return l.path }
@@ -338,6 +418,7 @@ func (l *Log) AppendBatch(ctx context.Context, recs []Record) ([]Event, error) {
 		}
 	}
 	l.size += int64(n)
+	l.crc = crc32.Update(l.crc, castagnoli, buf.Bytes())
 	l.head = evs[len(evs)-1].Seq
 	last := l.head
 	l.mu.Unlock()

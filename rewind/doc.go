@@ -9,7 +9,14 @@
 // as it is now. The Index keeps, per path, the sorted sequences of the
 // checkpoints that name it, and per directory the names ever recorded under
 // it, so both questions take O(log n) in the history length. It is updated as
-// events are appended, never rebuilt while running.
+// events are appended, never rebuilt while running. It is compact (each path
+// held once, each record's state packed into an arena: statecodec.go), and it
+// is saved as index.snapshot in the store at Close, after gc and every
+// snapshotEvery events, together with the log prefix it covers (head, size,
+// CRC-32C). Open uses a snapshot only when it is intact and the log still
+// begins with exactly that prefix, and then reads only the lines after it;
+// otherwise it rebuilds the index from the whole log. The snapshot is a cache,
+// never trusted over the log, and its paths are checked like the log's.
 //
 // All workspace access goes through the workspace root's directory
 // descriptor, resolved by internal/wsdir (the resolver the FUSE layer uses

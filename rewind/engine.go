@@ -146,6 +146,10 @@ type Engine struct {
 	stopped chan struct{}
 
 	closeOnce sync.Once
+
+	// snapHead is the head covered by the index snapshot in the store
+	// (0: none). Written under wsMu held for writing; read by the flusher.
+	snapHead atomic.Uint64
 }
 
 // capture is one path's capture under way.
@@ -177,7 +181,17 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	if err := ensureGitignore(opts.StoreDir); err != nil {
 		return nil, fmt.Errorf("rewind: store: %w", err)
 	}
-	log, err := eventlog.Open(filepath.Join(opts.StoreDir, logName), eventlog.Options{Sync: opts.Sync, Logger: opts.Logger})
+	// The snapshot is a cache: any problem with it means reading the
+	// whole log, as if there were none.
+	snapIndex, resume, snapState, snapErr := readSnapshot(opts.StoreDir)
+	if snapErr != nil && !errors.Is(snapErr, os.ErrNotExist) {
+		opts.Logger.Warn("rewind: rebuilding the index from the whole log", "reason", snapErr)
+	}
+	logOpts := eventlog.Options{Sync: opts.Sync, Logger: opts.Logger}
+	if snapErr == nil {
+		logOpts.Resume = &resume
+	}
+	log, err := eventlog.Open(filepath.Join(opts.StoreDir, logName), logOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -202,9 +216,22 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		stop:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 	}
-	if err := e.load(); err != nil {
+	from := Seq(1)
+	if snapErr == nil && log.Resumed() {
+		e.index = snapIndex
+		e.lastRewind, e.lastRewindAt = snapState.LastRewind, snapState.LastRewindAt
+		e.pruned.Store(uint64(snapState.Pruned))
+		e.snapHead.Store(uint64(resume.Head))
+		from = resume.Head + 1
+	}
+	if err := e.load(from); err != nil {
 		log.Close()
 		return nil, err
+	}
+	if e.snapshotDue() {
+		if err := e.writeSnapshot(); err != nil {
+			opts.Logger.Warn("rewind: could not save the index snapshot; the next mount reads the whole log", "err", err)
+		}
 	}
 	e.setStep(Step{Seq: log.Head()})
 	if err := e.recoverRewind(ctx); err != nil {
@@ -232,9 +259,10 @@ func ensureGitignore(dir string) error {
 	return durable.WriteFileAtomic(dir, ".gitignore", []byte(gitignore), 0o600)
 }
 
-// load builds the index and the last rewind from the log.
-func (e *Engine) load() error {
-	for ev, err := range e.log.Events(1) {
+// load folds the log's events from sequence from on into the index and the
+// last rewind.
+func (e *Engine) load(from Seq) error {
+	for ev, err := range e.log.Events(from) {
 		if err != nil {
 			return err
 		}
@@ -247,7 +275,9 @@ func (e *Engine) load() error {
 
 // apply folds one appended event into the in-memory state. The event was
 // read from the store, so it is checked first (see DamageError): Open
-// refuses a log holding a record zerofs never writes, naming its line.
+// refuses a log holding a record zerofs never writes, naming its line. What
+// it derives must also be saved in the index snapshot (snapshotState), or a
+// mount that starts from a snapshot would lack it.
 func (e *Engine) apply(ev eventlog.Event) error {
 	v, err := decodeEvent(logName, ev)
 	if err != nil {
@@ -291,6 +321,11 @@ func (e *Engine) Close() error {
 		e.wsMu.Lock()
 		defer e.wsMu.Unlock()
 		err = e.Sync()
+		if err == nil && e.Head() != Seq(e.snapHead.Load()) {
+			if serr := e.writeSnapshot(); serr != nil {
+				e.opts.Logger.Warn("rewind: could not save the index snapshot; the next mount reads the whole log", "err", serr)
+			}
+		}
 		if cerr := e.log.Close(); err == nil {
 			err = cerr
 		}
@@ -405,8 +440,22 @@ func (e *Engine) flusher() {
 		}
 		if err := e.Sync(); err != nil {
 			e.opts.Logger.Error("rewind: flushing captures failed; refusing further changes", "err", err)
+			continue
+		}
+		if e.snapshotDue() {
+			e.wsMu.Lock()
+			if err := e.writeSnapshot(); err != nil {
+				e.opts.Logger.Warn("rewind: could not save the index snapshot", "err", err)
+			}
+			e.wsMu.Unlock()
 		}
 	}
+}
+
+// snapshotDue reports whether the log has grown by snapshotEvery events
+// since the index snapshot was written.
+func (e *Engine) snapshotDue() bool {
+	return e.Head()-Seq(e.snapHead.Load()) >= snapshotEvery
 }
 
 // syncFailed returns the sticky failure, if any.

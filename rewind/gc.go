@@ -64,6 +64,11 @@ func (e *Engine) GC(ctx context.Context, before Seq) (GCResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("rewind: gc: %w", err)
 	}
+	// The pruned records are gone from the index; a fresh snapshot keeps
+	// the next mount from reading them again.
+	if err := e.writeSnapshot(); err != nil {
+		e.opts.Logger.Warn("rewind: could not save the index snapshot", "err", err)
+	}
 	return res, nil
 }
 

@@ -13,20 +13,40 @@ type record struct {
 }
 
 // Index answers "what was at P at T" from the checkpoints. Per path it keeps
-// the records of the checkpoints that name it, in increasing sequence (events
-// arrive in order, so appending keeps them sorted); per directory, the names
-// ever recorded under it. Lookups are a map access and a binary search.
+// the sequences of the checkpoints that name it, in increasing order (events
+// arrive in order, so appending keeps them sorted), beside where each
+// record's state is kept; per directory, the names ever recorded under it.
+// Lookups are a map access and a binary search over a packed slice of
+// sequences.
+//
+// It is compact, so that a history of millions of events fits in tens of
+// megabytes: each path's name is held once (the records do not repeat it),
+// and a record's state is packed into an append-only arena (stateCodec)
+// instead of living as a FileState with its strings. A lookup decodes the
+// one record it returns.
 type Index struct {
-	mu sync.RWMutex // guards paths, children
-	// paths maps a workspace path to its records, sorted by seq.
-	paths map[string][]record
+	mu sync.RWMutex // guards ids, paths, children, arena
+	// ids maps a workspace path to its entry in paths.
+	ids map[string]uint32
+	// paths holds every path ever recorded, with its records.
+	paths []pathRecords
 	// children maps a directory path ("" is the root) to every name ever
 	// recorded directly under it.
 	children map[string]map[string]struct{}
+	arena    arena
+}
+
+// pathRecords are one path's records: seqs[i] is the sequence of the i-th
+// checkpoint naming it and offs[i] where that checkpoint's state of it is in
+// the arena. Both are sorted by sequence.
+type pathRecords struct {
+	path string
+	seqs []Seq
+	offs []uint64
 }
 
 func newIndex() *Index {
-	return &Index{paths: map[string][]record{}, children: map[string]map[string]struct{}{}}
+	return &Index{ids: map[string]uint32{}, children: map[string]map[string]struct{}{}}
 }
 
 // add records a checkpoint. seq must be above every seq added before. Every
@@ -41,11 +61,22 @@ func (ix *Index) add(seq Seq, files []FileState) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, f := range files {
-		ix.paths[f.Path] = append(ix.paths[f.Path], record{seq: seq, st: f})
-		if f.Path == "" {
-			continue
-		}
-		dir, name := splitPath(f.Path)
+		pr := ix.entryLocked(f.Path)
+		pr.seqs = append(pr.seqs, seq)
+		pr.offs = append(pr.offs, ix.arena.add(f))
+	}
+}
+
+// entryLocked returns p's records, adding p (and its name under its
+// directory) when it is new.
+func (ix *Index) entryLocked(p string) *pathRecords {
+	if id, ok := ix.ids[p]; ok {
+		return &ix.paths[id]
+	}
+	ix.ids[p] = uint32(len(ix.paths))
+	ix.paths = append(ix.paths, pathRecords{path: p})
+	if p != "" {
+		dir, name := splitPath(p)
 		names := ix.children[dir]
 		if names == nil {
 			names = map[string]struct{}{}
@@ -53,7 +84,7 @@ func (ix *Index) add(seq Seq, files []FileState) error {
 		}
 		names[name] = struct{}{}
 	}
-	return nil
+	return &ix.paths[len(ix.paths)-1]
 }
 
 // at returns the before-state recorded by the first checkpoint with
@@ -61,12 +92,18 @@ func (ix *Index) add(seq Seq, files []FileState) error {
 func (ix *Index) at(p string, after, limit Seq) (record, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	recs := ix.paths[p]
-	i := sort.Search(len(recs), func(i int) bool { return recs[i].seq > after })
-	if i == len(recs) || recs[i].seq >= limit {
+	id, ok := ix.ids[p]
+	if !ok {
 		return record{}, false
 	}
-	return recs[i], true
+	pr := &ix.paths[id]
+	i := sort.Search(len(pr.seqs), func(i int) bool { return pr.seqs[i] > after })
+	if i == len(pr.seqs) || pr.seqs[i] >= limit {
+		return record{}, false
+	}
+	st := ix.arena.get(pr.offs[i])
+	st.Path = pr.path
+	return record{seq: pr.seqs[i], st: st}, true
 }
 
 // names returns the names ever recorded directly under dir.
@@ -86,27 +123,41 @@ func (ix *Index) changedBetween(after, limit Seq) []string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	var out []string
-	for p, recs := range ix.paths {
-		i := sort.Search(len(recs), func(i int) bool { return recs[i].seq > after })
-		if i < len(recs) && recs[i].seq < limit {
-			out = append(out, p)
+	for i := range ix.paths {
+		seqs := ix.paths[i].seqs
+		j := sort.Search(len(seqs), func(j int) bool { return seqs[j] > after })
+		if j < len(seqs) && seqs[j] < limit {
+			out = append(out, ix.paths[i].path)
 		}
 	}
 	return out
 }
 
 // prune drops records with seq <= before: no state at or after before can
-// use them.
+// use them. Their bytes stay in the arena until the index is next written
+// out and read back (a snapshot holds only live records).
 func (ix *Index) prune(before Seq) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	for p, recs := range ix.paths {
-		i := sort.Search(len(recs), func(i int) bool { return recs[i].seq > before })
-		if i == len(recs) {
-			delete(ix.paths, p)
+	for i := range ix.paths {
+		pr := &ix.paths[i]
+		j := sort.Search(len(pr.seqs), func(j int) bool { return pr.seqs[j] > before })
+		if j == 0 {
 			continue
 		}
-		ix.paths[p] = append([]record(nil), recs[i:]...)
+		pr.seqs = append([]Seq(nil), pr.seqs[j:]...)
+		pr.offs = append([]uint64(nil), pr.offs[j:]...)
+	}
+}
+
+// records calls fn for every path with its live records, in the order the
+// paths were first recorded; fn must not keep the slices.
+func (ix *Index) records(fn func(p string, seqs []Seq, states func(i int) FileState)) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for i := range ix.paths {
+		pr := &ix.paths[i]
+		fn(pr.path, pr.seqs, func(j int) FileState { return ix.arena.get(pr.offs[j]) })
 	}
 }
 

@@ -370,6 +370,17 @@ func TestModel(t *testing.T) {
 			from = from[:min(len(from), 2)]
 		}
 		m.checkForms(rt, seqs, from)
+		// The next open starts from the index snapshot Close writes, and
+		// must answer alike.
+		e2 := reopen(t, e, ws)
+		if !e2.log.Resumed() {
+			rt.Fatalf("the reopened engine did not start from the index snapshot")
+		}
+		for _, s := range seqs {
+			if d := diffTrees(indexTree(rt, e2, s), m.states[s]); d != "" {
+				rt.Fatalf("after a reopen from the snapshot, the index at %d differs:\n%s", s, d)
+			}
+		}
 	})
 }
 

@@ -1,0 +1,358 @@
+package rewind
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStateCodecKeepsEveryField: the index's packed states carry every
+// field of FileState but the path (kept once per path). It sets each field
+// to a value that is not its zero and checks the round trip, so a field
+// added to FileState without the codec fails here.
+func TestStateCodecKeepsEveryField(t *testing.T) {
+	var f FileState
+	v := reflect.ValueOf(&f).Elem()
+	for i := range v.NumField() {
+		fv, name := v.Field(i), v.Type().Field(i).Name
+		if name == "Path" {
+			continue
+		}
+		switch {
+		case setNonZero(fv, i):
+		default:
+			t.Fatalf("FileState.%s has a type (%s) this test cannot fill: extend setNonZero and the codec", name, fv.Type())
+		}
+	}
+	valid := "ab34567890abcdef0123456789abcdef0123456789abcdef0123456789abcdef" // stored raw
+	for _, blob := range []string{valid, "not-a-blob-id", ""} {
+		for _, kind := range []Kind{KindFile, KindDir, KindSymlink, "", "fifo?"} {
+			g := f
+			g.Blob, g.Kind = blob, kind
+			b := encodeState(nil, g)
+			if n := stateSize(b); n != len(b) {
+				t.Fatalf("stateSize = %d, want %d", n, len(b))
+			}
+			got := decodeState(append(b, 0xff, 0xff)) // trailing bytes are the next state's
+			if !reflect.DeepEqual(got, g) {
+				for i := range v.NumField() {
+					if !reflect.DeepEqual(reflect.ValueOf(got).Field(i).Interface(), reflect.ValueOf(g).Field(i).Interface()) {
+						t.Errorf("the packed state loses FileState.%s: got %v, want %v (extend encodeState, decodeState and stateSize, and bump snapshotVersion)",
+							v.Type().Field(i).Name, reflect.ValueOf(got).Field(i), reflect.ValueOf(g).Field(i))
+					}
+				}
+				t.FailNow()
+			}
+		}
+	}
+}
+
+// setNonZero sets fv to a value that is not its zero value; false for a type
+// it does not know.
+func setNonZero(fv reflect.Value, i int) bool {
+	switch fv.Kind() {
+	case reflect.String:
+		fv.SetString(fmt.Sprintf("value of field %d", i))
+	case reflect.Bool:
+		fv.SetBool(true)
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		fv.SetInt(int64(-1000 - i))
+	case reflect.Uint32, reflect.Uint64, reflect.Uint:
+		fv.SetUint(uint64(0o4755 + i))
+	case reflect.Pointer:
+		p := reflect.New(fv.Type().Elem())
+		if fv.Type().Elem() == reflect.TypeOf(time.Time{}) {
+			p.Elem().Set(reflect.ValueOf(time.Date(2026, 12, 3, 1, 2, 3, 456789012, time.UTC)))
+		} else if !setNonZero(p.Elem(), i) {
+			return false
+		}
+		fv.Set(p)
+	default:
+		return false
+	}
+	return true
+}
+
+// buildSnapHistory makes a history with every kind of record: files,
+// directories, symlinks, absent paths, a rewind and a gc.
+func buildSnapHistory(t *testing.T, e *Engine, ws string) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range 5 {
+		if _, err := e.BeginStep(ctx, "step", nil); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(ws, "d", "f")
+		change(t, e, func() error { return os.MkdirAll(filepath.Join(ws, "d"), 0o755) }, Change{Path: "d"})
+		change(t, e, func() error { return os.WriteFile(p, []byte{byte('a' + i)}, 0o644) }, Change{Path: "d/f"})
+		change(t, e, func() error {
+			os.Remove(filepath.Join(ws, "l"))
+			return os.Symlink("d/f"+string(rune('0'+i)), filepath.Join(ws, "l"))
+		}, Change{Path: "l"})
+	}
+	if _, err := e.Rewind(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.GC(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "after"), []byte("x"), 0o600) }, Change{Path: "after"})
+}
+
+// reopen closes e and opens the store again on the same workspace.
+func reopen(t *testing.T, e *Engine, ws string) *Engine {
+	t.Helper()
+	store := e.opts.StoreDir
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	e2, err := Open(context.Background(), root, Options{StoreDir: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e2.Close() })
+	return e2
+}
+
+// sameHistory fails unless a and b answer every question about the
+// history alike: the index (every path's records), the derived state, and
+// the tree at every sequence.
+func sameHistory(t *testing.T, a, b *Engine) {
+	t.Helper()
+	type recs struct {
+		seqs   []Seq
+		states []FileState
+	}
+	dump := func(e *Engine) map[string]recs {
+		out := map[string]recs{}
+		e.index.records(func(p string, seqs []Seq, state func(int) FileState) {
+			r := recs{seqs: slices.Clone(seqs)}
+			for i := range seqs {
+				r.states = append(r.states, state(i))
+			}
+			out[p] = r
+		})
+		return out
+	}
+	if da, db := dump(a), dump(b); !reflect.DeepEqual(da, db) {
+		t.Fatalf("indexes differ:\n%v\n%v", da, db)
+	}
+	if !reflect.DeepEqual(a.index.children, b.index.children) {
+		t.Fatalf("directory names differ: %v, %v", a.index.children, b.index.children)
+	}
+	ra, sa, _ := a.LastRewind()
+	rb, sb, _ := b.LastRewind()
+	if !reflect.DeepEqual(ra, rb) || sa != sb || a.PrunedBefore() != b.PrunedBefore() || a.Head() != b.Head() {
+		t.Fatalf("derived state differs: %+v@%d pruned %d, %+v@%d pruned %d", ra, sa, a.PrunedBefore(), rb, sb, b.PrunedBefore())
+	}
+	for s := a.PrunedBefore(); s <= a.Head(); s++ {
+		if d := diffTrees(indexTree(t, a, s), indexTree(t, b, s)); d != "" {
+			t.Fatalf("trees at %d differ:\n%s", s, d)
+		}
+	}
+}
+
+// TestIndexSnapshotResumes: Close writes a snapshot, the next Open starts
+// from it (reading no line it covers) and answers exactly as an index
+// rebuilt from the whole log does.
+func TestIndexSnapshotResumes(t *testing.T) {
+	e, ws := openT(t, Options{})
+	buildSnapHistory(t, e, ws)
+	e2 := reopen(t, e, ws)
+	if !e2.log.Resumed() {
+		t.Fatal("the open after Close did not start from the snapshot")
+	}
+	sameHistory(t, e2, rebuilt(t, e2))
+	// And it goes on from there: a capture after the resumed open, again.
+	change(t, e2, func() error { return os.WriteFile(filepath.Join(ws, "after"), []byte("y"), 0o600) }, Change{Path: "after"})
+	e3 := reopen(t, e2, ws)
+	if !e3.log.Resumed() {
+		t.Fatal("the second open did not start from the snapshot")
+	}
+	sameHistory(t, e3, rebuilt(t, e3))
+}
+
+// rebuilt returns an engine on the same workspace over a copy of e's store
+// without its snapshot: the index as the whole log gives it.
+func rebuilt(t *testing.T, e *Engine) *Engine {
+	t.Helper()
+	store := filepath.Join(t.TempDir(), "store")
+	copyTree(t, e.opts.StoreDir, store)
+	os.Remove(filepath.Join(store, snapshotName))
+	root, err := os.Open(e.ws.root.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	r, err := Open(context.Background(), root, Options{StoreDir: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if r.log.Resumed() {
+		t.Fatal("the copy without a snapshot resumed")
+	}
+	return r
+}
+
+func copyTree(t *testing.T, from, to string) {
+	t.Helper()
+	err := filepath.Walk(from, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		dst := filepath.Join(to, rel)
+		if fi.IsDir() {
+			return os.MkdirAll(dst, 0o700)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDamagedSnapshotRebuilds: a snapshot that is damaged, of another
+// version, forged with a checksum that matches but a path outside the
+// workspace, or left behind by a log that changed since, is never used:
+// the index is rebuilt from the log and serves the same states.
+func TestDamagedSnapshotRebuilds(t *testing.T) {
+	forge := func(body []byte) []byte {
+		sum := sha256.Sum256(body)
+		return append(body, sum[:]...)
+	}
+	for _, tc := range []struct {
+		name    string
+		damage  func(t *testing.T, store string, snap []byte) []byte
+		wantErr string // what readSnapshot says, "" if the snapshot itself is sound
+	}{
+		{"byte flipped", func(t *testing.T, _ string, b []byte) []byte { b[len(b)/2] ^= 1; return b }, "checksum"},
+		{"cut short", func(t *testing.T, _ string, b []byte) []byte { return b[:len(b)-40] }, "checksum"},
+		{"empty", func(t *testing.T, _ string, b []byte) []byte { return nil }, "not a snapshot"},
+		{"other version", func(t *testing.T, _ string, b []byte) []byte {
+			body := append([]byte(snapshotMagic), binary.AppendUvarint(nil, snapshotVersion+1)...)
+			return forge(append(body, b[len(snapshotMagic)+1:len(b)-32]...))
+		}, "version"},
+		{"forged path", func(t *testing.T, _ string, b []byte) []byte {
+			// Rename "after" (5 bytes) to "../af" and fix the checksum.
+			body := slices.Clone(b[:len(b)-32])
+			i := indexOf(body, []byte("\x05after"))
+			if i < 0 {
+				t.Fatal("no path 'after' in the snapshot")
+			}
+			copy(body[i+1:], "../af")
+			return forge(body)
+		}, `path "../af"`},
+		{"log changed since", func(t *testing.T, store string, b []byte) []byte {
+			// Same length, one byte of an early line's id changed.
+			f, err := os.OpenFile(filepath.Join(store, "events.jsonl"), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt([]byte("f"), 8); err != nil { // inside the first line's id
+				t.Fatal(err)
+			}
+			return b
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, ws := openT(t, Options{})
+			buildSnapHistory(t, e, ws)
+			store := e.opts.StoreDir
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			snapPath := filepath.Join(store, snapshotName)
+			snap, err := os.ReadFile(snapPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(snapPath, tc.damage(t, store, snap), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, _, _, err = readSnapshot(store)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("readSnapshot: got %v, want an error saying %q", err, tc.wantErr)
+			}
+			e2 := reopen(t, e, ws)
+			if e2.log.Resumed() {
+				t.Fatal("the damaged snapshot was used")
+			}
+			sameHistory(t, e2, rebuilt(t, e2))
+		})
+	}
+}
+
+func indexOf(b, sub []byte) int {
+	for i := 0; i+len(sub) <= len(b); i++ {
+		if string(b[i:i+len(sub)]) == string(sub) {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestSnapshotWhileRunning: the engine writes a snapshot every
+// snapshotEvery events, so that a crash (here: a copy of the store taken
+// while the engine runs, as a SIGKILL would leave it) costs a mount only
+// the lines after it.
+func TestSnapshotWhileRunning(t *testing.T) {
+	defer func(n Seq) { snapshotEvery = n }(snapshotEvery)
+	snapshotEvery = 20
+	e, ws := openT(t, Options{})
+	for i := range 30 {
+		p := filepath.Join(ws, "f")
+		change(t, e, func() error { return os.WriteFile(p, []byte{byte(i)}, 0o644) }, Change{Path: "f"})
+		if _, err := e.BeginStep(context.Background(), "s", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for Seq(e.snapHead.Load()) < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot while running: snapshot head %d, log head %d", e.snapHead.Load(), e.Head())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A crash image: the store as it is now, engine still running.
+	if err := e.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	e.wsMu.Lock()
+	crash := filepath.Join(t.TempDir(), "store")
+	copyTree(t, e.opts.StoreDir, crash)
+	e.wsMu.Unlock()
+	root, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	c, err := Open(context.Background(), root, Options{StoreDir: crash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !c.log.Resumed() {
+		t.Fatal("the crash image did not start from the running engine's snapshot")
+	}
+	sameHistory(t, c, e)
+}

@@ -1,0 +1,207 @@
+package rewind
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+)
+
+// The index keeps each record's FileState packed (the path aside: the index
+// holds it once per path). The layout, with varints as encoding/binary
+// writes them:
+//
+//	flags    uvarint  stateAbsent | stateSkipped | stateBlobRaw | stateBlobText
+//	kind     byte     kindCode, then a string if kindOther
+//	blob     32 bytes if stateBlobRaw (a lower-case hex id), a string if stateBlobText
+//	bytes    varint
+//	mode     uvarint
+//	pid      varint
+//	reason, target, comm: strings (uvarint length, then the bytes)
+//
+// TestStateCodecKeepsEveryField fails when FileState gains a field this
+// codec does not carry: extend encodeState and decodeState with it (and bump
+// snapshotVersion, since snapshots hold the same encoding).
+const (
+	stateAbsent   = 1 << 0
+	stateSkipped  = 1 << 1
+	stateBlobRaw  = 1 << 2
+	stateBlobText = 1 << 3
+)
+
+// Kind codes; kindOther is followed by the kind as a string (a log may
+// hold kinds this version does not know).
+const (
+	kindNone byte = iota
+	kindFile
+	kindDir
+	kindSymlink
+	kindOther
+)
+
+// encodeState appends f's packed form (without its path) to b.
+func encodeState(b []byte, f FileState) []byte {
+	var flags uint64
+	if f.Absent {
+		flags |= stateAbsent
+	}
+	if f.Skipped {
+		flags |= stateSkipped
+	}
+	var raw [32]byte
+	if f.Blob != "" {
+		if len(f.Blob) == 64 && isLowerHex(f.Blob) {
+			hex.Decode(raw[:], []byte(f.Blob))
+			flags |= stateBlobRaw
+		} else {
+			flags |= stateBlobText
+		}
+	}
+	b = binary.AppendUvarint(b, flags)
+	switch f.Kind {
+	case "":
+		b = append(b, kindNone)
+	case KindFile:
+		b = append(b, kindFile)
+	case KindDir:
+		b = append(b, kindDir)
+	case KindSymlink:
+		b = append(b, kindSymlink)
+	default:
+		b = appendString(append(b, kindOther), string(f.Kind))
+	}
+	switch {
+	case flags&stateBlobRaw != 0:
+		b = append(b, raw[:]...)
+	case flags&stateBlobText != 0:
+		b = appendString(b, f.Blob)
+	}
+	b = binary.AppendVarint(b, f.Bytes)
+	b = binary.AppendUvarint(b, uint64(f.Mode))
+	b = binary.AppendVarint(b, int64(f.PID))
+	b = appendString(b, f.Reason)
+	b = appendString(b, f.Target)
+	return appendString(b, f.Comm)
+}
+
+// decodeState is the inverse of encodeState. b comes from this process's
+// own encodeState (the arena, or a snapshot whose checksum matched), so a
+// short or malformed b is a bug: it panics like an index out of range.
+func decodeState(b []byte) FileState {
+	d := stateDecoder{b: b}
+	var f FileState
+	flags := d.uvarint()
+	f.Absent = flags&stateAbsent != 0
+	f.Skipped = flags&stateSkipped != 0
+	switch k := d.byte(); k {
+	case kindFile:
+		f.Kind = KindFile
+	case kindDir:
+		f.Kind = KindDir
+	case kindSymlink:
+		f.Kind = KindSymlink
+	case kindOther:
+		f.Kind = Kind(d.string())
+	}
+	switch {
+	case flags&stateBlobRaw != 0:
+		f.Blob = hex.EncodeToString(d.next(32))
+	case flags&stateBlobText != 0:
+		f.Blob = d.string()
+	}
+	f.Bytes = d.varint()
+	f.Mode = uint32(d.uvarint())
+	f.PID = int(d.varint())
+	f.Reason = d.string()
+	f.Target = d.string()
+	f.Comm = d.string()
+	return f
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// stateDecoder reads what encodeState wrote.
+type stateDecoder struct{ b []byte }
+
+func (d *stateDecoder) next(n int) []byte {
+	out := d.b[:n:n]
+	d.b = d.b[n:]
+	return out
+}
+
+func (d *stateDecoder) byte() byte { return d.next(1)[0] }
+
+func (d *stateDecoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		panic("rewind: malformed packed state")
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *stateDecoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		panic("rewind: malformed packed state")
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *stateDecoder) string() string {
+	n := d.uvarint()
+	return string(d.next(int(n)))
+}
+
+// arena holds packed states, appended and never moved: chunks of
+// arenaChunk bytes (a larger state gets a chunk of its own). An offset is
+// the chunk's number in the upper 32 bits and the position in the lower.
+type arena struct {
+	chunks [][]byte
+	// scratch is reused to encode one state before it is copied in.
+	scratch []byte
+}
+
+const arenaChunk = 1 << 20
+
+// add packs f into the arena and returns its offset.
+func (a *arena) add(f FileState) uint64 {
+	a.scratch = encodeState(a.scratch[:0], f)
+	return a.addPacked(a.scratch)
+}
+
+// addPacked copies an encoded state into the arena.
+func (a *arena) addPacked(b []byte) uint64 {
+	n := len(a.chunks)
+	if n == 0 || len(a.chunks[n-1])+len(b) > cap(a.chunks[n-1]) {
+		a.chunks = append(a.chunks, make([]byte, 0, max(arenaChunk, len(b))))
+		n++
+	}
+	c := a.chunks[n-1]
+	off := uint64(n-1)<<32 | uint64(len(c))
+	a.chunks[n-1] = append(c, b...)
+	return off
+}
+
+// packed returns the encoded state at off (it runs to the chunk's end or
+// the next state; decodeState reads only its own bytes).
+func (a *arena) packed(off uint64) []byte {
+	return a.chunks[off>>32][uint32(off):]
+}
+
+// get decodes the state at off.
+func (a *arena) get(off uint64) FileState {
+	return decodeState(a.packed(off))
+}
