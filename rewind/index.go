@@ -65,6 +65,7 @@ func (ix *Index) add(seq Seq, files []FileState) error {
 		pr.seqs = append(pr.seqs, seq)
 		pr.offs = append(pr.offs, ix.arena.add(f))
 	}
+	return nil
 }
 
 // entryLocked returns p's records, adding p (and its name under its

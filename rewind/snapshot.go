@@ -42,7 +42,7 @@ import (
 const (
 	snapshotName    = "index.snapshot"
 	snapshotMagic   = "zerofs index snapshot\n"
-	snapshotVersion = 1
+	snapshotVersion = 2
 )
 
 // snapshotEvery is how many events the log may grow by before the engine
@@ -286,7 +286,7 @@ func stateSize(b []byte) int {
 		d.next(d.count(1))
 	}
 	switch {
-	case flags&^(stateAbsent|stateSkipped|stateBlobRaw|stateBlobText) != 0:
+	case flags&^stateFlags != 0:
 		return -1
 	case flags&stateBlobRaw != 0 && flags&stateBlobText != 0:
 		return -1
@@ -300,6 +300,18 @@ func stateSize(b []byte) int {
 	d.varintSkip()
 	for range 3 {
 		d.next(d.count(1))
+	}
+	if flags&stateUID != 0 {
+		d.uvarint()
+	}
+	if flags&stateGID != 0 {
+		d.uvarint()
+	}
+	if flags&stateMTime != 0 {
+		d.varintSkip()
+		if ns := d.uvarint(); ns >= 1e9 {
+			return -1
+		}
 	}
 	if d.err != nil {
 		return -1

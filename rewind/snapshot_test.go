@@ -268,7 +268,13 @@ func TestDamagedSnapshotRebuilds(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			if _, err := f.WriteAt([]byte("f"), 8); err != nil { // inside the first line's id
+			// A hex digit of the first line's id becomes another one.
+			c := make([]byte, 1)
+			if _, err := f.ReadAt(c, 8); err != nil {
+				t.Fatal(err)
+			}
+			c[0] = map[bool]byte{true: '1', false: '0'}[c[0] == '0']
+			if _, err := f.WriteAt(c, 8); err != nil {
 				t.Fatal(err)
 			}
 			return b

@@ -3,6 +3,7 @@ package rewind
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"time"
 )
 
 // The index keeps each record's FileState packed (the path aside: the index
@@ -16,6 +17,9 @@ import (
 //	mode     uvarint
 //	pid      varint
 //	reason, target, comm: strings (uvarint length, then the bytes)
+//	uid      uvarint if stateUID
+//	gid      uvarint if stateGID
+//	mtime    varint seconds, uvarint nanoseconds, if stateMTime
 //
 // TestStateCodecKeepsEveryField fails when FileState gains a field this
 // codec does not carry: extend encodeState and decodeState with it (and bump
@@ -25,6 +29,11 @@ const (
 	stateSkipped  = 1 << 1
 	stateBlobRaw  = 1 << 2
 	stateBlobText = 1 << 3
+	stateUID      = 1 << 4
+	stateGID      = 1 << 5
+	stateMTime    = 1 << 6
+
+	stateFlags = stateAbsent | stateSkipped | stateBlobRaw | stateBlobText | stateUID | stateGID | stateMTime
 )
 
 // Kind codes; kindOther is followed by the kind as a string (a log may
@@ -45,6 +54,15 @@ func encodeState(b []byte, f FileState) []byte {
 	}
 	if f.Skipped {
 		flags |= stateSkipped
+	}
+	if f.UID != nil {
+		flags |= stateUID
+	}
+	if f.GID != nil {
+		flags |= stateGID
+	}
+	if f.MTime != nil {
+		flags |= stateMTime
 	}
 	var raw [32]byte
 	if f.Blob != "" {
@@ -79,7 +97,18 @@ func encodeState(b []byte, f FileState) []byte {
 	b = binary.AppendVarint(b, int64(f.PID))
 	b = appendString(b, f.Reason)
 	b = appendString(b, f.Target)
-	return appendString(b, f.Comm)
+	b = appendString(b, f.Comm)
+	if f.UID != nil {
+		b = binary.AppendUvarint(b, uint64(*f.UID))
+	}
+	if f.GID != nil {
+		b = binary.AppendUvarint(b, uint64(*f.GID))
+	}
+	if f.MTime != nil {
+		b = binary.AppendVarint(b, f.MTime.Unix())
+		b = binary.AppendUvarint(b, uint64(f.MTime.Nanosecond()))
+	}
+	return b
 }
 
 // decodeState is the inverse of encodeState. b comes from this process's
@@ -113,6 +142,19 @@ func decodeState(b []byte) FileState {
 	f.Reason = d.string()
 	f.Target = d.string()
 	f.Comm = d.string()
+	if flags&stateUID != 0 {
+		uid := uint32(d.uvarint())
+		f.UID = &uid
+	}
+	if flags&stateGID != 0 {
+		gid := uint32(d.uvarint())
+		f.GID = &gid
+	}
+	if flags&stateMTime != 0 {
+		sec := d.varint()
+		t := time.Unix(sec, int64(d.uvarint())).UTC()
+		f.MTime = &t
+	}
 	return f
 }
 
