@@ -150,6 +150,8 @@ type Engine struct {
 	// snapHead is the head covered by the index snapshot in the store
 	// (0: none). Written under wsMu held for writing; read by the flusher.
 	snapHead atomic.Uint64
+	// snapEvery is snapshotEvery when the engine was opened.
+	snapEvery Seq
 }
 
 // capture is one path's capture under way.
@@ -205,16 +207,17 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		opts:     opts,
-		ws:       workspace{root: root},
-		log:      log,
-		blobs:    blobs,
-		index:    newIndex(),
-		captured: map[string]bool{},
-		inflight: map[string]*capture{},
-		dirty:    make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		stopped:  make(chan struct{}),
+		opts:      opts,
+		ws:        workspace{root: root},
+		log:       log,
+		blobs:     blobs,
+		index:     newIndex(),
+		captured:  map[string]bool{},
+		inflight:  map[string]*capture{},
+		dirty:     make(chan struct{}, 1),
+		snapEvery: snapshotEvery,
+		stop:      make(chan struct{}),
+		stopped:   make(chan struct{}),
 	}
 	from := Seq(1)
 	if snapErr == nil && log.Resumed() {
@@ -455,7 +458,7 @@ func (e *Engine) flusher() {
 // snapshotDue reports whether the log has grown by snapshotEvery events
 // since the index snapshot was written.
 func (e *Engine) snapshotDue() bool {
-	return e.Head()-Seq(e.snapHead.Load()) >= snapshotEvery
+	return e.Head()-Seq(e.snapHead.Load()) >= e.snapEvery
 }
 
 // syncFailed returns the sticky failure, if any.
