@@ -184,9 +184,13 @@ func joinPath(dir, name string) string {
 func (ix *Index) last(p string) (record, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	recs := ix.paths[p]
-	if len(recs) == 0 {
+	id, ok := ix.ids[p]
+	if !ok || len(ix.paths[id].seqs) == 0 {
 		return record{}, false
 	}
-	return recs[len(recs)-1], true
+	pr := &ix.paths[id]
+	n := len(pr.seqs) - 1
+	st := ix.arena.get(pr.offs[n])
+	st.Path = pr.path
+	return record{seq: pr.seqs[n], st: st}, true
 }
