@@ -223,6 +223,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	if snapErr == nil && log.Resumed() {
 		e.index = snapIndex
 		e.lastRewind, e.lastRewindAt = snapState.LastRewind, snapState.LastRewindAt
+		e.marks = loadMarks(snapState.Marks)
 		e.pruned.Store(uint64(snapState.Pruned))
 		e.snapHead.Store(uint64(resume.Head))
 		from = resume.Head + 1

@@ -42,7 +42,7 @@ import (
 const (
 	snapshotName    = "index.snapshot"
 	snapshotMagic   = "zerofs index snapshot\n"
-	snapshotVersion = 2
+	snapshotVersion = 3
 )
 
 // snapshotEvery is how many events the log may grow by before the engine
@@ -53,9 +53,35 @@ var snapshotEvery Seq = 50_000
 // snapshotState is what load derives from the log besides the index. Every
 // field apply sets must be here, or a mount from a snapshot would lack it.
 type snapshotState struct {
-	LastRewind   RewindPayload `json:"lastRewind"`
-	LastRewindAt Seq           `json:"lastRewindAt"`
-	Pruned       Seq           `json:"pruned"`
+	LastRewind   RewindPayload  `json:"lastRewind"`
+	LastRewindAt Seq            `json:"lastRewindAt"`
+	Pruned       Seq            `json:"pruned"`
+	Marks        []snapshotMark `json:"marks"`
+}
+
+// snapshotMark is a mark (marks.go) as the snapshot keeps it.
+type snapshotMark struct {
+	Seq     Seq      `json:"s"`
+	Kind    markKind `json:"k"`
+	Label   string   `json:"l,omitempty"`
+	Session string   `json:"a,omitempty"`
+}
+
+// saveMarks and loadMarks convert marks to and from their snapshot form.
+func saveMarks(ms []mark) []snapshotMark {
+	out := make([]snapshotMark, len(ms))
+	for i, m := range ms {
+		out[i] = snapshotMark{Seq: m.seq, Kind: m.kind, Label: m.label, Session: m.session}
+	}
+	return out
+}
+
+func loadMarks(ms []snapshotMark) []mark {
+	out := make([]mark, len(ms))
+	for i, m := range ms {
+		out[i] = mark{seq: m.Seq, kind: m.Kind, label: m.Label, session: m.Session}
+	}
+	return out
 }
 
 // errSnapshot marks a snapshot that cannot be used (it is then rebuilt).
@@ -75,7 +101,7 @@ func (e *Engine) writeSnapshot() error {
 	w := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<16)
 	r := e.log.Resume()
 	e.capMu.Lock()
-	st := snapshotState{LastRewind: e.lastRewind, LastRewindAt: e.lastRewindAt, Pruned: e.PrunedBefore()}
+	st := snapshotState{LastRewind: e.lastRewind, LastRewindAt: e.lastRewindAt, Pruned: e.PrunedBefore(), Marks: saveMarks(e.marks)}
 	e.capMu.Unlock()
 	err = encodeSnapshot(w, r, st, e.index)
 	if err == nil {

@@ -153,6 +153,15 @@ func sameHistory(t *testing.T, a, b *Engine) {
 	if !reflect.DeepEqual(a.index.children, b.index.children) {
 		t.Fatalf("directory names differ: %v, %v", a.index.children, b.index.children)
 	}
+	a.capMu.Lock()
+	ma := slices.Clone(a.marks)
+	a.capMu.Unlock()
+	b.capMu.Lock()
+	mb := slices.Clone(b.marks)
+	b.capMu.Unlock()
+	if !reflect.DeepEqual(ma, mb) {
+		t.Fatalf("step marks differ:\n%v\n%v", ma, mb)
+	}
 	ra, sa, _ := a.LastRewind()
 	rb, sb, _ := b.LastRewind()
 	if !reflect.DeepEqual(ra, rb) || sa != sb || a.PrunedBefore() != b.PrunedBefore() || a.Head() != b.Head() {
