@@ -111,6 +111,18 @@ func nestedMount(t *testing.T, kind string, inPlace bool) {
 		t.Fatal(err)
 	}
 
+	// df of the nested mount through zerofs shows the nested filesystem.
+	var want, got unix.Statfs_t
+	if err := unix.Fstatfs(int(nested.Fd()), &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Statfs(filepath.Join(mp, "sub", "d"), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Blocks != want.Blocks || got.Bsize != want.Bsize {
+		t.Errorf("statfs of sub/d through the mount: %d blocks of %d; want the %s's %d of %d", got.Blocks, got.Bsize, kind, want.Blocks, want.Bsize)
+	}
+
 	caps := firstCaptures(t, mp, T)
 	for _, want := range []rewind.FileState{
 		{Path: "sub/f", Kind: rewind.KindFile, Bytes: 6, Mode: 0o644},

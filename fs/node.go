@@ -266,10 +266,15 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 	return 0
 }
 
+// Statfs reports the filesystem the node is on: one mounted below the
+// workspace (a tmpfs) has its own size. A node that no longer resolves
+// (an unlinked file still open) reports the workspace's.
 func (n *wsNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	var st unix.Statfs_t
-	if err := unix.Fstatfs(n.fs.ws.fd, &st); err != nil {
-		return sysErrno(err)
+	if n.withNode(n.fs.rw.arrive(), func(fd int) error { return unix.Fstatfs(fd, &st) }) != 0 {
+		if err := unix.Fstatfs(n.fs.ws.fd, &st); err != nil {
+			return sysErrno(err)
+		}
 	}
 	out.Blocks = st.Blocks
 	out.Bfree = st.Bfree
