@@ -18,6 +18,7 @@ import (
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/internal/wsdir"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -84,10 +85,7 @@ func (m *mountSource) base(t Seq) (*os.File, error) {
 	if f, ok := m.views[t]; ok {
 		return f, nil
 	}
-	fd, err := unix.Openat2(int(m.fd.Fd()), "@"+strconv.FormatUint(uint64(t), 10), &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
-	})
+	fd, err := wsdir.New(int(m.fd.Fd())).Open("@"+strconv.FormatUint(uint64(t), 10), unix.O_RDONLY|unix.O_DIRECTORY)
 	if errors.Is(err, unix.ENOENT) {
 		return nil, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, t)
 	}
@@ -99,47 +97,8 @@ func (m *mountSource) base(t Seq) (*os.File, error) {
 	return f, nil
 }
 
-// maxChunk bounds the path given to one openat2 call, so deep trees never
-// hit PATH_MAX: longer parent paths are opened a chunk at a time.
-const maxChunk = 2048
-
-// openDir opens directory dir beneath base as an O_PATH descriptor,
-// crossing no symlink (ELOOP) and no non-directory (ENOTDIR).
-func openDir(base *os.File, dir string) (int, error) {
-	fd := int(base.Fd())
-	if dir == "" {
-		return unix.Openat(fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	}
-	owned := -1
-	for dir != "" {
-		chunk := dir
-		if len(chunk) > maxChunk {
-			i := strings.LastIndexByte(chunk[:maxChunk], '/')
-			if i <= 0 {
-				i = strings.IndexByte(chunk, '/')
-			}
-			if i > 0 {
-				chunk = dir[:i]
-			}
-		}
-		dir = strings.TrimPrefix(dir[len(chunk):], "/")
-		next, err := unix.Openat2(fd, chunk, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
-		})
-		if owned >= 0 {
-			unix.Close(owned)
-		}
-		if err != nil {
-			return -1, err
-		}
-		fd, owned = next, next
-	}
-	return owned, nil
-}
-
 // at calls fn with the directory holding path at t and path's name in it
-// ("." for the root).
+// ("." for the root), resolved by wsdir as the engine resolves paths.
 func (m *mountSource) at(path string, t Seq, fn func(dirfd int, name string) error) error {
 	if err := rewind.CleanPath(path); err != nil {
 		return fmt.Errorf("%w: %q", err, path)
@@ -148,19 +107,10 @@ func (m *mountSource) at(path string, t Seq, fn func(dirfd int, name string) err
 	if err != nil {
 		return err
 	}
-	dir, name := "", "."
-	if path != "" {
-		dir, name = "", path
-		if i := strings.LastIndexByte(path, '/'); i >= 0 {
-			dir, name = path[:i], path[i+1:]
-		}
+	if path == "" {
+		return fn(int(base.Fd()), ".")
 	}
-	fd, err := openDir(base, dir)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	return fn(fd, name)
+	return wsdir.New(int(base.Fd())).WithParent(path, fn)
 }
 
 // missing reports whether err means "nothing there": the path or a parent

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +11,7 @@ import (
 	"github.com/zerofs/zerofs/history"
 )
 
-// buildHistory makes the workspace every unmounted test starts from:
+// The history every history test starts from:
 //
 //	initial files   a.txt, old.txt, gone.txt, script.sh, bin.dat, src/main.go
 //	step "Edit"     a.txt modified, new.txt added
@@ -18,17 +19,29 @@ import (
 //	                script.sh made executable, bin.dat rewritten
 //	step "Read"     nothing changed (a read-only tool call)
 //
-// The store is closed when it returns, so the CLI can open it.
+// and with tidy, a third step that changed something (its tool_call at 10):
+//
+//	step "Tidy"     src/main.go rewritten
+var initialFiles = map[string]string{
+	"a.txt":       "alpha\nbeta\ngamma\ndelta\nepsilon\nzeta\neta\ntheta\n",
+	"old.txt":     "moved, not changed\n",
+	"gone.txt":    "bye\n",
+	"script.sh":   "echo hi\n",
+	"bin.dat":     "\x00\x01\x02binary",
+	"src/main.go": "package main\n",
+}
+
+// buildHistory makes that history unmounted, driving the engine the way
+// the FUSE layer does. The store is closed when it returns, so the CLI can
+// open it.
 func buildHistory(t *testing.T) *store {
 	t.Helper()
-	s := newStore(t, map[string]string{
-		"a.txt":       "alpha\nbeta\ngamma\ndelta\nepsilon\nzeta\neta\ntheta\n",
-		"old.txt":     "moved, not changed\n",
-		"gone.txt":    "bye\n",
-		"script.sh":   "echo hi\n",
-		"bin.dat":     "\x00\x01\x02binary",
-		"src/main.go": "package main\n",
-	})
+	return buildHistoryTidy(t, false)
+}
+
+func buildHistoryTidy(t *testing.T, tidy bool) *store {
+	t.Helper()
+	s := newStore(t, initialFiles)
 	s.step("Edit")
 	s.write("a.txt", "alpha\nBETA\ngamma\ndelta\nepsilon\nzeta\neta\ntheta\n")
 	s.write("new.txt", "brand new\n")
@@ -40,144 +53,210 @@ func buildHistory(t *testing.T) *store {
 	s.change(func(ws string) error { return os.Chmod(filepath.Join(ws, "script.sh"), 0o755) }, "script.sh")
 	s.write("bin.dat", "\x00\x01\x03binary!")
 	s.step("Read")
+	if tidy {
+		s.step("Tidy")
+		s.write("src/main.go", "package tidy\n")
+	}
 	s.close()
 	return s
 }
 
+// buildMounted makes the same history through a mount (a zerofs daemon of
+// its own; the test process only makes file calls into it) and returns the
+// workspace, still mounted until the test ends.
+func buildMounted(t *testing.T, tidy bool) string {
+	t.Helper()
+	needFUSE(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	for p, content := range initialFiles {
+		writeFile(t, filepath.Join(ws, p), content)
+	}
+	mountT(t, ws)
+	p := func(name string) string { return filepath.Join(ws, name) }
+	check := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustRun(t, ws, "step", "Edit")
+	check(os.WriteFile(p("a.txt"), []byte("alpha\nBETA\ngamma\ndelta\nepsilon\nzeta\neta\ntheta\n"), 0o644))
+	check(os.WriteFile(p("new.txt"), []byte("brand new\n"), 0o644))
+	mustRun(t, ws, "step", "Bash")
+	check(os.Rename(p("old.txt"), p("renamed.txt")))
+	check(os.Remove(p("gone.txt")))
+	check(os.Chmod(p("script.sh"), 0o755))
+	check(os.WriteFile(p("bin.dat"), []byte("\x00\x01\x03binary!"), 0o644))
+	mustRun(t, ws, "step", "Read")
+	if tidy {
+		mustRun(t, ws, "step", "Tidy")
+		check(os.WriteFile(p("src/main.go"), []byte("package tidy\n"), 0o644))
+	}
+	return ws
+}
+
+// bothSources runs fn on the test history built unmounted and mounted: the
+// same assertions and goldens hold for both Sources.
+func bothSources(t *testing.T, fn func(t *testing.T, ws string)) {
+	t.Run("unmounted", func(t *testing.T) { fn(t, buildHistory(t).ws) })
+	t.Run("mounted", func(t *testing.T) { fn(t, buildMounted(t, false)) })
+}
+
+// bothSourcesTidy is bothSources on the history with the "Tidy" step.
+func bothSourcesTidy(t *testing.T, fn func(t *testing.T, ws string)) {
+	t.Run("unmounted", func(t *testing.T) { fn(t, buildHistoryTidy(t, true).ws) })
+	t.Run("mounted", func(t *testing.T) { fn(t, buildMounted(t, true)) })
+}
+
 func TestLogGolden(t *testing.T) {
-	s := buildHistory(t)
-	golden(t, "log.txt", mustRun(t, s.ws, "log"))
-	golden(t, "log-stat.txt", mustRun(t, s.ws, "log", "--stat"))
+	bothSources(t, func(t *testing.T, ws string) {
+		golden(t, "log.txt", mustRun(t, ws, "log"))
+		stat := mustRun(t, ws, "log", "--stat")
+		golden(t, "log-stat.txt", stat)
+		// Each change names the process that made it.
+		by := "  by test[4242]\n"
+		if st, ok := history.ReadStatus(ws); ok && st.PID > 0 {
+			comm, _ := os.ReadFile("/proc/self/comm")
+			by = fmt.Sprintf("  by %s[%d]\n", strings.TrimSpace(string(comm)), os.Getpid())
+		}
+		if n := strings.Count(stat, by); n != 6 {
+			t.Errorf("log --stat names %q %d times, want 6:\n%s", by, n, stat)
+		}
+	})
 }
 
 func TestLogJSON(t *testing.T) {
-	s := buildHistory(t)
-	var entries []history.Entry
-	out := mustRun(t, s.ws, "log", "--json")
-	if err := json.Unmarshal([]byte(out), &entries); err != nil {
-		t.Fatalf("log --json does not parse: %v\n%s", err, out)
-	}
-	// Also check the raw field names a harness relies on.
-	var raw []map[string]any
-	json.Unmarshal([]byte(out), &raw)
-	for _, k := range []string{"type", "sequence", "time", "label", "changes", "start", "end"} {
-		if _, ok := raw[0][k]; !ok {
-			t.Errorf("log --json entry lacks %q: %v", k, raw[0])
+	bothSources(t, func(t *testing.T, ws string) {
+		var entries []history.Entry
+		out := mustRun(t, ws, "log", "--json")
+		if err := json.Unmarshal([]byte(out), &entries); err != nil {
+			t.Fatalf("log --json does not parse: %v\n%s", err, out)
 		}
-	}
-	if len(entries) != 3 {
-		t.Fatalf("got %d entries, want 3: %s", len(entries), out)
-	}
-	labels := []string{entries[0].Label, entries[1].Label, entries[2].Label}
-	if strings.Join(labels, ",") != "Read,Bash,Edit" {
-		t.Errorf("got labels %v, want newest first Read,Bash,Edit", labels)
-	}
-	got := map[string]string{}
-	for _, c := range entries[1].Changes {
-		got[c.Path] = c.Change
-	}
-	want := map[string]string{"renamed.txt": "renamed", "gone.txt": "deleted", "script.sh": "mode", "bin.dat": "modified"}
-	for p, ch := range want {
-		if got[p] != ch {
-			t.Errorf("Bash step: %s is %q, want %q (all: %v)", p, got[p], ch, got)
+		// Also check the raw field names a harness relies on.
+		var raw []map[string]any
+		json.Unmarshal([]byte(out), &raw)
+		for _, k := range []string{"type", "sequence", "time", "label", "changes", "start", "end"} {
+			if _, ok := raw[0][k]; !ok {
+				t.Errorf("log --json entry lacks %q: %v", k, raw[0])
+			}
 		}
-	}
-	if len(got) != len(want) {
-		t.Errorf("Bash step changes %v, want %v", got, want)
-	}
-	edit := entries[2]
-	if len(edit.Changes) != 2 || edit.Changes[0].Path != "a.txt" || edit.Changes[0].Change != "modified" ||
-		edit.Changes[0].Blob == "" || edit.Changes[1].Path != "new.txt" || edit.Changes[1].Change != "added" {
-		t.Errorf("Edit step changes %+v", edit.Changes)
-	}
-	if len(entries[0].Changes) != 0 {
-		t.Errorf("Read step changes %+v, want none", entries[0].Changes)
-	}
+		if len(entries) != 3 {
+			t.Fatalf("got %d entries, want 3: %s", len(entries), out)
+		}
+		labels := []string{entries[0].Label, entries[1].Label, entries[2].Label}
+		if strings.Join(labels, ",") != "Read,Bash,Edit" {
+			t.Errorf("got labels %v, want newest first Read,Bash,Edit", labels)
+		}
+		got := map[string]string{}
+		for _, c := range entries[1].Changes {
+			got[c.Path] = c.Change
+		}
+		want := map[string]string{"renamed.txt": "renamed", "gone.txt": "deleted", "script.sh": "mode", "bin.dat": "modified"}
+		for p, ch := range want {
+			if got[p] != ch {
+				t.Errorf("Bash step: %s is %q, want %q (all: %v)", p, got[p], ch, got)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("Bash step changes %v, want %v", got, want)
+		}
+		edit := entries[2]
+		if len(edit.Changes) != 2 || edit.Changes[0].Path != "a.txt" || edit.Changes[0].Change != "modified" ||
+			edit.Changes[0].Blob == "" || edit.Changes[1].Path != "new.txt" || edit.Changes[1].Change != "added" {
+			t.Errorf("Edit step changes %+v", edit.Changes)
+		}
+		if len(entries[0].Changes) != 0 {
+			t.Errorf("Read step changes %+v, want none", entries[0].Changes)
+		}
+	})
 }
 
 func TestDiffGolden(t *testing.T) {
-	s := buildHistory(t)
-	golden(t, "diff-0-now.txt", mustRun(t, s.ws, "diff", "0"))
-	golden(t, "diff-0-now-paths.txt", mustRun(t, s.ws, "diff", "0", "--", "a.txt", "script.sh"))
-	// The reverse direction, between two past states.
-	head := strings.Fields(mustRun(t, s.ws, "log"))[1]
-	golden(t, "diff-head-0.txt", mustRun(t, s.ws, "diff", head, "0"))
-	// From a subdirectory, paths are relative to it.
-	if out := mustRun(t, filepath.Join(s.ws, "src"), "diff", "0", "--", "main.go"); out != "" {
-		t.Errorf("diff of an unchanged file: %q, want nothing", out)
-	}
+	bothSources(t, func(t *testing.T, ws string) {
+		golden(t, "diff-0-now.txt", mustRun(t, ws, "diff", "0"))
+		golden(t, "diff-0-now-paths.txt", mustRun(t, ws, "diff", "0", "--", "a.txt", "script.sh"))
+		// The reverse direction, between two past states.
+		head := strings.Fields(mustRun(t, ws, "log"))[1]
+		golden(t, "diff-head-0.txt", mustRun(t, ws, "diff", head, "0"))
+		// From a subdirectory, paths are relative to it.
+		if out := mustRun(t, filepath.Join(ws, "src"), "diff", "0", "--", "main.go"); out != "" {
+			t.Errorf("diff of an unchanged file: %q, want nothing", out)
+		}
+	})
 }
 
 func TestShow(t *testing.T) {
-	s := buildHistory(t)
-	if got := mustRun(t, s.ws, "show", "0", "gone.txt"); got != "bye\n" {
-		t.Errorf("show 0 gone.txt = %q", got)
-	}
-	if got := mustRun(t, s.ws, "show", "@0", "old.txt"); got != "moved, not changed\n" {
-		t.Errorf("show @0 old.txt = %q", got)
-	}
-	// Relative to the cwd, and workspace-relative from a subdirectory.
-	sub := filepath.Join(s.ws, "src")
-	if got := mustRun(t, sub, "show", "0", "main.go"); got != "package main\n" {
-		t.Errorf("show 0 main.go from src = %q", got)
-	}
-	if got := mustRun(t, sub, "show", "0", "a.txt"); !strings.HasPrefix(got, "alpha\nbeta\n") {
-		t.Errorf("show 0 a.txt from src = %q", got)
-	}
-	if got := mustRun(t, s.ws, "show", "0", "."); !strings.Contains(got, "src/\n") || strings.Contains(got, ".zero") {
-		t.Errorf("show 0 . = %q", got)
-	}
-	wantFail(t, s.ws, 1, "zerofs: new.txt did not exist at 0", "show", "0", "new.txt")
-	wantFail(t, s.ws, 1, "no sequence 999 (head is", "show", "999", "a.txt")
-	wantFail(t, s.ws, 1, "outside the workspace", "show", "0", "../x")
-	wantFail(t, s.ws, 2, "usage: zerofs show SEQ PATH", "show", "0")
-	wantFail(t, s.ws, 2, "bad sequence", "show", "x", "a.txt")
+	bothSources(t, func(t *testing.T, ws string) {
+		if got := mustRun(t, ws, "show", "0", "gone.txt"); got != "bye\n" {
+			t.Errorf("show 0 gone.txt = %q", got)
+		}
+		if got := mustRun(t, ws, "show", "@0", "old.txt"); got != "moved, not changed\n" {
+			t.Errorf("show @0 old.txt = %q", got)
+		}
+		// Relative to the cwd, and workspace-relative from a subdirectory.
+		sub := filepath.Join(ws, "src")
+		if got := mustRun(t, sub, "show", "0", "main.go"); got != "package main\n" {
+			t.Errorf("show 0 main.go from src = %q", got)
+		}
+		if got := mustRun(t, sub, "show", "0", "a.txt"); !strings.HasPrefix(got, "alpha\nbeta\n") {
+			t.Errorf("show 0 a.txt from src = %q", got)
+		}
+		if got := mustRun(t, ws, "show", "0", "."); !strings.Contains(got, "src/\n") || strings.Contains(got, ".zero") {
+			t.Errorf("show 0 . = %q", got)
+		}
+		wantFail(t, ws, 1, "zerofs: new.txt did not exist at 0", "show", "0", "new.txt")
+		wantFail(t, ws, 1, "no sequence 999 (head is", "show", "999", "a.txt")
+		wantFail(t, ws, 1, "outside the workspace", "show", "0", "../x")
+		wantFail(t, ws, 2, "usage: zerofs show SEQ PATH", "show", "0")
+		wantFail(t, ws, 2, "bad sequence", "show", "x", "a.txt")
+	})
 }
 
 func TestRewindUndoRedo(t *testing.T) {
-	s := buildHistory(t)
-	read := func(p string) string {
-		b, err := os.ReadFile(filepath.Join(s.ws, p))
-		if err != nil {
-			return "<absent>"
+	bothSources(t, func(t *testing.T, ws string) {
+		read := func(p string) string {
+			b, err := os.ReadFile(filepath.Join(ws, p))
+			if err != nil {
+				return "<absent>"
+			}
+			return string(b)
 		}
-		return string(b)
-	}
-	wantFail(t, s.ws, 1, "nothing to redo", "redo")
-	// undo skips the empty Read step and rolls back Bash.
-	out := mustRun(t, s.ws, "undo")
-	if want := "undid step 4 \"Bash\": restored 4, deleted 1\n"; out != want {
-		t.Errorf("undo said %q, want %q", out, want)
-	}
-	if read("gone.txt") != "bye\n" || read("renamed.txt") != "<absent>" || read("new.txt") != "brand new\n" {
-		t.Errorf("after undo: gone.txt %q renamed.txt %q new.txt %q", read("gone.txt"), read("renamed.txt"), read("new.txt"))
-	}
-	// A second undo goes one step further back: Edit.
-	mustRun(t, s.ws, "undo")
-	if read("new.txt") != "<absent>" || !strings.HasPrefix(read("a.txt"), "alpha\nbeta\n") {
-		t.Errorf("after second undo: new.txt %q a.txt %q", read("new.txt"), read("a.txt"))
-	}
-	wantFail(t, s.ws, 1, "nothing to undo", "undo")
-	// redo undoes the last undo.
-	mustRun(t, s.ws, "redo")
-	if read("new.txt") != "brand new\n" || read("gone.txt") != "bye\n" {
-		t.Errorf("after redo: new.txt %q gone.txt %q", read("new.txt"), read("gone.txt"))
-	}
-	// rewind to 0 restores everything; rewinds show in the log.
-	out = mustRun(t, s.ws, "rewind", "0")
-	if !strings.HasPrefix(out, "rewound to 0: restored ") {
-		t.Errorf("rewind said %q", out)
-	}
-	if read("old.txt") != "moved, not changed\n" || read("new.txt") != "<absent>" {
-		t.Errorf("after rewind 0: old.txt %q new.txt %q", read("old.txt"), read("new.txt"))
-	}
-	if log := mustRun(t, s.ws, "log"); strings.Count(log, "rewind to ") != 4 {
-		t.Errorf("log shows %d rewinds, want 4:\n%s", strings.Count(log, "rewind to "), log)
-	}
-	wantFail(t, s.ws, 1, "no sequence 1000 (head is", "rewind", "1000")
-	wantFail(t, s.ws, 2, "usage: zerofs rewind SEQ", "rewind")
-	wantFail(t, s.ws, 2, "usage: zerofs rewind SEQ", "rewind", "-1")
-	wantFail(t, s.ws, 2, "unexpected argument", "undo", "3")
+		wantFail(t, ws, 1, "nothing to redo", "redo")
+		// undo skips the empty Read step and rolls back Bash.
+		out := mustRun(t, ws, "undo")
+		if want := "undid step 4 \"Bash\": restored 4, deleted 1\n"; out != want {
+			t.Errorf("undo said %q, want %q", out, want)
+		}
+		if read("gone.txt") != "bye\n" || read("renamed.txt") != "<absent>" || read("new.txt") != "brand new\n" {
+			t.Errorf("after undo: gone.txt %q renamed.txt %q new.txt %q", read("gone.txt"), read("renamed.txt"), read("new.txt"))
+		}
+		// A second undo goes one step further back: Edit.
+		mustRun(t, ws, "undo")
+		if read("new.txt") != "<absent>" || !strings.HasPrefix(read("a.txt"), "alpha\nbeta\n") {
+			t.Errorf("after second undo: new.txt %q a.txt %q", read("new.txt"), read("a.txt"))
+		}
+		wantFail(t, ws, 1, "nothing to undo", "undo")
+		// redo undoes the last undo.
+		mustRun(t, ws, "redo")
+		if read("new.txt") != "brand new\n" || read("gone.txt") != "bye\n" {
+			t.Errorf("after redo: new.txt %q gone.txt %q", read("new.txt"), read("gone.txt"))
+		}
+		// rewind to 0 restores everything; rewinds show in the log.
+		out = mustRun(t, ws, "rewind", "0")
+		if !strings.HasPrefix(out, "rewound to 0: restored ") {
+			t.Errorf("rewind said %q", out)
+		}
+		if read("old.txt") != "moved, not changed\n" || read("new.txt") != "<absent>" {
+			t.Errorf("after rewind 0: old.txt %q new.txt %q", read("old.txt"), read("new.txt"))
+		}
+		if log := mustRun(t, ws, "log"); strings.Count(log, "rewind to ") != 4 {
+			t.Errorf("log shows %d rewinds, want 4:\n%s", strings.Count(log, "rewind to "), log)
+		}
+		wantFail(t, ws, 1, "no sequence 1000 (head is", "rewind", "1000")
+		wantFail(t, ws, 2, "usage: zerofs rewind SEQ", "rewind")
+		wantFail(t, ws, 2, "zerofs rewind: sequence -1 is negative", "rewind", "-1")
+		wantFail(t, ws, 2, "unexpected argument", "undo", "3")
+	})
 }
 
 func TestStatusAndStep(t *testing.T) {

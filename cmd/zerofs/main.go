@@ -49,6 +49,7 @@ func init() {
 	commands = []*command{
 		mountCmd, umountCmd, stepCmd, runCmd, logCmd, showCmd, diffCmd,
 		rewindCmd, undoCmd, redoCmd, statusCmd, verifyCmd, gcCmd,
+		versionCmd, completionCmd,
 	}
 }
 
@@ -89,6 +90,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, cwd string) i
 	}
 	name, rest := args[0], args[1:]
 	switch name {
+	case "-version", "--version":
+		if err := writeVersion(stdout); err != nil {
+			return 1
+		}
+		return 0
 	case "-h", "-help", "--help", "help":
 		if name == "help" && len(rest) > 0 {
 			c := lookup(rest[0])

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// tree is a workspace's files (content and mode), the store left out.
+func tree(t *testing.T, ws string) string {
+	t.Helper()
+	var lines []string
+	err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(ws, p)
+		if rel == ".zero" {
+			return filepath.SkipDir
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		line := fmt.Sprintf("%s %v", rel, fi.Mode())
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			line += fmt.Sprintf(" %q", b)
+		}
+		lines = append(lines, line)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// TestUndoRedoStack: three undos then three redos return exactly where
+// they started, each naming its step; mounted and unmounted alike (one
+// golden for both).
+func TestUndoRedoStack(t *testing.T) {
+	bothSourcesTidy(t, func(t *testing.T, ws string) {
+		start := tree(t, ws)
+		var out bytes.Buffer
+		trees := []string{start}
+		for range 3 {
+			out.WriteString("$ zerofs undo\n" + mustRun(t, ws, "undo"))
+			trees = append(trees, tree(t, ws))
+		}
+		r := wantFail(t, ws, 1, "zerofs: nothing to undo", "undo")
+		out.WriteString("$ zerofs undo\n" + r.stderr)
+		for i := range 3 {
+			out.WriteString("$ zerofs redo\n" + mustRun(t, ws, "redo"))
+			if got, want := tree(t, ws), trees[2-i]; got != want {
+				t.Errorf("after redo %d the tree is\n%s\nwant (as before undo %d)\n%s", i+1, got, 3-i, want)
+			}
+		}
+		r = wantFail(t, ws, 1, "zerofs: nothing to redo", "redo")
+		out.WriteString("$ zerofs redo\n" + r.stderr)
+		if got := tree(t, ws); got != start {
+			t.Errorf("after 3 undos and 3 redos the tree is\n%s\nwant\n%s", got, start)
+		}
+		out.WriteString("$ zerofs log\n" + mustRun(t, ws, "log"))
+		golden(t, "undo-redo.txt", out.String())
+	})
+}
+
+// TestUndoAfterGC: undo after `gc --before 10` failed with "no sequence
+// 9": the step at 10 is undone from the state just before its first
+// checkpoint, which the gc kept. A step whose before-state is gone says so.
+func TestUndoAfterGC(t *testing.T) {
+	bothSourcesTidy(t, func(t *testing.T, ws string) {
+		mustRun(t, ws, "gc", "--before", "10")
+		if out := mustRun(t, ws, "undo"); out != "undid step 10 \"Tidy\": restored 1, deleted 0\n" {
+			t.Errorf("undo after gc --before 10: %q", out)
+		}
+		if got := readTrim(t, filepath.Join(ws, "src", "main.go")); got != "package main" {
+			t.Errorf("src/main.go after undo = %q", got)
+		}
+		wantFail(t, ws, 1, `zerofs: cannot undo step 4 "Bash": the state at 4 was pruned (history starts at 10)`, "undo")
+		if out := mustRun(t, ws, "redo"); out != "redid step 10 \"Tidy\": restored 1, deleted 0\n" {
+			t.Errorf("redo after gc: %q", out)
+		}
+	})
+}
+
+// TestConcurrentUndosMounted: two `zerofs undo`s at once through the mount
+// undo two different steps, never the same one twice (the daemon picks
+// each target under its lock).
+func TestConcurrentUndosMounted(t *testing.T) {
+	needFUSE(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountT(t, ws)
+	const steps = 6
+	for i := range steps {
+		binOK(t, ws, "step", fmt.Sprintf("s%d", i))
+		writeFile(t, filepath.Join(ws, fmt.Sprintf("f%d", i)), "x")
+	}
+	undone := map[string]bool{}
+	for round := range steps / 2 {
+		var wg sync.WaitGroup
+		outs := make([]result, 2)
+		for i := range outs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				outs[i] = bin(t, ws, "", "undo")
+			}()
+		}
+		wg.Wait()
+		for _, r := range outs {
+			if r.code != 0 || !strings.HasPrefix(r.stdout, "undid step ") {
+				t.Fatalf("round %d: undo: exit %d, stdout %q, stderr %q", round, r.code, r.stdout, r.stderr)
+			}
+			name := strings.Fields(r.stdout)[3]
+			if undone[name] {
+				t.Errorf("round %d: step %s undone twice: %q", round, name, r.stdout)
+			}
+			undone[name] = true
+		}
+		// The two newest steps still in effect went, and nothing else.
+		for i := range steps {
+			_, err := os.Lstat(filepath.Join(ws, fmt.Sprintf("f%d", i)))
+			if want := i < steps-2*(round+1); (err == nil) != want {
+				t.Errorf("round %d: f%d exists %v, want %v", round, i, err == nil, want)
+			}
+		}
+	}
+	if len(undone) != steps {
+		t.Errorf("undid %d different steps, want %d: %v", len(undone), steps, undone)
+	}
+	wantFail(t, ws, 1, "nothing to undo", "undo")
+	// A new step ends the redo chain; nothing is lost: every state keeps
+	// its sequence.
+	binOK(t, ws, "redo")
+	binOK(t, ws, "step", "new")
+	writeFile(t, filepath.Join(ws, "g"), "y")
+	if r := bin(t, ws, "", "redo"); r.code != 1 || r.stderr != "zerofs: nothing to redo\n" {
+		t.Errorf("redo after a new step: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "f1")); !os.IsNotExist(err) {
+		t.Errorf("f1 after redo of one undo: %v, want absent", err)
+	}
+}
