@@ -70,9 +70,10 @@ func TestFSX(t *testing.T) {
 	}
 }
 
-// fsxNames are the paths the calls pick from: files at the root and in d/,
-// the directory itself, and a path under a directory that never exists.
-var fsxNames = []string{"a", "b", "c", "d/x", "d/y", "d", "e/z"}
+// fsxNames are the paths the calls pick from: names at the root, in d/
+// (made at the start) and in e/ (which mkdir may make); each may become a
+// file, a directory or a symlink.
+var fsxNames = []string{"a", "b", "c", "d/x", "d/y", "d", "e", "e/z"}
 
 // fsxSlots is how many descriptors may be open at once, on each side.
 const fsxSlots = 4
@@ -147,11 +148,11 @@ func (x *fsx) fatalf(format string, args ...any) {
 	x.t.Fatalf("fsx seed %d, call %d: %s\nlast calls:\n  %s", x.seed, len(x.log), fmt.Sprintf(format, args...), strings.Join(tail, "\n  "))
 }
 
-// name picks a path: mostly a file name, now and then the directory or
-// the path under a missing directory.
+// name picks a path: mostly one of the file names, now and then a
+// directory's.
 func (x *fsx) name() string {
-	if x.rng.IntN(10) == 0 {
-		return fsxNames[5+x.rng.IntN(2)]
+	if x.rng.IntN(8) == 0 {
+		return fsxNames[5+x.rng.IntN(3)]
 	}
 	return fsxNames[x.rng.IntN(5)]
 }
@@ -270,8 +271,10 @@ func (x *fsx) stepOnce(i int) {
 		x.rename()
 	case r < 58:
 		x.link()
-	case r < 61:
+	case r < 60:
 		x.unlink()
+	case r < 61:
+		x.dirOrSymlink()
 	case r < 64:
 		x.chmod()
 	case r < 68:
@@ -599,6 +602,38 @@ func (x *fsx) unlink() {
 	})
 }
 
+// dirOrSymlink is mkdir, rmdir, symlink or readlink.
+func (x *fsx) dirOrSymlink() {
+	name := x.name()
+	switch x.rng.IntN(4) {
+	case 0:
+		x.call(fmt.Sprintf("mkdir(%s)", name), func(_ int, root string) string {
+			return errStr(unix.Mkdir(filepath.Join(root, name), 0o755))
+		})
+	case 1:
+		x.call(fmt.Sprintf("rmdir(%s)", name), func(_ int, root string) string {
+			return errStr(unix.Rmdir(filepath.Join(root, name)))
+		})
+	case 2:
+		// Targets stay inside the tree whatever directory the link is
+		// in: calls follow them on both sides. Never an absolute path
+		// or "..".
+		target := []string{"a", "b", "d/x", "nowhere"}[x.rng.IntN(4)]
+		x.call(fmt.Sprintf("symlink(%s, %s)", target, name), func(_ int, root string) string {
+			return errStr(unix.Symlink(target, filepath.Join(root, name)))
+		})
+	default:
+		x.call(fmt.Sprintf("readlink(%s)", name), func(_ int, root string) string {
+			b := make([]byte, 256)
+			k, err := unix.Readlink(filepath.Join(root, name), b)
+			if err != nil {
+				return errStr(err)
+			}
+			return fmt.Sprintf("ok %q", b[:k])
+		})
+	}
+}
+
 func (x *fsx) chmod() {
 	name := x.name()
 	mode := uint32([]int{0o644, 0o600, 0o755, 0o400, 0o700, 0o666, 0o640}[x.rng.IntN(7)])
@@ -616,8 +651,10 @@ func (x *fsx) utimens() {
 	x.call(fmt.Sprintf("utimensat(%s, %v)", name, ts), func(_ int, root string) string {
 		return errStr(unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(root, name), ts, unix.AT_SYMLINK_NOFOLLOW))
 	}, func() {
+		// AT_SYMLINK_NOFOLLOW: a symlink's own times changed, not its
+		// target's.
 		var st unix.Stat_t
-		if unix.Stat(filepath.Join(x.roots[1], name), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		if unix.Lstat(filepath.Join(x.roots[1], name), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return
 		}
 		// Every name of the file now has this mtime.
@@ -831,6 +868,15 @@ func (x *fsx) resetPlain() {
 				walk(p)
 				continue
 			case unix.S_IFREG:
+			case unix.S_IFLNK:
+				target, err := os.Readlink(src)
+				if err != nil {
+					x.fatalf("reset plain: %v", err)
+				}
+				if err := os.Symlink(target, dst); err != nil {
+					x.fatalf("reset plain: %v", err)
+				}
+				continue
 			default:
 				x.fatalf("reset plain: %s: unexpected mode %o", p, fst.Mode)
 			}
@@ -841,11 +887,7 @@ func (x *fsx) resetPlain() {
 				continue
 			}
 			byIno[fst.Ino] = p
-			b, err := os.ReadFile(src)
-			if err != nil {
-				x.fatalf("reset plain: %v", err)
-			}
-			if err := os.WriteFile(dst, b, 0o600); err != nil {
+			if err := copySparse(src, dst); err != nil {
 				x.fatalf("reset plain: %v", err)
 			}
 			for k, v := range xattrs(src) {
@@ -855,6 +897,42 @@ func (x *fsx) resetPlain() {
 		}
 	}
 	walk("")
+}
+
+// copySparse copies src to a new file dst with the same holes: only the
+// data segments SEEK_DATA finds are written, so lseek(SEEK_HOLE) answers
+// alike on both.
+func copySparse(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	for off := int64(0); off < int64(len(b)); {
+		data, err := unix.Seek(int(in.Fd()), off, unix.SEEK_DATA)
+		if err != nil {
+			break // ENXIO: no data after off
+		}
+		hole, err := unix.Seek(int(in.Fd()), data, unix.SEEK_HOLE)
+		if err != nil {
+			return err
+		}
+		hole = min(hole, int64(len(b)))
+		if _, err := out.WriteAt(b[data:hole], data); err != nil {
+			return err
+		}
+		off = hole
+	}
+	return out.Truncate(int64(len(b)))
 }
 
 // fsxEntry is what the comparison after every call sees of one path.
@@ -906,6 +984,14 @@ func (x *fsx) scan(root string) (map[string]fsxEntry, error) {
 				if x.explicit[p] {
 					en.Mtime = fmt.Sprintf("%d.%09d", st.Mtim.Sec, st.Mtim.Nsec)
 				}
+			case unix.S_IFLNK:
+				target, err := os.Readlink(full)
+				if err != nil {
+					return err
+				}
+				en.Kind, en.Size = "symlink "+target, st.Size
+				en.Mode = 0 // a symlink's mode is not the file system's choice
+				en.UID, en.GID = 0, 0
 			default:
 				en.Kind = "other"
 			}
