@@ -304,3 +304,28 @@ func TestIntentOfRecordedRewindRemoved(t *testing.T) {
 		t.Fatalf("intent still there: %v", err)
 	}
 }
+
+// The last line of defence: a plan that would act on a path outside the
+// workspace (or remove or create its root) is refused before anything is
+// done, whatever produced it.
+func TestApplyPlanRefusesUnsafePaths(t *testing.T) {
+	e, ws := openT(t, Options{})
+	parent := filepath.Dir(ws)
+	before, _ := os.Stat(parent)
+	for _, plan := range []*rewindPlan{
+		{removes: []string{".."}},
+		{removes: []string{""}},
+		{removes: []string{"a/../../x"}},
+		{creates: []FileState{{Path: "../x", Kind: KindDir}}},
+		{creates: []FileState{{Path: "/tmp/x", Kind: KindDir}}},
+		{chmods: []FileState{{Path: "..", Kind: KindDir, Mode: 0o777}}},
+		{chmods: []FileState{{Path: ".zero", Kind: KindDir, Mode: 0o777}}},
+	} {
+		if err := e.applyPlan(plan); !errors.Is(err, ErrUnsafePath) {
+			t.Errorf("applyPlan(%+v): got %v, want ErrUnsafePath", *plan, err)
+		}
+	}
+	if after, _ := os.Stat(parent); after.Mode() != before.Mode() {
+		t.Fatalf("the workspace's parent changed mode: %v -> %v", before.Mode(), after.Mode())
+	}
+}
