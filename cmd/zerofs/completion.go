@@ -26,7 +26,10 @@ var flagsOf = map[string]string{
 	"run":    "--label",
 	"log":    "--json --stat -n",
 	"gc":     "--before --keep",
-	"rewind": "",
+	"rewind": "--dry-run",
+	"revert": "--dry-run --force",
+	"undo":   "--dry-run",
+	"redo":   "--dry-run",
 }
 
 func runCompletion(e *env, c *command, args []string) error {

@@ -253,7 +253,7 @@ func TestRewindUndoRedo(t *testing.T) {
 			t.Errorf("log shows %d rewinds, want 4:\n%s", strings.Count(log, "rewind to "), log)
 		}
 		wantFail(t, ws, 1, "no sequence 1000 (head is", "rewind", "1000")
-		wantFail(t, ws, 2, "usage: zerofs rewind SEQ", "rewind")
+		wantFail(t, ws, 2, "usage: zerofs rewind [--dry-run] SEQ", "rewind")
 		wantFail(t, ws, 2, "zerofs rewind: sequence -1 is negative", "rewind", "-1")
 		wantFail(t, ws, 2, "unexpected argument", "undo", "3")
 	})

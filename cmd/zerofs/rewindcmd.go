@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
@@ -13,56 +14,90 @@ import (
 
 var rewindCmd = &command{
 	name:    "rewind",
-	usage:   "rewind SEQ",
-	summary: "roll back to SEQ (via .zero/rewind when mounted)",
-	help: `Makes the workspace equal to its state at SEQ. The rewind is recorded, so it
-can itself be undone (zerofs undo or a rewind to the sequence before it).
-Paths whose before-state was not kept are listed as skipped.
+	usage:   "rewind [--dry-run] SEQ [-- PATH...]",
+	summary: "roll back to SEQ (only PATHs, when given)",
+	help: `Makes the workspace equal to its state at SEQ; with PATHs, only those paths
+(a directory with everything under it), keeping everything else as it is.
+The rewind is recorded, so it can itself be undone (zerofs undo or a rewind
+to the sequence before it). Paths whose before-state was not kept are listed
+as skipped. A rewind that overwrites changes made outside the agent's steps
+names them first, on stderr.
+
+  --dry-run   print what would be restored, deleted and created (with +N -M
+              line counts for text files), and change nothing
 `,
 	run: runRewind,
 }
 
 var undoCmd = &command{
 	name:    "undo",
-	usage:   "undo",
+	usage:   "undo [--dry-run]",
 	summary: "roll back the last step; names the step undone",
 	help: `Rewinds to just before the last step that changed something and is still
 in effect, and names it: undid step 42 "Edit main.go": restored 1, deleted 0.
 Steps that changed nothing (an agent's read-only tool calls) are passed
 over; the next undo goes one step further back. When mounted, the daemon
 picks the step under its lock, so two undos at once undo two steps.
+
+  --dry-run   print the step and what would be restored, deleted and created
+              (with +N -M line counts for text files), and change nothing
 `,
 	run: runUndo,
 }
 
 var redoCmd = &command{
 	name:    "redo",
-	usage:   "redo",
+	usage:   "redo [--dry-run]",
 	summary: "undo the last undo (undo and redo stack like an editor's)",
 	help: `Undoes the last undo not yet redone: three undos then three redos return
 exactly where you were. A step that changes something ends the redo chain
 (nothing is lost: every state keeps its sequence, and rewind reaches it).
+
+  --dry-run   print what the redo would restore, delete and create, and
+              change nothing
 `,
 	run: runRedo,
 }
 
 func runRewind(e *env, c *command, args []string) error {
-	pos, rest, err := parseArgs(c, newFlags(c), args)
+	fs := newFlags(c)
+	dry := fs.Bool("dry-run", false, "")
+	pos, paths, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
 	}
-	pos = append(pos, rest...)
 	if len(pos) != 1 {
-		return usagef(c, "want one SEQ")
+		return usagef(c, "want one SEQ (and PATHs after --)")
 	}
 	t, err := parseSeq(c, pos[0])
 	if err != nil {
 		return err
 	}
-	return withHistory(e, func(_ *history.Workspace, src history.Source) error {
-		rep, err := doRewind(e.ctx, src, control.RewindRequest{Target: t})
+	if paths != nil && len(paths) == 0 {
+		return usagef(c, "want PATHs after --")
+	}
+	return withHistory(e, func(ws *history.Workspace, src history.Source) error {
+		req := control.RewindRequest{Target: t, DryRun: *dry}
+		for _, p := range paths {
+			rel, err := ws.RelPath(e.cwd, p)
+			if err != nil {
+				return err
+			}
+			if err := rewind.CleanPath(rel); err != nil {
+				return fmt.Errorf("%s: not a path zerofs versions (%v)", p, err)
+			}
+			req.Paths = append(req.Paths, rel)
+		}
+		rep, err := applyWith(e, src, req)
 		if err != nil {
 			return err
+		}
+		if *dry {
+			what := fmt.Sprintf("rewind to %d", t)
+			if len(rep.Paths) > 0 {
+				what = fmt.Sprintf("rewind %s to %d", strings.Join(rep.Paths, ", "), t)
+			}
+			return writePreview(e.stdout, what, rep)
 		}
 		return writeRewind(e.stdout, rep)
 	})
@@ -72,7 +107,11 @@ func runRewind(e *env, c *command, args []string) error {
 func doRewind(ctx context.Context, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
 	rep, err := src.Rewind(ctx, req)
 	if errors.Is(err, rewind.ErrNoSuchSeq) && !req.Undo && !req.Redo {
-		return rep, history.ExplainSeq(src, req.Target, err)
+		t := req.Target
+		if req.Revert != 0 {
+			t = req.Revert
+		}
+		return rep, history.ExplainSeq(src, t, err)
 	}
 	return rep, err
 }
@@ -88,6 +127,8 @@ func writeRewind(w io.Writer, rep control.RewindReport) error {
 		_, err = fmt.Fprintf(w, "undid %s: restored %d, deleted %d%s\n", stepName(*rep.Undid), r.Restored, r.Deleted, skippedCount(r))
 	case rep.Redid != nil:
 		_, err = fmt.Fprintf(w, "redid %s: restored %d, deleted %d%s\n", stepName(*rep.Redid), r.Restored, r.Deleted, skippedCount(r))
+	case len(rep.Paths) > 0:
+		_, err = fmt.Fprintf(w, "rewound %s to %d: restored %d, deleted %d, skipped %d\n", strings.Join(rep.Paths, ", "), rep.TargetSequence, r.Restored, r.Deleted, len(r.Skipped))
 	default:
 		_, err = fmt.Fprintf(w, "rewound to %d: restored %d, deleted %d, skipped %d\n", rep.TargetSequence, r.Restored, r.Deleted, len(r.Skipped))
 	}
@@ -131,13 +172,30 @@ func runRedo(e *env, c *command, args []string) error {
 }
 
 func undoRedo(e *env, c *command, args []string, req control.RewindRequest) error {
-	if err := noArgs(c, args); err != nil {
+	fs := newFlags(c)
+	dry := fs.Bool("dry-run", false, "")
+	pos, rest, err := parseArgs(c, fs, args)
+	if err != nil {
 		return err
 	}
+	if len(pos)+len(rest) > 0 {
+		return usagef(c, "unexpected argument %q", append(pos, rest...)[0])
+	}
+	req.DryRun = *dry
 	return withHistory(e, func(_ *history.Workspace, src history.Source) error {
-		rep, err := doRewind(e.ctx, src, req)
+		rep, err := applyWith(e, src, req)
 		if err != nil {
 			return err
+		}
+		if *dry {
+			what := fmt.Sprintf("%s (rewind to %d)", c.name, rep.TargetSequence)
+			switch {
+			case rep.Undid != nil:
+				what = fmt.Sprintf("undo %s (rewind to %d)", stepName(*rep.Undid), rep.TargetSequence)
+			case rep.Redid != nil:
+				what = fmt.Sprintf("redo %s (rewind to %d)", stepName(*rep.Redid), rep.TargetSequence)
+			}
+			return writePreview(e.stdout, what, rep)
 		}
 		return writeRewind(e.stdout, rep)
 	})

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+var revertCmd = &command{
+	name:    "revert",
+	usage:   "revert [--dry-run] [--force] SEQ",
+	summary: "undo the step at SEQ, keep later changes",
+	help: `Puts each path the step at SEQ changed back to its state just before that
+step, and keeps every later change to other paths. If a later step (or the
+current one) also changed such a path, the revert changes nothing and exits
+1 naming each conflicting path, unless --force: then those go back too. The
+revert is recorded and can itself be undone.
+
+  --dry-run   print what would be restored, deleted and created (with +N -M
+              line counts for text files), and change nothing
+  --force     revert even over later changes to the step's paths
+`,
+	run: runRevert,
+}
+
+var forkCmd = &command{
+	name:    "fork",
+	usage:   "fork SEQ DIR",
+	summary: "write the state at SEQ into a new directory DIR, with a store of its own",
+	help: `Writes the workspace as it was at SEQ into DIR (which must not exist; its
+parent must), with a store of its own (DIR/.zero) whose first event, a
+workspace_forked, records this workspace and SEQ; 'zerofs mount DIR' then
+works. Unmounted, file contents are reflinked (FICLONE) from the store or the
+workspace where the filesystem can, and copied elsewhere; mounted, they are
+copied from @SEQ/ with your own permissions (a FUSE file cannot be
+reflinked).
+`,
+	run: runFork,
+}
+
+// applyWith runs req on src, first as a dry run when it is not one, so the
+// changes made outside the agent's steps that it overwrites are named (on
+// stderr) before it acts. A refused revert returns its report (with the
+// conflicts) and a *rewind.ConflictError.
+func applyWith(e *env, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
+	warned := map[string]bool{}
+	if !req.DryRun {
+		dry := req
+		dry.DryRun = true
+		rep, err := doRewind(e.ctx, src, dry)
+		if err != nil && !errors.Is(err, rewind.ErrConflict) {
+			return rep, err
+		}
+		if err == nil || req.Force {
+			writeForeign(e.stderr, rep.Foreign, "overwrites", warned)
+		}
+	}
+	rep, err := doRewind(e.ctx, src, req)
+	if err != nil {
+		return rep, err
+	}
+	if !req.DryRun {
+		writeForeign(e.stderr, rep.Foreign, "overwrote", warned)
+	}
+	return rep, nil
+}
+
+// writeForeign names, one line each, the paths whose present state was made
+// outside the agent's steps (skipping those already named).
+func writeForeign(w io.Writer, fs []rewind.Foreign, verb string, seen map[string]bool) {
+	for _, f := range fs {
+		if seen[f.Path] {
+			continue
+		}
+		seen[f.Path] = true
+		who := ""
+		if f.Comm != "" || f.PID != 0 {
+			who = fmt.Sprintf(" by %s (pid %d)", f.Comm, f.PID)
+		}
+		why := f.Why
+		if f.Session != "" {
+			why += " " + f.Session
+		}
+		fmt.Fprintf(w, "zerofs: warning: this %s %s, changed %s%s after sequence %d\n", verb, f.Path, why, who, f.Seq)
+	}
+}
+
+// writePreview prints a dry run: the report the rewind would give, then
+// one line per path ("  restore  a/b.go  +12 -3"), everything beneath a
+// deleted directory included.
+func writePreview(w io.Writer, what string, rep control.RewindReport) error {
+	r := rep.Report
+	fmt.Fprintf(w, "would %s: restore %d, delete %d, skip %d\n", what, r.Restored, r.Deleted, len(r.Skipped))
+	for _, c := range rep.Preview {
+		p := c.Path
+		if c.Kind == rewind.KindDir {
+			p += "/"
+		}
+		line := fmt.Sprintf("  %-8s %s", c.Action, p)
+		if c.Kind == rewind.KindSymlink {
+			line += " (symlink)"
+		}
+		if c.Lines != nil && (c.Lines.Added > 0 || c.Lines.Removed > 0) {
+			line += fmt.Sprintf("  +%d -%d", c.Lines.Added, c.Lines.Removed)
+		}
+		fmt.Fprintln(w, line)
+	}
+	for _, p := range rep.Report.Skipped {
+		fmt.Fprintf(w, "  skip     %s (its earlier state was not kept)\n", p)
+	}
+	for _, f := range rep.Foreign {
+		fmt.Fprintf(w, "  foreign  %s (changed %s by %s, pid %d)\n", f.Path, f.Why, f.Comm, f.PID)
+	}
+	for _, p := range rep.Conflicts {
+		fmt.Fprintf(w, "  conflict %s\n", p)
+	}
+	return nil
+}
+
+func runRevert(e *env, c *command, args []string) error {
+	fs := newFlags(c)
+	dry := fs.Bool("dry-run", false, "")
+	force := fs.Bool("force", false, "")
+	pos, rest, err := parseArgs(c, fs, args)
+	if err != nil {
+		return err
+	}
+	pos = append(pos, rest...)
+	if len(pos) != 1 {
+		return usagef(c, "want one SEQ")
+	}
+	s, err := parseSeq(c, pos[0])
+	if err != nil {
+		return err
+	}
+	if s == 0 {
+		return usagef(c, "sequence 0 is the state before any step: there is no step at 0 to revert")
+	}
+	return withHistory(e, func(_ *history.Workspace, src history.Source) error {
+		label := stepLabel(src, s)
+		rep, err := applyWith(e, src, control.RewindRequest{Revert: s, Force: *force, DryRun: *dry})
+		var ce *rewind.ConflictError
+		if errors.As(err, &ce) {
+			if *dry {
+				writePreview(e.stdout, "revert "+label, rep)
+			}
+			return fmt.Errorf("revert of %s conflicts with later changes to %s (--force puts them back too)", label, strings.Join(ce.Paths, ", "))
+		}
+		if err != nil {
+			return err
+		}
+		if *dry {
+			return writePreview(e.stdout, "revert "+label, rep)
+		}
+		r := rep.Report
+		forced := ""
+		if len(rep.Conflicts) > 0 {
+			forced = fmt.Sprintf(" (forced over later changes to %s)", strings.Join(rep.Conflicts, ", "))
+		}
+		fmt.Fprintf(e.stdout, "reverted %s: restored %d, deleted %d, skipped %d%s\n", label, r.Restored, r.Deleted, len(r.Skipped), forced)
+		for _, p := range r.Skipped {
+			fmt.Fprintf(e.stdout, "  skipped %s\n", p)
+		}
+		return nil
+	})
+}
+
+// stepLabel names the block holding s: `step 4 "Edit main.go"`.
+func stepLabel(src history.Source, s Seq) string {
+	blocks, _, err := history.Blocks(src)
+	if err == nil {
+		for i := len(blocks) - 1; i >= 0; i-- {
+			b := blocks[i]
+			if b.Start <= s && s <= b.End && b.Type != history.BlockPruned {
+				if b.Type == history.BlockRewind {
+					return fmt.Sprintf("rewind %d", b.Seq)
+				}
+				return fmt.Sprintf("step %d %q", b.Seq, b.Label)
+			}
+		}
+	}
+	return "step " + strconv.FormatUint(uint64(s), 10)
+}
+
+func runFork(e *env, c *command, args []string) error {
+	pos, rest, err := parseArgs(c, newFlags(c), args)
+	if err != nil {
+		return err
+	}
+	pos = append(pos, rest...)
+	if len(pos) != 2 {
+		return usagef(c, "want SEQ and DIR")
+	}
+	t, err := parseSeq(c, pos[0])
+	if err != nil {
+		return err
+	}
+	dir := pos[1]
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(e.cwd, dir)
+	}
+	return withHistory(e, func(_ *history.Workspace, src history.Source) error {
+		res, err := history.Fork(e.ctx, src, t, dir)
+		if err != nil {
+			return history.ExplainSeq(src, t, err)
+		}
+		how := "copied"
+		if res.Cloned > 0 {
+			how = fmt.Sprintf("%d reflinked", res.Cloned)
+		}
+		fmt.Fprintf(e.stdout, "forked @%d into %s: %d files (%s), %d directories, %d symlinks, %s\n",
+			t, res.Dir, res.Files, how, res.Dirs, res.Symlinks, byteSize(res.Bytes))
+		for _, p := range res.Skipped {
+			fmt.Fprintf(e.stdout, "  skipped %s (its state at %d was not kept)\n", p, t)
+		}
+		return nil
+	})
+}
+
+// byteSize is n bytes in a short human form.
+func byteSize(n int64) string {
+	switch {
+	case n < 1024:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
