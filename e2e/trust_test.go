@@ -294,8 +294,13 @@ func TestControlFilesRefuseOtherUsers(t *testing.T) {
 	if b, err := os.ReadFile(binary); err != nil || os.WriteFile(bin, b, 0o755) != nil {
 		t.Fatalf("copy the binary where nobody can run it: %v", err)
 	}
-	if out, err := asNobody(t, ws, bin+" undo"); err == nil {
-		t.Errorf("zerofs undo as nobody succeeded:\n%s", out)
+	if out, err := asNobody(t, ws, bin+" undo"); err == nil || !strings.Contains(out, "mounted by another user") {
+		t.Errorf("zerofs undo as nobody: %v\n%s\nwant a failure saying the mount is another user's", err, out)
+	}
+	// An agent's hook run by nobody warns and never blocks the agent.
+	hook := `echo '{"tool_name":"Edit","cwd":"` + ws + `"}' | ` + bin + " step --hook"
+	if out, err := asNobody(t, ws, hook); err != nil || !strings.Contains(out, "warning") {
+		t.Errorf("zerofs step --hook as nobody: %v\n%s\nwant exit 0 with a warning", err, out)
 	}
 	if got := readFile(t, filepath.Join(ws, "f")); got != "two\n" || head(t, ws) != h {
 		t.Errorf("after nobody's tries: f = %q, head %d, want two, %d (nothing changed)", got, head(t, ws), h)

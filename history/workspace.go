@@ -27,6 +27,20 @@ func (e *NoWorkspaceError) Error() string {
 
 func (e *NoWorkspaceError) Is(target error) bool { return target == ErrNoWorkspace }
 
+// ErrNotYours: the nearest workspace is a mount of another user, whose
+// control files (all but head) only that user and root may use.
+var ErrNotYours = errors.New("history: mounted by another user")
+
+// NotYoursError is Find's failure at another user's mount (matches
+// ErrNotYours).
+type NotYoursError struct{ Root string }
+
+func (e *NotYoursError) Error() string {
+	return fmt.Sprintf("%s is mounted by another user: only that user and root may use its history", e.Root)
+}
+
+func (e *NotYoursError) Is(target error) bool { return target == ErrNotYours }
+
 // ErrInUse: the store's lock is held by a running zerofs, so the history
 // must be read through its mount (Open returns an *InUseError).
 var ErrInUse = errors.New("history: store in use")
@@ -73,6 +87,9 @@ func Find(dir string) (*Workspace, error) {
 		if ws, ok := At(d); ok {
 			return ws, nil
 		}
+		if othersMount(d) {
+			return nil, &NotYoursError{Root: d}
+		}
 		parent := filepath.Dir(d)
 		if parent == d {
 			return nil, &NoWorkspaceError{Start: start}
@@ -94,6 +111,17 @@ func At(d string) (*Workspace, bool) {
 		return &Workspace{Root: d, Store: zero}, true
 	}
 	return nil, false
+}
+
+// othersMount reports whether d is the root of a mount whose control files
+// refuse this user: head answers, status is permission denied.
+func othersMount(d string) bool {
+	zero := filepath.Join(d, control.Dir)
+	if _, err := os.ReadFile(filepath.Join(zero, control.Head)); err != nil {
+		return false
+	}
+	_, err := os.ReadFile(filepath.Join(zero, control.Status))
+	return errors.Is(err, os.ErrPermission)
 }
 
 // ReadStatus reads a mount's control files under root. Both head and

@@ -135,7 +135,7 @@ func runHook(e *env) error {
 		}
 	}
 	ws, err := history.Find(dir)
-	if errors.Is(err, history.ErrNoWorkspace) {
+	if errors.Is(err, history.ErrNoWorkspace) || errors.Is(err, history.ErrNotYours) {
 		fmt.Fprintf(e.stderr, "zerofs: warning: %v; step %q not recorded\n", err, label)
 		return nil
 	}
