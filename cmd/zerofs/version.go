@@ -26,13 +26,22 @@ version that built it.
 	},
 }
 
+// releaseVersion is the version alone: -X main.version, else the module's.
+func releaseVersion() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok && v == "" {
+		v = bi.Main.Version
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	return v
+}
+
 // writeVersion prints "zerofs VERSION (commit REV) GOVERSION".
 func writeVersion(w io.Writer) error {
-	v, rev, dirty := version, "", false
+	v, rev, dirty := releaseVersion(), "", false
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v == "" {
-			v = bi.Main.Version
-		}
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
@@ -41,9 +50,6 @@ func writeVersion(w io.Writer) error {
 				dirty = s.Value == "true"
 			}
 		}
-	}
-	if v == "" {
-		v = "(devel)"
 	}
 	line := "zerofs " + v
 	if rev != "" {
