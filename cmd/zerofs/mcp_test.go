@@ -116,6 +116,30 @@ func TestMCPServer(t *testing.T) {
 		t.Fatalf("after zerofs_undo main.go is %q, want its content before the step", got)
 	}
 
+	// Redo it, preview a rewind (nothing changes), then revert the step
+	// alone.
+	if out, isErr := callTool(t, cs, "zerofs_redo", map[string]any{}); isErr {
+		t.Fatalf("zerofs_redo: %s", out)
+	}
+	edited := "package main\n\nfunc main() {}"
+	if got := readTrim(t, filepath.Join(ws, "main.go")); got != edited {
+		t.Fatalf("after zerofs_redo main.go is %q", got)
+	}
+	out, isErr = callTool(t, cs, "zerofs_rewind", map[string]any{"seq": steps[0].Sequence, "dry_run": true})
+	if isErr || !strings.Contains(out, "main.go") {
+		t.Errorf("zerofs_rewind dry_run: error %v, got %q, want main.go named", isErr, out)
+	}
+	if got := readTrim(t, filepath.Join(ws, "main.go")); got != edited {
+		t.Fatalf("a dry run changed main.go to %q", got)
+	}
+	out, isErr = callTool(t, cs, "zerofs_revert", map[string]any{"seq": steps[0].Sequence})
+	if isErr {
+		t.Fatalf("zerofs_revert: %s", out)
+	}
+	if got := readTrim(t, filepath.Join(ws, "main.go")); got != "package main" {
+		t.Fatalf("after zerofs_revert main.go is %q, want its content before the step", got)
+	}
+
 	// Bad arguments: tool errors with the command's reason, and the
 	// server still answers afterwards.
 	for _, tc := range []struct {
