@@ -33,6 +33,9 @@ func (b *backing) root() wsdir.Dir { return wsdir.New(b.fd) }
 // to forget what it changed only after it releases the workspace lock, so a
 // request that waited for a rewind, or arrived before the kernel forgot,
 // may name a node whose path the rewind removed or gave to another object.
+// So may a request through a node that a lookup returned while a rewind
+// ran (lookups do not wait for the workspace lock, and their reply can
+// reach the kernel after the rewind's invalidation: wsNode.suspect).
 // Such a request answers ESTALE: the VFS then walks the path again with
 // LOOKUP_REVAL, finds what the name is now, and retries the call once
 // (retry_estale), so `printf x > f` that waited for a rewind which removed
@@ -66,6 +69,12 @@ func (r *rewinds) arrive() arrival {
 	return arrival{started: s, busy: r.inflight.Load() > 0}
 }
 
+// overlapped reports whether a rewind ran, or was still invalidating, at
+// any moment since a.
+func (r *rewinds) overlapped(a arrival) bool {
+	return a.busy || r.started.Load() != a.started
+}
+
 // stale is the error for a failure to resolve a request's own node (not a
 // name below it): ESTALE when the node's path is gone (ENOENT, ENOTDIR, or
 // ELOOP: it now crosses a symlink) and a rewind may have moved it since the
@@ -73,7 +82,7 @@ func (r *rewinds) arrive() arrival {
 func (r *rewinds) stale(a arrival, err error) error {
 	switch err {
 	case unix.ENOENT, unix.ENOTDIR, unix.ELOOP:
-		if a.busy || r.started.Load() != a.started {
+		if r.overlapped(a) {
 			return unix.ESTALE
 		}
 	}

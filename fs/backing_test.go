@@ -41,3 +41,22 @@ func TestStaleOnlyAroundRewinds(t *testing.T) {
 		t.Errorf("arrived after the rewind settled: got %v, want ENOENT", got)
 	}
 }
+
+// TestSuspectNodeIsStale: a node a lookup returned while a rewind ran is
+// stale when it no longer resolves, even for a request that arrived after
+// the rewind settled (the lookup's reply may have reached the kernel after
+// the rewind's invalidation).
+func TestSuspectNodeIsStale(t *testing.T) {
+	n := &wsNode{fs: &fsys{}}
+	a := n.fs.rw.arrive()
+	if got := n.resolveErrno(a, unix.ENOENT); got != unix.ENOENT {
+		t.Errorf("plain node: got %v, want ENOENT", got)
+	}
+	n.suspect.Store(true)
+	if got := n.resolveErrno(a, unix.ENOENT); got != unix.ESTALE {
+		t.Errorf("suspect node: got %v, want ESTALE", got)
+	}
+	if got := n.resolveErrno(a, unix.EACCES); got != unix.EACCES {
+		t.Errorf("suspect node, EACCES: got %v, want EACCES", got)
+	}
+}

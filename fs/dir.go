@@ -168,7 +168,7 @@ func (n *wsNode) Link(ctx context.Context, target fusefs.InodeEmbedder, name str
 			if err != nil {
 				return sysErrno(err)
 			}
-		} else if errno := n.linkNamed(a, srcPath, dfd, name); errno != 0 {
+		} else if errno := src.linkNamed(a, srcPath, dfd, name); errno != 0 {
 			return errno
 		}
 		var st unix.Statx_t

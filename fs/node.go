@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -62,6 +63,10 @@ type wsNode struct {
 	// held: the descriptors of its open handles, for a node without a
 	// name (held.go).
 	held heldFds
+
+	// suspect: last looked up while a rewind ran, so the kernel's entry
+	// for it may describe what the rewind then changed (rewinds.stale).
+	suspect atomic.Bool
 }
 
 var (
@@ -145,7 +150,20 @@ func (n *wsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 	if err := statx(dfd, name, &st); err != nil {
 		return nil, sysErrno(err)
 	}
-	return n.newChild(ctx, &st, out), 0
+	ch := n.newChild(ctx, &st, out)
+	if c, ok := ch.Operations().(*wsNode); ok {
+		// Lookups do not wait for a rewind. One that overlapped a rewind
+		// may describe what the rewind then changed, and reach the kernel
+		// after the rewind's invalidation: the kernel keeps it for no time,
+		// and a request through it that finds it gone is stale.
+		overlapped := n.fs.rw.overlapped(a)
+		if overlapped {
+			out.SetEntryTimeout(time.Nanosecond)
+			out.SetAttrTimeout(time.Nanosecond)
+		}
+		c.suspect.Store(overlapped)
+	}
+	return ch, 0
 }
 
 // stat stats the node itself.
@@ -308,6 +326,9 @@ func (n *wsNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 // resolveErrno is the errno for a request that arrived at a and could not
 // resolve its own node: see rewinds.stale.
 func (n *wsNode) resolveErrno(a arrival, err error) syscall.Errno {
+	if n.suspect.Load() {
+		a.busy = true
+	}
 	return sysErrno(n.fs.rw.stale(a, err))
 }
 

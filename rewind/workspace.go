@@ -31,14 +31,14 @@ func (w *workspace) withParent(p string, fn func(dirfd int, name string) error) 
 	if p == "" {
 		return fmt.Errorf("%w: the workspace root itself", ErrUnsafePath)
 	}
-	return unsafe(w.dir().WithParent(p, fn))
+	return unsafePath(w.dir().WithParent(p, fn))
 }
 
 // open opens workspace path p with flags, never through a symlink.
 func (w *workspace) open(p string, flags int) (*os.File, error) {
 	fd, err := w.dir().Open(p, flags)
 	if err != nil {
-		return nil, unsafe(err)
+		return nil, unsafePath(err)
 	}
 	name := p
 	if name == "" {
@@ -47,8 +47,8 @@ func (w *workspace) open(p string, flags int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), name), nil
 }
 
-// unsafe adds ErrUnsafePath to wsdir's refusal of an unclean path.
-func unsafe(err error) error {
+// unsafePath adds ErrUnsafePath to wsdir's refusal of an unclean path.
+func unsafePath(err error) error {
 	if errors.Is(err, wsdir.ErrUnclean) {
 		return fmt.Errorf("%w: %w", ErrUnsafePath, err)
 	}
