@@ -220,6 +220,13 @@ var suite = map[string]func(t *testing.T, f *fixture){
 			t.Errorf("undo of the revert: %+v, %v; a %q b %q", rep, err, read(f, "a"), read(f, "b"))
 		}
 	},
+	"Status": func(t *testing.T, f *fixture) {
+		st, err := history.StatusOf(f.ws)
+		head, _ := f.src.Head()
+		if err != nil || st.Steps != 3 || st.Head != head || st.Step.Label != "three" || st.Blobs == 0 || st.StoreBytes == 0 {
+			t.Errorf("StatusOf: %+v, %v", st, err)
+		}
+	},
 	"GC": func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		res, err := f.src.GC(ctx, f.steps["three"])

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/history"
 )
 
@@ -22,60 +20,29 @@ func runStatus(e *env, c *command, args []string) error {
 	if err := noArgs(c, args); err != nil {
 		return err
 	}
-	ws, store, err := findStore(e)
+	st, err := history.StatusOf(e.cwd)
 	if err != nil {
 		return err
 	}
-	var (
-		head     Seq
-		steps    int
-		stepSeq  Seq
-		stepName string
-	)
-	for ev, err := range history.StoreEvents(store) {
-		if err != nil {
-			return err
-		}
-		head = ev.Seq
-		switch ev.Type {
-		case eventlog.TypeToolCall:
-			var p struct {
-				Name string `json:"name"`
-			}
-			json.Unmarshal(ev.Payload, &p)
-			steps++
-			stepSeq, stepName = ev.Seq, p.Name
-		case eventlog.TypeRewind:
-			stepSeq, stepName = ev.Seq, "(after rewind)"
-		}
-	}
-	size, blobs, err := history.StoreUsage(store)
-	if err != nil {
-		return err
-	}
+	ws := st.Workspace
 	w := e.stdout
 	fmt.Fprintf(w, "workspace: %s\n", ws.Root)
-	if ws.Mounted {
-		st := ws.Status
-		// The daemon's own view is newer than the file we just read.
-		if st.Step.Label != "" || st.Step.Sequence != stepSeq {
-			stepSeq, stepName = st.Step.Sequence, st.Step.Label
-		}
-		head = st.Head
+	switch m := ws.Status; {
+	case ws.Mounted:
 		fmt.Fprintf(w, "mounted:   at %s by pid %d (workspace %s, sync %s, auto-step %s)\n",
-			st.Mountpoint, st.PID, st.Workspace, st.Sync, st.AutoStep)
-	} else if pid := history.DaemonPID(ws.Store); pid > 0 {
-		fmt.Fprintf(w, "mounted:   elsewhere, by pid %d (run zerofs inside that mount)\n", pid)
-	} else {
+			m.Mountpoint, m.PID, m.Workspace, m.Sync, m.AutoStep)
+	case st.DaemonElsewhere > 0:
+		fmt.Fprintf(w, "mounted:   elsewhere, by pid %d (run zerofs inside that mount)\n", st.DaemonElsewhere)
+	default:
 		fmt.Fprintf(w, "mounted:   no\n")
 	}
-	fmt.Fprintf(w, "head:      %d\n", head)
-	if stepSeq > 0 {
-		fmt.Fprintf(w, "step:      %d %s\n", stepSeq, stepName)
+	fmt.Fprintf(w, "head:      %d\n", st.Head)
+	if st.Step.Sequence > 0 {
+		fmt.Fprintf(w, "step:      %d %s\n", st.Step.Sequence, st.Step.Label)
 	} else {
 		fmt.Fprintf(w, "step:      none\n")
 	}
-	fmt.Fprintf(w, "steps:     %d\n", steps)
-	fmt.Fprintf(w, "store:     %s, %s (%d bytes) in %d blobs and the log\n", ws.StoreName(store), humanBytes(size), size, blobs)
+	fmt.Fprintf(w, "steps:     %d\n", st.Steps)
+	fmt.Fprintf(w, "store:     %s, %s (%d bytes) in %d blobs and the log\n", st.StoreName, humanBytes(st.StoreBytes), st.StoreBytes, st.Blobs)
 	return nil
 }
