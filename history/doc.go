@@ -3,11 +3,13 @@
 // Source whether the workspace is mounted or not, and what front ends
 // reason about: steps and rewinds as Blocks, what each one changed
 // (Changes, with renames and the process that made each change), the log
-// (Log), diffs between states (Diff), undo and redo targets (UndoTarget,
-// RedoTarget, RunRewind), gc cuts (KeepCut) and store verification with
-// typed findings (Verify). The CLI, an MCP server and a web timeline stand
-// on it and only render what it returns (restic's FUSE front end and CLI
-// share one repository interface the same way).
+// (Log), diffs between states (Diff), rewinds of every form (a target,
+// some paths, a revert, undo and redo, dry runs: Source.Rewind, and
+// RunRewind on an engine), undo and redo targets (UndoTarget, RedoTarget),
+// gc cuts (KeepCut), a status at a glance (StatusOf) and store
+// verification with typed findings (Verify). The CLI, an MCP server and a
+// web timeline stand on it and only render what it returns (restic's FUSE
+// front end and CLI share one repository interface the same way).
 //
 // Two Sources implement the interface. Mounted, everything goes through
 // the daemon: the control files of package control, and the @T/ views,
