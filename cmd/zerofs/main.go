@@ -48,7 +48,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		mountCmd, umountCmd, stepCmd, runCmd, logCmd, showCmd, diffCmd,
-		rewindCmd, revertCmd, undoCmd, redoCmd, forkCmd, statusCmd, verifyCmd, gcCmd, mcpCmd,
+		rewindCmd, revertCmd, undoCmd, redoCmd, forkCmd, statusCmd, verifyCmd, gcCmd, mcpCmd, uiCmd,
 		versionCmd, completionCmd,
 	}
 }

@@ -96,7 +96,7 @@ func TestVersionAndCompletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ words, want string }{
-		{"zerofs u", "umount undo"},
+		{"zerofs u", "ui umount undo"},
 		{"zerofs log --s", "--stat"},
 		{"zerofs completion z", "zsh"},
 		{"zerofs help ver", "version verify"},

@@ -14,7 +14,8 @@ const module = "github.com/zerofs/zerofs"
 // history → control → rewind → eventlog, blobstore → internal/durable.
 // The daemon (fs) and the clients (history) share the control protocol,
 // and fs uses history's step grouping to resolve undo and redo; history
-// never imports fs, and nothing imports cmd. internal/wsdir (the workspace
+// never imports fs, and nothing imports cmd. The timeline (zerofs ui)
+// stands on history like the CLI: never fs, never cmd. internal/wsdir (the workspace
 // path resolver) is a leaf like internal/durable.
 var allowed = map[string][]string{
 	"internal/durable": {},
@@ -25,7 +26,8 @@ var allowed = map[string][]string{
 	"control":          {"rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
 	"history":          {"control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
 	"fs":               {"history", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
-	"cmd/zerofs":       {"fs", "history", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"timeline":         {"history", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"cmd/zerofs":       {"fs", "history", "timeline", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
 }
 
 // outside lists, for each package, the outside modules it may reach.
@@ -38,6 +40,7 @@ var outside = map[string][]string{
 	"rewind":           {"github.com/google/uuid", "golang.org/x/sys"},
 	"control":          {"github.com/google/uuid", "golang.org/x/sys"},
 	"history":          {"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"},
+	"timeline":         {"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"},
 }
 
 type pkg struct {

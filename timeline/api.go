@@ -1,0 +1,440 @@
+package timeline
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"io"
+	"iter"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// Seq is an event sequence.
+type Seq = history.Seq
+
+// DefaultLimit is how many entries a page of the log holds by default;
+// MaxLimit bounds what a request may ask for.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 500
+)
+
+// Head is /api/head: what the page polls to know the log grew.
+type Head struct {
+	Head         Seq    `json:"head"`
+	PrunedBefore Seq    `json:"prunedBefore"`
+	Root         string `json:"root"`
+}
+
+// Page is /api/log: entries newest first, and whether older ones remain.
+type Page struct {
+	Head    Seq    `json:"head"`
+	Entries []Item `json:"entries"`
+	// More: entries older than the last one remain (ask with before set
+	// to its sequence).
+	More bool `json:"more"`
+}
+
+// An Item is one entry of the timeline: `zerofs log --json`'s entry, with
+// what the page shows besides.
+type Item struct {
+	history.Entry
+	// Before is the latest sequence whose state is the workspace just
+	// before the entry: the diff's left side, what "rewind to before" and
+	// "restore" go back to.
+	Before Seq `json:"before"`
+	// Procs are the processes that made the changes, in order of first
+	// change.
+	Procs []Proc `json:"procs"`
+	// Lines are the +/- line counts of each changed path (a renamed path
+	// by its new name); absent where the states were pruned.
+	Lines map[string]Lines `json:"lines,omitempty"`
+}
+
+// A Proc is a process that changed something.
+type Proc struct {
+	PID  int    `json:"pid"`
+	Comm string `json:"comm"`
+}
+
+// Lines is a path's diff size; Binary when either side is not text.
+type Lines struct {
+	Added   int  `json:"added"`
+	Removed int  `json:"removed"`
+	Binary  bool `json:"binary,omitempty"`
+}
+
+// FileDiff is one path's diff in /api/diff.
+type FileDiff struct {
+	Path   string `json:"path"`
+	Text   string `json:"text"`
+	Binary bool   `json:"binary,omitempty"`
+}
+
+// RewindAnswer is /api/rewind's answer: the report, and the one-line
+// reason when the rewind failed or was refused (a revert's conflicts are
+// in the report).
+type RewindAnswer struct {
+	Report control.RewindReport `json:"report"`
+	Error  string               `json:"error,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func (s *Server) fail(w http.ResponseWriter, code int, err error) {
+	if code >= 500 {
+		s.opts.Logger.Warn("timeline", "err", err)
+	}
+	writeJSON(w, code, apiError{Error: strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")})
+}
+
+// status is the HTTP status for a library error.
+func status(err error) int {
+	switch {
+	case errors.Is(err, rewind.ErrNoSuchSeq), errors.Is(err, control.ErrBadRequest),
+		errors.Is(err, rewind.ErrUnsafePath):
+		return http.StatusBadRequest
+	case errors.Is(err, history.ErrNothingToUndo), errors.Is(err, history.ErrNothingToRedo),
+		errors.Is(err, rewind.ErrConflict), errors.Is(err, history.ErrInUse):
+		return http.StatusConflict
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *Server) head(w http.ResponseWriter, r *http.Request) {
+	var h Head
+	err := s.withSource(r.Context(), func(src history.Source) error {
+		var err error
+		if h.Head, err = src.Head(); err != nil {
+			return err
+		}
+		h.PrunedBefore, err = src.PrunedBefore()
+		return err
+	})
+	if err != nil {
+		s.fail(w, status(err), err)
+		return
+	}
+	h.Root = s.opts.Root
+	writeJSON(w, http.StatusOK, h)
+}
+
+func seqParam(r *http.Request, name string, def Seq) (Seq, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, &paramError{name, v}
+	}
+	return Seq(n), nil
+}
+
+type paramError struct{ name, value string }
+
+func (e *paramError) Error() string { return "bad " + e.name + ": " + strconv.Quote(e.value) }
+
+func (s *Server) log(w http.ResponseWriter, r *http.Request) {
+	before, err := seqParam(r, "before", history.Now)
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	limit, err := seqParam(r, "limit", DefaultLimit)
+	if err != nil || limit == 0 {
+		s.fail(w, http.StatusBadRequest, &paramError{"limit", r.URL.Query().Get("limit")})
+		return
+	}
+	var page Page
+	err = s.withSource(r.Context(), func(src history.Source) error {
+		var err error
+		page, err = Log(src, before, int(min(limit, MaxLimit)))
+		return err
+	})
+	if err != nil {
+		s.fail(w, status(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// Log is a page of src's timeline: up to limit entries whose sequence is
+// below before, newest first, each with its changes, processes and line
+// counts. Like history.Log, it leaves out implicit steps that changed
+// nothing.
+func Log(src history.Source, before Seq, limit int) (Page, error) {
+	src = &onceSource{Source: src}
+	blocks, _, err := history.Blocks(src)
+	if err != nil {
+		return Page{}, err
+	}
+	head, err := src.Head()
+	if err != nil {
+		return Page{}, err
+	}
+	pruned, err := src.PrunedBefore()
+	if err != nil {
+		return Page{}, err
+	}
+	page := Page{Head: head, Entries: []Item{}}
+	for i := len(blocks) - 1; i >= 0; i-- {
+		b := blocks[i]
+		if b.Seq >= before {
+			continue
+		}
+		if len(page.Entries) == limit {
+			page.More = true
+			break
+		}
+		it := Item{Entry: history.Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End,
+			Time: b.Time, Label: b.Label, Implicit: b.Implicit, Payload: b.Payload, Rewind: b.Rewind,
+			Changes: []history.Change{}}, Before: b.Before(), Procs: []Proc{}}
+		if b.Pruned != nil {
+			it.PrunedBefore = &b.Pruned.Before
+		}
+		if b.Type != history.BlockPruned {
+			cs, err := history.Changes(src, b, pruned)
+			if err != nil {
+				return Page{}, err
+			}
+			if len(cs) == 0 && b.Implicit {
+				continue
+			}
+			if cs != nil {
+				it.Changes = cs
+			}
+			it.Procs = procs(cs)
+			it.Lines = lines(src, it.Before, b.End, cs)
+		}
+		page.Entries = append(page.Entries, it)
+	}
+	return page, nil
+}
+
+func procs(cs []history.Change) []Proc {
+	out := []Proc{}
+	seen := map[Proc]bool{}
+	for _, c := range cs {
+		p := Proc{PID: c.PID, Comm: c.Comm}
+		if (p.PID != 0 || p.Comm != "") && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// lines counts each changed path's added and removed lines between a and
+// b; nil when the diff cannot be made (a state was pruned).
+func lines(src history.Source, a, b Seq, cs []history.Change) map[string]Lines {
+	var paths []string
+	for _, c := range cs {
+		if c.Kind == string(rewind.KindDir) && c.OldKind == "" {
+			continue
+		}
+		paths = append(paths, c.Path)
+		if c.From != "" {
+			paths = append(paths, c.From)
+		}
+	}
+	if len(paths) == 0 {
+		return nil
+	}
+	if o, ok := src.(*onceSource); ok {
+		src = o.between(a, b)
+	}
+	fds, err := history.Diff(src, a, b, paths)
+	if err != nil {
+		return nil
+	}
+	out := map[string]Lines{}
+	for _, fd := range fds {
+		l := out[fd.Path]
+		add, rm, bin := count(fd.Text)
+		l.Added += add
+		l.Removed += rm
+		l.Binary = l.Binary || bin
+		out[fd.Path] = l
+	}
+	// A rename's diff is of its two names; show it by the new one.
+	for _, c := range cs {
+		if c.From == "" {
+			continue
+		}
+		if l, ok := out[c.From]; ok {
+			n := out[c.Path]
+			n.Added += l.Added
+			n.Removed += l.Removed
+			n.Binary = n.Binary || l.Binary
+			out[c.Path] = n
+			delete(out, c.From)
+		}
+	}
+	return out
+}
+
+// count reads a git-style diff's added and removed lines, and whether it
+// is of a binary file.
+func count(text string) (added, removed int, binary bool) {
+	body := false
+	for line := range strings.Lines(text) {
+		switch {
+		case strings.HasPrefix(line, "@@"):
+			body = true
+		case !body && strings.HasPrefix(line, "Binary files "):
+			binary = true
+		case body && strings.HasPrefix(line, "+"):
+			added++
+		case body && strings.HasPrefix(line, "-"):
+			removed++
+		}
+	}
+	return added, removed, binary
+}
+
+// onceSource reads the log once per request: Blocks, and each Diff, read
+// the whole log, and a page makes one Diff per entry.
+type onceSource struct {
+	history.Source
+	events []eventlog.Event
+	err    error
+	read   bool
+}
+
+// between is o with only the events after lo up to hi: a Diff of lo and
+// hi reads the log for the checkpoints between them and nothing else, so
+// a page of diffs in a long log does not walk the whole log per entry.
+func (o *onceSource) between(lo, hi Seq) history.Source {
+	o.Events() // read it
+	if o.err != nil {
+		return o
+	}
+	lo, hi = min(lo, hi), max(lo, hi)
+	i, _ := slices.BinarySearchFunc(o.events, lo+1, func(ev eventlog.Event, t Seq) int { return cmp.Compare(ev.Seq, t) })
+	j, _ := slices.BinarySearchFunc(o.events, hi+1, func(ev eventlog.Event, t Seq) int { return cmp.Compare(ev.Seq, t) })
+	return &onceSource{Source: o.Source, events: o.events[i:j], read: true}
+}
+
+func (o *onceSource) Events() iter.Seq2[eventlog.Event, error] {
+	if !o.read {
+		o.read = true
+		for ev, err := range o.Source.Events() {
+			if err != nil {
+				o.err = err
+				break
+			}
+			o.events = append(o.events, ev)
+		}
+	}
+	return func(yield func(eventlog.Event, error) bool) {
+		for _, ev := range o.events {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+		if o.err != nil {
+			yield(eventlog.Event{}, o.err)
+		}
+	}
+}
+
+func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
+	a, err := seqParam(r, "a", 0)
+	if err == nil {
+		var b Seq
+		b, err = seqParam(r, "b", history.Now)
+		if err == nil {
+			paths := r.URL.Query()["path"]
+			for _, p := range paths {
+				if rewind.CleanPath(p) != nil {
+					err = &paramError{"path", p}
+				}
+			}
+			if err == nil {
+				var out []FileDiff
+				err = s.withSource(r.Context(), func(src history.Source) error {
+					fds, err := history.Diff(src, a, b, paths)
+					for _, fd := range fds {
+						_, _, bin := count(fd.Text)
+						out = append(out, FileDiff{Path: fd.Path, Text: fd.Text, Binary: bin})
+					}
+					return err
+				})
+				if err == nil {
+					if out == nil {
+						out = []FileDiff{}
+					}
+					writeJSON(w, http.StatusOK, out)
+					return
+				}
+			}
+		}
+	}
+	var pe *paramError
+	if errors.As(err, &pe) {
+		s.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	s.fail(w, status(err), err)
+}
+
+func (s *Server) rewind(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		s.fail(w, http.StatusUnsupportedMediaType, errors.New("want Content-Type application/json"))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	if t := strings.TrimSpace(string(body)); !strings.HasPrefix(t, "{") {
+		s.fail(w, http.StatusBadRequest, errors.New("want a JSON rewind request"))
+		return
+	}
+	req, err := control.ParseRewind(body)
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	var ans RewindAnswer
+	err = s.withSource(r.Context(), func(src history.Source) error {
+		rep, err := src.Rewind(r.Context(), req)
+		ans.Report = rep
+		if errors.Is(err, rewind.ErrNoSuchSeq) && !req.Undo && !req.Redo {
+			t := req.Target
+			if req.Revert != 0 {
+				t = req.Revert
+			}
+			err = history.ExplainSeq(src, t, err)
+		}
+		return err
+	})
+	if err != nil {
+		ans.Error = strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
+		code := status(err)
+		if code >= 500 {
+			s.opts.Logger.Warn("timeline: rewind", "err", err)
+		}
+		writeJSON(w, code, ans)
+		return
+	}
+	writeJSON(w, http.StatusOK, ans)
+}

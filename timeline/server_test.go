@@ -1,0 +1,466 @@
+package timeline_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/timeline"
+)
+
+const (
+	token = "0123456789abcdef0123456789abcdef"
+	host  = "127.0.0.1:4711"
+)
+
+// workspace is an unmounted workspace whose history the engine wrote.
+type workspace struct {
+	t    *testing.T
+	root string
+	eng  *rewind.Engine
+}
+
+func newWorkspace(t *testing.T) *workspace {
+	t.Helper()
+	return newWorkspaceIn(t, t.TempDir())
+}
+
+// newWorkspaceIn makes the workspace in root.
+func newWorkspaceIn(t *testing.T, root string) *workspace {
+	t.Helper()
+	dir, err := os.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dir.Close() })
+	eng, err := rewind.Open(context.Background(), dir, rewind.Options{StoreDir: filepath.Join(root, ".zero"),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &workspace{t: t, root: root, eng: eng}
+	t.Cleanup(w.close)
+	return w
+}
+
+func (w *workspace) close() {
+	if w.eng != nil {
+		if err := w.eng.Close(); err != nil {
+			w.t.Error(err)
+		}
+		w.eng = nil
+	}
+}
+
+func (w *workspace) step(label string) history.Seq {
+	w.t.Helper()
+	ev, err := w.eng.BeginStep(context.Background(), label, nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return ev.Seq
+}
+
+// change captures paths as process comm would, then runs fn on the files.
+func (w *workspace) change(comm string, fn func(), paths ...string) {
+	w.t.Helper()
+	var cs []rewind.Change
+	for _, p := range paths {
+		cs = append(cs, rewind.Change{Path: p})
+	}
+	release, _, err := w.eng.Begin(context.Background(), rewind.Caller{PID: 4242, Comm: comm}, cs...)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	fn()
+	release()
+}
+
+func (w *workspace) write(comm, p, content string) {
+	w.t.Helper()
+	w.change(comm, func() {
+		if err := os.WriteFile(filepath.Join(w.root, p), []byte(content), 0o644); err != nil {
+			w.t.Fatal(err)
+		}
+	}, p)
+}
+
+func (w *workspace) read(p string) string {
+	b, err := os.ReadFile(filepath.Join(w.root, p))
+	if err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return string(b)
+}
+
+// server closes the engine (the server opens the store per request) and
+// serves the timeline over the workspace.
+func (w *workspace) server() *timeline.Server {
+	w.t.Helper()
+	w.close()
+	open := func(ctx context.Context) (history.Source, error) {
+		ws, err := history.Find(w.root)
+		if err != nil {
+			return nil, err
+		}
+		return history.Open(ctx, ws, history.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}
+	s, err := timeline.New(open, timeline.Options{Token: token, Hosts: []string{host, "localhost:4711"}, Root: w.root})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return s
+}
+
+// do sends a request with the token header unless tok is "".
+func do(t *testing.T, h http.Handler, method, target, tok string, body string, hdr ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	var r *http.Request
+	if body != "" {
+		r = httptest.NewRequest(method, "http://"+host+target, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+	} else {
+		r = httptest.NewRequest(method, "http://"+host+target, nil)
+	}
+	if tok != "" {
+		r.Header.Set("X-Zerofs-Token", tok)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			r.Host = hdr[i+1]
+		} else {
+			r.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	return rec
+}
+
+func decode[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+		t.Fatalf("decode %q: %v", rec.Body.String(), err)
+	}
+	return v
+}
+
+// TestRefused: without the token, with a Host that is not the listening
+// address (DNS rebinding) or with another Origin, every request is 403;
+// the URL's token sets a cookie that then lets the page in.
+func TestRefused(t *testing.T) {
+	w := newWorkspace(t)
+	w.step("one")
+	w.write("sh", "a", "a\n")
+	s := w.server()
+	for _, tc := range []struct {
+		name, target, tok string
+		hdr               []string
+	}{
+		{"no token", "/", "", nil},
+		{"no token api", "/api/log", "", nil},
+		{"no token static", "/static/app.js", "", nil},
+		{"wrong token", "/api/head", strings.Repeat("f", 32), nil},
+		{"wrong query token", "/?token=abc", "", nil},
+		{"bad host", "/api/head", token, []string{"Host", "evil.example:4711"}},
+		{"bad host port", "/api/head", token, []string{"Host", "127.0.0.1:80"}},
+		{"bad origin", "/api/head", token, []string{"Origin", "http://evil.example"}},
+		{"origin other port", "/api/head", token, []string{"Origin", "http://127.0.0.1:9999"}},
+		{"bad cookie", "/api/head", "", []string{"Cookie", "zerofs-token-4711=nope"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := do(t, s, "GET", tc.target, tc.tok, "", tc.hdr...)
+			if rec.Code != http.StatusForbidden {
+				t.Errorf("got %d, want 403: %s", rec.Code, rec.Body)
+			}
+		})
+	}
+	rec := do(t, s, "POST", "/api/rewind", "", `{"target":0}`)
+	if rec.Code != http.StatusForbidden || w.read("a") != "a\n" {
+		t.Errorf("rewind without token: got %d, a=%q; want 403 and a unchanged", rec.Code, w.read("a"))
+	}
+
+	// The URL's token: a cookie, and a redirect that drops it from the URL.
+	rec = do(t, s, "GET", "/?token="+token, "", "")
+	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/" {
+		t.Fatalf("GET /?token: got %d Location %q, want 303 to /", rec.Code, rec.Header().Get("Location"))
+	}
+	cookies := rec.Result().Cookies()
+	if len(cookies) != 1 || cookies[0].Value != token || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
+		t.Fatalf("cookies %+v, want one HttpOnly SameSite=Strict cookie with the token", cookies)
+	}
+	rec = do(t, s, "GET", "/", "", "", "Cookie", cookies[0].Name+"="+cookies[0].Value)
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "zerofs") {
+		t.Errorf("GET / with the cookie: got %d %q", rec.Code, rec.Body.String()[:min(80, rec.Body.Len())])
+	}
+	if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("CSP %q", csp)
+	}
+	for _, hdr := range [][]string{{"Origin", "http://" + host}, {"Host", "localhost:4711", "Origin", "http://localhost:4711"}} {
+		if rec := do(t, s, "GET", "/api/head", token, "", hdr...); rec.Code != 200 {
+			t.Errorf("%v: got %d, want 200: %s", hdr, rec.Code, rec.Body)
+		}
+	}
+	for _, p := range []string{"/static/app.js", "/static/style.css"} {
+		if rec := do(t, s, "GET", p, token, ""); rec.Code != 200 || rec.Body.Len() < 100 {
+			t.Errorf("GET %s: got %d, %d bytes", p, rec.Code, rec.Body.Len())
+		}
+	}
+}
+
+func TestLogAndDiff(t *testing.T) {
+	w := newWorkspace(t)
+	w.step("write a")
+	w.write("sh", "a", "one\ntwo\nthree\n")
+	w.write("sh", "c", "to be renamed\n")
+	edit := w.step("edit a")
+	w.write("sed", "a", "one\nTWO\nthree\nfour\n")
+	w.write("python3", "bin", "\x00\x01\x02binary")
+	w.step("rename c")
+	w.change("mv", func() {
+		if err := os.Rename(filepath.Join(w.root, "c"), filepath.Join(w.root, "d")); err != nil {
+			t.Fatal(err)
+		}
+	}, "c", "d")
+	w.step("chmod a")
+	w.change("chmod", func() { os.Chmod(filepath.Join(w.root, "a"), 0o755) }, "a")
+	s := w.server()
+
+	rec := do(t, s, "GET", "/api/log", token, "")
+	if rec.Code != 200 {
+		t.Fatalf("log: %d %s", rec.Code, rec.Body)
+	}
+	page := decode[timeline.Page](t, rec)
+	var labels []string
+	for _, e := range page.Entries {
+		labels = append(labels, e.Label)
+	}
+	if got, want := strings.Join(labels, ","), "chmod a,rename c,edit a,write a"; got != want {
+		t.Fatalf("labels %s, want %s (newest first)", got, want)
+	}
+	if page.More {
+		t.Errorf("more = true at the start of history")
+	}
+	byLabel := map[string]timeline.Item{}
+	for _, e := range page.Entries {
+		byLabel[e.Label] = e
+	}
+	ed := byLabel["edit a"]
+	if ed.Sequence != edit || ed.Before < edit-1 || ed.Before >= ed.End {
+		t.Errorf("edit a: sequence %d before %d end %d, want %d and before in [%d, end)", ed.Sequence, ed.Before, ed.End, edit, edit-1)
+	}
+	if got := fmt.Sprint(ed.Procs); got != "[{4242 sed} {4242 python3}]" {
+		t.Errorf("edit a procs %s", got)
+	}
+	if l := ed.Lines["a"]; l != (timeline.Lines{Added: 2, Removed: 1}) {
+		t.Errorf("edit a: lines of a %+v, want +2 -1", l)
+	}
+	if l := ed.Lines["bin"]; !l.Binary {
+		t.Errorf("edit a: bin %+v, want binary", l)
+	}
+	changes := map[string]string{}
+	for _, c := range byLabel["rename c"].Changes {
+		changes[c.Path] = c.Change + " from " + c.From
+	}
+	if changes["d"] != "renamed from c" {
+		t.Errorf("rename c changes %v, want d renamed from c", changes)
+	}
+	ch := byLabel["chmod a"].Changes
+	if len(ch) != 1 || ch[0].Change != history.ChangeMode || ch[0].OldMode&0o777 != 0o644 || ch[0].Mode&0o777 != 0o755 {
+		t.Errorf("chmod a changes %+v, want a mode 644 -> 755", ch)
+	}
+
+	q := fmt.Sprintf("/api/diff?a=%d&b=%d&path=a&path=bin", ed.Before, ed.End)
+	rec = do(t, s, "GET", q, token, "")
+	if rec.Code != 200 {
+		t.Fatalf("diff: %d %s", rec.Code, rec.Body)
+	}
+	fds := decode[[]timeline.FileDiff](t, rec)
+	if len(fds) != 2 || fds[0].Path != "a" || fds[1].Path != "bin" {
+		t.Fatalf("diff %+v, want a and bin", fds)
+	}
+	if !strings.Contains(fds[0].Text, "-two\n+TWO\n") || fds[0].Binary {
+		t.Errorf("diff of a:\n%s", fds[0].Text)
+	}
+	if !fds[1].Binary {
+		t.Errorf("bin not marked binary: %+v", fds[1])
+	}
+	for _, bad := range []string{"/api/diff?a=x", "/api/diff?a=1&path=../etc", "/api/diff?a=999999", "/api/log?limit=0", "/api/log?before=-1"} {
+		if rec := do(t, s, "GET", bad, token, ""); rec.Code != http.StatusBadRequest || decode[map[string]string](t, rec)["error"] == "" {
+			t.Errorf("GET %s: got %d %s, want 400 with an error", bad, rec.Code, rec.Body)
+		}
+	}
+}
+
+// TestActions: each action's dry run previews and changes nothing; applied,
+// it changes the workspace and its entry heads the log; undone from that
+// entry, the workspace is back.
+func TestActions(t *testing.T) {
+	w := newWorkspace(t)
+	w.step("one")
+	w.write("sh", "a", "a1\n")
+	w.write("sh", "b", "b1\n")
+	two := w.step("two")
+	w.write("sh", "a", "a2\n")
+	w.write("sh", "n", "new\n")
+	three := w.step("three")
+	w.write("sh", "b", "b3\n")
+	s := w.server()
+	state := func() string { return w.read("a") + w.read("b") + w.read("n") }
+	start := state()
+
+	type answer = timeline.RewindAnswer
+	for _, tc := range []struct {
+		name    string
+		req     string
+		preview string // action path, sorted
+		after   string
+	}{
+		{"revert", fmt.Sprintf(`{"revert":%d}`, two), "delete n,restore a", "a1\nb3\n<open " + filepath.Join(w.root, "n") + ": no such file or directory>"},
+		{"rewind", fmt.Sprintf(`{"target":%d}`, three-1), "restore b", "a2\nb1\nnew\n"},
+		{"restore", fmt.Sprintf(`{"target":%d,"paths":["a"]}`, two-1), "restore a", "a1\nb3\nnew\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dry := strings.TrimSuffix(tc.req, "}") + `,"dryRun":true}`
+			rec := do(t, s, "POST", "/api/rewind", token, dry)
+			if rec.Code != 200 {
+				t.Fatalf("dry run: %d %s", rec.Code, rec.Body)
+			}
+			ans := decode[answer](t, rec)
+			var got []string
+			for _, c := range ans.Report.Preview {
+				got = append(got, c.Action+" "+c.Path)
+			}
+			slices.Sort(got)
+			if strings.Join(got, ",") != tc.preview || !ans.Report.DryRun {
+				t.Errorf("preview %v (dry %v), want %s", got, ans.Report.DryRun, tc.preview)
+			}
+			if state() != start {
+				t.Fatalf("the dry run changed the workspace: %q", state())
+			}
+			rec = do(t, s, "POST", "/api/rewind", token, tc.req)
+			if rec.Code != 200 {
+				t.Fatalf("apply: %d %s", rec.Code, rec.Body)
+			}
+			ans = decode[answer](t, rec)
+			if state() != tc.after {
+				t.Errorf("after: %q, want %q", state(), tc.after)
+			}
+			page := decode[timeline.Page](t, do(t, s, "GET", "/api/log?limit=1", token, ""))
+			top := page.Entries[0]
+			if top.Type != history.BlockRewind || top.Sequence != ans.Report.Sequence || !page.More {
+				t.Fatalf("top entry %+v, want the rewind %d", top.Entry, ans.Report.Sequence)
+			}
+			// The page's undo: rewind to just before the rewind.
+			if top.Before != ans.Report.CheckpointSequence-1 {
+				t.Errorf("rewind entry before %d, want checkpoint-1 = %d", top.Before, ans.Report.CheckpointSequence-1)
+			}
+			rec = do(t, s, "POST", "/api/rewind", token, fmt.Sprintf(`{"target":%d}`, top.Before))
+			if rec.Code != 200 || state() != start {
+				t.Errorf("undo: %d %s; state %q, want %q", rec.Code, rec.Body, state(), start)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		method, body, ctype string
+		code                int
+	}{
+		{"POST", `{"target":1,"revert":2}`, "application/json", http.StatusBadRequest},
+		{"POST", `{"target":99999}`, "application/json", http.StatusBadRequest},
+		{"POST", `7`, "application/json", http.StatusBadRequest},
+		{"POST", `{"target":1}`, "text/plain", http.StatusUnsupportedMediaType},
+		{"GET", ``, "", http.StatusMethodNotAllowed},
+	} {
+		r := httptest.NewRequest(tc.method, "http://"+host+"/api/rewind", strings.NewReader(tc.body))
+		r.Header.Set("X-Zerofs-Token", token)
+		if tc.ctype != "" {
+			r.Header.Set("Content-Type", tc.ctype)
+		}
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, r)
+		if rec.Code != tc.code {
+			t.Errorf("%s %q (%s): got %d %s, want %d", tc.method, tc.body, tc.ctype, rec.Code, rec.Body, tc.code)
+		}
+	}
+	if state() != start {
+		t.Errorf("refused requests changed the workspace: %q", state())
+	}
+}
+
+// TestPaging10000: with 10,000 steps (one in ten writing a file), the
+// first page holds the newest 50 with their line counts, and paging with
+// before and limit visits every step once, newest first.
+func TestPaging10000(t *testing.T) {
+	const n = 10000
+	start := time.Now()
+	// Ten thousand steps are ten thousand fsyncs: on tmpfs, where there is
+	// one, so the test measures the timeline and not the disk.
+	root := t.TempDir()
+	if d, err := os.MkdirTemp("/dev/shm", "zerofs-timeline-"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(d) })
+		root = d
+	}
+	w := newWorkspaceIn(t, root)
+	seqs := make([]history.Seq, 0, n)
+	for i := range n {
+		seqs = append(seqs, w.step(fmt.Sprintf("step %d", i)))
+		if i%10 == 9 { // one step in ten writes (the others read, say)
+			w.write("agent", fmt.Sprintf("f%d", i%7), fmt.Sprintf("%d\n", i))
+		}
+	}
+	t0 := time.Now()
+	s := w.server()
+	t.Logf("built in %v", t0.Sub(start))
+	page := decode[timeline.Page](t, do(t, s, "GET", "/api/log", token, ""))
+	t.Logf("first page in %v", time.Since(t0))
+	if len(page.Entries) != timeline.DefaultLimit || !page.More {
+		t.Fatalf("first page: %d entries, more %v; want %d and more", len(page.Entries), page.More, timeline.DefaultLimit)
+	}
+	if page.Entries[0].Label != fmt.Sprintf("step %d", n-1) || page.Entries[0].Sequence != seqs[n-1] {
+		t.Errorf("first entry %q %d, want the newest step", page.Entries[0].Label, page.Entries[0].Sequence)
+	}
+	if l := page.Entries[0].Lines; l[fmt.Sprintf("f%d", (n-1)%7)] != (timeline.Lines{Added: 1, Removed: 1}) {
+		t.Errorf("newest entry's lines %v, want +1 -1", l)
+	}
+	got := 0
+	before := ""
+	for pages := 0; ; pages++ {
+		if pages > n/timeline.MaxLimit+1 {
+			t.Fatalf("paging does not end")
+		}
+		page := decode[timeline.Page](t, do(t, s, "GET", fmt.Sprintf("/api/log?limit=%d%s", timeline.MaxLimit, before), token, ""))
+		for _, e := range page.Entries {
+			want := n - 1 - got
+			if e.Sequence != seqs[want] || e.Label != fmt.Sprintf("step %d", want) {
+				t.Fatalf("entry %d: %q %d, want step %d at %d", got, e.Label, e.Sequence, want, seqs[want])
+			}
+			got++
+		}
+		if !page.More {
+			break
+		}
+		before = fmt.Sprintf("&before=%d", page.Entries[len(page.Entries)-1].Sequence)
+	}
+	if got != n {
+		t.Errorf("paged over %d entries, want %d", got, n)
+	}
+	// A limit above the maximum is cut to it.
+	page = decode[timeline.Page](t, do(t, s, "GET", "/api/log?limit=100000", token, ""))
+	if len(page.Entries) != timeline.MaxLimit {
+		t.Errorf("limit=100000: %d entries, want %d", len(page.Entries), timeline.MaxLimit)
+	}
+}

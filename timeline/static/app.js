@@ -1,0 +1,405 @@
+// zerofs timeline: the page over /api. No framework, no build step.
+"use strict";
+
+const PAGE = 50;
+const POLL_MS = 2000;
+const $ = (id) => document.getElementById(id);
+
+let entries = []; // newest first
+let more = false;
+let head = null;
+let diffMode = "unified";
+let lastDiff = null;
+let pending = null; // the request the preview dialog applies
+const rendered = new Map(); // sequence -> {key, el}
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+async function api(path, body) {
+  const opts = body === undefined ? {} : {
+    method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body),
+  };
+  const r = await fetch(path, opts);
+  let data = null;
+  try { data = await r.json(); } catch (e) { data = {error: r.status + " " + r.statusText}; }
+  return {ok: r.ok, status: r.status, data};
+}
+
+function setStatus(text, bad) {
+  const s = $("status");
+  s.textContent = text;
+  s.classList.toggle("error", !!bad);
+}
+
+// ---- the list ----
+
+async function loadTop() {
+  const r = await api("/api/log?limit=" + PAGE);
+  if (!r.ok) { setStatus(r.data.error, true); return; }
+  const page = r.data;
+  head = page.head;
+  if (page.entries.length === 0) {
+    entries = [];
+    more = false;
+  } else {
+    const oldest = page.entries[page.entries.length - 1].sequence;
+    const kept = entries.filter((e) => e.sequence < oldest);
+    // A gap (more than a page arrived since): start over from the top.
+    const gap = page.more && kept.length === 0 && entries.length > 0;
+    entries = gap || kept.length === 0 ? page.entries : page.entries.concat(kept);
+    if (gap || kept.length === 0) more = page.more;
+  }
+  render();
+  setStatus("head " + head + " · live");
+}
+
+async function loadOlder() {
+  if (entries.length === 0) return;
+  const before = entries[entries.length - 1].sequence;
+  $("older").disabled = true;
+  const r = await api("/api/log?limit=" + PAGE + "&before=" + before);
+  $("older").disabled = false;
+  if (!r.ok) { setStatus(r.data.error, true); return; }
+  entries = entries.concat(r.data.entries);
+  more = r.data.more;
+  render();
+}
+
+async function poll() {
+  try {
+    const r = await api("/api/head");
+    if (r.ok) {
+      if (r.data.root) $("root").textContent = r.data.root;
+      if (r.data.head !== head) await loadTop();
+      else setStatus("head " + head + " · live");
+    } else {
+      setStatus(r.data.error, true);
+    }
+  } catch (e) {
+    setStatus("server unreachable", true);
+  }
+  setTimeout(poll, POLL_MS);
+}
+
+function render() {
+  const list = $("entries");
+  const seen = new Set();
+  let prev = null;
+  for (const e of entries) {
+    const key = e.end + ":" + e.changes.length + ":" + JSON.stringify(e.lines || {});
+    let r = rendered.get(e.sequence);
+    if (!r || r.key !== key) {
+      const fresh = entryEl(e);
+      if (r) r.el.replaceWith(fresh);
+      r = {key, el: fresh};
+      rendered.set(e.sequence, r);
+    }
+    seen.add(e.sequence);
+    const want = prev ? prev.nextSibling : list.firstChild;
+    if (want !== r.el) list.insertBefore(r.el, want);
+    prev = r.el;
+  }
+  for (const [seq, r] of rendered) {
+    if (!seen.has(seq)) { r.el.remove(); rendered.delete(seq); }
+  }
+  $("older").hidden = !more;
+  $("end").hidden = more || entries.length === 0;
+  if (entries.length === 0) {
+    list.replaceChildren(el("li", "empty muted", "No steps yet. Changes made in the workspace appear here."));
+    rendered.clear();
+  }
+}
+
+function fmtTime(iso) {
+  const d = new Date(iso);
+  const now = new Date();
+  const hms = d.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit"});
+  if (d.toDateString() === now.toDateString()) return hms;
+  return d.toLocaleDateString() + " " + hms;
+}
+
+function title(e) {
+  if (e.type === "gc") return "History before " + e.prunedBefore + " pruned";
+  if (e.type === "rewind") {
+    const rw = e.rewind || {};
+    if (rw.revertOf) return "Revert of step " + rw.revertOf;
+    if (rw.paths && rw.paths.length) return "Restore " + rw.paths.join(", ") + " to " + rw.targetSequence;
+    return "Rewind to " + rw.targetSequence;
+  }
+  if (e.implicit) return e.label || "changes outside any step";
+  return e.label || "(no label)";
+}
+
+const CHANGE = {added: "A", deleted: "D", modified: "M", mode: "P", renamed: "R", skipped: "S", unknown: "?"};
+
+function entryEl(e) {
+  const li = el("li", "entry " + e.type + (e.implicit ? " implicit" : ""));
+  li.dataset.seq = e.sequence;
+  const h = el("div", "head");
+  h.append(el("span", "badge " + e.type, e.implicit ? "outside" : e.type), el("span", "label", title(e)));
+  const meta = el("span", "meta");
+  meta.append(el("span", "seq", "#" + e.sequence));
+  const t = el("time", "", fmtTime(e.time));
+  t.dateTime = e.time;
+  t.title = e.time;
+  meta.append(t);
+  h.append(meta);
+  li.append(h);
+  if (e.procs && e.procs.length) {
+    li.append(el("div", "procs", "by " + e.procs.map((p) => (p.comm || "?") + " (" + p.pid + ")").join(", ")));
+  }
+  if (e.type !== "gc") {
+    if (e.changes.length === 0) li.append(el("div", "nochange muted", "changed nothing"));
+    const ul = el("ul", "files");
+    for (const c of e.changes) ul.append(fileEl(e, c));
+    li.append(ul);
+  }
+  const acts = el("div", "actions");
+  if (e.type === "step" && e.changes.length > 0) {
+    acts.append(button("Revert step", "revert", () => preview("Revert " + stepName(e), {revert: e.sequence})));
+    acts.append(button("Rewind to before", "rewind", () => preview("Rewind the workspace to before " + stepName(e) + " (" + e.before + ")", {target: e.before})));
+  }
+  if (e.type === "rewind" && e.changes.length > 0) {
+    acts.append(button("Undo", "undo", () => preview("Undo " + title(e).toLowerCase() + " (rewind to " + e.before + ")", {target: e.before})));
+  }
+  if (acts.childElementCount) li.append(acts);
+  return li;
+}
+
+function stepName(e) {
+  return "step " + e.sequence + (e.label ? " \u201c" + e.label + "\u201d" : "");
+}
+
+function button(text, cls, fn) {
+  const b = el("button", cls, text);
+  b.addEventListener("click", (ev) => { ev.stopPropagation(); fn(); });
+  return b;
+}
+
+function fileEl(e, c) {
+  const li = el("li", "file");
+  li.append(el("span", "chg chg-" + c.change, CHANGE[c.change] || "?"));
+  const a = el("a", "path");
+  a.href = "#";
+  let name = c.path + (c.kind === "dir" ? "/" : "");
+  if (c.from) name = c.from + " \u2192 " + name;
+  a.textContent = name;
+  const tip = [c.change];
+  if (c.kind === "symlink") tip.push("symlink" + (c.target ? " to " + c.target : ""));
+  if (c.oldKind) tip.push("was " + c.oldKind);
+  if (c.mode || c.oldMode) tip.push("mode " + oct(c.oldMode) + " \u2192 " + oct(c.mode));
+  if (c.reason) tip.push(c.reason);
+  a.title = tip.join(", ");
+  a.addEventListener("click", (ev) => { ev.preventDefault(); showDiff(e, c); });
+  li.append(a);
+  const info = el("span", "info");
+  const l = e.lines && e.lines[c.path];
+  if (c.mode || c.oldMode) info.append(el("span", "mode", oct(c.oldMode) + "\u2192" + oct(c.mode)));
+  if (c.kind === "symlink") info.append(el("span", "tag", "symlink"));
+  if (l && l.binary) info.append(el("span", "tag", "binary"));
+  else if (l) {
+    info.append(el("span", "add", "+" + l.added), el("span", "del", "\u2212" + l.removed));
+  }
+  li.append(info);
+  if (e.type === "step" && c.change !== "skipped" && c.change !== "unknown") {
+    const paths = c.from ? [c.path, c.from] : [c.path];
+    li.append(button("Restore", "restore", () => preview("Restore " + paths.join(" and ") + " to before " + stepName(e) + " (" + e.before + ")", {target: e.before, paths})));
+  }
+  return li;
+}
+
+function oct(m) { return m ? "0" + (m & 0o7777).toString(8) : "?"; }
+
+// ---- diffs ----
+
+async function showDiff(e, c) {
+  document.querySelectorAll(".file.selected").forEach((x) => x.classList.remove("selected"));
+  const q = new URLSearchParams({a: e.before, b: e.end});
+  q.append("path", c.path);
+  if (c.from) q.append("path", c.from);
+  const r = await api("/api/diff?" + q);
+  $("placeholder").hidden = true;
+  $("diff").hidden = false;
+  $("diff-title").textContent = (c.from ? c.from + " \u2192 " : "") + c.path + "  \u00b7  " + e.before + " \u2192 " + e.end;
+  lastDiff = r.ok ? r.data : {error: r.data.error};
+  drawDiff();
+}
+
+function drawDiff() {
+  const body = $("diff-body");
+  body.replaceChildren();
+  if (!lastDiff) return;
+  if (lastDiff.error) { body.append(el("p", "error", lastDiff.error)); return; }
+  if (lastDiff.length === 0) { body.append(el("p", "muted", "No difference (a directory, or it ended as it began).")); return; }
+  for (const fd of lastDiff) {
+    const box = el("div", "filediff");
+    box.append(el("div", "fdhead", fd.path));
+    if (fd.binary) {
+      box.append(el("div", "binary", "Binary file: contents not shown"));
+    } else {
+      const hunks = parse(fd.text);
+      if (hunks.length === 0) box.append(el("div", "binary", header(fd.text) || "no content change"));
+      else box.append(diffMode === "split" ? splitTable(hunks) : unifiedTable(hunks));
+    }
+    body.append(box);
+  }
+}
+
+// header is the lines before the first hunk that say more than the names
+// (new file, deleted file, mode changes).
+function header(text) {
+  return text.split("\n").filter((l) => /^(new|deleted) file|^old mode|^new mode|^similarity|^rename/.test(l)).join("; ");
+}
+
+function parse(text) {
+  const hunks = [];
+  let h = null, a = 0, b = 0;
+  for (const line of text.split("\n")) {
+    const m = /^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@(.*)$/.exec(line);
+    if (m) {
+      a = +m[1]; b = +m[2];
+      h = {head: line, lines: []};
+      hunks.push(h);
+      continue;
+    }
+    if (!h || line === "" ) continue;
+    const s = line[0], t = line.slice(1);
+    if (s === "+") h.lines.push({k: "add", b: b++, t});
+    else if (s === "-") h.lines.push({k: "del", a: a++, t});
+    else if (s === " ") h.lines.push({k: "ctx", a: a++, b: b++, t});
+    else if (s === "\\") h.lines.push({k: "note", t: line});
+  }
+  return hunks;
+}
+
+function row(cells) {
+  const tr = el("tr");
+  for (const [cls, text] of cells) tr.append(el("td", cls, text === undefined ? "" : String(text)));
+  return tr;
+}
+
+function unifiedTable(hunks) {
+  const t = el("table", "diff unified");
+  for (const h of hunks) {
+    t.append(row([["hunk", ""], ["hunk", ""], ["hunk", h.head]]));
+    for (const l of h.lines) {
+      const sign = l.k === "add" ? "+" : l.k === "del" ? "-" : " ";
+      t.append(row([["num", l.a], ["num", l.b], ["code " + l.k, l.k === "note" ? l.t : sign + " " + l.t]]));
+    }
+  }
+  return t;
+}
+
+function splitTable(hunks) {
+  const t = el("table", "diff split");
+  for (const h of hunks) {
+    t.append(row([["hunk", ""], ["hunk", h.head], ["hunk", ""], ["hunk", ""]]));
+    let dels = [], adds = [];
+    const flush = () => {
+      for (let i = 0; i < Math.max(dels.length, adds.length); i++) {
+        const d = dels[i], a = adds[i];
+        t.append(row([["num", d ? d.a : ""], ["code " + (d ? "del" : "none"), d ? d.t : ""],
+          ["num", a ? a.b : ""], ["code " + (a ? "add" : "none"), a ? a.t : ""]]));
+      }
+      dels = []; adds = [];
+    };
+    for (const l of h.lines) {
+      if (l.k === "del") dels.push(l);
+      else if (l.k === "add") adds.push(l);
+      else {
+        flush();
+        if (l.k === "ctx") t.append(row([["num", l.a], ["code ctx", l.t], ["num", l.b], ["code ctx", l.t]]));
+      }
+    }
+    flush();
+  }
+  return t;
+}
+
+function setMode(m) {
+  diffMode = m;
+  $("mode-unified").classList.toggle("on", m === "unified");
+  $("mode-split").classList.toggle("on", m === "split");
+  drawDiff();
+}
+
+// ---- actions ----
+
+async function preview(what, req) {
+  const dlg = $("preview");
+  $("preview-title").textContent = what;
+  $("preview-summary").textContent = "Working out what would change\u2026";
+  $("preview-list").replaceChildren();
+  $("preview-error").hidden = true;
+  $("preview-apply").disabled = true;
+  pending = null;
+  if (!dlg.open) dlg.showModal();
+  const r = await api("/api/rewind", Object.assign({dryRun: true}, req));
+  const rep = r.data.report || {};
+  const rr = rep.report || {restored: 0, deleted: 0, skipped: []};
+  $("preview-summary").textContent = "Would restore " + rr.restored + ", delete " + rr.deleted +
+    ((rr.skipped || []).length ? ", skip " + rr.skipped.length : "") + ".";
+  const ul = $("preview-list");
+  for (const c of rep.preview || []) {
+    const li = el("li", "pv " + c.action);
+    li.append(el("span", "act", c.action), el("span", "path", c.path + (c.kind === "dir" ? "/" : "")));
+    if (c.lines && (c.lines.added || c.lines.removed)) {
+      li.append(el("span", "add", "+" + c.lines.added), el("span", "del", "\u2212" + c.lines.removed));
+    }
+    ul.append(li);
+  }
+  for (const p of rr.skipped || []) ul.append(el("li", "pv skip", "skip " + p + " (its earlier state was not kept)"));
+  for (const f of rep.foreign || []) ul.append(el("li", "pv foreign", "overwrites " + f.path + ", changed " + f.why + " by " + f.comm + " (" + f.pid + ")"));
+  for (const p of rep.conflicts || []) ul.append(el("li", "pv conflict", "conflict: " + p + " changed later"));
+  if ((rep.preview || []).length === 0 && !r.data.error) ul.append(el("li", "muted", "nothing to change"));
+  if (!r.ok) {
+    $("preview-error").textContent = r.data.error;
+    $("preview-error").hidden = false;
+    return;
+  }
+  pending = req;
+  $("preview-apply").disabled = false;
+}
+
+async function apply() {
+  if (!pending) return;
+  const req = pending;
+  pending = null;
+  $("preview-apply").disabled = true;
+  const r = await api("/api/rewind", req);
+  if (!r.ok) {
+    $("preview-error").textContent = r.data.error;
+    $("preview-error").hidden = false;
+    return;
+  }
+  $("preview").close();
+  const rep = r.data.report;
+  const rr = rep.report;
+  let msg = req.revert ? "Reverted step " + req.revert : req.paths ? "Restored " + req.paths.join(", ") : "Rewound to " + rep.targetSequence;
+  msg += ": restored " + rr.restored + ", deleted " + rr.deleted + ".";
+  toast(msg, rep.checkpointSequence > 0 ? rep.checkpointSequence - 1 : null);
+  await loadTop();
+}
+
+function toast(msg, undoTarget) {
+  $("toast-text").textContent = msg;
+  const u = $("toast-undo");
+  u.hidden = undoTarget === null;
+  u.onclick = () => { $("toast").hidden = true; preview("Undo that (rewind to " + undoTarget + ")", {target: undoTarget}); };
+  $("toast").hidden = false;
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("older").addEventListener("click", loadOlder);
+  $("mode-unified").addEventListener("click", () => setMode("unified"));
+  $("mode-split").addEventListener("click", () => setMode("split"));
+  $("preview-cancel").addEventListener("click", () => { pending = null; $("preview").close(); });
+  $("preview-apply").addEventListener("click", apply);
+  $("toast-close").addEventListener("click", () => { $("toast").hidden = true; });
+  loadTop().then(poll);
+});
