@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -104,4 +105,39 @@ func BenchmarkOpenHistory(b *testing.B) {
 			b.ReportMetric(float64(heap)/(1<<20), "MiB-heap")
 		})
 	}
+}
+
+// TestWriteSyntheticStore writes a synthetic history for scripts/bench.sh
+// when ZEROFS_SYNTHETIC_STORE names a directory (and skips otherwise):
+// ZEROFS_SYNTHETIC_EVENTS events (default 1,000,000) over 10,000 paths.
+func TestWriteSyntheticStore(t *testing.T) {
+	dir := os.Getenv("ZEROFS_SYNTHETIC_STORE")
+	if dir == "" {
+		t.Skip("only for scripts/bench.sh: set ZEROFS_SYNTHETIC_STORE")
+	}
+	n := 1_000_000
+	if s := os.Getenv("ZEROFS_SYNTHETIC_EVENTS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeSyntheticLog(t, dir, n, 10_000)
+	// The first open reads the whole log and writes the index snapshot.
+	ws := t.TempDir()
+	root, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	start := time.Now()
+	e, err := Open(context.Background(), root, Options{StoreDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := time.Since(start)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("first open without a snapshot: %d ms (reads and checks the whole log, then writes the snapshot)\n", opened.Milliseconds())
 }

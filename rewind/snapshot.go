@@ -236,9 +236,7 @@ func readSnapshot(dir string) (*Index, eventlog.Resume, snapshotState, error) {
 				return nil, r, st, fmt.Errorf("%w: path %q: bad record", errSnapshot, p)
 			}
 			// The same check as a record read from the log gets.
-			f := decodeState(packed)
-			f.Path = p
-			if why := checkRecord(f); why != "" {
+			if why := checkPacked(p, packed); why != "" {
 				return nil, r, st, fmt.Errorf("%w: path %q: %s", errSnapshot, p, why)
 			}
 			seq += delta

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 // TestStateCodecKeepsEveryField: the index's packed states carry every
@@ -370,4 +372,28 @@ func TestSnapshotWhileRunning(t *testing.T) {
 		t.Fatal("the crash image did not start from the running engine's snapshot")
 	}
 	sameHistory(t, c, e)
+}
+
+// TestCheckPackedAgreesWithCheckRecord: a snapshot's records are checked
+// packed (checkPacked) and the log's decoded (checkRecord); both must give
+// the same verdict for every record.
+func TestCheckPackedAgreesWithCheckRecord(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		f := FileState{
+			Path:    rapid.SampledFrom([]string{"", "a", "d/b"}).Draw(rt, "path"),
+			Kind:    Kind(rapid.SampledFrom([]string{"file", "dir", "symlink", "", "fifo"}).Draw(rt, "kind")),
+			Blob:    rapid.SampledFrom([]string{"", "ab34567890abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "AB34567890ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF", "xyz"}).Draw(rt, "blob"),
+			Absent:  rapid.Bool().Draw(rt, "absent"),
+			Skipped: rapid.Bool().Draw(rt, "skipped"),
+			Bytes:   rapid.Int64Range(-2, 2).Draw(rt, "bytes"),
+			Mode:    rapid.SampledFrom([]uint32{0, 0o644, 0o4755, 0o7777, 0o10000, 0o100644}).Draw(rt, "mode"),
+			Target:  rapid.SampledFrom([]string{"", "t", "a\x00b"}).Draw(rt, "target"),
+			Reason:  rapid.SampledFrom([]string{"", "why"}).Draw(rt, "reason"),
+		}
+		packed := encodeState(nil, f)
+		got, want := checkPacked(f.Path, packed), checkRecord(f)
+		if (got == "") != (want == "") {
+			rt.Fatalf("%+v: checkPacked says %q, checkRecord %q", f, got, want)
+		}
+	})
 }

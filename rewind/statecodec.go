@@ -3,6 +3,8 @@ package rewind
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
+	"slices"
 	"time"
 )
 
@@ -246,4 +248,56 @@ func (a *arena) packed(off uint64) []byte {
 // get decodes the state at off.
 func (a *arena) get(off uint64) FileState {
 	return decodeState(a.packed(off))
+}
+
+// checkPacked is checkRecord (names.go) on a packed state of path p, without
+// decoding it: a snapshot's million records are checked as they are read,
+// with no garbage. TestCheckPackedAgreesWithCheckRecord holds the two to the
+// same verdicts. b must be a whole packed state (stateSize(b) == len(b)).
+func checkPacked(p string, b []byte) string {
+	d := stateDecoder{b: b}
+	flags := d.uvarint()
+	absent, skipped := flags&stateAbsent != 0, flags&stateSkipped != 0
+	kind := d.byte()
+	if kind == kindOther {
+		d.next(int(d.uvarint()))
+	}
+	switch {
+	case flags&stateBlobRaw != 0:
+		d.next(32)
+	case flags&stateBlobText != 0:
+		d.next(int(d.uvarint()))
+	}
+	bytes := d.varint()
+	mode := d.uvarint()
+	d.varint()               // pid
+	d.next(int(d.uvarint())) // reason
+	target := d.next(int(d.uvarint()))
+	switch {
+	case mode&^0o7777 != 0:
+		return fmt.Sprintf("mode %#o has bits beyond 07777", mode)
+	case bytes < 0:
+		return fmt.Sprintf("negative size %d", bytes)
+	case p == "" && (absent || kind != kindDir):
+		return "the workspace root recorded as something other than a directory"
+	case absent || skipped:
+		return ""
+	}
+	switch kind {
+	case kindFile:
+		if flags&stateBlobRaw == 0 {
+			return "file with a bad blob id" // a valid id is always packed raw
+		}
+	case kindDir:
+	case kindSymlink:
+		if len(target) == 0 {
+			return "symlink without a target"
+		}
+		if slices.Contains(target, 0) {
+			return "symlink target holds a NUL byte"
+		}
+	default:
+		return "unknown kind"
+	}
+	return ""
 }
