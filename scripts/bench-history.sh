@@ -29,6 +29,7 @@ for run in 1 2 3; do
 	end=$(date +%s%N)
 	pid=$(cat "$tmp/store/daemon.pid")
 	cat "$tmp/ws/.zero/head" >/dev/null # one request served
+	sleep 1                             # the daemon returns its start-up memory
 	rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status")
 	hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status")
 	snap="no snapshot"

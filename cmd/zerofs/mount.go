@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	rtdebug "runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -320,6 +321,11 @@ func mountForeground(e *env, opts zfs.Options, store string, debug bool) (err er
 	defer pidFile.remove(logger)
 	logger.Info("zerofs: mounted", "workspace", opts.Workspace, "mountpoint", m.Mountpoint(), "store", store, "pid", os.Getpid())
 	report("ok")
+	// Opening a long history allocates transient memory (reading the
+	// index snapshot and the log's tail) that the daemon, which lives for
+	// days, would otherwise keep in its RSS until the runtime's scavenger
+	// gets to it.
+	rtdebug.FreeOSMemory()
 
 	done := make(chan struct{})
 	go func() {
