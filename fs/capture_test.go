@@ -140,12 +140,12 @@ func TestHeldOpenAcrossStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	stepT(t, mp, "boundary")
-	t1 := headOf(t, mp)
+	t1 := stepSeqOf(t, mp)
 	if _, err := f.WriteString("B"); err != nil {
 		t.Fatal(err)
 	}
 	stepT(t, mp, "boundary 2")
-	t2 := headOf(t, mp)
+	t2 := stepSeqOf(t, mp)
 	if _, err := f.WriteAt([]byte("C"), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestOpenFileSemantics(t *testing.T) {
 	}
 	defer f.Close()
 	stepT(t, mp, "unlink")
-	before := headOf(t, mp)
+	before := stepSeqOf(t, mp)
 	if err := os.Remove(p); err != nil {
 		t.Fatal(err)
 	}

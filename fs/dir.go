@@ -102,7 +102,10 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 		child = n.newChild(ctx, &st, out)
 		cn := child.Operations().(*wsNode)
 		cn.held.add(fd)
-		h = &wsFile{node: cn, fd: fd, write: true, step: step}
+		h = &wsFile{node: cn, fd: fd, write: true, step: step, passthrough: n.fs.passthrough.Load()}
+		if h.passthrough {
+			n.fs.writers.add(h) // still under the capture
+		}
 		return 0
 	})
 	if errno != 0 {
@@ -279,6 +282,12 @@ func (n *wsNode) Rename(ctx context.Context, name string, newParent fusefs.Inode
 // descriptor. At the root the reserved names are left out: the store
 // (".zero" on the backing side) and any "@N" are never listed, so tools
 // that walk the workspace never see them.
+//
+// The kernel keeps a listing it read (FOPEN_CACHE_DIR) across opens
+// (FOPEN_KEEP_CACHE): the next `find` or `git status` asks for no READDIR
+// at all. A change through the mount resets the kernel's copy itself; a
+// rewind, the one change behind its back, invalidates the listing of every
+// directory it touched (invalidate.go).
 func (n *wsNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	a := n.fs.rw.arrive()
 	p, ok := n.path()
@@ -296,10 +305,11 @@ func (n *wsNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHa
 	}
 	n.held.add(fd)
 	hd := &heldDir{DirStream: ds, node: n, fd: fd}
+	const keep = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 	if !n.isRoot() {
-		return hd, 0, 0
+		return hd, keep, 0
 	}
-	return &rootDir{hd}, 0, 0
+	return &rootDir{hd}, keep, 0
 }
 
 // dirFile is what go-fuse's loopback directory stream offers.

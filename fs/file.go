@@ -14,18 +14,25 @@ import (
 
 // wsFile is an open workspace file: a descriptor on the backing file.
 //
-// A handle open for writing remembers the step in which its file was last
-// captured. A write in a later step (a file held open across .zero/step or a
-// rewind) captures the file again first, so every step's before-state is
-// kept. The kernel calls no operation on a handle after Release.
+// Where the mount allows it (Mounted.Passthrough), the handle offers that
+// descriptor for FUSE passthrough: the kernel then reads and writes the
+// backing file itself and Read and Write are never called. Every open of a
+// node shares one backing file (the kernel refuses to mix passthrough and
+// cached opens of one inode), so all handles of a mount offer it or none.
 //
-// It deliberately does not implement FilePassthroughFder yet: passthrough
-// sends writes straight to the backing file, past the capture in Write. A
-// read-only handle could offer it (see Open).
+// A handle open for writing must still get its file captured again in each
+// later step in which it writes (a file held open across .zero/step or a
+// rewind). Without passthrough, Write does that: it remembers the step in
+// which the file was last captured and captures again when the step moved
+// on. With passthrough no write reaches the daemon, so the handle is
+// registered in fsys.writers and every step boundary captures its file in
+// the new step before the boundary returns (rewind.Options.OpenWriters).
+// The kernel calls no operation on a handle after Release.
 type wsFile struct {
-	node  *wsNode
-	fd    int
-	write bool // opened for writing: writes and truncates go through recapture
+	node        *wsNode
+	fd          int
+	write       bool // opened for writing: writes and truncates go through recapture
+	passthrough bool // offers fd for passthrough; if write, it is in fsys.writers
 
 	mu   sync.Mutex // guards step
 	step rewind.Seq // the step in which the file was last captured
@@ -39,6 +46,8 @@ var (
 	_ fusefs.FileReleaser  = (*wsFile)(nil)
 	_ fusefs.FileLseeker   = (*wsFile)(nil)
 	_ fusefs.FileAllocater = (*wsFile)(nil)
+
+	_ fusefs.FilePassthroughFder = (*wsFile)(nil)
 )
 
 // writeFlags are the open flags that may change a file.
@@ -66,7 +75,7 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	if !ok {
 		return nil, 0, n.resolveErrno(a, unix.ENOENT)
 	}
-	h := &wsFile{node: n, write: flags&writeFlags != 0}
+	h := &wsFile{node: n, write: flags&writeFlags != 0, passthrough: n.fs.passthrough.Load()}
 	if h.write {
 		release, step, errno := n.begin(ctx, "open", rewind.Change{Path: p})
 		if errno != 0 {
@@ -81,15 +90,24 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	}
 	h.fd = fd
 	n.held.add(fd)
+	if h.write && h.passthrough {
+		n.fs.writers.add(h) // still under the capture
+	}
 	// A reader keeps the kernel's cached pages: writes through the mount
 	// keep them current, and a rewind, the one change behind the kernel's
-	// back, invalidates what it changed (invalidate.go).
+	// back, invalidates what it changed (invalidate.go). (go-fuse drops
+	// KEEP_CACHE for a passthrough open: the pages are the backing file's.)
+	// A reader needs no FLUSH at close: nothing it did can fail late.
 	var fuseFlags uint32
 	if !h.write {
-		fuseFlags = fuse.FOPEN_KEEP_CACHE
+		fuseFlags = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH
 	}
 	return h, fuseFlags, 0
 }
+
+// PassthroughFd offers the backing descriptor to go-fuse, which registers
+// it with the kernel for the node's first open (see wsFile).
+func (h *wsFile) PassthroughFd() (int, bool) { return h.fd, h.passthrough }
 
 func (h *wsFile) setStep(s rewind.Seq) {
 	h.mu.Lock()
@@ -123,10 +141,12 @@ func (h *wsFile) recapture(ctx context.Context, op string) (release func(), errn
 }
 
 func (h *wsFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.node.fs.served.Add(1)
 	return fuse.ReadResultFd(uintptr(h.fd), off, len(dest)), 0
 }
 
 func (h *wsFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	h.node.fs.served.Add(1)
 	release, errno := h.recapture(ctx, "write")
 	if errno != 0 {
 		return 0, errno
@@ -172,6 +192,9 @@ func (h *wsFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 
 func (h *wsFile) Release(ctx context.Context) syscall.Errno {
 	h.node.held.remove(h.fd)
+	if h.write && h.passthrough {
+		h.node.fs.writers.remove(h)
+	}
 	return sysErrno(unix.Close(h.fd))
 }
 

@@ -19,12 +19,21 @@ import (
 // It must run after the engine released the workspace lock: a notification
 // waits for the kernel's lock on the directory, which a request blocked in
 // Begin may hold.
+//
+// With the mount's long timeouts and kept listings each part is needed:
+// without the entry a removed name still resolves, without the node's
+// attributes a restored mode shows the old one, without the parent's
+// listing `ls` shows the names from before (TestRewindInvalidates, which
+// switches each part off through noInvalidate).
 func (f *fsys) invalidate(paths []string) {
+	off := invalidateParts(f.noInvalidate.Load())
 	root := f.root.EmbeddedInode()
 	dirs := map[*fusefs.Inode]bool{}
 	for _, p := range paths {
 		if p == "" {
-			root.NotifyContent(0, 0)
+			if off&invalNode == 0 {
+				notifyErr(f, root.NotifyContent(0, 0), p)
+			}
 			continue
 		}
 		dir, name := split(p)
@@ -33,16 +42,30 @@ func (f *fsys) invalidate(paths []string) {
 			continue
 		}
 		if ch := parent.GetChild(name); ch != nil {
-			notifyErr(f, ch.NotifyContent(0, 0), p)
+			if off&invalNode == 0 {
+				notifyErr(f, ch.NotifyContent(0, 0), p)
+			}
 			forgetName(parent, name, ch)
 		}
-		notifyErr(f, parent.NotifyEntry(name), p)
-		if !dirs[parent] {
+		if off&invalEntry == 0 {
+			notifyErr(f, parent.NotifyEntry(name), p)
+		}
+		if !dirs[parent] && off&invalListing == 0 {
 			dirs[parent] = true
 			notifyErr(f, parent.NotifyContent(0, 0), dir)
 		}
 	}
 }
+
+// invalidateParts is a set of the parts of invalidate; fsys.noInvalidate
+// holds the parts a test switched off.
+type invalidateParts uint32
+
+const (
+	invalEntry   invalidateParts = 1 << iota // the parent's entry for the name
+	invalNode                                // the node's attributes and pages
+	invalListing                             // the parent's listing and attributes
+)
 
 // walk follows dir's components down go-fuse's tree from root.
 func walk(root *fusefs.Inode, dir string) *fusefs.Inode {

@@ -31,8 +31,12 @@ type Options struct {
 	Sync       bool          // --sync always (default batch)
 	AutoStep   time.Duration // 0: explicit steps only
 	AllowOther bool
-	Logger     *slog.Logger
-	Debug      bool // go-fuse request tracing
+	// NoPassthrough never hands reads and writes of workspace files to the
+	// kernel (FUSE passthrough). Without it, passthrough is used where the
+	// kernel offers it and the daemon may use it (root).
+	NoPassthrough bool
+	Logger        *slog.Logger
+	Debug         bool // go-fuse request tracing
 }
 
 // Mounted is a mounted workspace, as Mount returns it. (The brief named this
@@ -104,11 +108,13 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		root.Close()
 		return nil, fmt.Errorf("fs: open store: %w", err)
 	}
+	writers := &writerSet{m: map[*wsFile]struct{}{}}
 	eng, err := rewind.Open(ctx, root, rewind.Options{
-		StoreDir: procPath(int(store.Fd())),
-		Sync:     opts.Sync,
-		AutoStep: opts.AutoStep,
-		Logger:   logger,
+		StoreDir:    procPath(int(store.Fd())),
+		Sync:        opts.Sync,
+		AutoStep:    opts.AutoStep,
+		Logger:      logger,
+		OpenWriters: writers.paths,
 	})
 	if err != nil {
 		root.Close()
@@ -131,6 +137,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		uid:        uint32(os.Geteuid()),
 		gid:        uint32(os.Getegid()),
 		mtime:      time.Unix(rootSt.Mtim.Unix()),
+		writers:    writers,
 	}
 	f.root = &wsNode{fs: f}
 
@@ -138,7 +145,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	// caller's umask applied. This is process-wide.
 	syscall.Umask(0)
 
-	timeout := wsTimeout
+	timeout := wsCacheTimeout
 	fopts := &fusefs.Options{
 		MountOptions: fuse.MountOptions{
 			FsName:      "zerofs",
@@ -150,6 +157,9 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 			// The kernel checks the caller's permissions against the
 			// attributes we return; the daemon (root) then acts.
 			Options: []string{"default_permissions"},
+			// With long attribute timeouts the attributes READDIRPLUS
+			// carries are already cached: plain READDIR is cheaper.
+			DisableReadDirPlus: true,
 		},
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,
@@ -166,6 +176,9 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		store.Close()
 		return nil, fmt.Errorf("fs: mount %s: %w", mp, err)
 	}
+	if !opts.NoPassthrough {
+		f.passthrough.Store(probePassthrough(server, int(store.Fd()), logger))
+	}
 	m := &Mounted{fs: f, server: server, root: root, store: store, mp: mp, locks: locks, done: make(chan struct{})}
 	go func() {
 		server.Wait()
@@ -174,6 +187,36 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	}()
 	return m, nil
 }
+
+// probePassthrough reports whether the kernel takes backing files on this
+// connection: it offered FUSE passthrough (6.9+) and lets the daemon
+// register one (CAP_SYS_ADMIN: root, not a fusermount3 mount). It registers
+// the store's log, a regular file, and unregisters it again. Until it
+// returns, opens do not use passthrough.
+func probePassthrough(server *fuse.Server, storeFd int, logger *slog.Logger) bool {
+	if server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
+		logger.Debug("zerofs: the kernel offers no FUSE passthrough")
+		return false
+	}
+	fd, err := unix.Openat(storeFd, "events.jsonl", unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	id, errno := server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(fd)})
+	if errno != 0 {
+		logger.Debug("zerofs: FUSE passthrough not allowed", "err", errno)
+		return false
+	}
+	if errno := server.UnregisterBackingFd(id); errno != 0 {
+		logger.Warn("zerofs: unregistering a backing file", "err", errno)
+	}
+	return true
+}
+
+// Passthrough reports whether opens of workspace files use FUSE
+// passthrough on this mount.
+func (m *Mounted) Passthrough() bool { return m.fs.passthrough.Load() }
 
 // Mountpoint is where the workspace is mounted.
 func (m *Mounted) Mountpoint() string { return m.mp }

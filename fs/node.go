@@ -16,13 +16,15 @@ import (
 	"github.com/zerofs/zerofs/rewind"
 )
 
-// Kernel cache timeouts: workspace entries can change behind the kernel's
-// back only through a rewind, which invalidates what it changed; a short
-// timeout still bounds any staleness we fail to invalidate. Views never
-// change.
+// Kernel cache timeouts. Workspace entries and attributes can change behind
+// the kernel's back only through a rewind, which invalidates exactly what it
+// changed (invalidate.go), so the kernel keeps them for wsCacheTimeout: at
+// about 40 µs a request, every LOOKUP and GETATTR saved counts. wsTimeout
+// bounds what gc can remove (a view root's entry). Views never change.
 const (
-	wsTimeout   = time.Second
-	viewTimeout = time.Hour
+	wsCacheTimeout = time.Hour
+	wsTimeout      = time.Second
+	viewTimeout    = time.Hour
 )
 
 // fsys is what every node of one mount shares.
@@ -52,6 +54,60 @@ type fsys struct {
 	lastGC *rewind.GCResult // the last GC run through .zero/gc
 	// lastRewind is the last rewind run through .zero/rewind, as reported.
 	lastRewind *control.RewindReport
+
+	// passthrough: opens of workspace files offer their descriptor for
+	// FUSE passthrough (set once the mount has shown it works).
+	passthrough atomic.Bool
+	// noInvalidate holds the invalidateParts a test switched off.
+	noInvalidate atomic.Uint32
+	// served counts READ and WRITE requests of workspace files that reached
+	// the daemon (none do with passthrough): what tests look at.
+	served atomic.Int64
+
+	writers *writerSet // passthrough handles open for writing
+}
+
+// writerSet holds the passthrough handles open for writing. Their writes
+// never reach the daemon, so Write cannot capture their file again in a new
+// step; the engine captures them at every step boundary instead
+// (rewind.Options.OpenWriters).
+type writerSet struct {
+	mu sync.Mutex // guards m
+	m  map[*wsFile]struct{}
+	// off makes paths name nothing: a test seam only, to show that a test
+	// fails without the boundary captures.
+	off atomic.Bool
+}
+
+// paths is rewind.Options.OpenWriters: the paths of the handles' files (an
+// unlinked file has none: nothing at any path changes through it).
+func (w *writerSet) paths() []string {
+	if w.off.Load() {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for h := range w.m {
+		if p, ok := h.node.path(); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// add registers h. Call it under the capture (Begin) that opened the file,
+// so that no step boundary falls between its capture and its registration.
+func (w *writerSet) add(h *wsFile) {
+	w.mu.Lock()
+	w.m[h] = struct{}{}
+	w.mu.Unlock()
+}
+
+func (w *writerSet) remove(h *wsFile) {
+	w.mu.Lock()
+	delete(w.m, h)
+	w.mu.Unlock()
 }
 
 // wsNode is any node of the workspace (root, directory, file, symlink,

@@ -162,6 +162,11 @@ func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan) 
 	e.setStep(Step{Seq: ev.Seq})
 	e.markLocked(ev)
 	e.capMu.Unlock()
+	if err := e.captureOpenWriters(ctx); err != nil {
+		// The rewind is done and recorded; only the new step's record of
+		// a file held open for writing is missing.
+		e.opts.Logger.Warn("rewind: after the rewind", "err", err)
+	}
 	return Result{Report: report, Seq: ev.Seq, Changed: plan.changed(), Foreign: in.Foreign, Record: payload}, nil
 }
 

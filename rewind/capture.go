@@ -51,17 +51,21 @@ func (e *Engine) autoStep(ctx context.Context) error {
 	}
 	now := time.Now()
 	e.capMu.Lock()
-	defer e.capMu.Unlock()
 	idle := !e.lastActivity.IsZero() && now.Sub(e.lastActivity) > e.opts.AutoStep
 	if e.lastActivity.IsZero() {
 		idle = true
 	}
 	e.lastActivity = now
 	if !idle {
+		e.capMu.Unlock()
 		return nil
 	}
 	_, err := e.beginStepLocked(ctx, "auto", map[string]any{"name": "auto"})
-	return err
+	e.capMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return e.captureOpenWriters(ctx)
 }
 
 // CaptureLocked captures changes in the current step; the caller holds the

@@ -34,6 +34,13 @@ type Options struct {
 	MaxBlobSize int64
 	// Logger for recovery notes and slow fsyncs. Default slog.Default().
 	Logger *slog.Logger
+	// OpenWriters, when set, names the files held open for writing whose
+	// writes never pass through Begin (FUSE passthrough sends them straight
+	// to the backing file, so no later write can capture them). Every step
+	// boundary (BeginStep, an auto step, the end of a rewind) captures them
+	// in the new step before it returns, so @T stays exact for them too.
+	// It is called with the workspace lock held and must not take it.
+	OpenWriters func() []string
 }
 
 // Step is the current step: the sequence that began it (its tool_call, or
@@ -379,8 +386,33 @@ func (e *Engine) BeginStep(ctx context.Context, label string, extra json.RawMess
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
 	e.capMu.Lock()
-	defer e.capMu.Unlock()
-	return e.beginStepLocked(ctx, label, payload)
+	ev, err := e.beginStepLocked(ctx, label, payload)
+	e.capMu.Unlock()
+	if err != nil {
+		return ev, err
+	}
+	return ev, e.captureOpenWriters(ctx)
+}
+
+// captureOpenWriters captures, in the step that just began, every file
+// Options.OpenWriters names. The caller holds the workspace lock (for
+// writing at a step or a rewind, for reading at an auto step) and not capMu.
+func (e *Engine) captureOpenWriters(ctx context.Context) error {
+	if e.opts.OpenWriters == nil {
+		return nil
+	}
+	paths := e.opts.OpenWriters()
+	if len(paths) == 0 {
+		return nil
+	}
+	changes := make([]Change, len(paths))
+	for i, p := range paths {
+		changes[i] = Change{Path: p}
+	}
+	if err := e.CaptureLocked(ctx, Caller{}, changes...); err != nil {
+		return fmt.Errorf("rewind: capture files open for writing at the step boundary: %w", err)
+	}
+	return nil
 }
 
 // beginStepLocked appends the tool_call and starts the step; the caller
