@@ -247,11 +247,12 @@ func (m *mountModel) step(label string) rewind.Seq {
 }
 
 // boundaryHead reports whether the head is right after a step boundary at
-// seq: seq itself, or with passthrough and a file held open for writing,
-// the checkpoint that captures that file in the new step.
+// seq: seq itself, or with passthrough, the one checkpoint that captures the
+// files open for writing in the new step (the held file, or one whose
+// RELEASE, asynchronous after close, had not arrived yet).
 func (m *mountModel) boundaryHead(seq rewind.Seq) bool {
 	head := headOf(m.t, m.mp)
-	if m.held != nil && m.m.Passthrough() {
+	if m.m.Passthrough() {
 		return head == seq || head == seq+1
 	}
 	return head == seq
