@@ -778,7 +778,19 @@ func (x *fsx) step() {
 	if err := os.WriteFile(filepath.Join(ws, ".zero/step"), []byte(fmt.Sprintf("fsx %d\n", len(x.log))), 0); err != nil {
 		x.fatalf("write .zero/step: %v", err)
 	}
-	x.record(head(x.t, ws))
+	// The step's boundary is its tool_call, read back from .zero/step: the
+	// head can be past it (with passthrough the boundary captures the files
+	// held open for writing in checkpoints of the new step).
+	b, err := os.ReadFile(filepath.Join(ws, ".zero/step"))
+	if err != nil {
+		x.fatalf("read .zero/step: %v", err)
+	}
+	seq, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if err != nil {
+		x.fatalf(".zero/step = %q: %v", b, err)
+	}
+	x.record(n)
 	x.steps++
 }
 

@@ -42,7 +42,11 @@ func TestStoreErrnoReachesUserAsEIO(t *testing.T) {
 	ws := t.TempDir()
 	writeFile(t, filepath.Join(ws, "f"), "before")
 	writeFile(t, filepath.Join(ws, "g"), "before")
-	m := mountT(t, Options{Workspace: ws, Sync: true})
+	// Without passthrough, the write reaches the daemon, which captures g
+	// for the new step and fails. (With passthrough the step boundary
+	// itself captures g, before the store is broken, and the write is
+	// then free to proceed: TestPassthroughHeldWriterAcrossStep.)
+	m := mountT(t, Options{Workspace: ws, Sync: true, NoPassthrough: true})
 	mp := m.Mountpoint()
 	held, err := os.OpenFile(filepath.Join(mp, "g"), os.O_WRONLY, 0) // captured in this step
 	if err != nil {

@@ -97,10 +97,15 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	// keep them current, and a rewind, the one change behind the kernel's
 	// back, invalidates what it changed (invalidate.go). (go-fuse drops
 	// KEEP_CACHE for a passthrough open: the pages are the backing file's.)
-	// A reader needs no FLUSH at close: nothing it did can fail late.
+	//
+	// Not FOPEN_NOFLUSH, though a reader has nothing to flush: the kernel
+	// sends no unlock at close for FUSE locks, so FLUSH is where a
+	// process's POSIX locks drop when it closes any descriptor of the file
+	// (lock.go); without it they would stay until the last close of the
+	// handle that took them (e2e's TestFSX finds it).
 	var fuseFlags uint32
 	if !h.write {
-		fuseFlags = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH
+		fuseFlags = fuse.FOPEN_KEEP_CACHE
 	}
 	return h, fuseFlags, 0
 }
