@@ -1,9 +1,460 @@
 #!/usr/bin/env bash
-# Benchmarks: the event log, the blob store, the rewind engine, and the
-# mount against the native directory in the same run (read the FUSE rows as
-# ratios to their "native" neighbours; these machines are small and noisy).
-# FUSE benchmarks need root and /dev/fuse. Extra arguments go to go test,
-# e.g. scripts/bench.sh -count 5 | benchstat -
+# scripts/bench.sh: the mount against the native directory, workload by
+# workload, and prints the table the README shows.
+#
+#   scripts/bench.sh [quick|full] [root|user|both] [REPS]
+#   scripts/bench.sh go [go test -bench flags...]   # the Go benchmarks (log, blobs, engine)
+#   scripts/bench.sh profile [--no-passthrough] 'COMMAND' [REPS]   # pprof of the daemon
+#
+# Each workload runs on a native directory and under a zerofs mount of a
+# workspace on the same filesystem, alternating (native, mount, native, ...),
+# REPS times (default 5); the table gives the median run of each side and the
+# median and range of the per-pair ratio mount/native. "root" mounts as root
+# (mount(2) directly, FUSE passthrough where the kernel has it); "user" mounts
+# as nobody through fusermount3 (no passthrough) and runs every command, the
+# native ones too, as nobody. "full" uses the sizes of the README's table and
+# adds the 50k-file workspace and a --sync always pass; "quick" uses smaller
+# files and skips those. Needs root, fio, ripgrep, git, fuse3 (installed with
+# apt-get when missing). Work happens under $BENCH_DIR (default /var/tmp);
+# BENCH_WORKLOADS="find grep ..." runs only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go test -run '^$' -bench . "$@" ./eventlog/ ./blobstore/ ./rewind/ ./fs/
+REPO=$PWD
+
+if [[ ${1:-} == go ]]; then
+	shift
+	exec go test -run '^$' -bench . "$@" ./eventlog/ ./blobstore/ ./rewind/ ./fs/
+fi
+if [[ ${1:-} == profile ]]; then
+	# scripts/bench.sh profile [--no-passthrough] 'COMMAND' [REPS]: a CPU
+	# profile of the daemon (scripts/profmount) while COMMAND runs REPS times
+	# (default 5) in the mount of a workspace holding a copy of Go's src
+	# (in src/, made before mounting), after one warm-up run.
+	shift
+	pflags=()
+	if [[ ${1:-} == --no-passthrough ]]; then pflags+=(-no-passthrough) && shift; fi
+	cmd=$1 reps=${2:-5}
+	dir=$(mktemp -d /var/tmp/zerofs-profile.XXXXXX)
+	go build -o "$dir/profmount" ./scripts/profmount
+	mkdir -p "$dir/ws/src" "$dir/mnt"
+	cp -a "$(go env GOROOT)/src/." "$dir/ws/src/"
+	(cd "$dir/ws/src" && git init -q && git add -A && git -c user.name=b -c user.email=b@b.invalid commit -qm src)
+	"$dir/profmount" -profile "$dir/cpu.out" "${pflags[@]}" "$dir/ws" "$dir/mnt" >"$dir/out" &
+	pid=$!
+	until grep -q ready "$dir/out" 2>/dev/null; do sleep 0.1; done
+	cat "$dir/out" >&2
+	(cd "$dir/mnt" && bash -c "$cmd")
+	t0=${EPOCHREALTIME/./}
+	for ((i = 0; i < reps; i++)); do (cd "$dir/mnt" && bash -c "$cmd"); done
+	t1=${EPOCHREALTIME/./}
+	echo "profile: $reps runs of: $cmd: $(((t1 - t0) / reps / 1000)) ms each" >&2
+	kill -TERM "$pid" && wait "$pid" || true
+	go tool pprof -top -cum -nodecount=45 "$dir/profmount" "$dir/cpu.out" 2>/dev/null | sed -n '1,55p'
+	cp "$dir/cpu.out" "${PROFILE_OUT:-/var/tmp/zerofs-profile.out}"
+	cp "$dir/profmount" "${PROFILE_OUT:-/var/tmp/zerofs-profile.out}.bin"
+	rm -rf "$dir"
+	exit 0
+fi
+if [[ ${1:-} == --worker ]]; then
+	WORKER=1
+	shift
+fi
+
+# ---------------------------------------------------------------- worker ---
+# The worker runs one pass (as root or as nobody): bench.sh --worker PASS
+# BASE SYNC SIZE REPS WORKLOADS... It appends "pass<TAB>workload<TAB>kind<TAB>
+# native_us<TAB>mount_us" lines to $BASE/results.tsv.
+if [[ ${WORKER:-} == 1 ]]; then
+	PASS=$1 BASE=$2 SYNC=$3 SIZE=$4 REPS=$5
+	shift 5
+	WORKLOADS=("$@")
+	BIN=$BASE/zerofs
+	CACHE=$BASE/cache
+	P=$BASE/$PASS
+	NAT=$P/native WS=$P/ws MP=$P/mnt
+	export HOME=$P/home GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.invalid
+	export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.invalid
+	export GOCACHE=$P/gocache GOFLAGS=-mod=vendor GOTOOLCHAIN=local GOPROXY=off GOTELEMETRY=off
+	export PATH=/usr/local/go/bin:/usr/bin:/bin:/usr/sbin:/sbin
+	mkdir -p "$NAT" "$WS" "$MP" "$HOME"
+	if [[ $SIZE == full ]]; then
+		COLD_MB=512 WARM_MB=64 WRITE_MB=1024
+	else
+		COLD_MB=128 WARM_MB=64 WRITE_MB=256
+	fi
+	mounted=()
+	cleanup() {
+		for m in "${mounted[@]}"; do
+			"$BIN" umount "$m" >/dev/null 2>&1 || true
+		done
+	}
+	trap cleanup EXIT
+
+	mountws() { # mountws WS MP
+		"$BIN" mount --sync "$SYNC" "$1" "$2" >/dev/null
+		mounted+=("$2")
+	}
+	umountws() {
+		"$BIN" umount "$1" >/dev/null
+		local keep=()
+		for m in "${mounted[@]}"; do [[ $m == "$1" ]] || keep+=("$m"); done
+		mounted=("${keep[@]}")
+	}
+	# step LABEL: begin a step on the mount (native: nothing to do).
+	step() { [[ $side == nat ]] || printf '%s\n' "$1" >"$MP/.zero/step"; }
+	# dropcache FILE...: drop the page cache of files (fadvise DONTNEED).
+	dropcache() { for f in "$@"; do dd if="$f" iflag=nocache count=0 status=none; done; }
+	record() { printf '%s\t%s\t%s\t%s\t%s\n' "$PASS" "$1" "$2" "$3" "$4" >>"$BASE/results.tsv"; }
+
+	# run NAME KIND: for REPS rounds, on each side: prep_NAME (untimed),
+	# then run_NAME timed. D is the side's directory.
+	run() {
+		local name=$1 kind=$2 i t0 t1 tn tm
+		for ((i = 1; i <= REPS; i++)); do
+			for side in nat mnt; do
+				if [[ $side == nat ]]; then D=$NAT; else D=$MP; fi
+				if declare -F "prep_$name" >/dev/null; then "prep_$name"; fi
+				t0=${EPOCHREALTIME/./}
+				"run_$name"
+				t1=${EPOCHREALTIME/./}
+				if [[ $side == nat ]]; then tn=$((t1 - t0)); else tm=$((t1 - t0)); fi
+			done
+			record "$name" "$kind" "$tn" "$tm"
+		done
+		echo "  $name done" >&2
+	}
+	# once NAME: the untimed set-up of a workload on both sides.
+	both() { for side in nat mnt; do if [[ $side == nat ]]; then D=$NAT; else D=$MP; fi; "$@"; done; }
+
+	mountws "$WS" "$MP"
+
+	setup_src() {
+		mkdir -p "$D/src"
+		tar -xf "$CACHE/src.tar" -C "$D/src"
+		git -C "$D/src" init -q
+		git -C "$D/src" add -A
+		git -C "$D/src" commit -qm src
+	}
+	need_src() { [[ -d $NAT/src ]] || { both setup_src; step "after src"; }; }
+
+	run_find() { find "$D/src" -type f >/dev/null; }
+	run_grep() { grep -r "func main" "$D/src" >/dev/null || true; }
+	run_rg() { rg "func main" "$D/src" >/dev/null || true; }
+	run_gitstatus() { git -C "$D/src" status --porcelain >/dev/null; }
+	prep_tarx() { rm -rf "$D/tarx"; mkdir "$D/tarx"; step tarx; }
+	run_tarx() { tar -xf "$CACHE/src.tar" -C "$D/tarx"; }
+	prep_rmsame() { rm -rf "$D/rm1"; step rmsame; mkdir "$D/rm1"; tar -xf "$CACHE/cmd.tar" -C "$D/rm1"; }
+	run_rmsame() { rm -rf "$D/rm1"; }
+	prep_rmown() { rm -rf "$D/rm2"; mkdir "$D/rm2"; tar -xf "$CACHE/cmd.tar" -C "$D/rm2"; step rmown; }
+	run_rmown() { rm -rf "$D/rm2"; }
+	prep_rmnm() { rm -rf "$D/nm"; mkdir "$D/nm"; tar -xf "$CACHE/nm.tar" -C "$D/nm"; step "rm node_modules"; }
+	run_rmnm() { rm -rf "$D/nm/node_modules"; }
+	setup_big() {
+		dd if=/dev/urandom of="$D/cold" bs=1M count=$COLD_MB status=none
+		dd if=/dev/urandom of="$D/warm" bs=1M count=$WARM_MB status=none
+	}
+	prep_readcold() {
+		if [[ $side == nat ]]; then dropcache "$NAT/cold"; else dropcache "$WS/cold" "$MP/cold"; fi
+	}
+	run_readcold() { dd if="$D/cold" of=/dev/null bs=1M status=none; }
+	prep_readwarm() { dd if="$D/warm" of=/dev/null bs=1M status=none; }
+	run_readwarm() { dd if="$D/warm" of=/dev/null bs=1M status=none; }
+	prep_write() { rm -f "$D/w"; step write; }
+	run_write() { dd if=/dev/zero of="$D/w" bs=1M count=$WRITE_MB status=none; }
+	prep_gitcommit() {
+		rm -rf "$D/gc"
+		mkdir "$D/gc"
+		tar -xf "$CACHE/cmd.tar" -C "$D/gc"
+		git -C "$D/gc" init -q
+		step "git commit"
+	}
+	run_gitcommit() { git -C "$D/gc" add -A && git -C "$D/gc" commit -qm x; }
+	setup_vet() { cp -a "$CACHE/vet" "$D/vet"; (cd "$D/vet" && go vet ./...); }
+	run_vet() { (cd "$D/vet" && go vet ./...); }
+	prep_small() { step small; }
+	run_small() {
+		mkdir "$D/small"
+		for ((k = 0; k < 5000; k++)); do printf 'x\n' >"$D/small/f$k"; done
+		rm -rf "$D/small"
+	}
+	FIO=(--name=rand --size=128M --io_size=32M --bs=4k --rw=randrw --ioengine=psync --randrepeat=1 --output=/dev/null)
+	setup_fio() { fio "${FIO[@]}" --filename="$D/fio.dat"; }
+	run_fio() { fio "${FIO[@]}" --filename="$D/fio.dat"; }
+	prep_mv() { step mv; }
+	run_mv() { mv "$D/src" "$D/src.moved"; mv "$D/src.moved" "$D/src"; }
+
+	workload() {
+		local w=$1
+		case $w in
+		find | grep | rg | gitstatus)
+			need_src
+			side=nat D=$NAT "run_$w" && side=mnt D=$MP "run_$w" # warm
+			run "$w" ratio
+			;;
+		mv)
+			need_src
+			run mv ratio
+			;;
+		readcold | readwarm)
+			[[ -f $NAT/cold ]] || { both setup_big; step big; }
+			run "$w" ratio
+			;;
+		vet)
+			both setup_vet
+			run vet ratio
+			;;
+		fio)
+			both setup_fio # lays the file out; the mount captures it once
+			run fio ratio
+			;;
+		tarx | rmsame | rmown | rmnm | write | gitcommit | small)
+			run "$w" ratio
+			;;
+		rewind10)
+			# The rewind of a step that changed 10 files (absolute time).
+			mkdir -p "$MP/rw"
+			for k in {1..10}; do printf 'v0\n' >"$MP/rw/f$k"; done
+			for ((i = 1; i <= REPS; i++)); do
+				printf 'edit 10\n' >"$MP/.zero/step"
+				read -r seq _ <"$MP/.zero/step"
+				for k in {1..10}; do printf 'v%s\n' "$i" >"$MP/rw/f$k"; done
+				t0=${EPOCHREALTIME/./}
+				printf '%s\n' "$seq" >"$MP/.zero/rewind"
+				t1=${EPOCHREALTIME/./}
+				record rewind10 abs 0 $((t1 - t0))
+			done
+			;;
+		onestep-*)
+			# One step that edits one file under the mount of an N-file
+			# workspace, against one shadow-git snapshot (add -A && commit)
+			# of the same change in a native repository of the same files.
+			n=${w#onestep-}
+			ws=$P/os$n-ws mp=$P/os$n-mnt g=$P/os$n-git
+			mkdir -p "$ws" "$mp" "$g"
+			tar -xf "$CACHE/tree$n.tar" -C "$ws"
+			tar -xf "$CACHE/tree$n.tar" -C "$g"
+			git -C "$g" init -q && git -C "$g" add -A && git -C "$g" commit -qm base
+			f=$(cd "$g" && git ls-files | awk 'NR == 1')
+			mountws "$ws" "$mp"
+			printf 'warm\n' >"$mp/.zero/step"
+			printf 'x\n' >>"$mp/$f"
+			for ((i = 1; i <= REPS; i++)); do
+				t0=${EPOCHREALTIME/./}
+				printf 'x\n' >>"$g/$f"
+				git -C "$g" add -A && git -C "$g" commit -qm "edit $i"
+				t1=${EPOCHREALTIME/./}
+				tg=$((t1 - t0))
+				t0=${EPOCHREALTIME/./}
+				printf 'edit %s\n' "$i" >"$mp/.zero/step"
+				printf 'x\n' >>"$mp/$f"
+				t1=${EPOCHREALTIME/./}
+				record "$w" cheaper "$tg" $((t1 - t0))
+			done
+			umountws "$mp"
+			echo "  $w done" >&2
+			;;
+		*)
+			echo "bench: unknown workload $w" >&2
+			exit 2
+			;;
+		esac
+	}
+	# Each workload in a subshell of its own: one that fails is reported
+	# and the others still run.
+	for w in "${WORKLOADS[@]}"; do
+		set +e
+		(workload "$w")
+		rc=$?
+		set -e
+		if [[ $rc != 0 ]]; then
+			echo "bench: workload $w failed (exit $rc)" >&2
+			printf '%s\t%s\tfailed\t0\t0\n' "$PASS" "$w" >>"$BASE/results.tsv"
+		fi
+	done
+	umountws "$MP"
+	exit 0
+fi
+
+# ---------------------------------------------------------------- parent ---
+SIZE=${1:-quick}
+WHO=${2:-both}
+REPS=${3:-5}
+case $SIZE in quick | full) ;; *)
+	echo "usage: scripts/bench.sh [quick|full] [root|user|both] [REPS]" >&2
+	exit 2
+	;;
+esac
+if [[ $(id -u) != 0 ]]; then
+	echo "bench: run as root (it mounts, and runs the user pass through setpriv)" >&2
+	exit 1
+fi
+for pkg in fio:fio rg:ripgrep git:git fusermount3:fuse3; do
+	if ! command -v "${pkg%%:*}" >/dev/null; then
+		apt-get install -y -qq "${pkg#*:}" >/dev/null
+	fi
+done
+PY=$(command -v python3)
+
+BASE=${BENCH_DIR:-/var/tmp}/zerofs-bench
+rm -rf "$BASE"
+mkdir -p "$BASE/cache"
+chmod 755 "$BASE"
+CACHE=$BASE/cache
+cleanup() {
+	# Nothing of ours stays mounted, whatever happened.
+	grep " fuse.zerofs " /proc/mounts | awk '{print $2}' | grep "^$BASE/" | while read -r m; do
+		umount -l "$m" 2>/dev/null || true
+	done
+	[[ -n ${FUSE_MODE:-} ]] && chmod "$FUSE_MODE" /dev/fuse
+	[[ -f $BASE/results.tsv ]] && cp "$BASE/results.tsv" "$BASE.tsv" # the raw runs, kept
+	rm -rf "$BASE"
+}
+trap cleanup EXIT
+
+echo "bench: building zerofs and the inputs in $BASE" >&2
+go build -o "$BASE/zerofs" ./cmd/zerofs
+cp scripts/bench.sh "$BASE/bench.sh"
+chmod 755 "$BASE/zerofs" "$BASE/bench.sh"
+GOSRC=$(go env GOROOT)/src
+tar -cf "$CACHE/src.tar" -C "$GOSRC" .
+tar -cf "$CACHE/cmd.tar" -C "$GOSRC" cmd
+# The 1k, 10k and 50k-file workspaces: part of Go's tree, all of it, five copies.
+(cd "$GOSRC" && find . -type f | sort | awk 'NR <= 1000' | tar -cf "$CACHE/tree1k.tar" -T -)
+cp "$CACHE/src.tar" "$CACHE/tree10k.tar"
+if [[ $SIZE == full ]]; then
+	mkdir "$BASE/t50k"
+	for k in 1 2 3 4 5; do mkdir "$BASE/t50k/c$k" && tar -xf "$CACHE/src.tar" -C "$BASE/t50k/c$k"; done
+	tar -cf "$CACHE/tree50k.tar" -C "$BASE/t50k" . && rm -rf "$BASE/t50k"
+fi
+# A node_modules-like tree, made the same way every time: 1,737 files,
+# about 46 MB, in packages of package.json, sources and a few large bundles.
+"$PY" - "$CACHE/nm" <<'EOF'
+import os, random, sys
+root = os.path.join(sys.argv[1], "node_modules")
+rng = random.Random(1737)
+total, files, pkg = 46_000_000, 1737, 0
+sizes = [rng.lognormvariate(8.5, 1.6) for _ in range(files)]
+scale = total / sum(sizes)
+made = 0
+while made < files:
+    pkg += 1
+    d = os.path.join(root, f"pkg{pkg:03d}")
+    os.makedirs(os.path.join(d, "lib"), exist_ok=True)
+    for j in range(min(rng.randint(3, 25), files - made)):
+        name = "package.json" if j == 0 else ("index.js" if j == 1 else f"lib/m{j}.js")
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(rng.randbytes(max(1, int(sizes[made] * scale))))
+        made += 1
+EOF
+tar -cf "$CACHE/nm.tar" -C "$CACHE/nm" node_modules && rm -rf "$CACHE/nm"
+# go vet's package tree: this repository with its modules vendored.
+mkdir "$CACHE/vet"
+git archive HEAD | tar -x -C "$CACHE/vet"
+(cd "$CACHE/vet" && GOFLAGS= go mod vendor)
+FUSE_MODE=$(stat -c %a /dev/fuse)
+
+ALL=(find grep rg gitstatus tarx rmsame rmown rmnm readcold readwarm write gitcommit vet small fio mv rewind10 onestep-1k onestep-10k)
+CAPTURE=(tarx rmsame rmown rmnm write gitcommit small mv rewind10 onestep-10k)
+if [[ $SIZE == full ]]; then
+	ALL+=(onestep-50k)
+fi
+if [[ -n ${BENCH_WORKLOADS:-} ]]; then # a subset, e.g. BENCH_WORKLOADS="find grep"
+	read -ra ALL <<<"$BENCH_WORKLOADS"
+	read -ra CAPTURE <<<"$BENCH_WORKLOADS"
+fi
+pass() { # pass NAME USER SYNC WORKLOAD...
+	local name=$1 user=$2 sync=$3
+	shift 3
+	mkdir -p "$BASE/$name"
+	echo "bench: pass $name ($user, --sync $sync)" >&2
+	if [[ $user == root ]]; then
+		bash "$BASE/bench.sh" --worker "$name" "$BASE" "$sync" "$SIZE" "$REPS" "$@"
+	else
+		chmod 666 /dev/fuse
+		chown -R nobody:nogroup "$BASE/$name" "$CACHE"
+		touch "$BASE/results.tsv" && chmod 666 "$BASE/results.tsv"
+		setpriv --reuid=65534 --regid=65534 --clear-groups \
+			bash "$BASE/bench.sh" --worker "$name" "$BASE" "$sync" "$SIZE" "$REPS" "$@"
+		chmod "$FUSE_MODE" /dev/fuse
+	fi
+	rm -rf "${BASE:?}/$name"
+}
+START=$(date -u '+%Y-%m-%d %H:%M UTC')
+T0=$SECONDS
+if [[ $WHO == root || $WHO == both ]]; then
+	pass root root batch "${ALL[@]}"
+	if [[ $SIZE == full ]]; then
+		pass root-always root always "${CAPTURE[@]}"
+	fi
+fi
+if [[ $WHO == user || $WHO == both ]]; then
+	pass user nobody batch "${ALL[@]}"
+fi
+
+FS=$(stat -f -c %T "$BASE")
+DEV=$(df --output=source "$BASE" | tail -1)
+CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+cat <<EOF
+zerofs bench: $START, $(git -C "$REPO" rev-parse --short HEAD), took $((SECONDS - T0)) s
+machine: $(nproc) cores ($CPU), $(free -g | awk '/Mem:/{print $2}') GiB; kernel $(uname -r); filesystem $FS on $DEV
+command: scripts/bench.sh $SIZE $WHO $REPS (median of $REPS alternating runs; ratio = zerofs / native)
+
+EOF
+"$PY" - "$BASE/results.tsv" <<'EOF'
+import statistics, sys
+from collections import OrderedDict
+rows = OrderedDict()
+for line in open(sys.argv[1]):
+    p, w, kind, n, m = line.rstrip("\n").split("\t")
+    rows.setdefault((p, w, kind), []).append((int(n), int(m)))
+names = {
+    "find": ("find . -type f (warm)", "<= 1.2x"),
+    "grep": ("grep -r (warm)", "<= 1.5x"),
+    "rg": ("rg (warm)", ""),
+    "gitstatus": ("git status (warm)", "<= 1.2x"),
+    "tarx": ("tar -x, Go's src (captures included)", "<= 1.5x"),
+    "rmsame": ("rm -rf 4.4k files created in the same step", "<= 1.5x"),
+    "rmown": ("rm -rf 4.4k files in a step of its own", "<= 2x"),
+    "rmnm": ("rm -rf node_modules (1,737 files, 46 MB)", "<= 2x"),
+    "readcold": ("sequential read, cold", "<= 1.1x"),
+    "readwarm": ("sequential read, warm (64 MiB)", "<= 1.1x"),
+    "write": ("sequential write (new file)", "<= 1.1x"),
+    "gitcommit": ("git add -A && git commit (4.4k new files)", ""),
+    "vet": ("go vet ./... (this repository, warm)", ""),
+    "small": ("5000 small files created and removed", ""),
+    "fio": ("fio 4 KiB random read+write, 32 MiB", ""),
+    "mv": ("mv of Go's src (11k files) and back", ""),
+    "rewind10": ("rewind of a 10-file step", ""),
+    "onestep-1k": ("one-file step vs shadow git, 1k files", ">= 100x cheaper"),
+    "onestep-10k": ("one-file step vs shadow git, 10k files", ">= 100x cheaper"),
+    "onestep-50k": ("one-file step vs shadow git, 50k files", ">= 100x cheaper"),
+}
+def ms(us): return f"{us/1000:.1f} ms" if us < 100_000 else f"{us/1e6:.2f} s"
+passes = OrderedDict()
+for (p, w, kind), v in rows.items():
+    passes.setdefault(p, []).append((w, kind, v))
+titles = {"root": "as root: mount(2), FUSE passthrough, --sync batch",
+          "root-always": "as root, --sync always",
+          "user": "as nobody: fusermount3, no passthrough, --sync batch"}
+for p, ws in passes.items():
+    print(f"{titles.get(p, p)}\n")
+    print("| workload | native | zerofs | ratio (median) | ratio (min-max) | goal |")
+    print("|---|---|---|---|---|---|")
+    for w, kind, v in ws:
+        label, goal = names.get(w, (w, ""))
+        if kind == "failed":
+            print(f"| {label} | | | failed | | {goal} |")
+            continue
+        mn = statistics.median(m for _, m in v)
+        if kind == "abs":
+            print(f"| {label} | | {ms(mn)} | | {ms(min(m for _, m in v))}-{ms(max(m for _, m in v))} | |")
+            continue
+        nn = statistics.median(n for n, _ in v)
+        if kind == "cheaper":
+            r = [n / m for n, m in v]
+            print(f"| {label} | git {ms(nn)} | {ms(mn)} | {statistics.median(r):.0f}x cheaper | {min(r):.0f}-{max(r):.0f}x | {goal} |")
+        else:
+            r = [m / n for n, m in v]
+            print(f"| {label} | {ms(nn)} | {ms(mn)} | {statistics.median(r):.2f}x | {min(r):.2f}-{max(r):.2f}x | {goal} |")
+    print()
+EOF

@@ -1,0 +1,68 @@
+// Command profmount mounts a workspace as `zerofs mount -f` does and writes
+// a CPU profile (pprof) of the daemon from mount to unmount (SIGINT or
+// SIGTERM). scripts/bench.sh profile runs workloads under it.
+//
+//	profmount -profile cpu.out [-no-passthrough] [-sync] WORKSPACE MOUNTPOINT
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+
+	"github.com/zerofs/zerofs/fs"
+)
+
+func main() {
+	profile := flag.String("profile", "cpu.out", "where to write the CPU profile")
+	noPassthrough := flag.Bool("no-passthrough", false, "never use FUSE passthrough")
+	sync := flag.Bool("sync", false, "--sync always")
+	flag.Parse()
+	if flag.NArg() != 2 {
+		fmt.Fprintln(os.Stderr, "usage: profmount [flags] WORKSPACE MOUNTPOINT")
+		os.Exit(2)
+	}
+	if err := run(*profile, flag.Arg(0), flag.Arg(1), *noPassthrough, *sync); err != nil {
+		fmt.Fprintln(os.Stderr, "profmount:", err)
+		os.Exit(1)
+	}
+}
+
+func run(profile, ws, mp string, noPassthrough, sync bool) error {
+	out, err := os.Create(profile)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	m, err := fs.Mount(context.Background(), fs.Options{
+		Workspace: ws, Mountpoint: mp, Sync: sync, NoPassthrough: noPassthrough, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		m.Unmount()
+		return err
+	}
+	fmt.Printf("ready passthrough=%v\n", m.Passthrough())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case <-sig:
+	case <-waitDone(m):
+	}
+	pprof.StopCPUProfile()
+	return m.Unmount()
+}
+
+func waitDone(m *fs.Mounted) <-chan struct{} {
+	c := make(chan struct{})
+	go func() { m.Wait(); close(c) }()
+	return c
+}
