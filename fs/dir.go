@@ -102,7 +102,7 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 		child = n.newChild(ctx, &st, out)
 		cn := child.Operations().(*wsNode)
 		cn.held.add(fd)
-		h = &wsFile{node: cn, fd: fd, write: true, step: step, passthrough: n.fs.passthrough.Load()}
+		h = &wsFile{node: cn, fd: fd, write: true, step: step, passthrough: n.fs.passthroughOn(&st)}
 		if h.passthrough {
 			n.fs.writers.add(h) // still under the capture
 		}

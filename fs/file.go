@@ -75,7 +75,7 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	if !ok {
 		return nil, 0, n.resolveErrno(a, unix.ENOENT)
 	}
-	h := &wsFile{node: n, write: flags&writeFlags != 0, passthrough: n.fs.passthrough.Load()}
+	h := &wsFile{node: n, write: flags&writeFlags != 0}
 	if h.write {
 		release, step, errno := n.begin(ctx, "open", rewind.Change{Path: p})
 		if errno != 0 {
@@ -90,6 +90,10 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	}
 	h.fd = fd
 	n.held.add(fd)
+	var st unix.Statx_t
+	if n.fs.passthrough.Load() && statx(fd, "", &st) == nil {
+		h.passthrough = n.fs.passthroughOn(&st)
+	}
 	if h.write && h.passthrough {
 		n.fs.writers.add(h) // still under the capture
 	}
@@ -108,6 +112,16 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 		fuseFlags = fuse.FOPEN_KEEP_CACHE
 	}
 	return h, fuseFlags, 0
+}
+
+// passthroughOn reports whether handles of the file st describes offer
+// passthrough: the mount allows it and the file is on the workspace's own
+// filesystem. (The kernel holds a registered backing file until the FUSE
+// connection is gone, which would keep a filesystem mounted inside the
+// workspace busy after zerofs unmounts.) It is the same for every open of a
+// node, as the kernel requires.
+func (f *fsys) passthroughOn(st *unix.Statx_t) bool {
+	return f.passthrough.Load() && unix.Mkdev(st.Dev_major, st.Dev_minor) == f.ws.dev
 }
 
 // PassthroughFd offers the backing descriptor to go-fuse, which registers

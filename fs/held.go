@@ -114,5 +114,12 @@ func (n *wsNode) Tmpfile(ctx context.Context, flags, mode uint32, out *fuse.Entr
 	child := n.NewInode(ctx, &wsNode{fs: n.fs}, n.fs.ws.stable(&st))
 	cn := child.Operations().(*wsNode)
 	cn.held.add(fd)
-	return child, &wsFile{node: cn, fd: fd, write: true}, 0, 0
+	// Every open of the node must agree on passthrough (the kernel refuses
+	// to mix), so a tmpfile's handle offers it too, and is a writer like
+	// any other: it has a path to capture once linkat names it.
+	h := &wsFile{node: cn, fd: fd, write: true, passthrough: n.fs.passthroughOn(&st)}
+	if h.passthrough {
+		n.fs.writers.add(h)
+	}
+	return child, h, 0, 0
 }
