@@ -32,7 +32,10 @@ func TestEveryChangeShowsInViews(t *testing.T) {
 	change := func(what string, fn func() error) {
 		t.Helper()
 		stepT(t, mp, what)
-		records = append(records, record{what, headOf(t, mp), snapshot(t, mp)})
+		// The step's sequence, not the head: a boundary may capture a
+		// file whose RELEASE (asynchronous after close) is still on its
+		// way, in a checkpoint after the tool_call.
+		records = append(records, record{what, stepSeqOf(t, mp), snapshot(t, mp)})
 		if err := fn(); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}

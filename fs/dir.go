@@ -102,10 +102,11 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 		child = n.newChild(ctx, &st, out)
 		cn := child.Operations().(*wsNode)
 		cn.held.add(fd)
-		h = &wsFile{node: cn, fd: fd, write: true, step: step, passthrough: n.fs.passthroughOn(&st)}
-		if h.passthrough {
-			n.fs.writers.add(h) // still under the capture
+		h = &wsFile{node: cn, fd: fd, write: true, step: step}
+		if n.fs.passthrough.Load() {
+			h.passthrough, h.counted = cn.openMode(true, &st), true
 		}
+		n.fs.addWriter(h) // still under the capture
 		return 0
 	})
 	if errno != 0 {

@@ -32,7 +32,9 @@ type wsFile struct {
 	node        *wsNode
 	fd          int
 	write       bool // opened for writing: writes and truncates go through recapture
-	passthrough bool // offers fd for passthrough; if write, it is in fsys.writers
+	passthrough bool // offers fd for passthrough
+	registered  bool // in fsys.writers
+	counted     bool // counted in node.opens
 
 	mu   sync.Mutex // guards step
 	step rewind.Seq // the step in which the file was last captured
@@ -92,11 +94,9 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	n.held.add(fd)
 	var st unix.Statx_t
 	if n.fs.passthrough.Load() && statx(fd, "", &st) == nil {
-		h.passthrough = n.fs.passthroughOn(&st)
+		h.passthrough, h.counted = n.openMode(h.write, &st), true
 	}
-	if h.write && h.passthrough {
-		n.fs.writers.add(h) // still under the capture
-	}
+	n.fs.addWriter(h) // still under the capture
 	// A reader keeps the kernel's cached pages: writes through the mount
 	// keep them current, and a rewind, the one change behind the kernel's
 	// back, invalidates what it changed (invalidate.go). (go-fuse drops
@@ -122,6 +122,40 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 // node, as the kernel requires.
 func (f *fsys) passthroughOn(st *unix.Statx_t) bool {
 	return f.passthrough.Load() && unix.Mkdev(st.Dev_major, st.Dev_minor) == f.ws.dev
+}
+
+// passthroughMin is the size from which a file opened only for reading
+// gets passthrough. Below it the page cache of the FUSE inode serves reads
+// as well (KEEP_CACHE), and an open costs fewer steps: passthrough adds the
+// registration of a backing file and its removal, and the kernel's opening
+// of its own backing file, to every OPEN and RELEASE (grep -r of Go's tree
+// was slower with it than without).
+const passthroughMin = 1 << 20
+
+// openMode counts a new handle of n open and reports whether it offers
+// passthrough. The kernel refuses to mix passthrough and cached opens of
+// one inode, so the first open decides for all that overlap it: a writer,
+// or a reader of a file of passthroughMin bytes or more, on the
+// workspace's filesystem. st is the open file's.
+func (n *wsNode) openMode(write bool, st *unix.Statx_t) bool {
+	n.ioMu.Lock()
+	defer n.ioMu.Unlock()
+	if n.opens == 0 {
+		n.pt = n.fs.passthroughOn(st) && (write || st.Size >= passthroughMin)
+	}
+	n.opens++
+	return n.pt
+}
+
+// addWriter registers h, open for writing, in fsys.writers when the mount
+// uses passthrough: whichever mode the handle got (go-fuse keeps a node's
+// backing file until its last handle's release has run, and uses it for an
+// open that overlaps that), every step boundary captures its file.
+func (f *fsys) addWriter(h *wsFile) {
+	if h.write && f.passthrough.Load() {
+		h.registered = true
+		f.writers.add(h)
+	}
 }
 
 // PassthroughFd offers the backing descriptor to go-fuse, which registers
@@ -211,8 +245,14 @@ func (h *wsFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 
 func (h *wsFile) Release(ctx context.Context) syscall.Errno {
 	h.node.held.remove(h.fd)
-	if h.write && h.passthrough {
+	if h.registered {
 		h.node.fs.writers.remove(h)
+	}
+	if h.counted {
+		n := h.node
+		n.ioMu.Lock()
+		n.opens--
+		n.ioMu.Unlock()
 	}
 	return sysErrno(unix.Close(h.fd))
 }

@@ -117,9 +117,10 @@ func (n *wsNode) Tmpfile(ctx context.Context, flags, mode uint32, out *fuse.Entr
 	// Every open of the node must agree on passthrough (the kernel refuses
 	// to mix), so a tmpfile's handle offers it too, and is a writer like
 	// any other: it has a path to capture once linkat names it.
-	h := &wsFile{node: cn, fd: fd, write: true, passthrough: n.fs.passthroughOn(&st)}
-	if h.passthrough {
-		n.fs.writers.add(h)
+	h := &wsFile{node: cn, fd: fd, write: true}
+	if n.fs.passthrough.Load() {
+		h.passthrough, h.counted = cn.openMode(true, &st), true
 	}
+	n.fs.addWriter(h)
 	return child, h, 0, 0
 }

@@ -116,6 +116,10 @@ type wsNode struct {
 	fusefs.Inode
 	fs *fsys
 
+	ioMu  sync.Mutex // guards opens, pt
+	opens int        // its handles open, while the mount uses passthrough
+	pt    bool       // whether they offer passthrough (openMode)
+
 	// held: the descriptors of its open handles, for a node without a
 	// name (held.go).
 	held heldFds
