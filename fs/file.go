@@ -94,7 +94,7 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	n.held.add(fd)
 	var st unix.Statx_t
 	if n.fs.passthrough.Load() && statx(fd, "", &st) == nil {
-		h.passthrough, h.counted = n.openMode(h.write, &st), true
+		h.passthrough, h.counted = n.openMode(fd, h.write, &st), true
 	}
 	n.fs.addWriter(h) // still under the capture
 	// A reader keeps the kernel's cached pages: writes through the mount
@@ -114,14 +114,20 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	return h, fuseFlags, 0
 }
 
-// passthroughOn reports whether handles of the file st describes offer
-// passthrough: the mount allows it and the file is on the workspace's own
-// filesystem. (The kernel holds a registered backing file until the FUSE
-// connection is gone, which would keep a filesystem mounted inside the
-// workspace busy after zerofs unmounts.) It is the same for every open of a
-// node, as the kernel requires.
-func (f *fsys) passthroughOn(st *unix.Statx_t) bool {
-	return f.passthrough.Load() && unix.Mkdev(st.Dev_major, st.Dev_minor) == f.ws.dev
+// passthroughOn reports whether the mount allows passthrough for the file
+// open at fd: it is on the workspace root's own mount (not a filesystem or a
+// bind mount inside the workspace: the kernel holds a registered backing
+// file until the FUSE connection is gone, which would keep that mount busy
+// after zerofs unmounts). It is the same for every open of a node.
+func (f *fsys) passthroughOn(fd int) bool {
+	if !f.passthrough.Load() {
+		return false
+	}
+	var st unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &st); err != nil || st.Mask&unix.STATX_MNT_ID == 0 {
+		return false
+	}
+	return st.Mnt_id == f.wsMnt
 }
 
 // passthroughMin is the size from which a file opened only for reading
@@ -136,12 +142,12 @@ const passthroughMin = 1 << 20
 // passthrough. The kernel refuses to mix passthrough and cached opens of
 // one inode, so the first open decides for all that overlap it: a writer,
 // or a reader of a file of passthroughMin bytes or more, on the
-// workspace's filesystem. st is the open file's.
-func (n *wsNode) openMode(write bool, st *unix.Statx_t) bool {
+// workspace's own mount. fd and st are the open file's.
+func (n *wsNode) openMode(fd int, write bool, st *unix.Statx_t) bool {
 	n.ioMu.Lock()
 	defer n.ioMu.Unlock()
 	if n.opens == 0 {
-		n.pt = n.fs.passthroughOn(st) && (write || st.Size >= passthroughMin)
+		n.pt = (write || st.Size >= passthroughMin) && n.fs.passthroughOn(fd)
 	}
 	n.opens++
 	return n.pt

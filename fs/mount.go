@@ -138,6 +138,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		gid:        uint32(os.Getegid()),
 		mtime:      time.Unix(rootSt.Mtim.Unix()),
 		writers:    writers,
+		wsMnt:      mountID(int(root.Fd())),
 	}
 	f.root = &wsNode{fs: f}
 
@@ -212,6 +213,15 @@ func probePassthrough(server *fuse.Server, storeFd int, logger *slog.Logger) boo
 		logger.Warn("zerofs: unregistering a backing file", "err", errno)
 	}
 	return true
+}
+
+// mountID is the id of the mount fd is on (0 if the kernel does not say).
+func mountID(fd int) uint64 {
+	var st unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &st); err != nil || st.Mask&unix.STATX_MNT_ID == 0 {
+		return 0
+	}
+	return st.Mnt_id
 }
 
 // Passthrough reports whether opens of workspace files use FUSE

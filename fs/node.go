@@ -65,6 +65,7 @@ type fsys struct {
 	served atomic.Int64
 
 	writers *writerSet // passthrough handles open for writing
+	wsMnt   uint64     // the mount id of the workspace root (passthroughOn)
 }
 
 // writerSet holds the passthrough handles open for writing. Their writes
