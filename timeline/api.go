@@ -242,20 +242,22 @@ func procs(cs []history.Change) []Proc {
 }
 
 // lines counts each changed path's added and removed lines between a and
-// b; nil when the diff cannot be made (a state was pruned).
+// b; nil when the diff cannot be made (a state was pruned). A rename kept
+// its content (that is how Changes finds one): nothing added or removed.
 func lines(src history.Source, a, b Seq, cs []history.Change) map[string]Lines {
+	out := map[string]Lines{}
 	var paths []string
 	for _, c := range cs {
-		if c.Kind == string(rewind.KindDir) && c.OldKind == "" {
-			continue
-		}
-		paths = append(paths, c.Path)
-		if c.From != "" {
-			paths = append(paths, c.From)
+		switch {
+		case c.Change == history.ChangeRenamed:
+			out[c.Path] = Lines{}
+		case c.Kind == string(rewind.KindDir) && c.OldKind == "":
+		default:
+			paths = append(paths, c.Path)
 		}
 	}
 	if len(paths) == 0 {
-		return nil
+		return out
 	}
 	if o, ok := src.(*onceSource); ok {
 		src = o.between(a, b)
@@ -264,7 +266,6 @@ func lines(src history.Source, a, b Seq, cs []history.Change) map[string]Lines {
 	if err != nil {
 		return nil
 	}
-	out := map[string]Lines{}
 	for _, fd := range fds {
 		l := out[fd.Path]
 		add, rm, bin := count(fd.Text)
@@ -272,20 +273,6 @@ func lines(src history.Source, a, b Seq, cs []history.Change) map[string]Lines {
 		l.Removed += rm
 		l.Binary = l.Binary || bin
 		out[fd.Path] = l
-	}
-	// A rename's diff is of its two names; show it by the new one.
-	for _, c := range cs {
-		if c.From == "" {
-			continue
-		}
-		if l, ok := out[c.From]; ok {
-			n := out[c.Path]
-			n.Added += l.Added
-			n.Removed += l.Removed
-			n.Binary = n.Binary || l.Binary
-			out[c.Path] = n
-			delete(out, c.From)
-		}
 	}
 	return out
 }

@@ -278,6 +278,9 @@ func TestLogAndDiff(t *testing.T) {
 	if changes["d"] != "renamed from c" {
 		t.Errorf("rename c changes %v, want d renamed from c", changes)
 	}
+	if l, ok := byLabel["rename c"].Lines["d"]; !ok || l != (timeline.Lines{}) {
+		t.Errorf("rename c: lines of d %+v (%v), want +0 -0", l, ok)
+	}
 	ch := byLabel["chmod a"].Changes
 	if len(ch) != 1 || ch[0].Change != history.ChangeMode || ch[0].OldMode&0o777 != 0o644 || ch[0].Mode&0o777 != 0o755 {
 		t.Errorf("chmod a changes %+v, want a mode 644 -> 755", ch)

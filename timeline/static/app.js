@@ -118,7 +118,7 @@ function render() {
 function fmtTime(iso) {
   const d = new Date(iso);
   const now = new Date();
-  const hms = d.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit"});
+  const hms = d.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23"});
   if (d.toDateString() === now.toDateString()) return hms;
   return d.toLocaleDateString() + " " + hms;
 }
@@ -127,7 +127,10 @@ function title(e) {
   if (e.type === "gc") return "History before " + e.prunedBefore + " pruned";
   if (e.type === "rewind") {
     const rw = e.rewind || {};
-    if (rw.revertOf) return "Revert of step " + rw.revertOf;
+    if (rw.revertOf) {
+      const of = entries.find((x) => x.sequence === rw.revertOf);
+      return "Revert of step " + rw.revertOf + (of && of.label ? " \u201c" + of.label + "\u201d" : "");
+    }
     if (rw.paths && rw.paths.length) return "Restore " + rw.paths.join(", ") + " to " + rw.targetSequence;
     return "Rewind to " + rw.targetSequence;
   }
@@ -195,20 +198,22 @@ function fileEl(e, c) {
   if (c.mode || c.oldMode) tip.push("mode " + oct(c.oldMode) + " \u2192 " + oct(c.mode));
   if (c.reason) tip.push(c.reason);
   a.title = tip.join(", ");
-  a.addEventListener("click", (ev) => { ev.preventDefault(); showDiff(e, c); });
+  a.addEventListener("click", (ev) => { ev.preventDefault(); showDiff(e, c, li); });
   li.append(a);
   const info = el("span", "info");
   const l = e.lines && e.lines[c.path];
   if (c.mode || c.oldMode) info.append(el("span", "mode", oct(c.oldMode) + "\u2192" + oct(c.mode)));
   if (c.kind === "symlink") info.append(el("span", "tag", "symlink"));
   if (l && l.binary) info.append(el("span", "tag", "binary"));
-  else if (l) {
+  else if (l && (l.added || l.removed)) {
     info.append(el("span", "add", "+" + l.added), el("span", "del", "\u2212" + l.removed));
   }
   li.append(info);
   if (e.type === "step" && c.change !== "skipped" && c.change !== "unknown") {
     const paths = c.from ? [c.path, c.from] : [c.path];
     li.append(button("Restore", "restore", () => preview("Restore " + paths.join(" and ") + " to before " + stepName(e) + " (" + e.before + ")", {target: e.before, paths})));
+  } else {
+    li.append(el("span", "restore-space"));
   }
   return li;
 }
@@ -217,8 +222,9 @@ function oct(m) { return m ? "0" + (m & 0o7777).toString(8) : "?"; }
 
 // ---- diffs ----
 
-async function showDiff(e, c) {
+async function showDiff(e, c, li) {
   document.querySelectorAll(".file.selected").forEach((x) => x.classList.remove("selected"));
+  if (li) li.classList.add("selected");
   const q = new URLSearchParams({a: e.before, b: e.end});
   q.append("path", c.path);
   if (c.from) q.append("path", c.from);
@@ -283,13 +289,20 @@ function row(cells) {
   return tr;
 }
 
+function cols(t, widths) {
+  const g = el("colgroup");
+  for (const w of widths) { const c = el("col"); if (w) c.style.width = w; g.append(c); }
+  t.append(g);
+}
+
 function unifiedTable(hunks) {
   const t = el("table", "diff unified");
+  cols(t, ["3.5em", "3.5em", ""]);
   for (const h of hunks) {
     t.append(row([["hunk", ""], ["hunk", ""], ["hunk", h.head]]));
     for (const l of h.lines) {
       const sign = l.k === "add" ? "+" : l.k === "del" ? "-" : " ";
-      t.append(row([["num", l.a], ["num", l.b], ["code " + l.k, l.k === "note" ? l.t : sign + " " + l.t]]));
+      t.append(row([["num", l.a], ["num", l.b], ["code " + l.k, l.k === "note" ? l.t : sign + l.t]]));
     }
   }
   return t;
@@ -297,6 +310,7 @@ function unifiedTable(hunks) {
 
 function splitTable(hunks) {
   const t = el("table", "diff split");
+  cols(t, ["3.5em", "", "3.5em", ""]);
   for (const h of hunks) {
     t.append(row([["hunk", ""], ["hunk", h.head], ["hunk", ""], ["hunk", ""]]));
     let dels = [], adds = [];
@@ -357,13 +371,22 @@ async function preview(what, req) {
   for (const f of rep.foreign || []) ul.append(el("li", "pv foreign", "overwrites " + f.path + ", changed " + f.why + " by " + f.comm + " (" + f.pid + ")"));
   for (const p of rep.conflicts || []) ul.append(el("li", "pv conflict", "conflict: " + p + " changed later"));
   if ((rep.preview || []).length === 0 && !r.data.error) ul.append(el("li", "muted", "nothing to change"));
+  const applyBtn = $("preview-apply");
+  applyBtn.textContent = "Apply";
+  applyBtn.onclick = apply;
   if (!r.ok) {
     $("preview-error").textContent = r.data.error;
     $("preview-error").hidden = false;
+    if (req.revert && !req.force && (rep.conflicts || []).length) {
+      // A revert refused for later changes: offer to put those back too.
+      applyBtn.textContent = "Preview with force";
+      applyBtn.onclick = () => preview(what + ", putting back later changes too", Object.assign({}, req, {force: true}));
+      applyBtn.disabled = false;
+    }
     return;
   }
   pending = req;
-  $("preview-apply").disabled = false;
+  applyBtn.disabled = false;
 }
 
 async function apply() {
@@ -399,7 +422,6 @@ document.addEventListener("DOMContentLoaded", () => {
   $("mode-unified").addEventListener("click", () => setMode("unified"));
   $("mode-split").addEventListener("click", () => setMode("split"));
   $("preview-cancel").addEventListener("click", () => { pending = null; $("preview").close(); });
-  $("preview-apply").addEventListener("click", apply);
   $("toast-close").addEventListener("click", () => { $("toast").hidden = true; });
   loadTop().then(poll);
 });
