@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// needChromium is the path of a Chromium to drive, or skips the test
+// saying why, or fails it in CI (ZEROFS_REQUIRE_FUSE=1), which installs one.
+func needChromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("ZEROFS_REQUIRE_FUSE") == "1" {
+		t.Fatal("the browser test is required (ZEROFS_REQUIRE_FUSE=1) but there is no chromium (apt-get install chromium)")
+	}
+	t.Skip("skipping the browser test: no chromium on PATH (apt-get install chromium)")
+	return ""
+}
+
+// startUI runs the built `zerofs ui` in dir and returns the URL it prints.
+func startUI(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command(binary, "ui")
+	cmd.Dir = dir
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		s.Scan()
+		line <- s.Text()
+		for s.Scan() {
+		}
+	}()
+	select {
+	case l := <-line:
+		i := strings.Index(l, "http://")
+		if i < 0 {
+			t.Fatalf("zerofs ui printed %q, want a URL", l)
+		}
+		return l[i:]
+	case <-time.After(60 * time.Second):
+		t.Fatal("zerofs ui printed no URL in 60 s")
+	}
+	return ""
+}
+
+// TestTimelineInBrowser drives the timeline in a real headless Chromium
+// over a real mounted session: the page lists the steps, a click on a path
+// shows its diff (unified and side by side), a revert is previewed and
+// then changes the workspace, the page shows the revert and undoes it; a
+// request without the token is refused. It saves a screenshot of the page
+// (ZEROFS_SCREENSHOT=PATH, e.g. docs/timeline.png from the repository's
+// root, to update the README's).
+func TestTimelineInBrowser(t *testing.T) {
+	chrome := needChromium(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, "notes.txt"), "todo: greet the world\n")
+	mountT(t, ws)
+	sh := func(script string) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Dir = ws
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("sh -c %q: %v\n%s", script, err, out)
+		}
+	}
+	step := func(label string) {
+		t.Helper()
+		if r := bin(t, ws, "", "step", label); r.code != 0 {
+			t.Fatalf("zerofs step: %s", r.stderr)
+		}
+	}
+	step("Create hello.go")
+	sh(`printf 'package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.Println("hello")\n}\n' > hello.go`)
+	step("Add a README and a logo")
+	sh(`printf '# hello\n\nSays hello.\n' > README.md && printf '\211PNG\r\n\032\n\000\000' > logo.png && printf 'go run .\n' > run.sh`)
+	step("Greet the world")
+	sh(`sed -i 's/"hello"/"hello, world"/' hello.go && printf 'package main\n\nfunc greet() string { return "hi" }\n' > greet.go`)
+	step("Tidy up")
+	sh(`mv notes.txt TODO.txt && chmod +x run.sh && rm README.md`)
+	edited, err := os.ReadFile(filepath.Join(ws, "hello.go"))
+	if err != nil || !strings.Contains(string(edited), "hello, world") {
+		t.Fatalf("hello.go = %q, %v", edited, err)
+	}
+
+	u := startUI(t, ws)
+	base, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"/", "/api/log", "/?token=wrong"} {
+		resp, err := http.Get("http://" + base.Host + target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("GET %s without the token: %d, want 403", target, resp.StatusCode)
+		}
+	}
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chrome), chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1360, 900),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	ctx, cancelB := chromedp.NewContext(actx)
+	defer cancelB()
+	ctx, cancelT := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancelT()
+
+	// entry is the JS expression of the entry labelled label.
+	entry := func(label string) string {
+		return fmt.Sprintf(`[...document.querySelectorAll(".entry")].find(e => e.querySelector(".label").textContent === %q)`, label)
+	}
+	poll := func(what, expr string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool]("!!("+expr+")", chromedp.WithPollingTimeout(60*time.Second))); err != nil {
+			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+			t.Fatalf("%s: %v; the page shows:\n%s", what, err, text)
+		}
+	}
+	click := func(what, expr string) {
+		t.Helper()
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const e = `+expr+`; if (!e) return false; e.click(); return true })()`))
+		if err != nil || !ok {
+			t.Fatalf("click %s: %v (found: %v)", what, err, ok)
+		}
+	}
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
+		t.Fatal(err)
+	}
+	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || strings.Contains(loc, "token") {
+		t.Errorf("location %q, %v: want the token dropped from the URL", loc, err)
+	}
+	labels := []string{"Tidy up", "Greet the world", "Add a README and a logo", "Create hello.go"}
+	poll("the steps are listed", `document.querySelectorAll(".entry").length >= 4`)
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll(".entry .label")].map(e => e.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, "|") != strings.Join(labels, "|") {
+		t.Errorf("entries %q, want %q newest first", got, labels)
+	}
+	poll("the edit names sed and its line counts", `(() => { const e = `+entry("Greet the world")+`;
+		const row = [...e.querySelectorAll(".file")].find(r => r.querySelector("a.path").textContent === "hello.go");
+		return e.querySelector(".procs").textContent.includes("sed") && row.querySelector(".add").textContent === "+1" &&
+		row.querySelector(".del").textContent === "−1" })()`)
+	poll("the tidy-up shows the rename, the mode and the deletion", `(() => { const t = `+entry("Tidy up")+`.innerText;
+		return t.includes("notes.txt \u2192 TODO.txt") && t.includes("0644\u21920755") && t.includes("README.md") })()`)
+	poll("the logo is marked binary", entry("Add a README and a logo")+`.innerText.includes("binary")`)
+
+	click("hello.go in Greet the world", `[...`+entry("Greet the world")+`.querySelectorAll("a.path")].find(a => a.textContent === "hello.go")`)
+	poll("a click shows the diff", `(() => { const d = document.querySelector("#diff-body table.unified");
+		return d && d.innerText.includes("hello, world") && d.querySelector("td.del") && d.querySelector("td.add") })()`)
+	click("side by side", `document.getElementById("mode-split")`)
+	poll("the side by side diff", `(() => { const d = document.querySelector("#diff-body table.split");
+		return d && [...d.querySelectorAll("td.add")].some(td => td.textContent.includes("hello, world")) &&
+		[...d.querySelectorAll("td.del")].some(td => td.textContent.includes('"hello"')) })()`)
+	click("unified", `document.getElementById("mode-unified")`)
+
+	click("Revert step on Greet the world", entry("Greet the world")+`.querySelector("button.revert")`)
+	poll("the preview lists what the revert would do", `(() => { const d = document.getElementById("preview");
+		return d.open && d.innerText.includes("hello.go") && d.innerText.includes("greet.go") &&
+		!document.getElementById("preview-apply").disabled })()`)
+	if b, _ := os.ReadFile(filepath.Join(ws, "hello.go")); string(b) != string(edited) {
+		t.Fatalf("the preview changed hello.go: %q", b)
+	}
+	click("Apply", `document.getElementById("preview-apply")`)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(ws, "hello.go"))
+		_, gerr := os.Stat(filepath.Join(ws, "greet.go"))
+		if strings.Contains(string(b), `"hello")`) && os.IsNotExist(gerr) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the revert did not change the workspace: hello.go %q, greet.go %v", b, gerr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	poll("the page shows the revert", `(() => { const e = document.querySelector(".entry");
+		return e.classList.contains("rewind") && e.innerText.includes("Revert of step") && e.innerText.includes("hello.go") })()`)
+	poll("the toast offers an undo", `!document.getElementById("toast").hidden && !document.getElementById("toast-undo").hidden`)
+
+	// The screenshot: the timeline with the revert on top and a diff open.
+	click("hello.go in Greet the world", `[...`+entry("Greet the world")+`.querySelectorAll("a.path")].find(a => a.textContent === "hello.go")`)
+	poll("the diff again", `document.querySelector("#diff-body table.unified") !== null`)
+	click("close the toast", `document.getElementById("toast-close")`)
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot := os.Getenv("ZEROFS_SCREENSHOT")
+	if shot == "" {
+		shot = filepath.Join(t.TempDir(), "timeline.png")
+	} else if !filepath.IsAbs(shot) {
+		shot = filepath.Join("..", "..", shot) // from the repository's root
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+
+	// Undo the revert from its entry: previewed, then the edit is back.
+	click("Undo on the revert", `document.querySelector(".entry.rewind button.undo")`)
+	poll("the undo's preview", `document.getElementById("preview").open && !document.getElementById("preview-apply").disabled &&
+		document.getElementById("preview-list").innerText.includes("hello.go")`)
+	click("Apply", `document.getElementById("preview-apply")`)
+	poll("the undo's own entry", `document.querySelectorAll(".entry.rewind").length === 2`)
+	b, _ := os.ReadFile(filepath.Join(ws, "hello.go"))
+	if string(b) != string(edited) {
+		t.Errorf("after the undo hello.go = %q, want %q", b, edited)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "greet.go")); err != nil {
+		t.Errorf("after the undo greet.go: %v", err)
+	}
+}
