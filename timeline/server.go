@@ -34,6 +34,11 @@ type Options struct {
 	Hosts []string
 	// Root names the workspace on the page.
 	Root string
+	// Stamp, when set, is a cheap value that changes whenever the history
+	// does, read without opening the source: what the page polls, so an
+	// unmounted store is not locked every two seconds (a zerofs command
+	// run meanwhile would find it in use). Nil: the poll opens the source.
+	Stamp func() (string, error)
 	// Logger receives failures the page cannot show. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -354,9 +354,13 @@ func TestActions(t *testing.T) {
 			if state() != start {
 				t.Fatalf("the dry run changed the workspace: %q", state())
 			}
+			stamp := decode[timeline.Head](t, do(t, s, "GET", "/api/head", token, "")).Stamp
 			rec = do(t, s, "POST", "/api/rewind", token, tc.req)
 			if rec.Code != 200 {
 				t.Fatalf("apply: %d %s", rec.Code, rec.Body)
+			}
+			if now := decode[timeline.Head](t, do(t, s, "GET", "/api/head", token, "")).Stamp; now == stamp || now == "" {
+				t.Errorf("head stamp %q before the rewind, %q after: want a change", stamp, now)
 			}
 			ans = decode[answer](t, rec)
 			if state() != tc.after {

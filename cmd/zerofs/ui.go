@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -53,6 +55,22 @@ func runUI(e *env, c *command, args []string) error {
 		}
 		return history.Open(ctx, ws, history.Options{Logger: e.logger()})
 	}
+	// What the page polls: the daemon's head when mounted, else the
+	// store's log file as it stands, read without taking the store's lock.
+	stamp := func() (string, error) {
+		ws, err := history.Find(root)
+		if err != nil {
+			return "", err
+		}
+		if ws.Mounted {
+			return fmt.Sprintf("head %d", ws.Status.Head), nil
+		}
+		fi, err := os.Stat(filepath.Join(ws.Store, "events.jsonl"))
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("log %d %d", fi.Size(), fi.ModTime().UnixNano()), nil
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
@@ -64,7 +82,7 @@ func runUI(e *env, c *command, args []string) error {
 		hosts = append(hosts, net.JoinHostPort(h, fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)))
 	}
 	token := timeline.NewToken()
-	h, err := timeline.New(open, timeline.Options{Token: token, Hosts: hosts, Root: root, Logger: e.logger()})
+	h, err := timeline.New(open, timeline.Options{Token: token, Hosts: hosts, Root: root, Stamp: stamp, Logger: e.logger()})
 	if err != nil {
 		return err
 	}

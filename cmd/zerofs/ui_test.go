@@ -73,8 +73,8 @@ func startUI(t *testing.T, dir string) string {
 // TestTimelineInBrowser drives the timeline in a real headless Chromium
 // over a real mounted session: the page lists the steps, a click on a path
 // shows its diff (unified and side by side), a revert is previewed and
-// then changes the workspace, the page shows the revert and undoes it; a
-// request without the token is refused. It saves a screenshot of the page
+// then changes the workspace, the page shows the revert and undoes it, and
+// a step made meanwhile appears; a request without the token is refused. It saves a screenshot of the page
 // (ZEROFS_SCREENSHOT=PATH, e.g. docs/timeline.png from the repository's
 // root, to update the README's).
 func TestTimelineInBrowser(t *testing.T) {
@@ -250,4 +250,10 @@ func TestTimelineInBrowser(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "greet.go")); err != nil {
 		t.Errorf("after the undo greet.go: %v", err)
 	}
+
+	// A step made meanwhile appears without a reload.
+	step("A late step")
+	sh(`printf 'late\n' > late.txt`)
+	poll("the late step appears", `(() => { const e = `+entry("A late step")+`;
+		return e && e === document.querySelector(".entry") && e.innerText.includes("late.txt") })()`)
 }

@@ -8,6 +8,7 @@ const $ = (id) => document.getElementById(id);
 let entries = []; // newest first
 let more = false;
 let head = null;
+let stamp = null; // /api/head's: changes whenever the history does
 let diffMode = "unified";
 let lastDiff = null;
 let pending = null; // the request the preview dialog applies
@@ -75,7 +76,9 @@ async function poll() {
     const r = await api("/api/head");
     if (r.ok) {
       if (r.data.root) $("root").textContent = r.data.root;
-      if (r.data.head !== head) await loadTop();
+      const changed = stamp !== null && r.data.stamp !== stamp;
+      stamp = r.data.stamp;
+      if (changed) await loadTop();
       else setStatus("head " + head + " · live");
     } else {
       setStatus(r.data.error, true);
