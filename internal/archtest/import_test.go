@@ -28,6 +28,9 @@ var allowed = map[string][]string{
 	"fs":               {"history", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
 	"timeline":         {"history", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
 	"cmd/zerofs":       {"fs", "history", "timeline", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
+	// it serves a mount under the profiler (scripts/bench.sh).
+	"scripts/profmount": {"fs", "history", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
 }
 
 // outside lists, for each package, the outside modules it may reach.
