@@ -28,7 +28,8 @@ previewed first, and undoes what it did. It prints the page's URL, with a
 random token that every request must carry; requests naming another Host
 or Origin are refused. Stop it with Ctrl-C.
 
-  --listen ADDR   address to listen on (default 127.0.0.1 and a free port)
+  --listen ADDR   address to listen on (default 127.0.0.1 and a free port);
+                  requests must name it as their Host
 `,
 	run: runUI,
 }
