@@ -257,3 +257,16 @@ func TestTimelineInBrowser(t *testing.T) {
 	poll("the late step appears", `(() => { const e = `+entry("A late step")+`;
 		return e && e === document.querySelector(".entry") && e.innerText.includes("late.txt") })()`)
 }
+
+// TestUIUsage: zerofs ui takes no arguments, and outside a workspace it
+// fails with one line before listening.
+func TestUIUsage(t *testing.T) {
+	var out, errb strings.Builder
+	if code := run([]string{"ui", "extra"}, strings.NewReader(""), &out, &errb, t.TempDir()); code != 2 || !strings.Contains(errb.String(), "usage: zerofs ui") {
+		t.Errorf("zerofs ui extra: exit %d, stderr %q; want 2 and the usage", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"ui", "--listen", "127.0.0.1:0"}, strings.NewReader(""), &out, &errb, t.TempDir()); code != 1 || strings.Count(errb.String(), "\n") != 1 || out.Len() != 0 {
+		t.Errorf("zerofs ui outside a workspace: exit %d, stdout %q, stderr %q; want 1 and one line", code, out.String(), errb.String())
+	}
+}
