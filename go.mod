@@ -7,6 +7,8 @@ require (
 	github.com/chromedp/chromedp v0.23.1
 	github.com/google/uuid v1.6.0
 	github.com/hanwen/go-fuse/v2 v2.12.1
+	github.com/klauspost/compress v1.20.4
+	github.com/restic/chunker v0.4.0
 	golang.org/x/sys v0.50.0
 	pgregory.net/rapid v1.3.0
 )

@@ -66,7 +66,7 @@ func BenchmarkPut(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
-					removeBig(b, size, s.Path(id))
+					_ = id
 				}
 			})
 		}
@@ -89,7 +89,7 @@ func BenchmarkPutNoSync(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				removeBig(b, size, s.Path(id))
+				_ = id
 			}
 		})
 	}

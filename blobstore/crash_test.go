@@ -26,7 +26,7 @@ const childEnv = "BLOBSTORE_TEST_CHILD"
 
 var children = map[string]func(dir string) int{
 	"die-mid-temp":     childDieMidTemp,
-	"die-after-rename": childDieAfterRename,
+	"die-after-append": childDieAfterAppend,
 	"put-loop":         childPutLoop,
 }
 
@@ -118,14 +118,14 @@ func childDieMidTemp(dir string) int {
 	return 1
 }
 
-func childDieAfterRename(dir string) int {
+func childDieAfterAppend(dir string) int {
 	s, err := Open(dir, Options{Sync: true})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
 	durable.TestHook = func(point, path string) {
-		if point == "renamed" {
+		if point == "pack:appended" {
 			die()
 		}
 	}
@@ -166,10 +166,10 @@ func TestCrashMidPut(t *testing.T) {
 		wantBlob bool // the blob is under its name after the crash
 		wantTemp bool // a temporary file is left
 	}{
-		// Killed after writing half the content to the temporary file.
-		{"die-mid-temp", false, true},
-		// Killed after the rename, before the directory fsync.
-		{"die-after-rename", true, false},
+		// Killed after reading half the content.
+		{"die-mid-temp", false, false},
+		// Killed after appending the record, before its fdatasync.
+		{"die-after-append", true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.child, func(t *testing.T) {
@@ -236,10 +236,34 @@ func TestCrashLoop(t *testing.T) {
 	temps := 0
 	for round := range rounds {
 		cmd, lines := runChild(t, "put-loop", dir)
-		time.Sleep(time.Duration(20+rand.IntN(150)) * time.Millisecond)
+		// Wait for the first acknowledgement (a slow start under -race
+		// must not end every round before any Put), then kill at a
+		// random moment.
+		var first []string
+		select {
+		case l, ok := <-lines:
+			if ok {
+				first = append(first, l)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: the child acknowledged nothing in 30 s", round)
+		}
+		time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		waitKilled(t, cmd)
-		for line := range lines {
+		all := func(yield func(string) bool) {
+			for _, l := range first {
+				if !yield(l) {
+					return
+				}
+			}
+			for l := range lines {
+				if !yield(l) {
+					return
+				}
+			}
+		}
+		for line := range all {
 			s, ok := strings.CutPrefix(line, "ack ")
 			id, err := ParseID(s)
 			if !ok || err != nil {

@@ -1,28 +1,60 @@
 // Package blobstore keeps file contents addressed by their sha256.
 //
-// Layout: DIR/ab/<64 lower-case hex digits>, where "ab" is the first two hex
-// digits (fan-out like git's objects, so no directory holds millions of
-// entries). Blob files are 0600, directories 0700. A blob is written to a
-// temporary file DIR/tmp/.tmp-blob-<rand> (its name is not known until the
-// content has streamed in, hashed on the way), then renamed into place, so a
-// file under a blob's name is always complete. Identical content is stored
-// once: a Put that finds its blob present (of the right size, and hashed once
-// per Store if this Store did not write it) drops its copy. Walk sees only
-// DIR/ab/<hex> regular files; CleanTemp empties DIR/tmp/ after a crash.
+// Layout: DIR/packs/<16 hex>.pack are append-only pack files of records
+// (pack.go has the byte format), DIR/packs/<name>.idx the index of a sealed
+// pack, DIR/tmp/ temporary files. A record is a small blob's content, one
+// chunk of a large one, or a large blob's chunk list; each carries its
+// sha256, lengths and CRCs. Content of at most Options.ChunkAbove bytes
+// (1 MiB) is one record; larger content is cut into content-defined chunks
+// (restic's chunker, 256 KiB to 4 MiB, 512 KiB on average, with a fixed
+// polynomial), each stored once by its own sha256, so a large file with a
+// few blocks changed stores only the chunks around the change again. A
+// blob's ID stays the sha256 of its whole content. Records are compressed
+// with zstd where that saves at least an eighth, else stored as they are.
+// Identical content is stored once.
 //
-// Durability: with Options.Sync (the default for "--sync always"), Put returns
-// only after the blob file and its directory entry are fsynced. Without it
-// (for "--sync batch"), Put returns once the blob is complete in the page cache
-// and under its final name, and Sync makes every blob put since the last Sync
-// durable; callers must Sync blobs before they sync any log line naming them.
-// Either way a Put that finds its blob already present makes that copy
-// durable too (a batch-mode writer may have crashed before its Sync), and a
-// new fan-out directory's entry is made durable before (or with) the first
-// blob in it. A blob whose fsync fails is rewritten, never fsynced again: a
-// retried fsync can report success for pages the kernel dropped.
+// Before packs, every blob was a file of its own, DIR/ab/<hex> ("loose").
+// Loose blobs are still read, verified, listed and pruned; they are never
+// written.
 //
-// Reads verify: Open returns a reader that fails with ErrCorrupt at the end if
-// the content does not hash to its name, and OpenVerified hashes the whole file
-// before handing out random access. Damaged content is never returned as if it
-// were good.
+// Index: the packs are the truth. At Open each pack is indexed from its
+// .idx when that is valid and describes the pack's exact length, else by
+// scanning the pack's records. A writer's Open repairs what a crash left in
+// a pack it did not seal: bytes after the last whole record (a torn tail:
+// no Put that wrote them returned) are copied aside to
+// <name>.pack.torn-<time> and cut off, the rest is fdatasynced (a
+// batch-mode writer may have died before its Sync) and indexed. Damage with
+// whole records after it is skipped and reported by Damaged; the blobs
+// that were there are missing, which verify reports.
+//
+// Durability: with Options.Sync ("--sync always"), Put returns only after
+// the pack holding its records is fdatasynced (and a new pack's directory
+// entry synced). Without it ("--sync batch"), Put returns once the records
+// are written to the pack (they survive a crash of the process), and Sync
+// makes every record put so far durable with one fdatasync per pack written
+// to — one for a step's hundred small files, not two fsyncs each. Callers
+// must Sync blobs before they sync any log line naming them. A pack whose
+// fdatasync fails is never synced or appended to again: the records in it
+// that were not yet durable are copied, verified, into a fresh pack that is
+// synced instead (a retried fsync can report success for pages the kernel
+// dropped). A pack is sealed (its .idx written atomically) once it reaches
+// Options.PackSize, and at Close.
+//
+// Prune removes what the caller no longer keeps: loose blobs by name;
+// packs holding anything dead are rewritten, their kept records copied into
+// a new pack that is made durable and indexed before the old pack is
+// deleted, so a crash leaves two copies, never none.
+//
+// Reads verify: Open returns a reader whose sequential Read fails with
+// ErrCorrupt at the end if the content does not hash to its ID; a record
+// whose CRC, decompression or hash fails is never returned. OpenVerified
+// is for random access: a small or loose blob is hashed whole first; a
+// chunked blob's chunks are each verified against their own hash when a
+// read first touches them (a damaged chunk fails with a *ChunkError), so a
+// read at an offset does not read the blob from its start.
+//
+// Crash points (durable.TestHook, for the SIGKILL tests): "pack:appended"
+// after a record is written to a pack, "prune:removing" after Prune deleted
+// its first old pack, "prune:removed-loose" after each loose blob it
+// deleted.
 package blobstore

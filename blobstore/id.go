@@ -50,3 +50,13 @@ func (id *ID) UnmarshalText(b []byte) error {
 
 // Sum returns the ID of data.
 func Sum(data []byte) ID { return ID(sha256.Sum256(data)) }
+
+// MustParseID is ParseID for IDs known to be good (tests, constants); it
+// panics on a bad one.
+func MustParseID(s string) ID {
+	id, err := ParseID(s)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}

@@ -3,20 +3,17 @@ package blobstore
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // openT opens a store in a new directory.
@@ -26,17 +23,28 @@ func openT(t testing.TB, opts Options) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.closeFiles() })
 	return s
 }
 
 // randBytes returns n pseudo-random bytes from seed.
 func randBytes(seed uint64, n int) []byte {
-	r := rand.New(rand.NewPCG(seed, seed))
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], seed)
 	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
+	rand.NewChaCha8(key).Read(b)
 	return b
+}
+
+// textBytes returns n bytes of compressible text from seed.
+func textBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, seed))
+	words := []string{"func ", "return ", "err ", "nil", "{\n", "}\n", "\t", "if ", "x := ", "s.mu.Lock()\n", "for ", "range "}
+	var b bytes.Buffer
+	for b.Len() < n {
+		b.WriteString(words[r.IntN(len(words))])
+	}
+	return b.Bytes()[:n]
 }
 
 func putT(t testing.TB, s *Store, data []byte) ID {
@@ -51,7 +59,7 @@ func putT(t testing.TB, s *Store, data []byte) ID {
 	return id
 }
 
-// walkAll lists the blobs Walk reports, sorted.
+// walkAll lists the records Walk reports, sorted.
 func walkAll(t *testing.T, s *Store) []BlobInfo {
 	t.Helper()
 	var got []BlobInfo
@@ -76,434 +84,452 @@ func tmpFiles(t *testing.T, s *Store) []string {
 	return names
 }
 
-func TestPutGet(t *testing.T) {
-	tests := []struct {
-		name string
-		data []byte
-	}{
-		{"empty", nil},
-		{"one byte", []byte("x")},
-		{"text", []byte("package main\n\nfunc main() {}\n")},
-		{"exactly one copy buffer", randBytes(1, copyBufSize)},
-		{"one copy buffer and a byte", randBytes(2, copyBufSize+1)},
-		{"3 MiB", randBytes(3, 3<<20)},
+// putLoose writes a blob as the store before packs did (one file
+// DIR/ab/<hex>), for the tests of stores written by that code.
+func putLoose(t testing.TB, dir string, data []byte) ID {
+	t.Helper()
+	id := Sum(data)
+	fan := filepath.Join(dir, id.String()[:2])
+	if err := os.MkdirAll(fan, 0o700); err != nil {
+		t.Fatal(err)
 	}
-	for _, syncOn := range []bool{true, false} {
-		s := openT(t, Options{Sync: syncOn})
-		for _, tt := range tests {
-			t.Run(fmt.Sprintf("%s/sync=%v", tt.name, syncOn), func(t *testing.T) {
-				id := putT(t, s, tt.data)
-				if want := ID(sha256.Sum256(tt.data)); id != want {
-					t.Fatalf("got id %s, want %s", id, want)
-				}
-				if id != Sum(tt.data) {
-					t.Errorf("Sum disagrees with Put")
-				}
-				got, err := s.Get(id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got, tt.data) {
-					t.Errorf("Get: got %d bytes, want the %d put", len(got), len(tt.data))
-				}
-				r, err := s.Open(id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				streamed, err := io.ReadAll(r)
-				r.Close()
-				if err != nil || !bytes.Equal(streamed, tt.data) {
-					t.Errorf("Open: got %d bytes, %v; want the %d put", len(streamed), err, len(tt.data))
-				}
-				f, err := s.OpenVerified(id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				f.Close()
-				if err := s.Verify(id); err != nil {
-					t.Errorf("Verify: %v", err)
-				}
-				if !s.Has(id) {
-					t.Error("Has: got false, want true")
-				}
-			})
+	if err := os.WriteFile(filepath.Join(fan, id.String()), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// impl is one way of storing blobs: the conformance suite (STYLE rule 16)
+// runs against each. put stores content the way that implementation does;
+// damage spoils one byte of what stores id's content (for a chunked blob,
+// of its chunk at index chunk).
+type impl struct {
+	name string
+	opts Options
+	// loose: blobs are written as loose files (the layout before packs),
+	// which every Store must keep reading.
+	loose bool
+}
+
+var impls = []impl{
+	{name: "packed", opts: Options{}},
+	{name: "packed-sync", opts: Options{Sync: true}},
+	{name: "uncompressed", opts: Options{NoCompress: true}},
+	{name: "unchunked", opts: Options{ChunkAbove: -1}},
+	{name: "small-packs", opts: Options{PackSize: 64 << 10}},
+	{name: "loose", loose: true},
+}
+
+// fixture is a store under test with its implementation's put.
+type fixture struct {
+	t   *testing.T
+	im  impl
+	dir string
+	s   *Store
+}
+
+func newFixture(t *testing.T, im impl) *fixture {
+	f := &fixture{t: t, im: im, dir: filepath.Join(t.TempDir(), "blobs")}
+	f.reopen()
+	return f
+}
+
+// reopen closes the store and opens it again, as the next mount would.
+func (f *fixture) reopen() {
+	f.t.Helper()
+	if f.s != nil {
+		if err := f.s.Close(); err != nil {
+			f.t.Fatal(err)
 		}
 	}
+	s, err := Open(f.dir, f.im.opts)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.s = s
+	f.t.Cleanup(func() { s.closeFiles() })
 }
 
-func TestLayout(t *testing.T) {
-	s := openT(t, Options{Sync: true})
-	id := putT(t, s, []byte("layout"))
-	h := id.String()
-	want := filepath.Join(s.Dir(), h[:2], h)
-	if s.Path(id) != want {
-		t.Errorf("got path %s, want %s", s.Path(id), want)
+func (f *fixture) put(data []byte) ID {
+	f.t.Helper()
+	if f.im.loose {
+		return putLoose(f.t, f.dir, data)
 	}
-	for _, c := range []struct {
-		path string
-		mode fs.FileMode
-	}{
-		{s.Dir(), fs.ModeDir | 0o700},
-		{filepath.Join(s.Dir(), h[:2]), fs.ModeDir | 0o700},
-		{filepath.Join(s.Dir(), "tmp"), fs.ModeDir | 0o700},
-		{want, 0o600},
-	} {
-		fi, err := os.Lstat(c.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fi.Mode() != c.mode {
-			t.Errorf("%s: got mode %v, want %v", c.path, fi.Mode(), c.mode)
+	id := putT(f.t, f.s, data)
+	if !f.im.opts.Sync {
+		if err := f.s.Sync(); err != nil {
+			f.t.Fatal(err)
 		}
 	}
-	if tmp := tmpFiles(t, s); len(tmp) != 0 {
-		t.Errorf("got %v in tmp/ after Put, want nothing", tmp)
-	}
+	return id
 }
 
-// TestDedup: identical content is stored once, and the stored file is not
-// rewritten by a second Put.
-func TestDedup(t *testing.T) {
-	for _, syncOn := range []bool{true, false} {
-		t.Run(fmt.Sprintf("sync=%v", syncOn), func(t *testing.T) {
-			s := openT(t, Options{Sync: syncOn})
-			data := randBytes(7, 100<<10)
-			id := putT(t, s, data)
-			before, err := os.Stat(s.Path(id))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for range 3 {
-				if again := putT(t, s, data); again != id {
-					t.Fatalf("got id %s, want %s", again, id)
-				}
-			}
-			after, err := os.Stat(s.Path(id))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !os.SameFile(before, after) {
-				t.Error("the blob was rewritten by an identical Put")
-			}
-			if got := walkAll(t, s); len(got) != 1 || got[0].ID != id || got[0].Size != int64(len(data)) {
-				t.Errorf("Walk: got %v, want just %s", got, id.Short())
-			}
-			if tmp := tmpFiles(t, s); len(tmp) != 0 {
-				t.Errorf("got %v in tmp/, want nothing", tmp)
-			}
-			if err := s.Sync(); err != nil {
-				t.Fatal(err)
-			}
-		})
+// damage flips one byte of the stored bytes of id's content (of chunk i of
+// it when it is chunked), and reopens.
+func (f *fixture) damage(id ID, chunk int) ID {
+	f.t.Helper()
+	target := id
+	if cs, err := f.s.Chunks(id); err != nil {
+		f.t.Fatal(err)
+	} else if cs != nil {
+		target = cs[chunk]
 	}
+	if l, ok := f.s.lookup(target); ok {
+		if err := flipByte(l.p.path(f.s.packDir), l.off+headerSize+int64(l.stored)/2); err != nil {
+			f.t.Fatal(err)
+		}
+	} else if fi, err := os.Stat(f.s.loosePath(target)); err != nil {
+		f.t.Fatal(err)
+	} else if err := flipByte(f.s.loosePath(target), fi.Size()/2); err != nil {
+		f.t.Fatal(err)
+	}
+	return target
 }
 
-// TestDedupReplacesDamagedCopy: a Put that finds its blob present but
-// damaged (another size, or content hashed by a Store that did not write
-// it) renames its good copy over it rather than trusting the name.
-func TestDedupReplacesDamagedCopy(t *testing.T) {
-	data := randBytes(8, 10<<10)
-	tests := []struct {
-		name   string
-		damage func(path string) error
-	}{
-		{"truncated", func(p string) error { return os.Truncate(p, 100) }},
-		{"empty", func(p string) error { return os.Truncate(p, 0) }},
-		{"a byte flipped", func(p string) error { return flipByte(p, 5000) }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "blobs")
-			s, err := Open(dir, Options{Sync: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := putT(t, s, data)
-			if err := tt.damage(s.Path(id)); err != nil {
-				t.Fatal(err)
-			}
-			s2, err := Open(dir, Options{Sync: true}) // as after a restart
-			if err != nil {
-				t.Fatal(err)
-			}
-			putT(t, s2, data)
-			if err := s2.Verify(id); err != nil {
-				t.Errorf("after the second Put: %v, want the blob repaired", err)
-			}
-		})
-	}
-}
-
-// flipByte inverts the byte at off in the file at path.
 func flipByte(path string, off int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	fl, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	var b [1]byte
-	if _, err := f.ReadAt(b[:], off); err != nil {
+	defer fl.Close()
+	b := make([]byte, 1)
+	if _, err := fl.ReadAt(b, off); err != nil {
 		return err
 	}
 	b[0] ^= 0xff
-	_, err = f.WriteAt(b[:], off)
+	_, err = fl.WriteAt(b, off)
 	return err
 }
 
-// TestCorrupt: damaged content is caught by every read path, and never
-// returned as if it were good.
-func TestCorrupt(t *testing.T) {
-	data := randBytes(9, 200<<10)
-	damages := []struct {
-		name   string
-		damage func(path string) error
-	}{
-		{"first byte flipped", func(p string) error { return flipByte(p, 0) }},
-		{"middle byte flipped", func(p string) error { return flipByte(p, 100<<10) }},
-		{"last byte flipped", func(p string) error { return flipByte(p, 200<<10-1) }},
-		{"truncated", func(p string) error { return os.Truncate(p, 1000) }},
-		{"extended", func(p string) error { return os.Truncate(p, 300<<10) }},
-		{"emptied", func(p string) error { return os.Truncate(p, 0) }},
+// suite is the conformance suite.
+var suite = map[string]func(t *testing.T, f *fixture){
+	"PutGet":         testPutGet,
+	"RandomReads":    testRandomReads,
+	"Reopen":         testReopen,
+	"Dedup":          testDedup,
+	"Corrupt":        testCorrupt,
+	"NotFound":       testNotFound,
+	"Prune":          testPrune,
+	"ConcurrentPuts": testConcurrentPuts,
+}
+
+func TestConformance(t *testing.T) {
+	names := make([]string, 0, len(suite))
+	for n := range suite {
+		names = append(names, n)
 	}
-	reads := []struct {
-		name string
-		read func(s *Store, id ID) error
-	}{
-		{"Get", func(s *Store, id ID) error {
-			b, err := s.Get(id)
-			if b != nil {
-				return fmt.Errorf("got %d bytes with the error %v, want none", len(b), err)
-			}
-			return err
-		}},
-		{"Open", func(s *Store, id ID) error {
-			r, err := s.Open(id)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			_, err = io.Copy(io.Discard, r)
-			return err
-		}},
-		{"OpenVerified", func(s *Store, id ID) error {
-			f, err := s.OpenVerified(id)
-			if err == nil {
-				f.Close()
-			}
-			return err
-		}},
-		{"Verify", func(s *Store, id ID) error { return s.Verify(id) }},
-	}
-	for _, d := range damages {
-		for _, r := range reads {
-			t.Run(d.name+"/"+r.name, func(t *testing.T) {
-				s := openT(t, Options{})
-				id := putT(t, s, data)
-				if err := d.damage(s.Path(id)); err != nil {
-					t.Fatal(err)
-				}
-				err := r.read(s, id)
-				if !errors.Is(err, ErrCorrupt) {
-					t.Fatalf("got %v, want ErrCorrupt", err)
-				}
-				if !strings.Contains(err.Error(), id.String()) {
-					t.Errorf("got %q, want the error to name the blob", err)
-				}
-			})
+	slices.Sort(names)
+	for _, im := range impls {
+		for _, n := range names {
+			t.Run(im.name+"/"+n, func(t *testing.T) { suite[n](t, newFixture(t, im)) })
 		}
 	}
 }
 
-// TestOpenFailsAtEOF: the streaming reader hands out bytes as it reads and
-// reports the damage with the read that reaches the end.
-func TestOpenFailsAtEOF(t *testing.T) {
-	s := openT(t, Options{})
-	data := randBytes(10, 10000)
-	id := putT(t, s, data)
-	if err := flipByte(s.Path(id), 10); err != nil {
-		t.Fatal(err)
+var sizes = []struct {
+	name string
+	data []byte
+}{
+	{"empty", nil},
+	{"one byte", []byte("x")},
+	{"text", []byte("package main\n\nfunc main() {}\n")},
+	{"compressible 200KiB", textBytes(1, 200<<10)},
+	{"1MiB", randBytes(2, 1<<20)},
+	{"1MiB and a byte", randBytes(3, 1<<20+1)},
+	{"compressible 3MiB", textBytes(4, 3<<20)},
+	{"5MiB", randBytes(5, 5<<20)},
+}
+
+func testPutGet(t *testing.T, f *fixture) {
+	for _, tt := range sizes {
+		id := f.put(tt.data)
+		if want := ID(sha256.Sum256(tt.data)); id != want {
+			t.Fatalf("%s: got id %s, want %s", tt.name, id, want)
+		}
+		got, err := f.s.Get(id)
+		if err != nil || !bytes.Equal(got, tt.data) {
+			t.Errorf("%s: Get: got %d bytes, %v; want the %d put", tt.name, len(got), err, len(tt.data))
+		}
+		r, err := f.s.Open(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		streamed, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(streamed, tt.data) {
+			t.Errorf("%s: Open: got %d bytes, %v; want the %d put", tt.name, len(streamed), err, len(tt.data))
+		}
+		v, err := f.s.OpenVerified(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Size() != int64(len(tt.data)) {
+			t.Errorf("%s: Size: got %d, want %d", tt.name, v.Size(), len(tt.data))
+		}
+		v.Close()
+		if err := f.s.Verify(id); err != nil {
+			t.Errorf("%s: Verify: %v", tt.name, err)
+		}
+		if !f.s.Has(id) {
+			t.Errorf("%s: Has: got false, want true", tt.name)
+		}
 	}
-	r, err := s.Open(id)
+}
+
+func testRandomReads(t *testing.T, f *fixture) {
+	data := randBytes(9, 5<<20)
+	id := f.put(data)
+	r, err := f.s.OpenVerified(id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	buf := make([]byte, 1000)
-	total := 0
-	for {
-		n, err := r.Read(buf)
-		total += n
-		if err == nil {
-			continue
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for range 50 {
+		off := rnd.Int64N(int64(len(data)) + 10)
+		n := rnd.IntN(1 << 20)
+		buf := make([]byte, n)
+		k, err := r.ReadAt(buf, off)
+		want := data[min(off, int64(len(data))):min(off+int64(n), int64(len(data)))]
+		if !bytes.Equal(buf[:k], want) {
+			t.Fatalf("ReadAt(%d, %d): got %d bytes that differ, want %d", n, off, k, len(want))
 		}
-		if !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("after %d bytes: got %v, want ErrCorrupt", total, err)
+		if k < n && err != io.EOF {
+			t.Fatalf("ReadAt(%d, %d) short: got %v, want io.EOF", n, off, err)
 		}
-		break
-	}
-	if total != len(data) {
-		t.Errorf("got ErrCorrupt after %d bytes, want it at the end (%d)", total, len(data))
-	}
-}
-
-func TestNotFound(t *testing.T) {
-	s := openT(t, Options{})
-	id := Sum([]byte("never put"))
-	if s.Has(id) {
-		t.Error("Has: got true, want false")
-	}
-	if _, err := s.Get(id); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Get: got %v, want ErrNotFound", err)
-	}
-	if _, err := s.Open(id); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Open: got %v, want ErrNotFound", err)
-	}
-	if _, err := s.OpenVerified(id); !errors.Is(err, ErrNotFound) {
-		t.Errorf("OpenVerified: got %v, want ErrNotFound", err)
-	}
-	if err := s.Verify(id); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Verify: got %v, want ErrNotFound", err)
-	}
-	if err := s.Remove(id); err != nil {
-		t.Errorf("Remove of a missing blob: got %v, want nil", err)
-	}
-	got := putT(t, s, []byte("x"))
-	if err := s.Remove(got); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Get(got); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Get after Remove: got %v, want ErrNotFound", err)
-	}
-	// A removed blob needs no Sync.
-	if err := s.Sync(); err != nil {
-		t.Errorf("Sync after Remove: %v", err)
+		if k == n && err != nil {
+			t.Fatalf("ReadAt(%d, %d): %v", n, off, err)
+		}
 	}
 }
 
-// TestMaxSize: content over the cap is refused and leaves nothing behind.
-func TestMaxSize(t *testing.T) {
-	const limit = 100 << 10
-	tests := []struct {
-		size    int
-		tooBig  bool
-		comment string
-	}{
-		{0, false, "empty"},
-		{limit - 1, false, "just under"},
-		{limit, false, "exactly the cap"},
-		{limit + 1, true, "one byte over"},
-		{10 * limit, true, "far over"},
+func testReopen(t *testing.T, f *fixture) {
+	var ids []ID
+	for _, tt := range sizes {
+		ids = append(ids, f.put(tt.data))
 	}
-	for _, tt := range tests {
-		t.Run(tt.comment, func(t *testing.T) {
-			s := openT(t, Options{Sync: true, MaxSize: limit})
-			id, n, err := s.Put(bytes.NewReader(randBytes(11, tt.size)))
-			if tt.tooBig {
-				if !errors.Is(err, ErrTooLarge) {
-					t.Fatalf("got %v, want ErrTooLarge", err)
-				}
-				if !id.IsZero() || n != 0 {
-					t.Errorf("got id %s, size %d with the error, want zero", id.Short(), n)
-				}
-				if got := walkAll(t, s); len(got) != 0 {
-					t.Errorf("got blobs %v, want none", got)
-				}
-			} else if err != nil || n != int64(tt.size) {
-				t.Fatalf("got %d, %v; want %d, nil", n, err, tt.size)
+	check := func(when string) {
+		for i, id := range ids {
+			got, err := f.s.Get(id)
+			if err != nil || !bytes.Equal(got, sizes[i].data) {
+				t.Errorf("%s: %s: got %d bytes, %v", when, sizes[i].name, len(got), err)
 			}
-			if tmp := tmpFiles(t, s); len(tmp) != 0 {
-				t.Errorf("got %v in tmp/, want nothing", tmp)
-			}
-		})
+		}
 	}
-}
-
-// errReader fails after n bytes.
-type errReader struct{ n int }
-
-func (r *errReader) Read(p []byte) (int, error) {
-	if r.n == 0 {
-		return 0, syscall.EIO
+	f.reopen()
+	check("after reopen")
+	// Without the pack indexes, the packs are scanned.
+	idx, _ := filepath.Glob(filepath.Join(f.dir, "packs", "*.idx"))
+	for _, p := range idx {
+		os.Remove(p)
 	}
-	k := min(len(p), r.n)
-	clear(p[:k])
-	r.n -= k
-	return k, nil
-}
-
-func TestPutReadError(t *testing.T) {
-	s := openT(t, Options{Sync: true})
-	_, _, err := s.Put(&errReader{n: 1 << 20})
-	if !errors.Is(err, syscall.EIO) {
-		t.Fatalf("got %v, want the reader's EIO", err)
-	}
-	if tmp := tmpFiles(t, s); len(tmp) != 0 {
-		t.Errorf("got %v in tmp/, want nothing", tmp)
-	}
-	if got := walkAll(t, s); len(got) != 0 {
-		t.Errorf("got blobs %v, want none", got)
-	}
-}
-
-// TestWalk lists exactly the blobs, skipping tmp/ and every kind of stray.
-func TestWalk(t *testing.T) {
-	s := openT(t, Options{})
-	var want []BlobInfo
-	for i := range 20 {
-		data := randBytes(uint64(i), i*100)
-		want = append(want, BlobInfo{ID: putT(t, s, data), Size: int64(len(data))})
-	}
-	slices.SortFunc(want, func(a, b BlobInfo) int { return bytes.Compare(a.ID[:], b.ID[:]) })
-	other := Sum([]byte("stray")).String()
-	wrongFan := "00"
-	if other[:2] == wrongFan {
-		wrongFan = "01"
-	}
-	strays := map[string]string{ // path -> "file" or "dir"
-		"stray-file":                                        "file",
-		"README":                                            "file",
-		"tmp/.tmp-blob-0123456789abcdef":                    "file",
-		"tmp/" + other:                                      "file",
-		"zz/" + other:                                       "file",
-		"abc/" + other:                                      "file",
-		wrongFan + "/" + other:                              "file", // a blob name in the wrong fan-out
-		other[:2] + "/" + strings.ToUpper(other):            "file",
-		other[:2] + "/" + other[:63]:                        "file",
-		other[:2] + "/.tmp-" + other + "-1234":              "file",
-		other[:2] + "/" + other:                             "dir", // a directory under a blob's name
-		want[0].ID.String()[:2] + "/notes.txt":              "file",
-		filepath.Join("ff", strings.Repeat("f", 64)+".bak"): "file",
-	}
-	for p, kind := range strays {
-		full := filepath.Join(s.Dir(), p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
+	f.reopen()
+	check("after reopen without indexes")
+	// A damaged index is not trusted either.
+	idx, _ = filepath.Glob(filepath.Join(f.dir, "packs", "*.idx"))
+	for _, p := range idx {
+		if err := flipByte(p, 30); err != nil {
 			t.Fatal(err)
 		}
-		var err error
-		if kind == "dir" {
-			err = os.Mkdir(full, 0o700)
-		} else {
-			err = os.WriteFile(full, []byte("stray"), 0o600)
+	}
+	f.reopen()
+	check("after reopen with damaged indexes")
+}
+
+func testDedup(t *testing.T, f *fixture) {
+	for _, tt := range sizes {
+		f.put(tt.data)
+	}
+	before, err := f.s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range sizes {
+		f.put(tt.data)
+	}
+	after, err := f.s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.StoredBytes != before.StoredBytes || after.Blobs != before.Blobs {
+		t.Errorf("putting everything again: got %d blobs in %d bytes, want the %d in %d from before",
+			after.Blobs, after.StoredBytes, before.Blobs, before.StoredBytes)
+	}
+	if want := len(sizes); before.Blobs != want {
+		t.Errorf("got %d blobs, want %d", before.Blobs, want)
+	}
+}
+
+func testCorrupt(t *testing.T, f *fixture) {
+	for _, tt := range sizes[1:] {
+		id := f.put(tt.data)
+		chunks, _ := f.s.Chunks(id)
+		bad := f.damage(id, len(chunks)/2)
+		f.reopen()
+		if got, err := f.s.Get(id); !errors.Is(err, ErrCorrupt) || got != nil {
+			t.Errorf("%s: Get of a damaged blob: got %d bytes, %v; want nothing and ErrCorrupt", tt.name, len(got), err)
 		}
+		err := f.s.Verify(id)
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: Verify: got %v, want ErrCorrupt", tt.name, err)
+		}
+		if r, err := f.s.Open(id); err == nil {
+			_, err = io.ReadAll(r)
+			r.Close()
+			if !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%s: reading a damaged blob: got %v, want ErrCorrupt", tt.name, err)
+			}
+		} else if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: Open: got %v, want ErrCorrupt", tt.name, err)
+		}
+		if chunks == nil {
+			continue
+		}
+		var ce *ChunkError
+		if !errors.As(err, &ce) || ce.Chunk != bad || ce.Blob != id {
+			t.Errorf("%s: Verify: got %v, want a ChunkError naming chunk %s", tt.name, err, bad.Short())
+		}
+		// Random reads of the good chunks still work; of the bad one,
+		// they fail.
+		r, err := f.s.OpenVerified(id)
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	got := walkAll(t, s)
-	if !slices.Equal(got, want) {
-		t.Errorf("Walk: got %d blobs, want the %d put:\ngot  %v\nwant %v", len(got), len(want), got, want)
-	}
-	stop := errors.New("stop")
-	calls := 0
-	err := s.Walk(func(BlobInfo) error { calls++; return stop })
-	if err != stop || calls != 1 {
-		t.Errorf("Walk with a failing fn: got %v after %d calls, want stop after 1", err, calls)
+		buf := make([]byte, 100)
+		if _, err := r.ReadAt(buf, 0); (err != nil) != (len(chunks)/2 == 0) {
+			t.Errorf("%s: ReadAt of the first chunk: %v", tt.name, err)
+		}
+		if _, err := r.ReadAt(buf, r.Size()-100); (err != nil) != (len(chunks)/2 == len(chunks)-1) {
+			t.Errorf("%s: ReadAt of the last chunk: %v", tt.name, err)
+		}
+		r.Close()
 	}
 }
 
-// TestBatchSync: without Options.Sync, Put leaves the blob pending; Sync
-// fdatasyncs every pending blob once and then the directories.
-func TestBatchSync(t *testing.T) {
+func testNotFound(t *testing.T, f *fixture) {
+	id := Sum([]byte("never stored"))
+	if f.s.Has(id) {
+		t.Error("Has: got true, want false")
+	}
+	if _, err := f.s.Get(id); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get: got %v, want ErrNotFound", err)
+	}
+	if _, err := f.s.Open(id); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Open: got %v, want ErrNotFound", err)
+	}
+	if _, err := f.s.OpenVerified(id); !errors.Is(err, ErrNotFound) {
+		t.Errorf("OpenVerified: got %v, want ErrNotFound", err)
+	}
+	if err := f.s.Verify(id); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Verify: got %v, want ErrNotFound", err)
+	}
+}
+
+func testPrune(t *testing.T, f *fixture) {
+	var keep, drop []ID
+	data := map[ID][]byte{}
+	for i, tt := range sizes {
+		id := f.put(tt.data)
+		data[id] = tt.data
+		if i%2 == 0 {
+			keep = append(keep, id)
+		} else {
+			drop = append(drop, id)
+		}
+	}
+	// A big blob that shares most chunks with a dropped one stays whole.
+	shared := bytes.Clone(sizes[len(sizes)-1].data)
+	copy(shared[3<<20:], "changed")
+	sid := f.put(shared)
+	data[sid] = shared
+	keep = append(keep, sid)
+	before, err := f.s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := map[ID]bool{}
+	for _, id := range keep {
+		kept[id] = true
+	}
+	res, err := f.s.Prune(func(id ID) bool { return kept[id] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(drop, func(a, b ID) int { return bytes.Compare(a[:], b[:]) })
+	if !slices.Equal(res.Removed, drop) {
+		t.Errorf("Prune removed %d blobs, want the %d dropped", len(res.Removed), len(drop))
+	}
+	if res.BytesFreed <= 0 {
+		t.Errorf("Prune freed %d bytes, want some", res.BytesFreed)
+	}
+	check := func(when string) {
+		for _, id := range drop {
+			if f.s.Has(id) {
+				t.Errorf("%s: dropped blob %s is still there", when, id.Short())
+			}
+		}
+		for _, id := range keep {
+			got, err := f.s.Get(id)
+			if err != nil || !bytes.Equal(got, data[id]) {
+				t.Errorf("%s: kept blob %s: got %d bytes, %v", when, id.Short(), len(got), err)
+			}
+		}
+	}
+	check("after Prune")
+	f.reopen()
+	check("after reopen")
+	after, err := f.s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Blobs != len(keep) || before.DiskBytes-after.DiskBytes != res.BytesFreed {
+		t.Errorf("after Prune: %d blobs, %d bytes freed; want %d blobs, %d bytes freed",
+			after.Blobs, before.DiskBytes-after.DiskBytes, len(keep), res.BytesFreed)
+	}
+}
+
+func testConcurrentPuts(t *testing.T, f *fixture) {
+	if f.im.loose {
+		t.Skip("loose blobs are not written any more")
+	}
+	const contents = 20
+	all := make([][]byte, contents)
+	for k := range all {
+		all[k] = randBytes(uint64(k), 1000+k*60<<10)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range contents {
+				data := all[(i+g)%contents]
+				id, _, err := f.s.Put(bytes.NewReader(data))
+				if err != nil || id != Sum(data) {
+					t.Errorf("Put: got %s, %v; want %s", id.Short(), err, Sum(data).Short())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := f.s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Blobs != contents {
+		t.Errorf("got %d blobs, want %d", st.Blobs, contents)
+	}
+	for _, b := range walkAll(t, f.s) {
+		if err := f.s.Verify(b.ID); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestPackOneSync: 100 small blobs put in batch mode go into one pack and
+// take one fdatasync at Sync (not one file and two fsyncs each).
+func TestPackOneSync(t *testing.T) {
 	s := openT(t, Options{})
 	var mu sync.Mutex
 	synced := map[string]int{}
@@ -515,86 +541,255 @@ func TestBatchSync(t *testing.T) {
 		return real(f)
 	}
 	t.Cleanup(func() { fdatasync = real })
-	var ids []ID
-	for i := range 10 {
-		ids = append(ids, putT(t, s, randBytes(uint64(100+i), 5000)))
+	for i := range 100 {
+		putT(t, s, textBytes(uint64(i), 3000))
 	}
-	putT(t, s, randBytes(100, 5000)) // a duplicate: still one sync
 	if len(synced) != 0 {
 		t.Fatalf("got fdatasyncs %v before Sync, want none", synced)
-	}
-	s.mu.Lock()
-	pending, dirs := len(s.pending), len(s.pendingDirs)
-	s.mu.Unlock()
-	if pending != 10 || dirs == 0 {
-		t.Errorf("got %d pending blobs and %d directories, want 10 and some", pending, dirs)
 	}
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range ids {
-		if synced[id.String()] != 1 {
-			t.Errorf("blob %s: got %d fdatasyncs, want 1", id.Short(), synced[id.String()])
-		}
-	}
-	s.mu.Lock()
-	pending, dirs, fans := len(s.pending), len(s.pendingDirs), len(s.fans)
-	s.mu.Unlock()
-	if pending != 0 || dirs != 0 || fans == 0 {
-		t.Errorf("after Sync: got %d pending blobs, %d directories and %d known fan-outs; want 0, 0 and some", pending, dirs, fans)
+	packs, _ := filepath.Glob(filepath.Join(s.Dir(), "packs", "*.pack"))
+	if len(packs) != 1 || len(synced) != 1 || synced[filepath.Base(packs[0])] != 1 {
+		t.Errorf("got packs %v and fdatasyncs %v, want one pack synced once", packs, synced)
 	}
 	clear(synced)
 	if err := s.Sync(); err != nil || len(synced) != 0 {
 		t.Errorf("a second Sync: got %v and fdatasyncs %v, want nothing to do", err, synced)
 	}
+	// In sync mode each Put syncs what it wrote.
+	s2 := openT(t, Options{Sync: true})
+	clear(synced)
+	putT(t, s2, []byte("one"))
+	if len(synced) != 1 {
+		t.Errorf("a Put with Options.Sync: got fdatasyncs %v, want one", synced)
+	}
 }
 
-// TestSyncFailureRewrites: a blob whose fdatasync fails is rewritten into a
-// fresh file (never fdatasynced again); if its content no longer matches,
-// Sync reports ErrCorrupt and keeps it pending.
-func TestSyncFailureRewrites(t *testing.T) {
+// TestSyncFailureRescues: records of a pack whose fdatasync fails are
+// rewritten into a fresh pack, and that one is synced; the failed pack is
+// never synced again.
+func TestSyncFailureRescues(t *testing.T) {
 	real := fdatasync
 	t.Cleanup(func() { fdatasync = real })
-	fdatasync = func(f *os.File) error { return syscall.EIO }
-
+	var failed string
+	calls := map[string]int{}
+	fdatasync = func(f *os.File) error {
+		calls[filepath.Base(f.Name())]++
+		if failed == "" {
+			failed = filepath.Base(f.Name())
+			return syscall.EIO
+		}
+		return real(f)
+	}
 	s := openT(t, Options{})
-	data := randBytes(12, 50<<10)
-	id := putT(t, s, data)
-	before, _ := os.Stat(s.Path(id))
+	a := putT(t, s, randBytes(12, 50<<10))
+	b := putT(t, s, randBytes(13, 3<<20))
 	if err := s.Sync(); err != nil {
-		t.Fatalf("Sync: %v, want the blob rewritten", err)
+		t.Fatalf("Sync: %v, want the records rescued", err)
 	}
-	after, _ := os.Stat(s.Path(id))
-	if os.SameFile(before, after) {
-		t.Error("the blob was not rewritten into a fresh file")
+	for _, id := range []ID{a, b} {
+		l, _ := s.lookup(id)
+		if l.p.name+".pack" == failed {
+			t.Errorf("blob %s is still in the pack whose fdatasync failed", id.Short())
+		}
+		if err := s.Verify(id); err != nil {
+			t.Error(err)
+		}
 	}
-	if err := s.Verify(id); err != nil {
-		t.Error(err)
-	}
-	if tmp := tmpFiles(t, s); len(tmp) != 0 {
-		t.Errorf("got %v in tmp/, want nothing", tmp)
-	}
-
-	id2 := putT(t, s, randBytes(13, 50<<10))
-	if err := flipByte(s.Path(id2), 7); err != nil {
+	putT(t, s, []byte("later"))
+	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Sync(); !errors.Is(err, ErrCorrupt) || !errors.Is(err, syscall.EIO) {
-		t.Errorf("Sync of a damaged blob: got %v, want ErrCorrupt and EIO", err)
+	if calls[failed] != 1 {
+		t.Errorf("the failed pack was fdatasynced %d times, want once", calls[failed])
 	}
-	s.mu.Lock()
-	still := s.pending[id2]
-	s.mu.Unlock()
-	if !still {
-		t.Error("the blob that could not be synced is no longer pending")
+	// Sync mode: the Put itself rescues.
+	failed = ""
+	s2 := openT(t, Options{Sync: true})
+	c := putT(t, s2, []byte("sync mode"))
+	if err := s2.Verify(c); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestTornTail: bytes after the last whole record of a pack (a Put killed
+// mid-write) are copied aside and cut off at the next open; damage with
+// good records after it is reported, and the records after it still read.
+func TestTornTail(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "blobs")
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := putT(t, s, textBytes(1, 5000))
+	b := putT(t, s, textBytes(2, 5000))
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	la, _ := s.lookup(a)
+	path := la.p.path(s.packDir)
+	s.closeFiles()
+	// A torn third record: a header and half a payload.
+	rec := encodeRecord(kindData, compNone, Sum([]byte("torn")), 4000, make([]byte, 4000))
+	fl, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl.Write(rec[:2000])
+	fl.Close()
+	before, _ := os.Stat(path)
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.Stat(path)
+	if after.Size() != before.Size()-2000 {
+		t.Errorf("pack is %d bytes after recovery, want %d", after.Size(), before.Size()-2000)
+	}
+	torn, _ := filepath.Glob(path + ".torn-*")
+	if len(torn) != 1 {
+		t.Errorf("got torn copies %v, want one", torn)
+	}
+	for _, id := range []ID{a, b} {
+		if err := s.Verify(id); err != nil {
+			t.Error(err)
+		}
+	}
+	if len(s.Damaged()) != 0 {
+		t.Errorf("got damage %v, want none", s.Damaged())
+	}
+	// Damage in the middle: the first record's header.
+	s.closeFiles()
+	os.Remove(filepath.Join(dir, "packs", la.p.name+".idx"))
+	if err := flipByte(path, 10); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.closeFiles()
+	if d := s.Damaged(); len(d) != 1 || d[0].Off != 0 {
+		t.Errorf("got damage %v, want one range at 0", d)
+	}
+	if err := s.Verify(a); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the damaged record: got %v, want ErrNotFound", err)
+	}
+	if err := s.Verify(b); err != nil {
+		t.Errorf("the record after the damage: %v", err)
+	}
+}
+
+// TestCompression: text is stored compressed; random bytes are stored as
+// they are (compression does not pay); NoCompress stores everything as is.
+func TestCompression(t *testing.T) {
+	text, noise := textBytes(1, 1<<20), randBytes(1, 1<<20)
+	for _, noCompress := range []bool{false, true} {
+		s := openT(t, Options{NoCompress: noCompress})
+		lt, _ := s.lookup(putT(t, s, text))
+		ln, _ := s.lookup(putT(t, s, noise))
+		if ln.comp != compNone || int64(ln.stored) != ln.raw {
+			t.Errorf("NoCompress=%v: random bytes stored with compression %d in %d bytes", noCompress, ln.comp, ln.stored)
+		}
+		if noCompress && lt.comp != compNone {
+			t.Errorf("NoCompress: text stored compressed")
+		}
+		if !noCompress && (lt.comp != compZstd || int64(lt.stored) > lt.raw/2) {
+			t.Errorf("text: got compression %d, %d bytes of %d; want zstd, at most half", lt.comp, lt.stored, lt.raw)
+		}
+	}
+}
+
+// TestChunkDedup: a large blob with 4 KiB changed in its middle stores only
+// the chunks around the change again.
+func TestChunkDedup(t *testing.T) {
+	s := openT(t, Options{NoCompress: true})
+	data := randBytes(7, 16<<20)
+	putT(t, s, data)
+	st0, _ := s.Stats()
+	copy(data[10<<20:], randBytes(8, 4096))
+	putT(t, s, data)
+	st1, _ := s.Stats()
+	grew := st1.StoredBytes - st0.StoredBytes
+	if grew > 2*maxChunk {
+		t.Errorf("a 4 KiB change to 16 MiB grew the store by %d bytes, want at most %d", grew, 2*maxChunk)
+	}
+	if st1.Blobs != 2 || st1.ContentBytes != 32<<20 {
+		t.Errorf("got %d blobs of %d bytes, want 2 of %d", st1.Blobs, st1.ContentBytes, 32<<20)
+	}
+	t.Logf("16 MiB: %d chunks; the second version added %d KiB", st0.Chunks, grew>>10)
+}
+
+func TestMaxSize(t *testing.T) {
+	for _, size := range []int{100, 3 << 20} {
+		s := openT(t, Options{MaxSize: int64(size)})
+		putT(t, s, randBytes(1, size))
+		if _, _, err := s.Put(bytes.NewReader(randBytes(2, size+1))); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("cap %d: Put of one byte more: got %v, want ErrTooLarge", size, err)
+		}
+	}
+}
+
+type errReader struct{ n int }
+
+func (r *errReader) Read(p []byte) (int, error) {
+	if r.n <= 0 {
+		return 0, syscall.EIO
+	}
+	k := min(len(p), r.n)
+	clear(p[:k])
+	r.n -= k
+	return k, nil
+}
+
+func TestPutReadError(t *testing.T) {
+	for _, n := range []int{10, 3 << 20} {
+		s := openT(t, Options{})
+		if _, _, err := s.Put(&errReader{n: n}); !errors.Is(err, syscall.EIO) {
+			t.Errorf("Put from a failing reader: got %v, want EIO", err)
+		}
+	}
+}
+
+// TestReadOnly: a read-only Store next to a writer sees what the writer
+// has put (even in its unsealed pack), changes nothing, and refuses writes.
+func TestReadOnly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "blobs")
+	w, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.closeFiles()
+	id := putT(t, w, textBytes(3, 10000))
+	big := putT(t, w, randBytes(3, 3<<20))
+	r, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.closeFiles()
+	for _, x := range []ID{id, big} {
+		if err := r.Verify(x); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, _, err := r.Put(bytes.NewReader(nil)); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("Put: got %v, want ErrReadOnly", err)
+	}
+	if _, err := r.Prune(func(ID) bool { return false }); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("Prune: got %v, want ErrReadOnly", err)
+	}
+	if idx, _ := filepath.Glob(filepath.Join(dir, "packs", "*.idx")); len(idx) != 0 {
+		t.Errorf("a read-only open wrote %v", idx)
 	}
 }
 
 func TestCleanTemp(t *testing.T) {
 	s := openT(t, Options{})
 	id := putT(t, s, []byte("keep me"))
-	for _, name := range []string{".tmp-blob-1", ".tmp-blob-2", "whatever"} {
-		if err := os.WriteFile(filepath.Join(s.Dir(), "tmp", name), []byte("partial"), 0o600); err != nil {
+	for _, p := range []string{"tmp/.tmp-blob-1", "tmp/whatever", "packs/.tmp-x.idx-1"} {
+		if err := os.WriteFile(filepath.Join(s.Dir(), p), []byte("partial"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -604,53 +799,11 @@ func TestCleanTemp(t *testing.T) {
 	if tmp := tmpFiles(t, s); len(tmp) != 0 {
 		t.Errorf("got %v in tmp/ after CleanTemp, want nothing", tmp)
 	}
+	if m, _ := filepath.Glob(filepath.Join(s.Dir(), "packs", ".tmp-*")); len(m) != 0 {
+		t.Errorf("got %v in packs/ after CleanTemp", m)
+	}
 	if err := s.Verify(id); err != nil {
 		t.Errorf("CleanTemp touched a blob: %v", err)
-	}
-	if err := os.Remove(filepath.Join(s.Dir(), "tmp")); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CleanTemp(); err != nil {
-		t.Errorf("CleanTemp without tmp/: got %v, want nil", err)
-	}
-	// Put recreates tmp/.
-	putT(t, s, []byte("after"))
-}
-
-func TestConcurrentPuts(t *testing.T) {
-	for _, syncOn := range []bool{true, false} {
-		t.Run(fmt.Sprintf("sync=%v", syncOn), func(t *testing.T) {
-			s := openT(t, Options{Sync: syncOn})
-			const contents = 20
-			var wg sync.WaitGroup
-			for g := range 8 {
-				wg.Go(func() {
-					for i := range contents {
-						data := randBytes(uint64((i+g)%contents), 1000+(i+g)%contents*3000)
-						id, _, err := s.Put(bytes.NewReader(data))
-						if err != nil || id != Sum(data) {
-							t.Errorf("Put: got %s, %v; want %s", id.Short(), err, Sum(data).Short())
-						}
-					}
-				})
-			}
-			wg.Wait()
-			if err := s.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			got := walkAll(t, s)
-			if len(got) != contents {
-				t.Errorf("got %d blobs, want %d", len(got), contents)
-			}
-			for _, b := range got {
-				if err := s.Verify(b.ID); err != nil {
-					t.Error(err)
-				}
-			}
-			if tmp := tmpFiles(t, s); len(tmp) != 0 {
-				t.Errorf("got %v in tmp/, want nothing", tmp)
-			}
-		})
 	}
 }
 
@@ -660,6 +813,7 @@ func TestOpenCreatesStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.Close()
 	if s.Dir() != dir {
 		t.Errorf("got dir %s, want %s", s.Dir(), dir)
 	}
@@ -672,78 +826,28 @@ func TestOpenCreatesStore(t *testing.T) {
 	}
 }
 
-// zeroReader yields n zero bytes without holding them.
-type zeroReader struct{ n int64 }
-
-func (z *zeroReader) Read(p []byte) (int, error) {
-	if z.n == 0 {
-		return 0, io.EOF
-	}
-	k := int(min(int64(len(p)), z.n))
-	clear(p[:k])
-	z.n -= int64(k)
-	return k, nil
-}
-
-// TestPutHuge streams 2 GiB + 1 byte, generated by a reader and never held,
-// through Put, and checks that the heap stays small: the content is never
-// held whole. The size crosses 2^31, where a 32-bit length would overflow;
-// on a machine that writes the page cache at ~0.3 GiB/s it takes about 8 s,
-// so -short skips it.
-func TestPutHuge(t *testing.T) {
-	if testing.Short() {
-		t.Skip("streams 2 GiB through Put")
-	}
-	const size = 2<<30 + 1
-	s := openT(t, Options{})
-	runtime.GC()
-	var before runtime.MemStats
-	runtime.ReadMemStats(&before)
-	// Sample the heap while Put runs.
-	done := make(chan struct{})
-	peak := make(chan uint64)
-	go func() {
-		var ms runtime.MemStats
-		var top uint64
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			runtime.ReadMemStats(&ms)
-			top = max(top, ms.HeapInuse)
-			select {
-			case <-done:
-				peak <- top
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	start := time.Now()
-	id, n, err := s.Put(&zeroReader{n: size})
-	close(done)
-	maxHeap := <-peak
+// TestLegacyAndPacked: a store holding loose blobs (written before packs)
+// reads them beside new packed ones, and a Put of content that is loose
+// already stores it again in a pack.
+func TestLegacyAndPacked(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "blobs")
+	old := putLoose(t, dir, []byte("written before packs\n"))
+	s, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	took := time.Since(start)
-	// sha256 of 2 GiB + 1 zero bytes, computed once (it takes a second).
-	want, _ := ParseID("b8030a8ab89280935633d8d991da3d9907c0f12e8b6fc3bfc515f4d440872b6e")
-	if id != want || n != size {
-		t.Errorf("got %s, %d; want %s, %d", id.Short(), n, want.Short(), int64(size))
+	defer s.closeFiles()
+	fresh := putT(t, s, []byte("written after\n"))
+	for _, id := range []ID{old, fresh} {
+		if err := s.Verify(id); err != nil {
+			t.Error(err)
+		}
 	}
-	fi, err := os.Stat(s.Path(id))
-	if err != nil || fi.Size() != size {
-		t.Fatalf("got %v, %v; want a %d-byte blob", fi, err, int64(size))
-	}
-	var after runtime.MemStats
-	runtime.ReadMemStats(&after)
-	const limit = 64 << 20
-	if grew := int64(maxHeap) - int64(before.HeapInuse); grew > limit {
-		t.Errorf("heap grew by %d MiB putting %d MiB, want under %d MiB", grew>>20, size>>20, limit>>20)
-	}
-	t.Logf("put %d MiB in %v (%.0f MiB/s); heap in use %d MiB before, %d MiB at most during",
-		size>>20, took.Round(time.Millisecond), float64(size>>20)/took.Seconds(), before.HeapInuse>>20, maxHeap>>20)
-	if err := s.Remove(id); err != nil {
+	st, err := s.Stats()
+	if err != nil {
 		t.Fatal(err)
+	}
+	if st.Blobs != 2 || st.Loose != 1 {
+		t.Errorf("got %d blobs, %d loose; want 2, 1", st.Blobs, st.Loose)
 	}
 }

@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"hash/fnv"
-	"os"
 	"sync"
 	"syscall"
 
@@ -260,7 +259,7 @@ type viewFile struct {
 	node *viewNode
 
 	mu   sync.Mutex // guards f and live
-	f    *os.File
+	f    rewind.Content
 	live bool // f is the workspace file, not a blob
 }
 

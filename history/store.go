@@ -11,7 +11,8 @@ import (
 	"github.com/zerofs/zerofs/eventlog"
 )
 
-// StoreUsage is the size of store's log and blobs, and the blob count.
+// StoreUsage is the size of store's log and blobs, and the blob count
+// (read-only, beside a running daemon).
 func StoreUsage(store string) (bytes int64, blobs int, err error) {
 	if fi, err := os.Stat(filepath.Join(store, "events.jsonl")); err == nil {
 		bytes += fi.Size()
@@ -20,16 +21,13 @@ func StoreUsage(store string) (bytes int64, blobs int, err error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return bytes, 0, nil
 	}
-	bs, err := blobstore.Open(dir, blobstore.Options{})
+	bs, err := blobstore.Open(dir, blobstore.Options{ReadOnly: true})
 	if err != nil {
 		return 0, 0, err
 	}
-	err = bs.Walk(func(b blobstore.BlobInfo) error {
-		bytes += b.Size
-		blobs++
-		return nil
-	})
-	return bytes, blobs, err
+	defer bs.Close()
+	st, err := bs.Stats()
+	return bytes + st.DiskBytes, st.Blobs, err
 }
 
 // StoreEvents reads store's log without taking its lock (beside a daemon).

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/zerofs/zerofs/blobstore"
@@ -43,6 +44,14 @@ const (
 	FindingMissingBlob    FindingKind = "missing blob"
 	FindingCorruptBlob    FindingKind = "corrupt blob"
 	FindingUnreadableBlob FindingKind = "unreadable blob"
+	// FindingDamagedChunk: a chunk of a chunked blob is damaged or
+	// missing; Chunk names it and Affected every needed blob that holds
+	// it, with its path.
+	FindingDamagedChunk FindingKind = "damaged chunk"
+	// FindingDamagedPack: a range of a pack file holds no valid record
+	// (Err is a *blobstore.Damage description); the blobs that were there
+	// are reported missing.
+	FindingDamagedPack FindingKind = "damaged pack"
 )
 
 // A Finding is one damaged thing in a store.
@@ -60,6 +69,10 @@ type Finding struct {
 	Log   string
 	// Err is the underlying error, when there is one.
 	Err error
+	// Chunk is the damaged chunk (FindingDamagedChunk); Affected lists
+	// each needed blob holding it as "BLOB (PATH at sequence SEQ)".
+	Chunk    string
+	Affected []string
 }
 
 // Error is the finding as one line, as `zerofs verify` prints it.
@@ -78,6 +91,11 @@ func (f Finding) Error() string {
 		return fmt.Sprintf("%s %s (%s): %v", f.Kind, f.Blob, where, f.Err)
 	case FindingMissingBlob:
 		return fmt.Sprintf("missing blob %s (%s)", f.Blob, where)
+	case FindingDamagedChunk:
+		return fmt.Sprintf("damaged chunk %s of blob %s (%s): %v; it is part of %d blob(s): %s",
+			f.Chunk, f.Blob, where, f.Err, len(f.Affected), strings.Join(f.Affected, ", "))
+	case FindingDamagedPack:
+		return fmt.Sprintf("damaged pack: %v", f.Err)
 	}
 	if f.Err != nil {
 		return fmt.Sprintf("%s: %v", f.Kind, f.Err)
@@ -184,9 +202,35 @@ func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 	blobDir := filepath.Join(store, "blobs")
 	var bs *blobstore.Store
 	if _, err := os.Stat(blobDir); err == nil {
-		if bs, err = blobstore.Open(blobDir, blobstore.Options{}); err != nil {
+		if bs, err = blobstore.Open(blobDir, blobstore.Options{ReadOnly: true}); err != nil {
 			return res, err
 		}
+		defer bs.Close()
+		for _, d := range bs.Damaged() {
+			res.Findings = append(res.Findings, Finding{Kind: FindingDamagedPack,
+				Err: fmt.Errorf("pack %s: bytes %d..%d hold no valid record", d.Pack, d.Off, d.End)})
+		}
+	}
+	// chunkUsers says which needed blobs hold each chunk, built at the
+	// first damaged chunk, to name everything a damaged chunk affects.
+	var chunkUsers map[blobstore.ID][]string
+	users := func(chunk blobstore.ID) []string {
+		if chunkUsers == nil {
+			chunkUsers = map[blobstore.ID][]string{}
+			for _, s := range ids {
+				if id, err := blobstore.ParseID(s); err == nil {
+					cs, _ := bs.Chunks(id)
+					for _, c := range cs {
+						chunkUsers[c] = append(chunkUsers[c], s)
+					}
+				}
+			}
+		}
+		var out []string
+		for _, b := range chunkUsers[chunk] {
+			out = append(out, fmt.Sprintf("%s (%s at sequence %d)", b, uses[b].path, uses[b].seq))
+		}
+		return out
 	}
 	for i, s := range ids {
 		u := uses[s]
@@ -201,7 +245,11 @@ func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 		case bs == nil:
 			f.Kind = FindingMissingBlob
 		default:
+			var chErr *blobstore.ChunkError
 			switch err := bs.Verify(id); {
+			case errors.As(err, &chErr):
+				f.Kind, f.Err, f.Chunk = FindingDamagedChunk, chErr.Err, chErr.Chunk.String()
+				f.Affected = users(chErr.Chunk)
 			case errors.Is(err, blobstore.ErrNotFound):
 				f.Kind = FindingMissingBlob
 			case errors.Is(err, blobstore.ErrCorrupt):

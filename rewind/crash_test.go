@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/zerofs/zerofs/internal/durable"
 )
 
 // The crash tests run a child process (this test binary again) that
@@ -47,6 +49,14 @@ func crashChild(point string) {
 		}
 	}
 	crashReader = func(r io.Reader) io.Reader { return &midWrite{r: r} }
+	// The blob store's crash points (durable.TestHook), under names of
+	// their own here: "gc:removing" is the store's "prune:removing".
+	durable.TestHook = func(name, path string) {
+		if "gc:"+strings.TrimPrefix(name, "prune:") == point {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
 	root, err := os.Open(os.Getenv("ZEROFS_TEST_WS"))
 	if err != nil {
 		os.Exit(3)

@@ -210,6 +210,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	if err := blobs.CleanTemp(); err != nil {
+		blobs.Close()
 		log.Close()
 		return nil, err
 	}
@@ -236,6 +237,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		from = resume.Head + 1
 	}
 	if err := e.load(from); err != nil {
+		blobs.Close()
 		log.Close()
 		return nil, err
 	}
@@ -246,6 +248,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	}
 	e.setStep(Step{Seq: log.Head()})
 	if err := e.recoverRewind(ctx); err != nil {
+		blobs.Close()
 		log.Close()
 		return nil, err
 	}
@@ -336,6 +339,9 @@ func (e *Engine) Close() error {
 			if serr := e.writeSnapshot(); serr != nil {
 				e.opts.Logger.Warn("rewind: could not save the index snapshot; the next mount reads the whole log", "err", serr)
 			}
+		}
+		if cerr := e.blobs.Close(); err == nil {
+			err = cerr
 		}
 		if cerr := e.log.Close(); err == nil {
 			err = cerr

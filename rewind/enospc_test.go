@@ -3,9 +3,9 @@ package rewind
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -30,11 +30,17 @@ func TestCaptureOnFullDisk(t *testing.T) {
 	s, _ := e.BeginStep(ctx, "s", nil)
 	change(t, e, func() error { return os.WriteFile(small, []byte("v2"), 0o644) }, Change{Path: "small"})
 	big := filepath.Join(ws, "big")
-	if err := os.WriteFile(big, []byte(strings.Repeat("x", 1<<20)), 0o644); err != nil {
+	// Random bytes: compression must not make them fit.
+	noise := make([]byte, 1<<20)
+	rand.NewChaCha8([32]byte{1}).Read(noise)
+	if err := os.WriteFile(big, noise, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	head := e.Head()
-	_, _, err := e.Begin(ctx, Caller{}, Change{Path: "big"})
+	release, _, err := e.Begin(ctx, Caller{}, Change{Path: "big"})
+	if err == nil {
+		release()
+	}
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("capture on a full store: got %v, want ENOSPC", err)
 	}

@@ -244,21 +244,26 @@ func (w *forkWriter) symlink(p, target string) error {
 	return nil
 }
 
-// file writes src at p: a reflink where the filesystem can, else a copy
-// (which Go makes with copy_file_range where it can).
-func (w *forkWriter) file(p string, src *os.File, mode uint32) error {
+// file writes src at p: a reflink where the filesystem can (src is a
+// workspace file, or a loose blob), else a copy (which Go makes with
+// copy_file_range where it can).
+func (w *forkWriter) file(p string, src Content, mode uint32) error {
 	dst, err := os.OpenFile(w.path(p), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("rewind: fork: %w", err)
 	}
 	var n int64
-	if unix.IoctlFileClone(int(dst.Fd()), int(src.Fd())) == nil {
+	if sf, ok := src.(*os.File); ok && unix.IoctlFileClone(int(dst.Fd()), int(sf.Fd())) == nil {
 		w.res.Cloned++
 		if fi, err := dst.Stat(); err == nil {
 			n = fi.Size()
 		}
 	} else {
-		if _, err := src.Seek(0, io.SeekStart); err == nil {
+		var err error
+		if sf, ok := src.(*os.File); ok {
+			_, err = sf.Seek(0, io.SeekStart)
+		}
+		if err == nil {
 			n, err = io.Copy(dst, src)
 		}
 		if err != nil {

@@ -47,20 +47,8 @@ func (e *Engine) GC(ctx context.Context, before Seq) (GCResult, error) {
 	if err != nil {
 		return GCResult{}, err
 	}
-	err = e.blobs.Walk(func(b blobstore.BlobInfo) error {
-		if keep[b.ID] {
-			return nil
-		}
-		if err := e.blobs.Remove(b.ID); err != nil {
-			return err
-		}
-		res.BlobsRemoved++
-		res.BytesFreed += b.Size
-		if res.BlobsRemoved == 2 {
-			crashPoint("gc:removing")
-		}
-		return nil
-	})
+	pr, err := e.blobs.Prune(func(id blobstore.ID) bool { return keep[id] })
+	res.BlobsRemoved, res.BytesFreed = len(pr.Removed), pr.BytesFreed
 	if err != nil {
 		return res, fmt.Errorf("rewind: gc: %w", err)
 	}

@@ -134,7 +134,7 @@ func indexTree(t fataler, e *Engine, seq Seq) tree {
 				n.Mode = 0
 				n.Content, err = e.ReadLink(de.Entry)
 			case KindFile:
-				var f *os.File
+				var f Content
 				f, err = e.OpenContent(de.Entry)
 				if err == nil {
 					var b []byte

@@ -83,15 +83,23 @@ func TestRewindRefusesDamagedBlob(t *testing.T) {
 	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "b"), []byte("b"), 0o644) }, Change{Path: "b"})
 	ent, _ := e.StateAt("a", s.Seq)
 	id, _ := blobstore.ParseID(ent.State.Blob)
-	blob := e.Blobs().Path(id)
-	b, _ := os.ReadFile(blob)
-	b[0] ^= 0xff
-	os.Chmod(blob, 0o600)
-	if err := os.WriteFile(blob, b, 0o600); err != nil {
+	blob, off, _, err := e.Blobs().Locate(id)
+	if err != nil {
 		t.Fatal(err)
 	}
+	fl, err := os.OpenFile(blob, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	fl.ReadAt(b, off)
+	b[0] ^= 0xff
+	if _, err := fl.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	fl.Close()
 	head := e.Head()
-	_, err := e.Rewind(ctx, s.Seq)
+	_, err = e.Rewind(ctx, s.Seq)
 	if !errors.Is(err, blobstore.ErrCorrupt) {
 		t.Fatalf("Rewind over a damaged blob: got %v, want ErrCorrupt", err)
 	}

@@ -2,7 +2,7 @@ package rewind
 
 import (
 	"fmt"
-	"os"
+	"io"
 	"sort"
 	"strings"
 
@@ -141,9 +141,19 @@ func (e *Engine) readDirAt(dir string, t, limit Seq) ([]DirEntry, error) {
 	return out, nil
 }
 
-// OpenContent opens the content of a file state: the verified blob, or for
-// a live entry the workspace file, read-only, never following a symlink.
-func (e *Engine) OpenContent(ent Entry) (*os.File, error) {
+// Content is an open file's content at some sequence: a blob from the
+// store, or for a live entry the workspace file.
+type Content interface {
+	io.Reader
+	io.ReaderAt
+	io.Closer
+}
+
+// OpenContent opens the content of a file state: the blob (verified before
+// random access; a chunked blob chunk by chunk, as reads touch them, so a
+// read at an offset does not read the file from its start), or for a live
+// entry the workspace file, read-only, never following a symlink.
+func (e *Engine) OpenContent(ent Entry) (Content, error) {
 	if !ent.Exists || ent.State.Kind != KindFile {
 		return nil, fmt.Errorf("rewind: %q is not a file at that sequence", ent.State.Path)
 	}

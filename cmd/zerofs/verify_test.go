@@ -32,8 +32,40 @@ func blobsOf(t *testing.T, ws string) map[string]string {
 	return out
 }
 
-func blobPath(ws, id string) string {
-	return filepath.Join(ws, ".zero", "blobs", id[:2], id)
+// flipStored flips a byte of what stores blob id: at offset at from the
+// start of its stored bytes (negative: into the record's header before
+// them); with rescan it drops the pack indexes, so that the next open scans
+// the packs (and finds the damage there).
+func flipStored(t *testing.T, ws, id string, at int64, rescan bool) {
+	t.Helper()
+	dir := filepath.Join(ws, ".zero", "blobs")
+	bs, err := blobstore.Open(dir, blobstore.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, off, _, err := bs.Locate(blobstore.MustParseID(id))
+	bs.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	f.ReadAt(b, off+at)
+	b[0] ^= 0x20
+	if _, err := f.WriteAt(b, off+at); err != nil {
+		t.Fatal(err)
+	}
+	if !rescan {
+		return
+	}
+	idx, _ := filepath.Glob(filepath.Join(dir, "packs", "*.idx"))
+	for _, p := range idx {
+		os.Remove(p)
+	}
 }
 
 func TestVerify(t *testing.T) {
@@ -48,22 +80,11 @@ func TestVerify(t *testing.T) {
 	}{
 		{"healthy", func(*testing.T, string) {}, nil},
 		{"flipped byte", func(t *testing.T, ws string) {
-			p := blobPath(ws, aBefore)
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b[3] ^= 0x20
-			os.Chmod(p, 0o600)
-			if err := os.WriteFile(p, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			flipStored(t, ws, aBefore, 3, false)
 		}, []string{"corrupt blob " + aBefore + " (a.txt at sequence "}},
 		{"missing blob", func(t *testing.T, ws string) {
-			if err := os.Remove(blobPath(ws, goneBefore)); err != nil {
-				t.Fatal(err)
-			}
-		}, []string{"missing blob " + goneBefore + " (gone.txt at sequence "}},
+			flipStored(t, ws, goneBefore, -20, true) // its header: the record is lost
+		}, []string{"missing blob " + goneBefore + " (gone.txt at sequence ", "damaged pack: pack "}},
 		{"torn tail", func(t *testing.T, ws string) {
 			f, err := os.OpenFile(filepath.Join(ws, ".zero", "events.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
 			if err != nil {

@@ -21,6 +21,8 @@ import (
 //	"renamed": Commit has renamed a temporary file to its final name and has
 //	not yet fsynced the directory.
 //
+// blobstore calls it too, at points of its own (see its doc.go).
+//
 // A crash test sets it in a child process to SIGKILL itself there. Production
 // code never sets it; this package is internal, so nothing outside zerofs can.
 var TestHook func(point, path string)

@@ -1,0 +1,309 @@
+package blobstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/zerofs/zerofs/internal/durable"
+)
+
+// PruneResult is what Prune removed.
+type PruneResult struct {
+	// Removed lists the blobs removed (whole and chunked; the chunks only
+	// they used go with them), sorted.
+	Removed []ID
+	// Chunks is how many chunks went with them.
+	Chunks int
+	// BytesFreed is how much smaller the store is on disk.
+	BytesFreed int64
+	// Repacked is how many packs were rewritten to drop what they held.
+	Repacked int
+}
+
+// Prune removes every blob for which keep is false, with the chunks no kept
+// blob uses. A pack left with nothing kept is deleted; one that is holding anything
+// else is rewritten: what is kept is copied into a new pack, which is
+// made durable and indexed before the old one is deleted (a crash in
+// between leaves two copies, never none). No Put may run meanwhile (the
+// caller holds the workspace lock).
+func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
+	var res PruneResult
+	if s.opts.ReadOnly {
+		return res, ErrReadOnly
+	}
+	before, err := s.diskBytes()
+	if err != nil {
+		return res, err
+	}
+	if err := s.Sync(); err != nil {
+		return res, err
+	}
+	if err := s.seal(true); err != nil {
+		return res, err
+	}
+	// What is live: kept blobs, and the chunks of kept lists.
+	s.mu.RLock()
+	index := make(map[ID]loc, len(s.index))
+	for id, l := range s.index {
+		index[id] = l
+	}
+	s.mu.RUnlock()
+	live := map[ID]bool{}
+	chunks := map[ID]bool{}
+	for id, l := range index {
+		if l.kind != kindList {
+			continue
+		}
+		refs, err := s.list(id, l)
+		if err != nil {
+			if keep(id) {
+				return res, fmt.Errorf("blobstore: prune: kept blob %s: %w", id.Short(), err)
+			}
+			continue
+		}
+		for _, r := range refs {
+			chunks[r.id] = true
+			if keep(id) {
+				live[r.id] = true
+			}
+		}
+	}
+	for id, l := range index {
+		if keep(id) {
+			live[id] = true
+			continue
+		}
+		if live[id] {
+			continue
+		}
+		if l.kind == kindList || !chunks[id] {
+			res.Removed = append(res.Removed, id)
+		} else {
+			res.Chunks++
+		}
+	}
+	// Loose blobs.
+	var loose []ID
+	if err := s.walkLoose(func(id ID, _ int64) error {
+		if !keep(id) {
+			loose = append(loose, id)
+		}
+		return nil
+	}); err != nil {
+		return res, err
+	}
+	for _, id := range loose {
+		if err := os.Remove(s.loosePath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return res, fmt.Errorf("blobstore: prune %s: %w", id.Short(), err)
+		}
+		if _, inPack := index[id]; !inPack {
+			res.Removed = append(res.Removed, id)
+		}
+		hook("prune:removed-loose", s.loosePath(id))
+	}
+	// Packs: per pack, the bytes still live.
+	byPack := map[*pack][]scanned{}
+	s.mu.RLock()
+	packs := make([]*pack, 0, len(s.packs))
+	for _, p := range s.packs {
+		packs = append(packs, p)
+	}
+	s.mu.RUnlock()
+	for id, l := range index {
+		if live[id] {
+			byPack[l.p] = append(byPack[l.p], scanned{id: id, l: l})
+		}
+	}
+	var drop []*pack
+	for _, p := range packs {
+		recs := byPack[p]
+		var liveBytes int64
+		for _, r := range recs {
+			liveBytes += r.l.end() - r.l.off
+		}
+		switch {
+		case len(recs) == 0:
+			drop = append(drop, p)
+		case liveBytes < p.size:
+			// Anything dead in a pack is rewritten away, so that what
+			// Prune reports removed is gone (an index rebuilt from the
+			// pack would bring it back).
+			if err := s.repack(recs); err != nil {
+				return res, err
+			}
+			res.Repacked++
+			drop = append(drop, p)
+		}
+	}
+	if err := s.Sync(); err != nil {
+		return res, err
+	}
+	if err := s.seal(true); err != nil {
+		return res, err
+	}
+	// Only now, with every kept record durable elsewhere, the old packs go.
+	s.mu.Lock()
+	for id, l := range s.index {
+		if !live[id] {
+			delete(s.index, id)
+			continue
+		}
+		for _, p := range drop {
+			if l.p == p {
+				// repack moved it; a record still here was not copied
+				s.mu.Unlock()
+				return res, fmt.Errorf("blobstore: prune: %s was not copied out of pack %s", id.Short(), p.name)
+			}
+		}
+	}
+	for _, p := range drop {
+		delete(s.packs, p.name)
+	}
+	s.mu.Unlock()
+	for i, p := range drop {
+		p.f.Close()
+		for _, ext := range []string{".idx", ".pack"} {
+			if err := os.Remove(filepath.Join(s.packDir, p.name+ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return res, fmt.Errorf("blobstore: prune: %w", err)
+			}
+		}
+		if i == 0 {
+			hook("prune:removing", p.path(s.packDir))
+		}
+	}
+	if len(drop) > 0 || len(loose) > 0 {
+		if err := durable.SyncDir(s.packDir); err != nil {
+			return res, fmt.Errorf("blobstore: prune: %w", err)
+		}
+	}
+	sort.Slice(res.Removed, func(i, j int) bool { return res.Removed[i].String() < res.Removed[j].String() })
+	after, err := s.diskBytes()
+	if err != nil {
+		return res, err
+	}
+	res.BytesFreed = before - after
+	return res, nil
+}
+
+// repack copies records (their stored bytes as they are, checksum
+// checked) into the active pack.
+func (s *Store) repack(recs []scanned) error {
+	sort.Slice(recs, func(i, j int) bool { return recs[i].l.off < recs[j].l.off })
+	for _, r := range recs {
+		payload, err := readPayload(r.l)
+		if err != nil {
+			return fmt.Errorf("blobstore: prune: cannot copy %s out of pack %s: %w", r.id.Short(), r.l.p.name, err)
+		}
+		s.mu.Lock()
+		delete(s.index, r.id)
+		s.mu.Unlock()
+		if err := s.appendRecord(r.id, r.l.kind, r.l.comp, r.l.raw, payload); err != nil {
+			s.mu.Lock()
+			if _, ok := s.index[r.id]; !ok {
+				s.index[r.id] = r.l
+			}
+			s.mu.Unlock()
+			return err
+		}
+	}
+	return nil
+}
+
+// diskBytes is the size of every file of the store.
+func (s *Store) diskBytes() (int64, error) {
+	var n int64
+	err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("blobstore: %w", err)
+	}
+	return n, nil
+}
+
+// Stats describe what a store holds.
+type Stats struct {
+	// Blobs counts whole and chunked blobs (loose ones included); Chunks
+	// the chunks of chunked blobs; Loose the blobs in files of their own.
+	Blobs, Chunks, Loose, Packs int
+	// ContentBytes is the length of every blob's content, chunked ones
+	// whole; UniqueBytes the content actually kept, each chunk once.
+	// StoredBytes is what that takes in packs and loose files
+	// (compressed), DiskBytes everything under the store directory.
+	ContentBytes, UniqueBytes, StoredBytes, DiskBytes int64
+	// Damaged lists damaged ranges of packs.
+	Damaged []Damage
+}
+
+// Stats reads the store's figures (it reads every chunk list).
+func (s *Store) Stats() (Stats, error) {
+	var st Stats
+	s.mu.RLock()
+	index := make(map[ID]loc, len(s.index))
+	for id, l := range s.index {
+		index[id] = l
+	}
+	st.Packs = len(s.packs)
+	st.Damaged = append(st.Damaged, s.damaged...)
+	s.mu.RUnlock()
+	chunks := map[ID]bool{}
+	for id, l := range index {
+		if l.kind != kindList {
+			continue
+		}
+		st.Blobs++
+		st.ContentBytes += l.raw
+		st.StoredBytes += int64(l.stored) + headerSize + trailerSize
+		refs, err := s.list(id, l)
+		if err != nil {
+			continue
+		}
+		for _, r := range refs {
+			chunks[r.id] = true
+		}
+	}
+	for id, l := range index {
+		if l.kind == kindList {
+			continue
+		}
+		st.UniqueBytes += l.raw
+		st.StoredBytes += int64(l.stored) + headerSize + trailerSize
+		if chunks[id] {
+			st.Chunks++
+		} else {
+			st.Blobs++
+			st.ContentBytes += l.raw
+		}
+	}
+	if err := s.walkLoose(func(id ID, n int64) error {
+		if _, ok := index[id]; ok {
+			return nil
+		}
+		st.Blobs++
+		st.Loose++
+		st.ContentBytes += n
+		st.UniqueBytes += n
+		st.StoredBytes += n
+		return nil
+	}); err != nil {
+		return st, err
+	}
+	var err error
+	st.DiskBytes, err = s.diskBytes()
+	return st, err
+}
