@@ -33,17 +33,21 @@ var allowed = map[string][]string{
 	"scripts/profmount": {"fs", "history", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
 }
 
+// storeModules are what the blob store may use beyond x/sys: restic's
+// chunker and zstd (issue 10 names both).
+var storeModules = []string{"github.com/restic/chunker", "github.com/klauspost/compress"}
+
 // outside lists, for each package, the outside modules it may reach.
 // Only fs (and cmd, through it) may use go-fuse.
 var outside = map[string][]string{
 	"internal/durable": {},
 	"internal/wsdir":   {"golang.org/x/sys"},
 	"eventlog":         {"github.com/google/uuid", "golang.org/x/sys"},
-	"blobstore":        {"golang.org/x/sys"},
-	"rewind":           {"github.com/google/uuid", "golang.org/x/sys"},
-	"control":          {"github.com/google/uuid", "golang.org/x/sys"},
-	"history":          {"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"},
-	"timeline":         {"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"},
+	"blobstore":        append([]string{"golang.org/x/sys"}, storeModules...),
+	"rewind":           append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),
+	"control":          append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),
+	"history":          append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
+	"timeline":         append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
 }
 
 type pkg struct {
