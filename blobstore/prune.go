@@ -45,46 +45,9 @@ func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
 	if err := s.seal(true); err != nil {
 		return res, err
 	}
-	// What is live: kept blobs, and the chunks of kept lists.
-	s.mu.RLock()
-	index := make(map[ID]loc, len(s.index))
-	for id, l := range s.index {
-		index[id] = l
-	}
-	s.mu.RUnlock()
-	live := map[ID]bool{}
-	chunks := map[ID]bool{}
-	for id, l := range index {
-		if l.kind != kindList {
-			continue
-		}
-		refs, err := s.list(id, l)
-		if err != nil {
-			if keep(id) {
-				return res, fmt.Errorf("blobstore: prune: kept blob %s: %w", id.Short(), err)
-			}
-			continue
-		}
-		for _, r := range refs {
-			chunks[r.id] = true
-			if keep(id) {
-				live[r.id] = true
-			}
-		}
-	}
-	for id, l := range index {
-		if keep(id) {
-			live[id] = true
-			continue
-		}
-		if live[id] {
-			continue
-		}
-		if l.kind == kindList || !chunks[id] {
-			res.Removed = append(res.Removed, id)
-		} else {
-			res.Chunks++
-		}
+	live, index, err := s.liveSet(keep, &res)
+	if err != nil {
+		return res, err
 	}
 	// Loose blobs.
 	var loose []ID
@@ -97,8 +60,14 @@ func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
 		return res, err
 	}
 	for _, id := range loose {
+		fi, _ := os.Lstat(s.loosePath(id))
 		if err := os.Remove(s.loosePath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return res, fmt.Errorf("blobstore: prune %s: %w", id.Short(), err)
+		}
+		if fi != nil {
+			s.mu.Lock()
+			s.looseBytes -= fi.Size()
+			s.mu.Unlock()
 		}
 		if _, inPack := index[id]; !inPack {
 			res.Removed = append(res.Removed, id)
@@ -187,6 +156,79 @@ func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
 	}
 	res.BytesFreed = before - after
 	return res, nil
+}
+
+// liveSet is what is live (kept blobs and the chunks of kept lists) in a
+// copy of the index; it adds the dead blobs and chunk count to res.
+func (s *Store) liveSet(keep func(ID) bool, res *PruneResult) (map[ID]bool, map[ID]loc, error) {
+	s.mu.RLock()
+	index := make(map[ID]loc, len(s.index))
+	for id, l := range s.index {
+		index[id] = l
+	}
+	s.mu.RUnlock()
+	live := map[ID]bool{}
+	chunks := map[ID]bool{}
+	for id, l := range index {
+		if l.kind != kindList {
+			continue
+		}
+		refs, err := s.list(id, l)
+		if err != nil {
+			if keep(id) {
+				return nil, nil, fmt.Errorf("blobstore: prune: kept blob %s: %w", id.Short(), err)
+			}
+			continue
+		}
+		for _, r := range refs {
+			chunks[r.id] = true
+			if keep(id) {
+				live[r.id] = true
+			}
+		}
+	}
+	for id, l := range index {
+		if keep(id) {
+			live[id] = true
+			continue
+		}
+		if live[id] {
+			continue
+		}
+		if l.kind == kindList || !chunks[id] {
+			res.Removed = append(res.Removed, id)
+		} else {
+			res.Chunks++
+		}
+	}
+	return live, index, nil
+}
+
+// Reclaimable is what Prune(keep) would remove, changing nothing:
+// BytesFreed counts the stored bytes of the records and loose files that
+// would go (the packs' own small overhead aside).
+func (s *Store) Reclaimable(keep func(ID) bool) (PruneResult, error) {
+	var res PruneResult
+	live, index, err := s.liveSet(keep, &res)
+	if err != nil {
+		return res, err
+	}
+	for id, l := range index {
+		if !live[id] {
+			res.BytesFreed += l.end() - l.off
+		}
+	}
+	err = s.walkLoose(func(id ID, n int64) error {
+		if !keep(id) {
+			res.BytesFreed += n
+			if _, inPack := index[id]; !inPack {
+				res.Removed = append(res.Removed, id)
+			}
+		}
+		return nil
+	})
+	sort.Slice(res.Removed, func(i, j int) bool { return res.Removed[i].String() < res.Removed[j].String() })
+	return res, err
 }
 
 // repack copies records (their stored bytes as they are, checksum

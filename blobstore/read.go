@@ -34,7 +34,8 @@ func (r *Reader) Size() int64 { return r.size }
 func (r *Reader) ReadAt(p []byte, off int64) (int, error) { return r.ra.ReadAt(p, off) }
 
 // Read reads on from the last Read; the read that reaches the end fails
-// with ErrCorrupt if the whole content does not hash to the blob's ID.
+// with ErrCorrupt if the whole content does not hash to the blob's ID (and
+// the one after it returns io.EOF).
 func (r *Reader) Read(p []byte) (int, error) {
 	if r.failed != nil {
 		return 0, r.failed
@@ -68,7 +69,8 @@ func (r *Reader) Read(p []byte) (int, error) {
 			r.failed = fmt.Errorf("%w: %s (content hashes to %s)", ErrCorrupt, r.id, got.Short())
 			return n, r.failed
 		}
-		return n, io.EOF
+		// The content is good: io.EOF comes with the next Read, as from
+		// a file.
 	}
 	return n, nil
 }

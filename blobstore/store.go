@@ -120,6 +120,8 @@ type Store struct {
 	// damaged lists the ranges of packs, found at Open, that hold no
 	// valid record.
 	damaged []Damage
+	// looseBytes is the size of the loose blobs (found at Open).
+	looseBytes int64
 }
 
 // Damage is a range of a pack file that holds no valid record (found when
@@ -170,6 +172,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 	}
 	if err := s.loadPacks(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	if err := s.walkLoose(func(_ ID, n int64) error { s.looseBytes += n; return nil }); err != nil {
 		s.closeFiles()
 		return nil, err
 	}
@@ -294,6 +300,20 @@ func (s *Store) cutTail(p *pack, off int64) error {
 	}
 	p.size = off
 	return nil
+}
+
+// Size is the bytes the store's packs and loose blobs take (the loose ones
+// as counted at Open, less what Prune removed).
+func (s *Store) Size() int64 {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := s.looseBytes
+	for _, p := range s.packs {
+		n += p.size
+	}
+	return n
 }
 
 // Dir is the store's directory.

@@ -451,11 +451,18 @@ func testPrune(t *testing.T, f *fixture) {
 	for _, id := range keep {
 		kept[id] = true
 	}
+	slices.SortFunc(drop, func(a, b ID) int { return bytes.Compare(a[:], b[:]) })
+	would, err := f.s.Reclaimable(func(id ID) bool { return kept[id] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(would.Removed, drop) || would.BytesFreed <= 0 {
+		t.Errorf("Reclaimable: got %d blobs, %d bytes; want the %d dropped and some bytes", len(would.Removed), would.BytesFreed, len(drop))
+	}
 	res, err := f.s.Prune(func(id ID) bool { return kept[id] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(drop, func(a, b ID) int { return bytes.Compare(a[:], b[:]) })
 	if !slices.Equal(res.Removed, drop) {
 		t.Errorf("Prune removed %d blobs, want the %d dropped", len(res.Removed), len(drop))
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // A store errno (EACCES creating a blob's temporary file) reached the
@@ -34,10 +36,10 @@ func TestEngineErrnoStoreFailureIsEIO(t *testing.T) {
 	}
 }
 
-// The same on a real mount: the store's blob temporary directory is made
-// unusable (a regular file in its place: ENOTDIR on every create in it),
-// and the user's open(2) for writing, and write(2) to a file opened before,
-// fail with EIO, not ENOTDIR; nothing changes in the workspace.
+// The same on a real mount: the store's pack cannot grow (EFBIG on every
+// append to it), and the user's open(2) for writing, and write(2) to a file
+// opened before, fail with EIO, not EFBIG; nothing changes in the
+// workspace.
 func TestStoreErrnoReachesUserAsEIO(t *testing.T) {
 	ws := t.TempDir()
 	writeFile(t, filepath.Join(ws, "f"), "before")
@@ -55,17 +57,26 @@ func TestStoreErrnoReachesUserAsEIO(t *testing.T) {
 	defer held.Close()
 	stepT(t, mp, "next")
 
-	tmp := filepath.Join(ws, ".zero", "blobs", "tmp")
-	if err := os.Rename(tmp, tmp+".away"); err != nil {
+	// No file of the process may grow beyond the store's pack as it is
+	// now (RLIMIT_FSIZE: writes past it fail with EFBIG; Go ignores
+	// SIGXFSZ), so the next before-state cannot be appended to it.
+	packs, _ := filepath.Glob(filepath.Join(ws, ".zero", "blobs", "packs", "*.pack"))
+	if len(packs) != 1 {
+		t.Fatalf("got packs %v, want one", packs)
+	}
+	fi, err := os.Stat(packs[0])
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(tmp, nil, 0o600); err != nil {
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		os.Remove(tmp)
-		os.Rename(tmp+".away", tmp)
-	})
+	lim := unix.Rlimit{Cur: uint64(fi.Size()), Max: old.Max}
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_FSIZE, &old) })
 
 	_, err = os.OpenFile(filepath.Join(mp, "f"), os.O_WRONLY|os.O_TRUNC, 0)
 	wantErrno(t, "open(O_TRUNC) when the store cannot take the before-state", err, syscall.EIO)

@@ -30,6 +30,7 @@ type Options struct {
 	StoreDir   string        // "" means Workspace/.zero
 	Sync       bool          // --sync always (default batch)
 	AutoStep   time.Duration // 0: explicit steps only
+	MaxStore   int64         // --max-store-size in bytes; 0: no bound
 	AllowOther bool
 	// NoPassthrough never hands reads and writes of workspace files to the
 	// kernel (FUSE passthrough). Without it, passthrough is used where the
@@ -110,11 +111,12 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	}
 	writers := &writerSet{m: map[*wsFile]struct{}{}}
 	eng, err := rewind.Open(ctx, root, rewind.Options{
-		StoreDir:    procPath(int(store.Fd())),
-		Sync:        opts.Sync,
-		AutoStep:    opts.AutoStep,
-		Logger:      logger,
-		OpenWriters: writers.paths,
+		StoreDir:     procPath(int(store.Fd())),
+		Sync:         opts.Sync,
+		AutoStep:     opts.AutoStep,
+		MaxStoreSize: opts.MaxStore,
+		Logger:       logger,
+		OpenWriters:  writers.paths,
 	})
 	if err != nil {
 		root.Close()

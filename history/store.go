@@ -14,20 +14,33 @@ import (
 // StoreUsage is the size of store's log and blobs, and the blob count
 // (read-only, beside a running daemon).
 func StoreUsage(store string) (bytes int64, blobs int, err error) {
+	st, logBytes, _, err := StoreFigures(store, nil)
+	return st.DiskBytes + logBytes, st.Blobs, err
+}
+
+// StoreFigures reads the blob store's figures (read-only, beside a running
+// daemon), the log's size and, when keep is not nil, what a gc keeping
+// only those blobs would free.
+func StoreFigures(store string, keep func(blobstore.ID) bool) (blobstore.Stats, int64, blobstore.PruneResult, error) {
+	var logBytes int64
 	if fi, err := os.Stat(filepath.Join(store, "events.jsonl")); err == nil {
-		bytes += fi.Size()
+		logBytes = fi.Size()
 	}
 	dir := filepath.Join(store, "blobs")
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return bytes, 0, nil
+		return blobstore.Stats{}, logBytes, blobstore.PruneResult{}, nil
 	}
 	bs, err := blobstore.Open(dir, blobstore.Options{ReadOnly: true})
 	if err != nil {
-		return 0, 0, err
+		return blobstore.Stats{}, 0, blobstore.PruneResult{}, err
 	}
 	defer bs.Close()
 	st, err := bs.Stats()
-	return bytes + st.DiskBytes, st.Blobs, err
+	if err != nil || keep == nil {
+		return st, logBytes, blobstore.PruneResult{}, err
+	}
+	would, err := bs.Reclaimable(keep)
+	return st, logBytes, would, err
 }
 
 // StoreEvents reads store's log without taking its lock (beside a daemon).

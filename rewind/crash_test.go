@@ -23,6 +23,10 @@ import (
 const crashEnv = "ZEROFS_TEST_REWIND_CRASH"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(boundEnv) != "" {
+		boundChild()
+		return
+	}
 	if point := os.Getenv(crashEnv); point != "" {
 		crashChild(point)
 		return

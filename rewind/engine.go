@@ -32,6 +32,13 @@ type Options struct {
 	AutoStep time.Duration
 	// MaxBlobSize, when > 0, records larger files as skipped.
 	MaxBlobSize int64
+	// NoCompress stores before-states uncompressed (for measurements).
+	NoCompress bool
+	// MaxStoreSize, when > 0, bounds the store (log and blobs): at a step
+	// boundary that finds it larger, the oldest history is pruned (a
+	// history_pruned event with reason "max-store-size") until it fits,
+	// never the current step's.
+	MaxStoreSize int64
 	// Logger for recovery notes and slow fsyncs. Default slog.Default().
 	Logger *slog.Logger
 	// OpenWriters, when set, names the files held open for writing whose
@@ -102,7 +109,10 @@ type GCResult struct {
 	Before Seq `json:"before"`
 	// Seq is the history_pruned event's sequence (0 when the cut did not
 	// move, which appends no event).
-	Seq          Seq   `json:"sequence"`
+	Seq Seq `json:"sequence"`
+	// Steps is how many steps this gc dropped the states of: those that
+	// began at or after the previous cut and before Before.
+	Steps        int   `json:"steps"`
 	BlobsRemoved int   `json:"blobsRemoved"`
 	BytesFreed   int64 `json:"bytesFreed"`
 }
@@ -204,7 +214,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	blobs, err := blobstore.Open(filepath.Join(opts.StoreDir, "blobs"), blobstore.Options{Sync: opts.Sync})
+	blobs, err := blobstore.Open(filepath.Join(opts.StoreDir, "blobs"), blobstore.Options{Sync: opts.Sync, NoCompress: opts.NoCompress})
 	if err != nil {
 		log.Close()
 		return nil, err
@@ -390,14 +400,19 @@ func (e *Engine) BeginStep(ctx context.Context, label string, extra json.RawMess
 	}
 	payload["name"] = label
 	e.wsMu.Lock()
-	defer e.wsMu.Unlock()
 	e.capMu.Lock()
 	ev, err := e.beginStepLocked(ctx, label, payload)
 	e.capMu.Unlock()
-	if err != nil {
-		return ev, err
+	if err == nil {
+		err = e.captureOpenWriters(ctx)
 	}
-	return ev, e.captureOpenWriters(ctx)
+	e.wsMu.Unlock()
+	if err == nil && e.opts.MaxStoreSize > 0 {
+		if _, berr := e.enforceBound(ctx); berr != nil {
+			e.opts.Logger.Error("rewind: cannot keep the store within its bound", "max", e.opts.MaxStoreSize, "err", berr)
+		}
+	}
+	return ev, err
 }
 
 // captureOpenWriters captures, in the step that just began, every file

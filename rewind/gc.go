@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
@@ -16,8 +17,13 @@ import (
 // ErrNoSuchSeq when before > head. Changes wait while it runs, so no capture
 // can name a blob it is removing.
 func (e *Engine) GC(ctx context.Context, before Seq) (GCResult, error) {
+	return e.gc(ctx, PrunedPayload{Before: before, Reason: "gc"})
+}
+
+func (e *Engine) gc(ctx context.Context, pp PrunedPayload) (GCResult, error) {
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
+	before := pp.Before
 	if before > e.Head() {
 		return GCResult{}, fmt.Errorf("%w: %d (head is %d)", ErrNoSuchSeq, before, e.Head())
 	}
@@ -27,11 +33,16 @@ func (e *Engine) GC(ctx context.Context, before Seq) (GCResult, error) {
 	if err := e.Sync(); err != nil {
 		return GCResult{}, err
 	}
-	res := GCResult{Before: before}
+	steps, err := e.stepsBetween(e.PrunedBefore(), before)
+	if err != nil {
+		return GCResult{}, err
+	}
+	res := GCResult{Before: before, Steps: steps}
 	// A cut that does not move forgets no state: it needs no event (the
 	// blobs it may still remove are ones no state needs).
 	if before > e.PrunedBefore() {
-		ev, err := e.log.Append(ctx, eventlog.TypeHistoryPruned, PrunedPayload{Before: before})
+		pp.Before, pp.Steps = before, steps
+		ev, err := e.log.Append(ctx, eventlog.TypeHistoryPruned, pp)
 		if err == nil {
 			err = e.log.Sync()
 		}
@@ -87,4 +98,99 @@ func (e *Engine) blobsNamedAfter(before Seq) (map[blobstore.ID]bool, error) {
 		}
 	}
 	return keep, nil
+}
+
+// stepsBetween counts the tool_call events from seq from up to (not
+// including) seq to.
+func (e *Engine) stepsBetween(from, seq Seq) (int, error) {
+	n := 0
+	for ev, err := range e.log.Events(max(from, 1)) {
+		if err != nil {
+			return 0, err
+		}
+		if ev.Seq >= seq {
+			break
+		}
+		if ev.Type == eventlog.TypeToolCall {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// storeBytes is the store's size: the log and the blobs.
+func (e *Engine) storeBytes() int64 {
+	n := e.blobs.Size()
+	if fi, err := os.Stat(e.log.Path()); err == nil {
+		n += fi.Size()
+	}
+	return n
+}
+
+// enforceBound prunes the oldest history while the store is larger than
+// Options.MaxStoreSize: it cuts at the oldest step boundary that brings the
+// store within the bound (with a tenth to spare, so that the next steps do
+// not prune again at once), found by bisection over the steps (what a cut
+// frees grows with the cut), and never later than the current step's
+// start. It reports whether it pruned.
+func (e *Engine) enforceBound(ctx context.Context) (bool, error) {
+	size := e.storeBytes()
+	limit := e.opts.MaxStoreSize
+	if size <= limit {
+		return false, nil
+	}
+	target := size - limit + limit/10
+	var cuts []Seq
+	floor := e.PrunedBefore()
+	for ev, err := range e.log.Events(floor + 1) {
+		if err != nil {
+			return false, err
+		}
+		if ev.Type == eventlog.TypeToolCall {
+			cuts = append(cuts, ev.Seq)
+		}
+	}
+	last := e.Step().Seq
+	for len(cuts) > 0 && cuts[len(cuts)-1] > last {
+		cuts = cuts[:len(cuts)-1]
+	}
+	if len(cuts) == 0 {
+		return false, nil
+	}
+	frees := func(cut Seq) (int64, error) {
+		keep, err := e.blobsNamedAfter(cut)
+		if err != nil {
+			return 0, err
+		}
+		r, err := e.blobs.Reclaimable(func(id blobstore.ID) bool { return keep[id] })
+		return r.BytesFreed, err
+	}
+	lo, hi := 0, len(cuts)-1
+	if f, err := frees(cuts[hi]); err != nil {
+		return false, err
+	} else if f < target {
+		lo = hi // even the latest cut does not suffice: take it
+	}
+	for lo < hi {
+		mid := (lo + hi) / 2
+		f, err := frees(cuts[mid])
+		if err != nil {
+			return false, err
+		}
+		if f >= target {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if cuts[lo] <= floor {
+		return false, nil
+	}
+	res, err := e.gc(ctx, PrunedPayload{Before: cuts[lo], Reason: "max-store-size", StoreBytes: size, MaxStoreSize: limit})
+	if err != nil {
+		return false, err
+	}
+	e.opts.Logger.Info("rewind: store over its bound: pruned the oldest history",
+		"before", res.Before, "blobs", res.BlobsRemoved, "freed", res.BytesFreed, "size", size, "max", limit)
+	return true, nil
 }

@@ -86,6 +86,14 @@ type RewindPayload struct {
 // Before no longer exist.
 type PrunedPayload struct {
 	Before Seq `json:"before"`
+	// Reason is why: "gc" (asked for) or "max-store-size" (the store
+	// reached its bound; then StoreBytes and MaxStoreSize say how far).
+	Reason       string `json:"reason,omitempty"`
+	StoreBytes   int64  `json:"storeBytes,omitempty"`
+	MaxStoreSize int64  `json:"maxStoreSize,omitempty"`
+	// Steps is how many steps (tool_call events) began between the
+	// previous cut and Before: the states this prune dropped.
+	Steps int `json:"steps"`
 }
 
 // Caller names the process whose request causes a capture.

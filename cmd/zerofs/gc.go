@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/rewind"
 )
 
 var gcCmd = &command{
 	name:    "gc",
-	usage:   "gc [--before SEQ | --keep DURATION]",
+	usage:   "gc [--before SEQ | --keep DURATION | --keep-steps N]",
 	summary: "forget states older than SEQ (or than DURATION)",
 	help: `Forgets the states before SEQ: @T with T < SEQ no longer exists, and the
 blobs only they needed are removed, with blobs no event refers to. Appends
@@ -21,7 +22,9 @@ a history_pruned event.
   --keep DURATION    keep every state that was current at some time in the
                      last DURATION (e.g. 72h): the cut is the state that was
                      current DURATION ago
-  (neither)          keep all history; remove only blobs no event refers to
+  --keep-steps N     keep the last N steps: the cut is where the Nth last
+                     step began
+  (none)          keep all history; remove only blobs no event refers to
 `,
 	run: runGC,
 }
@@ -30,6 +33,7 @@ func runGC(e *env, c *command, args []string) error {
 	fs := newFlags(c)
 	before := fs.String("before", "", "")
 	keep := fs.Duration("keep", 0, "")
+	keepSteps := fs.Int("keep-steps", 0, "")
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -37,8 +41,17 @@ func runGC(e *env, c *command, args []string) error {
 	if len(pos)+len(rest) > 0 {
 		return usagef(c, "unexpected argument %q", append(pos, rest...)[0])
 	}
-	if *before != "" && *keep != 0 {
-		return usagef(c, "--before and --keep exclude each other")
+	set := 0
+	for _, on := range []bool{*before != "", *keep != 0, *keepSteps != 0} {
+		if on {
+			set++
+		}
+	}
+	if set > 1 {
+		return usagef(c, "--before, --keep and --keep-steps exclude each other")
+	}
+	if *keepSteps < 0 {
+		return usagef(c, "--keep-steps must be positive")
 	}
 	if *keep < 0 {
 		return usagef(c, "--keep must be positive")
@@ -54,6 +67,10 @@ func runGC(e *env, c *command, args []string) error {
 		switch {
 		case *keep > 0:
 			if cut, err = history.KeepCut(h, time.Now().Add(-*keep)); err != nil {
+				return err
+			}
+		case *keepSteps > 0:
+			if cut, err = keepStepsCut(h, *keepSteps); err != nil {
 				return err
 			}
 		case *before == "":
@@ -73,8 +90,26 @@ func runGC(e *env, c *command, args []string) error {
 				res.Before, res.BlobsRemoved, humanBytes(res.BytesFreed))
 			return nil
 		}
-		fmt.Fprintf(e.stdout, "pruned history before %d: removed %d blobs, freed %s\n",
-			res.Before, res.BlobsRemoved, humanBytes(res.BytesFreed))
+		fmt.Fprintf(e.stdout, "pruned history before %d: removed %d blobs, freed %s; the states of %d steps went\n",
+			res.Before, res.BlobsRemoved, humanBytes(res.BytesFreed), res.Steps)
 		return nil
 	})
+}
+
+// keepStepsCut is where the nth last step began (the start of history when
+// there are fewer steps, so nothing goes).
+func keepStepsCut(h history.Source, n int) (Seq, error) {
+	var starts []Seq
+	for ev, err := range h.Events() {
+		if err != nil {
+			return 0, err
+		}
+		if ev.Type == eventlog.TypeToolCall {
+			starts = append(starts, ev.Seq)
+		}
+	}
+	if len(starts) < n {
+		return h.PrunedBefore()
+	}
+	return starts[len(starts)-n], nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/history"
 )
 
@@ -314,6 +315,13 @@ func TestGC(t *testing.T) {
 	if after := mustRun(t, s.ws, "log"); after != before {
 		t.Errorf("a gc that freed nothing changed the log:\n%s\nwas:\n%s", after, before)
 	}
+	wantFail(t, s.ws, 2, "exclude each other", "gc", "--keep-steps", "1", "--keep", "1h")
+	if out := mustRun(t, s.ws, "gc", "--keep-steps", "5"); !strings.HasPrefix(out, "history already starts at 0:") {
+		t.Errorf("gc --keep-steps 5 of 3: %q", out)
+	}
+	if out := mustRun(t, s.ws, "gc", "--keep-steps", "2"); !strings.Contains(out, "the states of 1 steps went") {
+		t.Errorf("gc --keep-steps 2 of 3: %q", out)
+	}
 	head := strings.Fields(mustRun(t, s.ws, "log"))[1]
 	out := mustRun(t, s.ws, "gc", "--before", head)
 	if !strings.HasPrefix(out, "pruned history before "+head+": removed ") {
@@ -376,4 +384,29 @@ func TestStoreInUse(t *testing.T) {
 	// status and verify only read, so they work next to a running zerofs.
 	mustRun(t, s.ws, "status")
 	mustRun(t, s.ws, "verify")
+}
+
+// status shows the store's ratios and what gc would free: a blob no
+// checkpoint names (left by a crash between blob and event) is counted.
+func TestStatusStoreFigures(t *testing.T) {
+	s := buildHistory(t)
+	out := mustRun(t, s.ws, "status")
+	for _, want := range []string{"(dedup ", "(compression ", "packs, 0 loose", "gc:        would free 0 B (0 blobs no state since 0 needs)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	bs, err := blobstore.Open(filepath.Join(s.ws, ".zero", "blobs"), blobstore.Options{Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := bs.Put(strings.NewReader(strings.Repeat("orphan ", 1000))); err != nil {
+		t.Fatal(err)
+	}
+	if err := bs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, s.ws, "status"); !strings.Contains(out, "(1 blobs no state since 0 needs)") {
+		t.Errorf("status with an orphan blob:\n%s", out)
+	}
 }

@@ -33,6 +33,10 @@ var mountCmd = &command{
   --auto-step DURATION   begin a new step after this much idle time (0: only explicit steps)
   --allow-other          let other users use the mount (their permissions still apply)
   --sync always|batch    when captures reach stable storage (default batch)
+  --max-store-size SIZE  keep the store (log and blobs) under SIZE (e.g. 20G, 512M):
+                         at a step boundary that finds it larger, the oldest
+                         history is pruned (a history_pruned event says what
+                         went); 0: no bound
   --debug                log every FUSE request
 
 Without -f, zerofs starts itself again as a daemon (its log goes to
@@ -56,6 +60,7 @@ type mountFlags struct {
 	allowOther bool
 	sync       string
 	debug      bool
+	maxStore   string
 }
 
 func runMount(e *env, c *command, args []string) error {
@@ -68,6 +73,7 @@ func runMount(e *env, c *command, args []string) error {
 	fs.BoolVar(&mf.allowOther, "allow-other", false, "")
 	fs.StringVar(&mf.sync, "sync", "batch", "")
 	fs.BoolVar(&mf.debug, "debug", false, "")
+	fs.StringVar(&mf.maxStore, "max-store-size", "0", "")
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -82,6 +88,10 @@ func runMount(e *env, c *command, args []string) error {
 	if mf.autoStep < 0 {
 		return usagef(c, "--auto-step must not be negative")
 	}
+	maxStore, err := parseSize(mf.maxStore)
+	if err != nil {
+		return usagef(c, "--max-store-size: %v", err)
+	}
 	abs := func(p string) string {
 		if p == "" || filepath.IsAbs(p) {
 			return filepath.Clean(p)
@@ -95,6 +105,7 @@ func runMount(e *env, c *command, args []string) error {
 		AutoStep:   mf.autoStep,
 		AllowOther: mf.allowOther,
 		Debug:      mf.debug,
+		MaxStore:   maxStore,
 	}
 	if opts.StoreDir == "." {
 		opts.StoreDir = ""
@@ -193,6 +204,9 @@ func daemonArgs(mf mountFlags, opts zfs.Options) []string {
 	}
 	if mf.debug {
 		args = append(args, "--debug")
+	}
+	if opts.MaxStore > 0 {
+		args = append(args, "--max-store-size="+strconv.FormatInt(opts.MaxStore, 10))
 	}
 	args = append(args, "--", opts.Workspace)
 	if opts.Mountpoint != "" {
@@ -380,4 +394,21 @@ func (p *pidFile) remove(logger *slog.Logger) {
 		logger.Warn("zerofs: cannot remove the pid file", "err", err)
 	}
 	p.dir.Close()
+}
+
+// parseSize reads a size in bytes with an optional binary suffix: 512K,
+// 20M, 3G, 1T (also KiB, MiB, GiB, TiB, and B).
+func parseSize(s string) (int64, error) {
+	num := strings.TrimRight(s, "KMGTiBkmgtib")
+	unit := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s[len(num):], "B"), "i"))
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("bad size %q: want a number of bytes, optionally with K, M, G or T", s)
+	}
+	shift := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
+	sh, ok := shift[unit]
+	if !ok {
+		return 0, fmt.Errorf("bad size %q: unknown unit %q", s, s[len(num):])
+	}
+	return int64(n * float64(uint64(1)<<sh)), nil
 }

@@ -323,3 +323,20 @@ func TestUmountDeadDaemon(t *testing.T) {
 	mountT(t, ws)
 	binOK(t, ws, "status")
 }
+
+func TestParseSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"0", 0, true}, {"4096", 4096, true}, {"512K", 512 << 10, true}, {"20M", 20 << 20, true},
+		{"3G", 3 << 30, true}, {"1T", 1 << 40, true}, {"2GiB", 2 << 30, true}, {"1.5G", 3 << 29, true},
+		{"10MB", 10 << 20, true}, {"", 0, false}, {"G", 0, false}, {"-1G", 0, false}, {"5X", 0, false},
+	} {
+		got, err := parseSize(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
