@@ -22,6 +22,10 @@ import (
 
 const crashEnv = "ZEROFS_TEST_REWIND_CRASH"
 
+// rapidChecksDefaulted: -rapid.checks was set here, not by the user (a
+// test of heavier cases may then choose its own number).
+var rapidChecksDefaulted bool
+
 func TestMain(m *testing.M) {
 	if os.Getenv(boundEnv) != "" {
 		boundChild()
@@ -39,6 +43,7 @@ func TestMain(m *testing.M) {
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
 	if !set {
 		flag.Set("rapid.checks", "500")
+		rapidChecksDefaulted = true
 	}
 	os.Exit(m.Run())
 }
