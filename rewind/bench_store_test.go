@@ -11,14 +11,13 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/zerofs/zerofs/blobstore"
 )
 
 // The store's benchmarks (issue 10), one run each (-benchtime 1x): store
 // growth against what changed, capture time of a large file, and a step
 // of 100 small captures. scripts/bench-store.sh runs them. Sizes shrink
-// with ZEROFS_BENCH_BIG (bytes of the large file, default 1 GiB).
+// with ZEROFS_BENCH_BIG (bytes of the large file, default 1 GiB) and
+// ZEROFS_BENCH_STEPS (its steps, default 100).
 
 // benchEngine opens an engine on a new workspace and store.
 func benchEngine(b *testing.B, opts Options) (*Engine, string, string) {
@@ -95,7 +94,10 @@ func writeRandomFile(b *testing.B, path string, n int64) {
 // a plain read of the file.
 func BenchmarkStoreBigFileSteps(b *testing.B) {
 	size := bigSize()
-	const steps = 100
+	steps := 100
+	if n, err := strconv.Atoi(os.Getenv("ZEROFS_BENCH_STEPS")); err == nil && n > 1 {
+		steps = n
+	}
 	for b.Loop() {
 		e, ws, store := benchEngine(b, Options{})
 		big := filepath.Join(ws, "big")
@@ -135,13 +137,13 @@ func BenchmarkStoreBigFileSteps(b *testing.B) {
 			}
 		}
 		grew := storeBytes(b, store) - base
-		b.ReportMetric(float64(grew)/float64(steps*size)*100, "%-of-full-copies")
+		b.ReportMetric(float64(grew)/float64(int64(steps)*size)*100, "%-of-full-copies")
 		b.ReportMetric(float64(grew)/(1<<20), "MiB-grown")
 		b.ReportMetric(float64(first.Milliseconds()), "ms-first-capture")
-		b.ReportMetric(float64((later / (steps - 1)).Milliseconds()), "ms-later-capture")
+		b.ReportMetric(float64((later / time.Duration(steps-1)).Milliseconds()), "ms-later-capture")
 		b.ReportMetric(float64(readTime.Milliseconds()), "ms-plain-read")
 		b.Logf("file %d MiB, %d steps: store grew %d MiB (%.3f%% of %d full copies); capture %v first, %v later on average; reading the file %v",
-			size>>20, steps, grew>>20, float64(grew)/float64(steps*size)*100, steps, first.Round(time.Millisecond), (later / (steps - 1)).Round(time.Millisecond), readTime.Round(time.Millisecond))
+			size>>20, steps, grew>>20, float64(grew)/float64(int64(steps)*size)*100, steps, first.Round(time.Millisecond), (later / time.Duration(steps-1)).Round(time.Millisecond), readTime.Round(time.Millisecond))
 	}
 }
 
@@ -258,5 +260,3 @@ func BenchmarkStoreSmallCaptures(b *testing.B) {
 		})
 	}
 }
-
-var _ = blobstore.DefaultChunkAbove

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/durable"
 )
@@ -316,5 +315,3 @@ func recordAck(t *testing.T, line string, acked map[Seq]int, v *int) {
 	acked[Seq(seq)] = n
 	*v = n + 1
 }
-
-var _ = blobstore.ErrCorrupt
