@@ -2,6 +2,7 @@ package rewind
 
 import (
 	"context"
+	iofs "io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,17 @@ func TestLegacyStore(t *testing.T) {
 		t.Fatalf("copy testdata: %v: %s", err, out)
 	}
 	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
+	// git keeps no directory modes: give the store the ones zerofs made
+	// it with (it refuses a store others may write to).
+	filepath.WalkDir(store, func(p string, d iofs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			return os.Chmod(p, 0o700)
+		}
+		if err == nil {
+			return os.Chmod(p, 0o600)
+		}
+		return err
+	})
 	root, err := os.Open(ws)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package blobstore
+
+const raceOn = false
