@@ -128,6 +128,12 @@ type wsNode struct {
 	// suspect: last looked up while a rewind ran, so the kernel's entry
 	// for it may describe what the rewind then changed (rewinds.stale).
 	suspect atomic.Bool
+	// seen is rewinds.started when the kernel last got an entry for this
+	// node (a lookup or a create). A rewind begun since may have removed or
+	// replaced its path behind the kernel's back, even if the request
+	// reaches us after the rewind settled: the kernel may have resolved the
+	// name before the rewind's invalidation (rewinds.stale).
+	seen atomic.Uint64
 }
 
 var (
@@ -184,7 +190,14 @@ func (n *wsNode) begin(ctx context.Context, op string, changes ...rewind.Change)
 // or created under n, and fills out.
 func (n *wsNode) newChild(ctx context.Context, st *unix.Statx_t, out *fuse.EntryOut) *fusefs.Inode {
 	fillAttr(st, &out.Attr)
-	return n.NewInode(ctx, &wsNode{fs: n.fs}, n.fs.ws.stable(st))
+	seen := n.fs.rw.started.Load()
+	ch := n.NewInode(ctx, &wsNode{fs: n.fs}, n.fs.ws.stable(st))
+	if c, ok := ch.Operations().(*wsNode); ok {
+		// The node the kernel now holds an entry for (a new one, or one it
+		// knew, looked up again) was resolved after this many rewinds.
+		c.seen.Store(seen)
+	}
+	return ch
 }
 
 func (n *wsNode) OnAdd(ctx context.Context) {
@@ -387,7 +400,7 @@ func (n *wsNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 // resolveErrno is the errno for a request that arrived at a and could not
 // resolve its own node: see rewinds.stale.
 func (n *wsNode) resolveErrno(a arrival, err error) syscall.Errno {
-	if n.suspect.Load() {
+	if n.suspect.Load() || n.seen.Load() != n.fs.rw.started.Load() {
 		a.busy = true
 	}
 	return sysErrno(n.fs.rw.stale(a, err))
