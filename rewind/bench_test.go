@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -14,8 +15,11 @@ func BenchmarkStateAt(b *testing.B) {
 	for _, n := range []int{1_000, 1_000_000} {
 		ix := newIndex()
 		const paths = 1000
+		blob := strings.Repeat("ab", 32)
 		for i := range n {
-			ix.add(Seq(i+1), []FileState{{Path: fmt.Sprintf("dir%d/file%d", i%paths%10, i%paths), Kind: KindFile}})
+			if err := ix.add(Seq(i+1), []FileState{{Path: fmt.Sprintf("dir%d/file%d", i%paths%10, i%paths), Kind: KindFile, Blob: blob}}); err != nil {
+				b.Fatal(err)
+			}
 		}
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
 			i := 0
