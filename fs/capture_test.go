@@ -317,7 +317,7 @@ func TestRewindInvalidatesCaches(t *testing.T) {
 	f := filepath.Join(mp, "f")
 	writeFile(t, f, "AAAA")
 	stepT(t, mp, "s")
-	t1 := headOf(t, mp)
+	t1 := stepSeqOf(t, mp)
 	writeFile(t, f, "BBBBBBBB")
 	if err := os.Mkdir(filepath.Join(mp, "later"), 0o755); err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/zerofs/zerofs/rewind"
@@ -25,11 +23,7 @@ func TestChunkedBeforeStateThroughView(t *testing.T) {
 		t.Fatal(err)
 	}
 	stepT(t, mp, "edit")
-	b, err := os.ReadFile(filepath.Join(mp, ".zero", "head"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	seq, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	seq := uint64(stepSeqOf(t, mp))
 	f, err := os.OpenFile(filepath.Join(mp, "big"), os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)

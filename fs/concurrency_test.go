@@ -30,7 +30,7 @@ func TestParallelWritesDuringRewinds(t *testing.T) {
 		writeFile(t, file(i), "init")
 	}
 	stepT(t, mp, "start")
-	t0 := headOf(t, mp)
+	t0 := stepSeqOf(t, mp)
 
 	// rewinding is odd while a rewind runs; it changes with each start
 	// and end, so a writer can tell whether one overlapped its look.

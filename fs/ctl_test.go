@@ -18,14 +18,14 @@ func TestCtlStep(t *testing.T) {
 	m := mountT(t, Options{})
 	mp := m.Mountpoint()
 	stepT(t, mp, "first label")
-	h := headOf(t, mp)
+	h := stepSeqOf(t, mp)
 	if got, want := ctlRead(t, mp, "step"), strconv.FormatUint(uint64(h), 10)+" first label\n"; got != want {
 		t.Errorf(".zero/step = %q, want %q", got, want)
 	}
 	if err := ctlWrite(mp, "step", `{"name":"Edit","tool_input":{"file":"a.go"}}`+"\n"); err != nil {
 		t.Fatal(err)
 	}
-	h = headOf(t, mp)
+	h = stepSeqOf(t, mp)
 	if got, want := ctlRead(t, mp, "step"), strconv.FormatUint(uint64(h), 10)+" Edit\n"; got != want {
 		t.Errorf(".zero/step = %q, want %q", got, want)
 	}

@@ -85,7 +85,7 @@ func TestRewindOneRequestPerOpenFile(t *testing.T) {
 	var at []rewind.Seq // the step at which f held "v<i>"
 	for i := range 12 {
 		stepT(t, mp, "s"+strconv.Itoa(i))
-		at = append(at, headOf(t, mp))
+		at = append(at, stepSeqOf(t, mp))
 		writeFile(t, filepath.Join(mp, "f"), "v"+strconv.Itoa(i))
 	}
 	if at[11] < 10 {

@@ -23,7 +23,7 @@ func TestForkMount(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(mp, "d/x"), "x\n")
 	stepT(t, mp, "edit")
-	s := headOf(t, mp)
+	s := stepSeqOf(t, mp)
 	want := snapshot(t, mp)
 	writeFile(t, filepath.Join(mp, "a.txt"), "two\n")
 	for _, how := range []string{"view", "engine"} {

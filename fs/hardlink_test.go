@@ -35,7 +35,7 @@ func TestHardLinkRewindStaleName(t *testing.T) {
 			writeFile(t, p("c"), "C")
 			tc.before(t, p)
 			stepT(t, mp, "s")
-			at := headOf(t, mp)
+			at := stepSeqOf(t, mp)
 			tc.link(t, p)
 			rewindT(t, mp, at)
 			if got, err := os.ReadFile(p("c")); err != nil || string(got) != "C" {
@@ -64,7 +64,7 @@ func TestRewindChmodHardLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	stepT(t, mp, "s")
-	at := headOf(t, mp)
+	at := stepSeqOf(t, mp)
 	want := snapshot(t, mp)
 	if err := os.Remove(p("b")); err != nil {
 		t.Fatal(err)

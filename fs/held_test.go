@@ -16,7 +16,7 @@ func TestTmpfileLink(t *testing.T) {
 	m := mountT(t, Options{})
 	mp := m.Mountpoint()
 	stepT(t, mp, "tmpfile")
-	T := headOf(t, mp)
+	T := stepSeqOf(t, mp)
 	fd, err := unix.Open(mp, unix.O_TMPFILE|unix.O_RDWR, 0o640)
 	if err != nil {
 		t.Fatalf("open O_TMPFILE: %v", err)

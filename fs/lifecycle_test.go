@@ -24,7 +24,7 @@ func TestRemountKeepsHistory(t *testing.T) {
 	mp := m.Mountpoint()
 	writeFile(t, filepath.Join(mp, "f"), "one")
 	stepT(t, mp, "two")
-	t1 := headOf(t, mp)
+	t1 := stepSeqOf(t, mp)
 	writeFile(t, filepath.Join(mp, "f"), "two")
 	h := headOf(t, mp)
 	if err := m.Unmount(); err != nil {
@@ -146,7 +146,7 @@ func TestViewFS(t *testing.T) {
 	writeFile(t, filepath.Join(mp, "src/b.txt"), strings.Repeat("b", 100000))
 	writeFile(t, filepath.Join(mp, "top"), "top")
 	stepT(t, mp, "change")
-	h := headOf(t, mp)
+	h := stepSeqOf(t, mp)
 	writeFile(t, filepath.Join(mp, "src/pkg/a.go"), "package changed\n")
 	if err := os.RemoveAll(filepath.Join(mp, "src")); err != nil {
 		t.Fatal(err)

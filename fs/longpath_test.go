@@ -188,7 +188,7 @@ func TestPathsPastPathMax(t *testing.T) {
 	}
 
 	stepT(t, mp, "deep")
-	T := headOf(t, mp)
+	T := stepSeqOf(t, mp)
 	mtime := time.Date(2001, 2, 3, 4, 5, 6, 7, time.UTC)
 	for _, pl := range places {
 		d := walkAt(t, root, pl.depth)

@@ -103,7 +103,7 @@ func nestedMount(t *testing.T, kind string, inPlace bool) {
 	}
 	mp := mountT(t, opts).Mountpoint()
 	stepT(t, mp, "nested")
-	T := headOf(t, mp)
+	T := stepSeqOf(t, mp)
 	writeFile(t, filepath.Join(mp, "sub", "f"), "after")
 	writeFile(t, filepath.Join(mp, "sub", "d", "g"), "deep after")
 	writeFile(t, filepath.Join(mp, "sub", "new"), "new")

@@ -52,7 +52,7 @@ func TestViewOfDirectoryRenamedOverOldName(t *testing.T) {
 	os.Mkdir(p("c"), 0o755)
 	writeFile(t, p("c/moved"), "moved")
 	stepT(t, mp, "s")
-	at := headOf(t, mp)
+	at := stepSeqOf(t, mp)
 	os.Remove(p("b/old"))
 	if err := os.Remove(p("b")); err != nil {
 		t.Fatal(err)
