@@ -151,17 +151,6 @@ func (ix *Index) prune(before Seq) {
 	}
 }
 
-// records calls fn for every path with its live records, in the order the
-// paths were first recorded; fn must not keep the slices.
-func (ix *Index) records(fn func(p string, seqs []Seq, states func(i int) FileState)) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	for i := range ix.paths {
-		pr := &ix.paths[i]
-		fn(pr.path, pr.seqs, func(j int) FileState { return ix.arena.get(pr.offs[j]) })
-	}
-}
-
 // splitPath splits a workspace path into its directory ("" for the root)
 // and final name.
 func splitPath(p string) (dir, name string) {
