@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/zerofs/zerofs/rewind"
 )
@@ -265,5 +267,55 @@ func TestOpenAcrossRewind(t *testing.T) {
 				t.Fatalf("stat f: %v %v", fi, err)
 			}
 		})
+	}
+}
+
+// Readers and writers of one small file open and close it back to back. A
+// reader of a small file would use the kernel's page cache and a writer
+// passthrough; go-fuse drops a backing-file reference on every release of a
+// node, so a reader's RELEASE racing a writer's OPEN closed the backing file
+// the writer had just been given, and the kernel failed the writer's open
+// with EIO. Every open must succeed: a node keeps the mode of its first open
+// (openMode).
+func TestOpenModesDoNotRace(t *testing.T) {
+	ws := t.TempDir()
+	files := make([]string, 4)
+	for i := range files {
+		files[i] = fmt.Sprintf("f%d", i)
+		writeFile(t, filepath.Join(ws, files[i]), "v0")
+	}
+	m := mountT(t, Options{Workspace: ws})
+	if !m.Passthrough() {
+		t.Skip("FUSE passthrough is not available here (kernel 6.9+ and root needed)")
+	}
+	for i := range files {
+		files[i] = filepath.Join(m.Mountpoint(), files[i])
+		readFile(t, files[i]) // the first open of the node is a cached reader
+	}
+	stop := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*len(files))
+	for _, p := range files {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				if _, err := os.ReadFile(p); err != nil {
+					errs <- fmt.Errorf("read: %w", err)
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			for k := 0; time.Now().Before(stop); k++ {
+				if err := os.WriteFile(p, fmt.Appendf(nil, "v%d", k), 0o644); err != nil {
+					errs <- fmt.Errorf("write: %w", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

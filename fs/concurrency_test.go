@@ -36,7 +36,7 @@ func TestParallelWritesDuringRewinds(t *testing.T) {
 	// and end, so a writer can tell whether one overlapped its look.
 	var rewinding atomic.Int64
 	type seen struct {
-		head    rewind.Seq
+		step    rewind.Seq
 		content string
 	}
 	records := make([][]seen, writers)
@@ -53,11 +53,15 @@ func TestParallelWritesDuringRewinds(t *testing.T) {
 				}
 				if k%3 == 0 {
 					g1 := rewinding.Load()
-					if err := ctlWrite(mp, "step", fmt.Sprintf("w%d-%d", i, k)); err != nil {
+					label := fmt.Sprintf("w%d-%d", i, k)
+					if err := ctlWrite(mp, "step", label); err != nil {
 						errs <- fmt.Errorf("writer %d: step: %w", i, err)
 						return
 					}
-					h, err := os.ReadFile(filepath.Join(mp, ".zero/head"))
+					// The step's own sequence, while it is still the
+					// current one: not the head, which may already be
+					// past the captures the boundary made in the step.
+					cur, err := os.ReadFile(filepath.Join(mp, ".zero/step"))
 					if err != nil {
 						errs <- err
 						return
@@ -67,10 +71,11 @@ func TestParallelWritesDuringRewinds(t *testing.T) {
 						errs <- fmt.Errorf("writer %d: read: %w", i, err)
 						return
 					}
-					if g2 := rewinding.Load(); g1 == g2 && g1%2 == 0 {
-						var hs rewind.Seq
-						fmt.Sscan(string(h), &hs)
-						records[i] = append(records[i], seen{hs, string(b)})
+					var s rewind.Seq
+					var curLabel string
+					fmt.Sscan(string(cur), &s, &curLabel)
+					if g2 := rewinding.Load(); g1 == g2 && g1%2 == 0 && curLabel == label {
+						records[i] = append(records[i], seen{s, string(b)})
 					}
 				}
 				if err := os.WriteFile(file(i), fmt.Appendf(nil, "g%d-v%d", i, k), 0o644); err != nil {
@@ -113,13 +118,13 @@ func TestParallelWritesDuringRewinds(t *testing.T) {
 	checked := 0
 	for i, rs := range records {
 		for _, r := range rs {
-			got, err := os.ReadFile(filepath.Join(view(mp, r.head), "w", fmt.Sprintf("g%d", i)))
+			got, err := os.ReadFile(filepath.Join(view(mp, r.step), "w", fmt.Sprintf("g%d", i)))
 			if err != nil {
-				t.Errorf("@%d/w/g%d: %v", r.head, i, err)
+				t.Errorf("@%d/w/g%d: %v", r.step, i, err)
 				continue
 			}
 			if string(got) != r.content {
-				t.Errorf("@%d/w/g%d = %q, but the writer saw %q there", r.head, i, got, r.content)
+				t.Errorf("@%d/w/g%d = %q, but the writer saw %q there", r.step, i, got, r.content)
 			}
 			checked++
 		}

@@ -104,7 +104,7 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 		cn.held.add(fd)
 		h = &wsFile{node: cn, fd: fd, write: true, step: step}
 		if n.fs.passthrough.Load() {
-			h.passthrough, h.counted = cn.openMode(fd, true, &st), true
+			h.passthrough = cn.openMode(fd, true, &st)
 		}
 		n.fs.addWriter(h) // still under the capture
 		return 0

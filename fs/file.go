@@ -17,8 +17,8 @@ import (
 // Where the mount allows it (Mounted.Passthrough), the handle offers that
 // descriptor for FUSE passthrough: the kernel then reads and writes the
 // backing file itself and Read and Write are never called. Every open of a
-// node shares one backing file (the kernel refuses to mix passthrough and
-// cached opens of one inode), so all handles of a mount offer it or none.
+// node shares one backing file, and all handles of a node offer it or none
+// (openMode).
 //
 // A handle open for writing must still get its file captured again in each
 // later step in which it writes (a file held open across .zero/step or a
@@ -34,7 +34,6 @@ type wsFile struct {
 	write       bool // opened for writing: writes and truncates go through recapture
 	passthrough bool // offers fd for passthrough
 	registered  bool // in fsys.writers
-	counted     bool // counted in node.opens
 
 	mu   sync.Mutex // guards step
 	step rewind.Seq // the step in which the file was last captured
@@ -94,7 +93,7 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	n.held.add(fd)
 	var st unix.Statx_t
 	if n.fs.passthrough.Load() && statx(fd, "", &st) == nil {
-		h.passthrough, h.counted = n.openMode(fd, h.write, &st), true
+		h.passthrough = n.openMode(fd, h.write, &st)
 	}
 	n.fs.addWriter(h) // still under the capture
 	// A reader keeps the kernel's cached pages: writes through the mount
@@ -138,18 +137,26 @@ func (f *fsys) passthroughOn(fd int) bool {
 // was slower with it than without).
 const passthroughMin = 1 << 20
 
-// openMode counts a new handle of n open and reports whether it offers
-// passthrough. The kernel refuses to mix passthrough and cached opens of
-// one inode, so the first open decides for all that overlap it: a writer,
-// or a reader of a file of passthroughMin bytes or more, on the
+// openMode reports whether a new handle of n offers passthrough. The first
+// open of the node decides for the node's whole life: passthrough for a
+// writer, or a reader of a file of passthroughMin bytes or more, on the
 // workspace's own mount. fd and st are the open file's.
+//
+// The kernel refuses to mix passthrough and cached opens of one inode (the
+// open fails with EIO), and go-fuse makes a node's mode switch unsafe even
+// between opens that do not overlap: it counts the references to a node's
+// backing file per node, and the RELEASE of a cached handle drops one too
+// when, while that RELEASE ran, an open registered a backing file. The
+// kernel then finds that backing file gone and fails the open with EIO
+// (TestParallelWritesDuringRewinds, a reader's release racing a writer's
+// open). A node that never changes mode has nothing to race.
 func (n *wsNode) openMode(fd int, write bool, st *unix.Statx_t) bool {
 	n.ioMu.Lock()
 	defer n.ioMu.Unlock()
-	if n.opens == 0 {
+	if !n.decided {
 		n.pt = (write || st.Size >= passthroughMin) && n.fs.passthroughOn(fd)
+		n.decided = true
 	}
-	n.opens++
 	return n.pt
 }
 
@@ -253,12 +260,6 @@ func (h *wsFile) Release(ctx context.Context) syscall.Errno {
 	h.node.held.remove(h.fd)
 	if h.registered {
 		h.node.fs.writers.remove(h)
-	}
-	if h.counted {
-		n := h.node
-		n.ioMu.Lock()
-		n.opens--
-		n.ioMu.Unlock()
 	}
 	return sysErrno(unix.Close(h.fd))
 }

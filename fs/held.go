@@ -119,7 +119,7 @@ func (n *wsNode) Tmpfile(ctx context.Context, flags, mode uint32, out *fuse.Entr
 	// any other: it has a path to capture once linkat names it.
 	h := &wsFile{node: cn, fd: fd, write: true}
 	if n.fs.passthrough.Load() {
-		h.passthrough, h.counted = cn.openMode(fd, true, &st), true
+		h.passthrough = cn.openMode(fd, true, &st)
 	}
 	n.fs.addWriter(h)
 	return child, h, 0, 0

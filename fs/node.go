@@ -117,9 +117,9 @@ type wsNode struct {
 	fusefs.Inode
 	fs *fsys
 
-	ioMu  sync.Mutex // guards opens, pt
-	opens int        // its handles open, while the mount uses passthrough
-	pt    bool       // whether they offer passthrough (openMode)
+	ioMu    sync.Mutex // guards decided, pt
+	decided bool       // its first open chose pt (openMode)
+	pt      bool       // whether its handles offer passthrough
 
 	// held: the descriptors of its open handles, for a node without a
 	// name (held.go).
