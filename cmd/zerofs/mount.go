@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -50,8 +51,16 @@ ready, or exits 1 with the daemon's reason.
 // mount` reports "ok" or its failure to the parent waiting for it.
 const readyFDEnv = "ZEROFS_READY_FD"
 
-// mountStartTimeout bounds how long the parent waits for the daemon.
-const mountStartTimeout = 60 * time.Second
+// mountStallTimeout bounds how long the parent waits for a daemon that
+// does no work. There is no bound on the whole wait: the first mount of a
+// long history without its index snapshot (after an upgrade, or when the
+// snapshot was damaged) reads and checks the whole log, which takes
+// seconds on a quiet machine and minutes on a loaded one, and killing it
+// would only make the next attempt start over.
+var mountStallTimeout = 60 * time.Second
+
+// mountNoteAfter is when a waiting mount tells the user what it waits for.
+var mountNoteAfter = 5 * time.Second
 
 type mountFlags struct {
 	foreground bool
@@ -253,26 +262,76 @@ func startDaemon(e *env, args []string, store string) error {
 		return err
 	}
 	wr.Close()
+	s, err := waitReady(e, cmd, rd, mountStallTimeout)
+	if err != nil {
+		return fmt.Errorf("%w (see %s)", err, logPath)
+	}
+	if s == "ok" {
+		return cmd.Process.Release()
+	}
+	cmd.Wait()
+	if s == "" {
+		return fmt.Errorf("the zerofs daemon exited before the mount was ready (see %s)", logPath)
+	}
+	return errors.New(s)
+}
+
+// waitReady reads the daemon's one line from rd. It waits as long as the
+// daemon works (its CPU time or the bytes it has read go up): a daemon
+// that did nothing for stall is killed and reported. After mountNoteAfter
+// it tells the user what it is waiting for, once.
+func waitReady(e *env, cmd *exec.Cmd, rd io.Reader, stall time.Duration) (string, error) {
 	line := make(chan string, 1)
 	go func() {
 		s, _ := bufio.NewReader(rd).ReadString('\n')
 		line <- strings.TrimSpace(s)
 	}()
-	select {
-	case s := <-line:
-		if s == "ok" {
-			return cmd.Process.Release()
+	tick := time.NewTicker(min(stall/4, time.Second))
+	defer tick.Stop()
+	start := time.Now()
+	last, lastWork := start, work(cmd.Process.Pid)
+	told := false
+	for {
+		select {
+		case s := <-line:
+			return s, nil
+		case now := <-tick.C:
+			if w := work(cmd.Process.Pid); w != lastWork {
+				last, lastWork = now, w
+			}
+			if now.Sub(last) >= stall {
+				cmd.Process.Kill()
+				cmd.Wait()
+				return "", fmt.Errorf("the zerofs daemon did no work for %v and did not get the mount ready", stall)
+			}
+			if !told && now.Sub(start) >= mountNoteAfter {
+				told = true
+				fmt.Fprintln(e.stderr, "zerofs: still opening the store (a long history is read and checked once); waiting")
+			}
 		}
-		cmd.Wait()
-		if s == "" {
-			return fmt.Errorf("the zerofs daemon exited before the mount was ready (see %s)", logPath)
-		}
-		return errors.New(s)
-	case <-time.After(mountStartTimeout):
-		cmd.Process.Kill()
-		cmd.Wait()
-		return fmt.Errorf("the zerofs daemon did not get the mount ready within %v (see %s)", mountStartTimeout, logPath)
 	}
+}
+
+// work is a measure of what process pid has done so far: its CPU time in
+// clock ticks and the bytes it has read, from /proc. It only needs to grow
+// while the process works; it is empty once the process is gone.
+func work(pid int) string {
+	st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	ioStat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	var cpu string
+	// Fields 14 and 15 (utime, stime) follow the ")" that ends the command name.
+	if i := bytes.LastIndexByte(st, ')'); i >= 0 {
+		if f := strings.Fields(string(st[i+1:])); len(f) > 13 {
+			cpu = f[11] + " " + f[12]
+		}
+	}
+	var rchar string
+	for l := range strings.SplitSeq(string(ioStat), "\n") {
+		if v, ok := strings.CutPrefix(l, "rchar: "); ok {
+			rchar = v
+		}
+	}
+	return cpu + " " + rchar
 }
 
 // readyPipe is the parent's pipe when running as a daemon, else nil.
