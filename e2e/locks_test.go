@@ -310,3 +310,120 @@ func TestSQLiteWriters(t *testing.T) {
 		})
 	}
 }
+
+// lockPidPy holds an exclusive POSIX lock on bytes 0-9 of argv[1], prints
+// "locked", waits for a line on stdin, then asks for bytes 10-19 with
+// F_SETLKW and prints the errno number it failed with ("ok" if it got them).
+const lockPidPy = `
+import fcntl, sys
+f = open(sys.argv[1], "r+")
+fcntl.lockf(f, fcntl.LOCK_EX, 10, 0)
+print("locked", flush=True)
+sys.stdin.readline()
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX, 10, 10)
+    print("ok", flush=True)
+except OSError as e:
+    print(e.errno, flush=True)
+sys.stdin.read()
+`
+
+// The mount's locks are the kernel's own (no lock requests reach the
+// daemon), so what a local file system reports, it reports too: F_GETLK
+// names the process that holds the conflicting lock, and F_SETLKW that
+// would deadlock fails with EDEADLK instead of hanging.
+func TestLocksAreTheKernels(t *testing.T) {
+	ws := mountT(t)
+	sh(t, ws, "printf '%020d' 0 > f")
+
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	child := exec.CommandContext(ctx, "python3", "-c", lockPidPy, "f")
+	child.Dir = ws
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); child.Process.Kill(); child.Wait() }()
+	out := bufio.NewReader(stdout)
+	if line, _ := out.ReadString('\n'); strings.TrimSpace(line) != "locked" {
+		t.Fatalf("lock holder said %q, want locked", line)
+	}
+
+	f, err := os.OpenFile(filepath.Join(ws, "f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Start: 0, Len: 10}
+	if err := syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk); err != nil {
+		t.Fatal(err)
+	}
+	if lk.Type != syscall.F_WRLCK || int(lk.Pid) != child.Process.Pid {
+		t.Errorf("F_GETLK = type %d pid %d, want F_WRLCK held by %d", lk.Type, lk.Pid, child.Process.Pid)
+	}
+
+	// This process takes bytes 10-19, the holder then waits for them, and
+	// this process's wait for bytes 0-9 would close the circle.
+	mine := syscall.Flock_t{Type: syscall.F_WRLCK, Start: 10, Len: 10}
+	if err := syscall.FcntlFlock(f.Fd(), syscall.F_SETLK, &mine); err != nil {
+		t.Fatalf("lock bytes 10-19: %v", err)
+	}
+	fmt.Fprintln(stdin)
+	// The holder now waits for bytes 10-19 (F_SETLKW) and this process for
+	// bytes 0-9: whichever of the two waits comes second closes the circle
+	// and must fail with EDEADLK.
+	theirs := syscall.Flock_t{Type: syscall.F_WRLCK, Start: 0, Len: 10}
+	errc := make(chan error, 1)
+	go func() { errc <- syscall.FcntlFlock(f.Fd(), syscall.F_SETLKW, &theirs) }()
+	said := make(chan string, 1)
+	go func() { line, _ := out.ReadString('\n'); said <- strings.TrimSpace(line) }()
+	select {
+	case err := <-errc:
+		if err != syscall.EDEADLK {
+			t.Fatalf("F_SETLKW on the holder's bytes: %v, want EDEADLK", err)
+		}
+	case s := <-said:
+		if s != strconv.Itoa(int(syscall.EDEADLK)) {
+			t.Fatalf("the holder's F_SETLKW: %s, want EDEADLK (%d)", s, syscall.EDEADLK)
+		}
+		stdin.Close() // the holder exits, and this process's wait ends
+		if err := <-errc; err != nil {
+			t.Fatalf("F_SETLKW once the holder is gone: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("F_SETLKW hung: no deadlock detection")
+	}
+}
+
+// dropPy takes a POSIX lock through one descriptor, then opens and closes
+// the file read-only through another, prints "closed" and waits for stdin
+// to close.
+const dropPy = `
+import fcntl, sys
+f = open(sys.argv[1], "r+")
+fcntl.lockf(f, fcntl.LOCK_EX)
+open(sys.argv[1], "r").close()
+print("locked", flush=True)
+sys.stdin.read()
+`
+
+// A process's POSIX locks on a file drop when it closes any descriptor of
+// it, a read-only one too, though a read-only open sends no FLUSH (the
+// kernel drops the locks itself).
+func TestPosixLockDropsAtAnyClose(t *testing.T) {
+	ws := mountT(t)
+	sh(t, ws, "echo data > f")
+	holdLock(t, ws, "python3", "-c", dropPy, "f")
+	if got := must(t, ws, nil, "python3", "-c", lockfPy, "f", "ex", "try"); strings.TrimSpace(got) != "locked" {
+		t.Errorf("lockf after the holder closed another descriptor: got %q, want locked", got)
+	}
+}

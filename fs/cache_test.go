@@ -319,3 +319,23 @@ func TestOpenModesDoNotRace(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A read-only open sends no FLUSH at its close (FOPEN_NOFLUSH: a grep
+// costs two requests per file, not three); a writer's close still does,
+// so close(2) reports the backing file's errors.
+func TestReadersSendNoFlush(t *testing.T) {
+	m := mountT(t, Options{})
+	p := filepath.Join(m.Mountpoint(), "f")
+	writeFile(t, p, "data")
+	before := m.fs.flushed.Load()
+	for range 10 {
+		readFile(t, p)
+	}
+	if n := m.fs.flushed.Load() - before; n != 0 {
+		t.Errorf("10 read-only opens and closes sent %d FLUSH requests, want 0", n)
+	}
+	writeFile(t, p, "more")
+	if n := m.fs.flushed.Load() - before; n != 1 {
+		t.Errorf("a writer's close sent %d FLUSH requests, want 1", n)
+	}
+}

@@ -49,10 +49,9 @@
 //
 // # Locks
 //
-// fcntl and flock locks are served by lock.go, in front of go-fuse's node
-// bridge: per FUSE node an anonymous memfd, per lock owner one open file
-// description of it carrying the owner's locks as OFD locks, so the kernel
-// keeps POSIX semantics (one owner per process; a close drops them).
+// fcntl and flock locks are the kernel's: the mount asks for no lock
+// requests, so the kernel keeps them on its FUSE inodes as a local file
+// system does (mount.go), and a read-only open needs no FLUSH at its close.
 //
 // Control files are FOPEN_DIRECT_IO: their size is 0 and every read is
 // generated afresh.

@@ -101,14 +101,14 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	// back, invalidates what it changed (invalidate.go). (go-fuse drops
 	// KEEP_CACHE for a passthrough open: the pages are the backing file's.)
 	//
-	// Not FOPEN_NOFLUSH, though a reader has nothing to flush: the kernel
-	// sends no unlock at close for FUSE locks, so FLUSH is where a
-	// process's POSIX locks drop when it closes any descriptor of the file
-	// (lock.go); without it they would stay until the last close of the
-	// handle that took them (e2e's TestFSX finds it).
+	// A reader has nothing to flush, and the kernel drops a process's
+	// locks at close itself (mount.go), so its closes send no FLUSH
+	// (FOPEN_NOFLUSH): a grep of a tree costs an OPEN and a RELEASE per
+	// file, not three requests. A writer's FLUSH reports the backing
+	// file's close errors (Flush).
 	var fuseFlags uint32
 	if !h.write {
-		fuseFlags = fuse.FOPEN_KEEP_CACHE
+		fuseFlags = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH
 	}
 	return h, fuseFlags, 0
 }
@@ -242,6 +242,7 @@ func (h *wsFile) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, 
 // Flush reports close(2) errors of the backing file (NFS-style write-back)
 // without closing it: it may run once per dup'ed descriptor.
 func (h *wsFile) Flush(ctx context.Context) syscall.Errno {
+	h.node.fs.flushed.Add(1)
 	fd, err := unix.Dup(h.fd)
 	if err != nil {
 		return sysErrno(err)

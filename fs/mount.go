@@ -48,7 +48,6 @@ type Mounted struct {
 	root   *os.File // the workspace root, opened before mounting
 	store  *os.File // the store directory, opened before mounting
 	mp     string
-	locks  *lockTable // fcntl and flock locks (lock.go)
 
 	done      chan struct{} // closed when serving ended and the engine is closed
 	closeOnce sync.Once
@@ -171,8 +170,15 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	if opts.Debug {
 		fopts.Logger = log.New(os.Stderr, "zerofs: ", 0)
 	}
-	locks := newLockTable()
-	server, err := mountWithLocks(mp, f.root, fopts, locks)
+	// File locks are the kernel's: the mount does not ask for lock requests
+	// (MountOptions.EnableLocks stays off), so the kernel keeps fcntl and
+	// flock locks on its FUSE inodes with exactly a local file system's
+	// semantics (a process's POSIX locks are one owner's whichever
+	// descriptor took them and drop at any close; OFD and flock locks
+	// belong to the open file; F_GETLK names the holder; EDEADLK), and a
+	// close needs no FLUSH to drop them, which lets a read-only open skip
+	// FLUSH altogether (FOPEN_NOFLUSH, file.go).
+	server, err := fusefs.Mount(mp, f.root, fopts)
 	if err != nil {
 		eng.Close()
 		root.Close()
@@ -182,7 +188,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	if !opts.NoPassthrough {
 		f.passthrough.Store(probePassthrough(server, int(store.Fd()), logger))
 	}
-	m := &Mounted{fs: f, server: server, root: root, store: store, mp: mp, locks: locks, done: make(chan struct{})}
+	m := &Mounted{fs: f, server: server, root: root, store: store, mp: mp, done: make(chan struct{})}
 	go func() {
 		server.Wait()
 		m.close()
@@ -244,7 +250,6 @@ func (m *Mounted) Wait() { <-m.done }
 func (m *Mounted) close() error {
 	m.closeOnce.Do(func() {
 		m.closeErr = m.fs.eng.Close()
-		m.locks.closeAll()
 		m.store.Close()
 		m.root.Close()
 	})

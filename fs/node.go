@@ -63,6 +63,9 @@ type fsys struct {
 	// served counts READ and WRITE requests of workspace files that reached
 	// the daemon (none do with passthrough): what tests look at.
 	served atomic.Int64
+	// flushed counts FLUSH requests of workspace files (a test's window
+	// on FOPEN_NOFLUSH).
+	flushed atomic.Int64
 
 	writers *writerSet // passthrough handles open for writing
 	wsMnt   uint64     // the mount id of the workspace root (passthroughOn)
