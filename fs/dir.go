@@ -210,7 +210,10 @@ func (n *wsNode) Unlink(ctx context.Context, name string) syscall.Errno {
 
 func (n *wsNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	return n.entryOp(ctx, "rmdir", name, func(dfd int, _ string, _ rewind.Seq) syscall.Errno {
-		return sysErrno(unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR))
+		kept := n.holdRemoved(dfd, name)
+		err := unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR)
+		kept(err == nil)
+		return sysErrno(err)
 	})
 }
 
@@ -276,7 +279,13 @@ func (n *wsNode) Rename(ctx context.Context, name string, newParent fusefs.Inode
 	if err := n.fs.eng.CaptureLocked(ectx, who, changes...); err != nil {
 		return engineErrno(n.fs.log, "rename", oldPath, err, seqInvalid)
 	}
-	return sysErrno(unix.Renameat2(ofd, name, nfd, newName, uint(flags)))
+	kept := func(bool) {}
+	if newDir && flags&unix.RENAME_EXCHANGE == 0 {
+		kept = np.holdRemoved(nfd, newName)
+	}
+	err = unix.Renameat2(ofd, name, nfd, newName, uint(flags))
+	kept(err == nil)
+	return sysErrno(err)
 }
 
 // OpendirHandle lists the backing directory with getdents on its own

@@ -16,9 +16,37 @@ import (
 // that never had one) is still reachable through them: fstat(2) of an open
 // directory (the kernel sends no handle with GETATTR for a directory), and
 // linkat(2) of an O_TMPFILE file.
+//
+// A directory has no handle while it is open (the mount serves directories
+// without OPENDIR, opendir.go), so one the daemon removes (rmdir, a rename
+// over it) gets an O_PATH descriptor of its own, kept until the kernel
+// forgets the node (keep, drain): a process may hold it open, or be in it.
 type heldFds struct {
-	mu  sync.Mutex // guards fds, and keeps each open while in use
-	fds []int
+	mu   sync.Mutex // guards fds and kept, and keeps each open while in use
+	fds  []int
+	kept int // an O_PATH descriptor the set owns, plus one (0: none)
+}
+
+// keep gives the set fd to own; drain closes it.
+func (h *heldFds) keep(fd int) {
+	h.mu.Lock()
+	old := h.kept
+	h.kept = fd + 1
+	h.mu.Unlock()
+	if old > 0 {
+		unix.Close(old - 1)
+	}
+}
+
+// drain closes the descriptor the set owns, if any.
+func (h *heldFds) drain() {
+	h.mu.Lock()
+	old := h.kept
+	h.kept = 0
+	h.mu.Unlock()
+	if old > 0 {
+		unix.Close(old - 1)
+	}
 }
 
 func (h *heldFds) add(fd int) {
@@ -40,11 +68,46 @@ func (h *heldFds) remove(fd int) {
 func (h *heldFds) with(fn func(fd int) error) (ok bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.fds) == 0 {
-		return false, nil
+	switch {
+	case len(h.fds) > 0:
+		return true, fn(h.fds[0])
+	case h.kept > 0:
+		return true, fn(h.kept - 1)
 	}
-	return true, fn(h.fds[0])
+	return false, nil
 }
+
+// holdRemoved prepares the removal of the directory name in n (through
+// dfd, n's backing directory): when removed is reported true, the
+// directory's node, if the kernel knows it, keeps an O_PATH descriptor of
+// it (heldFds). Call it before the removal, the returned func after.
+func (n *wsNode) holdRemoved(dfd int, name string) func(removed bool) {
+	ch := n.GetChild(name)
+	if ch == nil || !ch.IsDir() {
+		return func(bool) {}
+	}
+	cn, ok := ch.Operations().(*wsNode)
+	if !ok {
+		return func(bool) {}
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return func(bool) {}
+	}
+	return func(removed bool) {
+		if removed {
+			cn.held.keep(fd)
+		} else {
+			unix.Close(fd)
+		}
+	}
+}
+
+var _ fusefs.NodeOnForgetter = (*wsNode)(nil)
+
+// OnForget closes what the node's held descriptors own: the kernel has
+// forgotten it, so no request can name it again.
+func (n *wsNode) OnForget() { n.held.drain() }
 
 // statHeld stats the node through an open handle when it has no name.
 func (n *wsNode) statHeld(st *unix.Statx_t) syscall.Errno {

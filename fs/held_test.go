@@ -84,3 +84,36 @@ func TestStatOpenDirRenamedOver(t *testing.T) {
 		t.Errorf("fstat: ino %d mode %o nlink %d; want ino %d mode %o, nlink 0 or 1", after.Ino, after.Mode, after.Nlink, before.Ino, before.Mode)
 	}
 }
+
+// fstat of an open directory that was removed answers as on a local file
+// system (nlink 0), and so does stat of a process's working directory
+// removed under it; reading the removed directory fails with ENOENT, as
+// getdents(2) of a dead directory does.
+func TestStatOpenDirRemoved(t *testing.T) {
+	m := mountT(t, Options{})
+	dir := filepath.Join(m.Mountpoint(), "gone")
+	if err := os.Mkdir(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var before unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &before); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	var after unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &after); err != nil {
+		t.Fatalf("fstat of the removed directory: %v", err)
+	}
+	if after.Ino != before.Ino || after.Mode != before.Mode || after.Nlink != 0 {
+		t.Errorf("fstat: ino %d mode %o nlink %d; want ino %d mode %o nlink 0", after.Ino, after.Mode, after.Nlink, before.Ino, before.Mode)
+	}
+	_, err = f.Readdirnames(-1)
+	wantErrno(t, "reading the removed directory", err, syscall.ENOENT)
+}

@@ -45,8 +45,9 @@ type Options struct {
 type Mounted struct {
 	fs     *fsys
 	server *fuse.Server
-	root   *os.File // the workspace root, opened before mounting
-	store  *os.File // the store directory, opened before mounting
+	dirs   *dirlessFS // directories without OPENDIR (opendir.go)
+	root   *os.File   // the workspace root, opened before mounting
+	store  *os.File   // the store directory, opened before mounting
 	mp     string
 
 	done      chan struct{} // closed when serving ended and the engine is closed
@@ -178,7 +179,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	// belong to the open file; F_GETLK names the holder; EDEADLK), and a
 	// close needs no FLUSH to drop them, which lets a read-only open skip
 	// FLUSH altogether (FOPEN_NOFLUSH, file.go).
-	server, err := fusefs.Mount(mp, f.root, fopts)
+	server, dirs, err := serve(mp, f.root, fopts)
 	if err != nil {
 		eng.Close()
 		root.Close()
@@ -188,13 +189,30 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	if !opts.NoPassthrough {
 		f.passthrough.Store(probePassthrough(server, int(store.Fd()), logger))
 	}
-	m := &Mounted{fs: f, server: server, root: root, store: store, mp: mp, done: make(chan struct{})}
+	m := &Mounted{fs: f, server: server, dirs: dirs, root: root, store: store, mp: mp, done: make(chan struct{})}
 	go func() {
 		server.Wait()
 		m.close()
 		close(m.done)
 	}()
 	return m, nil
+}
+
+// serve mounts root at mp and serves it, directories without OPENDIR where
+// the kernel allows (dirlessFS).
+func serve(mp string, root fusefs.InodeEmbedder, opts *fusefs.Options) (*fuse.Server, *dirlessFS, error) {
+	opts.MountOptions.ExtraCapabilities |= fuse.CAP_NO_OPENDIR_SUPPORT
+	raw := &dirlessFS{RawFileSystem: fusefs.NewNodeFS(root, opts)}
+	server, err := fuse.NewServer(raw, mp, &opts.MountOptions)
+	if err != nil {
+		return nil, nil, err
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		return nil, nil, err
+	}
+	raw.negotiated(server)
+	return server, raw, nil
 }
 
 // probePassthrough reports whether the kernel takes backing files on this
