@@ -17,6 +17,8 @@ const (
 	TypeCheckpoint    = "session_checkpoint"
 	TypeRewind        = "session_rewind"
 	TypeHistoryPruned = "history_pruned"
+	// TypeHistoryThinned: gc thinned old history to one state a day.
+	TypeHistoryThinned = "history_thinned"
 )
 
 // Event is one line of the log.

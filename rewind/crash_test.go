@@ -76,6 +76,8 @@ func crashChild(point string) {
 	}
 	seq, _ := strconv.ParseUint(os.Getenv("ZEROFS_TEST_SEQ"), 10, 64)
 	switch form := os.Getenv("ZEROFS_TEST_FORM"); {
+	case form == "thin":
+		_, err = e.GCWith(context.Background(), GCRequest{ThinBefore: Seq(seq)})
 	case strings.HasPrefix(point, "gc:"):
 		_, err = e.GC(context.Background(), Seq(seq))
 	case form == "revert":

@@ -18,6 +18,16 @@
 // otherwise it rebuilds the index from the whole log. The snapshot is a cache,
 // never trusted over the log, and its paths are checked like the log's.
 //
+// GC cuts history (a history_pruned event: states before the cut go) and
+// thins it (a history_thinned event, thin.go: of the history before a
+// bound, one state a day stays, and the states strictly inside each named
+// interval go). Both append their event, fsynced, before any blob is
+// removed, fold it into the index (which drops the records no kept state
+// needs), and then remove the blobs no surviving record names. checkSeq
+// refuses a state below the cut or inside a thinned interval everywhere
+// (views, lookups, rewinds, reverts, forks) with ErrNoSuchSeq. Retention
+// folds a log the same way for readers outside the engine.
+//
 // All workspace access goes through the workspace root's directory
 // descriptor, resolved by internal/wsdir (the resolver the FUSE layer uses
 // too): openat2 confined beneath the root and refusing every symlink, for

@@ -41,6 +41,9 @@ type Options struct {
 	MaxStoreSize int64
 	// Logger for recovery notes and slow fsyncs. Default slog.Default().
 	Logger *slog.Logger
+	// Now is the clock that stamps events (time.Now when nil; tests set
+	// it to speak of days without waiting for them: see thin.go).
+	Now func() time.Time
 	// OpenWriters, when set, names the files held open for writing whose
 	// writes never pass through Begin (FUSE passthrough sends them straight
 	// to the backing file, so no later write can capture them). Every step
@@ -115,6 +118,11 @@ type GCResult struct {
 	Steps        int   `json:"steps"`
 	BlobsRemoved int   `json:"blobsRemoved"`
 	BytesFreed   int64 `json:"bytesFreed"`
+	// ThinSeq is the history_thinned event's sequence, and Thinned its
+	// payload: exactly what the thin gave up (0 and nil when gc was not
+	// asked to thin, or the thin would have given up nothing).
+	ThinSeq Seq             `json:"thinSequence,omitempty"`
+	Thinned *ThinnedPayload `json:"thinned,omitempty"`
 }
 
 // Engine is an open workspace history: the event log, the blobs, the index
@@ -148,6 +156,10 @@ type Engine struct {
 	// @T lookup and view read, so it is an atomic: readers never wait
 	// behind capMu, which a step boundary holds across its fsync.
 	pruned atomic.Uint64
+	// thinned holds the intervals of states thinned away (thin.go),
+	// merged and sorted; nil when none. Replaced whole, never changed in
+	// place, and read without a lock like pruned.
+	thinned atomic.Pointer[[]ThinInterval]
 
 	// stepSeq mirrors step.Seq for lock-free reads on the write path.
 	stepSeq atomic.Uint64
@@ -206,7 +218,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	if snapErr != nil && !errors.Is(snapErr, os.ErrNotExist) {
 		opts.Logger.Warn("rewind: rebuilding the index from the whole log", "reason", snapErr)
 	}
-	logOpts := eventlog.Options{Sync: opts.Sync, Logger: opts.Logger}
+	logOpts := eventlog.Options{Sync: opts.Sync, Logger: opts.Logger, Now: opts.Now}
 	if snapErr == nil {
 		logOpts.Resume = &resume
 	}
@@ -243,6 +255,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		e.lastRewind, e.lastRewindAt = snapState.LastRewind, snapState.LastRewindAt
 		e.marks = loadMarks(snapState.Marks)
 		e.pruned.Store(uint64(snapState.Pruned))
+		e.setThinned(snapState.Thinned)
 		e.snapHead.Store(uint64(resume.Head))
 		from = resume.Head + 1
 	}
@@ -323,11 +336,41 @@ func (e *Engine) apply(ev eventlog.Event) error {
 		e.markLocked(ev)
 		e.capMu.Unlock()
 	case PrunedPayload:
-		e.index.prune(p.Before)
-		e.pruned.Store(uint64(p.Before))
+		// A cut never moves back: what an earlier one dropped is gone.
+		if p.Before > e.PrunedBefore() {
+			e.index.prune(p.Before)
+			e.pruned.Store(uint64(p.Before))
+			e.setThinned(foldPrune(e.Thinned(), p.Before))
+		}
+	case ThinnedPayload:
+		e.setThinned(foldThin(e.index, e.Thinned(), p))
 	}
 	return nil
 }
+
+// Thinned is the intervals of states thinned away by gc, merged and
+// sorted (thin.go): @T with After < T < Before no longer exists. It takes
+// no lock.
+func (e *Engine) Thinned() []ThinInterval {
+	if p := e.thinned.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// setThinned replaces the thinned intervals; the caller holds wsMu for
+// writing or is single-threaded.
+func (e *Engine) setThinned(ivs []ThinInterval) {
+	if len(ivs) == 0 {
+		e.thinned.Store(nil)
+		return
+	}
+	e.thinned.Store(&ivs)
+}
+
+// HasState reports whether the state at t is in the history: 0 <= t <=
+// head, not before the pruned history, not thinned away. It takes no lock.
+func (e *Engine) HasState(t Seq) bool { return e.checkSeq(t) == nil }
 
 // setStep starts a new step; the caller holds capMu or is single-threaded.
 func (e *Engine) setStep(s Step) {

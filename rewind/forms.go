@@ -274,6 +274,11 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 	if err := e.checkSeq(sp.before); err != nil {
 		return fail(err)
 	}
+	// The state after the step too: inside a thinned interval the index no
+	// longer holds every later change, so conflicts could not be found.
+	if err := e.checkSeq(sp.end); err != nil {
+		return fail(err)
+	}
 	session = req.Session
 	if session == "" && sp.step != nil {
 		session = sp.step.session

@@ -2,7 +2,6 @@ package rewind
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 
@@ -10,25 +9,53 @@ import (
 	"github.com/zerofs/zerofs/eventlog"
 )
 
+// GCRequest is what one gc forgets.
+type GCRequest struct {
+	// Before: the states before it go (a history_pruned event). At or
+	// below the start of history nothing is cut; inside a thinned interval
+	// the cut moves to the interval's end (the states between are gone
+	// already).
+	Before Seq `json:"before"`
+	// ThinBefore, when above the start of history: the history before it
+	// keeps one state a day (a history_thinned event; see thin.go).
+	ThinBefore Seq `json:"thinBefore,omitempty"`
+}
+
 // GC forgets states older than before: it appends a history_pruned event
 // (none when before does not move the cut: nothing is forgotten),
-// then removes every blob that no checkpoint after before names (including
-// blobs no event names at all, left by a crash between blob and event).
+// then removes every blob that no kept state needs (including blobs no
+// event names at all, left by a crash between blob and event).
 // ErrNoSuchSeq when before > head. Changes wait while it runs, so no capture
 // can name a blob it is removing.
 func (e *Engine) GC(ctx context.Context, before Seq) (GCResult, error) {
-	return e.gc(ctx, PrunedPayload{Before: before, Reason: "gc"})
+	return e.GCWith(ctx, GCRequest{Before: before})
 }
 
-func (e *Engine) gc(ctx context.Context, pp PrunedPayload) (GCResult, error) {
+// GCWith is GC with thinning: after the cut (if any), when req.ThinBefore
+// is set, it plans the thin (thin.go), appends the history_thinned event
+// naming exactly the intervals that go (none when nothing would), folds it
+// into the index, and only then removes the blobs that no surviving
+// before-state names. A crash at any point leaves either no event (nothing
+// went) or the event with some blobs it let go still there (the next gc
+// removes them): never a kept state without its blob.
+func (e *Engine) GCWith(ctx context.Context, req GCRequest) (GCResult, error) {
+	return e.gc(ctx, req, PrunedPayload{Reason: "gc"})
+}
+
+func (e *Engine) gc(ctx context.Context, req GCRequest, pp PrunedPayload) (GCResult, error) {
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
-	before := pp.Before
-	if before > e.Head() {
-		return GCResult{}, fmt.Errorf("%w: %d (head is %d)", ErrNoSuchSeq, before, e.Head())
+	before := req.Before
+	for _, s := range []Seq{req.Before, req.ThinBefore} {
+		if s > e.Head() {
+			return GCResult{}, fmt.Errorf("%w: %d (head is %d)", ErrNoSuchSeq, s, e.Head())
+		}
 	}
 	if before < e.PrunedBefore() {
 		before = e.PrunedBefore()
+	}
+	if iv, ok := thinnedAt(e.Thinned(), before); ok {
+		before = iv.Before
 	}
 	if err := e.Sync(); err != nil {
 		return GCResult{}, err
@@ -54,9 +81,30 @@ func (e *Engine) gc(ctx context.Context, pp PrunedPayload) (GCResult, error) {
 		}
 		res.Seq = ev.Seq
 	}
-	keep, err := e.blobsNamedAfter(before)
+	if req.ThinBefore > e.PrunedBefore() {
+		tp, err := e.planThin(req.ThinBefore)
+		if err != nil {
+			return res, err
+		}
+		if len(tp.Intervals) > 0 {
+			crashPoint("thin:planned")
+			ev, err := e.log.Append(ctx, eventlog.TypeHistoryThinned, tp)
+			if err == nil {
+				err = e.log.Sync()
+			}
+			if err != nil {
+				return res, fmt.Errorf("rewind: gc: thin: %w", err)
+			}
+			if err := e.apply(ev); err != nil {
+				return res, err
+			}
+			res.ThinSeq, res.Thinned = ev.Seq, &tp
+			crashPoint("thin:appended")
+		}
+	}
+	keep, err := e.blobsNamedAfter(e.PrunedBefore())
 	if err != nil {
-		return GCResult{}, err
+		return res, err
 	}
 	pr, err := e.blobs.Prune(func(id blobstore.ID) bool { return keep[id] })
 	res.BlobsRemoved, res.BytesFreed = len(pr.Removed), pr.BytesFreed
@@ -71,33 +119,38 @@ func (e *Engine) gc(ctx context.Context, pp PrunedPayload) (GCResult, error) {
 	return res, nil
 }
 
-// blobsNamedAfter is the set of blobs named by checkpoints with sequence >
-// before: the only ones a state at or after before can need.
+// blobsNamedAfter is the set of blobs named by the surviving before-states
+// (the index's records: thinning dropped some) with sequence > before: the
+// only ones a state at or after before can need.
 func (e *Engine) blobsNamedAfter(before Seq) (map[blobstore.ID]bool, error) {
-	keep := map[blobstore.ID]bool{}
-	for ev, err := range e.log.Events(before + 1) {
+	return e.index.blobsAfter(before)
+}
+
+// planThin plans a thin of the history before before (thin.go's planThin
+// over the log's steps) and counts the records each interval drops. The
+// caller holds wsMu for writing.
+func (e *Engine) planThin(before Seq) (ThinnedPayload, error) {
+	var steps []stepStart
+	for ev, err := range e.log.Events(1) {
 		if err != nil {
-			return nil, err
+			return ThinnedPayload{}, err
 		}
-		if ev.Type != eventlog.TypeCheckpoint {
-			continue
+		if ev.Seq >= before {
+			break
 		}
-		var cp Checkpoint
-		if err := json.Unmarshal(ev.Payload, &cp); err != nil {
-			return nil, fmt.Errorf("rewind: checkpoint %d: %w", ev.Seq, err)
-		}
-		for _, f := range cp.Files {
-			if f.Blob == "" {
-				continue
-			}
-			id, err := blobstore.ParseID(f.Blob)
-			if err != nil {
-				return nil, fmt.Errorf("rewind: checkpoint %d: %w", ev.Seq, err)
-			}
-			keep[id] = true
+		if ev.Type == eventlog.TypeToolCall {
+			steps = append(steps, stepStart{seq: ev.Seq, at: ev.CreatedAt})
 		}
 	}
-	return keep, nil
+	ivs, before := planThin(steps, e.PrunedBefore(), before, e.Thinned())
+	tp := ThinnedPayload{Reason: "gc", Before: before, Intervals: ivs}
+	for i := range tp.Intervals {
+		iv := &tp.Intervals[i]
+		iv.Records = e.index.thinCount(iv.After, iv.Before)
+		tp.Steps += iv.Steps
+		tp.Records += iv.Records
+	}
+	return tp, nil
 }
 
 // stepsBetween counts the tool_call events from seq from up to (not
@@ -186,7 +239,7 @@ func (e *Engine) enforceBound(ctx context.Context) (bool, error) {
 	if cuts[lo] <= floor {
 		return false, nil
 	}
-	res, err := e.gc(ctx, PrunedPayload{Before: cuts[lo], Reason: "max-store-size", StoreBytes: size, MaxStoreSize: limit})
+	res, err := e.gc(ctx, GCRequest{Before: cuts[lo]}, PrunedPayload{Reason: "max-store-size", StoreBytes: size, MaxStoreSize: limit})
 	if err != nil {
 		return false, err
 	}

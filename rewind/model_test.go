@@ -161,6 +161,8 @@ type model struct {
 	ws string
 	// states maps each recorded sequence to the tree at it.
 	states map[Seq]tree
+	// tick, when set, runs before each step begins (a test's clock).
+	tick func(rt *rapid.T)
 }
 
 var names = []string{"a", "b", "c"}
@@ -209,6 +211,9 @@ func (m *model) abs(p string) string { return filepath.Join(m.ws, p) }
 
 func (m *model) step(rt *rapid.T) {
 	rt.Helper()
+	if m.tick != nil {
+		m.tick(rt)
+	}
 	if _, err := m.e.BeginStep(context.Background(), "step", nil); err != nil {
 		rt.Fatal(err)
 	}

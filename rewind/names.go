@@ -141,8 +141,8 @@ func CheckEvent(logPath string, ev eventlog.Event) error {
 
 // decodeEvent parses the payload of an event zerofs reads and checks what
 // the payload says of the log itself (a checkpoint's records are checked by
-// the index as they are added). It returns a Checkpoint, RewindPayload or
-// PrunedPayload, or nil for other types.
+// the index as they are added). It returns a Checkpoint, RewindPayload,
+// PrunedPayload or ThinnedPayload, or nil for other types.
 func decodeEvent(logPath string, ev eventlog.Event) (any, error) {
 	bad := func(what string, err error) error {
 		return &DamageError{File: logPath, Line: int(ev.Seq), Reason: fmt.Sprintf("bad %s payload: %v", what, err)}
@@ -174,6 +174,8 @@ func decodeEvent(logPath string, ev eventlog.Event) (any, error) {
 				Reason: fmt.Sprintf("history_pruned cuts at %d, after itself", pp.Before)}
 		}
 		return pp, nil
+	case eventlog.TypeHistoryThinned:
+		return decodeThinned(logPath, ev)
 	}
 	return nil, nil
 }

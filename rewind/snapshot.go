@@ -39,10 +39,15 @@ import (
 //
 // It is written with durable.CreateTemp and Commit (complete or absent,
 // never half), at Close, after gc, and every snapshotEvery events.
+//
+// Version 4 added the thinned intervals (thin.go) to the state. A version 3
+// snapshot is rebuilt from the log once: a zerofs before thinning skipped
+// history_thinned events, so its index may hold records a thin dropped.
+
 const (
 	snapshotName    = "index.snapshot"
 	snapshotMagic   = "zerofs index snapshot\n"
-	snapshotVersion = 3
+	snapshotVersion = 4
 )
 
 // snapshotEvery is how many events the log may grow by before the engine
@@ -56,6 +61,7 @@ type snapshotState struct {
 	LastRewind   RewindPayload  `json:"lastRewind"`
 	LastRewindAt Seq            `json:"lastRewindAt"`
 	Pruned       Seq            `json:"pruned"`
+	Thinned      []ThinInterval `json:"thinned,omitempty"`
 	Marks        []snapshotMark `json:"marks"`
 }
 
@@ -101,7 +107,7 @@ func (e *Engine) writeSnapshot() error {
 	w := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<16)
 	r := e.log.Resume()
 	e.capMu.Lock()
-	st := snapshotState{LastRewind: e.lastRewind, LastRewindAt: e.lastRewindAt, Pruned: e.PrunedBefore(), Marks: saveMarks(e.marks)}
+	st := snapshotState{LastRewind: e.lastRewind, LastRewindAt: e.lastRewindAt, Pruned: e.PrunedBefore(), Thinned: e.Thinned(), Marks: saveMarks(e.marks)}
 	e.capMu.Unlock()
 	err = encodeSnapshot(w, r, st, e.index)
 	if err == nil {
@@ -204,6 +210,9 @@ func readSnapshot(dir string) (*Index, eventlog.Resume, snapshotState, error) {
 	if js := d.next(d.count(1)); d.err == nil {
 		if err := json.Unmarshal(js, &st); err != nil {
 			return nil, r, st, fmt.Errorf("%w: state: %v", errSnapshot, err)
+		}
+		if why := checkThinned(r.Head+1, ThinnedPayload{Intervals: st.Thinned}); why != "" {
+			return nil, r, st, fmt.Errorf("%w: %s", errSnapshot, why)
 		}
 	}
 	ix := newIndex()

@@ -11,10 +11,14 @@ import (
 	"github.com/zerofs/zerofs/blobstore"
 )
 
-// checkSeq refuses sequences above head or below the pruned history.
+// checkSeq refuses sequences above head, below the pruned history, or
+// strictly inside a thinned interval.
 func (e *Engine) checkSeq(t Seq) error {
 	if t > e.Head() || t < e.PrunedBefore() {
 		return fmt.Errorf("%w: %d (history is %d..%d)", ErrNoSuchSeq, t, e.PrunedBefore(), e.Head())
+	}
+	if iv, ok := thinnedAt(e.Thinned(), t); ok {
+		return fmt.Errorf("%w: %d (history between %d and %d was thinned to one state a day)", ErrNoSuchSeq, t, iv.After, iv.Before)
 	}
 	return nil
 }

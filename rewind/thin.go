@@ -1,0 +1,361 @@
+package rewind
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// Thinning keeps one state a day of old history (gc's ThinBefore). The
+// log is append-only, so nothing in it is rewritten: a history_thinned
+// event names intervals of sequences, and from then on the states strictly
+// inside each interval no longer exist.
+//
+// For an interval (A, B), the state at A stays exact if, for each path,
+// only the earliest record naming it with A < seq <= B is kept: the state
+// at A is, per path, the first record after A, and later records of the
+// same path up to B answer only states strictly inside the interval. The
+// states at B and after use only records after B. So a thin drops, in
+// each interval, every record but the first of each path, and gc removes
+// the blobs only the dropped records needed.
+//
+// The kept states (the interval bounds) are the start of history, the
+// first step of each UTC day (the state that day's first step began from:
+// the workspace as the previous day left it), and ThinBefore itself; every
+// state from ThinBefore on is untouched. The choice of days depends only
+// on the steps' times in the log, so a later thin with a later ThinBefore
+// keeps the same days and merely widens the last interval and adds new
+// ones.
+//
+// The index folds the intervals in as it reads the log (foldThin), and a
+// reader outside the engine (verify, status) folds the log the same way
+// with a Retention, so they agree on which records survive.
+
+// ThinInterval is one interval a thin gave up: the states T with After <
+// T < Before no longer exist; After and Before stay. Steps is how many
+// steps (tool_calls) began inside it whose states this thin dropped, and
+// Records how many before-states (one path in one checkpoint) it dropped.
+type ThinInterval struct {
+	After   Seq `json:"after"`
+	Before  Seq `json:"before"`
+	Steps   int `json:"steps"`
+	Records int `json:"records"`
+}
+
+// ThinnedPayload is the payload of a history_thinned event: what one thin
+// gave up.
+type ThinnedPayload struct {
+	// Reason is why: "gc".
+	Reason string `json:"reason,omitempty"`
+	// Before: history before it was thinned to one state a day; the states
+	// from Before on are untouched.
+	Before Seq `json:"before"`
+	// Intervals lists what went, oldest first.
+	Intervals []ThinInterval `json:"intervals"`
+	// Steps and Records are the intervals' totals.
+	Steps   int `json:"steps"`
+	Records int `json:"records"`
+}
+
+// thinDay is the day a step's time falls on: its UTC date (a variable so
+// that a test can speak of days without waiting for them).
+var thinDay = func(t time.Time) int {
+	y, m, d := t.UTC().Date()
+	return y*10000 + int(m)*100 + d
+}
+
+// checkThinned checks a history_thinned payload read from the log: its
+// intervals hold at least one state each, are sorted and apart, and lie
+// before the event itself.
+func checkThinned(seq Seq, p ThinnedPayload) string {
+	var prev Seq
+	for i, iv := range p.Intervals {
+		switch {
+		case iv.After+1 >= iv.Before:
+			return fmt.Sprintf("history_thinned interval (%d, %d) holds no state", iv.After, iv.Before)
+		case iv.Before >= seq:
+			return fmt.Sprintf("history_thinned interval (%d, %d) is not before it", iv.After, iv.Before)
+		case i > 0 && iv.After < prev:
+			return fmt.Sprintf("history_thinned intervals overlap or are out of order at (%d, %d)", iv.After, iv.Before)
+		case iv.Steps < 0 || iv.Records < 0:
+			return "history_thinned counts are negative"
+		}
+		prev = iv.Before
+	}
+	return ""
+}
+
+// thinnedAt returns the interval of ivs (sorted, apart) that holds the
+// state t strictly inside it.
+func thinnedAt(ivs []ThinInterval, t Seq) (ThinInterval, bool) {
+	i := sort.Search(len(ivs), func(i int) bool { return ivs[i].Before > t })
+	if i < len(ivs) && ivs[i].After < t {
+		return ivs[i], true
+	}
+	return ThinInterval{}, false
+}
+
+// mergeThin is the union of the states have and add give up, as sorted
+// intervals apart from each other (two that share only a bound stay two:
+// the bound is kept). Counts are not kept: the result is only for lookups
+// and folds.
+func mergeThin(have, add []ThinInterval) []ThinInterval {
+	all := make([]ThinInterval, 0, len(have)+len(add))
+	for _, iv := range have {
+		all = append(all, ThinInterval{After: iv.After, Before: iv.Before})
+	}
+	for _, iv := range add {
+		all = append(all, ThinInterval{After: iv.After, Before: iv.Before})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].After < all[j].After })
+	var out []ThinInterval
+	for _, iv := range all {
+		if n := len(out); n > 0 && iv.After+1 < out[n-1].Before {
+			// They share a state strictly inside both: one interval.
+			out[n-1].Before = max(out[n-1].Before, iv.Before)
+			continue
+		}
+		out = append(out, iv)
+	}
+	return out
+}
+
+// foldThin folds a history_thinned event into the index: the merged
+// intervals that take in one of p's are thinned (each record but the first
+// of each path in (After, Before] dropped; thinning an interval twice drops
+// nothing more). It returns the new merged intervals.
+func foldThin(ix *Index, have []ThinInterval, p ThinnedPayload) []ThinInterval {
+	merged := mergeThin(have, p.Intervals)
+	for _, m := range merged {
+		for _, iv := range p.Intervals {
+			if iv.After >= m.After && iv.Before <= m.Before {
+				ix.thin(m.After, m.Before)
+				break
+			}
+		}
+	}
+	return merged
+}
+
+// foldPrune drops the intervals that end at or before a gc's cut (their
+// records went with the cut).
+func foldPrune(have []ThinInterval, before Seq) []ThinInterval {
+	var out []ThinInterval
+	for _, iv := range have {
+		if iv.Before > before {
+			out = append(out, iv)
+		}
+	}
+	return out
+}
+
+// thin drops, for each path, every record with after < seq <= before but
+// the first, and returns how many it dropped. Their bytes stay in the
+// arena until the index is written out and read back (as prune's).
+func (ix *Index) thin(after, before Seq) int {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.thinLocked(after, before, true)
+}
+
+// thinCount is how many records thin(after, before) would drop.
+func (ix *Index) thinCount(after, before Seq) int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.thinLocked(after, before, false)
+}
+
+func (ix *Index) thinLocked(after, before Seq, drop bool) int {
+	n := 0
+	for i := range ix.paths {
+		pr := &ix.paths[i]
+		lo := sort.Search(len(pr.seqs), func(j int) bool { return pr.seqs[j] > after })
+		hi := sort.Search(len(pr.seqs), func(j int) bool { return pr.seqs[j] > before })
+		if hi-lo < 2 {
+			continue
+		}
+		n += hi - lo - 1
+		if drop {
+			pr.seqs = append(pr.seqs[:lo+1:lo+1], pr.seqs[hi:]...)
+			pr.offs = append(pr.offs[:lo+1:lo+1], pr.offs[hi:]...)
+		}
+	}
+	return n
+}
+
+// blobsAfter is the set of blobs named by the index's records with seq >
+// after: the only ones a state at or after after can need.
+func (ix *Index) blobsAfter(after Seq) (map[blobstore.ID]bool, error) {
+	keep := map[blobstore.ID]bool{}
+	err := ix.recordsAfter(after, func(seq Seq, st FileState) error {
+		if st.Blob == "" {
+			return nil
+		}
+		id, err := blobstore.ParseID(st.Blob)
+		if err != nil {
+			return fmt.Errorf("rewind: checkpoint %d: %w", seq, err)
+		}
+		keep[id] = true
+		return nil
+	})
+	return keep, err
+}
+
+// recordsAfter calls fn with every record with seq > after, path by path.
+func (ix *Index) recordsAfter(after Seq, fn func(seq Seq, st FileState) error) error {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for i := range ix.paths {
+		pr := &ix.paths[i]
+		j := sort.Search(len(pr.seqs), func(j int) bool { return pr.seqs[j] > after })
+		for ; j < len(pr.seqs); j++ {
+			st := ix.arena.get(pr.offs[j])
+			st.Path = pr.path
+			if err := fn(pr.seqs[j], st); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// stepStart is a step's tool_call: its sequence and time.
+type stepStart struct {
+	seq Seq
+	at  time.Time
+}
+
+// planThin plans a thin of the history before before: the intervals
+// between consecutive kept states (the start of history pruned, the first
+// step of each UTC day, and before) that hold a state still there. steps
+// are the log's tool_calls in order; have the intervals already thinned.
+// A before inside a thinned interval becomes that interval's start. It
+// returns the intervals, each with the steps that began inside it and are
+// not gone already (Records is left for the index to count), and the
+// effective before.
+func planThin(steps []stepStart, pruned, before Seq, have []ThinInterval) ([]ThinInterval, Seq) {
+	if iv, ok := thinnedAt(have, before); ok {
+		before = iv.After
+	}
+	if before <= pruned+1 {
+		return nil, before
+	}
+	kept := []Seq{pruned}
+	day, first := 0, true
+	for _, s := range steps {
+		if s.seq >= before {
+			break
+		}
+		d := thinDay(s.at)
+		if !first && d == day {
+			continue
+		}
+		day, first = d, false
+		if _, gone := thinnedAt(have, s.seq); s.seq > pruned && !gone {
+			kept = append(kept, s.seq)
+		}
+	}
+	kept = append(kept, before)
+	var out []ThinInterval
+	for i := 1; i < len(kept); i++ {
+		a, b := kept[i-1], kept[i]
+		if b <= a+1 {
+			continue
+		}
+		if iv, ok := thinnedAt(have, a+1); ok && iv.After <= a && iv.Before >= b {
+			continue // gone already
+		}
+		iv := ThinInterval{After: a, Before: b}
+		for _, s := range steps {
+			if _, gone := thinnedAt(have, s.seq); s.seq > a && s.seq < b && !gone {
+				iv.Steps++
+			}
+		}
+		out = append(out, iv)
+	}
+	return out, before
+}
+
+// A Retention folds a log, read in order, the way the engine's index does
+// (prunes and thins included), for readers outside the engine: which
+// before-states survive, and so which blobs a kept state needs (verify),
+// and what a gc would free (status).
+type Retention struct {
+	ix      *Index
+	pruned  Seq
+	thinned []ThinInterval
+	steps   []stepStart
+	head    Seq
+}
+
+// NewRetention returns an empty Retention.
+func NewRetention() *Retention { return &Retention{ix: newIndex()} }
+
+// Add folds one event, checked as the engine checks it (a *DamageError
+// for one zerofs never writes).
+func (r *Retention) Add(ev eventlog.Event) error {
+	v, err := decodeEvent(logName, ev)
+	if err != nil {
+		return err
+	}
+	r.head = ev.Seq
+	if ev.Type == eventlog.TypeToolCall {
+		r.steps = append(r.steps, stepStart{seq: ev.Seq, at: ev.CreatedAt})
+	}
+	switch p := v.(type) {
+	case Checkpoint:
+		return r.ix.add(ev.Seq, p.Files)
+	case PrunedPayload:
+		if p.Before > r.pruned {
+			r.ix.prune(p.Before)
+			r.pruned = p.Before
+			r.thinned = foldPrune(r.thinned, p.Before)
+		}
+	case ThinnedPayload:
+		r.thinned = foldThin(r.ix, r.thinned, p)
+	}
+	return nil
+}
+
+// Pruned is the start of history.
+func (r *Retention) Pruned() Seq { return r.pruned }
+
+// Thinned is the intervals of states thinned away, merged.
+func (r *Retention) Thinned() []ThinInterval { return append([]ThinInterval(nil), r.thinned...) }
+
+// Records calls fn with every surviving before-state.
+func (r *Retention) Records(fn func(seq Seq, st FileState)) {
+	r.ix.recordsAfter(r.pruned, func(seq Seq, st FileState) error {
+		fn(seq, st)
+		return nil
+	})
+}
+
+// Thin folds in the thin a gc with ThinBefore before would make now, as
+// if it had run (for "what would gc free"), and returns its intervals.
+func (r *Retention) Thin(before Seq) []ThinInterval {
+	ivs, _ := planThin(r.steps, r.pruned, before, r.thinned)
+	for i := range ivs {
+		ivs[i].Records = r.ix.thinCount(ivs[i].After, ivs[i].Before)
+	}
+	if len(ivs) > 0 {
+		r.thinned = foldThin(r.ix, r.thinned, ThinnedPayload{Intervals: ivs})
+	}
+	return ivs
+}
+
+// decodeThinned parses and checks a history_thinned payload.
+func decodeThinned(logPath string, ev eventlog.Event) (ThinnedPayload, error) {
+	var tp ThinnedPayload
+	if err := json.Unmarshal(ev.Payload, &tp); err != nil {
+		return tp, &DamageError{File: logPath, Line: int(ev.Seq), Reason: fmt.Sprintf("bad history_thinned payload: %v", err)}
+	}
+	if why := checkThinned(ev.Seq, tp); why != "" {
+		return tp, &DamageError{File: logPath, Line: int(ev.Seq), Reason: why}
+	}
+	return tp, nil
+}
