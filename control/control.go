@@ -316,6 +316,37 @@ func ParseRewindReport(b []byte) (RewindReport, error) {
 	return r, nil
 }
 
+// GCRequest is a parsed write to "gc".
+type GCRequest = rewind.GCRequest
+
+// ParseGC parses a write to "gc": a decimal sequence (the cut), or a JSON
+// object {"before": SEQ, "thinBefore": SEQ} (thinBefore: the history
+// before it keeps one state a day).
+func ParseGC(data []byte) (GCRequest, error) {
+	t := bytes.TrimSpace(data)
+	if len(t) == 0 || t[0] != '{' {
+		s, err := parseSeq(string(t))
+		return GCRequest{Before: s}, err
+	}
+	var r GCRequest
+	d := json.NewDecoder(bytes.NewReader(t))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&r); err != nil {
+		return r, badRequest("gc request: %v", err)
+	}
+	return r, nil
+}
+
+// FormatGC is a gc request as written to "gc": the plain sequence when it
+// does not thin (what every zerofs understands), else the JSON object.
+func FormatGC(r GCRequest) []byte {
+	if r.ThinBefore == 0 {
+		return FormatSeq(r.Before)
+	}
+	b, _ := json.Marshal(r) // plain values: cannot fail
+	return append(b, '\n')
+}
+
 // GCReport is what reading "gc" shows: what one gc did.
 type GCReport = rewind.GCResult
 
@@ -339,6 +370,8 @@ type StatusReport struct {
 	Sync         string     `json:"sync"`
 	AutoStep     string     `json:"autoStep"`
 	PrunedBefore Seq        `json:"prunedBefore"`
+	// Thinned is the intervals of states gc thinned away (rewind.Engine.Thinned).
+	Thinned []rewind.ThinInterval `json:"thinned,omitempty"`
 }
 
 // ParseStatus parses what reading "status" shows. A status without a pid

@@ -331,21 +331,22 @@ func (f *fsys) doRewind(ctx context.Context, data []byte) ([]byte, syscall.Errno
 	return out, 0
 }
 
-// doGC forgets the states before the requested sequence and returns the
-// result for the handle that wrote the request.
+// doGC forgets the states before the requested sequence (and thins the
+// history before the requested thinBefore: control.ParseGC) and returns
+// the result for the handle that wrote the request.
 func (f *fsys) doGC(ctx context.Context, data []byte) ([]byte, syscall.Errno) {
-	before, err := control.ParseSeq(data)
-	if err != nil || before > f.eng.Head() {
+	req, err := control.ParseGC(data)
+	if err != nil || req.Before > f.eng.Head() || req.ThinBefore > f.eng.Head() {
 		return nil, syscall.EINVAL
 	}
-	res, err := f.eng.GC(engineCtx(ctx), before)
+	res, err := f.eng.GCWith(engineCtx(ctx), req)
 	if err != nil {
 		return nil, engineErrno(f.log, "gc", ".zero/gc", err, seqInvalid)
 	}
 	f.mu.Lock()
 	f.lastGC = &res
 	f.mu.Unlock()
-	f.invalidateViews(res.Before)
+	f.invalidateViews()
 	out, _ := control.JSONLine(res)
 	return out, 0
 }
@@ -393,6 +394,7 @@ func (f *fsys) report(name string) ([]byte, error) {
 			PID: os.Getpid(), Workspace: f.workspace, Mountpoint: f.mountpoint, Store: f.store,
 			Head: f.eng.Head(), Step: control.StepReport{Sequence: s.Seq, Label: s.Label},
 			Sync: sync, AutoStep: f.autoStep.String(), PrunedBefore: f.eng.PrunedBefore(),
+			Thinned: f.eng.Thinned(),
 		})
 	}
 	return nil, unix.ENOENT

@@ -90,11 +90,12 @@ func notifyErr(f *fsys, errno syscall.Errno, p string) {
 }
 
 // invalidateViews tells the kernel to forget the views gc removed (every
-// "@T" with T < before it has looked up).
-func (f *fsys) invalidateViews(before rewind.Seq) {
+// "@T" it has looked up that is no longer in the history: below the cut,
+// or thinned away).
+func (f *fsys) invalidateViews() {
 	root := f.root.EmbeddedInode()
 	for name := range root.Children() {
-		if t, ok := rewind.ParseView(name); ok && t < before {
+		if t, ok := rewind.ParseView(name); ok && !f.eng.HasState(t) {
 			notifyErr(f, root.NotifyEntry(name), name)
 		}
 	}

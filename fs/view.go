@@ -90,7 +90,7 @@ func (f *fsys) lookupReserved(ctx context.Context, name string, out *fuse.EntryO
 		return f.ctl, 0
 	}
 	t, ok := rewind.ParseView(name)
-	if !ok || t > f.eng.Head() || t < f.eng.PrunedBefore() {
+	if !ok || !f.eng.HasState(t) {
 		return nil, syscall.ENOENT
 	}
 	ent, err := f.eng.StateAt("", t)

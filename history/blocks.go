@@ -11,7 +11,8 @@ import (
 
 // A Block is what `zerofs log` shows as one entry: a step (from its
 // tool_call, or an implicit one for changes made outside any step), a
-// rewind (with the checkpoint that saved what it changed), or a gc.
+// rewind (with the checkpoint that saved what it changed), or a gc (a cut
+// or a thin).
 type Block struct {
 	Type string // BlockStep, BlockRewind or BlockPruned
 	// Seq is the block's own event (the tool_call, session_rewind or
@@ -32,6 +33,8 @@ type Block struct {
 	Payload  json.RawMessage // the tool_call's payload
 	Rewind   *rewind.RewindPayload
 	Pruned   *rewind.PrunedPayload
+	// Thinned is a gc's thin (Type BlockPruned too).
+	Thinned *rewind.ThinnedPayload
 	// Files are the before-states captured in the block, the first one per
 	// path, in capture order.
 	Files []rewind.FileState
@@ -160,6 +163,10 @@ func ReadBlocks(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, Se
 			var p rewind.PrunedPayload
 			json.Unmarshal(ev.Payload, &p)
 			blocks = append(blocks, &Block{Type: BlockPruned, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Pruned: &p})
+		case eventlog.TypeHistoryThinned:
+			var p rewind.ThinnedPayload
+			json.Unmarshal(ev.Payload, &p)
+			blocks = append(blocks, &Block{Type: BlockPruned, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Thinned: &p})
 		}
 	}
 	if n := len(evs); n > 0 && evs[n-1].Seq > head {

@@ -72,6 +72,9 @@ func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
 		after, err := src.Stat(before.Path, b.End)
 		if errors.Is(err, rewind.ErrNoSuchSeq) {
 			c.Change, c.Reason = ChangeUnknown, "history pruned"
+			if b.End >= prunedBefore {
+				c.Reason = "history thinned"
+			}
 			out = append(out, c)
 			continue
 		}

@@ -6,8 +6,12 @@
 // (Log), diffs between states (Diff), rewinds of every form (a target,
 // some paths, a revert, undo and redo, dry runs: Source.Rewind, and
 // RunRewind on an engine), undo and redo targets (UndoTarget, RedoTarget),
-// gc cuts (KeepCut), a status at a glance (StatusOf) and store
-// verification with typed findings (Verify). The CLI, an MCP server and a
+// gc cuts and thins (KeepCut, GCRequest's ThinBefore; Source.Thinned and
+// ThinnedAt say which states a thin gave up), a status at a glance
+// (StatusOf, StatusWith: also what a thin would free) and store
+// verification with typed findings (Verify: only the blobs of the
+// before-states that survive cuts and thins, as rewind.Retention folds
+// them). The CLI, an MCP server and a
 // web timeline stand on it and only render what it returns (restic's FUSE
 // front end and CLI share one repository interface the same way).
 //

@@ -42,6 +42,8 @@ func openEngine(ctx context.Context, ws *Workspace, opts Options) (*engineSource
 func (h *engineSource) Head() (Seq, error)         { return h.eng.Head(), nil }
 func (h *engineSource) PrunedBefore() (Seq, error) { return h.eng.PrunedBefore(), nil }
 
+func (h *engineSource) Thinned() ([]rewind.ThinInterval, error) { return h.eng.Thinned(), nil }
+
 func (h *engineSource) Events() iter.Seq2[eventlog.Event, error] {
 	return checkedEvents(h.eng.Log().Path(), h.eng.Log().Events(1))
 }
@@ -117,8 +119,8 @@ func (h *engineSource) Rewind(ctx context.Context, req control.RewindRequest) (c
 	return rep, err
 }
 
-func (h *engineSource) GC(ctx context.Context, before Seq) (control.GCReport, error) {
-	return h.eng.GC(ctx, before)
+func (h *engineSource) GC(ctx context.Context, req control.GCRequest) (control.GCReport, error) {
+	return h.eng.GCWith(ctx, req)
 }
 
 func (h *engineSource) Close() error {

@@ -27,7 +27,13 @@ type Entry struct {
 	Payload      json.RawMessage       `json:"payload,omitempty"`
 	Rewind       *rewind.RewindPayload `json:"rewind,omitempty"`
 	PrunedBefore *Seq                  `json:"prunedBefore,omitempty"`
-	Changes      []Change              `json:"changes"`
+	// Thinned is a gc's thin: exactly the intervals of states it gave up.
+	Thinned *rewind.ThinnedPayload `json:"thinned,omitempty"`
+	// StatesThinned marks a block whose state before or after it a thin
+	// gave up: it stays listed with the paths it captured, but @T for
+	// those sequences no longer exists and its changes are "unknown".
+	StatesThinned bool     `json:"statesThinned,omitempty"`
+	Changes       []Change `json:"changes"`
 }
 
 // LogOptions select what Log returns.
@@ -55,6 +61,10 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	thinned, err := src.Thinned()
+	if err != nil {
+		return nil, err
+	}
 	entries := []Entry{}
 	for i := len(blocks) - 1; i >= 0; i-- {
 		if opts.Limit > 0 && len(entries) >= opts.Limit {
@@ -65,6 +75,10 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 			Label: b.Label, Implicit: b.Implicit, Payload: b.Payload, Rewind: b.Rewind, Changes: []Change{}}
 		if b.Pruned != nil {
 			ent.PrunedBefore = &b.Pruned.Before
+		}
+		ent.Thinned = b.Thinned
+		if b.Type != BlockPruned {
+			ent.StatesThinned = inThinned(thinned, b.Before()) || inThinned(thinned, b.End)
 		}
 		if len(opts.Paths) > 0 {
 			if b.Type == BlockPruned || !touches(b, opts.Paths) {
@@ -116,6 +130,16 @@ func filterChanges(cs []Change, paths []string) []Change {
 func Under(p string, roots []string) bool {
 	for _, r := range roots {
 		if r == "" || p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// inThinned reports whether the state t is strictly inside one of ivs.
+func inThinned(ivs []rewind.ThinInterval, t Seq) bool {
+	for _, iv := range ivs {
+		if iv.After < t && t < iv.Before {
 			return true
 		}
 	}

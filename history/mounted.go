@@ -70,6 +70,14 @@ func (m *mountSource) PrunedBefore() (Seq, error) {
 	return st.PrunedBefore, nil
 }
 
+func (m *mountSource) Thinned() ([]rewind.ThinInterval, error) {
+	st, ok := ReadStatus(m.root)
+	if !ok {
+		return nil, fmt.Errorf("cannot read %s", m.ctl(control.Status))
+	}
+	return st.Thinned, nil
+}
+
 func (m *mountSource) Events() iter.Seq2[eventlog.Event, error] {
 	return checkedEvents(m.ctl(control.Log), eventlog.ReadFile(m.ctl(control.Log), 1))
 }
@@ -255,6 +263,9 @@ func (m *mountSource) Rewind(ctx context.Context, req control.RewindRequest) (co
 			if pruned, perr := m.PrunedBefore(); perr == nil && req.Target < pruned {
 				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Target)
 			}
+			if _, ok := ThinnedAt(m, req.Target); ok {
+				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Target)
+			}
 		case errors.Is(err, unix.EINVAL) && req.Revert > 0:
 			if head, herr := m.Head(); herr == nil && req.Revert > head {
 				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Revert)
@@ -288,11 +299,11 @@ func (m *mountSource) whyNot(req control.RewindRequest) error {
 	return err
 }
 
-func (m *mountSource) GC(ctx context.Context, before Seq) (control.GCReport, error) {
-	b, err := m.request(control.GC, control.FormatSeq(before), true)
+func (m *mountSource) GC(ctx context.Context, req control.GCRequest) (control.GCReport, error) {
+	b, err := m.request(control.GC, control.FormatGC(req), true)
 	if err != nil {
 		if errors.Is(err, unix.EINVAL) {
-			return control.GCReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, before)
+			return control.GCReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, max(req.Before, req.ThinBefore))
 		}
 		return control.GCReport{}, err
 	}

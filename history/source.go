@@ -47,6 +47,8 @@ type Source interface {
 	Head() (Seq, error)
 	// PrunedBefore is the start of history (0 when gc never ran).
 	PrunedBefore() (Seq, error)
+	// Thinned is the intervals of states gc thinned away (rewind.Engine.Thinned).
+	Thinned() ([]rewind.ThinInterval, error)
 	// Events yields the whole log in order.
 	Events() iter.Seq2[eventlog.Event, error]
 	// Stat is path's state at t (Now for the live workspace). A sequence
@@ -63,8 +65,9 @@ type Source interface {
 	// workspace lock: nothing lands between the choice and the rewind.
 	// Nothing to undo or redo is ErrNothingToUndo or ErrNothingToRedo.
 	Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error)
-	// GC forgets the states before before.
-	GC(ctx context.Context, before Seq) (control.GCReport, error)
+	// GC forgets the states before req.Before and thins the history before
+	// req.ThinBefore to one state a day.
+	GC(ctx context.Context, req control.GCRequest) (control.GCReport, error)
 	// Close releases the source (the engine's store lock, when unmounted).
 	Close() error
 }
@@ -108,6 +111,11 @@ var (
 // SeqError explains a sequence that is not in the history.
 type SeqError struct {
 	Seq, Head, PrunedBefore Seq
+	// Thinned is the thinned interval holding Seq, if any, or (with
+	// ThinnedAfter) the one just after it: a revert of the step at Seq
+	// needs the states after it too.
+	Thinned      *rewind.ThinInterval
+	ThinnedAfter bool
 }
 
 func (e *SeqError) Error() string {
@@ -116,6 +124,12 @@ func (e *SeqError) Error() string {
 		return fmt.Sprintf("no sequence %d (head is %d)", e.Seq, e.Head)
 	case e.Seq < e.PrunedBefore:
 		return fmt.Sprintf("no sequence %d: history before %d was pruned", e.Seq, e.PrunedBefore)
+	case e.Thinned != nil && e.ThinnedAfter:
+		return fmt.Sprintf("the states after %d were thinned to one state a day (history between %d and %d; %d and %d remain)",
+			e.Seq, e.Thinned.After, e.Thinned.Before, e.Thinned.After, e.Thinned.Before)
+	case e.Thinned != nil:
+		return fmt.Sprintf("no sequence %d: history between %d and %d was thinned to one state a day (%d and %d remain)",
+			e.Seq, e.Thinned.After, e.Thinned.Before, e.Thinned.After, e.Thinned.Before)
 	}
 	return fmt.Sprintf("no sequence %d", e.Seq)
 }
@@ -131,7 +145,28 @@ func ExplainSeq(src Source, t Seq, err error) error {
 	}
 	head, _ := src.Head()
 	pruned, _ := src.PrunedBefore()
-	return &SeqError{Seq: t, Head: head, PrunedBefore: pruned}
+	se = &SeqError{Seq: t, Head: head, PrunedBefore: pruned}
+	if iv, ok := ThinnedAt(src, t); ok {
+		se.Thinned = &iv
+	} else if iv, ok := ThinnedAt(src, t+1); ok && t >= pruned && t <= head {
+		se.Thinned, se.ThinnedAfter = &iv, true
+	}
+	return se
+}
+
+// ThinnedAt is the thinned interval of src that holds the state t strictly
+// inside it, if any.
+func ThinnedAt(src Source, t Seq) (rewind.ThinInterval, bool) {
+	ivs, err := src.Thinned()
+	if err != nil {
+		return rewind.ThinInterval{}, false
+	}
+	for _, iv := range ivs {
+		if iv.After < t && t < iv.Before {
+			return iv, true
+		}
+	}
+	return rewind.ThinInterval{}, false
 }
 
 // checkedEvents passes on events, checked as the engine's Open checks them:

@@ -229,11 +229,11 @@ var suite = map[string]func(t *testing.T, f *fixture){
 	},
 	"GC": func(t *testing.T, f *fixture) {
 		ctx := context.Background()
-		res, err := f.src.GC(ctx, f.steps["three"])
+		res, err := f.src.GC(ctx, control.GCRequest{Before: f.steps["three"]})
 		if err != nil || res.Before != f.steps["three"] || res.Seq == 0 {
 			t.Fatalf("GC: %+v, %v", res, err)
 		}
-		res, err = f.src.GC(ctx, f.steps["three"])
+		res, err = f.src.GC(ctx, control.GCRequest{Before: f.steps["three"]})
 		if err != nil || res.Seq != 0 {
 			t.Errorf("a second GC at the same cut: %+v, %v; want no event", res, err)
 		}

@@ -2,6 +2,7 @@ package history
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/control"
@@ -35,13 +36,32 @@ type Status struct {
 	NamedBytes  int64
 	BlobStats   blobstore.Stats
 	Reclaimable blobstore.PruneResult
+	// Thinned is the intervals of states gc thinned away.
+	Thinned []rewind.ThinInterval
+	// ThinAfter is StatusOptions.ThinAfter; when > 0, Thin is what `gc
+	// --thin-after ThinAfter` would thin now (nil: nothing) and
+	// ThinReclaimable what that gc would free.
+	ThinAfter       time.Duration
+	Thin            []rewind.ThinInterval
+	ThinReclaimable blobstore.PruneResult
+}
+
+// StatusOptions select what StatusWith computes besides the basics.
+type StatusOptions struct {
+	// ThinAfter, when > 0: also what a gc thinning the history older than
+	// it would give up and free (Status.Thin, ThinReclaimable).
+	ThinAfter time.Duration
 }
 
 // StepAfterRewind labels the current step after a rewind ended the last.
 const StepAfterRewind = "(after rewind)"
 
 // StatusOf reads the status of the workspace around dir.
-func StatusOf(dir string) (Status, error) {
+func StatusOf(dir string) (Status, error) { return StatusWith(dir, StatusOptions{}) }
+
+// StatusWith reads the status of the workspace around dir, with what opts
+// asks for.
+func StatusWith(dir string, opts StatusOptions) (Status, error) {
 	ws, err := Find(dir)
 	if err != nil {
 		return Status{}, err
@@ -50,16 +70,22 @@ func StatusOf(dir string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	st := Status{Workspace: ws, Store: store, StoreName: ws.StoreName(store)}
-	// named: the last checkpoint naming each blob; logical: per
-	// checkpoint, the bytes of the before-states it names.
-	named := map[blobstore.ID]Seq{}
-	logical := map[Seq]int64{}
+	st := Status{Workspace: ws, Store: store, StoreName: ws.StoreName(store), ThinAfter: opts.ThinAfter}
+	// ret folds the log as the engine's index does: which before-states
+	// survive gc's cuts and thins. thinCut is the state current ThinAfter
+	// ago (KeepCut).
+	ret := rewind.NewRetention()
+	thinCut, cutFound := Seq(0), false
+	since := time.Now().Add(-opts.ThinAfter)
 	for ev, err := range StoreEvents(store) {
 		if err != nil {
 			return Status{}, err
 		}
 		st.Head = ev.Seq
+		if !cutFound && ev.CreatedAt.After(since) {
+			thinCut, cutFound = ev.Seq-1, true
+		}
+		ret.Add(ev) // a damaged event folds in nothing: verify reports it
 		switch ev.Type {
 		case eventlog.TypeToolCall:
 			var p struct {
@@ -70,34 +96,39 @@ func StatusOf(dir string) (Status, error) {
 			st.Step = control.StepReport{Sequence: ev.Seq, Label: p.Name}
 		case eventlog.TypeRewind:
 			st.Step = control.StepReport{Sequence: ev.Seq, Label: StepAfterRewind}
-		case eventlog.TypeHistoryPruned:
-			var p rewind.PrunedPayload
-			if json.Unmarshal(ev.Payload, &p) == nil && p.Before > st.Pruned {
-				st.Pruned = p.Before
-			}
-		case eventlog.TypeCheckpoint:
-			var cp rewind.Checkpoint
-			if json.Unmarshal(ev.Payload, &cp) != nil {
-				continue
-			}
-			for _, f := range cp.Files {
-				if id, err := blobstore.ParseID(f.Blob); err == nil {
-					named[id] = ev.Seq
-					logical[ev.Seq] += f.Bytes
-				}
-			}
 		}
 	}
-	for s, n := range logical {
-		if s > st.Pruned {
-			st.NamedBytes += n
-		}
+	if !cutFound {
+		thinCut = st.Head
 	}
-	bs, logBytes, would, err := StoreFigures(store, func(id blobstore.ID) bool { return named[id] > st.Pruned })
+	st.Pruned, st.Thinned = ret.Pruned(), ret.Thinned()
+	needed := func() map[blobstore.ID]bool {
+		keep := map[blobstore.ID]bool{}
+		ret.Records(func(_ Seq, f rewind.FileState) {
+			if id, err := blobstore.ParseID(f.Blob); err == nil {
+				keep[id] = true
+			}
+		})
+		return keep
+	}
+	ret.Records(func(_ Seq, f rewind.FileState) {
+		if f.Blob != "" {
+			st.NamedBytes += f.Bytes
+		}
+	})
+	keep := needed()
+	bs, logBytes, would, err := StoreFigures(store, func(id blobstore.ID) bool { return keep[id] })
 	if err != nil {
 		return Status{}, err
 	}
 	st.StoreBytes, st.Blobs, st.BlobStats, st.Reclaimable = bs.DiskBytes+logBytes, bs.Blobs, bs, would
+	if opts.ThinAfter > 0 {
+		st.Thin = ret.Thin(thinCut)
+		keep := needed()
+		if _, _, st.ThinReclaimable, err = StoreFigures(store, func(id blobstore.ID) bool { return keep[id] }); err != nil {
+			return Status{}, err
+		}
+	}
 	if ws.Mounted {
 		// The daemon's own view is newer than the file just read.
 		if ws.Status.Step.Label != "" || ws.Status.Step.Sequence != st.Step.Sequence {

@@ -1,7 +1,6 @@
 package history
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -151,6 +150,9 @@ func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 	}
 	var pruned Seq
 	uses := map[string]use{}
+	// ret folds the log as the engine's index does: only the before-states
+	// that survive gc's cuts and thins need their blobs.
+	ret := rewind.NewRetention()
 	for ev, err := range eventlog.ReadFile(logPath, 1) {
 		if err != nil {
 			if ce == nil && torn == 0 { // else already reported
@@ -165,25 +167,16 @@ func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 			res.Findings = append(res.Findings, Finding{Kind: FindingBadRecord, Seq: ev.Seq, Log: logPath, Err: err})
 			continue
 		}
-		switch ev.Type {
-		case eventlog.TypeHistoryPruned:
-			var p rewind.PrunedPayload
-			if json.Unmarshal(ev.Payload, &p) == nil && p.Before > pruned {
-				pruned = p.Before
-			}
-		case eventlog.TypeCheckpoint:
-			var cp rewind.Checkpoint
-			if err := json.Unmarshal(ev.Payload, &cp); err != nil {
-				res.Findings = append(res.Findings, Finding{Kind: FindingBadPayload, Seq: ev.Seq, Err: err})
-				continue
-			}
-			for _, f := range cp.Files {
-				if f.Blob != "" {
-					uses[f.Blob] = use{seq: ev.Seq, path: f.Path}
-				}
-			}
+		if err := ret.Add(ev); err != nil {
+			res.Findings = append(res.Findings, Finding{Kind: FindingBadPayload, Seq: ev.Seq, Err: err})
 		}
 	}
+	pruned = ret.Pruned()
+	ret.Records(func(seq Seq, st rewind.FileState) {
+		if st.Blob != "" && seq > uses[st.Blob].seq {
+			uses[st.Blob] = use{seq: seq, path: st.Path}
+		}
+	})
 	if ce == nil && torn == 0 {
 		events := func(from Seq) iter.Seq2[eventlog.Event, error] { return eventlog.ReadFile(logPath, from) }
 		if err := rewind.CheckIntentFile(store, head, pruned, events); err != nil {
@@ -191,12 +184,10 @@ func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 		}
 	}
 	// gc keeps only the blobs that states at or after its cut need: those
-	// named by checkpoints after it.
+	// named by the before-states after it that no thin dropped.
 	ids := make([]string, 0, len(uses))
-	for id, u := range uses {
-		if u.seq > pruned {
-			ids = append(ids, id)
-		}
+	for id := range uses {
+		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	blobDir := filepath.Join(store, "blobs")
