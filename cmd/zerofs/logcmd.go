@@ -103,6 +103,9 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 					what += " " + ent.Label
 				}
 			}
+			if ent.StatesThinned {
+				what += " (thinned: its states are gone)"
+			}
 		case history.BlockRewind:
 			what = "rewind"
 			if r := ent.Rewind; r != nil {
@@ -110,6 +113,11 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 					r.TargetSequence, r.Report.Restored, r.Report.Deleted, len(r.Report.Skipped))
 			}
 		case history.BlockPruned:
+			if tp := ent.Thinned; tp != nil {
+				what = fmt.Sprintf("thinned history before %d to one state a day: %d intervals, the states of %d steps went",
+					tp.Before, len(tp.Intervals), tp.Steps)
+				break
+			}
 			what = fmt.Sprintf("pruned history before %d", *ent.PrunedBefore)
 		}
 		head := fmt.Sprintf("%-6s %-*d", ent.Type, width, ent.Sequence)

@@ -2,25 +2,38 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/zerofs/zerofs/history"
 )
 
 var statusCmd = &command{
 	name:    "status",
-	usage:   "status",
+	usage:   "status [--thin-after DURATION]",
 	summary: "mounted or not, head, current step, store size",
 	help: `Reads the log without taking the store's lock, so it works next to a
 running zerofs.
+
+  --thin-after DURATION  also say what ` + "`zerofs gc --thin-after DURATION`" + ` would
+                         thin and free now (default 168h; 0: do not)
 `,
 	run: runStatus,
 }
 
 func runStatus(e *env, c *command, args []string) error {
-	if err := noArgs(c, args); err != nil {
+	fs := newFlags(c)
+	thinAfter := fs.Duration("thin-after", 168*time.Hour, "")
+	pos, rest, err := parseArgs(c, fs, args)
+	if err != nil {
 		return err
 	}
-	st, err := history.StatusOf(e.cwd)
+	if len(pos)+len(rest) > 0 {
+		return usagef(c, "unexpected argument %q", append(pos, rest...)[0])
+	}
+	if *thinAfter < 0 {
+		return usagef(c, "--thin-after must be positive")
+	}
+	st, err := history.StatusWith(e.cwd, history.StatusOptions{ThinAfter: *thinAfter})
 	if err != nil {
 		return err
 	}
@@ -49,6 +62,26 @@ func runStatus(e *env, c *command, args []string) error {
 		humanBytes(st.NamedBytes), st.Pruned, humanBytes(b.UniqueBytes), ratio(st.NamedBytes, b.UniqueBytes),
 		humanBytes(b.StoredBytes), ratio(b.UniqueBytes, b.StoredBytes), b.Chunks, b.Packs, b.Loose)
 	fmt.Fprintf(w, "gc:        would free %s (%d blobs no state since %d needs)\n", humanBytes(st.Reclaimable.BytesFreed), len(st.Reclaimable.Removed), st.Pruned)
+	if n := len(st.Thinned); n > 0 {
+		steps := 0
+		for _, iv := range st.Thinned {
+			steps += int(iv.Before - iv.After - 1)
+		}
+		fmt.Fprintf(w, "thinned:   %d intervals of old history keep one state a day (%d sequences gone)\n", n, steps)
+	}
+	if st.ThinAfter > 0 {
+		if len(st.Thin) == 0 {
+			fmt.Fprintf(w, "thin:      gc --thin-after %s would thin nothing\n", st.ThinAfter)
+		} else {
+			steps, recs := 0, 0
+			for _, iv := range st.Thin {
+				steps += iv.Steps
+				recs += iv.Records
+			}
+			fmt.Fprintf(w, "thin:      gc --thin-after %s would give up the states of %d steps (%d before-states) in %d intervals and free %s (%d blobs)\n",
+				st.ThinAfter, steps, recs, len(st.Thin), humanBytes(st.ThinReclaimable.BytesFreed), len(st.ThinReclaimable.Removed))
+		}
+	}
 	return nil
 }
 
