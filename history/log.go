@@ -77,9 +77,7 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 			ent.PrunedBefore = &b.Pruned.Before
 		}
 		ent.Thinned = b.Thinned
-		if b.Type != BlockPruned {
-			ent.StatesThinned = inThinned(thinned, b.Before()) || inThinned(thinned, b.End)
-		}
+		ent.StatesThinned = b.StatesThinned(thinned)
 		if len(opts.Paths) > 0 {
 			if b.Type == BlockPruned || !touches(b, opts.Paths) {
 				continue
@@ -134,6 +132,12 @@ func Under(p string, roots []string) bool {
 		}
 	}
 	return false
+}
+
+// StatesThinned reports whether a thin (thinned: Source.Thinned) gave up
+// the state before or after the step or rewind b.
+func (b *Block) StatesThinned(thinned []rewind.ThinInterval) bool {
+	return b.Type != BlockPruned && (inThinned(thinned, b.Before()) || inThinned(thinned, b.End))
 }
 
 // inThinned reports whether the state t is strictly inside one of ivs.

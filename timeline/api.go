@@ -195,6 +195,10 @@ func Log(src history.Source, before Seq, limit int) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
+	thinned, err := src.Thinned()
+	if err != nil {
+		return Page{}, err
+	}
 	page := Page{Head: head, Entries: []Item{}}
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
@@ -211,6 +215,7 @@ func Log(src history.Source, before Seq, limit int) (Page, error) {
 		if b.Pruned != nil {
 			it.PrunedBefore = &b.Pruned.Before
 		}
+		it.Thinned, it.StatesThinned = b.Thinned, b.StatesThinned(thinned)
 		if b.Type != history.BlockPruned {
 			cs, err := history.Changes(src, b, pruned)
 			if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -469,5 +470,51 @@ func TestPaging10000(t *testing.T) {
 	page = decode[timeline.Page](t, do(t, s, "GET", "/api/log?limit=100000", token, ""))
 	if len(page.Entries) != timeline.MaxLimit {
 		t.Errorf("limit=100000: %d entries, want %d", len(page.Entries), timeline.MaxLimit)
+	}
+}
+
+// TestLogThinned: the log shows a gc's thin with what it gave up, and
+// marks the steps whose states went.
+func TestLogThinned(t *testing.T) {
+	w := newWorkspace(t)
+	w.close()
+	dir, err := os.Open(w.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	clock := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	w.eng, err = rewind.Open(context.Background(), dir, rewind.Options{StoreDir: filepath.Join(w.root, ".zero"),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for day := range 2 {
+		for i := range 2 {
+			clock = time.Date(2026, 1, 5+day, 9+i, 0, 0, 0, time.UTC)
+			w.step(fmt.Sprintf("day %d step %d", day, i))
+			w.write("sh", "a", fmt.Sprintf("%d %d\n", day, i))
+		}
+	}
+	res, err := w.eng.GCWith(context.Background(), rewind.GCRequest{ThinBefore: w.eng.Head()})
+	if err != nil || res.Thinned == nil || res.Thinned.Steps != 2 {
+		t.Fatalf("thin: %+v, %v; want the states of 2 steps gone", res.Thinned, err)
+	}
+	s := w.server()
+	page := decode[timeline.Page](t, do(t, s, "GET", "/api/log", token, ""))
+	thinned := map[string]bool{}
+	var gc *timeline.Item
+	for i, e := range page.Entries {
+		if e.Type == history.BlockPruned {
+			gc = &page.Entries[i]
+		}
+		thinned[e.Label] = e.StatesThinned
+	}
+	if gc == nil || gc.Thinned == nil || !reflect.DeepEqual(*gc.Thinned, *res.Thinned) {
+		t.Fatalf("the log's gc entry %+v, want the thin %+v", gc, res.Thinned)
+	}
+	want := map[string]bool{"day 0 step 0": true, "day 0 step 1": true, "day 1 step 0": true, "day 1 step 1": true, "": false}
+	if !reflect.DeepEqual(thinned, want) {
+		t.Errorf("steps marked thinned: %v, want %v", thinned, want)
 	}
 }

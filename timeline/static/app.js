@@ -127,6 +127,12 @@ function fmtTime(iso) {
 }
 
 function title(e) {
+  const t = baseTitle(e);
+  return e.statesThinned ? t + " (thinned: its states are gone)" : t;
+}
+
+function baseTitle(e) {
+  if (e.type === "gc" && e.thinned) return "History before " + e.thinned.before + " thinned to one state a day";
   if (e.type === "gc") return "History before " + e.prunedBefore + " pruned";
   if (e.type === "rewind") {
     const rw = e.rewind || {};
@@ -171,7 +177,7 @@ function entryEl(e) {
     acts.append(button("Rewind to before", "rewind", () => preview("Rewind the workspace to before " + stepName(e) + " (" + e.before + ")", {target: e.before})));
   }
   if (e.type === "rewind" && e.changes.length > 0) {
-    acts.append(button("Undo", "undo", () => preview("Undo " + title(e).toLowerCase() + " (rewind to " + e.before + ")", {target: e.before})));
+    acts.append(button("Undo", "undo", () => preview("Undo " + baseTitle(e).toLowerCase() + " (rewind to " + e.before + ")", {target: e.before})));
   }
   if (acts.childElementCount) li.append(acts);
   return li;
