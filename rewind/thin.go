@@ -173,6 +173,9 @@ func (ix *Index) thinLocked(after, before Seq, drop bool) int {
 	n := 0
 	for i := range ix.paths {
 		pr := &ix.paths[i]
+		if len(pr.seqs) < 2 {
+			continue // most paths: nothing to thin
+		}
 		lo := sort.Search(len(pr.seqs), func(j int) bool { return pr.seqs[j] > after })
 		hi := sort.Search(len(pr.seqs), func(j int) bool { return pr.seqs[j] > before })
 		if hi-lo < 2 {
