@@ -10,13 +10,13 @@ import (
 	"time"
 )
 
-// BenchmarkGCThin: 30 days of 8 steps each (a clock set back), every step
+// BenchmarkStoreThin: 30 days of 8 steps each (a clock set back), every step
 // rewriting 64 KiB of incompressible bytes in one of 4 files and a small
 // file among 200; then one gc that thins everything older than the last 3
 // days to one state a day. It reports the store's size before and after,
 // the states of how many steps went, and the gc's time (ns/op). One run
 // each (-benchtime 1x): the history is built outside the timer.
-func BenchmarkGCThin(b *testing.B) {
+func BenchmarkStoreThin(b *testing.B) {
 	ctx := context.Background()
 	for range b.N {
 		b.StopTimer()

@@ -5,7 +5,8 @@
 # step touching it; a 10k-file source tree edited over 200 steps against
 # the bytes of the before-states changed, uncompressed and compressed; one
 # step of 100 small-file captures beside 100 native files with their
-# fsyncs; and the blob store's Put throughput. Extra arguments go to go test.
+# fsyncs; a gc thinning a month of steps to one state a day; and the blob
+# store's Put throughput. Extra arguments go to go test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go test -run '^$' -bench 'BenchmarkStore' -benchtime 1x -timeout 60m "$@" ./rewind/
