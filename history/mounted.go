@@ -270,6 +270,13 @@ func (m *mountSource) Rewind(ctx context.Context, req control.RewindRequest) (co
 			if head, herr := m.Head(); herr == nil && req.Revert > head {
 				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Revert)
 			}
+			// A step whose states (before or after it) were thinned.
+			if _, ok := ThinnedAt(m, req.Revert); ok {
+				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Revert)
+			}
+			if _, ok := ThinnedAt(m, req.Revert+1); ok {
+				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Revert)
+			}
 		}
 		return control.RewindReport{}, fmt.Errorf("%s/%s refused %s: %w", control.Dir, control.Rewind, strings.TrimSpace(string(req.Format())), err)
 	}

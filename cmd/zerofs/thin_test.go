@@ -197,8 +197,11 @@ func TestGCThinAfterMounted(t *testing.T) {
 			t.Errorf("stat %s after the thin: %v, want ENOENT", view, err)
 		}
 	}
-	if r := bin(t, ws, "", "rewind", strconv.FormatUint(uint64(steps[1].seq), 10)); r.code != 1 || !strings.Contains(r.stderr, "thinned") {
+	if r := bin(t, ws, "", "rewind", strconv.FormatUint(uint64(steps[1].seq), 10)); r.code != 1 || !strings.Contains(r.stderr, "was thinned to one state a day") {
 		t.Errorf("rewind to a state gone, mounted: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := bin(t, ws, "", "revert", strconv.FormatUint(uint64(steps[3].seq), 10)); r.code != 1 || !strings.Contains(r.stderr, "were thinned to one state a day") {
+		t.Errorf("revert of a step whose later states went, mounted: exit %d, stderr %q", r.code, r.stderr)
 	}
 	if err := os.WriteFile(filepath.Join(ws, ".zero", "rewind"), []byte(strconv.FormatUint(uint64(steps[1].seq), 10)+"\n"), 0o600); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("writing a state gone to .zero/rewind: %v, want EINVAL", err)
