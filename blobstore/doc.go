@@ -17,6 +17,17 @@
 // Loose blobs are still read, verified, listed and pruned; they are never
 // written.
 //
+// Kept blobs: DIR/kept/<sha256> is a workspace file's own inode,
+// hard-linked there by Keep when the file is about to lose its last name
+// (kept.go): no copy, one read to hash it. It is read, verified, listed,
+// counted and pruned like a loose blob. Keep refuses (the caller copies) a
+// file with another link, one open for writing, one on another filesystem
+// (the first EXDEV turns keeping off: KeepMode). Detach copies a kept
+// inode into a pack before anything writes to it; Prune absorbs every kept
+// blob it keeps into packs and then removes the link. Durability: with
+// Options.Sync, Keep fdatasyncs the file and fsyncs kept/ before it
+// returns; otherwise Sync does (one syncfs for a larger batch).
+//
 // Index: the packs are the truth. At Open each pack is indexed from its
 // .idx when that is valid and describes the pack's exact length, else by
 // scanning the pack's records. A writer's Open repairs what a crash left in
@@ -53,7 +64,8 @@
 // read first touches them (a damaged chunk fails with a *ChunkError), so a
 // read at an offset does not read the blob from its start.
 //
-// Crash points (durable.TestHook, for the SIGKILL tests): "pack:appended"
+// Crash points (durable.TestHook, for the SIGKILL tests): "kept:linked"
+// after Keep linked a file, "pack:appended"
 // after a record is written to a pack, "prune:removing" after Prune deleted
 // its first old pack, "prune:removed-loose" after each loose blob it
 // deleted.

@@ -22,6 +22,9 @@ type PruneResult struct {
 	BytesFreed int64
 	// Repacked is how many packs were rewritten to drop what they held.
 	Repacked int
+	// Absorbed is how many kept blobs were copied into packs (chunked and
+	// compressed like any other) and their links removed.
+	Absorbed int
 }
 
 // Prune removes every blob for which keep is false, with the chunks no kept
@@ -49,19 +52,25 @@ func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
 	if err != nil {
 		return res, err
 	}
-	// Loose blobs.
-	var loose []ID
-	if err := s.walkLoose(func(id ID, _ int64) error {
+	// Loose and kept blobs.
+	type file struct {
+		id   ID
+		path string
+	}
+	var loose []file
+	if err := s.walkLoose(func(id ID, _ int64, path string) error {
 		if !keep(id) {
-			loose = append(loose, id)
+			loose = append(loose, file{id, path})
 		}
 		return nil
 	}); err != nil {
 		return res, err
 	}
-	for _, id := range loose {
-		fi, _ := os.Lstat(s.loosePath(id))
-		if err := os.Remove(s.loosePath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	gone := map[ID]bool{}
+	for _, lf := range loose {
+		id := lf.id
+		fi, _ := os.Lstat(lf.path)
+		if err := os.Remove(lf.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return res, fmt.Errorf("blobstore: prune %s: %w", id.Short(), err)
 		}
 		if fi != nil {
@@ -69,11 +78,13 @@ func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
 			s.looseBytes -= fi.Size()
 			s.mu.Unlock()
 		}
-		if _, inPack := index[id]; !inPack {
+		if _, inPack := index[id]; !inPack && !gone[id] {
 			res.Removed = append(res.Removed, id)
 		}
-		hook("prune:removed-loose", s.loosePath(id))
+		gone[id] = true
+		hook("prune:removed-loose", lf.path)
 	}
+	s.forgetKept(gone)
 	// Packs: per pack, the bytes still live.
 	byPack := map[*pack][]scanned{}
 	s.mu.RLock()
@@ -150,12 +161,76 @@ func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
 		}
 	}
 	sort.Slice(res.Removed, func(i, j int) bool { return res.Removed[i].String() < res.Removed[j].String() })
+	n, err := s.absorbKept(keep)
+	if err != nil {
+		return res, err
+	}
+	res.Absorbed = n
 	after, err := s.diskBytes()
 	if err != nil {
 		return res, err
 	}
 	res.BytesFreed = before - after
 	return res, nil
+}
+
+// absorbKept copies every kept blob that keep keeps into the packs and,
+// once they are durable, removes its link: the copy, compression and
+// chunking a capture skipped happen here, off the hot path. A kept blob
+// whose content does not hash to its name is left for verify to report.
+func (s *Store) absorbKept(keep func(ID) bool) (int, error) {
+	var ids []ID
+	if err := s.walkLoose(func(id ID, _ int64, path string) error {
+		if filepath.Base(filepath.Dir(path)) == keptDirName && keep(id) {
+			ids = append(ids, id)
+		}
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	var done []ID
+	for _, id := range ids {
+		if _, inPack := s.lookup(id); !inPack {
+			f, err := os.Open(s.keptPath(id))
+			if err != nil {
+				continue
+			}
+			got, _, err := s.Put(f)
+			f.Close()
+			if err != nil {
+				return 0, fmt.Errorf("blobstore: absorb kept %s: %w", id.Short(), err)
+			}
+			if got != id {
+				continue // damaged: verify reports it; the pack keeps the copy of what was read, which gc drops
+			}
+		}
+		done = append(done, id)
+	}
+	if len(done) == 0 {
+		return 0, nil
+	}
+	if err := s.Sync(); err != nil {
+		return 0, err
+	}
+	if err := s.seal(true); err != nil {
+		return 0, err
+	}
+	gone := map[ID]bool{}
+	for _, id := range done {
+		fi, err := os.Lstat(s.keptPath(id))
+		if err != nil {
+			continue
+		}
+		if err := os.Remove(s.keptPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("blobstore: absorb kept %s: %w", id.Short(), err)
+		}
+		s.mu.Lock()
+		s.looseBytes -= fi.Size()
+		s.mu.Unlock()
+		gone[id] = true
+	}
+	s.forgetKept(gone)
+	return len(gone), nil
 }
 
 // liveSet is what is live (kept blobs and the chunks of kept lists) in a
@@ -218,12 +293,14 @@ func (s *Store) Reclaimable(keep func(ID) bool) (PruneResult, error) {
 			res.BytesFreed += l.end() - l.off
 		}
 	}
-	err = s.walkLoose(func(id ID, n int64) error {
+	counted := map[ID]bool{}
+	err = s.walkLoose(func(id ID, n int64, _ string) error {
 		if !keep(id) {
 			res.BytesFreed += n
-			if _, inPack := index[id]; !inPack {
+			if _, inPack := index[id]; !inPack && !counted[id] {
 				res.Removed = append(res.Removed, id)
 			}
+			counted[id] = true
 		}
 		return nil
 	})
@@ -281,8 +358,9 @@ func (s *Store) diskBytes() (int64, error) {
 // Stats describe what a store holds.
 type Stats struct {
 	// Blobs counts whole and chunked blobs (loose ones included); Chunks
-	// the chunks of chunked blobs; Loose the blobs in files of their own.
-	Blobs, Chunks, Loose, Packs int
+	// the chunks of chunked blobs; Loose the blobs in files of their own,
+	// Kept those of them that are kept workspace inodes (Keep).
+	Blobs, Chunks, Loose, Kept, Packs int
 	// ContentBytes is the length of every blob's content, chunked ones
 	// whole; UniqueBytes the content actually kept, each chunk once.
 	// StoredBytes is what that takes in packs and loose files
@@ -332,9 +410,14 @@ func (s *Store) Stats() (Stats, error) {
 			st.ContentBytes += l.raw
 		}
 	}
-	if err := s.walkLoose(func(id ID, n int64) error {
-		if _, ok := index[id]; ok {
+	seen := map[ID]bool{}
+	if err := s.walkLoose(func(id ID, n int64, path string) error {
+		if _, ok := index[id]; ok || seen[id] {
 			return nil
+		}
+		seen[id] = true
+		if filepath.Base(filepath.Dir(path)) == keptDirName {
+			st.Kept++
 		}
 		st.Blobs++
 		st.Loose++

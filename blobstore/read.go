@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 )
@@ -115,7 +116,10 @@ func (s *Store) open(id ID, verified bool) (*Reader, error) {
 		}
 		return &Reader{id: id, size: int64(len(data)), ra: bytes.NewReader(data), h: sha256.New()}, nil
 	}
-	f, err := os.Open(s.loosePath(id))
+	f, err := os.Open(s.keptPath(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = os.Open(s.loosePath(id))
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
@@ -262,8 +266,10 @@ type BlobInfo struct {
 	// Size is the content's length; Stored the bytes it takes on disk
 	// (for a list, the list itself).
 	Size, Stored int64
-	// Loose: a file of its own (the layout before packs).
+	// Loose: a file of its own (the layout before packs, or kept).
 	Loose bool
+	// Kept: a workspace file's inode linked into the store (Keep).
+	Kept bool
 }
 
 // Walk calls fn for every record in the store: loose blobs, and in packs
@@ -285,13 +291,31 @@ func (s *Store) Walk(fn func(BlobInfo) error) error {
 			return err
 		}
 	}
-	return s.walkLoose(func(id ID, size int64) error {
-		return fn(BlobInfo{ID: id, Size: size, Stored: size, Loose: true})
+	return s.walkLoose(func(id ID, size int64, path string) error {
+		return fn(BlobInfo{ID: id, Size: size, Stored: size, Loose: true, Kept: filepath.Base(filepath.Dir(path)) == keptDirName})
 	})
 }
 
-// walkLoose calls fn for every loose blob file.
-func (s *Store) walkLoose(fn func(ID, int64) error) error {
+// walkLoose calls fn for every loose blob file and every kept blob, with
+// its path.
+func (s *Store) walkLoose(fn func(id ID, size int64, path string) error) error {
+	kept, err := os.ReadDir(filepath.Join(s.dir, keptDirName))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("blobstore: walk: %w", err)
+	}
+	for _, e := range kept {
+		id, err := ParseID(e.Name())
+		if err != nil || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		if err := fn(id, info.Size(), s.keptPath(id)); err != nil {
+			return err
+		}
+	}
 	fans, err := os.ReadDir(s.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -316,7 +340,7 @@ func (s *Store) walkLoose(fn func(ID, int64) error) error {
 			if err != nil {
 				continue // removed meanwhile
 			}
-			if err := fn(id, info.Size()); err != nil {
+			if err := fn(id, info.Size(), s.loosePath(id)); err != nil {
 				return err
 			}
 		}
@@ -331,9 +355,10 @@ func (s *Store) Locate(id ID) (path string, off, n int64, err error) {
 	if l, ok := s.lookup(id); ok {
 		return l.p.path(s.packDir), l.off + headerSize, int64(l.stored), nil
 	}
-	fi, err := os.Lstat(s.loosePath(id))
-	if err != nil {
-		return "", 0, 0, fmt.Errorf("%w: %s", ErrNotFound, id)
+	for _, p := range []string{s.keptPath(id), s.loosePath(id)} {
+		if fi, err := os.Lstat(p); err == nil {
+			return p, 0, fi.Size(), nil
+		}
 	}
-	return s.loosePath(id), 0, fi.Size(), nil
+	return "", 0, 0, fmt.Errorf("%w: %s", ErrNotFound, id)
 }

@@ -120,8 +120,12 @@ type Store struct {
 	// damaged lists the ranges of packs, found at Open, that hold no
 	// valid record.
 	damaged []Damage
-	// looseBytes is the size of the loose blobs (found at Open).
+	// looseBytes is the size of the loose and kept blobs (found at Open,
+	// then kept and pruned).
 	looseBytes int64
+
+	kmu  sync.Mutex // guards kept (taken after a keptInode's mu, never before)
+	kept keptState
 }
 
 // Damage is a range of a pack file that holds no valid record (found when
@@ -175,7 +179,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.closeFiles()
 		return nil, err
 	}
-	if err := s.walkLoose(func(_ ID, n int64) error { s.looseBytes += n; return nil }); err != nil {
+	if err := s.openKept(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	if err := s.walkLoose(func(_ ID, n int64, _ string) error { s.looseBytes += n; return nil }); err != nil {
 		s.closeFiles()
 		return nil, err
 	}
@@ -337,6 +345,9 @@ func (s *Store) lookup(id ID) (loc, bool) {
 // Has reports whether blob id exists (it does not verify it).
 func (s *Store) Has(id ID) bool {
 	if _, ok := s.lookup(id); ok {
+		return true
+	}
+	if _, err := os.Lstat(s.keptPath(id)); err == nil {
 		return true
 	}
 	_, err := os.Lstat(s.loosePath(id))
@@ -657,7 +668,12 @@ func (s *Store) Sync() error {
 			return err
 		}
 	}
-	return s.seal(false)
+	if err := s.seal(false); err != nil {
+		return err
+	}
+	// After the packs: a detached kept blob's link goes only once its
+	// packed copy is durable.
+	return s.syncKept()
 }
 
 // seal writes the index of every retired pack that is durable (all of them
@@ -715,6 +731,12 @@ func (s *Store) closeFiles() {
 	for _, p := range s.packs {
 		p.f.Close()
 	}
+	s.kmu.Lock()
+	if s.kept.dir != nil {
+		s.kept.dir.Close()
+		s.kept.dir = nil
+	}
+	s.kmu.Unlock()
 }
 
 // CleanTemp removes temporary files left by a crash (in tmp/, and

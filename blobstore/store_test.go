@@ -109,6 +109,9 @@ type impl struct {
 	// loose: blobs are written as loose files (the layout before packs),
 	// which every Store must keep reading.
 	loose bool
+	// kept: blobs are workspace files kept by Keep (their inode linked
+	// into the store), whose workspace name then goes.
+	kept bool
 }
 
 var impls = []impl{
@@ -118,6 +121,8 @@ var impls = []impl{
 	{name: "unchunked", opts: Options{ChunkAbove: -1}},
 	{name: "small-packs", opts: Options{PackSize: 64 << 10}},
 	{name: "loose", loose: true},
+	{name: "kept", kept: true},
+	{name: "kept-sync", opts: Options{Sync: true}, kept: true},
 }
 
 // fixture is a store under test with its implementation's put.
@@ -155,6 +160,15 @@ func (f *fixture) put(data []byte) ID {
 	if f.im.loose {
 		return putLoose(f.t, f.dir, data)
 	}
+	if f.im.kept {
+		id := keepT(f.t, f.s, filepath.Join(filepath.Dir(f.dir), "ws"), data)
+		if !f.im.opts.Sync {
+			if err := f.s.Sync(); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+		return id
+	}
 	id := putT(f.t, f.s, data)
 	if !f.im.opts.Sync {
 		if err := f.s.Sync(); err != nil {
@@ -178,9 +192,9 @@ func (f *fixture) damage(id ID, chunk int) ID {
 		if err := flipByte(l.p.path(f.s.packDir), l.off+headerSize+int64(l.stored)/2); err != nil {
 			f.t.Fatal(err)
 		}
-	} else if fi, err := os.Stat(f.s.loosePath(target)); err != nil {
+	} else if path, _, n, err := f.s.Locate(target); err != nil {
 		f.t.Fatal(err)
-	} else if err := flipByte(f.s.loosePath(target), fi.Size()/2); err != nil {
+	} else if err := flipByte(path, n/2); err != nil {
 		f.t.Fatal(err)
 	}
 	return target

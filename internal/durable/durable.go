@@ -236,3 +236,32 @@ func Remove(dir, name string) error {
 	}
 	return SyncDir(dir)
 }
+
+// Syncfs flushes the whole filesystem that holds f (syncfs(2)): every
+// file's data and every directory entry on it. It is the one flush for many
+// files at once (a batch of kept blobs: hard links to workspace files
+// whose data may still be in the page cache).
+func Syncfs(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("durable: syncfs %s: %w", f.Name(), err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			_, _, e := syscall.Syscall(sysSyncfs, fd, 0, 0)
+			if e != syscall.EINTR {
+				if e != 0 {
+					serr = e
+				}
+				return
+			}
+		}
+	}); err != nil {
+		return fmt.Errorf("durable: syncfs %s: %w", f.Name(), err)
+	}
+	if serr != nil {
+		return fmt.Errorf("durable: syncfs %s: %w", f.Name(), serr)
+	}
+	return nil
+}

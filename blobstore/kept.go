@@ -1,0 +1,379 @@
+package blobstore
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/internal/durable"
+)
+
+// Kept blobs: a workspace file about to lose its last name (unlink, or the
+// victim of a rename) need not be copied. Its inode is hard-linked into
+// DIR/kept/<sha256>, one flat directory, so that a batch of them costs one
+// directory fsync, and the link is the blob. Nothing can change that inode
+// through the mount afterwards: its workspace name is about to go, it had
+// no other, and the caller checked that no handle holds it open for
+// writing. A kept blob is otherwise a loose blob: read and verified by its
+// sha256 like any other, listed, counted and pruned.
+//
+// The races with an open for writing are closed by an order both sides
+// keep: Keep registers the inode as being kept, then asks whether a writer
+// holds it; an open for writing registers its writer, then calls Detach,
+// which copies a kept inode's content into a pack before the handle is
+// handed out. Each side sees the other (the registrations are under
+// mutexes), so a writer never writes to a kept blob's inode.
+
+// keptDirName is the directory of kept blobs, under the store's directory.
+const keptDirName = "kept"
+
+// keepSyncfsAbove: a batch Sync with more kept blobs than this waiting for
+// their data and entries to be durable flushes the filesystem once
+// (syncfs) instead of each file.
+const keepSyncfsAbove = 8
+
+// keptInode is one inode kept (or being kept).
+type keptInode struct {
+	mu  sync.Mutex // held while the inode is being kept or detached; guards the rest
+	ino uint64
+	id  ID
+	n   int64
+	// linked: the link kept/<id> names this inode.
+	linked bool
+	// detached: its content was copied into a pack (Detach); the link
+	// goes once that pack is durable.
+	detached bool
+}
+
+// keptState is the store's kept blobs (see Store.kmu).
+type keptState struct {
+	dir *os.File // DIR/kept, opened by a writer's Open (nil: no keeping)
+	dev uint64   // the device of DIR/kept
+	// off says why keeping is off ("" when it is on).
+	off string
+	// ino: kept inodes and inodes being kept, by inode number.
+	ino map[uint64]*keptInode
+	// pending: linked since the last Sync; their data and entries are
+	// not yet known durable (batch mode).
+	pending []ID
+	// detached: copied into a pack; their links go after the next Sync.
+	detached []*keptInode
+}
+
+// openKept opens DIR/kept for a writer, creating it, and indexes the
+// kept inodes it holds.
+func (s *Store) openKept() error {
+	s.kept.ino = map[uint64]*keptInode{}
+	dir := filepath.Join(s.dir, keptDirName)
+	if !s.opts.ReadOnly {
+		if err := os.Mkdir(dir, 0o700); err == nil {
+			if err := durable.SyncDir(s.dir); err != nil {
+				return fmt.Errorf("blobstore: %w", err)
+			}
+		} else if !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("blobstore: %w", err)
+		}
+		d, err := os.Open(dir)
+		if err != nil {
+			return fmt.Errorf("blobstore: %w", err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(int(d.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			d.Close()
+			return fmt.Errorf("blobstore: %s is not a directory", dir)
+		}
+		s.kept.dir, s.kept.dev = d, st.Dev
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("blobstore: %w", err)
+	}
+	for _, e := range ents {
+		id, err := ParseID(e.Name())
+		if err != nil || !e.Type().IsRegular() {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(dir, e.Name()), &st) != nil {
+			continue
+		}
+		s.kept.ino[st.Ino] = &keptInode{ino: st.Ino, id: id, n: st.Size, linked: true}
+	}
+	return nil
+}
+
+// keptPath is where kept blob id lives.
+func (s *Store) keptPath(id ID) string {
+	return filepath.Join(s.dir, keptDirName, id.String())
+}
+
+// KeepOff tells the store not to keep inodes (its Keep returns false), and
+// why; CaptureMode reports it.
+func (s *Store) KeepOff(why string) {
+	s.kmu.Lock()
+	if s.kept.off == "" {
+		s.kept.off = why
+	}
+	s.kmu.Unlock()
+}
+
+// KeepMode says whether Keep links files (ok) or why not.
+func (s *Store) KeepMode() (ok bool, why string) {
+	s.kmu.Lock()
+	defer s.kmu.Unlock()
+	switch {
+	case s.opts.ReadOnly:
+		return false, "store open read-only"
+	case s.kept.off != "":
+		return false, s.kept.off
+	}
+	return true, ""
+}
+
+// Keep stores the content of f, an open regular workspace file about to
+// lose its last name, by hard-linking its inode into the store as the blob
+// of its sha256 (which it reads f to compute). writing reports whether a
+// handle holds the file open for writing; it is asked after the inode is
+// registered as being kept (see the order above). ok is false, and nothing
+// is stored, when the file cannot be kept: it has another link, is open
+// for writing, is on another filesystem than the store (the first EXDEV
+// turns keeping off: KeepMode), or the link is refused; the caller copies
+// it with Put instead.
+//
+// With Options.Sync the file's data and its entry in kept/ are durable
+// when Keep returns; without it, Sync makes them so.
+func (s *Store) Keep(f *os.File, writing func() bool) (id ID, n int64, ok bool, err error) {
+	if s.opts.ReadOnly {
+		return ID{}, 0, false, ErrReadOnly
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return ID{}, 0, false, fmt.Errorf("blobstore: keep: %w", err)
+	}
+	s.kmu.Lock()
+	if s.kept.dir == nil || s.kept.off != "" || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Dev != s.kept.dev || s.kept.ino[st.Ino] != nil {
+		s.kmu.Unlock()
+		return ID{}, 0, false, nil
+	}
+	ki := &keptInode{ino: st.Ino}
+	ki.mu.Lock()
+	defer ki.mu.Unlock()
+	s.kept.ino[st.Ino] = ki
+	s.kmu.Unlock()
+	forget := func() {
+		s.kmu.Lock()
+		delete(s.kept.ino, st.Ino)
+		s.kmu.Unlock()
+	}
+	if writing != nil && writing() {
+		forget()
+		return ID{}, 0, false, nil
+	}
+	h := sha256.New()
+	n, err = io.Copy(h, io.NewSectionReader(f, 0, 1<<62))
+	if err != nil {
+		forget()
+		return ID{}, 0, false, fmt.Errorf("blobstore: keep: read: %w", err)
+	}
+	h.Sum(id[:0])
+	if s.opts.MaxSize > 0 && n > s.opts.MaxSize {
+		forget()
+		return ID{}, 0, false, fmt.Errorf("blobstore: keep: %w (%d bytes)", ErrTooLarge, s.opts.MaxSize)
+	}
+	if _, inPack := s.lookup(id); inPack {
+		// Already stored: nothing to link.
+		forget()
+		if s.opts.Sync {
+			if err := s.settle([]ID{id}); err != nil {
+				return ID{}, 0, false, err
+			}
+		}
+		return id, n, true, nil
+	}
+	name := id.String()
+	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), int(s.kept.dir.Fd()), name, unix.AT_SYMLINK_FOLLOW)
+	switch {
+	case errors.Is(err, unix.EEXIST):
+		// The same content is kept already (another file, or an earlier
+		// crash's link that no checkpoint named yet): that is the blob.
+		forget()
+		if s.opts.Sync {
+			if err := durable.SyncDirFile(s.kept.dir); err != nil {
+				return ID{}, 0, false, fmt.Errorf("blobstore: keep: %w", err)
+			}
+		} else {
+			s.kmu.Lock()
+			s.kept.pending = append(s.kept.pending, id)
+			s.kmu.Unlock()
+		}
+		return id, n, true, nil
+	case errors.Is(err, unix.EXDEV):
+		forget()
+		s.KeepOff("store on another filesystem")
+		return ID{}, 0, false, nil
+	case err != nil:
+		// EPERM (protected_hardlinks), EMLINK, ...: copy instead.
+		forget()
+		return ID{}, 0, false, nil
+	}
+	hook("kept:linked", s.keptPath(id))
+	ki.id, ki.n, ki.linked = id, n, true
+	s.mu.Lock()
+	s.looseBytes += n
+	s.mu.Unlock()
+	if !s.opts.Sync {
+		s.kmu.Lock()
+		s.kept.pending = append(s.kept.pending, id)
+		s.kmu.Unlock()
+	}
+	if s.opts.Sync {
+		if err := durable.Fdatasync(f); err != nil {
+			return ID{}, 0, false, fmt.Errorf("blobstore: keep: %w", err)
+		}
+		if err := durable.SyncDirFile(s.kept.dir); err != nil {
+			return ID{}, 0, false, fmt.Errorf("blobstore: keep: %w", err)
+		}
+	}
+	return id, n, true, nil
+}
+
+// Detach is called before the workspace file open at fd (any descriptor of
+// it, O_PATH too) is written: if its inode is a kept blob (a hard link, or
+// a rename or unlink that failed after the file was kept), the content is
+// first copied into a pack (durable per Options.Sync), so the blob stops
+// depending on the inode; its link in kept/ goes after the next Sync. It
+// waits for a Keep of the same inode under way. A kept inode whose content
+// no longer hashes to its name (changed behind the store's back) is
+// ErrCorrupt.
+func (s *Store) Detach(fd int) error {
+	if s.opts.ReadOnly {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("blobstore: detach: %w", err)
+	}
+	s.kmu.Lock()
+	ki := s.kept.ino[st.Ino]
+	same := st.Dev == s.kept.dev
+	s.kmu.Unlock()
+	if ki == nil || !same {
+		return nil
+	}
+	ki.mu.Lock()
+	defer ki.mu.Unlock()
+	if !ki.linked || ki.detached {
+		return nil
+	}
+	if _, ok := s.lookup(ki.id); !ok {
+		f, err := os.Open(s.keptPath(ki.id))
+		if err != nil {
+			return fmt.Errorf("blobstore: detach %s: %w", ki.id.Short(), err)
+		}
+		id, _, err := s.Put(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("blobstore: detach %s: %w", ki.id.Short(), err)
+		}
+		if id != ki.id {
+			return fmt.Errorf("%w: kept %s (content hashes to %s)", ErrCorrupt, ki.id, id.Short())
+		}
+	} else if s.opts.Sync {
+		if err := s.settle([]ID{ki.id}); err != nil {
+			return err
+		}
+	}
+	ki.detached = true
+	s.kmu.Lock()
+	s.kept.detached = append(s.kept.detached, ki)
+	s.kmu.Unlock()
+	return nil
+}
+
+// syncKept makes the kept blobs linked since the last call durable (their
+// data and their entries in kept/), then removes the links of detached
+// ones, whose packed copies the caller has just made durable.
+func (s *Store) syncKept() error {
+	s.kmu.Lock()
+	pending, detached := s.kept.pending, s.kept.detached
+	s.kept.pending, s.kept.detached = nil, nil
+	dir := s.kept.dir
+	s.kmu.Unlock()
+	if dir == nil {
+		return nil
+	}
+	restore := func() {
+		s.kmu.Lock()
+		s.kept.pending = append(pending, s.kept.pending...)
+		s.kept.detached = append(detached, s.kept.detached...)
+		s.kmu.Unlock()
+	}
+	if len(pending) > keepSyncfsAbove {
+		if err := durable.Syncfs(dir); err != nil {
+			restore()
+			return fmt.Errorf("blobstore: sync kept blobs: %w", err)
+		}
+	} else if len(pending) > 0 {
+		for _, id := range pending {
+			f, err := os.Open(s.keptPath(id))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // detached and removed, or pruned
+			}
+			if err == nil {
+				err = durable.Fdatasync(f)
+				f.Close()
+			}
+			if err != nil {
+				restore()
+				return fmt.Errorf("blobstore: sync kept blob %s: %w", id.Short(), err)
+			}
+		}
+		if err := durable.SyncDirFile(dir); err != nil {
+			restore()
+			return fmt.Errorf("blobstore: sync kept blobs: %w", err)
+		}
+	}
+	for _, ki := range detached {
+		ki.mu.Lock()
+		if ki.linked {
+			if err := os.Remove(s.keptPath(ki.id)); err == nil || errors.Is(err, fs.ErrNotExist) {
+				ki.linked = false
+				s.mu.Lock()
+				s.looseBytes -= ki.n
+				s.mu.Unlock()
+				s.kmu.Lock()
+				if s.kept.ino[ki.ino] == ki {
+					delete(s.kept.ino, ki.ino)
+				}
+				s.kmu.Unlock()
+			}
+		}
+		ki.mu.Unlock()
+	}
+	return nil
+}
+
+// forgetKept drops the kept inodes whose links (naming ids) Prune removed.
+func (s *Store) forgetKept(ids map[ID]bool) {
+	if len(ids) == 0 {
+		return
+	}
+	s.kmu.Lock()
+	defer s.kmu.Unlock()
+	for ino, ki := range s.kept.ino {
+		if ids[ki.id] {
+			delete(s.kept.ino, ino)
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package blobstore
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+)
+
+// wsSeq names the workspace files keepT writes.
+var wsSeq atomic.Int64
+
+// keepT writes data to a new file in directory ws (made if needed), keeps
+// it in s as a capture of a removed file would, and removes the file's
+// name, as the unlink the capture protects does. It fails the test if the
+// file was not kept.
+func keepT(t testing.TB, s *Store, ws string, data []byte) ID {
+	t.Helper()
+	f := wsFile(t, ws, data)
+	defer f.Close()
+	id, n, ok, err := s.Keep(f, func() bool { return false })
+	if err != nil || !ok {
+		t.Fatalf("Keep: ok %v, err %v; want it kept", ok, err)
+	}
+	if id != Sum(data) || n != int64(len(data)) {
+		t.Fatalf("Keep: got %s, %d bytes; want %s, %d", id.Short(), n, Sum(data).Short(), len(data))
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// wsFile writes data to a new file in ws and opens it for reading.
+func wsFile(t testing.TB, ws string, data []byte) *os.File {
+	t.Helper()
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(ws, "f"+strconv.FormatInt(wsSeq.Add(1), 10))
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// inode is f's inode number and link count.
+func inode(t testing.TB, path string) (ino uint64, nlink uint64) {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino, uint64(st.Nlink)
+}
+
+// TestKeepLinks: a kept file is its own inode under kept/<sha256>, not a
+// copy; it reads back verified, is listed as kept, counted in Size and
+// Stats, survives a reopen, and Prune removes it when nothing keeps it.
+func TestKeepLinks(t *testing.T) {
+	base := t.TempDir()
+	s, err := Open(filepath.Join(base, "blobs"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.closeFiles() }()
+	data := randBytes(7, 300<<10)
+	f := wsFile(t, filepath.Join(base, "ws"), data)
+	wsIno, _ := inode(t, f.Name())
+	id, _, ok, err := s.Keep(f, func() bool { return false })
+	f.Close()
+	if err != nil || !ok {
+		t.Fatalf("Keep: ok %v, err %v", ok, err)
+	}
+	os.Remove(f.Name())
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	path, _, n, err := s.Locate(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ino, nlink := inode(t, path); ino != wsIno || nlink != 1 || path != s.keptPath(id) || n != int64(len(data)) {
+		t.Fatalf("kept blob at %s: inode %d (links %d), %d bytes; want %s, the workspace file's inode %d, 1 link, %d bytes", path, ino, nlink, n, s.keptPath(id), wsIno, len(data))
+	}
+	got, err := s.Get(id)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Get: %d bytes, %v; want the content", len(got), err)
+	}
+	// The same content again: kept already (EEXIST), nothing new linked;
+	// content already packed: nothing linked at all.
+	keepT(t, s, filepath.Join(base, "ws"), data)
+	packed := putT(t, s, []byte("packed before"))
+	if got := keepT(t, s, filepath.Join(base, "ws"), []byte("packed before")); got != packed {
+		t.Fatalf("Keep of packed content: %s, want %s", got.Short(), packed.Short())
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.Dir(), keptDirName)); len(ents) != 1 {
+		t.Fatalf("kept/ holds %d files, want 1 (dedup)", len(ents))
+	}
+	if s.Size() < int64(len(data)) {
+		t.Fatalf("Size %d does not count the kept blob of %d bytes", s.Size(), len(data))
+	}
+	s.Close()
+	if s, err = Open(filepath.Join(base, "blobs"), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Stats()
+	if err != nil || st.Kept != 1 || st.Blobs != 2 {
+		t.Fatalf("Stats after reopen: %+v, %v; want one blob, kept", st, err)
+	}
+	var kept []BlobInfo
+	for _, b := range walkAll(t, s) {
+		if b.Kept {
+			kept = append(kept, b)
+		}
+	}
+	if len(kept) != 1 || kept[0].ID != id {
+		t.Fatalf("Walk: kept %+v, want the kept blob", kept)
+	}
+	if err := s.Verify(id); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Prune(func(b ID) bool { return b == packed })
+	if err != nil || len(res.Removed) != 1 || res.Removed[0] != id {
+		t.Fatalf("Prune: %+v, %v; want the kept blob removed", res, err)
+	}
+	if s.Has(id) {
+		t.Fatalf("kept blob still there after Prune")
+	}
+}
+
+// TestKeepFallsBack: Keep refuses (the caller copies) a file with another
+// link, one open for writing, one on another filesystem than the store
+// (and then stops keeping, saying why), and no file is linked for them.
+func TestKeepFallsBack(t *testing.T) {
+	base := t.TempDir()
+	s := openT(t, Options{})
+	ws := filepath.Join(base, "ws")
+	refuse := func(name string, f *os.File, writing bool) {
+		t.Helper()
+		id, _, ok, err := s.Keep(f, func() bool { return writing })
+		if err != nil || ok {
+			t.Fatalf("%s: Keep: %s, ok %v, err %v; want it refused", name, id.Short(), ok, err)
+		}
+	}
+	f := wsFile(t, ws, []byte("two links"))
+	if err := os.Link(f.Name(), f.Name()+".other"); err != nil {
+		t.Fatal(err)
+	}
+	refuse("two links", f, false)
+	f.Close()
+	f = wsFile(t, ws, []byte("open for writing"))
+	refuse("open for writing", f, true)
+	f.Close()
+	if ok, why := s.KeepMode(); !ok {
+		t.Fatalf("KeepMode: off (%s) before any EXDEV", why)
+	}
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		shm, err := os.MkdirTemp("/dev/shm", "kept-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(shm) })
+		f = wsFile(t, shm, []byte("another filesystem"))
+		refuse("another filesystem", f, false)
+		f.Close()
+	}
+	ents, _ := os.ReadDir(filepath.Join(s.Dir(), keptDirName))
+	if len(ents) != 0 {
+		t.Fatalf("kept/ holds %d files after refusals, want none", len(ents))
+	}
+	// A link the kernel refuses with EXDEV (a bind mount of the same
+	// filesystem, the store on a tmpfs) turns keeping off.
+	s.KeepOff("store on another filesystem")
+	if ok, why := s.KeepMode(); ok || why != "store on another filesystem" {
+		t.Fatalf("KeepMode after KeepOff: %v %q", ok, why)
+	}
+	f = wsFile(t, ws, []byte("after keeping went off"))
+	refuse("keeping off", f, false)
+	f.Close()
+}
+
+// TestKeepDetach: a kept inode that is opened for writing (its unlink
+// failed, or a hard link brought it back) is copied into a pack by Detach
+// before the write, and its link goes at the next Sync; the blob keeps its
+// content.
+func TestKeepDetach(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		t.Run(map[bool]string{false: "batch", true: "always"}[sync], func(t *testing.T) {
+			base := t.TempDir()
+			s := openT(t, Options{Sync: sync})
+			data := textBytes(9, 50<<10)
+			f := wsFile(t, filepath.Join(base, "ws"), data)
+			id, _, ok, err := s.Keep(f, func() bool { return false })
+			f.Close()
+			if err != nil || !ok {
+				t.Fatalf("Keep: %v %v", ok, err)
+			}
+			// The unlink failed, say: the workspace name stays, and a
+			// writer opens it. Detach copies the blob into a pack first.
+			w, err := os.OpenFile(f.Name(), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			if err := s.Detach(int(w.Fd())); err != nil {
+				t.Fatal(err)
+			}
+			if _, inPack := s.lookup(id); !inPack {
+				t.Fatalf("after Detach the blob is not in a pack")
+			}
+			if _, err := w.WriteAt([]byte("changed"), 0); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := s.Get(id); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("Get after the write: %v; want the kept content", err)
+			}
+			if err := s.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Lstat(s.keptPath(id)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("kept link still there after Detach and Sync: %v", err)
+			}
+			if err := s.Detach(int(w.Fd())); err != nil {
+				t.Fatalf("second Detach: %v", err)
+			}
+			if err := s.Verify(id); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
