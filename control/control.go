@@ -372,6 +372,9 @@ type StatusReport struct {
 	PrunedBefore Seq        `json:"prunedBefore"`
 	// Thinned is the intervals of states gc thinned away (rewind.Engine.Thinned).
 	Thinned []rewind.ThinInterval `json:"thinned,omitempty"`
+	// Captures is how a removed file's before-state is captured: "link
+	// removed files" (its inode is kept in the store), or "copy: " and why.
+	Captures string `json:"captures,omitempty"`
 }
 
 // ParseStatus parses what reading "status" shows. A status without a pid

@@ -394,7 +394,8 @@ func (f *fsys) report(name string) ([]byte, error) {
 			PID: os.Getpid(), Workspace: f.workspace, Mountpoint: f.mountpoint, Store: f.store,
 			Head: f.eng.Head(), Step: control.StepReport{Sequence: s.Seq, Label: s.Label},
 			Sync: sync, AutoStep: f.autoStep.String(), PrunedBefore: f.eng.PrunedBefore(),
-			Thinned: f.eng.Thinned(),
+			Thinned:  f.eng.Thinned(),
+			Captures: f.eng.CaptureMode(),
 		})
 	}
 	return nil, unix.ENOENT

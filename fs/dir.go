@@ -28,6 +28,12 @@ var (
 // join(dir, name), open the directory, run fn on (dirfd, name) while holding
 // the capture. fn's step is the capture's step.
 func (n *wsNode) entryOp(ctx context.Context, op, name string, fn func(dirfd int, p string, step rewind.Seq) syscall.Errno) syscall.Errno {
+	return n.entryOpRemoved(ctx, op, name, false, fn)
+}
+
+// entryOpRemoved is entryOp whose change says whether name is about to go
+// (rewind.Change.Removed).
+func (n *wsNode) entryOpRemoved(ctx context.Context, op, name string, removed bool, fn func(dirfd int, p string, step rewind.Seq) syscall.Errno) syscall.Errno {
 	if n.isRoot() && rewind.IsReserved(name) {
 		return syscall.EPERM
 	}
@@ -37,7 +43,7 @@ func (n *wsNode) entryOp(ctx context.Context, op, name string, fn func(dirfd int
 		return n.resolveErrno(a, unix.ENOENT)
 	}
 	p := join(dir, name)
-	release, step, errno := n.begin(ctx, op, rewind.Change{Path: p})
+	release, step, errno := n.begin(ctx, op, rewind.Change{Path: p, Removed: removed})
 	if errno != 0 {
 		return errno
 	}
@@ -89,20 +95,29 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 	var child *fusefs.Inode
 	var h *wsFile
 	errno := n.entryOp(ctx, "create", name, func(dfd int, p string, step rewind.Seq) syscall.Errno {
-		fd, err := unix.Openat(dfd, name, openFlags(flags)|syscall.O_CREAT|int(flags&syscall.O_EXCL), mode)
+		// O_TRUNC waits for beginWrite (Open says why); a file this
+		// create makes is not truncated at all, as by the kernel.
+		fl := openFlags(flags)
+		fd, created, err := createAt(dfd, name, fl&^syscall.O_TRUNC, flags&syscall.O_EXCL != 0, mode)
 		if err != nil {
 			return sysErrno(err)
+		}
+		h = &wsFile{fd: fd, write: true, step: step}
+		if errno := n.fs.beginWrite(h, p, fl&syscall.O_TRUNC != 0 && !created); errno != 0 {
+			unix.Close(fd)
+			return errno
 		}
 		chownNew(ctx, dfd, name, fd)
 		var st unix.Statx_t
 		if err := statx(fd, "", &st); err != nil {
+			n.fs.endWrite(h)
 			unix.Close(fd)
 			return sysErrno(err)
 		}
 		child = n.newChild(ctx, &st, out)
 		cn := child.Operations().(*wsNode)
+		h.node = cn
 		cn.held.add(fd)
-		h = &wsFile{node: cn, fd: fd, write: true, step: step}
 		if n.fs.passthrough.Load() {
 			h.passthrough = cn.openMode(fd, true, &st)
 		}
@@ -113,6 +128,23 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 		return nil, nil, 0, errno
 	}
 	return child, h, 0, 0
+}
+
+// createAt opens name in dfd with flags (O_CREAT added), creating it with
+// mode unless it exists (then excl fails it with EEXIST); created says
+// whether this call made it.
+func createAt(dfd int, name string, flags int, excl bool, mode uint32) (fd int, created bool, err error) {
+	for range 3 {
+		fd, err = unix.Openat(dfd, name, flags|syscall.O_CREAT|syscall.O_EXCL, mode)
+		if err == nil || err != unix.EEXIST || excl {
+			return fd, err == nil, err
+		}
+		fd, err = unix.Openat(dfd, name, flags, 0)
+		if err != unix.ENOENT { // removed meanwhile: create it after all
+			return fd, false, err
+		}
+	}
+	return -1, false, err
 }
 
 func (n *wsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
@@ -202,8 +234,10 @@ func (n *wsNode) linkNamed(a arrival, src string, dfd int, name string) syscall.
 	return 0
 }
 
+// Unlink marks its change Removed: the file's inode may be kept in the
+// store rather than copied (rewind.Change).
 func (n *wsNode) Unlink(ctx context.Context, name string) syscall.Errno {
-	return n.entryOp(ctx, "unlink", name, func(dfd int, _ string, _ rewind.Seq) syscall.Errno {
+	return n.entryOpRemoved(ctx, "unlink", name, true, func(dfd int, _ string, _ rewind.Seq) syscall.Errno {
 		return sysErrno(unix.Unlinkat(dfd, name, 0))
 	})
 }
@@ -274,7 +308,9 @@ func (n *wsNode) Rename(ctx context.Context, name string, newParent fusefs.Inode
 	}
 	changes := []rewind.Change{
 		{Path: oldPath, Tree: oldDir, From: ifDir(newDir, newPath)},
-		{Path: newPath, Tree: newDir, From: ifDir(oldDir, oldPath)},
+		// A plain rename removes what was at newPath: its inode may be
+		// kept rather than copied (an exchange keeps both names).
+		{Path: newPath, Tree: newDir, From: ifDir(oldDir, oldPath), Removed: flags&unix.RENAME_EXCHANGE == 0},
 	}
 	if err := n.fs.eng.CaptureLocked(ectx, who, changes...); err != nil {
 		return engineErrno(n.fs.log, "rename", oldPath, err, seqInvalid)

@@ -31,6 +31,12 @@
 //     STYLE rule 13). If Begin fails the workspace is not touched.
 //     A handle open for writing remembers the step its capture belongs to and
 //     captures its file again when a write arrives in a later step.
+//   - Unlink, and a rename over a file, mark the removed path's change
+//     Removed, so the engine may keep its inode in the store instead of
+//     copying it. Every handle open for writing (and a truncate by path)
+//     is counted per inode (keep.go) for the engine to ask, and calls
+//     Engine.Detach before the handle is handed out, so nothing writes
+//     into a kept inode; O_TRUNC is applied only after that.
 //   - Reads, opens for reading, the control files and the views capture
 //     nothing.
 //   - Errors become errnos only in errno.go.

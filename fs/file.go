@@ -31,9 +31,11 @@ import (
 type wsFile struct {
 	node        *wsNode
 	fd          int
-	write       bool // opened for writing: writes and truncates go through recapture
-	passthrough bool // offers fd for passthrough
-	registered  bool // in fsys.writers
+	write       bool   // opened for writing: writes and truncates go through recapture
+	passthrough bool   // offers fd for passthrough
+	registered  bool   // in fsys.writers
+	wcounted    bool   // counted in fsys.wopen under wkey
+	wkey        devIno // its inode
 
 	mu   sync.Mutex // guards step
 	step rewind.Seq // the step in which the file was last captured
@@ -85,11 +87,20 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 		defer release()
 		h.step = step
 	}
-	fd, err := n.fs.ws.openat2(p, openFlags(flags))
+	// O_TRUNC waits for beginWrite: the file may be a kept blob's inode,
+	// which must be detached before anything writes to it.
+	fl := openFlags(flags)
+	fd, err := n.fs.ws.openat2(p, fl&^syscall.O_TRUNC)
 	if err != nil {
 		return nil, 0, n.resolveErrno(a, err)
 	}
 	h.fd = fd
+	if h.write {
+		if errno := n.fs.beginWrite(h, p, fl&syscall.O_TRUNC != 0); errno != 0 {
+			unix.Close(fd)
+			return nil, 0, errno
+		}
+	}
 	n.held.add(fd)
 	var st unix.Statx_t
 	if n.fs.passthrough.Load() && statx(fd, "", &st) == nil {
@@ -262,6 +273,7 @@ func (h *wsFile) Release(ctx context.Context) syscall.Errno {
 	if h.registered {
 		h.node.fs.writers.remove(h)
 	}
+	h.node.fs.endWrite(h)
 	return sysErrno(unix.Close(h.fd))
 }
 

@@ -110,6 +110,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		return nil, fmt.Errorf("fs: open store: %w", err)
 	}
 	writers := &writerSet{m: map[*wsFile]struct{}{}}
+	wopen := newWriteOpens()
 	eng, err := rewind.Open(ctx, root, rewind.Options{
 		StoreDir:     procPath(int(store.Fd())),
 		Sync:         opts.Sync,
@@ -117,6 +118,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		MaxStoreSize: opts.MaxStore,
 		Logger:       logger,
 		OpenWriters:  writers.paths,
+		OpenForWrite: wopen.has,
 	})
 	if err != nil {
 		root.Close()
@@ -140,6 +142,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		gid:        uint32(os.Getegid()),
 		mtime:      time.Unix(rootSt.Mtim.Unix()),
 		writers:    writers,
+		wopen:      wopen,
 		wsMnt:      mountID(int(root.Fd())),
 	}
 	f.root = &wsNode{fs: f}

@@ -67,8 +67,9 @@ type fsys struct {
 	// on FOPEN_NOFLUSH).
 	flushed atomic.Int64
 
-	writers *writerSet // passthrough handles open for writing
-	wsMnt   uint64     // the mount id of the workspace root (passthroughOn)
+	writers *writerSet  // passthrough handles open for writing
+	wopen   *writeOpens // every handle open for writing, by inode (keep.go)
+	wsMnt   uint64      // the mount id of the workspace root (passthroughOn)
 }
 
 // writerSet holds the passthrough handles open for writing. Their writes
@@ -329,6 +330,18 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 	}
 	// Truncate before setting times, so an explicit mtime survives.
 	if hasSize {
+		if h == nil || !h.write {
+			// A truncate by path writes like a handle: registered, and
+			// the inode detached from the store if it is a kept blob.
+			key, ok := n.fs.wopen.add(fd)
+			if !ok {
+				return syscall.EIO
+			}
+			defer n.fs.wopen.remove(key)
+			if err := n.fs.eng.Detach(fd); err != nil {
+				return engineErrno(n.fs.log, "setattr", p, err, seqInvalid)
+			}
+		}
 		var err error
 		if h != nil {
 			err = unix.Ftruncate(fd, int64(size))

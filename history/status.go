@@ -2,6 +2,8 @@ package history
 
 import (
 	"encoding/json"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/zerofs/zerofs/blobstore"
@@ -44,6 +46,9 @@ type Status struct {
 	ThinAfter       time.Duration
 	Thin            []rewind.ThinInterval
 	ThinReclaimable blobstore.PruneResult
+	// Captures is how removed files are captured: rewind.CaptureLink, or
+	// "copy: " and why (the running daemon's word when mounted).
+	Captures string
 }
 
 // StatusOptions select what StatusWith computes besides the basics.
@@ -129,7 +134,11 @@ func StatusWith(dir string, opts StatusOptions) (Status, error) {
 			return Status{}, err
 		}
 	}
+	st.Captures = captureMode(ws.Root, store)
 	if ws.Mounted {
+		if ws.Status.Captures != "" {
+			st.Captures = ws.Status.Captures
+		}
 		// The daemon's own view is newer than the file just read.
 		if ws.Status.Step.Label != "" || ws.Status.Step.Sequence != st.Step.Sequence {
 			st.Step = ws.Status.Step
@@ -139,4 +148,20 @@ func StatusWith(dir string, opts StatusOptions) (Status, error) {
 		st.DaemonElsewhere = DaemonPID(ws.Store)
 	}
 	return st, nil
+}
+
+// captureMode is how a mount of the workspace at root with its store at
+// store captures removed files: linked when both are on one filesystem.
+func captureMode(root, store string) string {
+	a, errA := os.Stat(root)
+	b, errB := os.Stat(store)
+	if errA != nil || errB != nil {
+		return rewind.CaptureLink
+	}
+	sa, okA := a.Sys().(*syscall.Stat_t)
+	sb, okB := b.Sys().(*syscall.Stat_t)
+	if okA && okB && sa.Dev != sb.Dev {
+		return "copy: " + rewind.CopyOtherFS
+	}
+	return rewind.CaptureLink
 }

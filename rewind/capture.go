@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -75,9 +76,18 @@ func (e *Engine) CaptureLocked(ctx context.Context, who Caller, changes ...Chang
 	if err != nil {
 		return err
 	}
+	var removed map[string]bool
+	for _, c := range changes {
+		if c.Removed {
+			if removed == nil {
+				removed = map[string]bool{}
+			}
+			removed[c.Path] = true
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		mine, theirs, label, step := e.claim(paths)
-		err := e.captureClaimed(ctx, who, mine, label, step)
+		err := e.captureClaimed(ctx, who, mine, removed, label, step)
 		for _, c := range theirs {
 			<-c.done
 			if c.err != nil && err == nil {
@@ -176,8 +186,9 @@ func (e *Engine) claim(paths []string) (mine []string, theirs []*capture, label 
 }
 
 // captureClaimed stores the before-states of paths (blobs first, then one
-// checkpoint event), then releases the claim.
-func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string, label string, step Seq) (err error) {
+// checkpoint event), then releases the claim. The files among removed are
+// kept rather than copied where they can be.
+func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string, removed map[string]bool, label string, step Seq) (err error) {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -198,7 +209,7 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 	}()
 	files := make([]FileState, 0, len(paths))
 	for _, p := range paths {
-		st, err := e.readState(p)
+		st, err := e.readState(p, removed[p])
 		if err != nil {
 			return err
 		}
@@ -227,8 +238,10 @@ func (e *Engine) appendCheckpoint(ctx context.Context, label string, files []Fil
 }
 
 // readState reads path p's current state from the workspace, storing a
-// regular file's content as a blob.
-func (e *Engine) readState(p string) (FileState, error) {
+// regular file's content as a blob: kept (its inode linked into the store)
+// when removed says its name is about to go and the store can keep it,
+// else copied.
+func (e *Engine) readState(p string, removed bool) (FileState, error) {
 	st, err := e.ws.lstat(p)
 	if isMissing(err) {
 		return FileState{Path: p, Absent: true}, nil
@@ -259,6 +272,16 @@ func (e *Engine) readState(p string) (FileState, error) {
 			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 		}
 		defer f.Close()
+		if removed && st.Nlink == 1 {
+			id, n, ok, err := e.blobs.Keep(f, func() bool { return e.openForWrite(f) })
+			if err != nil {
+				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			}
+			if ok {
+				fs.Blob, fs.Bytes = id.String(), n
+				return fs, nil
+			}
+		}
 		id, n, err := e.blobs.Put(f)
 		if err != nil {
 			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
@@ -269,6 +292,53 @@ func (e *Engine) readState(p string) (FileState, error) {
 		fs.Reason = "unsupported file type " + fileType(st.Mode)
 	}
 	return fs, nil
+}
+
+// openForWrite asks Options.OpenForWrite about the file open as f.
+func (e *Engine) openForWrite(f *os.File) bool {
+	if e.opts.OpenForWrite == nil {
+		return false
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return true // cannot tell: copy
+	}
+	return e.opts.OpenForWrite(st.Dev, st.Ino)
+}
+
+// Capture modes (CaptureMode).
+const (
+	// CaptureLink: removed files are kept (hard-linked into the store).
+	CaptureLink = "link removed files"
+	// CopyOtherFS: the store is on another filesystem than the workspace,
+	// so every before-state is copied.
+	CopyOtherFS = "store on another filesystem"
+)
+
+// CaptureMode says how a removed file's before-state is captured:
+// CaptureLink, or "copy: " and why not.
+func (e *Engine) CaptureMode() string {
+	if ok, why := e.blobs.KeepMode(); !ok {
+		return "copy: " + why
+	}
+	return CaptureLink
+}
+
+// Detach is called before a workspace file open at fd is written through
+// the mount (after its handle is registered with OpenForWrite): if its
+// inode is a kept blob, the blob is copied into the store first
+// (blobstore.Store.Detach).
+func (e *Engine) Detach(fd int) error { return e.blobs.Detach(fd) }
+
+// sameFilesystem reports whether the workspace root and the store's
+// directory dir are on one filesystem (so a workspace file can be
+// hard-linked into the store).
+func sameFilesystem(root *os.File, dir string) bool {
+	var a, b unix.Stat_t
+	if unix.Fstat(int(root.Fd()), &a) != nil || unix.Stat(dir, &b) != nil {
+		return false
+	}
+	return a.Dev == b.Dev
 }
 
 // fileType names a special file's type for a skipped reason.

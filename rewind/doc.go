@@ -38,6 +38,11 @@
 // that exists is never recorded as absent), and paths of any length work
 // (wsdir opens them a chunk at a time).
 //
+// A change marked Removed (an unlink, the victim of a rename) keeps the
+// file's inode in the store instead of copying it, where the store can
+// (blobstore.Store.Keep: one link, not open for writing per
+// Options.OpenForWrite, the same filesystem); CaptureMode says which.
+//
 // Durability: with Options.Sync, Begin returns only after every blob and the
 // checkpoint event naming it are fsynced, in that order. Without it (batch),
 // they are written (safe from a crash of any process) and a flusher fsyncs

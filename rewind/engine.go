@@ -51,6 +51,12 @@ type Options struct {
 	// in the new step before it returns, so @T stays exact for them too.
 	// It is called with the workspace lock held and must not take it.
 	OpenWriters func() []string
+	// OpenForWrite, when set, reports whether a handle holds the file with
+	// inode ino on device dev open for writing (through the mount). A file
+	// about to be removed is kept (Change.Removed) only when it is not;
+	// it is asked after the store registered the inode as being kept, and
+	// an open for writing registers its handle before it calls Detach.
+	OpenForWrite func(dev, ino uint64) bool
 }
 
 // Step is the current step: the sequence that began it (its tool_call, or
@@ -230,6 +236,9 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	if err != nil {
 		log.Close()
 		return nil, err
+	}
+	if !sameFilesystem(root, blobs.Dir()) {
+		blobs.KeepOff(CopyOtherFS)
 	}
 	if err := blobs.CleanTemp(); err != nil {
 		blobs.Close()

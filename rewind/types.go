@@ -111,10 +111,16 @@ type Caller struct {
 // Path/x is captured as it is now, usually absent. Without it, a state
 // before the rename in which Path was a different directory would show the
 // moved-in names as if they had been there.
+//
+// Removed says Path's own name is about to go (an unlink, or the victim of
+// a rename): a regular file with one link that no handle holds open for
+// writing (Options.OpenForWrite) is then kept, its inode hard-linked into
+// the store (blobstore.Store.Keep), instead of copied.
 type Change struct {
-	Path string
-	Tree bool
-	From string
+	Path    string
+	Tree    bool
+	From    string
+	Removed bool
 }
 
 // Errors callers test with errors.Is.

@@ -58,9 +58,10 @@ func runStatus(e *env, c *command, args []string) error {
 	fmt.Fprintf(w, "steps:     %d\n", st.Steps)
 	fmt.Fprintf(w, "store:     %s, %s (%d bytes) in %d blobs and the log\n", st.StoreName, humanBytes(st.StoreBytes), st.StoreBytes, st.Blobs)
 	b := st.BlobStats
-	fmt.Fprintf(w, "blobs:     %s of before-states named since %d, %s once each (dedup %s), %s stored (compression %s); %d chunks, %d packs, %d loose\n",
+	fmt.Fprintf(w, "blobs:     %s of before-states named since %d, %s once each (dedup %s), %s stored (compression %s); %d chunks, %d packs, %d loose (%d kept)\n",
 		humanBytes(st.NamedBytes), st.Pruned, humanBytes(b.UniqueBytes), ratio(st.NamedBytes, b.UniqueBytes),
-		humanBytes(b.StoredBytes), ratio(b.UniqueBytes, b.StoredBytes), b.Chunks, b.Packs, b.Loose)
+		humanBytes(b.StoredBytes), ratio(b.UniqueBytes, b.StoredBytes), b.Chunks, b.Packs, b.Loose, b.Kept)
+	fmt.Fprintf(w, "captures:  %s\n", st.Captures)
 	fmt.Fprintf(w, "gc:        would free %s (%d blobs no state since %d needs)\n", humanBytes(st.Reclaimable.BytesFreed), len(st.Reclaimable.Removed), st.Pruned)
 	if n := len(st.Thinned); n > 0 {
 		steps := 0
