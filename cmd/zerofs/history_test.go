@@ -263,7 +263,7 @@ func TestRewindUndoRedo(t *testing.T) {
 func TestStatusAndStep(t *testing.T) {
 	s := buildHistory(t)
 	out := mustRun(t, s.ws, "status")
-	for _, want := range []string{"workspace: " + s.ws, "mounted:   no", "step:      ", "Read", "steps:     3", "blobs"} {
+	for _, want := range []string{"workspace: " + s.ws, "mounted:   no", "step:      ", "Read", "steps:     3", "blobs", "captures:  link removed files"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
