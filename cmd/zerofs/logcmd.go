@@ -104,7 +104,7 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 				}
 			}
 			if ent.StatesThinned {
-				what += " (thinned: its states are gone)"
+				what += " (thinned)"
 			}
 		case history.BlockRewind:
 			what = "rewind"

@@ -128,7 +128,7 @@ function fmtTime(iso) {
 
 function title(e) {
   const t = baseTitle(e);
-  return e.statesThinned ? t + " (thinned: its states are gone)" : t;
+  return e.statesThinned ? t + " (thinned)" : t;
 }
 
 function baseTitle(e) {
