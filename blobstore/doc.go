@@ -26,7 +26,11 @@
 // inode into a pack before anything writes to it; Prune absorbs every kept
 // blob it keeps into packs and then removes the link. Durability: with
 // Options.Sync, Keep fdatasyncs the file and fsyncs kept/ before it
-// returns; otherwise Sync does (one syncfs for a larger batch).
+// returns; otherwise Sync does (one syncfs for a larger batch). Clone
+// (clone.go) captures a file over ChunkAbove about to be written as a
+// reflink (FICLONE) into an anonymous file in kept/, hashed and then
+// linked as kept/<sha256>, where the filesystem has reflinks (probed at
+// Open: CloneMode); Prune then leaves large kept blobs unpacked.
 //
 // Index: the packs are the truth. At Open each pack is indexed from its
 // .idx when that is valid and describes the pack's exact length, else by

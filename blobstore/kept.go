@@ -91,6 +91,7 @@ func (s *Store) openKept() error {
 			return fmt.Errorf("blobstore: %s is not a directory", dir)
 		}
 		s.kept.dir, s.kept.dev = d, st.Dev
+		s.probeClone()
 	}
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -118,12 +119,16 @@ func (s *Store) keptPath(id ID) string {
 	return filepath.Join(s.dir, keptDirName, id.String())
 }
 
-// KeepOff tells the store not to keep inodes (its Keep returns false), and
-// why; CaptureMode reports it.
+// KeepOff tells the store not to keep or clone files (Keep and Clone
+// return false), and why: the workspace is on another filesystem.
+// KeepMode and CloneMode report it.
 func (s *Store) KeepOff(why string) {
 	s.kmu.Lock()
 	if s.kept.off == "" {
 		s.kept.off = why
+	}
+	if s.clone.off == "" {
+		s.clone.off = why
 	}
 	s.kmu.Unlock()
 }

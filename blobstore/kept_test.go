@@ -238,3 +238,31 @@ func TestKeepDetach(t *testing.T) {
 		})
 	}
 }
+
+// TestCloneRefusedWithoutReflinks: on a filesystem without reflinks (the
+// ext4 or tmpfs the tests run on) Clone stores nothing and says why;
+// small files are never cloned. (rewind/TestCloneBeforeWrite clones on a
+// loop XFS.)
+func TestCloneRefusedWithoutReflinks(t *testing.T) {
+	base := t.TempDir()
+	s := openT(t, Options{})
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(s.Dir(), &fs); err != nil {
+		t.Fatal(err)
+	}
+	const xfsMagic, btrfsMagic = 0x58465342, 0x9123683e
+	if fs.Type == xfsMagic || fs.Type == btrfsMagic {
+		t.Skip("the test directory is on a filesystem that may clone")
+	}
+	if ok, why := s.CloneMode(); ok || why != "no reflinks on the store's filesystem" {
+		t.Fatalf("CloneMode: %v %q", ok, why)
+	}
+	f := wsFile(t, filepath.Join(base, "ws"), randBytes(11, 2<<20))
+	defer f.Close()
+	if id, _, ok, err := s.Clone(f); ok || err != nil {
+		t.Fatalf("Clone without reflinks: %s, %v, %v; want it refused", id.Short(), ok, err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.Dir(), keptDirName)); len(ents) != 0 {
+		t.Fatalf("kept/ holds %d files after a refused clone", len(ents))
+	}
+}

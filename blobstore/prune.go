@@ -179,9 +179,14 @@ func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
 // chunking a capture skipped happen here, off the hot path. A kept blob
 // whose content does not hash to its name is left for verify to report.
 func (s *Store) absorbKept(keep func(ID) bool) (int, error) {
+	// Where clones work, a large kept blob may share its extents with
+	// the workspace or other clones: copying it would only cost space.
+	s.kmu.Lock()
+	shares := s.clone.works
+	s.kmu.Unlock()
 	var ids []ID
-	if err := s.walkLoose(func(id ID, _ int64, path string) error {
-		if filepath.Base(filepath.Dir(path)) == keptDirName && keep(id) {
+	if err := s.walkLoose(func(id ID, n int64, path string) error {
+		if filepath.Base(filepath.Dir(path)) == keptDirName && keep(id) && !(shares && n > s.opts.ChunkAbove) {
 			ids = append(ids, id)
 		}
 		return nil

@@ -124,8 +124,9 @@ type Store struct {
 	// then kept and pruned).
 	looseBytes int64
 
-	kmu  sync.Mutex // guards kept (taken after a keptInode's mu, never before)
-	kept keptState
+	kmu   sync.Mutex // guards kept, clone (taken after a keptInode's mu, never before)
+	kept  keptState
+	clone cloneState
 }
 
 // Damage is a range of a pack file that holds no valid record (found when

@@ -282,6 +282,14 @@ func (e *Engine) readState(p string, removed bool) (FileState, error) {
 				return fs, nil
 			}
 		}
+		// A large file (about to be written, or one that could not be
+		// kept) is cloned where the filesystem has reflinks.
+		if id, n, ok, err := e.blobs.Clone(f); err != nil {
+			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+		} else if ok {
+			fs.Blob, fs.Bytes = id.String(), n
+			return fs, nil
+		}
 		id, n, err := e.blobs.Put(f)
 		if err != nil {
 			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
@@ -310,18 +318,26 @@ func (e *Engine) openForWrite(f *os.File) bool {
 const (
 	// CaptureLink: removed files are kept (hard-linked into the store).
 	CaptureLink = "link removed files"
+	// CaptureClone: files over 1 MiB about to be written are cloned
+	// (FICLONE) into the store rather than copied.
+	CaptureClone = "clone large files about to be written"
 	// CopyOtherFS: the store is on another filesystem than the workspace,
 	// so every before-state is copied.
 	CopyOtherFS = "store on another filesystem"
 )
 
 // CaptureMode says how a removed file's before-state is captured:
-// CaptureLink, or "copy: " and why not.
+// CaptureLink, or "copy: " and why not; CaptureClone is added where large
+// files about to be written are cloned (reflinks).
 func (e *Engine) CaptureMode() string {
+	mode := CaptureLink
 	if ok, why := e.blobs.KeepMode(); !ok {
-		return "copy: " + why
+		mode = "copy: " + why
 	}
-	return CaptureLink
+	if ok, _ := e.blobs.CloneMode(); ok {
+		mode += "; " + CaptureClone
+	}
+	return mode
 }
 
 // Detach is called before a workspace file open at fd is written through
