@@ -119,7 +119,7 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 		h.node = cn
 		cn.held.add(fd)
 		if n.fs.passthrough.Load() {
-			h.passthrough = cn.openMode(fd, true, &st)
+			h.passthrough = cn.openMode(fd, true)
 		}
 		n.fs.addWriter(h) // still under the capture
 		return 0

@@ -102,9 +102,8 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 		}
 	}
 	n.held.add(fd)
-	var st unix.Statx_t
-	if n.fs.passthrough.Load() && statx(fd, "", &st) == nil {
-		h.passthrough = n.openMode(fd, h.write, &st)
+	if n.fs.passthrough.Load() {
+		h.passthrough = n.openMode(fd, h.write)
 	}
 	n.fs.addWriter(h) // still under the capture
 	// A reader keeps the kernel's cached pages: writes through the mount
@@ -151,7 +150,8 @@ const passthroughMin = 1 << 20
 // openMode reports whether a new handle of n offers passthrough. The first
 // open of the node decides for the node's whole life: passthrough for a
 // writer, or a reader of a file of passthroughMin bytes or more, on the
-// workspace's own mount. fd and st are the open file's.
+// workspace's own mount. fd is the open file. Only that first open looks
+// at the file (its size, its mount); every later one costs nothing here.
 //
 // The kernel refuses to mix passthrough and cached opens of one inode (the
 // open fails with EIO), and go-fuse makes a node's mode switch unsafe even
@@ -161,11 +161,13 @@ const passthroughMin = 1 << 20
 // kernel then finds that backing file gone and fails the open with EIO
 // (TestParallelWritesDuringRewinds, a reader's release racing a writer's
 // open). A node that never changes mode has nothing to race.
-func (n *wsNode) openMode(fd int, write bool, st *unix.Statx_t) bool {
+func (n *wsNode) openMode(fd int, write bool) bool {
 	n.ioMu.Lock()
 	defer n.ioMu.Unlock()
 	if !n.decided {
-		n.pt = (write || st.Size >= passthroughMin) && n.fs.passthroughOn(fd)
+		var st unix.Statx_t
+		big := !write && statx(fd, "", &st) == nil && st.Size >= passthroughMin
+		n.pt = (write || big) && n.fs.passthroughOn(fd)
 		n.decided = true
 	}
 	return n.pt

@@ -182,7 +182,7 @@ func (n *wsNode) Tmpfile(ctx context.Context, flags, mode uint32, out *fuse.Entr
 	// any other: it has a path to capture once linkat names it.
 	h := &wsFile{node: cn, fd: fd, write: true}
 	if n.fs.passthrough.Load() {
-		h.passthrough = cn.openMode(fd, true, &st)
+		h.passthrough = cn.openMode(fd, true)
 	}
 	n.fs.addWriter(h)
 	return child, h, 0, 0
