@@ -240,12 +240,19 @@ func (x *fsx) call(desc string, fn func(side int, root string) string, after ...
 		f()
 	}
 	x.compare(desc)
-	for _, p := range fsxNames {
+	// Every name in the tree, not only fsxNames: a rename of a directory
+	// carries its hard-linked files to names such as c/x.
+	filepath.WalkDir(x.roots[1], func(full string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
 		var st unix.Stat_t
-		if unix.Lstat(filepath.Join(x.roots[1], p), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+		if unix.Lstat(full, &st) == nil && st.Nlink > 1 {
+			p, _ := filepath.Rel(x.roots[1], full)
 			x.linked[p] = x.last
 		}
-	}
+		return nil
+	})
 }
 
 // stepOnce draws and applies one call (or a step or rewind).
