@@ -117,7 +117,7 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 		child = n.newChild(ctx, &st, out)
 		cn := child.Operations().(*wsNode)
 		h.node = cn
-		cn.held.add(fd)
+		cn.hold(fd)
 		if n.fs.passthrough.Load() {
 			h.passthrough = cn.openMode(fd, true)
 		}
@@ -349,7 +349,7 @@ func (n *wsNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHa
 		unix.Close(fd)
 		return nil, 0, errno
 	}
-	n.held.add(fd)
+	n.hold(fd)
 	hd := &heldDir{DirStream: ds, node: n, fd: fd}
 	const keep = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 	if !n.isRoot() {

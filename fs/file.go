@@ -101,7 +101,7 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 			return nil, 0, errno
 		}
 	}
-	n.held.add(fd)
+	n.hold(fd)
 	if n.fs.passthrough.Load() {
 		h.passthrough = n.openMode(fd, h.write)
 	}
@@ -271,12 +271,11 @@ func (h *wsFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 func (h *wsFile) Release(ctx context.Context) syscall.Errno {
-	h.node.held.remove(h.fd)
 	if h.registered {
 		h.node.fs.writers.remove(h)
 	}
 	h.node.fs.endWrite(h)
-	return sysErrno(unix.Close(h.fd))
+	return sysErrno(h.node.unhold(h.fd))
 }
 
 var _ fusefs.NodeCopyFileRanger = (*wsNode)(nil)

@@ -27,26 +27,85 @@ type heldFds struct {
 	kept int // an O_PATH descriptor the set owns, plus one (0: none)
 }
 
-// keep gives the set fd to own; drain closes it.
-func (h *heldFds) keep(fd int) {
+// keep gives the set fd to own; drain closes it. It returns the
+// descriptor it owned before, for the caller to close.
+func (h *heldFds) keep(fd int) (old int, ok bool) {
 	h.mu.Lock()
-	old := h.kept
-	h.kept = fd + 1
-	h.mu.Unlock()
-	if old > 0 {
-		unix.Close(old - 1)
-	}
+	defer h.mu.Unlock()
+	old, h.kept = h.kept, fd+1
+	return old - 1, old > 0
 }
 
-// drain closes the descriptor the set owns, if any.
-func (h *heldFds) drain() {
+// drain gives up the descriptor the set owns, if any, for the caller to
+// close.
+func (h *heldFds) drain() (fd int, ok bool) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	old := h.kept
 	h.kept = 0
-	h.mu.Unlock()
-	if old > 0 {
-		unix.Close(old - 1)
+	return old - 1, old > 0
+}
+
+// openFds are all the backing descriptors a mount's nodes hold (heldFds),
+// so that unmounting closes every one, also those whose RELEASE or FORGET
+// the kernel never sent: at unmount it drops the requests still queued,
+// and a descriptor left open would keep a file system mounted inside the
+// workspace busy (TestNestedMountCaptured).
+type openFds struct {
+	mu  sync.Mutex
+	fds map[int]struct{}
+}
+
+func (o *openFds) add(fd int) {
+	o.mu.Lock()
+	if o.fds == nil {
+		o.fds = map[int]struct{}{}
 	}
+	o.fds[fd] = struct{}{}
+	o.mu.Unlock()
+}
+
+// close closes fd, unless closeAll already did.
+func (o *openFds) close(fd int) error {
+	o.mu.Lock()
+	_, ok := o.fds[fd]
+	delete(o.fds, fd)
+	o.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return unix.Close(fd)
+}
+
+// forget drops fd, which its owner closes.
+func (o *openFds) forget(fd int) {
+	o.mu.Lock()
+	delete(o.fds, fd)
+	o.mu.Unlock()
+}
+
+// closeAll closes every descriptor still open; it runs once the mount is
+// served no more.
+func (o *openFds) closeAll() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for fd := range o.fds {
+		unix.Close(fd)
+	}
+	o.fds = nil
+}
+
+// hold adds fd, a handle's backing descriptor, to the node's and the
+// mount's descriptors.
+func (n *wsNode) hold(fd int) {
+	n.fs.fds.add(fd)
+	n.held.add(fd)
+}
+
+// unhold forgets fd and closes it.
+func (n *wsNode) unhold(fd int) error {
+	n.held.remove(fd)
+	return n.fs.fds.close(fd)
 }
 
 func (h *heldFds) add(fd int) {
@@ -95,10 +154,13 @@ func (n *wsNode) holdRemoved(dfd int, name string) func(removed bool) {
 		return func(bool) {}
 	}
 	return func(removed bool) {
-		if removed {
-			cn.held.keep(fd)
-		} else {
+		if !removed {
 			unix.Close(fd)
+			return
+		}
+		cn.fs.fds.add(fd)
+		if old, ok := cn.held.keep(fd); ok {
+			cn.fs.fds.close(old)
 		}
 	}
 }
@@ -107,7 +169,11 @@ var _ fusefs.NodeOnForgetter = (*wsNode)(nil)
 
 // OnForget closes what the node's held descriptors own: the kernel has
 // forgotten it, so no request can name it again.
-func (n *wsNode) OnForget() { n.held.drain() }
+func (n *wsNode) OnForget() {
+	if fd, ok := n.held.drain(); ok {
+		n.fs.fds.close(fd)
+	}
+}
 
 // statHeld stats the node through an open handle when it has no name.
 func (n *wsNode) statHeld(st *unix.Statx_t) syscall.Errno {
@@ -140,6 +206,7 @@ func (d *heldDir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 
 func (d *heldDir) Releasedir(ctx context.Context, flags uint32) {
 	d.node.held.remove(d.fd)
+	d.node.fs.fds.forget(d.fd) // the directory stream closes it
 	d.inner().Releasedir(ctx, flags)
 }
 
@@ -176,7 +243,7 @@ func (n *wsNode) Tmpfile(ctx context.Context, flags, mode uint32, out *fuse.Entr
 	fillAttr(&st, &out.Attr)
 	child := n.NewInode(ctx, &wsNode{fs: n.fs}, n.fs.ws.stable(&st))
 	cn := child.Operations().(*wsNode)
-	cn.held.add(fd)
+	cn.hold(fd)
 	// Every open of the node must agree on passthrough (the kernel refuses
 	// to mix), so a tmpfile's handle offers it too, and is a writer like
 	// any other: it has a path to capture once linkat names it.

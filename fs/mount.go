@@ -271,6 +271,7 @@ func (m *Mounted) Wait() { <-m.done }
 func (m *Mounted) close() error {
 	m.closeOnce.Do(func() {
 		m.closeErr = m.fs.eng.Close()
+		m.fs.fds.closeAll()
 		m.store.Close()
 		m.root.Close()
 	})

@@ -68,6 +68,7 @@ type fsys struct {
 	flushed atomic.Int64
 
 	writers *writerSet  // passthrough handles open for writing
+	fds     openFds     // every backing descriptor its nodes hold (held.go)
 	wopen   *writeOpens // every handle open for writing, by inode (keep.go)
 	wsMnt   uint64      // the mount id of the workspace root (passthroughOn)
 }
