@@ -123,6 +123,30 @@ func TestRewindInvalidates(t *testing.T) {
 			},
 		},
 		{
+			// A name the rewind brings back that the kernel keeps as
+			// absent (a negative entry, left by the unlink).
+			name: "negative", part: invalEntry,
+			setup: func(t *testing.T, mp string) (rewind.Seq, func() string) {
+				n := filepath.Join(mp, "n")
+				writeFile(t, n, "n")
+				stepT(t, mp, "remove")
+				at := stepSeqOf(t, mp)
+				if err := os.Remove(n); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := os.Stat(n); !os.IsNotExist(err) {
+					t.Fatalf("stat n after rm: %v", err)
+				}
+				return at, nil
+			},
+			check: func(t *testing.T, mp string, _ func() string) string {
+				if b, err := os.ReadFile(filepath.Join(mp, "n")); err != nil || string(b) != "n" {
+					return fmt.Sprintf("n after the rewind: %q, %v; want n", b, err)
+				}
+				return ""
+			},
+		},
+		{
 			// A mode restored in place, seen through a descriptor opened
 			// before the rewind (no lookup refreshes it).
 			name: "node", part: invalNode,

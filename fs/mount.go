@@ -182,7 +182,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	// belong to the open file; F_GETLK names the holder; EDEADLK), and a
 	// close needs no FLUSH to drop them, which lets a read-only open skip
 	// FLUSH altogether (FOPEN_NOFLUSH, file.go).
-	server, dirs, err := serve(mp, f.root, fopts)
+	server, dirs, err := serve(mp, f, fopts)
 	if err != nil {
 		eng.Close()
 		root.Close()
@@ -201,12 +201,13 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	return m, nil
 }
 
-// serve mounts root at mp and serves it, directories without OPENDIR where
-// the kernel allows (dirlessFS).
-func serve(mp string, root fusefs.InodeEmbedder, opts *fusefs.Options) (*fuse.Server, *dirlessFS, error) {
+// serve mounts f's root at mp and serves it: directories without OPENDIR
+// where the kernel allows (dirlessFS), negative entries kept (negativeFS).
+func serve(mp string, f *fsys, opts *fusefs.Options) (*fuse.Server, *dirlessFS, error) {
 	opts.MountOptions.ExtraCapabilities |= fuse.CAP_NO_OPENDIR_SUPPORT
-	raw := &dirlessFS{RawFileSystem: fusefs.NewNodeFS(root, opts)}
-	server, err := fuse.NewServer(raw, mp, &opts.MountOptions)
+	raw := &dirlessFS{RawFileSystem: fusefs.NewNodeFS(f.root, opts)}
+	front := &negativeFS{RawFileSystem: raw, rw: &f.rw, timeout: *opts.EntryTimeout, missed: &f.missed}
+	server, err := fuse.NewServer(front, mp, &opts.MountOptions)
 	if err != nil {
 		return nil, nil, err
 	}

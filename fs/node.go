@@ -66,6 +66,8 @@ type fsys struct {
 	// flushed counts FLUSH requests of workspace files (a test's window
 	// on FOPEN_NOFLUSH).
 	flushed atomic.Int64
+	// missed counts LOOKUPs answered ENOENT (negative.go; for tests).
+	missed atomic.Int64
 
 	writers *writerSet  // passthrough handles open for writing
 	fds     openFds     // every backing descriptor its nodes hold (held.go)
