@@ -13,16 +13,27 @@ import (
 
 // callerOf names the process whose request this is, for the pid and comm
 // fields of a capture. The kernel sends the id of the calling thread; the
-// process is its thread group, read from /proc/<tid>/status with its name on
-// every call and never cached (ids are reused). A request the kernel makes
-// on its own (pid 0, e.g. writeback) has no caller; when /proc cannot say,
-// the thread id stands and comm is empty.
+// process is its thread group, read from /proc/<tid>/status with its name,
+// never cached (ids are reused), and only when the engine captures
+// (Caller.Resolve): the thread waits in its request then, so the id is
+// still its own. A request the kernel makes on its own (pid 0, e.g.
+// writeback) has no caller; when /proc cannot say, the thread id stands and
+// comm is empty.
 func callerOf(ctx context.Context) rewind.Caller {
 	c, ok := fuse.FromContext(ctx)
 	if !ok || c.Pid == 0 {
 		return rewind.Caller{}
 	}
-	who := rewind.Caller{PID: int(c.Pid)}
+	tid := int(c.Pid)
+	return rewind.Caller{Resolve: func() (int, string) {
+		who := processOf(tid)
+		return who.PID, who.Comm
+	}}
+}
+
+// processOf reads the process (thread group) of thread tid and its name.
+func processOf(tid int) rewind.Caller {
+	who := rewind.Caller{PID: tid}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(who.PID) + "/status")
 	if err != nil {
 		return who

@@ -207,6 +207,7 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 		c.err = err
 		close(c.done)
 	}()
+	who = who.resolved()
 	files := make([]FileState, 0, len(paths))
 	for _, p := range paths {
 		st, err := e.readState(p, removed[p])

@@ -100,6 +100,20 @@ type PrunedPayload struct {
 type Caller struct {
 	PID  int
 	Comm string
+	// Resolve, when set, gives PID and Comm instead. The engine calls it
+	// only when it stores a before-state, while the request still waits
+	// for it: most changes find their path captured already in the step,
+	// and naming a process costs a read of /proc.
+	Resolve func() (pid int, comm string)
+}
+
+// resolved is c with Resolve called.
+func (c Caller) resolved() Caller {
+	if c.Resolve != nil {
+		c.PID, c.Comm = c.Resolve()
+		c.Resolve = nil
+	}
+	return c
 }
 
 // Change is one path about to change.
