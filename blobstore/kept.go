@@ -292,6 +292,9 @@ func (s *Store) Detach(fd int) error {
 			return fmt.Errorf("blobstore: detach %s: %w", ki.id.Short(), err)
 		}
 		if id != ki.id {
+			// Changed behind the store's back: the blob is damaged already
+			// (verify reports it). Not detached again.
+			ki.detached = true
 			return fmt.Errorf("%w: kept %s (content hashes to %s)", ErrCorrupt, ki.id, id.Short())
 		}
 	} else if s.opts.Sync {

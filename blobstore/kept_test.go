@@ -266,3 +266,35 @@ func TestCloneRefusedWithoutReflinks(t *testing.T) {
 		t.Fatalf("kept/ holds %d files after a refused clone", len(ents))
 	}
 }
+
+// TestDetachDamaged: a kept inode changed behind the store's back (a
+// writer outside the mount) is ErrCorrupt to Detach once, and to every
+// read; it is not detached again.
+func TestDetachDamaged(t *testing.T) {
+	base := t.TempDir()
+	s := openT(t, Options{})
+	data := []byte("kept, then changed outside\n")
+	f := wsFile(t, filepath.Join(base, "ws"), data)
+	id, _, ok, err := s.Keep(f, func() bool { return false })
+	f.Close()
+	if err != nil || !ok {
+		t.Fatalf("Keep: %v %v", ok, err)
+	}
+	if err := os.WriteFile(f.Name(), []byte("changed behind the store's back\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(f.Name(), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := s.Detach(int(w.Fd())); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Detach of a changed kept inode: %v, want ErrCorrupt", err)
+	}
+	if err := s.Detach(int(w.Fd())); err != nil {
+		t.Fatalf("second Detach: %v, want nil (not again)", err)
+	}
+	if err := s.Verify(id); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Verify: %v, want ErrCorrupt", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
 )
 
@@ -345,7 +346,16 @@ func (e *Engine) CaptureMode() string {
 // the mount (after its handle is registered with OpenForWrite): if its
 // inode is a kept blob, the blob is copied into the store first
 // (blobstore.Store.Detach).
-func (e *Engine) Detach(fd int) error { return e.blobs.Detach(fd) }
+// A kept blob found damaged (changed behind the mount's back) is logged
+// and the write goes ahead: refusing it would save nothing.
+func (e *Engine) Detach(fd int) error {
+	err := e.blobs.Detach(fd)
+	if errors.Is(err, blobstore.ErrCorrupt) {
+		e.opts.Logger.Warn("rewind: a kept before-state was changed outside the mount", "err", err)
+		return nil
+	}
+	return err
+}
 
 // sameFilesystem reports whether the workspace root and the store's
 // directory dir are on one filesystem (so a workspace file can be
