@@ -26,7 +26,8 @@
 // inode into a pack before anything writes to it; Prune absorbs every kept
 // blob it keeps into packs and then removes the link. Durability: with
 // Options.Sync, Keep fdatasyncs the file and fsyncs kept/ before it
-// returns; otherwise Sync does (one syncfs for a larger batch). Clone
+// returns; otherwise Keep starts the file's writeback and Sync waits for
+// it (an fdatasync of each kept file, one fsync of kept/). Clone
 // (clone.go) captures a file over ChunkAbove about to be written as a
 // reflink (FICLONE) into an anonymous file in kept/, hashed and then
 // linked as kept/<sha256>, where the filesystem has reflinks (probed at

@@ -35,11 +35,6 @@ import (
 // keptDirName is the directory of kept blobs, under the store's directory.
 const keptDirName = "kept"
 
-// keepSyncfsAbove: a batch Sync with more kept blobs than this waiting for
-// their data and entries to be durable flushes the filesystem once
-// (syncfs) instead of each file.
-const keepSyncfsAbove = 8
-
 // keptInode is one inode kept (or being kept).
 type keptInode struct {
 	mu  sync.Mutex // held while the inode is being kept or detached; guards the rest
@@ -238,6 +233,9 @@ func (s *Store) Keep(f *os.File, writing func() bool) (id ID, n int64, ok bool, 
 	s.looseBytes += n
 	s.mu.Unlock()
 	if !s.opts.Sync {
+		// Its data must reach the disk within the flusher's window: start
+		// now, so the Sync that waits for it has less left to do.
+		durable.StartWriteback(f)
 		s.kmu.Lock()
 		s.kept.pending = append(s.kept.pending, id)
 		s.kmu.Unlock()
@@ -327,12 +325,10 @@ func (s *Store) syncKept() error {
 		s.kept.detached = append(detached, s.kept.detached...)
 		s.kmu.Unlock()
 	}
-	if len(pending) > keepSyncfsAbove {
-		if err := durable.Syncfs(dir); err != nil {
-			restore()
-			return fmt.Errorf("blobstore: sync kept blobs: %w", err)
-		}
-	} else if len(pending) > 0 {
+	if len(pending) > 0 {
+		// Each file's own data, not the whole filesystem's (a syncfs
+		// would write every other writer's dirty pages too): their
+		// writeback began when they were kept.
 		for _, id := range pending {
 			f, err := os.Open(s.keptPath(id))
 			if errors.Is(err, fs.ErrNotExist) {

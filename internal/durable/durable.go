@@ -237,31 +237,19 @@ func Remove(dir, name string) error {
 	return SyncDir(dir)
 }
 
-// Syncfs flushes the whole filesystem that holds f (syncfs(2)): every
-// file's data and every directory entry on it. It is the one flush for many
-// files at once (a batch of kept blobs: hard links to workspace files
-// whose data may still be in the page cache).
-func Syncfs(f *os.File) error {
+// StartWriteback asks the kernel to begin writing f's dirty pages now
+// (sync_file_range SYNC_FILE_RANGE_WRITE), without waiting and without
+// making anything durable: a later Fdatasync of f then has less to wait
+// for. Errors are ignored (it is only a hint).
+func StartWriteback(f *os.File) {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return fmt.Errorf("durable: syncfs %s: %w", f.Name(), err)
+		return
 	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			_, _, e := syscall.Syscall(sysSyncfs, fd, 0, 0)
-			if e != syscall.EINTR {
-				if e != 0 {
-					serr = e
-				}
-				return
-			}
-		}
-	}); err != nil {
-		return fmt.Errorf("durable: syncfs %s: %w", f.Name(), err)
-	}
-	if serr != nil {
-		return fmt.Errorf("durable: syncfs %s: %w", f.Name(), serr)
-	}
-	return nil
+	rc.Control(func(fd uintptr) {
+		syscall.Syscall6(sysSyncFileRange, fd, 0, 0, syncFileRangeWrite, 0, 0)
+	})
 }
+
+// syncFileRangeWrite is SYNC_FILE_RANGE_WRITE.
+const syncFileRangeWrite = 2

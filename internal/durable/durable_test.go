@@ -328,3 +328,24 @@ func TestTempNameScheme(t *testing.T) {
 		}
 	}
 }
+
+// TestStartWriteback: the hint leaves the file as it was, and an
+// Fdatasync after it succeeds.
+func TestStartWriteback(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, []byte("data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	StartWriteback(f)
+	if err := Fdatasync(f); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != "data" {
+		t.Fatalf("after StartWriteback: %q, %v", b, err)
+	}
+}

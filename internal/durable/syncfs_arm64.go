@@ -1,4 +1,0 @@
-package durable
-
-// sysSyncfs is syncfs(2)'s number (the syscall package does not name it).
-const sysSyncfs = 267

@@ -1,0 +1,5 @@
+package durable
+
+// sysSyncFileRange is sync_file_range(2)'s number (the syscall package
+// does not name it).
+const sysSyncFileRange = 84
