@@ -9,8 +9,6 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/zerofs/zerofs/internal/durable"
 )
 
 // Cloned blobs: on a filesystem with reflinks (XFS with reflink=1, btrfs),
@@ -118,10 +116,10 @@ func (s *Store) Clone(f *os.File) (id ID, n int64, ok bool, err error) {
 		s.mu.Unlock()
 	}
 	if s.opts.Sync {
-		if err := durable.Fdatasync(t); err != nil {
+		if err := fdatasync(t); err != nil {
 			return ID{}, 0, false, fmt.Errorf("blobstore: clone: %w", err)
 		}
-		if err := durable.SyncDirFile(dir); err != nil {
+		if err := syncDirFile(dir); err != nil {
 			return ID{}, 0, false, fmt.Errorf("blobstore: clone: %w", err)
 		}
 	} else {

@@ -209,7 +209,7 @@ func (s *Store) Keep(f *os.File, writing func() bool) (id ID, n int64, ok bool, 
 		// crash's link that no checkpoint named yet): that is the blob.
 		forget()
 		if s.opts.Sync {
-			if err := durable.SyncDirFile(s.kept.dir); err != nil {
+			if err := syncDirFile(s.kept.dir); err != nil {
 				return ID{}, 0, false, fmt.Errorf("blobstore: keep: %w", err)
 			}
 		} else {
@@ -241,10 +241,10 @@ func (s *Store) Keep(f *os.File, writing func() bool) (id ID, n int64, ok bool, 
 		s.kmu.Unlock()
 	}
 	if s.opts.Sync {
-		if err := durable.Fdatasync(f); err != nil {
+		if err := fdatasync(f); err != nil {
 			return ID{}, 0, false, fmt.Errorf("blobstore: keep: %w", err)
 		}
-		if err := durable.SyncDirFile(s.kept.dir); err != nil {
+		if err := syncDirFile(s.kept.dir); err != nil {
 			return ID{}, 0, false, fmt.Errorf("blobstore: keep: %w", err)
 		}
 	}
@@ -335,7 +335,7 @@ func (s *Store) syncKept() error {
 				continue // detached and removed, or pruned
 			}
 			if err == nil {
-				err = durable.Fdatasync(f)
+				err = fdatasync(f)
 				f.Close()
 			}
 			if err != nil {
@@ -343,7 +343,7 @@ func (s *Store) syncKept() error {
 				return fmt.Errorf("blobstore: sync kept blob %s: %w", id.Short(), err)
 			}
 		}
-		if err := durable.SyncDirFile(dir); err != nil {
+		if err := syncDirFile(dir); err != nil {
 			restore()
 			return fmt.Errorf("blobstore: sync kept blobs: %w", err)
 		}

@@ -3,8 +3,10 @@ package blobstore
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -296,5 +298,42 @@ func TestDetachDamaged(t *testing.T) {
 	}
 	if err := s.Verify(id); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Verify: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestKeepSyncOrder: with Options.Sync, Keep returns only after the kept
+// file's data and then the kept/ directory are synced; in batch mode Keep
+// syncs nothing and Sync does both, data first.
+func TestKeepSyncOrder(t *testing.T) {
+	var log []string
+	realData, realDir := fdatasync, syncDirFile
+	t.Cleanup(func() { fdatasync, syncDirFile = realData, realDir })
+	fdatasync = func(f *os.File) error { log = append(log, "data "+filepath.Base(f.Name())); return realData(f) }
+	syncDirFile = func(d *os.File) error { log = append(log, "dir "+filepath.Base(d.Name())); return realDir(d) }
+	for _, sync := range []bool{true, false} {
+		base := t.TempDir()
+		s := openT(t, Options{Sync: sync})
+		data := []byte(fmt.Sprintf("sync %v\n", sync))
+		f := wsFile(t, filepath.Join(base, "ws"), data)
+		log = nil
+		id, _, ok, err := s.Keep(f, nil)
+		f.Close()
+		if err != nil || !ok {
+			t.Fatalf("Keep: %v %v", ok, err)
+		}
+		file := filepath.Base(f.Name())
+		want := []string{"data " + file, "dir " + keptDirName}
+		if !sync {
+			if len(log) != 0 {
+				t.Fatalf("batch Keep synced %v before Sync", log)
+			}
+			if err := s.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			want = []string{"data " + id.String(), "dir " + keptDirName}
+		}
+		if !slices.Equal(log, want) {
+			t.Fatalf("sync %v: syncs %v, want %v", sync, log, want)
+		}
 	}
 }

@@ -25,6 +25,10 @@ import (
 // pack; tests replace it to fail.
 var fdatasync = durable.Fdatasync
 
+// syncDirFile is the seam through which the store fsyncs the kept/
+// directory; tests record it.
+var syncDirFile = durable.SyncDirFile
+
 // hook calls durable.TestHook at a crash point of this package (see
 // doc.go for the points).
 func hook(point, path string) {
