@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/rewind"
@@ -57,6 +58,20 @@ func TestRemovedFilesKeptThroughMount(t *testing.T) {
 			ino := map[string]uint64{}
 			for n := range files {
 				ino[n] = inoOf(t, filepath.Join(ws, n))
+			}
+			// The kernel sends the RELEASE of each writeFile after
+			// close(2) returned; until it is served the file is still open
+			// for writing, and rightly copied rather than kept.
+			var dev uint64
+			if st, err := os.Stat(ws); err == nil {
+				dev = st.Sys().(*syscall.Stat_t).Dev
+			}
+			for n := range files {
+				for deadline := time.Now().Add(10 * time.Second); m.fs.wopen.has(dev, ino[n]); time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("the write handle of %s was never released", n)
+					}
+				}
 			}
 			stepT(t, mp, "rm")
 			T := headOf(t, mp)
