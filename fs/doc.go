@@ -43,11 +43,12 @@
 //
 // # Caches
 //
-// Workspace nodes use 1 s entry and attribute timeouts, so changes made
-// behind the kernel's back (a rewind) need explicit invalidation: after a
-// rewind, every changed path is invalidated (invalidate.go). That also makes
-// FOPEN_KEEP_CACHE safe for workspace files opened for reading. Views never
-// change once they exist, so they cache for an hour.
+// The kernel keeps entries, attributes, "no such name" answers (negative
+// entries, negative.go) and directory listings for an hour (wsCacheTimeout),
+// and file pages across opens (FOPEN_KEEP_CACHE for readers), so the one
+// change behind its back, a rewind, invalidates every path it changed
+// (invalidate.go). Directories are served without OPENDIR and RELEASEDIR
+// where the kernel allows (opendir.go). Views never change once they exist.
 //
 // Known limit: a change through one name of a hard-linked file also changes
 // its other names, and only one of its names is captured (the one go-fuse's
