@@ -100,7 +100,10 @@ func TestCloneThroughMount(t *testing.T) {
 		}
 	}
 	stepT(t, mp, "edit")
-	T := headOf(t, mp)
+	// The step's own sequence, not the head: the boundary may have
+	// captured the files whose writes' RELEASE was still in flight, in
+	// checkpoints after the step began.
+	T := stepSeqOf(t, mp)
 	writeFile(t, filepath.Join(mp, "opened"), "rewritten\n") // O_TRUNC
 	if err := os.Truncate(filepath.Join(mp, "truncated"), 10); err != nil {
 		t.Fatal(err)

@@ -74,7 +74,7 @@ func TestRemovedFilesKeptThroughMount(t *testing.T) {
 				}
 			}
 			stepT(t, mp, "rm")
-			T := headOf(t, mp)
+			T := stepSeqOf(t, mp)
 
 			held, err := os.OpenFile(filepath.Join(mp, "held"), os.O_WRONLY, 0)
 			if err != nil {
@@ -157,7 +157,7 @@ func TestStoreElsewhereCopies(t *testing.T) {
 	mp := m.Mountpoint()
 	writeFile(t, filepath.Join(mp, "f"), "copied\n")
 	stepT(t, mp, "rm")
-	T := headOf(t, mp)
+	T := stepSeqOf(t, mp)
 	if err := os.Remove(filepath.Join(mp, "f")); err != nil {
 		t.Fatal(err)
 	}
