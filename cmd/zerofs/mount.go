@@ -145,6 +145,14 @@ func runMount(e *env, c *command, args []string) error {
 			return fmt.Errorf("%s is already mounted by zerofs (pid %d at %s)", p, st.PID, st.Mountpoint)
 		}
 	}
+	// A daemon killed a moment ago can still answer the first probe (a
+	// thread finishing a reply) and be gone by the status read: look again,
+	// so that its dead mount is replaced too, not mounted over.
+	if again, err := detachDead(e, opts.Workspace, mp); err != nil {
+		return err
+	} else if again {
+		replaced = true
+	}
 	store := opts.StoreDir
 	if store == "" {
 		store = filepath.Join(opts.Workspace, rewind.StoreName)
