@@ -16,7 +16,7 @@ import (
 // stepSeqOf is the sequence of the current step (its tool_call), from
 // .zero/step. After a step it can be below the head: with passthrough, the
 // boundary captures files held open for writing in checkpoints of its own.
-func stepSeqOf(t *testing.T, mp string) rewind.Seq {
+func stepSeqOf(t fatalT, mp string) rewind.Seq {
 	t.Helper()
 	line := strings.TrimSpace(ctlRead(t, mp, "step"))
 	s, _, _ := strings.Cut(line, " ")
@@ -50,8 +50,7 @@ func TestPassthroughHeldWriterAcrossStep(t *testing.T) {
 			if _, err := f.WriteString("A"); err != nil {
 				t.Fatal(err)
 			}
-			stepT(t, mp, "one")
-			t1 := stepSeqOf(t, mp)
+			t1 := stepT(t, mp, "one")
 			if _, err := f.WriteString("B"); err != nil {
 				t.Fatal(err)
 			}
@@ -105,8 +104,7 @@ func TestRewindInvalidates(t *testing.T) {
 				x := filepath.Join(mp, "x")
 				os.Mkdir(x, 0o755)
 				writeFile(t, filepath.Join(x, "in"), "in")
-				stepT(t, mp, "to file")
-				at := stepSeqOf(t, mp)
+				at := stepT(t, mp, "to file")
 				os.RemoveAll(x)
 				writeFile(t, x, "file")
 				if fi, err := os.Stat(x); err != nil || fi.IsDir() {
@@ -129,8 +127,7 @@ func TestRewindInvalidates(t *testing.T) {
 			setup: func(t *testing.T, mp string) (rewind.Seq, func() string) {
 				n := filepath.Join(mp, "n")
 				writeFile(t, n, "n")
-				stepT(t, mp, "remove")
-				at := stepSeqOf(t, mp)
+				at := stepT(t, mp, "remove")
 				if err := os.Remove(n); err != nil {
 					t.Fatal(err)
 				}
@@ -154,8 +151,7 @@ func TestRewindInvalidates(t *testing.T) {
 				p := filepath.Join(mp, "m")
 				writeFile(t, p, "m")
 				os.Chmod(p, 0o644)
-				stepT(t, mp, "chmod")
-				at := stepSeqOf(t, mp)
+				at := stepT(t, mp, "chmod")
 				if err := os.Chmod(p, 0o600); err != nil {
 					t.Fatal(err)
 				}
@@ -192,8 +188,7 @@ func TestRewindInvalidates(t *testing.T) {
 				os.Mkdir(d, 0o755)
 				writeFile(t, filepath.Join(d, "a"), "a")
 				writeFile(t, filepath.Join(d, "b"), "b")
-				stepT(t, mp, "move")
-				at := stepSeqOf(t, mp)
+				at := stepT(t, mp, "move")
 				if err := os.Rename(filepath.Join(d, "b"), filepath.Join(mp, "moved")); err != nil {
 					t.Fatal(err)
 				}
@@ -256,8 +251,7 @@ func TestOpenAcrossRewind(t *testing.T) {
 			mp := m.Mountpoint()
 			p := filepath.Join(mp, "f")
 			writeFile(t, p, "one")
-			stepT(t, mp, "edit")
-			at := stepSeqOf(t, mp)
+			at := stepT(t, mp, "edit")
 			writeFile(t, p, "two")
 			r, err := os.Open(p)
 			if err != nil {

@@ -142,13 +142,11 @@ func TestHeldOpenAcrossStep(t *testing.T) {
 	if _, err := f.WriteString("A"); err != nil {
 		t.Fatal(err)
 	}
-	stepT(t, mp, "boundary")
-	t1 := stepSeqOf(t, mp)
+	t1 := stepT(t, mp, "boundary")
 	if _, err := f.WriteString("B"); err != nil {
 		t.Fatal(err)
 	}
-	stepT(t, mp, "boundary 2")
-	t2 := stepSeqOf(t, mp)
+	t2 := stepT(t, mp, "boundary 2")
 	if _, err := f.WriteAt([]byte("C"), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -180,8 +178,7 @@ func TestOpenFileSemantics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	stepT(t, mp, "unlink")
-	before := stepSeqOf(t, mp)
+	before := stepT(t, mp, "unlink")
 	if err := os.Remove(p); err != nil {
 		t.Fatal(err)
 	}
@@ -316,8 +313,7 @@ func TestRewindInvalidatesCaches(t *testing.T) {
 	mp := m.Mountpoint()
 	f := filepath.Join(mp, "f")
 	writeFile(t, f, "AAAA")
-	stepT(t, mp, "s")
-	t1 := stepSeqOf(t, mp)
+	t1 := stepT(t, mp, "s")
 	writeFile(t, f, "BBBBBBBB")
 	if err := os.Mkdir(filepath.Join(mp, "later"), 0o755); err != nil {
 		t.Fatal(err)

@@ -29,8 +29,7 @@ func TestParallelWritesDuringRewinds(t *testing.T) {
 	for i := range writers {
 		writeFile(t, file(i), "init")
 	}
-	stepT(t, mp, "start")
-	t0 := stepSeqOf(t, mp)
+	t0 := stepT(t, mp, "start")
 
 	// rewinding is odd while a rewind runs; it changes with each start
 	// and end, so a writer can tell whether one overlapped its look.

@@ -17,8 +17,7 @@ import (
 func TestCtlStep(t *testing.T) {
 	m := mountT(t, Options{})
 	mp := m.Mountpoint()
-	stepT(t, mp, "first label")
-	h := stepSeqOf(t, mp)
+	h := stepT(t, mp, "first label")
 	if got, want := ctlRead(t, mp, "step"), strconv.FormatUint(uint64(h), 10)+" first label\n"; got != want {
 		t.Errorf(".zero/step = %q, want %q", got, want)
 	}

@@ -39,16 +39,13 @@ func TestCtlRewindForms(t *testing.T) {
 	m := mountT(t, Options{})
 	mp := m.Mountpoint()
 	at := func(p string) string { return filepath.Join(mp, p) }
-	stepT(t, mp, "one")
-	s1 := stepSeqOf(t, mp)
+	s1 := stepT(t, mp, "one")
 	writeFile(t, at("a.txt"), "a1\n")
 	writeFile(t, at("b.txt"), "b1\n")
-	stepT(t, mp, "two")
-	s2 := stepSeqOf(t, mp)
+	s2 := stepT(t, mp, "two")
 	writeFile(t, at("a.txt"), "a2\nmore\n")
 	writeFile(t, at("c.txt"), "c2\n")
-	stepT(t, mp, "three")
-	s3 := stepSeqOf(t, mp)
+	s3 := stepT(t, mp, "three")
 	writeFile(t, at("b.txt"), "b3\n")
 
 	// A dry run of a path rewind: the preview, and nothing changes.

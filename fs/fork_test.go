@@ -22,8 +22,7 @@ func TestForkMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(mp, "d/x"), "x\n")
-	stepT(t, mp, "edit")
-	s := stepSeqOf(t, mp)
+	s := stepT(t, mp, "edit")
 	want := snapshot(t, mp)
 	writeFile(t, filepath.Join(mp, "a.txt"), "two\n")
 	for _, how := range []string{"view", "engine"} {

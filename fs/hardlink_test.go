@@ -34,8 +34,7 @@ func TestHardLinkRewindStaleName(t *testing.T) {
 			p := func(s string) string { return filepath.Join(mp, s) }
 			writeFile(t, p("c"), "C")
 			tc.before(t, p)
-			stepT(t, mp, "s")
-			at := stepSeqOf(t, mp)
+			at := stepT(t, mp, "s")
 			tc.link(t, p)
 			rewindT(t, mp, at)
 			if got, err := os.ReadFile(p("c")); err != nil || string(got) != "C" {
@@ -63,8 +62,7 @@ func TestRewindChmodHardLink(t *testing.T) {
 	if err := os.WriteFile(p("b"), []byte("X"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stepT(t, mp, "s")
-	at := stepSeqOf(t, mp)
+	at := stepT(t, mp, "s")
 	want := snapshot(t, mp)
 	if err := os.Remove(p("b")); err != nil {
 		t.Fatal(err)

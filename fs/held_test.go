@@ -15,8 +15,7 @@ import (
 func TestTmpfileLink(t *testing.T) {
 	m := mountT(t, Options{})
 	mp := m.Mountpoint()
-	stepT(t, mp, "tmpfile")
-	T := stepSeqOf(t, mp)
+	T := stepT(t, mp, "tmpfile")
 	fd, err := unix.Open(mp, unix.O_TMPFILE|unix.O_RDWR, 0o640)
 	if err != nil {
 		t.Fatalf("open O_TMPFILE: %v", err)

@@ -73,8 +73,7 @@ func TestRemovedFilesKeptThroughMount(t *testing.T) {
 					}
 				}
 			}
-			stepT(t, mp, "rm")
-			T := stepSeqOf(t, mp)
+			T := stepT(t, mp, "rm")
 
 			held, err := os.OpenFile(filepath.Join(mp, "held"), os.O_WRONLY, 0)
 			if err != nil {
@@ -156,8 +155,7 @@ func TestStoreElsewhereCopies(t *testing.T) {
 	m := mountT(t, Options{Workspace: ws, StoreDir: store})
 	mp := m.Mountpoint()
 	writeFile(t, filepath.Join(mp, "f"), "copied\n")
-	stepT(t, mp, "rm")
-	T := stepSeqOf(t, mp)
+	T := stepT(t, mp, "rm")
 	if err := os.Remove(filepath.Join(mp, "f")); err != nil {
 		t.Fatal(err)
 	}

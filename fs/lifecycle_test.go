@@ -23,8 +23,7 @@ func TestRemountKeepsHistory(t *testing.T) {
 	m := mountT(t, Options{Workspace: ws})
 	mp := m.Mountpoint()
 	writeFile(t, filepath.Join(mp, "f"), "one")
-	stepT(t, mp, "two")
-	t1 := stepSeqOf(t, mp)
+	t1 := stepT(t, mp, "two")
 	writeFile(t, filepath.Join(mp, "f"), "two")
 	h := headOf(t, mp)
 	if err := m.Unmount(); err != nil {
@@ -145,8 +144,7 @@ func TestViewFS(t *testing.T) {
 	writeFile(t, filepath.Join(mp, "src/pkg/a.go"), "package pkg\n")
 	writeFile(t, filepath.Join(mp, "src/b.txt"), strings.Repeat("b", 100000))
 	writeFile(t, filepath.Join(mp, "top"), "top")
-	stepT(t, mp, "change")
-	h := stepSeqOf(t, mp)
+	h := stepT(t, mp, "change")
 	writeFile(t, filepath.Join(mp, "src/pkg/a.go"), "package changed\n")
 	if err := os.RemoveAll(filepath.Join(mp, "src")); err != nil {
 		t.Fatal(err)

@@ -187,8 +187,7 @@ func TestPathsPastPathMax(t *testing.T) {
 		unix.Close(d)
 	}
 
-	stepT(t, mp, "deep")
-	T := stepSeqOf(t, mp)
+	T := stepT(t, mp, "deep")
 	mtime := time.Date(2001, 2, 3, 4, 5, 6, 7, time.UTC)
 	for _, pl := range places {
 		d := walkAt(t, root, pl.depth)

@@ -169,11 +169,16 @@ func rewindT(t fatalT, mp string, seq rewind.Seq) {
 	}
 }
 
-func stepT(t fatalT, mp, label string) {
+// stepT begins a step and returns its own sequence, the exact boundary to
+// take as a view or rewind target: with passthrough the head read after a
+// step may already be past the captures the boundary made of files held
+// open for writing (their RELEASE still in flight).
+func stepT(t fatalT, mp, label string) rewind.Seq {
 	t.Helper()
 	if err := ctlWrite(mp, "step", label+"\n"); err != nil {
 		t.Fatalf("step %q: %v", label, err)
 	}
+	return stepSeqOf(t, mp)
 }
 
 func view(mp string, seq rewind.Seq) string {

@@ -102,8 +102,7 @@ func nestedMount(t *testing.T, kind string, inPlace bool) {
 		opts.Mountpoint = ws
 	}
 	mp := mountT(t, opts).Mountpoint()
-	stepT(t, mp, "nested")
-	T := stepSeqOf(t, mp)
+	T := stepT(t, mp, "nested")
 	writeFile(t, filepath.Join(mp, "sub", "f"), "after")
 	writeFile(t, filepath.Join(mp, "sub", "d", "g"), "deep after")
 	writeFile(t, filepath.Join(mp, "sub", "new"), "new")

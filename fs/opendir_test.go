@@ -31,8 +31,7 @@ func TestDirsWithoutOpendir(t *testing.T) {
 		want = append(want, name)
 		writeFile(t, filepath.Join(big, name), "x")
 	}
-	stepT(t, mp, "after")
-	t1 := stepSeqOf(t, mp)
+	t1 := stepT(t, mp, "after")
 	if err := os.Remove(filepath.Join(big, want[0])); err != nil {
 		t.Fatal(err)
 	}

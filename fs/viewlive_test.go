@@ -51,8 +51,7 @@ func TestViewOfDirectoryRenamedOverOldName(t *testing.T) {
 	writeFile(t, p("b/old"), "old")
 	os.Mkdir(p("c"), 0o755)
 	writeFile(t, p("c/moved"), "moved")
-	stepT(t, mp, "s")
-	at := stepSeqOf(t, mp)
+	at := stepT(t, mp, "s")
 	os.Remove(p("b/old"))
 	if err := os.Remove(p("b")); err != nil {
 		t.Fatal(err)
