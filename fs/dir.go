@@ -75,6 +75,43 @@ func chownNew(ctx context.Context, dirfd int, name string, fd int) {
 	unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
 }
 
+// setIDBits are the bits a chown clears from a regular file.
+const setIDBits = unix.S_ISUID | unix.S_ISGID
+
+// createMode is the mode a file asked for with mode is created with: without
+// its set-id bits when the daemon gives it to the caller afterwards, so that
+// it is never, even for an instant, a set-id file of the daemon's (a chown
+// would clear them anyway). setIDAfterChown adds them back once the file is
+// the caller's.
+func createMode(ctx context.Context, mode uint32) uint32 {
+	if _, _, chown := owner(ctx); chown {
+		return mode &^ setIDBits
+	}
+	return mode
+}
+
+// setIDAfterChown gives the file just created at fd, now the caller's, the
+// set-id bits mode asked for, as a native create would have: the kernel has
+// already dropped a setgid bit the caller may not have (a setgid directory
+// of a group it is not in) from the mode it sent.
+//
+// Only a regular file of the caller's gets them: a mknod's file is opened
+// again by name, and another user may have put something else there.
+func setIDAfterChown(ctx context.Context, fd int, mode uint32) error {
+	uid, _, chown := owner(ctx)
+	if !chown || mode&setIDBits == 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uint32(uid) {
+		return unix.EPERM
+	}
+	return unix.Fchmod(fd, (st.Mode&0o7777)|(mode&setIDBits))
+}
+
 // created finishes a create-like request: chown, stat, new inode. On a
 // failed stat the new name is removed again.
 func (n *wsNode) created(ctx context.Context, dirfd int, name string, isDir bool, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
@@ -98,7 +135,7 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 		// O_TRUNC waits for beginWrite (Open says why); a file this
 		// create makes is not truncated at all, as by the kernel.
 		fl := openFlags(flags)
-		fd, created, err := createAt(dfd, name, fl&^syscall.O_TRUNC, flags&syscall.O_EXCL != 0, mode)
+		fd, created, err := createAt(dfd, name, fl&^syscall.O_TRUNC, flags&syscall.O_EXCL != 0, createMode(ctx, mode))
 		if err != nil {
 			return sysErrno(err)
 		}
@@ -107,7 +144,14 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 			unix.Close(fd)
 			return errno
 		}
-		chownNew(ctx, dfd, name, fd)
+		if created {
+			chownNew(ctx, dfd, name, fd)
+			if err := setIDAfterChown(ctx, fd, mode); err != nil {
+				n.fs.endWrite(h)
+				unix.Close(fd)
+				return sysErrno(err)
+			}
+		}
 		var st unix.Statx_t
 		if err := statx(fd, "", &st); err != nil {
 			n.fs.endWrite(h)
@@ -162,8 +206,21 @@ func (n *wsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.
 func (n *wsNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	var child *fusefs.Inode
 	errno := n.entryOp(ctx, "mknod", name, func(dfd int, p string, _ rewind.Seq) (errno syscall.Errno) {
-		if err := unix.Mknodat(dfd, name, mode, int(rdev)); err != nil {
+		if err := unix.Mknodat(dfd, name, createMode(ctx, mode), int(rdev)); err != nil {
 			return sysErrno(err)
+		}
+		if mode&setIDBits != 0 && mode&unix.S_IFMT == unix.S_IFREG {
+			// As Create: the set-id bits come once the file is the caller's.
+			chownNew(ctx, dfd, name, -1)
+			fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+			if err == nil {
+				err = setIDAfterChown(ctx, fd, mode)
+				unix.Close(fd)
+			}
+			if err != nil {
+				unix.Unlinkat(dfd, name, 0)
+				return sysErrno(err)
+			}
 		}
 		child, errno = n.created(ctx, dfd, name, false, out)
 		return errno
