@@ -7,17 +7,19 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // BenchmarkStateAt measures the lookup of one path's state at a sequence
 // with 1k and 1M checkpoint records in history: it should grow like log n.
 func BenchmarkStateAt(b *testing.B) {
 	for _, n := range []int{1_000, 1_000_000} {
-		ix := newIndex()
+		ix := index.NewIndex()
 		const paths = 1000
 		blob := strings.Repeat("ab", 32)
 		for i := range n {
-			if err := ix.add(Seq(i+1), []FileState{{Path: fmt.Sprintf("dir%d/file%d", i%paths%10, i%paths), Kind: KindFile, Blob: blob}}); err != nil {
+			if err := ix.Add(Seq(i+1), []FileState{{Path: fmt.Sprintf("dir%d/file%d", i%paths%10, i%paths), Kind: KindFile, Blob: blob}}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -25,7 +27,7 @@ func BenchmarkStateAt(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				p := fmt.Sprintf("dir%d/file%d", i%paths%10, i%paths)
-				if _, ok := ix.at(p, Seq(i%n), ^Seq(0)); !ok && i%n < n-paths {
+				if _, ok := ix.At(p, Seq(i%n), ^Seq(0)); !ok && i%n < n-paths {
 					b.Fatal("missing record")
 				}
 				i += 7919

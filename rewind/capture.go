@@ -14,6 +14,7 @@ import (
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // Begin is called before every mutating operation. It takes the workspace
@@ -128,7 +129,7 @@ func (e *Engine) expand(changes []Change) ([]string, error) {
 			if err := CleanPath(c.From); err != nil {
 				return nil, fmt.Errorf("%w: %q", err, c.From)
 			}
-			moved := func(q string) { add(joinPath(c.Path, strings.TrimPrefix(q, c.From+"/"))) }
+			moved := func(q string) { add(index.JoinPath(c.Path, strings.TrimPrefix(q, c.From+"/"))) }
 			if err := e.walk(c.From, moved); err != nil {
 				return nil, err
 			}
@@ -152,7 +153,7 @@ func (e *Engine) walk(p string, fn func(string)) error {
 		if p == "" && IsReserved(n) {
 			continue
 		}
-		c := joinPath(p, n)
+		c := index.JoinPath(p, n)
 		fn(c)
 		if err := e.walk(c, fn); err != nil {
 			return err
@@ -230,8 +231,8 @@ func (e *Engine) appendCheckpoint(ctx context.Context, label string, files []Fil
 	if err != nil {
 		return ev, err
 	}
-	if err := e.index.add(ev.Seq, files); err != nil {
-		return ev, e.fail(inFile(err, logName))
+	if err := e.state.AddCheckpoint(ev.Seq, files); err != nil {
+		return ev, e.fail(err)
 	}
 	if !e.opts.Sync {
 		e.markDirty()

@@ -6,11 +6,15 @@
 //
 // Past states follow "closest to the target wins" (SPEC.md): the state of P at
 // T is the before-state in the first checkpoint after T that names P, else P
-// as it is now. The Index keeps, per path, the sorted sequences of the
+// as it is now. The state derived from the log lives in rewind/internal/index
+// (index.State: the Index, the step marks, the cut and the thins, the last
+// rewind), folded by one function (State.Add) whether the engine reads the
+// log, appends to it, or a reader outside the engine (Retention) folds it.
+// The Index keeps, per path, the sorted sequences of the
 // checkpoints that name it, and per directory the names ever recorded under
 // it, so both questions take O(log n) in the history length. It is updated as
 // events are appended, never rebuilt while running. It is compact (each path
-// held once, each record's state packed into an arena: statecodec.go), and it
+// held once, each record's state packed into an arena: index/statecodec.go), and it
 // is saved as index.snapshot in the store at Close, after gc and every
 // snapshotEvery events, together with the log prefix it covers (head, size,
 // CRC-32C). Open uses a snapshot only when it is intact and the log still
@@ -19,14 +23,22 @@
 // never trusted over the log, and its paths are checked like the log's.
 //
 // GC cuts history (a history_pruned event: states before the cut go) and
-// thins it (a history_thinned event, thin.go: of the history before a
+// thins it (a history_thinned event, index/thin.go: of the history before a
 // bound, one state a day stays, and the states strictly inside each named
 // interval go). Both append their event, fsynced, before any blob is
 // removed, fold it into the index (which drops the records no kept state
 // needs), and then remove the blobs no surviving record names. checkSeq
 // refuses a state below the cut or inside a thinned interval everywhere
 // (views, lookups, rewinds, reverts, forks) with ErrNoSuchSeq. Retention
-// folds a log the same way for readers outside the engine.
+// (index.State) folds a log the same way for readers outside the engine.
+//
+// Files: engine.go (open, close, steps, flushing), capture.go (Begin and
+// before-states), state.go (past states: StateAt, ReadDirAt, content),
+// request.go (the Request and its resolution), plan.go (what a rewind
+// must do), apply.go (carrying a plan out and recording it), recover.go
+// (the intent record and finishing an interrupted rewind), revert.go (one
+// step's revert and its conflicts), foreign.go (changes made outside the
+// agent's steps), preview.go (dry runs), gc.go, fork.go.
 //
 // All workspace access goes through the workspace root's directory
 // descriptor, resolved by internal/wsdir (the resolver the FUSE layer uses

@@ -15,6 +15,7 @@ import (
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // Options configure Open.
@@ -42,7 +43,7 @@ type Options struct {
 	// Logger for recovery notes and slow fsyncs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock that stamps events (time.Now when nil; tests set
-	// it to speak of days without waiting for them: see thin.go).
+	// it to speak of days without waiting for them: see internal/index/thin.go).
 	Now func() time.Time
 	// OpenWriters, when set, names the files held open for writing whose
 	// writes never pass through Begin (FUSE passthrough sends them straight
@@ -138,14 +139,18 @@ type Engine struct {
 	ws    workspace
 	log   *eventlog.Log
 	blobs *blobstore.Store
-	index *Index
+	// state is everything derived from the log (index.State: the index,
+	// the marks, the cut and the thins, the last rewind), folded by one
+	// function as events are read and appended; index is its Index.
+	state *index.State
+	index *index.Index
 
 	// wsMu is the workspace lock: every mutating operation holds it for
 	// reading from its capture through its syscall (Begin/release); a
 	// rewind, a step boundary and gc hold it for writing.
 	wsMu sync.RWMutex
 
-	capMu sync.Mutex // guards step, captured, inflight, lastActivity, lastRewind, marks
+	capMu sync.Mutex // guards step, captured, inflight, lastActivity
 	step  Step
 	// captured holds the paths captured in the current step.
 	captured map[string]bool
@@ -153,19 +158,6 @@ type Engine struct {
 	// path waits for the first capture instead of capturing twice.
 	inflight     map[string]*capture
 	lastActivity time.Time
-	lastRewind   RewindPayload
-	lastRewindAt Seq
-	// marks are the step boundaries in the log, sorted (see marks.go).
-	marks []mark
-
-	// pruned is the start of history (PrunedBefore). It is read on every
-	// @T lookup and view read, so it is an atomic: readers never wait
-	// behind capMu, which a step boundary holds across its fsync.
-	pruned atomic.Uint64
-	// thinned holds the intervals of states thinned away (thin.go),
-	// merged and sorted; nil when none. Replaced whole, never changed in
-	// place, and read without a lock like pruned.
-	thinned atomic.Pointer[[]ThinInterval]
 
 	// stepSeq mirrors step.Seq for lock-free reads on the write path.
 	stepSeq atomic.Uint64
@@ -220,7 +212,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	}
 	// The snapshot is a cache: any problem with it means reading the
 	// whole log, as if there were none.
-	snapIndex, resume, snapState, snapErr := readSnapshot(opts.StoreDir)
+	snapState, resume, snapErr := index.ReadSnapshot(opts.StoreDir)
 	if snapErr != nil && !errors.Is(snapErr, os.ErrNotExist) {
 		opts.Logger.Warn("rewind: rebuilding the index from the whole log", "reason", snapErr)
 	}
@@ -250,7 +242,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		ws:        workspace{root: root},
 		log:       log,
 		blobs:     blobs,
-		index:     newIndex(),
+		state:     index.NewState(),
 		captured:  map[string]bool{},
 		inflight:  map[string]*capture{},
 		dirty:     make(chan struct{}, 1),
@@ -260,14 +252,11 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	}
 	from := Seq(1)
 	if snapErr == nil && log.Resumed() {
-		e.index = snapIndex
-		e.lastRewind, e.lastRewindAt = snapState.LastRewind, snapState.LastRewindAt
-		e.marks = loadMarks(snapState.Marks)
-		e.pruned.Store(uint64(snapState.Pruned))
-		e.setThinned(snapState.Thinned)
+		e.state = snapState
 		e.snapHead.Store(uint64(resume.Head))
 		from = resume.Head + 1
 	}
+	e.index = e.state.Index()
 	if err := e.load(from); err != nil {
 		blobs.Close()
 		log.Close()
@@ -289,7 +278,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 }
 
 // logName is the event log's file in the store.
-const logName = "events.jsonl"
+const logName = index.LogName
 
 // gitignore is the store's .gitignore (SPEC, Trust): the store ignores
 // everything in it, itself included, so that an unmounted workspace under
@@ -305,77 +294,23 @@ func ensureGitignore(dir string) error {
 	return durable.WriteFileAtomic(dir, ".gitignore", []byte(gitignore), 0o600)
 }
 
-// load folds the log's events from sequence from on into the index and the
-// last rewind.
+// load folds the log's events from sequence from on into the state.
 func (e *Engine) load(from Seq) error {
 	for ev, err := range e.log.Events(from) {
 		if err != nil {
 			return err
 		}
-		if err := e.apply(ev); err != nil {
+		if err := e.state.Add(ev); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// apply folds one appended event into the in-memory state. The event was
-// read from the store, so it is checked first (see DamageError): Open
-// refuses a log holding a record zerofs never writes, naming its line. What
-// it derives must also be saved in the index snapshot (snapshotState), or a
-// mount that starts from a snapshot would lack it.
-func (e *Engine) apply(ev eventlog.Event) error {
-	v, err := decodeEvent(logName, ev)
-	if err != nil {
-		return err
-	}
-	if ev.Type == eventlog.TypeToolCall {
-		e.capMu.Lock()
-		e.markLocked(ev)
-		e.capMu.Unlock()
-	}
-	switch p := v.(type) {
-	case Checkpoint:
-		if err := e.index.add(ev.Seq, p.Files); err != nil {
-			return inFile(err, logName)
-		}
-	case RewindPayload:
-		e.capMu.Lock()
-		e.lastRewind, e.lastRewindAt = p, ev.Seq
-		e.markLocked(ev)
-		e.capMu.Unlock()
-	case PrunedPayload:
-		// A cut never moves back: what an earlier one dropped is gone.
-		if p.Before > e.PrunedBefore() {
-			e.index.prune(p.Before)
-			e.pruned.Store(uint64(p.Before))
-			e.setThinned(foldPrune(e.Thinned(), p.Before))
-		}
-	case ThinnedPayload:
-		e.setThinned(foldThin(e.index, e.Thinned(), p))
-	}
-	return nil
-}
-
 // Thinned is the intervals of states thinned away by gc, merged and
-// sorted (thin.go): @T with After < T < Before no longer exists. It takes
-// no lock.
-func (e *Engine) Thinned() []ThinInterval {
-	if p := e.thinned.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// setThinned replaces the thinned intervals; the caller holds wsMu for
-// writing or is single-threaded.
-func (e *Engine) setThinned(ivs []ThinInterval) {
-	if len(ivs) == 0 {
-		e.thinned.Store(nil)
-		return
-	}
-	e.thinned.Store(&ivs)
-}
+// sorted (internal/index/thin.go): @T with After < T < Before no longer exists. It
+// takes no lock.
+func (e *Engine) Thinned() []ThinInterval { return e.state.Thinned() }
 
 // HasState reports whether the state at t is in the history: 0 <= t <=
 // head, not before the pruned history, not thinned away. It takes no lock.
@@ -430,13 +365,12 @@ func (e *Engine) Step() Step {
 
 // PrunedBefore is the start of history: states below it were pruned by GC
 // (0 when nothing was). It takes no lock.
-func (e *Engine) PrunedBefore() Seq { return Seq(e.pruned.Load()) }
+func (e *Engine) PrunedBefore() Seq { return e.state.Pruned() }
 
 // LastRewind is the last rewind's payload and sequence, if any.
 func (e *Engine) LastRewind() (RewindPayload, Seq, bool) {
-	e.capMu.Lock()
-	defer e.capMu.Unlock()
-	return e.lastRewind, e.lastRewindAt, e.lastRewindAt != 0
+	p, at := e.state.LastRewind()
+	return p, at, at != 0
 }
 
 // BeginStep flushes pending captures and appends a tool_call event with
@@ -499,7 +433,7 @@ func (e *Engine) beginStepLocked(ctx context.Context, label string, payload map[
 		return eventlog.Event{}, err
 	}
 	e.setStep(Step{Seq: ev.Seq, Label: label})
-	e.markLocked(ev)
+	e.state.AddStep(ev)
 	return ev, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // TypeForked is the first event of a fork's store: where its first state
@@ -72,7 +73,7 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 			return err
 		}
 		for _, de := range ents {
-			p := joinPath(rel, de.Name)
+			p := index.JoinPath(rel, de.Name)
 			st := de.Entry.State
 			switch {
 			case st.Skipped:
@@ -134,7 +135,7 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 			if rel == "" && IsReserved(de.Name()) {
 				continue
 			}
-			p := joinPath(rel, de.Name())
+			p := index.JoinPath(rel, de.Name())
 			abs := filepath.Join(from, p)
 			fi, err := os.Lstat(abs)
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // GCRequest is what one gc forgets.
@@ -17,7 +18,7 @@ type GCRequest struct {
 	// already).
 	Before Seq `json:"before"`
 	// ThinBefore, when above the start of history: the history before it
-	// keeps one state a day (a history_thinned event; see thin.go).
+	// keeps one state a day (a history_thinned event; see internal/index/thin.go).
 	ThinBefore Seq `json:"thinBefore,omitempty"`
 }
 
@@ -32,7 +33,7 @@ func (e *Engine) GC(ctx context.Context, before Seq) (GCResult, error) {
 }
 
 // GCWith is GC with thinning: after the cut (if any), when req.ThinBefore
-// is set, it plans the thin (thin.go), appends the history_thinned event
+// is set, it plans the thin (internal/index/thin.go), appends the history_thinned event
 // naming exactly the intervals that go (none when nothing would), folds it
 // into the index, and only then removes the blobs that no surviving
 // before-state names. A crash at any point leaves either no event (nothing
@@ -54,7 +55,7 @@ func (e *Engine) gc(ctx context.Context, req GCRequest, pp PrunedPayload) (GCRes
 	if before < e.PrunedBefore() {
 		before = e.PrunedBefore()
 	}
-	if iv, ok := thinnedAt(e.Thinned(), before); ok {
+	if iv, ok := index.ThinnedAt(e.Thinned(), before); ok {
 		before = iv.Before
 	}
 	if err := e.Sync(); err != nil {
@@ -76,7 +77,7 @@ func (e *Engine) gc(ctx context.Context, req GCRequest, pp PrunedPayload) (GCRes
 		if err != nil {
 			return GCResult{}, fmt.Errorf("rewind: gc: %w", err)
 		}
-		if err := e.apply(ev); err != nil {
+		if err := e.state.Add(ev); err != nil {
 			return GCResult{}, err
 		}
 		res.Seq = ev.Seq
@@ -95,7 +96,7 @@ func (e *Engine) gc(ctx context.Context, req GCRequest, pp PrunedPayload) (GCRes
 			if err != nil {
 				return res, fmt.Errorf("rewind: gc: thin: %w", err)
 			}
-			if err := e.apply(ev); err != nil {
+			if err := e.state.Add(ev); err != nil {
 				return res, err
 			}
 			res.ThinSeq, res.Thinned = ev.Seq, &tp
@@ -123,30 +124,16 @@ func (e *Engine) gc(ctx context.Context, req GCRequest, pp PrunedPayload) (GCRes
 // (the index's records: thinning dropped some) with sequence > before: the
 // only ones a state at or after before can need.
 func (e *Engine) blobsNamedAfter(before Seq) (map[blobstore.ID]bool, error) {
-	return e.index.blobsAfter(before)
+	return e.index.BlobsAfter(before)
 }
 
-// planThin plans a thin of the history before before (thin.go's planThin
-// over the log's steps) and counts the records each interval drops. The
-// caller holds wsMu for writing.
+// planThin plans a thin of the history before before (index.PlanThin over
+// the state's steps) with the records each interval drops. The caller
+// holds wsMu for writing.
 func (e *Engine) planThin(before Seq) (ThinnedPayload, error) {
-	var steps []stepStart
-	for ev, err := range e.log.Events(1) {
-		if err != nil {
-			return ThinnedPayload{}, err
-		}
-		if ev.Seq >= before {
-			break
-		}
-		if ev.Type == eventlog.TypeToolCall {
-			steps = append(steps, stepStart{seq: ev.Seq, at: ev.CreatedAt})
-		}
-	}
-	ivs, before := planThin(steps, e.PrunedBefore(), before, e.Thinned())
+	ivs, before := e.state.PlanThin(before)
 	tp := ThinnedPayload{Reason: "gc", Before: before, Intervals: ivs}
-	for i := range tp.Intervals {
-		iv := &tp.Intervals[i]
-		iv.Records = e.index.thinCount(iv.After, iv.Before)
+	for _, iv := range tp.Intervals {
 		tp.Steps += iv.Steps
 		tp.Records += iv.Records
 	}

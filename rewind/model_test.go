@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // fataler is what both *testing.T and *rapid.T offer.
@@ -122,7 +124,7 @@ func indexTree(t fataler, e *Engine, seq Seq) tree {
 			t.Fatalf("ReadDirAt(%q, %d): %v", dir, seq, err)
 		}
 		for _, de := range ents {
-			p := joinPath(dir, de.Name)
+			p := index.JoinPath(dir, de.Name)
 			st := de.Entry.State
 			n := node{Kind: st.Kind, Mode: st.Mode}
 			switch st.Kind {
@@ -180,13 +182,13 @@ func (m *model) genPath(rt *rapid.T, label string) string {
 // kernel requires before it sends an operation on p to the FUSE layer
 // (symlinked ancestors are resolved by the kernel to other paths).
 func (m *model) reachable(p string) bool {
-	dir, _ := splitPath(p)
+	dir, _ := index.SplitPath(p)
 	for dir != "" {
 		fi, err := os.Lstat(filepath.Join(m.ws, dir))
 		if err != nil || !fi.IsDir() {
 			return false
 		}
-		dir, _ = splitPath(dir)
+		dir, _ = index.SplitPath(dir)
 	}
 	return true
 }
@@ -304,7 +306,7 @@ func (m *model) removeAll(p string) {
 	if fi.IsDir() {
 		ents, _ := os.ReadDir(m.abs(p))
 		for _, de := range ents {
-			m.removeAll(joinPath(p, de.Name()))
+			m.removeAll(index.JoinPath(p, de.Name()))
 		}
 	}
 	m.do(func() error { return os.Remove(m.abs(p)) }, Change{Path: p})
@@ -406,7 +408,7 @@ func (tr tree) clone() tree {
 // ancestors lists p's ancestors, outermost first.
 func ancestors(p string) []string {
 	var out []string
-	for a, _ := splitPath(p); a != ""; a, _ = splitPath(a) {
+	for a, _ := index.SplitPath(p); a != ""; a, _ = index.SplitPath(a) {
 		out = append([]string{a}, out...)
 	}
 	return out

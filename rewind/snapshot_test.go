@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,75 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"pgregory.net/rapid"
+	"github.com/zerofs/zerofs/rewind/internal/index"
 )
-
-// TestStateCodecKeepsEveryField: the index's packed states carry every
-// field of FileState but the path (kept once per path). It sets each field
-// to a value that is not its zero and checks the round trip, so a field
-// added to FileState without the codec fails here.
-func TestStateCodecKeepsEveryField(t *testing.T) {
-	var f FileState
-	v := reflect.ValueOf(&f).Elem()
-	for i := range v.NumField() {
-		fv, name := v.Field(i), v.Type().Field(i).Name
-		if name == "Path" {
-			continue
-		}
-		switch {
-		case setNonZero(fv, i):
-		default:
-			t.Fatalf("FileState.%s has a type (%s) this test cannot fill: extend setNonZero and the codec", name, fv.Type())
-		}
-	}
-	valid := "ab34567890abcdef0123456789abcdef0123456789abcdef0123456789abcdef" // stored raw
-	for _, blob := range []string{valid, "not-a-blob-id", ""} {
-		for _, kind := range []Kind{KindFile, KindDir, KindSymlink, "", "fifo?"} {
-			g := f
-			g.Blob, g.Kind = blob, kind
-			b := encodeState(nil, g)
-			if n := stateSize(b); n != len(b) {
-				t.Fatalf("stateSize = %d, want %d", n, len(b))
-			}
-			got := decodeState(append(b, 0xff, 0xff)) // trailing bytes are the next state's
-			if !reflect.DeepEqual(got, g) {
-				for i := range v.NumField() {
-					if !reflect.DeepEqual(reflect.ValueOf(got).Field(i).Interface(), reflect.ValueOf(g).Field(i).Interface()) {
-						t.Errorf("the packed state loses FileState.%s: got %v, want %v (extend encodeState, decodeState and stateSize, and bump snapshotVersion)",
-							v.Type().Field(i).Name, reflect.ValueOf(got).Field(i), reflect.ValueOf(g).Field(i))
-					}
-				}
-				t.FailNow()
-			}
-		}
-	}
-}
-
-// setNonZero sets fv to a value that is not its zero value; false for a type
-// it does not know.
-func setNonZero(fv reflect.Value, i int) bool {
-	switch fv.Kind() {
-	case reflect.String:
-		fv.SetString(fmt.Sprintf("value of field %d", i))
-	case reflect.Bool:
-		fv.SetBool(true)
-	case reflect.Int, reflect.Int64, reflect.Int32:
-		fv.SetInt(int64(-1000 - i))
-	case reflect.Uint32, reflect.Uint64, reflect.Uint:
-		fv.SetUint(uint64(0o4755 + i))
-	case reflect.Pointer:
-		p := reflect.New(fv.Type().Elem())
-		if fv.Type().Elem() == reflect.TypeOf(time.Time{}) {
-			p.Elem().Set(reflect.ValueOf(time.Date(2026, 12, 3, 1, 2, 3, 456789012, time.UTC)))
-		} else if !setNonZero(p.Elem(), i) {
-			return false
-		}
-		fv.Set(p)
-	default:
-		return false
-	}
-	return true
-}
 
 // buildSnapHistory makes a history with every kind of record: files,
 // directories, symlinks, absent paths, a rewind and a gc.
@@ -140,7 +72,7 @@ func sameHistory(t *testing.T, a, b *Engine) {
 	}
 	dump := func(e *Engine) map[string]recs {
 		out := map[string]recs{}
-		e.index.records(func(p string, seqs []Seq, state func(int) FileState) {
+		e.index.Each(func(p string, seqs []Seq, state func(int) FileState) {
 			r := recs{}
 			if len(seqs) > 0 { // a path whose records all went is nil or empty
 				r.seqs = slices.Clone(seqs)
@@ -155,15 +87,10 @@ func sameHistory(t *testing.T, a, b *Engine) {
 	if da, db := dump(a), dump(b); !reflect.DeepEqual(da, db) {
 		t.Fatalf("indexes differ:\n%v\n%v", da, db)
 	}
-	if !reflect.DeepEqual(a.index.children, b.index.children) {
-		t.Fatalf("directory names differ: %v, %v", a.index.children, b.index.children)
+	if ca, cb := a.index.Children(), b.index.Children(); !reflect.DeepEqual(ca, cb) {
+		t.Fatalf("directory names differ: %v, %v", ca, cb)
 	}
-	a.capMu.Lock()
-	ma := slices.Clone(a.marks)
-	a.capMu.Unlock()
-	b.capMu.Lock()
-	mb := slices.Clone(b.marks)
-	b.capMu.Unlock()
+	ma, mb := a.state.Marks(), b.state.Marks()
 	if !reflect.DeepEqual(ma, mb) {
 		t.Fatalf("step marks differ:\n%v\n%v", ma, mb)
 	}
@@ -214,7 +141,7 @@ func rebuilt(t *testing.T, e *Engine) *Engine {
 	t.Helper()
 	store := filepath.Join(t.TempDir(), "store")
 	copyTree(t, e.opts.StoreDir, store)
-	os.Remove(filepath.Join(store, snapshotName))
+	os.Remove(filepath.Join(store, index.SnapshotName))
 	root, err := os.Open(e.ws.root.Name())
 	if err != nil {
 		t.Fatal(err)
@@ -271,8 +198,8 @@ func TestDamagedSnapshotRebuilds(t *testing.T) {
 		{"cut short", func(t *testing.T, _ string, b []byte) []byte { return b[:len(b)-40] }, "checksum"},
 		{"empty", func(t *testing.T, _ string, b []byte) []byte { return nil }, "not a snapshot"},
 		{"other version", func(t *testing.T, _ string, b []byte) []byte {
-			body := append([]byte(snapshotMagic), binary.AppendUvarint(nil, snapshotVersion+1)...)
-			return forge(append(body, b[len(snapshotMagic)+1:len(b)-32]...))
+			body := append([]byte(index.SnapshotMagic), binary.AppendUvarint(nil, index.SnapshotVersion+1)...)
+			return forge(append(body, b[len(index.SnapshotMagic)+1:len(b)-32]...))
 		}, "version"},
 		{"forged path", func(t *testing.T, _ string, b []byte) []byte {
 			// Rename "after" (5 bytes) to "../af" and fix the checksum.
@@ -310,7 +237,7 @@ func TestDamagedSnapshotRebuilds(t *testing.T) {
 			if err := e.Close(); err != nil {
 				t.Fatal(err)
 			}
-			snapPath := filepath.Join(store, snapshotName)
+			snapPath := filepath.Join(store, index.SnapshotName)
 			snap, err := os.ReadFile(snapPath)
 			if err != nil {
 				t.Fatal(err)
@@ -318,9 +245,9 @@ func TestDamagedSnapshotRebuilds(t *testing.T) {
 			if err := os.WriteFile(snapPath, tc.damage(t, store, snap), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, _, _, err = readSnapshot(store)
+			_, _, err = index.ReadSnapshot(store)
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Fatalf("readSnapshot: got %v, want an error saying %q", err, tc.wantErr)
+				t.Fatalf("ReadSnapshot: got %v, want an error saying %q", err, tc.wantErr)
 			}
 			e2 := reopen(t, e, ws)
 			if e2.log.Resumed() {
@@ -384,39 +311,4 @@ func TestSnapshotWhileRunning(t *testing.T) {
 		t.Fatal("the crash image did not start from the running engine's snapshot")
 	}
 	sameHistory(t, c, e)
-}
-
-// TestCheckPackedAgreesWithCheckRecord: a snapshot's records are checked
-// packed (checkPacked) and the log's decoded (checkRecord); both must give
-// the same verdict for every record.
-func TestCheckPackedAgreesWithCheckRecord(t *testing.T) {
-	rapid.Check(t, func(rt *rapid.T) {
-		f := FileState{
-			Path:    rapid.SampledFrom([]string{"", "a", "d/b"}).Draw(rt, "path"),
-			Kind:    Kind(rapid.SampledFrom([]string{"file", "dir", "symlink", "", "fifo"}).Draw(rt, "kind")),
-			Blob:    rapid.SampledFrom([]string{"", "ab34567890abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "AB34567890ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF", "xyz"}).Draw(rt, "blob"),
-			Absent:  rapid.Bool().Draw(rt, "absent"),
-			Skipped: rapid.Bool().Draw(rt, "skipped"),
-			Bytes:   rapid.Int64Range(-2, 2).Draw(rt, "bytes"),
-			Mode:    rapid.SampledFrom([]uint32{0, 0o644, 0o4755, 0o7777, 0o10000, 0o100644}).Draw(rt, "mode"),
-			Target:  rapid.SampledFrom([]string{"", "t", "a\x00b"}).Draw(rt, "target"),
-			Reason:  rapid.SampledFrom([]string{"", "why"}).Draw(rt, "reason"),
-		}
-		packed := encodeState(nil, f)
-		got, want := checkPacked(f.Path, packed), checkRecord(f)
-		if (got == "") != (want == "") {
-			rt.Fatalf("%+v: checkPacked says %q, checkRecord %q", f, got, want)
-		}
-	})
-}
-
-// records calls fn for every path with its live records, in the order the
-// paths were first recorded; fn must not keep the slices.
-func (ix *Index) records(fn func(p string, seqs []Seq, states func(i int) FileState)) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	for i := range ix.paths {
-		pr := &ix.paths[i]
-		fn(pr.path, pr.seqs, func(j int) FileState { return ix.arena.get(pr.offs[j]) })
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // checkSeq refuses sequences above head, below the pruned history, or
@@ -17,7 +18,7 @@ func (e *Engine) checkSeq(t Seq) error {
 	if t > e.Head() || t < e.PrunedBefore() {
 		return fmt.Errorf("%w: %d (history is %d..%d)", ErrNoSuchSeq, t, e.PrunedBefore(), e.Head())
 	}
-	if iv, ok := thinnedAt(e.Thinned(), t); ok {
+	if iv, ok := index.ThinnedAt(e.Thinned(), t); ok {
 		return fmt.Errorf("%w: %d (history between %d and %d was thinned to one state a day)", ErrNoSuchSeq, t, iv.After, iv.Before)
 	}
 	return nil
@@ -43,11 +44,11 @@ func (e *Engine) stateAt(p string, t, limit Seq) (Entry, error) {
 	}
 	dir := ""
 	for _, name := range strings.Split(p, "/") {
-		ent, err := e.childAt(joinPath(dir, name), t, limit)
+		ent, err := e.childAt(index.JoinPath(dir, name), t, limit)
 		if err != nil || !ent.Exists {
 			return Entry{}, err
 		}
-		dir = joinPath(dir, name)
+		dir = index.JoinPath(dir, name)
 		if dir != p && ent.State.Kind != KindDir {
 			return Entry{}, nil
 		}
@@ -61,7 +62,7 @@ func (e *Engine) stateAt(p string, t, limit Seq) (Entry, error) {
 // ChildAt is the state of name in directory dir at t, given that dir existed
 // as a directory at t (what a FUSE lookup needs: O(log n), no ancestor walk).
 func (e *Engine) ChildAt(dir, name string, t Seq) (Entry, error) {
-	p := joinPath(dir, name)
+	p := index.JoinPath(dir, name)
 	if err := CleanPath(p); err != nil {
 		return Entry{}, fmt.Errorf("%w: %q", err, p)
 	}
@@ -74,8 +75,8 @@ func (e *Engine) ChildAt(dir, name string, t Seq) (Entry, error) {
 // childAt is p's own state at t: the first record after t below limit, or
 // the live state.
 func (e *Engine) childAt(p string, t, limit Seq) (Entry, error) {
-	if rec, ok := e.index.at(p, t, limit); ok {
-		return Entry{Exists: !rec.st.Absent, State: rec.st, From: rec.seq}, nil
+	if rec, ok := e.index.At(p, t, limit); ok {
+		return Entry{Exists: !rec.State.Absent, State: rec.State, From: rec.Seq}, nil
 	}
 	return e.live(p)
 }
@@ -118,7 +119,7 @@ func (e *Engine) ReadDirAt(dir string, t Seq) ([]DirEntry, error) {
 
 func (e *Engine) readDirAt(dir string, t, limit Seq) ([]DirEntry, error) {
 	names := map[string]bool{}
-	for _, n := range e.index.names(dir) {
+	for _, n := range e.index.Names(dir) {
 		names[n] = true
 	}
 	liveNames, err := e.ws.readDirNames(dir)
@@ -133,7 +134,7 @@ func (e *Engine) readDirAt(dir string, t, limit Seq) ([]DirEntry, error) {
 		if dir == "" && IsReserved(n) {
 			continue
 		}
-		ent, err := e.childAt(joinPath(dir, n), t, limit)
+		ent, err := e.childAt(index.JoinPath(dir, n), t, limit)
 		if err != nil {
 			return nil, err
 		}

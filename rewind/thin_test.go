@@ -21,6 +21,7 @@ import (
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // fakeClock stamps events at a time a test moves on.
@@ -85,7 +86,7 @@ func (m *thinModel) cut(before, head Seq) {
 // indexRecords counts the index's records with seq > after.
 func indexRecords(e *Engine, after Seq) int {
 	n := 0
-	e.index.records(func(_ string, seqs []Seq, _ func(int) FileState) {
+	e.index.Each(func(_ string, seqs []Seq, _ func(int) FileState) {
 		for _, s := range seqs {
 			if s > after {
 				n++
@@ -129,7 +130,7 @@ func checkThinModel(rt *rapid.T, e *Engine, tm *thinModel, states map[Seq]tree, 
 		if got := e.HasState(s); got != want {
 			rt.Fatalf("%s: HasState(%d) = %v, want %v (thinned %v, start %d)", what, s, got, want, e.Thinned(), e.PrunedBefore())
 		}
-		if _, inside := thinnedAt(e.Thinned(), s); s >= tm.pruned && inside == want {
+		if _, inside := index.ThinnedAt(e.Thinned(), s); s >= tm.pruned && inside == want {
 			rt.Fatalf("%s: state %d: inside a thinned interval %v, want %v", what, s, inside, !want)
 		}
 		if want {
@@ -183,7 +184,7 @@ func checkThinModel(rt *rapid.T, e *Engine, tm *thinModel, states map[Seq]tree, 
 	}
 	var fromLog, fromIndex []string
 	ret.Records(func(seq Seq, st FileState) { fromLog = append(fromLog, fmt.Sprint(seq, st.Path, st.Blob)) })
-	e.index.recordsAfter(e.PrunedBefore(), func(seq Seq, st FileState) error {
+	e.index.RecordsAfter(e.PrunedBefore(), func(seq Seq, st FileState) error {
 		fromIndex = append(fromIndex, fmt.Sprint(seq, st.Path, st.Blob))
 		return nil
 	})
@@ -500,7 +501,7 @@ func TestThinnedTampered(t *testing.T) {
 				t.Fatal(err)
 			}
 			log.Close()
-			os.Remove(filepath.Join(store, snapshotName))
+			os.Remove(filepath.Join(store, index.SnapshotName))
 			root, _ := os.Open(ws)
 			defer root.Close()
 			_, err = Open(context.Background(), root, Options{StoreDir: store})

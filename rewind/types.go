@@ -2,99 +2,66 @@ package rewind
 
 import (
 	"errors"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
-// Seq is an event sequence.
-type Seq = eventlog.Seq
-
-// Kind is what a path was: a regular file, a directory or a symlink.
-type Kind string
+// The records of the log and the state derived from them are defined in
+// rewind/internal/index, which folds the log; these names are the same
+// types, for callers outside rewind.
+type (
+	// Seq is an event sequence.
+	Seq = eventlog.Seq
+	// Kind is what a path was: a regular file, a directory or a symlink.
+	Kind = index.Kind
+	// FileState is one path's before-state: an entry of a checkpoint's
+	// "files" (SPEC.md's keys).
+	FileState = index.FileState
+	// Checkpoint is the payload of a session_checkpoint event.
+	Checkpoint = index.Checkpoint
+	// Report is what a rewind did.
+	Report = index.Report
+	// RewindPayload is the payload of a session_rewind event.
+	RewindPayload = index.RewindPayload
+	// PrunedPayload is the payload of a history_pruned event.
+	PrunedPayload = index.PrunedPayload
+	// ThinnedPayload is the payload of a history_thinned event.
+	ThinnedPayload = index.ThinnedPayload
+	// ThinInterval is one interval a thin gave up.
+	ThinInterval = index.ThinInterval
+	// Foreign is a path whose present state was made outside the agent's
+	// steps, which a rewind overwrites.
+	Foreign = index.Foreign
+	// DamageError names a record in the store that zerofs never writes.
+	DamageError = index.DamageError
+)
 
 // The kinds SPEC.md names.
 const (
-	KindFile    Kind = "file"
-	KindDir     Kind = "dir"
-	KindSymlink Kind = "symlink"
+	KindFile    = index.KindFile
+	KindDir     = index.KindDir
+	KindSymlink = index.KindSymlink
 )
 
-// FileState is one path's before-state: an entry of a checkpoint's "files".
-// The JSON keys are SPEC.md's.
-//
-// UID, GID and MTime are nil in records written before zerofs kept them
-// (and for absent paths): the owner is then unknown, which views and
-// rewinds treat as root's, with no setuid or setgid bit (see Owned).
-type FileState struct {
-	Path    string     `json:"path"`
-	Kind    Kind       `json:"kind,omitempty"`
-	Blob    string     `json:"blob,omitempty"`
-	Absent  bool       `json:"absent"`
-	Skipped bool       `json:"skipped"`
-	Reason  string     `json:"reason,omitempty"`
-	Bytes   int64      `json:"bytes"`
-	Mode    uint32     `json:"mode"` // permission bits (07777)
-	UID     *uint32    `json:"uid,omitempty"`
-	GID     *uint32    `json:"gid,omitempty"`
-	MTime   *time.Time `json:"mtime,omitempty"` // UTC, nanoseconds
-	Target  string     `json:"target,omitempty"`
-	PID     int        `json:"pid,omitempty"`
-	Comm    string     `json:"comm,omitempty"`
-}
+// StoreName is the store's default directory name in the workspace root.
+const StoreName = index.StoreName
 
-// Owned reports whether the record names its owner (uid and gid).
-func (s FileState) Owned() bool { return s.UID != nil && s.GID != nil }
+// IsReserved reports whether name, at the workspace root, is reserved (see
+// index.IsReserved).
+func IsReserved(name string) bool { return index.IsReserved(name) }
 
-// Checkpoint is the payload of a session_checkpoint event.
-type Checkpoint struct {
-	Tool  string      `json:"tool"`
-	Files []FileState `json:"files"`
-}
+// ParseView parses a view name "@<digits>" into its sequence (see
+// index.ParseView).
+func ParseView(name string) (Seq, bool) { return index.ParseView(name) }
 
-// Report is what a rewind did.
-type Report struct {
-	Restored int      `json:"restored"`
-	Deleted  int      `json:"deleted"`
-	Skipped  []string `json:"skipped"`
-}
+// CleanPath checks that p is a clean, relative, slash-separated workspace
+// path ("" is the root) that does not start with a reserved name.
+func CleanPath(p string) error { return index.CleanPath(p) }
 
-// RewindPayload is the payload of a session_rewind event. CheckpointSequence
-// is the checkpoint that holds the before-state of everything the rewind
-// changed (0 when it changed nothing): rewinding to CheckpointSequence-1
-// undoes the rewind.
-//
-// A path rewind records its Paths (the state at TargetSequence was restored
-// for them only); a revert records RevertOf, the step it reverted (its
-// TargetSequence is the state just before that step, restored for the
-// paths the step changed), and Force when it overwrote later changes.
-// Foreign lists the paths whose changes from outside the agent's steps it
-// overwrote.
-type RewindPayload struct {
-	TargetSequence     Seq       `json:"targetSequence"`
-	CheckpointSequence Seq       `json:"checkpointSequence,omitempty"`
-	Report             Report    `json:"report"`
-	Paths              []string  `json:"paths,omitempty"`
-	RevertOf           Seq       `json:"revertOf,omitempty"`
-	Force              bool      `json:"force,omitempty"`
-	Foreign            []Foreign `json:"foreign,omitempty"`
-}
-
-// PrunedPayload is the payload of a history_pruned event: states before
-// Before no longer exist.
-type PrunedPayload struct {
-	Before Seq `json:"before"`
-	// Reason is why: "gc" (asked for) or "max-store-size" (the store
-	// reached its bound; then StoreBytes and MaxStoreSize say how far).
-	Reason       string `json:"reason,omitempty"`
-	StoreBytes   int64  `json:"storeBytes,omitempty"`
-	MaxStoreSize int64  `json:"maxStoreSize,omitempty"`
-	// Steps is how many steps (tool_call events) began between the
-	// previous cut and Before: the states this prune dropped.
-	Steps int `json:"steps"`
-}
+// CheckEvent checks one event of the log at logPath the way Open does
+// before using it (see index.CheckEvent).
+func CheckEvent(logPath string, ev eventlog.Event) error { return index.CheckEvent(logPath, ev) }
 
 // Caller names the process whose request causes a capture.
 type Caller struct {
@@ -142,10 +109,10 @@ var (
 	// ErrNoSuchSeq: a sequence above head, or below the pruned history.
 	ErrNoSuchSeq = errors.New("rewind: no such sequence")
 	// ErrReserved: a name reserved at the workspace root.
-	ErrReserved = errors.New("rewind: reserved name")
+	ErrReserved = index.ErrReserved
 	// ErrUnsafePath: a path that is not clean and relative, or that
 	// would lead outside the workspace.
-	ErrUnsafePath = errors.New("rewind: unsafe path")
+	ErrUnsafePath = index.ErrUnsafePath
 	// ErrSkipped: the before-state was not kept (see the record's reason).
 	ErrSkipped = errors.New("rewind: before-state was not kept")
 	// ErrUntrustedStore: the store or its log belongs to another user, or
@@ -153,61 +120,3 @@ var (
 	// trusted by this user's rewinds.
 	ErrUntrustedStore = errors.New("rewind: store is not the opening user's")
 )
-
-// StoreName is the store's default directory name in the workspace root.
-const StoreName = ".zero"
-
-// IsReserved reports whether name, at the workspace root, is reserved: the
-// store and control directory ".zero", and "@" followed by one or more
-// digits, however many (SPEC): "@007" and "@99999999999999999999" are
-// reserved though no view has that name.
-func IsReserved(name string) bool {
-	return name == StoreName || isAtDigits(name)
-}
-
-// isAtDigits reports whether name is "@" followed by one or more digits.
-func isAtDigits(name string) bool {
-	if len(name) < 2 || name[0] != '@' {
-		return false
-	}
-	for _, c := range name[1:] {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// ParseView parses a view name "@<digits>" into its sequence. Only the
-// canonical decimal form names a view: "@7", never "@007" or "@+7"; a
-// number beyond any sequence names none.
-func ParseView(name string) (Seq, bool) {
-	if !isAtDigits(name) || (name[1] == '0' && len(name) > 2) {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(name[1:], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return Seq(n), true
-}
-
-// CleanPath checks that p is a clean, relative, slash-separated workspace
-// path ("" is the root) that does not start with a reserved name.
-func CleanPath(p string) error {
-	if p == "" {
-		return nil
-	}
-	if strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
-		return ErrUnsafePath
-	}
-	for i, c := range strings.Split(p, "/") {
-		if c == "" || c == "." || c == ".." {
-			return ErrUnsafePath
-		}
-		if i == 0 && IsReserved(c) {
-			return ErrReserved
-		}
-	}
-	return nil
-}

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/internal/wsdir"
+	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // workspace reaches the workspace's files only through the root's directory
@@ -133,7 +134,7 @@ func (w *workspace) remove(p string) error {
 			return err
 		}
 		for _, n := range names {
-			if err := w.remove(joinPath(p, n)); err != nil {
+			if err := w.remove(index.JoinPath(p, n)); err != nil {
 				return err
 			}
 		}

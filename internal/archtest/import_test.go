@@ -11,26 +11,28 @@ const module = "github.com/zerofs/zerofs"
 
 // allowed lists, for each of our packages, the packages of ours it may
 // import (directly or not). Imports point one way: cmd/zerofs → fs,
-// history → control → rewind → eventlog, blobstore → internal/durable.
+// history → control → rewind → rewind/internal/index (the state derived
+// from the log, folded once) → eventlog, blobstore → internal/durable.
 // The daemon (fs) and the clients (history) share the control protocol,
 // and fs uses history's step grouping to resolve undo and redo; history
 // never imports fs, and nothing imports cmd. The timeline (zerofs ui)
 // stands on history like the CLI: never fs, never cmd. internal/wsdir (the workspace
 // path resolver) is a leaf like internal/durable.
 var allowed = map[string][]string{
-	"internal/durable": {},
-	"internal/wsdir":   {},
-	"eventlog":         {"internal/durable"},
-	"blobstore":        {"internal/durable"},
-	"rewind":           {"eventlog", "blobstore", "internal/durable", "internal/wsdir"},
-	"control":          {"rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
-	"history":          {"control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
-	"fs":               {"history", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
-	"timeline":         {"history", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
-	"cmd/zerofs":       {"fs", "history", "timeline", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"internal/durable":      {},
+	"internal/wsdir":        {},
+	"eventlog":              {"internal/durable"},
+	"blobstore":             {"internal/durable"},
+	"rewind/internal/index": {"eventlog", "blobstore", "internal/durable"},
+	"rewind":                {"rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"control":               {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"history":               {"control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"fs":                    {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"timeline":              {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"cmd/zerofs":            {"fs", "history", "timeline", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
-	"scripts/profmount": {"fs", "history", "control", "rewind", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"scripts/profmount": {"fs", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
 }
 
 // storeModules are what the blob store may use beyond x/sys: restic's
@@ -40,14 +42,15 @@ var storeModules = []string{"github.com/restic/chunker", "github.com/klauspost/c
 // outside lists, for each package, the outside modules it may reach.
 // Only fs (and cmd, through it) may use go-fuse.
 var outside = map[string][]string{
-	"internal/durable": {},
-	"internal/wsdir":   {"golang.org/x/sys"},
-	"eventlog":         {"github.com/google/uuid", "golang.org/x/sys"},
-	"blobstore":        append([]string{"golang.org/x/sys"}, storeModules...),
-	"rewind":           append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),
-	"control":          append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),
-	"history":          append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
-	"timeline":         append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
+	"internal/durable":      {},
+	"internal/wsdir":        {"golang.org/x/sys"},
+	"eventlog":              {"github.com/google/uuid", "golang.org/x/sys"},
+	"blobstore":             append([]string{"golang.org/x/sys"}, storeModules...),
+	"rewind/internal/index": append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),
+	"rewind":                append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),
+	"control":               append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),
+	"history":               append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
+	"timeline":              append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
 }
 
 type pkg struct {

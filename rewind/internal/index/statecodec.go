@@ -1,4 +1,4 @@
-package rewind
+package index
 
 import (
 	"encoding/binary"
@@ -25,7 +25,7 @@ import (
 //
 // TestStateCodecKeepsEveryField fails when FileState gains a field this
 // codec does not carry: extend encodeState and decodeState with it (and bump
-// snapshotVersion, since snapshots hold the same encoding).
+// SnapshotVersion, since snapshots hold the same encoding).
 const (
 	stateAbsent   = 1 << 0
 	stateSkipped  = 1 << 1
@@ -250,7 +250,7 @@ func (a *arena) get(off uint64) FileState {
 	return decodeState(a.packed(off))
 }
 
-// checkPacked is checkRecord (names.go) on a packed state of path p, without
+// checkPacked is checkRecord (damage.go) on a packed state of path p, without
 // decoding it: a snapshot's million records are checked as they are read,
 // with no garbage. TestCheckPackedAgreesWithCheckRecord holds the two to the
 // same verdicts. b must be a whole packed state (stateSize(b) == len(b)).

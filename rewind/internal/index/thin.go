@@ -1,4 +1,4 @@
-package rewind
+package index
 
 import (
 	"encoding/json"
@@ -31,9 +31,9 @@ import (
 // keeps the same days and merely widens the last interval and adds new
 // ones.
 //
-// The index folds the intervals in as it reads the log (foldThin), and a
-// reader outside the engine (verify, status) folds the log the same way
-// with a Retention, so they agree on which records survive.
+// State.Add folds the intervals in as it reads the log (foldThin), for the
+// engine and for readers outside it (verify, status) alike, so they agree
+// on which records survive.
 
 // ThinInterval is one interval a thin gave up: the states T with After <
 // T < Before no longer exist; After and Before stay. Steps is how many
@@ -61,9 +61,9 @@ type ThinnedPayload struct {
 	Records int `json:"records"`
 }
 
-// thinDay is the day a step's time falls on: its UTC date (a variable so
+// ThinDay is the day a step's time falls on: its UTC date (a variable so
 // that a test can speak of days without waiting for them).
-var thinDay = func(t time.Time) int {
+var ThinDay = func(t time.Time) int {
 	y, m, d := t.UTC().Date()
 	return y*10000 + int(m)*100 + d
 }
@@ -89,9 +89,9 @@ func checkThinned(seq Seq, p ThinnedPayload) string {
 	return ""
 }
 
-// thinnedAt returns the interval of ivs (sorted, apart) that holds the
+// ThinnedAt returns the interval of ivs (sorted, apart) that holds the
 // state t strictly inside it.
-func thinnedAt(ivs []ThinInterval, t Seq) (ThinInterval, bool) {
+func ThinnedAt(ivs []ThinInterval, t Seq) (ThinInterval, bool) {
 	i := sort.Search(len(ivs), func(i int) bool { return ivs[i].Before > t })
 	if i < len(ivs) && ivs[i].After < t {
 		return ivs[i], true
@@ -133,7 +133,7 @@ func foldThin(ix *Index, have []ThinInterval, p ThinnedPayload) []ThinInterval {
 	for _, m := range merged {
 		for _, iv := range p.Intervals {
 			if iv.After >= m.After && iv.Before <= m.Before {
-				ix.thin(m.After, m.Before)
+				ix.Thin(m.After, m.Before)
 				break
 			}
 		}
@@ -153,17 +153,17 @@ func foldPrune(have []ThinInterval, before Seq) []ThinInterval {
 	return out
 }
 
-// thin drops, for each path, every record with after < seq <= before but
+// Thin drops, for each path, every record with after < seq <= before but
 // the first, and returns how many it dropped. Their bytes stay in the
 // arena until the index is written out and read back (as prune's).
-func (ix *Index) thin(after, before Seq) int {
+func (ix *Index) Thin(after, before Seq) int {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	return ix.thinLocked(after, before, true)
 }
 
-// thinCount is how many records thin(after, before) would drop.
-func (ix *Index) thinCount(after, before Seq) int {
+// ThinCount is how many records Thin(after, before) would drop.
+func (ix *Index) ThinCount(after, before Seq) int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return ix.thinLocked(after, before, false)
@@ -190,11 +190,11 @@ func (ix *Index) thinLocked(after, before Seq, drop bool) int {
 	return n
 }
 
-// blobsAfter is the set of blobs named by the index's records with seq >
+// BlobsAfter is the set of blobs named by the index's records with seq >
 // after: the only ones a state at or after after can need.
-func (ix *Index) blobsAfter(after Seq) (map[blobstore.ID]bool, error) {
+func (ix *Index) BlobsAfter(after Seq) (map[blobstore.ID]bool, error) {
 	keep := map[blobstore.ID]bool{}
-	err := ix.recordsAfter(after, func(seq Seq, st FileState) error {
+	err := ix.RecordsAfter(after, func(seq Seq, st FileState) error {
 		if st.Blob == "" {
 			return nil
 		}
@@ -208,8 +208,8 @@ func (ix *Index) blobsAfter(after Seq) (map[blobstore.ID]bool, error) {
 	return keep, err
 }
 
-// recordsAfter calls fn with every record with seq > after, path by path.
-func (ix *Index) recordsAfter(after Seq, fn func(seq Seq, st FileState) error) error {
+// RecordsAfter calls fn with every record with seq > after, path by path.
+func (ix *Index) RecordsAfter(after Seq, fn func(seq Seq, st FileState) error) error {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	for i := range ix.paths {
@@ -226,13 +226,16 @@ func (ix *Index) recordsAfter(after Seq, fn func(seq Seq, st FileState) error) e
 	return nil
 }
 
-// stepStart is a step's tool_call: its sequence and time.
-type stepStart struct {
+// StepStart is a step's tool_call: its sequence and time.
+type StepStart struct {
 	seq Seq
 	at  time.Time
 }
 
-// planThin plans a thin of the history before before: the intervals
+// NewStepStart is the step that began at seq at time at.
+func NewStepStart(seq Seq, at time.Time) StepStart { return StepStart{seq: seq, at: at} }
+
+// PlanThin plans a thin of the history before before: the intervals
 // between consecutive kept states (the start of history pruned, the first
 // step of each UTC day, and before) that hold a state still there. steps
 // are the log's tool_calls in order; have the intervals already thinned.
@@ -240,8 +243,8 @@ type stepStart struct {
 // returns the intervals, each with the steps that began inside it and are
 // not gone already (Records is left for the index to count), and the
 // effective before.
-func planThin(steps []stepStart, pruned, before Seq, have []ThinInterval) ([]ThinInterval, Seq) {
-	if iv, ok := thinnedAt(have, before); ok {
+func PlanThin(steps []StepStart, pruned, before Seq, have []ThinInterval) ([]ThinInterval, Seq) {
+	if iv, ok := ThinnedAt(have, before); ok {
 		before = iv.After
 	}
 	if before <= pruned+1 {
@@ -253,12 +256,12 @@ func planThin(steps []stepStart, pruned, before Seq, have []ThinInterval) ([]Thi
 		if s.seq >= before {
 			break
 		}
-		d := thinDay(s.at)
+		d := ThinDay(s.at)
 		if !first && d == day {
 			continue
 		}
 		day, first = d, false
-		if _, gone := thinnedAt(have, s.seq); s.seq > pruned && !gone {
+		if _, gone := ThinnedAt(have, s.seq); s.seq > pruned && !gone {
 			kept = append(kept, s.seq)
 		}
 	}
@@ -269,12 +272,12 @@ func planThin(steps []stepStart, pruned, before Seq, have []ThinInterval) ([]Thi
 		if b <= a+1 {
 			continue
 		}
-		if iv, ok := thinnedAt(have, a+1); ok && iv.After <= a && iv.Before >= b {
+		if iv, ok := ThinnedAt(have, a+1); ok && iv.After <= a && iv.Before >= b {
 			continue // gone already
 		}
 		iv := ThinInterval{After: a, Before: b}
 		for _, s := range steps {
-			if _, gone := thinnedAt(have, s.seq); s.seq > a && s.seq < b && !gone {
+			if _, gone := ThinnedAt(have, s.seq); s.seq > a && s.seq < b && !gone {
 				iv.Steps++
 			}
 		}
@@ -283,70 +286,33 @@ func planThin(steps []stepStart, pruned, before Seq, have []ThinInterval) ([]Thi
 	return out, before
 }
 
-// A Retention folds a log, read in order, the way the engine's index does
-// (prunes and thins included), for readers outside the engine: which
-// before-states survive, and so which blobs a kept state needs (verify),
-// and what a gc would free (status).
-type Retention struct {
-	ix      *Index
-	pruned  Seq
-	thinned []ThinInterval
-	steps   []stepStart
-	head    Seq
-}
-
-// NewRetention returns an empty Retention.
-func NewRetention() *Retention { return &Retention{ix: newIndex()} }
-
-// Add folds one event, checked as the engine checks it (a *DamageError
-// for one zerofs never writes).
-func (r *Retention) Add(ev eventlog.Event) error {
-	v, err := decodeEvent(logName, ev)
-	if err != nil {
-		return err
-	}
-	r.head = ev.Seq
-	if ev.Type == eventlog.TypeToolCall {
-		r.steps = append(r.steps, stepStart{seq: ev.Seq, at: ev.CreatedAt})
-	}
-	switch p := v.(type) {
-	case Checkpoint:
-		return r.ix.add(ev.Seq, p.Files)
-	case PrunedPayload:
-		if p.Before > r.pruned {
-			r.ix.prune(p.Before)
-			r.pruned = p.Before
-			r.thinned = foldPrune(r.thinned, p.Before)
-		}
-	case ThinnedPayload:
-		r.thinned = foldThin(r.ix, r.thinned, p)
-	}
-	return nil
-}
-
-// Pruned is the start of history.
-func (r *Retention) Pruned() Seq { return r.pruned }
-
-// Thinned is the intervals of states thinned away, merged.
-func (r *Retention) Thinned() []ThinInterval { return append([]ThinInterval(nil), r.thinned...) }
-
 // Records calls fn with every surviving before-state.
-func (r *Retention) Records(fn func(seq Seq, st FileState)) {
-	r.ix.recordsAfter(r.pruned, func(seq Seq, st FileState) error {
+func (s *State) Records(fn func(seq Seq, st FileState)) {
+	s.ix.RecordsAfter(s.Pruned(), func(seq Seq, st FileState) error {
 		fn(seq, st)
 		return nil
 	})
 }
 
+// PlanThin plans the thin a gc with ThinBefore before would make now
+// (PlanThin over the state's steps), with each interval's Records counted,
+// and the effective before. It changes nothing.
+func (s *State) PlanThin(before Seq) ([]ThinInterval, Seq) {
+	ivs, before := PlanThin(s.Steps(before), s.Pruned(), before, s.Thinned())
+	for i := range ivs {
+		ivs[i].Records = s.ix.ThinCount(ivs[i].After, ivs[i].Before)
+	}
+	return ivs, before
+}
+
 // Thin folds in the thin a gc with ThinBefore before would make now, as
 // if it had run (for "what would gc free"), and returns its intervals.
-func (r *Retention) Thin(before Seq) []ThinInterval {
-	ivs, _ := planThin(r.steps, r.pruned, before, r.thinned)
-	for i := range ivs {
-		ivs[i].Records = r.ix.thinCount(ivs[i].After, ivs[i].Before)
-	}
+// Only a reader's copy of the state may be thinned this way: nothing
+// records it in the log.
+func (s *State) Thin(before Seq) []ThinInterval {
+	ivs, _ := s.PlanThin(before)
 	if len(ivs) > 0 {
-		r.thinned = foldThin(r.ix, r.thinned, ThinnedPayload{Intervals: ivs})
+		s.setThinned(foldThin(s.ix, s.Thinned(), ThinnedPayload{Intervals: ivs}))
 	}
 	return ivs
 }

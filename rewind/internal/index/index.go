@@ -1,4 +1,4 @@
-package rewind
+package index
 
 import (
 	"path"
@@ -6,10 +6,10 @@ import (
 	"sync"
 )
 
-// record is one checkpoint's before-state of one path.
-type record struct {
-	seq Seq
-	st  FileState
+// Record is one checkpoint's before-state of one path.
+type Record struct {
+	Seq   Seq
+	State FileState
 }
 
 // Index answers "what was at P at T" from the checkpoints. Per path it keeps
@@ -45,16 +45,17 @@ type pathRecords struct {
 	offs []uint64
 }
 
-func newIndex() *Index {
+// NewIndex returns an empty index.
+func NewIndex() *Index {
 	return &Index{ids: map[string]uint32{}, children: map[string]map[string]struct{}{}}
 }
 
-// add records a checkpoint. seq must be above every seq added before. Every
+// Add records a checkpoint. seq must be above every seq added before. Every
 // record is checked first (the log is untrusted input, and the index is what
 // views and rewinds act on): if one is not a record zerofs could have
 // written, add records nothing and returns a *DamageError naming seq and the
 // path, for the caller to name the file.
-func (ix *Index) add(seq Seq, files []FileState) error {
+func (ix *Index) Add(seq Seq, files []FileState) error {
 	if err := checkFiles(seq, files); err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func (ix *Index) entryLocked(p string) *pathRecords {
 	ix.ids[p] = uint32(len(ix.paths))
 	ix.paths = append(ix.paths, pathRecords{path: p})
 	if p != "" {
-		dir, name := splitPath(p)
+		dir, name := SplitPath(p)
 		names := ix.children[dir]
 		if names == nil {
 			names = map[string]struct{}{}
@@ -88,27 +89,27 @@ func (ix *Index) entryLocked(p string) *pathRecords {
 	return &ix.paths[len(ix.paths)-1]
 }
 
-// at returns the before-state recorded by the first checkpoint with
+// At returns the before-state recorded by the first checkpoint with
 // after < seq < limit that names p.
-func (ix *Index) at(p string, after, limit Seq) (record, bool) {
+func (ix *Index) At(p string, after, limit Seq) (Record, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	id, ok := ix.ids[p]
 	if !ok {
-		return record{}, false
+		return Record{}, false
 	}
 	pr := &ix.paths[id]
 	i := sort.Search(len(pr.seqs), func(i int) bool { return pr.seqs[i] > after })
 	if i == len(pr.seqs) || pr.seqs[i] >= limit {
-		return record{}, false
+		return Record{}, false
 	}
 	st := ix.arena.get(pr.offs[i])
 	st.Path = pr.path
-	return record{seq: pr.seqs[i], st: st}, true
+	return Record{Seq: pr.seqs[i], State: st}, true
 }
 
-// names returns the names ever recorded directly under dir.
-func (ix *Index) names(dir string) []string {
+// Names returns the names ever recorded directly under dir.
+func (ix *Index) Names(dir string) []string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	out := make([]string, 0, len(ix.children[dir]))
@@ -118,9 +119,9 @@ func (ix *Index) names(dir string) []string {
 	return out
 }
 
-// changedBetween returns every path named by a checkpoint with
+// ChangedBetween returns every path named by a checkpoint with
 // after < seq < limit.
-func (ix *Index) changedBetween(after, limit Seq) []string {
+func (ix *Index) ChangedBetween(after, limit Seq) []string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	var out []string
@@ -134,10 +135,10 @@ func (ix *Index) changedBetween(after, limit Seq) []string {
 	return out
 }
 
-// prune drops records with seq <= before: no state at or after before can
+// Prune drops records with seq <= before: no state at or after before can
 // use them. Their bytes stay in the arena until the index is next written
 // out and read back (a snapshot holds only live records).
-func (ix *Index) prune(before Seq) {
+func (ix *Index) Prune(before Seq) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for i := range ix.paths {
@@ -151,9 +152,9 @@ func (ix *Index) prune(before Seq) {
 	}
 }
 
-// splitPath splits a workspace path into its directory ("" for the root)
+// SplitPath splits a workspace path into its directory ("" for the root)
 // and final name.
-func splitPath(p string) (dir, name string) {
+func SplitPath(p string) (dir, name string) {
 	d, n := path.Split(p)
 	if d != "" {
 		d = d[:len(d)-1]
@@ -161,25 +162,52 @@ func splitPath(p string) (dir, name string) {
 	return d, n
 }
 
-// joinPath joins a directory path and a name.
-func joinPath(dir, name string) string {
+// JoinPath joins a directory path and a name.
+func JoinPath(dir, name string) string {
 	if dir == "" {
 		return name
 	}
 	return dir + "/" + name
 }
 
-// last returns the newest record of p.
-func (ix *Index) last(p string) (record, bool) {
+// Last returns the newest record of p.
+func (ix *Index) Last(p string) (Record, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	id, ok := ix.ids[p]
 	if !ok || len(ix.paths[id].seqs) == 0 {
-		return record{}, false
+		return Record{}, false
 	}
 	pr := &ix.paths[id]
 	n := len(pr.seqs) - 1
 	st := ix.arena.get(pr.offs[n])
 	st.Path = pr.path
-	return record{seq: pr.seqs[n], st: st}, true
+	return Record{Seq: pr.seqs[n], State: st}, true
+}
+
+// Each calls fn for every path with its live records, in the order the
+// paths were first recorded (for tests comparing two indexes); fn must not
+// keep the slices.
+func (ix *Index) Each(fn func(p string, seqs []Seq, states func(i int) FileState)) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for i := range ix.paths {
+		pr := &ix.paths[i]
+		fn(pr.path, pr.seqs, func(j int) FileState { return ix.arena.get(pr.offs[j]) })
+	}
+}
+
+// Children is a copy of every directory's names ever recorded (for tests
+// comparing two indexes).
+func (ix *Index) Children() map[string][]string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := make(map[string][]string, len(ix.children))
+	for d, names := range ix.children {
+		for n := range names {
+			out[d] = append(out[d], n)
+		}
+		sort.Strings(out[d])
+	}
+	return out
 }

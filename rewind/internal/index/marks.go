@@ -1,0 +1,171 @@
+package index
+
+import (
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// MarkKind is what an event does to the grouping of checkpoints into steps.
+type MarkKind uint8
+
+const (
+	// MarkStep: a tool_call; a step begins.
+	MarkStep MarkKind = iota
+	// MarkRewindCheckpoint: a rewind's own checkpoint; the rewind's block
+	// begins (it is known only from the session_rewind that follows).
+	MarkRewindCheckpoint
+	// MarkRewind: a session_rewind; the step ends, and checkpoints after it
+	// belong to an implicit step until the next tool_call.
+	MarkRewind
+)
+
+// Mark is one step boundary. The marks follow the grouping `zerofs log`
+// shows: a gc and a reopen of the store are not boundaries.
+type Mark struct {
+	Seq     Seq
+	Kind    MarkKind
+	Label   string
+	Session string    // the agent's session id ("agentSession" in the tool_call)
+	At      time.Time // when the step began (MarkStep only)
+}
+
+// markEvent notes the boundary ev makes, if any; the caller holds s.mu.
+func (s *State) markEvent(ev eventlog.Event, rp *RewindPayload) {
+	switch ev.Type {
+	case eventlog.TypeToolCall:
+		var p struct {
+			Name         string `json:"name"`
+			AgentSession string `json:"agentSession"`
+		}
+		json.Unmarshal(ev.Payload, &p)
+		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkStep, Label: p.Name, Session: p.AgentSession, At: ev.CreatedAt})
+	case eventlog.TypeRewind:
+		if rp.CheckpointSequence > 0 && rp.CheckpointSequence < ev.Seq {
+			s.insertMark(Mark{Seq: rp.CheckpointSequence, Kind: MarkRewindCheckpoint})
+		}
+		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkRewind})
+	}
+}
+
+// insertMark keeps marks sorted (they arrive in order, except a rewind's
+// checkpoint, which is learnt after it).
+func (s *State) insertMark(m Mark) {
+	i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq >= m.Seq })
+	if i < len(s.marks) && s.marks[i].Seq == m.Seq {
+		s.marks[i] = m
+		return
+	}
+	s.marks = append(s.marks, Mark{})
+	copy(s.marks[i+1:], s.marks[i:])
+	s.marks[i] = m
+}
+
+// Span is one block of the log: a step, or a rewind with its checkpoint.
+// The state at Before is the workspace just before it, the state at End
+// just after it.
+type Span struct {
+	Before, End Seq
+	// Step is the tool_call that began it; nil for an implicit step
+	// (changes made before any step, or after a rewind) and for a rewind.
+	Step *Mark
+	// Rewind: the block is a rewind (reverting it undoes the rewind).
+	Rewind bool
+}
+
+// SpanOf is the block holding sequence seq (1 <= seq <= head, the log's
+// head); the caller keeps events from being appended meanwhile.
+func (s *State) SpanOf(seq, head Seq) Span {
+	s.mu.Lock()
+	marks := s.marks
+	s.mu.Unlock()
+	i := sort.Search(len(marks), func(i int) bool { return marks[i].Seq > seq }) - 1
+	var sp Span
+	next := i + 1
+	switch {
+	case i < 0:
+		sp.Before = 0
+	case marks[i].Kind == MarkStep:
+		m := marks[i]
+		sp.Before, sp.Step = m.Seq, &m
+	case marks[i].Kind == MarkRewindCheckpoint:
+		sp.Before, sp.Rewind = marks[i].Seq-1, true
+		next = i + 2 // past the rewind event that owns the checkpoint
+	case seq == marks[i].Seq && i > 0 && marks[i-1].Kind == MarkRewindCheckpoint:
+		sp.Before, sp.Rewind = marks[i-1].Seq-1, true
+	case seq == marks[i].Seq:
+		// A rewind that changed nothing: there is nothing to revert.
+		return Span{Before: seq, End: seq, Rewind: true}
+	default: // an implicit step after a rewind
+		sp.Before = marks[i].Seq
+	}
+	sp.End = head
+	if next < len(marks) {
+		sp.End = marks[next].Seq - 1
+	}
+	return sp
+}
+
+// MarkAt is the boundary that began the block holding checkpoint seq, for
+// telling whose change seq recorded: ok is false for an implicit step.
+func (s *State) MarkAt(seq Seq) (Mark, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq > seq }) - 1
+	if i < 0 || s.marks[i].Kind == MarkRewind {
+		return Mark{}, false
+	}
+	return s.marks[i], true
+}
+
+// HasSteps reports whether any tool_call was ever written: only then is
+// there a difference between the agent's steps and changes between them.
+func (s *State) HasSteps() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.marks {
+		if m.Kind == MarkStep {
+			return true
+		}
+	}
+	return false
+}
+
+// LatestSession is the agent session of the newest step after t, "" if no
+// step after t names one.
+func (s *State) LatestSession(t Seq) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.marks) - 1; i >= 0 && s.marks[i].Seq > t; i-- {
+		if s.marks[i].Kind == MarkStep && s.marks[i].Session != "" {
+			return s.marks[i].Session
+		}
+	}
+	return ""
+}
+
+// Steps are the tool_calls before seq before, oldest first, with their
+// times (what a thin plans its days from).
+func (s *State) Steps(before Seq) []StepStart {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []StepStart
+	for _, m := range s.marks {
+		if m.Seq >= before {
+			break
+		}
+		if m.Kind == MarkStep {
+			out = append(out, StepStart{seq: m.Seq, at: m.At})
+		}
+	}
+	return out
+}
+
+// Marks is a copy of every mark, in order (for tests comparing two folds).
+func (s *State) Marks() []Mark {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Mark(nil), s.marks...)
+}

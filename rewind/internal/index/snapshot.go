@@ -1,0 +1,382 @@
+package index
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/internal/durable"
+)
+
+// The index snapshot lets a mount start without re-reading the whole log.
+// It is a cache of what load derives from the log's first lines, never a
+// source of truth: it names the log prefix it was built from (head, size,
+// CRC-32C, as eventlog.Resume), and it is used only when the log still
+// begins with exactly those bytes, in which case only the lines after them
+// are read. Otherwise (missing, damaged, another version, a log that no
+// longer matches) the index is rebuilt from the whole log, and a new
+// snapshot written.
+//
+// Layout of index.snapshot in the store (varints as encoding/binary writes
+// them):
+//
+//	magic "zerofs index snapshot\n", version uvarint
+//	resume: head, size uvarint; crc uint32 little-endian; n offsets, then
+//	        each offset as the delta to the previous one
+//	state:  length-prefixed JSON of snapshotState
+//	paths:  n, then for each path (in the order first recorded): the path
+//	        as a string, n records, then for each a sequence delta and its
+//	        packed state (length-prefixed, statecodec.go's encoding)
+//	sha256 of everything before it
+//
+// It is written with durable.CreateTemp and Commit (complete or absent,
+// never half); the engine writes it at Close, after gc, and every so many
+// events.
+//
+// Version 5 added the steps' times to the marks (a thin plans its days
+// from them). Version 4 added the thinned intervals (thin.go) to the state. A version 3
+// snapshot is rebuilt from the log once: a zerofs before thinning skipped
+// history_thinned events, so its index may hold records a thin dropped.
+
+const (
+	// SnapshotName is the snapshot's file in the store.
+	SnapshotName = "index.snapshot"
+	// SnapshotMagic begins it, and SnapshotVersion follows.
+	SnapshotMagic   = "zerofs index snapshot\n"
+	SnapshotVersion = 5
+)
+
+// snapshotState is what the fold derives from the log besides the index.
+// Every field of State must be here, or a mount from a snapshot would lack
+// it.
+type snapshotState struct {
+	LastRewind   RewindPayload  `json:"lastRewind"`
+	LastRewindAt Seq            `json:"lastRewindAt"`
+	Pruned       Seq            `json:"pruned"`
+	Thinned      []ThinInterval `json:"thinned,omitempty"`
+	Marks        []snapshotMark `json:"marks"`
+}
+
+// snapshotMark is a Mark as the snapshot keeps it.
+type snapshotMark struct {
+	Seq     Seq      `json:"s"`
+	Kind    MarkKind `json:"k"`
+	Label   string   `json:"l,omitempty"`
+	Session string   `json:"a,omitempty"`
+	At      int64    `json:"t,omitempty"` // Unix nanoseconds, MarkStep only
+}
+
+// saveMarks and loadMarks convert marks to and from their snapshot form.
+func saveMarks(ms []Mark) []snapshotMark {
+	out := make([]snapshotMark, len(ms))
+	for i, m := range ms {
+		out[i] = snapshotMark{Seq: m.Seq, Kind: m.Kind, Label: m.Label, Session: m.Session}
+		if !m.At.IsZero() {
+			out[i].At = m.At.UnixNano()
+		}
+	}
+	return out
+}
+
+func loadMarks(ms []snapshotMark) []Mark {
+	out := make([]Mark, len(ms))
+	for i, m := range ms {
+		out[i] = Mark{Seq: m.Seq, Kind: m.Kind, Label: m.Label, Session: m.Session}
+		if m.At != 0 {
+			out[i].At = time.Unix(0, m.At).UTC()
+		}
+	}
+	return out
+}
+
+// errSnapshot marks a snapshot that cannot be used (it is then rebuilt).
+var errSnapshot = errors.New("rewind: index snapshot unusable")
+
+// WriteSnapshot writes s and the log's resume point r as dir's snapshot.
+// The caller keeps events from being folded meanwhile, so they agree. The
+// file is made durable (fsynced) before it replaces the previous one.
+func WriteSnapshot(dir string, r eventlog.Resume, s *State) error {
+	f, err := durable.CreateTemp(dir, SnapshotName, 0o600)
+	if err != nil {
+		return fmt.Errorf("rewind: write index snapshot: %w", err)
+	}
+	h := sha256.New()
+	w := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<16)
+	s.mu.Lock()
+	st := snapshotState{LastRewind: s.lastRewind, LastRewindAt: s.lastRewindAt, Pruned: s.Pruned(), Thinned: s.Thinned(), Marks: saveMarks(s.marks)}
+	s.mu.Unlock()
+	err = encodeSnapshot(w, r, st, s.ix)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		_, err = f.Write(h.Sum(nil))
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return fmt.Errorf("rewind: write index snapshot: %w", err)
+	}
+	if err := durable.Commit(f, dir, SnapshotName, true); err != nil {
+		return fmt.Errorf("rewind: write index snapshot: %w", err)
+	}
+	return nil
+}
+
+func encodeSnapshot(w *bufio.Writer, r eventlog.Resume, st snapshotState, ix *Index) error {
+	var b []byte
+	b = append(b, SnapshotMagic...)
+	b = binary.AppendUvarint(b, SnapshotVersion)
+	b = binary.AppendUvarint(b, uint64(r.Head))
+	b = binary.AppendUvarint(b, uint64(r.Size))
+	b = binary.LittleEndian.AppendUint32(b, r.CRC)
+	b = binary.AppendUvarint(b, uint64(len(r.Offsets)))
+	var prev int64
+	for _, o := range r.Offsets {
+		b = binary.AppendUvarint(b, uint64(o-prev))
+		prev = o
+	}
+	js, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	b = appendString(b, string(js))
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	b = binary.AppendUvarint(b, uint64(len(ix.paths)))
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	for i := range ix.paths {
+		pr := &ix.paths[i]
+		b = appendString(b[:0], pr.path)
+		b = binary.AppendUvarint(b, uint64(len(pr.seqs)))
+		var prevSeq Seq
+		for j, s := range pr.seqs {
+			b = binary.AppendUvarint(b, uint64(s-prevSeq))
+			prevSeq = s
+			packed := ix.arena.packed(pr.offs[j])
+			packed = packed[:stateSize(packed)]
+			b = binary.AppendUvarint(b, uint64(len(packed)))
+			b = append(b, packed...)
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadSnapshot reads dir's snapshot into a new State, whose head is the
+// resume point's. It is untrusted
+// input like the log: the checksum must match, every length must fit, and
+// every record must pass the checks a record read from the log gets
+// (checkRecord), so a forged snapshot can name nothing outside the
+// workspace either.
+func ReadSnapshot(dir string) (*State, eventlog.Resume, error) {
+	ix, r, st, err := readSnapshot(dir)
+	if err != nil {
+		return nil, r, err
+	}
+	s := &State{ix: ix, head: r.Head, marks: loadMarks(st.Marks), lastRewind: st.LastRewind, lastRewindAt: st.LastRewindAt}
+	s.pruned.Store(uint64(st.Pruned))
+	s.setThinned(st.Thinned)
+	return s, r, nil
+}
+
+// readSnapshot reads the parts of a snapshot.
+func readSnapshot(dir string) (*Index, eventlog.Resume, snapshotState, error) {
+	var r eventlog.Resume
+	var st snapshotState
+	data, err := os.ReadFile(filepath.Join(dir, SnapshotName))
+	if err != nil {
+		return nil, r, st, err
+	}
+	if len(data) < len(SnapshotMagic)+sha256.Size || string(data[:len(SnapshotMagic)]) != SnapshotMagic {
+		return nil, r, st, fmt.Errorf("%w: not a snapshot", errSnapshot)
+	}
+	if len(data) > math.MaxUint32 {
+		return nil, r, st, fmt.Errorf("%w: larger than an arena chunk can address", errSnapshot)
+	}
+	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
+	if got := sha256.Sum256(body); string(got[:]) != string(sum) {
+		return nil, r, st, fmt.Errorf("%w: checksum mismatch", errSnapshot)
+	}
+	d := snapReader{b: body[len(SnapshotMagic):]}
+	if v := d.uvarint(); v != SnapshotVersion {
+		return nil, r, st, fmt.Errorf("%w: version %d", errSnapshot, v)
+	}
+	r.Head = Seq(d.uvarint())
+	r.Size = int64(d.uvarint())
+	r.CRC = binary.LittleEndian.Uint32(d.next(4))
+	n := d.count(1)
+	var off int64
+	for range n {
+		off += int64(d.uvarint())
+		r.Offsets = append(r.Offsets, off)
+	}
+	if js := d.next(d.count(1)); d.err == nil {
+		if err := json.Unmarshal(js, &st); err != nil {
+			return nil, r, st, fmt.Errorf("%w: state: %v", errSnapshot, err)
+		}
+		if why := checkThinned(r.Head+1, ThinnedPayload{Intervals: st.Thinned}); why != "" {
+			return nil, r, st, fmt.Errorf("%w: %s", errSnapshot, why)
+		}
+	}
+	ix := NewIndex()
+	npaths := d.count(2)
+	for range npaths {
+		if d.err != nil {
+			break
+		}
+		p := string(d.next(d.count(1)))
+		if why := CheckRecordPath(p); why != "" || d.err != nil {
+			return nil, r, st, fmt.Errorf("%w: path %q: %s", errSnapshot, p, why)
+		}
+		if _, dup := ix.ids[p]; dup {
+			return nil, r, st, fmt.Errorf("%w: path %q twice", errSnapshot, p)
+		}
+		pr := ix.entryLocked(p)
+		nrec := d.count(2)
+		pr.seqs = make([]Seq, 0, nrec)
+		pr.offs = make([]uint64, 0, nrec)
+		var seq Seq
+		for range nrec {
+			delta := Seq(d.uvarint())
+			n := d.count(1)
+			at := len(body) - len(d.b) // d.b is a suffix of body, which starts data: the state is at data[at:]
+			packed := d.next(n)
+			if d.err != nil {
+				break
+			}
+			if delta == 0 || seq+delta > r.Head || stateSize(packed) != len(packed) {
+				return nil, r, st, fmt.Errorf("%w: path %q: bad record", errSnapshot, p)
+			}
+			// The same check as a record read from the log gets.
+			if why := checkPacked(p, packed); why != "" {
+				return nil, r, st, fmt.Errorf("%w: path %q: %s", errSnapshot, p, why)
+			}
+			seq += delta
+			pr.seqs = append(pr.seqs, seq)
+			pr.offs = append(pr.offs, uint64(at)) // in chunk 0, the file itself
+		}
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return nil, r, st, fmt.Errorf("%w: malformed", errSnapshot)
+	}
+	// The file's bytes become the arena's first chunk, so the packed states
+	// are not copied (a million of them are tens of megabytes). Its capacity
+	// is cut to its length: new states go to chunks of their own.
+	ix.arena.chunks = [][]byte{data[:len(data):len(data)]}
+	return ix, r, st, nil
+}
+
+// snapReader reads a snapshot body; the first overrun sets err and every
+// later read returns zero values.
+type snapReader struct {
+	b   []byte
+	err error
+}
+
+func (d *snapReader) next(n int) []byte {
+	if d.err != nil || n < 0 || n > len(d.b) {
+		d.err = io.ErrUnexpectedEOF
+		return nil
+	}
+	out := d.b[:n:n]
+	d.b = d.b[n:]
+	return out
+}
+
+func (d *snapReader) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = io.ErrUnexpectedEOF
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a length or count whose items take at least min bytes each,
+// refusing one larger than what is left (a forged count cannot make us
+// allocate more than the file holds).
+func (d *snapReader) count(min int) int {
+	v := d.uvarint()
+	if v > uint64(len(d.b)/min) {
+		d.err = io.ErrUnexpectedEOF
+		return 0
+	}
+	return int(v)
+}
+
+// stateSize is the length of the packed state at the start of b, or -1 if
+// b does not start with a whole one. It checks the layout without
+// allocating, so a snapshot's records can be checked as they are read.
+func stateSize(b []byte) int {
+	d := snapReader{b: b}
+	flags := d.uvarint()
+	k := d.next(1)
+	if d.err != nil || k[0] > kindOther {
+		return -1
+	}
+	if k[0] == kindOther {
+		d.next(d.count(1))
+	}
+	switch {
+	case flags&^stateFlags != 0:
+		return -1
+	case flags&stateBlobRaw != 0 && flags&stateBlobText != 0:
+		return -1
+	case flags&stateBlobRaw != 0:
+		d.next(32)
+	case flags&stateBlobText != 0:
+		d.next(d.count(1))
+	}
+	d.varintSkip()
+	d.uvarint()
+	d.varintSkip()
+	for range 3 {
+		d.next(d.count(1))
+	}
+	if flags&stateUID != 0 {
+		d.uvarint()
+	}
+	if flags&stateGID != 0 {
+		d.uvarint()
+	}
+	if flags&stateMTime != 0 {
+		d.varintSkip()
+		if ns := d.uvarint(); ns >= 1e9 {
+			return -1
+		}
+	}
+	if d.err != nil {
+		return -1
+	}
+	return len(b) - len(d.b)
+}
+
+func (d *snapReader) varintSkip() {
+	if d.err != nil {
+		return
+	}
+	_, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = io.ErrUnexpectedEOF
+		return
+	}
+	d.b = d.b[n:]
+}

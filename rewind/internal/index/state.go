@@ -1,0 +1,155 @@
+package index
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// LogName is the event log's file in the store (a damaged record is named
+// in it).
+const LogName = "events.jsonl"
+
+// State is everything derived from the log: the index of before-states,
+// the start of history (pruned), the thinned intervals, the step marks
+// and the last rewind. Add is the one fold of an event into it: the engine
+// folds every event it reads or appends with it, and a reader outside the
+// engine (verify, status) folds the log with it too, so both agree.
+// A snapshot (snapshot.go) saves all of it.
+type State struct {
+	ix *Index
+
+	// pruned is the start of history. It is read on every @T lookup and
+	// view read, so it is an atomic: readers never wait for a fold.
+	pruned atomic.Uint64
+	// thinned holds the intervals of states thinned away, merged and
+	// sorted; nil when none. Replaced whole, never changed in place, and
+	// read without a lock like pruned.
+	thinned atomic.Pointer[[]ThinInterval]
+
+	mu           sync.Mutex // guards the fields below
+	head         Seq
+	marks        []Mark // the step boundaries, sorted (marks.go)
+	lastRewind   RewindPayload
+	lastRewindAt Seq
+}
+
+// NewState returns the state of an empty log.
+func NewState() *State { return &State{ix: NewIndex()} }
+
+// Index is the index of before-states.
+func (s *State) Index() *Index { return s.ix }
+
+// Add folds one event read from the log, in order. The event is untrusted,
+// so it is checked first: a record zerofs never writes is a *DamageError
+// naming its line in LogName, and nothing is folded.
+func (s *State) Add(ev eventlog.Event) error {
+	v, err := DecodeEvent(LogName, ev)
+	if err != nil {
+		return err
+	}
+	switch p := v.(type) {
+	case Checkpoint:
+		return s.AddCheckpoint(ev.Seq, p.Files)
+	case RewindPayload:
+		s.AddRewind(ev, p)
+	case PrunedPayload:
+		s.addPruned(ev.Seq, p)
+	case ThinnedPayload:
+		s.addThinned(ev.Seq, p)
+	default:
+		s.mu.Lock()
+		s.markEvent(ev, nil)
+		s.head = max(s.head, ev.Seq)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// AddCheckpoint folds a checkpoint the engine has just appended (or Add
+// has decoded): its records are checked and indexed.
+func (s *State) AddCheckpoint(seq Seq, files []FileState) error {
+	if err := s.ix.Add(seq, files); err != nil {
+		return InFile(err, LogName)
+	}
+	s.setHead(seq)
+	return nil
+}
+
+// AddStep folds a tool_call the engine has just appended.
+func (s *State) AddStep(ev eventlog.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.markEvent(ev, nil)
+	s.head = max(s.head, ev.Seq)
+}
+
+// AddRewind folds a session_rewind with payload p.
+func (s *State) AddRewind(ev eventlog.Event, p RewindPayload) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastRewind, s.lastRewindAt = p, ev.Seq
+	s.markEvent(ev, &p)
+	s.head = max(s.head, ev.Seq)
+}
+
+// addPruned folds a history_pruned event. A cut never moves back: what an
+// earlier one dropped is gone.
+func (s *State) addPruned(seq Seq, p PrunedPayload) {
+	if p.Before > s.Pruned() {
+		s.ix.Prune(p.Before)
+		s.pruned.Store(uint64(p.Before))
+		s.setThinned(foldPrune(s.Thinned(), p.Before))
+	}
+	s.setHead(seq)
+}
+
+// addThinned folds a history_thinned event.
+func (s *State) addThinned(seq Seq, p ThinnedPayload) {
+	s.setThinned(foldThin(s.ix, s.Thinned(), p))
+	s.setHead(seq)
+}
+
+func (s *State) setHead(seq Seq) {
+	s.mu.Lock()
+	s.head = max(s.head, seq)
+	s.mu.Unlock()
+}
+
+// Head is the last sequence folded.
+func (s *State) Head() Seq {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.head
+}
+
+// Pruned is the start of history: states below it were pruned by gc (0
+// when nothing was). It takes no lock.
+func (s *State) Pruned() Seq { return Seq(s.pruned.Load()) }
+
+// Thinned is the intervals of states thinned away, merged and sorted. It
+// takes no lock.
+func (s *State) Thinned() []ThinInterval {
+	if p := s.thinned.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// setThinned replaces the thinned intervals; folds are serialised by the
+// caller (the engine's workspace lock, or a single reader).
+func (s *State) setThinned(ivs []ThinInterval) {
+	if len(ivs) == 0 {
+		s.thinned.Store(nil)
+		return
+	}
+	s.thinned.Store(&ivs)
+}
+
+// LastRewind is the last rewind's payload and sequence (0 when none).
+func (s *State) LastRewind() (RewindPayload, Seq) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastRewind, s.lastRewindAt
+}

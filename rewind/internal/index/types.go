@@ -1,0 +1,176 @@
+package index
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// Seq is an event sequence.
+type Seq = eventlog.Seq
+
+// Kind is what a path was: a regular file, a directory or a symlink.
+type Kind string
+
+// The kinds SPEC.md names.
+const (
+	KindFile    Kind = "file"
+	KindDir     Kind = "dir"
+	KindSymlink Kind = "symlink"
+)
+
+// FileState is one path's before-state: an entry of a checkpoint's "files".
+// The JSON keys are SPEC.md's.
+//
+// UID, GID and MTime are nil in records written before zerofs kept them
+// (and for absent paths): the owner is then unknown, which views and
+// rewinds treat as root's, with no setuid or setgid bit (see Owned).
+type FileState struct {
+	Path    string     `json:"path"`
+	Kind    Kind       `json:"kind,omitempty"`
+	Blob    string     `json:"blob,omitempty"`
+	Absent  bool       `json:"absent"`
+	Skipped bool       `json:"skipped"`
+	Reason  string     `json:"reason,omitempty"`
+	Bytes   int64      `json:"bytes"`
+	Mode    uint32     `json:"mode"` // permission bits (07777)
+	UID     *uint32    `json:"uid,omitempty"`
+	GID     *uint32    `json:"gid,omitempty"`
+	MTime   *time.Time `json:"mtime,omitempty"` // UTC, nanoseconds
+	Target  string     `json:"target,omitempty"`
+	PID     int        `json:"pid,omitempty"`
+	Comm    string     `json:"comm,omitempty"`
+}
+
+// Owned reports whether the record names its owner (uid and gid).
+func (s FileState) Owned() bool { return s.UID != nil && s.GID != nil }
+
+// Checkpoint is the payload of a session_checkpoint event.
+type Checkpoint struct {
+	Tool  string      `json:"tool"`
+	Files []FileState `json:"files"`
+}
+
+// Report is what a rewind did.
+type Report struct {
+	Restored int      `json:"restored"`
+	Deleted  int      `json:"deleted"`
+	Skipped  []string `json:"skipped"`
+}
+
+// RewindPayload is the payload of a session_rewind event. CheckpointSequence
+// is the checkpoint that holds the before-state of everything the rewind
+// changed (0 when it changed nothing): rewinding to CheckpointSequence-1
+// undoes the rewind.
+//
+// A path rewind records its Paths (the state at TargetSequence was restored
+// for them only); a revert records RevertOf, the step it reverted (its
+// TargetSequence is the state just before that step, restored for the
+// paths the step changed), and Force when it overwrote later changes.
+// Foreign lists the paths whose changes from outside the agent's steps it
+// overwrote.
+type RewindPayload struct {
+	TargetSequence     Seq       `json:"targetSequence"`
+	CheckpointSequence Seq       `json:"checkpointSequence,omitempty"`
+	Report             Report    `json:"report"`
+	Paths              []string  `json:"paths,omitempty"`
+	RevertOf           Seq       `json:"revertOf,omitempty"`
+	Force              bool      `json:"force,omitempty"`
+	Foreign            []Foreign `json:"foreign,omitempty"`
+}
+
+// PrunedPayload is the payload of a history_pruned event: states before
+// Before no longer exist.
+type PrunedPayload struct {
+	Before Seq `json:"before"`
+	// Reason is why: "gc" (asked for) or "max-store-size" (the store
+	// reached its bound; then StoreBytes and MaxStoreSize say how far).
+	Reason       string `json:"reason,omitempty"`
+	StoreBytes   int64  `json:"storeBytes,omitempty"`
+	MaxStoreSize int64  `json:"maxStoreSize,omitempty"`
+	// Steps is how many steps (tool_call events) began between the
+	// previous cut and Before: the states this prune dropped.
+	Steps int `json:"steps"`
+}
+
+// Foreign is a path whose present state was made outside the agent's
+// steps, which a rewind overwrites.
+type Foreign struct {
+	Path string `json:"path"`
+	// Seq is the checkpoint that recorded the state before that change.
+	Seq     Seq    `json:"sequence"`
+	Why     string `json:"why"`
+	Session string `json:"session,omitempty"`
+	PID     int    `json:"pid,omitempty"`
+	Comm    string `json:"comm,omitempty"`
+}
+
+// Errors callers test with errors.Is (rewind re-exports them).
+var (
+	// ErrReserved: a name reserved at the workspace root.
+	ErrReserved = errors.New("rewind: reserved name")
+	// ErrUnsafePath: a path that is not clean and relative, or that
+	// would lead outside the workspace.
+	ErrUnsafePath = errors.New("rewind: unsafe path")
+)
+
+// StoreName is the store's default directory name in the workspace root.
+const StoreName = ".zero"
+
+// IsReserved reports whether name, at the workspace root, is reserved: the
+// store and control directory ".zero", and "@" followed by one or more
+// digits, however many (SPEC): "@007" and "@99999999999999999999" are
+// reserved though no view has that name.
+func IsReserved(name string) bool {
+	return name == StoreName || isAtDigits(name)
+}
+
+// isAtDigits reports whether name is "@" followed by one or more digits.
+func isAtDigits(name string) bool {
+	if len(name) < 2 || name[0] != '@' {
+		return false
+	}
+	for _, c := range name[1:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseView parses a view name "@<digits>" into its sequence. Only the
+// canonical decimal form names a view: "@7", never "@007" or "@+7"; a
+// number beyond any sequence names none.
+func ParseView(name string) (Seq, bool) {
+	if !isAtDigits(name) || (name[1] == '0' && len(name) > 2) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(name[1:], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return Seq(n), true
+}
+
+// CleanPath checks that p is a clean, relative, slash-separated workspace
+// path ("" is the root) that does not start with a reserved name.
+func CleanPath(p string) error {
+	if p == "" {
+		return nil
+	}
+	if strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
+		return ErrUnsafePath
+	}
+	for i, c := range strings.Split(p, "/") {
+		if c == "" || c == "." || c == ".." {
+			return ErrUnsafePath
+		}
+		if i == 0 && IsReserved(c) {
+			return ErrReserved
+		}
+	}
+	return nil
+}

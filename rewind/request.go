@@ -1,0 +1,228 @@
+package rewind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/zerofs/zerofs/rewind/internal/index"
+)
+
+// Request is one rewind: of the whole workspace to Target, of some Paths
+// only, or the Revert of one step. A DryRun of any of them changes and
+// records nothing. The JSON form is what .zero/rewind accepts (see fs).
+type Request struct {
+	// Target is the state to go back to (unused by a revert).
+	Target Seq `json:"target"`
+	// Paths, when given, limits a rewind to these workspace paths, each
+	// with everything under it. "" (the root) means every path.
+	Paths []string `json:"paths,omitempty"`
+	// Revert, when not 0, reverts the step holding this sequence: each path
+	// the step changed goes back to its state just before the step, and
+	// every later change to other paths is kept.
+	Revert Seq `json:"revert,omitempty"`
+	// Force: a revert also puts back paths changed after its step, instead
+	// of failing with a *ConflictError.
+	Force bool `json:"force,omitempty"`
+	// DryRun: plan, report and preview, but change nothing.
+	DryRun bool `json:"dryRun,omitempty"`
+	// Session is the agent session on whose behalf the rewind runs, for
+	// telling whose changes it overwrites; "" means the session of the
+	// reverted step, or of the newest agent step the rewind undoes.
+	Session string `json:"session,omitempty"`
+	// Pick, when set, chooses Target under the workspace lock, after every
+	// capture so far is durable, so no change or step lands between the
+	// choice and the rewind (undo and redo choose with it; two of them
+	// never choose the same step). An error from Pick is returned as it is
+	// and nothing changes.
+	Pick func() (Seq, error) `json:"-"`
+}
+
+var (
+	// ErrConflict: a revert found the paths of its step changed since.
+	ErrConflict = errors.New("rewind: later changes conflict with the revert")
+	// ErrBadRequest: a Request that makes no sense (a revert with paths).
+	ErrBadRequest = errors.New("rewind: bad request")
+)
+
+// Actions in a preview.
+const (
+	ActionRestore = "restore" // the path exists and gets its earlier state
+	ActionDelete  = "delete"  // the path exists and did not then
+	ActionCreate  = "create"  // the path does not exist and did then
+)
+
+// PathChange is one path a rewind changes, as a dry run shows it.
+type PathChange struct {
+	Path   string `json:"path"`
+	Action string `json:"action"`
+	// Kind is what the path becomes (for a deletion, what it is now).
+	Kind Kind `json:"kind"`
+	// Lines counts the lines a text file gains and loses (nil when either
+	// side is not a text file, or too large to compare).
+	Lines *LineCount `json:"lines,omitempty"`
+}
+
+// LineCount is a diff's size: +Added -Removed.
+type LineCount struct {
+	Added   int `json:"added"`
+	Removed int `json:"removed"`
+}
+
+// Apply carries out req: a full rewind, a path rewind, or a revert, or a
+// dry run of one. A revert whose paths were changed since its step fails
+// with a *ConflictError naming each (unless req.Force), changing nothing;
+// the Result then lists the conflicts (and, dry, the preview of a forced
+// revert). Other writers wait while it runs.
+func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
+	e.wsMu.Lock()
+	defer e.wsMu.Unlock()
+	if err := e.Sync(); err != nil {
+		return Result{}, err
+	}
+	in, plan, conflicts, session, err := e.resolve(req)
+	if err != nil {
+		return Result{}, err
+	}
+	foreign, err := e.foreign(plan, session)
+	if err != nil {
+		return Result{}, err
+	}
+	var cerr error
+	if len(conflicts) > 0 && !req.Force {
+		cerr = &ConflictError{Step: req.Revert, Paths: conflicts}
+	}
+	if req.DryRun {
+		res := Result{DryRun: true, Report: e.report(plan), Foreign: foreign, Conflicts: conflicts}
+		res.Record = RewindPayload{TargetSequence: in.Target, Report: res.Report, Paths: in.Roots,
+			RevertOf: in.RevertOf, Force: in.Force, Foreign: foreign}
+		res.Preview, err = e.preview(plan)
+		if err != nil {
+			return Result{}, err
+		}
+		return res, cerr
+	}
+	if cerr != nil {
+		return Result{Conflicts: conflicts}, cerr
+	}
+	if len(foreign) > 0 {
+		paths := make([]string, len(foreign))
+		for i, f := range foreign {
+			paths[i] = f.Path + " (" + f.Why + ")"
+		}
+		e.opts.Logger.Warn("rewind: overwriting changes made outside the agent's steps", "paths", paths)
+	}
+	in.Foreign = foreign
+	res, err := e.carryOut(ctx, in, plan)
+	res.Conflicts = conflicts
+	return res, err
+}
+
+// RewindFunc is Rewind to the target pick chooses under the workspace lock
+// (see Request.Pick).
+func (e *Engine) RewindFunc(ctx context.Context, pick func() (Seq, error)) (Result, error) {
+	return e.Apply(ctx, Request{Pick: pick})
+}
+
+// resolve turns req into the intent and plan to carry out, the conflicts
+// of a revert, and the agent session it acts for. The caller holds wsMu.
+func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []string, session string, err error) {
+	if req.Revert != 0 {
+		if len(req.Paths) > 0 {
+			return in, nil, nil, "", fmt.Errorf("%w: a revert takes no paths", ErrBadRequest)
+		}
+		return e.resolveRevert(req)
+	}
+	if req.Pick != nil {
+		if req.Target, err = req.Pick(); err != nil {
+			return in, nil, nil, "", err
+		}
+	}
+	if err := e.checkSeq(req.Target); err != nil {
+		return in, nil, nil, "", err
+	}
+	session = req.Session
+	if session == "" {
+		session = e.state.LatestSession(req.Target)
+	}
+	roots, err := cleanRoots(req.Paths)
+	if err != nil {
+		return in, nil, nil, "", err
+	}
+	in = intent{Target: req.Target}
+	if roots == nil {
+		plan, err = e.plan(req.Target, ^Seq(0))
+		return in, plan, nil, session, err
+	}
+	var cands []string
+	for _, p := range e.index.ChangedBetween(req.Target, ^Seq(0)) {
+		if under(p, roots) {
+			cands = append(cands, p)
+		}
+	}
+	cands, _, err = e.withAncestors(req.Target, cands, roots)
+	if err != nil {
+		return in, nil, nil, "", err
+	}
+	in.Narrow, in.Paths, in.Roots = true, cands, roots
+	plan, err = e.planPaths(req.Target, ^Seq(0), cands)
+	return in, plan, nil, session, err
+}
+
+// cleanRoots checks a path rewind's paths and drops those beneath another;
+// nil means every path (none given, or the root among them).
+func cleanRoots(paths []string) ([]string, error) {
+	var roots []string
+	for _, p := range paths {
+		if err := CleanPath(p); err != nil {
+			return nil, fmt.Errorf("%w: %q", err, p)
+		}
+		if p == "" {
+			return nil, nil
+		}
+		roots = append(roots, p)
+	}
+	if len(roots) == 0 {
+		return nil, nil
+	}
+	roots = outermost(roots)
+	sort.Strings(roots)
+	return roots, nil
+}
+
+// withAncestors adds to cands the ancestors (outside skip) that a path
+// restored to its state at t needs and that are not directories now; it
+// returns them separately too.
+func (e *Engine) withAncestors(t Seq, cands, skip []string) (all, added []string, err error) {
+	have := map[string]bool{}
+	for _, p := range cands {
+		have[p] = true
+	}
+	all = append([]string(nil), cands...)
+	for _, p := range cands {
+		tgt, err := e.stateAt(p, t, ^Seq(0))
+		if err != nil {
+			return nil, nil, err
+		}
+		if !tgt.Exists {
+			continue
+		}
+		for a, _ := index.SplitPath(p); a != ""; a, _ = index.SplitPath(a) {
+			if have[a] || under(a, skip) {
+				continue
+			}
+			cur, err := e.live(a)
+			if err != nil {
+				return nil, nil, err
+			}
+			if cur.Exists && cur.State.Kind == KindDir {
+				continue
+			}
+			have[a] = true
+			all = append(all, a)
+			added = append(added, a)
+		}
+	}
+	return all, added, nil
+}

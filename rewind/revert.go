@@ -1,0 +1,181 @@
+package rewind
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// ConflictError is a revert refused because the paths it names were changed
+// after the step (by a later step, or by changes in the current one): the
+// revert would overwrite those changes. Nothing was changed.
+type ConflictError struct {
+	Step  Seq
+	Paths []string
+}
+
+func (c *ConflictError) Error() string {
+	return fmt.Sprintf("rewind: revert of step %d conflicts with later changes to %s", c.Step, strings.Join(c.Paths, ", "))
+}
+
+func (c *ConflictError) Unwrap() error { return ErrConflict }
+
+// resolveRevert plans the revert of the step holding req.Revert.
+func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, conflicts []string, session string, err error) {
+	fail := func(err error) (intent, *rewindPlan, []string, string, error) {
+		return intent{}, nil, nil, "", err
+	}
+	if req.Revert > e.Head() {
+		return fail(fmt.Errorf("%w: %d (head is %d)", ErrNoSuchSeq, req.Revert, e.Head()))
+	}
+	sp := e.state.SpanOf(req.Revert, e.Head())
+	if err := e.checkSeq(sp.Before); err != nil {
+		return fail(err)
+	}
+	// The state after the step too: inside a thinned interval the index no
+	// longer holds every later change, so conflicts could not be found.
+	if err := e.checkSeq(sp.End); err != nil {
+		return fail(err)
+	}
+	session = req.Session
+	if session == "" && sp.Step != nil {
+		session = sp.Step.Session
+	}
+	// The paths the step changed: captured in it, and different after it.
+	var changed []string
+	for _, p := range e.index.ChangedBetween(sp.Before, sp.End+1) {
+		a, err := e.stateAt(p, sp.Before, ^Seq(0))
+		if err != nil {
+			return fail(err)
+		}
+		b, err := e.stateAt(p, sp.End, ^Seq(0))
+		if err != nil {
+			return fail(err)
+		}
+		same, err := e.sameState(a, b)
+		if err != nil {
+			return fail(err)
+		}
+		if !same {
+			changed = append(changed, p)
+		}
+	}
+	sortParentsFirst(changed)
+	// A conflict is a path whose state now is not the one the step left:
+	// one of its paths, a path beneath one that the revert removes, or an
+	// ancestor that must become a directory again.
+	bad := map[string]bool{}
+	later := e.index.ChangedBetween(sp.End, ^Seq(0))
+	for _, p := range changed {
+		b, err := e.stateAt(p, sp.End, ^Seq(0))
+		if err != nil {
+			return fail(err)
+		}
+		cur, err := e.live(p)
+		if err != nil {
+			return fail(err)
+		}
+		same, err := e.sameState(b, cur)
+		if err != nil {
+			return fail(err)
+		}
+		if !same {
+			bad[p] = true
+			continue
+		}
+		a, err := e.stateAt(p, sp.Before, ^Seq(0))
+		if err != nil {
+			return fail(err)
+		}
+		if !cur.Exists || cur.State.Kind != KindDir || (a.Exists && a.State.Kind == KindDir) {
+			continue
+		}
+		for _, q := range later {
+			if !strings.HasPrefix(q, p+"/") || bad[q] {
+				continue
+			}
+			qb, err := e.stateAt(q, sp.End, ^Seq(0))
+			if err != nil {
+				return fail(err)
+			}
+			qc, err := e.live(q)
+			if err != nil {
+				return fail(err)
+			}
+			if same, err := e.sameState(qb, qc); err != nil {
+				return fail(err)
+			} else if !same {
+				bad[q] = true
+			}
+		}
+	}
+	cands, added, err := e.withAncestors(sp.Before, changed, nil)
+	if err != nil {
+		return fail(err)
+	}
+	for _, a := range added {
+		bad[a] = true
+	}
+	for p := range bad {
+		conflicts = append(conflicts, p)
+	}
+	sort.Strings(conflicts)
+	in = intent{Target: sp.Before, Narrow: true, Paths: cands, RevertOf: req.Revert, Force: req.Force && len(conflicts) > 0}
+	plan, err = e.planPaths(sp.Before, ^Seq(0), cands)
+	if err != nil {
+		return fail(err)
+	}
+	return in, plan, conflicts, session, nil
+}
+
+// sameState reports whether two states of one path are equal: existence,
+// kind, permission bits, and content or target.
+func (e *Engine) sameState(a, b Entry) (bool, error) {
+	if a.Exists != b.Exists {
+		return false, nil
+	}
+	if !a.Exists {
+		return true, nil
+	}
+	x, y := a.State, b.State
+	if x.Kind != y.Kind || x.Mode != y.Mode || x.Skipped != y.Skipped {
+		return false, nil
+	}
+	switch x.Kind {
+	case KindFile:
+		if x.Skipped {
+			return a.From == b.From, nil
+		}
+		if x.Bytes != y.Bytes {
+			return false, nil
+		}
+		hx, err := e.entryHash(a)
+		if err != nil {
+			return false, err
+		}
+		hy, err := e.entryHash(b)
+		if err != nil {
+			return false, err
+		}
+		return hx == hy, nil
+	case KindSymlink:
+		tx, err := e.ReadLink(a)
+		if err != nil {
+			return false, err
+		}
+		ty, err := e.ReadLink(b)
+		if err != nil {
+			return false, err
+		}
+		return tx == ty, nil
+	}
+	return true, nil
+}
+
+// entryHash is a file state's content hash: recorded, or of the live file.
+func (e *Engine) entryHash(ent Entry) (string, error) {
+	if ent.Live {
+		return e.hashLive(ent.State.Path)
+	}
+	return ent.State.Blob, nil
+}
