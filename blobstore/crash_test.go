@@ -1,28 +1,21 @@
 package blobstore
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
-// SIGKILL crash tests. The child is this test binary re-executed with
-// childEnv naming what to run (the pattern of Go's os/exec tests); crash
-// points are the put's own reader and durable.TestHook, so no build tag is
+// SIGKILL crash tests. The child is this test binary re-executed
+// (testsupport.StartChild) naming what to run; crash points are the put's own reader and durable.TestHook, so no build tag is
 // needed and `go test ./...` runs them.
-
-const childEnv = "BLOBSTORE_TEST_CHILD"
 
 var children = map[string]func(dir string) int{
 	"die-mid-temp":     childDieMidTemp,
@@ -31,61 +24,18 @@ var children = map[string]func(dir string) int{
 }
 
 func TestMain(m *testing.M) {
-	if name := os.Getenv(childEnv); name != "" {
-		fn, ok := children[name]
-		if !ok {
-			fmt.Fprintf(os.Stderr, "unknown child %q\n", name)
-			os.Exit(3)
-		}
-		os.Exit(fn(os.Getenv(childEnv + "_DIR")))
-	}
+	testsupport.RunChild(children)
 	os.Exit(m.Run())
 }
 
-// runChild starts children[name] on the store in dir and returns it with a
-// channel of its stdout lines (closed at EOF).
-func runChild(t *testing.T, name, dir string) (*exec.Cmd, <-chan string) {
+// runChild starts children[name] on the store in dir, its random choices
+// seeded by seed.
+func runChild(t *testing.T, name, dir string, seed uint64) *testsupport.Child {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+name, childEnv+"_DIR="+dir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1<<12)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return cmd, lines
+	return testsupport.StartChild(t, name, dir, testsupport.ChildOptions{Seed: seed})
 }
 
-// waitKilled waits for cmd and checks that SIGKILL ended it.
-func waitKilled(t *testing.T, cmd *exec.Cmd) {
-	t.Helper()
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child ended with %v, want killed by SIGKILL", err)
-	}
-}
-
-func die() {
-	syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	time.Sleep(time.Hour)
-}
+func die() { testsupport.Die() }
 
 // dyingReader yields n bytes of data, then SIGKILLs the process: by then Put
 // has written part of them to its temporary file.
@@ -174,9 +124,9 @@ func TestCrashMidPut(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.child, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "blobs")
-			cmd, lines := runChild(t, tt.child, dir)
-			waitKilled(t, cmd)
-			for line := range lines {
+			c := runChild(t, tt.child, dir, 0)
+			testsupport.WaitKilled(t, c.Cmd)
+			for line := range c.Lines {
 				t.Errorf("child printed %q, want it dead", line)
 			}
 			blobs, left := checkAfterCrash(t, dir)
@@ -204,6 +154,7 @@ func TestCrashMidPut(t *testing.T) {
 // childPutLoop puts blobs of random sizes until killed, printing "ack <id>"
 // after each Put returns.
 func childPutLoop(dir string) int {
+	rand := testsupport.ChildRand()
 	s, err := Open(dir, Options{Sync: rand.IntN(2) == 0})
 	if err != nil {
 		fmt.Println("error", err)
@@ -231,11 +182,13 @@ func TestCrashLoop(t *testing.T) {
 	if testing.Short() {
 		rounds = 3
 	}
+	rnd := testsupport.Rand(t)
 	dir := filepath.Join(t.TempDir(), "blobs")
 	acked := map[ID]bool{}
 	temps := 0
 	for round := range rounds {
-		cmd, lines := runChild(t, "put-loop", dir)
+		c := runChild(t, "put-loop", dir, rnd.Uint64())
+		lines := c.Lines
 		// Wait for the first acknowledgement (a slow start under -race
 		// must not end every round before any Put), then kill at a
 		// random moment.
@@ -248,9 +201,8 @@ func TestCrashLoop(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("round %d: the child acknowledged nothing in 30 s", round)
 		}
-		time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		waitKilled(t, cmd)
+		time.Sleep(time.Duration(rnd.IntN(150)) * time.Millisecond)
+		c.Kill(t)
 		all := func(yield func(string) bool) {
 			for _, l := range first {
 				if !yield(l) {

@@ -19,6 +19,5 @@
 // exactly and that the tool finds a consistent world afterwards.
 //
 // Every external command runs under a deadline, and nothing synchronises by
-// sleeping: waits poll with a deadline. Tests for known bugs in other packages
-// skip unless ZEROFS_E2E_KNOWN_BUGS=1.
+// sleeping: waits poll with a deadline.
 package e2e

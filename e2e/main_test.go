@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,14 +15,14 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // binary is the zerofs built once by TestMain; buildErr says why it is
 // missing.
 var (
 	binary   string
-	buildErr string
+	buildErr error
 	// goCacheDir is the GOCACHE for go build under the mount: outside any
 	// workspace, and removed with the binary.
 	goCacheDir string
@@ -34,23 +33,13 @@ var (
 const cmdTimeout = 90 * time.Second
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "zerofs-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "zerofs")
-	goCacheDir = filepath.Join(dir, "gocache")
-	// Built without -race even under `go test -race`: the daemon is the
-	// system under test here, not the test process, and a race build would
-	// make every FUSE request several times slower on a 2-core machine.
-	out, err := exec.Command("go", "build", "-o", binary, "../cmd/zerofs").CombinedOutput()
-	if err != nil {
-		buildErr = fmt.Sprintf("go build ../cmd/zerofs: %v\n%s", err, out)
-		binary = ""
+	b := testsupport.BuildZerofs()
+	binary, buildErr = b.Path, b.Err
+	if b.Dir() != "" {
+		goCacheDir = filepath.Join(b.Dir(), "gocache")
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	b.Remove()
 	os.Exit(code)
 }
 
@@ -62,29 +51,7 @@ func needFUSE(t *testing.T) {
 		// Not an environment the suite may skip in: the code is broken.
 		t.Fatal(buildErr)
 	}
-	reason := ""
-	switch {
-	case os.Geteuid() != 0:
-		reason = "not root"
-	case !exists("/dev/fuse"):
-		reason = "no /dev/fuse"
-	}
-	if reason == "" {
-		return
-	}
-	if os.Getenv("ZEROFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf("FUSE tests required (ZEROFS_REQUIRE_FUSE=1) but: %s", reason)
-	}
-	t.Skipf("skipping FUSE test: %s", reason)
-}
-
-// knownBug skips a test that shows a bug in another package unless
-// ZEROFS_E2E_KNOWN_BUGS is set, so CI stays green while the bug is open.
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("ZEROFS_E2E_KNOWN_BUGS") == "" {
-		t.Skipf("known bug: %s; set ZEROFS_E2E_KNOWN_BUGS=1 to run", what)
-	}
+	testsupport.RequireFUSE(t)
 }
 
 func exists(p string) bool {
@@ -162,47 +129,13 @@ func unmountT(t *testing.T, ws string, pid int) {
 }
 
 // detach lazily unmounts ws (umount -l) and waits until it is gone.
-func detach(t *testing.T, ws string) {
-	t.Helper()
-	err := poll(10*time.Second, func() bool {
-		unix.Unmount(ws, unix.MNT_DETACH)
-		return !fuseMounted(ws)
-	})
-	if err != nil {
-		t.Errorf("umount -l %s: still mounted", ws)
-	}
-}
+func detach(t *testing.T, ws string) { testsupport.Detach(t, ws) }
 
 // fuseMounted says whether a FUSE filesystem is mounted at dir.
-func fuseMounted(dir string) bool {
-	f, err := os.Open("/proc/self/mounts")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 3 && fields[1] == dir && strings.HasPrefix(fields[2], "fuse") {
-			return true
-		}
-	}
-	return false
-}
+func fuseMounted(dir string) bool { return testsupport.FUSEMounted(dir) }
 
 // poll calls cond until it returns true or the deadline passes.
-func poll(timeout time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
-		if cond() {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("timed out")
-		}
-		time.Sleep(delay)
-	}
-}
+func poll(timeout time.Duration, cond func() bool) error { return testsupport.Poll(timeout, cond) }
 
 // runCmd runs name with args in dir under cmdTimeout and returns its
 // combined output. env entries are added to the test's environment.

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // nobody is the unprivileged user the test mounts as.
@@ -24,10 +26,7 @@ func userMount(t *testing.T) (ws, bin string, asUser func(name string, args ...s
 	t.Helper()
 	needFUSE(t)
 	if _, err := exec.LookPath("fusermount3"); err != nil {
-		if os.Getenv("ZEROFS_REQUIRE_FUSE") == "1" {
-			t.Fatal("fusermount3 not found (package fuse3); .ci/run installs it")
-		}
-		t.Skip("fusermount3 not found (package fuse3)")
+		testsupport.Unavailable(t, "fusermount3 not found (package fuse3); .ci/run installs it")
 	}
 	fi, err := os.Stat("/dev/fuse")
 	if err != nil {

@@ -6,15 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // Lock and crash tests with child processes (see main_test.go). The crash
@@ -85,22 +84,22 @@ func TestLockOtherProcess(t *testing.T) {
 	t.Run("parent holds", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "events.jsonl")
 		l := openT(t, path, Options{})
-		c := startChild(t, "try-open", path)
-		line := c.expect(t, "locked ")
+		c := startChild(t, "try-open", path, 0)
+		line := c.Expect(t, "locked ")
 		if ms, _ := strconv.Atoi(strings.TrimPrefix(line, "locked ")); ms > 1000 {
 			t.Errorf("refusal took %d ms, want at once", ms)
 		}
 		l.Close()
-		c = startChild(t, "try-open", path)
-		c.expect(t, "opened head=0")
+		c = startChild(t, "try-open", path, 0)
+		c.Expect(t, "opened head=0")
 	})
 	t.Run("child holds, then is killed", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "events.jsonl")
 		l := openT(t, path, Options{})
 		appendN(t, l, 2)
 		l.Close()
-		c := startChild(t, "hold", path)
-		c.expect(t, "holding head=2")
+		c := startChild(t, "hold", path, 0)
+		c.Expect(t, "holding head=2")
 		start := time.Now()
 		_, err := Open(path, Options{Logger: quietLogger()})
 		if !errors.Is(err, ErrLocked) {
@@ -109,10 +108,7 @@ func TestLockOtherProcess(t *testing.T) {
 		if took := time.Since(start); took > time.Second {
 			t.Errorf("refusal took %v, want at once", took)
 		}
-		if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		c.cmd.Wait()
+		c.Kill(t)
 		// The kernel drops a dead process's flock with its last descriptor.
 		l2 := openT(t, path, Options{})
 		if h := l2.Head(); h != 2 {
@@ -127,6 +123,7 @@ func TestLockOtherProcess(t *testing.T) {
 // during a large write can leave part of it: a torn tail).
 func childAppendLoop(path string) int {
 	syncOn := os.Getenv("EVENTLOG_TEST_SYNC") == "1"
+	rand := testsupport.ChildRand()
 	l, err := Open(path, Options{Sync: syncOn, Logger: quietLogger()})
 	if err != nil {
 		fmt.Printf("error %v\n", err)
@@ -169,6 +166,7 @@ func TestCrashLoop(t *testing.T) {
 	if testing.Short() {
 		minRounds, budget = 5, 0
 	}
+	rnd := testsupport.Rand(t)
 	path := filepath.Join(t.TempDir(), "events.jsonl")
 	var maxAck Seq
 	killedEarly, rounds := 0, 0
@@ -178,24 +176,19 @@ func TestCrashLoop(t *testing.T) {
 		if round%2 == 0 {
 			syncOn = "1"
 		}
-		c := startChild(t, "append-loop", path, "EVENTLOG_TEST_SYNC="+syncOn)
+		c := startChild(t, "append-loop", path, rnd.Uint64(), "EVENTLOG_TEST_SYNC="+syncOn)
 		opened := false
 		if round%4 == 3 {
 			// Kill it at a random moment from its start: often before
 			// or while it opens and recovers the log.
-			time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+			time.Sleep(time.Duration(rnd.IntN(30)) * time.Millisecond)
 		} else {
-			c.expect(t, "open head=")
+			c.Expect(t, "open head=")
 			opened = true
-			time.Sleep(time.Duration(rand.IntN(100)) * time.Millisecond)
+			time.Sleep(time.Duration(rnd.IntN(100)) * time.Millisecond)
 		}
-		c.cmd.Process.Signal(syscall.SIGKILL)
-		err := c.cmd.Wait()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("round %d: child ended with %v, want killed by SIGKILL", round, err)
-		}
-		for line := range c.lines {
+		c.Kill(t)
+		for line := range c.Lines {
 			if strings.HasPrefix(line, "open ") {
 				opened = true
 			}
@@ -249,8 +242,7 @@ func childDieMidAppend(path string) int {
 			cut = bytes.IndexByte(p, '\n') + 1
 		}
 		f.WriteAt(p[:cut], off)
-		syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		time.Sleep(time.Hour)
+		testsupport.Die()
 		return 0, nil
 	}
 	if mode == "append" {
@@ -280,14 +272,10 @@ func TestCrashMidAppend(t *testing.T) {
 			l.Close()
 			before, _ := os.ReadFile(path)
 
-			c := startChild(t, "die-mid-append", path, "EVENTLOG_TEST_MODE="+tt.mode)
-			err := c.cmd.Wait()
-			for line := range c.lines {
+			c := startChild(t, "die-mid-append", path, 0, "EVENTLOG_TEST_MODE="+tt.mode)
+			testsupport.WaitKilled(t, c.Cmd)
+			for line := range c.Lines {
 				t.Errorf("child printed %q, want it dead", line)
-			}
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("child ended with %v, want killed by SIGKILL", err)
 			}
 			crashed, _ := os.ReadFile(path)
 			if !bytes.HasPrefix(crashed, before) || len(crashed) == len(before) {

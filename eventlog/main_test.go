@@ -1,96 +1,36 @@
 package eventlog
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
-// Crash and lock tests run parts of themselves in a child process: the test
-// binary re-executed with childEnv naming what to run (the pattern of Go's
-// os/exec tests). The child reports on stdout, one line per fact.
-const childEnv = "EVENTLOG_TEST_CHILD"
+// Crash and lock tests run parts of themselves in a child process
+// (testsupport.StartChild). The child reports on stdout, one line per fact.
 
 // children are the functions a child process can run. Each gets the log path
 // and returns the exit code.
 var children = map[string]func(path string) int{}
 
 func TestMain(m *testing.M) {
-	if name := os.Getenv(childEnv); name != "" {
-		fn, ok := children[name]
-		if !ok {
-			fmt.Fprintf(os.Stderr, "unknown child %q\n", name)
-			os.Exit(3)
-		}
-		os.Exit(fn(os.Getenv(childEnv + "_PATH")))
-	}
+	testsupport.RunChild(children)
 	os.Exit(m.Run())
 }
 
-// child is a running child process with its stdout lines.
-type child struct {
-	cmd   *exec.Cmd
-	lines chan string // closed at EOF
-}
-
-// startChild runs children[name] on path in a new process.
-func startChild(t *testing.T, name, path string, env ...string) *child {
+// startChild runs children[name] on path in a new process, its stderr in
+// the test's log.
+func startChild(t *testing.T, name, path string, seed uint64, env ...string) *testsupport.Child {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+name, childEnv+"_PATH="+path)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stderr = &testWriter{t: t, prefix: name + ": "}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, lines: make(chan string, 1<<16)}
-	go func() {
-		defer close(c.lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return c
-}
-
-// expect waits for the next line and checks that it starts with want.
-func (c *child) expect(t *testing.T, want string) string {
-	t.Helper()
-	select {
-	case line, ok := <-c.lines:
-		if !ok {
-			t.Fatalf("child exited before printing %q", want)
-		}
-		if !strings.HasPrefix(line, want) {
-			t.Fatalf("child printed %q, want %q", line, want)
-		}
-		return line
-	case <-time.After(30 * time.Second):
-		t.Fatalf("child printed nothing in 30s, want %q", want)
-	}
-	return ""
+	return testsupport.StartChild(t, name, path, testsupport.ChildOptions{
+		Seed: seed, Env: env, Stderr: &testWriter{t: t, prefix: name + ": "}})
 }
 
 // testWriter sends a child's stderr to the test log.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zerofs/zerofs/internal/xfstest"
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // TestCloneThroughMount: on XFS with reflinks, a large file opened with
@@ -17,7 +17,7 @@ import (
 // their old content back byte for byte.
 func TestCloneThroughMount(t *testing.T) {
 	requireFUSE(t)
-	x := xfstest.Mount(t)
+	x := testsupport.MountXFS(t)
 	ws := filepath.Join(x, "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)

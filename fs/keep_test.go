@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -67,10 +68,8 @@ func TestRemovedFilesKeptThroughMount(t *testing.T) {
 				dev = st.Sys().(*syscall.Stat_t).Dev
 			}
 			for n := range files {
-				for deadline := time.Now().Add(10 * time.Second); m.fs.wopen.has(dev, ino[n]); time.Sleep(time.Millisecond) {
-					if time.Now().After(deadline) {
-						t.Fatalf("the write handle of %s was never released", n)
-					}
+				if testsupport.Poll(10*time.Second, func() bool { return !m.fs.wopen.has(dev, ino[n]) }) != nil {
+					t.Fatalf("the write handle of %s was never released", n)
 				}
 			}
 			T := stepT(t, mp, "rm")

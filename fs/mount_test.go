@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -21,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -28,19 +28,7 @@ import (
 // /dev/fuse), unless ZEROFS_REQUIRE_FUSE=1 makes that a failure.
 func requireFUSE(t testing.TB) {
 	t.Helper()
-	reason := ""
-	if os.Geteuid() != 0 {
-		reason = "not root"
-	} else if _, err := os.Stat("/dev/fuse"); err != nil {
-		reason = "no /dev/fuse: " + err.Error()
-	}
-	if reason == "" {
-		return
-	}
-	if os.Getenv("ZEROFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf("cannot mount: %s (ZEROFS_REQUIRE_FUSE=1)", reason)
-	}
-	t.Skipf("cannot mount: %s", reason)
+	testsupport.RequireFUSE(t)
 }
 
 // testLogger writes warnings and errors to stderr (t.Log would panic when a
@@ -79,46 +67,15 @@ func track(m *Mounted) {
 	mounted.Unlock()
 }
 
-// unmountT unmounts m and makes sure nothing is left mounted.
+// unmountT unmounts m and makes sure nothing is left mounted, detaching
+// a mount whose unmount hangs.
 func unmountT(t *testing.T, m *Mounted) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- m.Unmount() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Unmount: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Errorf("Unmount: still running after 20s; detaching")
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for isMounted(m.Mountpoint()) {
-		if time.Now().After(deadline) {
-			t.Errorf("%s still mounted; detaching lazily", m.Mountpoint())
-			unix.Unmount(m.Mountpoint(), unix.MNT_DETACH)
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testsupport.Unmount(t, m.Mountpoint(), 20*time.Second, m.Unmount)
 }
 
-// isMounted reports whether /proc/mounts lists a fuse mount at p.
-func isMounted(p string) bool {
-	f, err := os.Open("/proc/mounts")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 3 && unescapeMount(fields[1]) == p && strings.HasPrefix(fields[2], "fuse") {
-			return true
-		}
-	}
-	return false
-}
+// isMounted reports whether a FUSE mount is at p.
+func isMounted(p string) bool { return testsupport.FUSEMounted(p) }
 
 // fatalT is what the helpers below need from a test: *testing.T offers it,
 // and so does *rapid.T, so a property test's failure shrinks.

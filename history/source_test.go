@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/zerofs/zerofs/control"
 	zfs "github.com/zerofs/zerofs/fs"
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -31,28 +30,11 @@ type fixture struct {
 	steps map[string]history.Seq // tool_call sequence by label
 }
 
-func requireFUSE(t *testing.T) {
-	t.Helper()
-	reason := ""
-	if os.Geteuid() != 0 {
-		reason = "not root"
-	} else if _, err := os.Stat("/dev/fuse"); err != nil {
-		reason = "no /dev/fuse"
-	}
-	if reason == "" {
-		return
-	}
-	if os.Getenv("ZEROFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf("FUSE tests required but: %s", reason)
-	}
-	t.Skipf("skipping FUSE test: %s", reason)
-}
-
 // build makes the history: step "one" writes a, "two" writes b, "three"
 // writes a again (so reverting "one" conflicts with "three").
 func build(t *testing.T, mounted bool) *fixture {
 	t.Helper()
-	requireFUSE(t)
+	testsupport.RequireFUSE(t)
 	ctx := context.Background()
 	ws := t.TempDir()
 	writeFile(t, filepath.Join(ws, "a"), "a0")
@@ -67,17 +49,7 @@ func build(t *testing.T, mounted bool) *fixture {
 			return
 		}
 		unmounted = true
-		done := make(chan error, 1)
-		go func() { done <- m.Unmount() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("unmount: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("unmount still running after 20s; detaching")
-			unix.Unmount(m.Mountpoint(), unix.MNT_DETACH)
-		}
+		testsupport.Unmount(t, m.Mountpoint(), 20*time.Second, m.Unmount)
 	}
 	t.Cleanup(unmount)
 	mp := m.Mountpoint()

@@ -1,14 +1,12 @@
 package rewind
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // version is the content file f has after step i: 200 KiB of incompressible
@@ -129,20 +128,17 @@ func TestMaxStoreSize(t *testing.T) {
 	t.Logf("%d prunes; the cut is at %d of %d", len(pruned), e.PrunedBefore(), e.Head())
 }
 
-const boundEnv = "ZEROFS_TEST_BOUND_CHILD"
-
 // boundChild runs steps on the workspace in $ZEROFS_TEST_WS under a small
 // bound until killed, printing "ack SEQ V" once the step that began at SEQ
 // has captured f (version V) and changed it. With $ZEROFS_TEST_KILL_AT=N it
 // kills itself inside the Nth gc, after the first old pack is removed.
-func boundChild() {
+func boundChild(string) int {
 	ctx := context.Background()
 	if n, err := strconv.Atoi(os.Getenv("ZEROFS_TEST_KILL_AT")); err == nil && n > 0 {
 		durable.TestHook = func(point, path string) {
 			if point == "prune:removing" {
 				if n--; n == 0 {
-					syscall.Kill(os.Getpid(), syscall.SIGKILL)
-					select {}
+					testsupport.Die()
 				}
 			}
 		}
@@ -206,31 +202,17 @@ func TestMaxStoreSizeCrash(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "f"), version(0), 0o644)
 	acked := map[Seq]int{}
 	v := 0
+	rnd := testsupport.Rand(t)
 	for round := range rounds {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		killAt := 0
 		if round%2 == 1 {
-			killAt = 1 + rand.IntN(3)
+			killAt = 1 + rnd.IntN(3)
 		}
 		mode := []string{"batch", "always"}[round%3%2]
-		cmd.Env = append(os.Environ(), boundEnv+"=1", "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_STORE="+store,
-			"ZEROFS_TEST_V="+strconv.Itoa(v), "ZEROFS_TEST_KILL_AT="+strconv.Itoa(killAt), "ZEROFS_TEST_SYNC="+mode)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1<<12)
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-		}()
+		c := testsupport.StartChild(t, "bound", "", testsupport.ChildOptions{Env: []string{
+			"ZEROFS_TEST_WS=" + ws, "ZEROFS_TEST_STORE=" + store, "ZEROFS_TEST_V=" + strconv.Itoa(v),
+			"ZEROFS_TEST_KILL_AT=" + strconv.Itoa(killAt), "ZEROFS_TEST_SYNC=" + mode}})
+		lines := c.Lines
 		if killAt == 0 {
 			// Let it run some steps, then kill at a random moment.
 			deadline := time.After(60 * time.Second)
@@ -248,12 +230,12 @@ func TestMaxStoreSizeCrash(t *testing.T) {
 					t.Fatalf("round %d: the child made no progress", round)
 				}
 			}
-			time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond)
-			cmd.Process.Signal(syscall.SIGKILL)
+			time.Sleep(time.Duration(rnd.IntN(200)) * time.Millisecond)
+			c.Cmd.Process.Signal(syscall.SIGKILL)
 		}
-		cmd.Wait()
-		if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
-			t.Fatalf("round %d: child ended with %v, want SIGKILL", round, cmd.ProcessState)
+		c.Cmd.Wait()
+		if !testsupport.KilledBySIGKILL(c.Cmd.ProcessState) {
+			t.Fatalf("round %d: child ended with %v, want SIGKILL", round, c.Cmd.ProcessState)
 		}
 		for l := range lines {
 			recordAck(t, l, acked, &v)

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/internal/xfstest"
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // freeBytes is the free space of the filesystem holding p.
@@ -29,7 +29,7 @@ func freeBytes(t *testing.T, p string) int64 {
 // follows leaves it alone, and @T and a rewind give the old content back
 // byte for byte. A small file is still packed.
 func TestCloneBeforeWrite(t *testing.T) {
-	mnt := xfstest.Mount(t)
+	mnt := testsupport.MountXFS(t)
 	ctx := context.Background()
 	for _, sync := range []bool{false, true} {
 		ws := filepath.Join(mnt, "ws"+map[bool]string{false: "batch", true: "always"}[sync])

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // The crash tests run a child process (this test binary again) that
@@ -27,10 +28,7 @@ const crashEnv = "ZEROFS_TEST_REWIND_CRASH"
 var rapidChecksDefaulted bool
 
 func TestMain(m *testing.M) {
-	if os.Getenv(boundEnv) != "" {
-		boundChild()
-		return
-	}
+	testsupport.RunChild(map[string]func(string) int{"bound": boundChild})
 	if point := os.Getenv(crashEnv); point != "" {
 		crashChild(point)
 		return

@@ -11,17 +11,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // needRoot skips a test that gives files to other users when it cannot.
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("ZEROFS_REQUIRE_FUSE") == "1" {
-			t.Fatal("owner tests need root (ZEROFS_REQUIRE_FUSE=1)")
-		}
-		t.Skip("skipping: owners can be restored only as root")
-	}
+	testsupport.RequireRoot(t, "restoring owners")
 }
 
 // asUnprivileged makes the engine act as a daemon that may not chown.

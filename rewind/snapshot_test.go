@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -282,12 +283,8 @@ func TestSnapshotWhileRunning(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for Seq(e.snapHead.Load()) < 20 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no snapshot while running: snapshot head %d, log head %d", e.snapHead.Load(), e.Head())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if testsupport.Poll(10*time.Second, func() bool { return Seq(e.snapHead.Load()) >= 20 }) != nil {
+		t.Fatalf("no snapshot while running: snapshot head %d, log head %d", e.snapHead.Load(), e.Head())
 	}
 	// A crash image: the store as it is now, engine still running.
 	if err := e.Sync(); err != nil {

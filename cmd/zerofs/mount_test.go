@@ -11,51 +11,35 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // binary is the zerofs built once by TestMain for the mounted tests: a
 // FUSE mount is never served by the test process that also runs tools in
 // it (go-fuse's "Deadlocks").
-var binary string
+var (
+	binary   string
+	buildErr error
+)
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "zerofs-bin-")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "zerofs")
-	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
-	if err != nil {
-		os.Stderr.Write(out)
-		binary = ""
-	}
+	b := testsupport.BuildZerofs()
+	binary, buildErr = b.Path, b.Err
 	code := m.Run()
-	os.RemoveAll(dir)
+	b.Remove()
 	os.Exit(code)
 }
 
 // needFUSE skips a mounted test without root or /dev/fuse, or fails it
-// when ZEROFS_REQUIRE_FUSE=1 (CI must not skip).
+// when ZEROFS_REQUIRE_FUSE=1 (CI must not skip). A binary that did not
+// build always fails: the code is broken.
 func needFUSE(t *testing.T) {
 	t.Helper()
-	reason := ""
-	if os.Geteuid() != 0 {
-		reason = "not root"
-	} else if _, err := os.Stat("/dev/fuse"); err != nil {
-		reason = "no /dev/fuse"
-	} else if binary == "" {
-		reason = "the zerofs binary did not build"
+	if binary == "" {
+		t.Fatal(buildErr)
 	}
-	if reason == "" {
-		return
-	}
-	if os.Getenv("ZEROFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf("FUSE tests required but: %s", reason)
-	}
-	t.Skipf("skipping FUSE test: %s", reason)
+	testsupport.RequireFUSE(t)
 }
 
 // bin runs the built zerofs from cwd.
@@ -118,14 +102,7 @@ func unmountT(t *testing.T, mp string) {
 	if r := bin(t, "/", "", "umount", mp); r.code != 0 {
 		t.Errorf("zerofs umount %s: exit %d: %s", mp, r.code, r.stderr)
 	}
-	for i := 0; i < 50; i++ {
-		if ok, _ := fuseMounted(mp); !ok {
-			return
-		}
-		unix.Unmount(mp, unix.MNT_DETACH)
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Errorf("%s is still mounted", mp)
+	testsupport.Detach(t, mp)
 }
 
 func readTrim(t *testing.T, p string) string {
@@ -264,15 +241,8 @@ func TestForeground(t *testing.T) {
 		cmd.Process.Kill()
 		unmountT(t, mp)
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, ok := history.ReadStatus(mp); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mount -f never got ready:\n%s", logb.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if testsupport.Poll(20*time.Second, func() bool { _, ok := history.ReadStatus(mp); return ok }) != nil {
+		t.Fatalf("mount -f never got ready:\n%s", logb.String())
 	}
 	sh(t, mp, "echo one > f")
 	binOK(t, mp, "step", "second")

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // needChromium is the path of a Chromium to drive, or skips the test
@@ -25,10 +27,7 @@ func needChromium(t *testing.T) string {
 			return p
 		}
 	}
-	if os.Getenv("ZEROFS_REQUIRE_FUSE") == "1" {
-		t.Fatal("the browser test is required (ZEROFS_REQUIRE_FUSE=1) but there is no chromium (apt-get install chromium)")
-	}
-	t.Skip("skipping the browser test: no chromium on PATH (apt-get install chromium)")
+	testsupport.Unavailable(t, "the browser test needs a chromium on PATH (apt-get install chromium)")
 	return ""
 }
 
@@ -202,17 +201,14 @@ func TestTimelineInBrowser(t *testing.T) {
 		t.Fatalf("the preview changed hello.go: %q", b)
 	}
 	click("Apply", `document.getElementById("preview-apply")`)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(ws, "hello.go"))
-		_, gerr := os.Stat(filepath.Join(ws, "greet.go"))
-		if strings.Contains(string(b), `"hello")`) && os.IsNotExist(gerr) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the revert did not change the workspace: hello.go %q, greet.go %v", b, gerr)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var b []byte
+	var gerr error
+	if testsupport.Poll(60*time.Second, func() bool {
+		b, _ = os.ReadFile(filepath.Join(ws, "hello.go"))
+		_, gerr = os.Stat(filepath.Join(ws, "greet.go"))
+		return strings.Contains(string(b), `"hello")`) && os.IsNotExist(gerr)
+	}) != nil {
+		t.Fatalf("the revert did not change the workspace: hello.go %q, greet.go %v", b, gerr)
 	}
 	poll("the page shows the revert", `(() => { const e = document.querySelector(".entry");
 		return e.classList.contains("rewind") && e.innerText.includes("Revert of step") && e.innerText.includes("hello.go") })()`)
@@ -243,7 +239,7 @@ func TestTimelineInBrowser(t *testing.T) {
 		document.getElementById("preview-list").innerText.includes("hello.go")`)
 	click("Apply", `document.getElementById("preview-apply")`)
 	poll("the undo's own entry", `document.querySelectorAll(".entry.rewind").length === 2`)
-	b, _ := os.ReadFile(filepath.Join(ws, "hello.go"))
+	b, _ = os.ReadFile(filepath.Join(ws, "hello.go"))
 	if string(b) != string(edited) {
 		t.Errorf("after the undo hello.go = %q, want %q", b, edited)
 	}

@@ -19,8 +19,11 @@ const module = "github.com/zerofs/zerofs"
 // stands on history like the CLI: never fs, never cmd. internal/wsdir (the workspace
 // path resolver) is a leaf like internal/durable.
 var allowed = map[string][]string{
-	"internal/durable":      {},
-	"internal/wsdir":        {},
+	"internal/durable": {},
+	"internal/wsdir":   {},
+	// internal/testsupport is imported by tests only, and imports none of
+	// ours: every package's tests may use it.
+	"internal/testsupport":  {},
 	"eventlog":              {"internal/durable"},
 	"blobstore":             {"internal/durable"},
 	"rewind/internal/index": {"eventlog", "blobstore", "internal/durable"},
@@ -44,6 +47,7 @@ var storeModules = []string{"github.com/restic/chunker", "github.com/klauspost/c
 var outside = map[string][]string{
 	"internal/durable":      {},
 	"internal/wsdir":        {"golang.org/x/sys"},
+	"internal/testsupport":  {"golang.org/x/sys", "github.com/moby/sys/mountinfo"},
 	"eventlog":              {"github.com/google/uuid", "golang.org/x/sys"},
 	"blobstore":             append([]string{"golang.org/x/sys"}, storeModules...),
 	"rewind/internal/index": append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),

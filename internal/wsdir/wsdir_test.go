@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // rootT opens a fresh directory as a Dir.
@@ -151,12 +153,7 @@ func TestSymlinksRefused(t *testing.T) {
 // TestCrossesMountBelowRoot: a tmpfs mounted below the root is part of the
 // workspace (no EXDEV), and its files open.
 func TestCrossesMountBelowRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("ZEROFS_REQUIRE_FUSE") == "1" {
-			t.Fatal("needs root to mount a tmpfs (ZEROFS_REQUIRE_FUSE=1)")
-		}
-		t.Skip("needs root to mount a tmpfs")
-	}
+	testsupport.RequireRoot(t, "mounting a tmpfs")
 	d, dir := rootT(t)
 	sub := filepath.Join(dir, "sub")
 	os.Mkdir(sub, 0o755)

@@ -1,7 +1,4 @@
-// Package xfstest gives tests an XFS filesystem with reflinks, for the
-// captures that clone files (rewind, fs): a loop device over an image under
-// the test's temporary directory, unmounted and detached at cleanup.
-package xfstest
+package testsupport
 
 import (
 	"os"
@@ -13,19 +10,16 @@ import (
 	"time"
 )
 
-// Mount mounts a fresh XFS filesystem with reflinks (a loop device over an
-// image under t.TempDir) and returns its mountpoint; cleanup unmounts it
-// and detaches the loop device, also on failure. It skips, saying why,
-// without root, mkfs.xfs or a loop device, unless ZEROFS_REQUIRE_FUSE=1
-// (CI, which installs xfsprogs) makes that a failure.
-func Mount(t *testing.T) string {
+// MountXFS mounts a fresh XFS filesystem with reflinks, for the captures
+// that clone files (a loop device over an image under t.TempDir), and
+// returns its mountpoint; cleanup unmounts it and detaches the loop device,
+// also on failure. Without root, mkfs.xfs or a loop device it ends the test
+// (see Unavailable; CI installs xfsprogs).
+func MountXFS(t *testing.T) string {
 	t.Helper()
 	missing := func(why string) {
 		t.Helper()
-		if os.Getenv("ZEROFS_REQUIRE_FUSE") == "1" {
-			t.Fatalf("cannot make an XFS loop mount: %s (ZEROFS_REQUIRE_FUSE=1)", why)
-		}
-		t.Skipf("cannot make an XFS loop mount: %s", why)
+		Unavailable(t, "cannot make an XFS loop mount: "+why)
 	}
 	if os.Geteuid() != 0 {
 		missing("not root")
@@ -63,17 +57,11 @@ func Mount(t *testing.T) string {
 		t.Fatalf("mount %s: %v\n%s", dev, err, out)
 	}
 	t.Cleanup(func() {
-		for i := 0; ; i++ {
-			err := syscall.Unmount(mnt, 0)
-			if err == nil {
-				return
-			}
-			if i == 50 {
-				syscall.Unmount(mnt, syscall.MNT_DETACH)
-				t.Errorf("umount %s: %v (detached)", mnt, err)
-				return
-			}
-			time.Sleep(100 * time.Millisecond) // polled: the engine's files may close late
+		// Polled: the engine's files may close late.
+		var err error
+		if Poll(5*time.Second, func() bool { err = syscall.Unmount(mnt, 0); return err == nil }) != nil {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+			t.Errorf("umount %s: %v (detached)", mnt, err)
 		}
 	})
 	return mnt

@@ -1,0 +1,46 @@
+package testsupport
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// Binary is the zerofs command built by BuildZerofs.
+type Binary struct {
+	// Path is the executable, empty when the build failed.
+	Path string
+	// Err says why the build failed.
+	Err error
+	dir string
+}
+
+// BuildZerofs builds cmd/zerofs once into a fresh temporary directory (call
+// it from TestMain; Remove it when the tests are done). It is built without
+// -race even under `go test -race`: the daemon is the system under test, not
+// the test process, and a race build would make every FUSE request several
+// times slower on a small machine.
+func BuildZerofs() *Binary {
+	dir, err := os.MkdirTemp("", "zerofs-test-bin-")
+	if err != nil {
+		return &Binary{Err: err}
+	}
+	b := &Binary{Path: filepath.Join(dir, "zerofs"), dir: dir}
+	out, err := exec.Command("go", "build", "-o", b.Path, "github.com/zerofs/zerofs/cmd/zerofs").CombinedOutput()
+	if err != nil {
+		b.Path, b.Err = "", fmt.Errorf("go build cmd/zerofs: %v\n%s", err, out)
+	}
+	return b
+}
+
+// Dir is the temporary directory the binary is in: a place for other
+// per-run files (a GOCACHE, say) that Remove deletes with it.
+func (b *Binary) Dir() string { return b.dir }
+
+// Remove deletes the binary and its directory.
+func (b *Binary) Remove() {
+	if b.dir != "" {
+		os.RemoveAll(b.dir)
+	}
+}
