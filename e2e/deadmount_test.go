@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -13,29 +12,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // fuseMountCount counts the FUSE mounts stacked at dir.
-func fuseMountCount(t *testing.T, dir string) int {
-	t.Helper()
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	n := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		for i, fl := range fields {
-			if fl == "-" && i+1 < len(fields) && len(fields) > 4 && fields[4] == dir && strings.HasPrefix(fields[i+1], "fuse") {
-				n++
-				break
-			}
-		}
-	}
-	return n
-}
+func fuseMountCount(t *testing.T, dir string) int { return testsupport.FUSEMountCount(dir) }
 
 // processAlive reports whether pid runs (a zombie does not).
 func processAlive(pid int) bool {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // Who may do what under a mount (SPEC.md, Trust), tried as a second local
@@ -175,17 +176,8 @@ func TestRewindKeepsOwnersAndMtimes(t *testing.T) {
 // mountOptions is the super options of the mount at dir.
 func mountOptions(t *testing.T, dir string) string {
 	t.Helper()
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && fields[4] == dir {
-			return fields[len(fields)-1]
-		}
+	if ms := testsupport.MountsAt(dir); len(ms) > 0 {
+		return ms[len(ms)-1].VFSOptions
 	}
 	t.Fatalf("%s is not in /proc/self/mountinfo", dir)
 	return ""

@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/eventlog"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // TestRemountKeepsHistory: unmount and mount the same store again; every
@@ -232,14 +234,7 @@ func TestMountReplacesStackedDeadMounts(t *testing.T) {
 	deadMount(t, mp)
 	deadMount(t, mp)
 	m := mountT(t, Options{Mountpoint: mp})
-	n := 0
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[4] == mp {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := len(testsupport.MountsAt(mp)); n != 1 {
 		t.Fatalf("%d mounts at %s, want the new one only", n, mp)
 	}
 	if _, err := os.ReadDir(m.Mountpoint()); err != nil {

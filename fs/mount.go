@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,13 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/eventlog"
@@ -354,50 +353,9 @@ func detachStale(p string, logger *slog.Logger) error {
 // isZerofsMount reports whether p is the mount point of a live zerofs
 // mount (in /proc/self/mountinfo).
 func isZerofsMount(p string) bool {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint opts... - fstype source superopts
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		sep := -1
-		for i, fl := range fields {
-			if fl == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+1 >= len(fields) {
-			continue
-		}
-		if unescapeMount(fields[4]) == p && fields[sep+1] == "fuse.zerofs" {
-			return true
-		}
-	}
-	return false
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	infos, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		found := m.Mountpoint == p && m.FSType == "fuse.zerofs"
+		return !found, found
+	})
+	return err == nil && len(infos) > 0
 }

@@ -96,7 +96,7 @@ func mountT(t *testing.T, ws string, args ...string) string {
 }
 
 func unmountT(t *testing.T, mp string) {
-	if ok, _ := fuseMounted(mp); !ok {
+	if !testsupport.FUSEMounted(mp) {
 		return
 	}
 	if r := bin(t, "/", "", "umount", mp); r.code != 0 {
@@ -199,7 +199,7 @@ func TestMounted(t *testing.T) {
 	if history.ProcessAlive(pid) {
 		t.Errorf("daemon %d still alive after umount", pid)
 	}
-	if ok, _ := fuseMounted(ws); ok {
+	if testsupport.FUSEMounted(ws) {
 		t.Errorf("%s still mounted after umount", ws)
 	}
 	if _, err := os.Stat(filepath.Join(ws, ".zero", "daemon.pid")); !os.IsNotExist(err) {
@@ -262,7 +262,7 @@ func TestForeground(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("mount -f after SIGTERM: %v\n%s", err, logb.String())
 	}
-	if ok, _ := fuseMounted(mp); ok {
+	if testsupport.FUSEMounted(mp) {
 		t.Errorf("%s still mounted after SIGTERM", mp)
 	}
 	if !strings.Contains(logb.String(), "unmounted cleanly") {
@@ -286,7 +286,7 @@ func TestUmountDeadDaemon(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "detached") {
 		t.Errorf("umount of a dead mount: exit %d, stderr %q", r.code, r.stderr)
 	}
-	if ok, _ := fuseMounted(ws); ok {
+	if testsupport.FUSEMounted(ws) {
 		t.Fatalf("%s still mounted", ws)
 	}
 	// The pid file the dead daemon left names no live process: no obstacle.

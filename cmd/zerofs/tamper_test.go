@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/eventlog"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // The attack on a copy of a real store: a checkpoint naming ".."
@@ -76,7 +78,7 @@ func TestTamperedStoreDotDotRefusedByMountAndVerify(t *testing.T) {
 			if !strings.Contains(r.stderr, line) {
 				t.Errorf("mount refused with %q, want it to name %s", r.stderr, line)
 			}
-			if ok, _ := fuseMounted(copyWS); ok {
+			if testsupport.FUSEMounted(copyWS) {
 				unmountT(t, copyWS)
 				t.Fatal("the tampered store is mounted")
 			}

@@ -1,15 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/control"
@@ -185,45 +184,22 @@ func fuseMountsAt(dir string) ([]mountEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []mountEntry
-	err = eachMount(func(line string) {
-		mp, fstype, ok := parseMountinfo(line)
-		if !ok || mp != abs || (fstype != "fuse" && !strings.HasPrefix(fstype, "fuse.")) {
-			return
-		}
-		f := strings.Fields(line)
-		id, err1 := strconv.Atoi(f[0])
-		parent, err2 := strconv.Atoi(f[1])
-		if err1 == nil && err2 == nil {
-			out = append(out, mountEntry{id: id, parent: parent, fstype: fstype})
-		}
+	infos, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		return m.Mountpoint != abs || (m.FSType != "fuse" && !strings.HasPrefix(m.FSType, "fuse.")), false
 	})
+	out := make([]mountEntry, len(infos))
+	for i, m := range infos {
+		out[i] = mountEntry{id: m.ID, parent: m.Parent, fstype: m.FSType}
+	}
 	return out, err
 }
 
 // mountPresent reports whether the mount with this id still exists.
 func mountPresent(id int) (bool, error) {
-	found := false
-	err := eachMount(func(line string) {
-		if f := strings.Fields(line); len(f) > 0 && f[0] == strconv.Itoa(id) {
-			found = true
-		}
+	infos, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		return m.ID != id, m.ID == id
 	})
-	return found, err
-}
-
-func eachMount(fn func(line string)) error {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fn(sc.Text())
-	}
-	return sc.Err()
+	return len(infos) > 0, err
 }
 
 // topmost is the mount of ms (all at one mount point) that no other of ms

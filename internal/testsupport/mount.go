@@ -1,6 +1,7 @@
 package testsupport
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -8,18 +9,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// FUSEMounted reports whether a FUSE filesystem is mounted at dir (an
-// absolute, clean path), as this process's mount table says.
-func FUSEMounted(dir string) bool {
-	infos, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
-		return m.Mountpoint != dir || !isFUSE(m.FSType), false
+// MountsAt lists the mounts at dir (an absolute, clean path), stacked ones
+// in mount order, as this process's mount table says; nil if it cannot be
+// read.
+func MountsAt(dir string) []*mountinfo.Info {
+	infos, _ := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		return m.Mountpoint != dir, false
 	})
-	return err == nil && len(infos) > 0
+	return infos
 }
 
-func isFUSE(fstype string) bool {
-	return fstype == "fuse" || len(fstype) > 5 && fstype[:5] == "fuse."
+// FUSEMountCount counts the FUSE mounts stacked at dir.
+func FUSEMountCount(dir string) int {
+	n := 0
+	for _, m := range MountsAt(dir) {
+		if m.FSType == "fuse" || strings.HasPrefix(m.FSType, "fuse.") {
+			n++
+		}
+	}
+	return n
 }
+
+// FUSEMounted reports whether a FUSE filesystem is mounted at dir.
+func FUSEMounted(dir string) bool { return FUSEMountCount(dir) > 0 }
 
 // Detach lazily unmounts dir (umount -l) until no FUSE mount is left there,
 // for up to 10 s, and fails t if one stays.
