@@ -3,6 +3,7 @@ package history
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"sort"
 
@@ -186,4 +187,46 @@ func findRenames(cs []Change) []Change {
 		out = append(out, c)
 	}
 	return out
+}
+
+// changeFields has Change's fields without its methods.
+type changeFields Change
+
+// changeJSON is a Change as `log --json` writes it: a name that is not
+// valid UTF-8 has its exact bytes (base64) beside its readable form, as
+// checkpoints record it (pathBytes, fromBytes, targetBytes).
+type changeJSON struct {
+	changeFields
+	PathBytes   string `json:"pathBytes,omitempty"`
+	FromBytes   string `json:"fromBytes,omitempty"`
+	TargetBytes string `json:"targetBytes,omitempty"`
+}
+
+// MarshalJSON writes the change with the exact bytes of odd names.
+func (c Change) MarshalJSON() ([]byte, error) {
+	j := changeJSON{changeFields: changeFields(c),
+		PathBytes: rewind.ExactBytes(c.Path), FromBytes: rewind.ExactBytes(c.From), TargetBytes: rewind.ExactBytes(c.Target)}
+	j.Path, j.From, j.Target = rewind.Readable(c.Path), rewind.Readable(c.From), rewind.Readable(c.Target)
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads a change, the exact bytes winning over the readable
+// form.
+func (c *Change) UnmarshalJSON(data []byte) error {
+	var j changeJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	var err error
+	if j.Path, err = rewind.FromBytes("path", j.Path, j.PathBytes); err != nil {
+		return err
+	}
+	if j.From, err = rewind.FromBytes("from", j.From, j.FromBytes); err != nil {
+		return err
+	}
+	if j.Target, err = rewind.FromBytes("target", j.Target, j.TargetBytes); err != nil {
+		return err
+	}
+	*c = Change(j.changeFields)
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	udiff "github.com/aymanbagabas/go-udiff"
 
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -214,7 +215,7 @@ func (d *differ) content(p string, t Seq, n Node) ([]byte, error) {
 		return []byte(n.Target), nil
 	}
 	if n.Skipped {
-		return nil, fmt.Errorf("%s at %s: %w (%s)", p, Label(t), rewind.ErrSkipped, n.Reason)
+		return nil, fmt.Errorf("%s at %s: %w (%s)", quote.Name(p), Label(t), rewind.ErrSkipped, quote.Name(n.Reason))
 	}
 	return d.src.Content(p, t)
 }
@@ -232,8 +233,11 @@ func (d *differ) pair(p string, na, nb Node) (string, error) {
 		return "", err
 	}
 	var hdr strings.Builder
-	fmt.Fprintf(&hdr, "diff --git a/%s b/%s\n", p, p)
-	from, to := fmt.Sprintf("a/%s\t(%s)", p, Label(d.a)), fmt.Sprintf("b/%s\t(%s)", p, Label(d.b))
+	// Names are quoted as git quotes them ("a/x\ny"): a name can never
+	// split a header or smuggle a line into the diff.
+	qa, qb := quote.Name("a/"+p), quote.Name("b/"+p)
+	fmt.Fprintf(&hdr, "diff --git %s %s\n", qa, qb)
+	from, to := fmt.Sprintf("%s\t(%s)", qa, Label(d.a)), fmt.Sprintf("%s\t(%s)", qb, Label(d.b))
 	switch {
 	case !na.Exists:
 		fmt.Fprintf(&hdr, "new file mode %06o\n", gitMode(nb))
@@ -252,7 +256,7 @@ func (d *differ) pair(p string, na, nb Node) (string, error) {
 	switch {
 	case bytes.Equal(ca, cb):
 	case isBinary(ca) || isBinary(cb):
-		bf, bt := "a/"+p, "b/"+p
+		bf, bt := qa, qb
 		if !na.Exists {
 			bf = "/dev/null"
 		}

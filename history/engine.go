@@ -11,6 +11,7 @@ import (
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -80,7 +81,7 @@ func (h *engineSource) Content(path string, t Seq) ([]byte, error) {
 		return nil, os.ErrNotExist
 	}
 	if ent.State.Skipped {
-		return nil, fmt.Errorf("%s: %w (%s)", path, rewind.ErrSkipped, ent.State.Reason)
+		return nil, fmt.Errorf("%s: %w (%s)", quote.Name(path), rewind.ErrSkipped, quote.Name(ent.State.Reason))
 	}
 	if ent.State.Kind == rewind.KindSymlink {
 		target, err := h.eng.ReadLink(ent)

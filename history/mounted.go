@@ -18,6 +18,7 @@ import (
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/internal/wsdir"
 	"github.com/zerofs/zerofs/rewind"
 )
@@ -188,7 +189,7 @@ func (m *mountSource) Content(path string, t Seq) ([]byte, error) {
 			return err
 		case unix.S_IFREG:
 		default:
-			return fmt.Errorf("%s is not a regular file", path)
+			return fmt.Errorf("%s is not a regular file", quote.Name(path))
 		}
 		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -200,7 +201,7 @@ func (m *mountSource) Content(path string, t Seq) ([]byte, error) {
 		return err
 	})
 	if missing(err) {
-		return nil, fmt.Errorf("%s: %w", path, os.ErrNotExist)
+		return nil, fmt.Errorf("%s: %w", quote.Name(path), os.ErrNotExist)
 	}
 	return out, err
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -76,7 +77,7 @@ type Finding struct {
 
 // Error is the finding as one line, as `zerofs verify` prints it.
 func (f Finding) Error() string {
-	where := fmt.Sprintf("%s at sequence %d", f.Path, f.Seq)
+	where := fmt.Sprintf("%s at sequence %d", quote.Name(f.Path), f.Seq)
 	switch f.Kind {
 	case FindingCorruptLog, FindingBadRecord, FindingBadIntent:
 		return f.Err.Error()
@@ -219,7 +220,7 @@ func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 		}
 		var out []string
 		for _, b := range chunkUsers[chunk] {
-			out = append(out, fmt.Sprintf("%s (%s at sequence %d)", b, uses[b].path, uses[b].seq))
+			out = append(out, fmt.Sprintf("%s (%s at sequence %d)", b, quote.Name(uses[b].path), uses[b].seq))
 		}
 		return out
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/internal/quote"
 )
 
 // ErrNoWorkspace: no directory from the start up to / holds a zerofs store
@@ -150,7 +151,7 @@ func (ws *Workspace) RelPath(cwd, p string) (string, error) {
 	}
 	rel, err := filepath.Rel(ws.Root, filepath.Clean(abs))
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return "", fmt.Errorf("%s is outside the workspace %s", p, ws.Root)
+		return "", fmt.Errorf("%s is outside the workspace %s", quote.Name(p), quote.Name(ws.Root))
 	}
 	if rel == "." {
 		return "", nil

@@ -6,10 +6,10 @@ import (
 	"io"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -82,13 +82,13 @@ func writeForeign(w io.Writer, fs []rewind.Foreign, verb string, seen map[string
 		seen[f.Path] = true
 		who := ""
 		if f.Comm != "" || f.PID != 0 {
-			who = fmt.Sprintf(" by %s (pid %d)", f.Comm, f.PID)
+			who = fmt.Sprintf(" by %s (pid %d)", quote.Name(f.Comm), f.PID)
 		}
 		why := f.Why
 		if f.Session != "" {
 			why += " " + f.Session
 		}
-		fmt.Fprintf(w, "zerofs: warning: this %s %s, changed %s%s after sequence %d\n", verb, f.Path, why, who, f.Seq)
+		fmt.Fprintf(w, "zerofs: warning: this %s %s, changed %s%s after sequence %d\n", verb, quote.Name(f.Path), why, who, f.Seq)
 	}
 }
 
@@ -99,7 +99,7 @@ func writePreview(w io.Writer, what string, rep control.RewindReport) error {
 	r := rep.Report
 	fmt.Fprintf(w, "would %s: restore %d, delete %d, skip %d\n", what, r.Restored, r.Deleted, len(r.Skipped))
 	for _, c := range rep.Preview {
-		p := c.Path
+		p := quote.Name(c.Path)
 		if c.Kind == rewind.KindDir {
 			p += "/"
 		}
@@ -113,13 +113,13 @@ func writePreview(w io.Writer, what string, rep control.RewindReport) error {
 		fmt.Fprintln(w, line)
 	}
 	for _, p := range rep.Report.Skipped {
-		fmt.Fprintf(w, "  skip     %s (its earlier state was not kept)\n", p)
+		fmt.Fprintf(w, "  skip     %s (its earlier state was not kept)\n", quote.Name(p))
 	}
 	for _, f := range rep.Foreign {
-		fmt.Fprintf(w, "  foreign  %s (changed %s by %s, pid %d)\n", f.Path, f.Why, f.Comm, f.PID)
+		fmt.Fprintf(w, "  foreign  %s (changed %s by %s, pid %d)\n", quote.Name(f.Path), f.Why, quote.Name(f.Comm), f.PID)
 	}
 	for _, p := range rep.Conflicts {
-		fmt.Fprintf(w, "  conflict %s\n", p)
+		fmt.Fprintf(w, "  conflict %s\n", quote.Name(p))
 	}
 	return nil
 }
@@ -151,7 +151,7 @@ func runRevert(e *env, c *command, args []string) error {
 			if *dry {
 				writePreview(e.stdout, "revert "+label, rep)
 			}
-			return fmt.Errorf("revert of %s conflicts with later changes to %s (--force puts them back too)", label, strings.Join(ce.Paths, ", "))
+			return fmt.Errorf("revert of %s conflicts with later changes to %s (--force puts them back too)", label, quote.Names(ce.Paths, ", "))
 		}
 		if err != nil {
 			return err
@@ -162,11 +162,11 @@ func runRevert(e *env, c *command, args []string) error {
 		r := rep.Report
 		forced := ""
 		if len(rep.Conflicts) > 0 {
-			forced = fmt.Sprintf(" (forced over later changes to %s)", strings.Join(rep.Conflicts, ", "))
+			forced = fmt.Sprintf(" (forced over later changes to %s)", quote.Names(rep.Conflicts, ", "))
 		}
 		fmt.Fprintf(e.stdout, "reverted %s: restored %d, deleted %d, skipped %d%s\n", label, r.Restored, r.Deleted, len(r.Skipped), forced)
 		for _, p := range r.Skipped {
-			fmt.Fprintf(e.stdout, "  skipped %s\n", p)
+			fmt.Fprintf(e.stdout, "  skipped %s\n", quote.Name(p))
 		}
 		return nil
 	})
@@ -216,9 +216,9 @@ func runFork(e *env, c *command, args []string) error {
 			how = fmt.Sprintf("%d reflinked", res.Cloned)
 		}
 		fmt.Fprintf(e.stdout, "forked @%d into %s: %d files (%s), %d directories, %d symlinks, %s\n",
-			t, res.Dir, res.Files, how, res.Dirs, res.Symlinks, byteSize(res.Bytes))
+			t, quote.Name(res.Dir), res.Files, how, res.Dirs, res.Symlinks, byteSize(res.Bytes))
 		for _, p := range res.Skipped {
-			fmt.Fprintf(e.stdout, "  skipped %s (its state at %d was not kept)\n", p, t)
+			fmt.Fprintf(e.stdout, "  skipped %s (its state at %d was not kept)\n", quote.Name(p), t)
 		}
 		return nil
 	})

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -96,11 +97,11 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 		var what string
 		switch ent.Type {
 		case history.BlockStep:
-			what = ent.Label
+			what = quote.Name(ent.Label)
 			if ent.Implicit {
 				what = "(no step)"
 				if ent.Label != "" {
-					what += " " + ent.Label
+					what += " " + quote.Name(ent.Label)
 				}
 			}
 			if ent.StatesThinned {
@@ -150,7 +151,7 @@ func kindSuffix(kind string) string {
 // formatChange is one --stat line:
 // "modified  a/b.go  (1.2 KiB -> 1.3 KiB)  by sed[4242]".
 func formatChange(c history.Change, paint func(string, string) string) string {
-	name := c.Path + kindSuffix(c.Kind)
+	name := quote.Name(c.Path) + kindSuffix(c.Kind)
 	var detail []string
 	isFile := c.Kind == string(rewind.KindFile)
 	switch c.Change {
@@ -172,18 +173,18 @@ func formatChange(c history.Change, paint func(string, string) string) string {
 			}
 			to := what(c.Kind, c.Bytes)
 			if c.Kind == string(rewind.KindSymlink) {
-				to = "symlink to " + c.Target
+				to = "symlink to " + quote.Name(c.Target)
 			}
 			detail = append(detail, what(c.OldKind, c.OldBytes)+" -> "+to)
 		case c.Kind == string(rewind.KindSymlink):
-			detail = append(detail, "now to "+c.Target)
+			detail = append(detail, "now to "+quote.Name(c.Target))
 		case isFile:
 			detail = append(detail, humanBytes(c.OldBytes)+" -> "+humanBytes(c.Bytes))
 		}
 	case history.ChangeRenamed:
-		name = c.From + " -> " + name
+		name = quote.Name(c.From) + " -> " + name
 	case history.ChangeSkipped, history.ChangeUnknown:
-		detail = append(detail, c.Reason)
+		detail = append(detail, quote.Name(c.Reason))
 	}
 	if c.OldMode != c.Mode {
 		detail = append(detail, fmt.Sprintf("mode %04o -> %04o", c.OldMode, c.Mode))
@@ -200,7 +201,7 @@ func formatChange(c history.Change, paint func(string, string) string) string {
 		s += "  (" + strings.Join(detail, ", ") + ")"
 	}
 	if c.Comm != "" || c.PID != 0 {
-		s += fmt.Sprintf("  by %s[%d]", c.Comm, c.PID)
+		s += fmt.Sprintf("  by %s[%d]", quote.Name(c.Comm), c.PID)
 	}
 	return s
 }

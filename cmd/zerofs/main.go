@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/zerofs/zerofs/internal/quote"
 )
 
 func main() {
@@ -144,7 +146,7 @@ func exitCode(err error, c *command, stdout, stderr io.Writer) int {
 
 // oneLine keeps the failure report to the single line SPEC promises.
 func oneLine(s string) string {
-	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ")
+	return quote.Line(s)
 }
 
 func printTopUsage(w io.Writer) {

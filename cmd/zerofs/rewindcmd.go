@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -84,7 +84,7 @@ func runRewind(e *env, c *command, args []string) error {
 				return err
 			}
 			if err := rewind.CleanPath(rel); err != nil {
-				return fmt.Errorf("%s: not a path zerofs versions (%v)", p, err)
+				return fmt.Errorf("%s: not a path zerofs versions (%v)", quote.Name(p), err)
 			}
 			req.Paths = append(req.Paths, rel)
 		}
@@ -95,7 +95,7 @@ func runRewind(e *env, c *command, args []string) error {
 		if *dry {
 			what := fmt.Sprintf("rewind to %d", t)
 			if len(rep.Paths) > 0 {
-				what = fmt.Sprintf("rewind %s to %d", strings.Join(rep.Paths, ", "), t)
+				what = fmt.Sprintf("rewind %s to %d", quote.Names(rep.Paths, ", "), t)
 			}
 			return writePreview(e.stdout, what, rep)
 		}
@@ -128,13 +128,13 @@ func writeRewind(w io.Writer, rep control.RewindReport) error {
 	case rep.Redid != nil:
 		_, err = fmt.Fprintf(w, "redid %s: restored %d, deleted %d%s\n", stepName(*rep.Redid), r.Restored, r.Deleted, skippedCount(r))
 	case len(rep.Paths) > 0:
-		_, err = fmt.Fprintf(w, "rewound %s to %d: restored %d, deleted %d, skipped %d\n", strings.Join(rep.Paths, ", "), rep.TargetSequence, r.Restored, r.Deleted, len(r.Skipped))
+		_, err = fmt.Fprintf(w, "rewound %s to %d: restored %d, deleted %d, skipped %d\n", quote.Names(rep.Paths, ", "), rep.TargetSequence, r.Restored, r.Deleted, len(r.Skipped))
 	default:
 		_, err = fmt.Fprintf(w, "rewound to %d: restored %d, deleted %d, skipped %d\n", rep.TargetSequence, r.Restored, r.Deleted, len(r.Skipped))
 	}
 	for _, p := range r.Skipped {
 		if err == nil {
-			_, err = fmt.Fprintf(w, "  skipped %s\n", p)
+			_, err = fmt.Fprintf(w, "  skipped %s\n", quote.Name(p))
 		}
 	}
 	return err

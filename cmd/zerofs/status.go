@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/quote"
 )
 
 var statusCmd = &command{
@@ -39,11 +40,11 @@ func runStatus(e *env, c *command, args []string) error {
 	}
 	ws := st.Workspace
 	w := e.stdout
-	fmt.Fprintf(w, "workspace: %s\n", ws.Root)
+	fmt.Fprintf(w, "workspace: %s\n", quote.Name(ws.Root))
 	switch m := ws.Status; {
 	case ws.Mounted:
 		fmt.Fprintf(w, "mounted:   at %s by pid %d (workspace %s, sync %s, auto-step %s)\n",
-			m.Mountpoint, m.PID, m.Workspace, m.Sync, m.AutoStep)
+			quote.Name(m.Mountpoint), m.PID, quote.Name(m.Workspace), m.Sync, m.AutoStep)
 	case st.DaemonElsewhere > 0:
 		fmt.Fprintf(w, "mounted:   elsewhere, by pid %d (run zerofs inside that mount)\n", st.DaemonElsewhere)
 	default:
@@ -51,7 +52,7 @@ func runStatus(e *env, c *command, args []string) error {
 	}
 	fmt.Fprintf(w, "head:      %d\n", st.Head)
 	if st.Step.Sequence > 0 {
-		fmt.Fprintf(w, "step:      %d %s\n", st.Step.Sequence, st.Step.Label)
+		fmt.Fprintf(w, "step:      %d %s\n", st.Step.Sequence, quote.Name(st.Step.Label))
 	} else {
 		fmt.Fprintf(w, "step:      none\n")
 	}

@@ -17,25 +17,27 @@ const module = "github.com/zerofs/zerofs"
 // and fs uses history's step grouping to resolve undo and redo; history
 // never imports fs, and nothing imports cmd. The timeline (zerofs ui)
 // stands on history like the CLI: never fs, never cmd. internal/wsdir (the workspace
-// path resolver) is a leaf like internal/durable.
+// path resolver) and internal/quote (how a name is printed for a person) are
+// leaves like internal/durable.
 var allowed = map[string][]string{
 	"internal/durable": {},
 	"internal/wsdir":   {},
+	"internal/quote":   {},
 	// internal/testsupport is imported by tests only, and imports none of
 	// ours: every package's tests may use it.
 	"internal/testsupport":  {},
 	"eventlog":              {"internal/durable"},
 	"blobstore":             {"internal/durable"},
 	"rewind/internal/index": {"eventlog", "blobstore", "internal/durable"},
-	"rewind":                {"rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
-	"control":               {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
-	"history":               {"control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
-	"fs":                    {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
-	"timeline":              {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
-	"cmd/zerofs":            {"fs", "history", "timeline", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"rewind":                {"rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"control":               {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"history":               {"control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"fs":                    {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"timeline":              {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"cmd/zerofs":            {"fs", "history", "timeline", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
-	"scripts/profmount": {"fs", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir"},
+	"scripts/profmount": {"fs", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 }
 
 // storeModules are what the blob store may use beyond x/sys: restic's
@@ -48,6 +50,7 @@ var outside = map[string][]string{
 	"internal/durable":      {},
 	"internal/wsdir":        {"golang.org/x/sys"},
 	"internal/testsupport":  {"golang.org/x/sys", "github.com/moby/sys/mountinfo"},
+	"internal/quote":        {},
 	"eventlog":              {"github.com/google/uuid", "golang.org/x/sys"},
 	"blobstore":             append([]string{"golang.org/x/sys"}, storeModules...),
 	"rewind/internal/index": append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),

@@ -21,6 +21,46 @@ function el(tag, cls, text) {
   return e;
 }
 
+// quoteName shows a name as `zerofs` (internal/quote) and git's
+// core.quotePath do: as is when every character is harmless, else in
+// double quotes with C escapes, each byte of a control, format or
+// non-UTF-8 character as \ooo. b64, when given (the JSON's pathBytes),
+// is the name's exact bytes. Names are put in the page with textContent
+// only, never as HTML.
+function quoteName(s, b64) {
+  if (s === undefined || s === null) return s;
+  let bytes;
+  if (b64) bytes = Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0));
+  else bytes = new TextEncoder().encode(s);
+  const dec = new TextDecoder("utf-8", {fatal: true});
+  const esc = {0x22: "\\\"", 0x5c: "\\\\", 0x07: "\\a", 0x08: "\\b", 0x09: "\\t", 0x0a: "\\n", 0x0b: "\\v", 0x0c: "\\f", 0x0d: "\\r"};
+  const oct = (b) => "\\" + b.toString(8).padStart(3, "0");
+  let out = "", quoted = false;
+  for (let i = 0; i < bytes.length;) {
+    const b = bytes[i];
+    if (b < 0x80) {
+      if (esc[b]) { out += esc[b]; quoted = true; }
+      else if (b < 0x20 || b === 0x7f) { out += oct(b); quoted = true; }
+      else out += String.fromCharCode(b);
+      i++;
+      continue;
+    }
+    const n = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+    let ch = null;
+    try { ch = dec.decode(bytes.subarray(i, i + n)); } catch (e) { ch = null; }
+    if (ch !== null && n > 1 && [...ch].length === 1 && /^[\p{L}\p{M}\p{N}\p{P}\p{S}\p{Zs}]$/u.test(ch) && ch !== "\ufffd") {
+      out += ch;
+      i += n;
+      continue;
+    }
+    if (ch === null || n === 1) { out += oct(b); i++; quoted = true; continue; }
+    for (let j = i; j < i + n; j++) out += oct(bytes[j]);
+    i += n;
+    quoted = true;
+  }
+  return quoted ? "\"" + out + "\"" : out;
+}
+
 async function api(path, body) {
   const opts = body === undefined ? {} : {
     method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body),
@@ -138,13 +178,13 @@ function baseTitle(e) {
     const rw = e.rewind || {};
     if (rw.revertOf) {
       const of = entries.find((x) => x.sequence === rw.revertOf);
-      return "Revert of step " + rw.revertOf + (of && of.label ? " \u201c" + of.label + "\u201d" : "");
+      return "Revert of step " + rw.revertOf + (of && of.label ? " \u201c" + quoteName(of.label) + "\u201d" : "");
     }
-    if (rw.paths && rw.paths.length) return "Restore " + rw.paths.join(", ") + " to " + rw.targetSequence;
+    if (rw.paths && rw.paths.length) return "Restore " + rw.paths.map((p) => quoteName(p.path || p, p.pathBytes)).join(", ") + " to " + rw.targetSequence;
     return "Rewind to " + rw.targetSequence;
   }
-  if (e.implicit) return e.label || "changes outside any step";
-  return e.label || "(no label)";
+  if (e.implicit) return quoteName(e.label) || "changes outside any step";
+  return quoteName(e.label) || "(no label)";
 }
 
 const CHANGE = {added: "A", deleted: "D", modified: "M", mode: "P", renamed: "R", skipped: "S", unknown: "?"};
@@ -163,7 +203,7 @@ function entryEl(e) {
   h.append(meta);
   li.append(h);
   if (e.procs && e.procs.length) {
-    li.append(el("div", "procs", "by " + e.procs.map((p) => (p.comm || "?") + " (" + p.pid + ")").join(", ")));
+    li.append(el("div", "procs", "by " + e.procs.map((p) => (quoteName(p.comm) || "?") + " (" + p.pid + ")").join(", ")));
   }
   if (e.type !== "gc") {
     if (e.changes.length === 0) li.append(el("div", "nochange muted", "changed nothing"));
@@ -184,7 +224,7 @@ function entryEl(e) {
 }
 
 function stepName(e) {
-  return "step " + e.sequence + (e.label ? " \u201c" + e.label + "\u201d" : "");
+  return "step " + e.sequence + (e.label ? " \u201c" + quoteName(e.label) + "\u201d" : "");
 }
 
 function button(text, cls, fn) {
@@ -198,14 +238,14 @@ function fileEl(e, c) {
   li.append(el("span", "chg chg-" + c.change, CHANGE[c.change] || "?"));
   const a = el("a", "path");
   a.href = "#";
-  let name = c.path + (c.kind === "dir" ? "/" : "");
-  if (c.from) name = c.from + " \u2192 " + name;
+  let name = quoteName(c.path, c.pathBytes) + (c.kind === "dir" ? "/" : "");
+  if (c.from) name = quoteName(c.from, c.fromBytes) + " \u2192 " + name;
   a.textContent = name;
   const tip = [c.change];
-  if (c.kind === "symlink") tip.push("symlink" + (c.target ? " to " + c.target : ""));
+  if (c.kind === "symlink") tip.push("symlink" + (c.target ? " to " + quoteName(c.target, c.targetBytes) : ""));
   if (c.oldKind) tip.push("was " + c.oldKind);
   if (c.mode || c.oldMode) tip.push("mode " + oct(c.oldMode) + " \u2192 " + oct(c.mode));
-  if (c.reason) tip.push(c.reason);
+  if (c.reason) tip.push(quoteName(c.reason));
   a.title = tip.join(", ");
   a.addEventListener("click", (ev) => { ev.preventDefault(); showDiff(e, c, li); });
   li.append(a);
@@ -220,7 +260,7 @@ function fileEl(e, c) {
   li.append(info);
   if (e.type === "step" && c.change !== "skipped" && c.change !== "unknown") {
     const paths = c.from ? [c.path, c.from] : [c.path];
-    li.append(button("Restore", "restore", () => preview("Restore " + paths.join(" and ") + " to before " + stepName(e) + " (" + e.before + ")", {target: e.before, paths})));
+    li.append(button("Restore", "restore", () => preview("Restore " + paths.map((p) => quoteName(p)).join(" and ") + " to before " + stepName(e) + " (" + e.before + ")", {target: e.before, paths})));
   } else {
     li.append(el("span", "restore-space"));
   }
@@ -240,7 +280,7 @@ async function showDiff(e, c, li) {
   const r = await api("/api/diff?" + q);
   $("placeholder").hidden = true;
   $("diff").hidden = false;
-  $("diff-title").textContent = (c.from ? c.from + " \u2192 " : "") + c.path + "  \u00b7  " + e.before + " \u2192 " + e.end;
+  $("diff-title").textContent = (c.from ? quoteName(c.from, c.fromBytes) + " \u2192 " : "") + quoteName(c.path, c.pathBytes) + "  \u00b7  " + e.before + " \u2192 " + e.end;
   lastDiff = r.ok ? r.data : {error: r.data.error};
   drawDiff();
 }
@@ -253,7 +293,7 @@ function drawDiff() {
   if (lastDiff.length === 0) { body.append(el("p", "muted", "No difference (a directory, or it ended as it began).")); return; }
   for (const fd of lastDiff) {
     const box = el("div", "filediff");
-    box.append(el("div", "fdhead", fd.path));
+    box.append(el("div", "fdhead", quoteName(fd.path)));
     if (fd.binary) {
       box.append(el("div", "binary", "Binary file: contents not shown"));
     } else {
@@ -370,14 +410,14 @@ async function preview(what, req) {
   const ul = $("preview-list");
   for (const c of rep.preview || []) {
     const li = el("li", "pv " + c.action);
-    li.append(el("span", "act", c.action), el("span", "path", c.path + (c.kind === "dir" ? "/" : "")));
+    li.append(el("span", "act", c.action), el("span", "path", quoteName(c.path) + (c.kind === "dir" ? "/" : "")));
     if (c.lines && (c.lines.added || c.lines.removed)) {
       li.append(el("span", "add", "+" + c.lines.added), el("span", "del", "\u2212" + c.lines.removed));
     }
     ul.append(li);
   }
   for (const p of rr.skipped || []) ul.append(el("li", "pv skip", "skip " + p + " (its earlier state was not kept)"));
-  for (const f of rep.foreign || []) ul.append(el("li", "pv foreign", "overwrites " + f.path + ", changed " + f.why + " by " + f.comm + " (" + f.pid + ")"));
+  for (const f of rep.foreign || []) ul.append(el("li", "pv foreign", "overwrites " + quoteName(f.path) + ", changed " + f.why + " by " + quoteName(f.comm) + " (" + f.pid + ")"));
   for (const p of rep.conflicts || []) ul.append(el("li", "pv conflict", "conflict: " + p + " changed later"));
   if ((rep.preview || []).length === 0 && !r.data.error) ul.append(el("li", "muted", "nothing to change"));
   const applyBtn = $("preview-apply");
@@ -412,7 +452,7 @@ async function apply() {
   $("preview").close();
   const rep = r.data.report;
   const rr = rep.report;
-  let msg = req.revert ? "Reverted step " + req.revert : req.paths ? "Restored " + req.paths.join(", ") : "Rewound to " + rep.targetSequence;
+  let msg = req.revert ? "Reverted step " + req.revert : req.paths ? "Restored " + req.paths.map((p) => quoteName(p)).join(", ") : "Rewound to " + rep.targetSequence;
   msg += ": restored " + rr.restored + ", deleted " + rr.deleted + ".";
   toast(msg, rep.checkpointSequence > 0 ? rep.checkpointSequence - 1 : null);
   await loadTop();
