@@ -27,14 +27,27 @@ const (
 	Log    = "log"
 	Status = "status"
 	GC     = "gc"
+	Turn   = "turn"
 )
 
 // Names lists every control file, sorted.
-var Names = []string{GC, Head, Log, Rewind, Status, Step}
+var Names = []string{GC, Head, Log, Rewind, Status, Step, Turn}
 
 // Writable reports whether name takes requests (writes).
 func Writable(name string) bool {
-	return name == Step || name == Rewind || name == GC
+	return name == Step || name == Rewind || name == GC || name == Turn
+}
+
+// ParseTurn parses a write to "turn": a JSON object, the turn event's
+// payload ({"prompt", "agentSession"}, both optional). Anything else is
+// ErrBadRequest.
+func ParseTurn(data []byte) (json.RawMessage, error) {
+	line := bytes.TrimSpace(data)
+	var obj map[string]json.RawMessage
+	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &obj) != nil {
+		return nil, badRequest("turn request is not a JSON object")
+	}
+	return json.RawMessage(line), nil
 }
 
 // MaxRequest bounds one request: everything written through one open file.

@@ -19,6 +19,9 @@ const (
 	TypeHistoryPruned = "history_pruned"
 	// TypeHistoryThinned: gc thinned old history to one state a day.
 	TypeHistoryThinned = "history_thinned"
+	// TypeTurn: a person's prompt to an agent began a turn; the steps after
+	// it belong to it until the next turn.
+	TypeTurn = "turn"
 )
 
 // Event is one line of the log.

@@ -228,7 +228,7 @@ func (c *ctlFile) Write(ctx context.Context, f fusefs.FileHandle, data []byte, o
 		return 0, syscall.EINVAL
 	}
 	h.req = append(h.req, data...)
-	if c.name != control.Step && requestComplete(h.req) {
+	if c.name != control.Step && c.name != control.Turn && requestComplete(h.req) {
 		h.done = true
 		if errno := c.run(ctx, h, h.req); errno != 0 {
 			return 0, errno
@@ -272,6 +272,8 @@ func (c *ctlFile) run(ctx context.Context, h *ctlHandle, req []byte) syscall.Err
 	switch c.name {
 	case control.Step:
 		return c.fs.doStep(ctx, req)
+	case control.Turn:
+		return c.fs.doTurn(ctx, req)
 	case control.Rewind:
 		out, errno := c.fs.doRewind(ctx, req)
 		if out != nil {
@@ -293,6 +295,19 @@ func (f *fsys) doStep(ctx context.Context, data []byte) syscall.Errno {
 	req := control.ParseStep(data)
 	if _, err := f.eng.BeginStep(engineCtx(ctx), req.Label, req.Payload); err != nil {
 		return engineErrno(f.log, "step", ".zero/step", err, seqInvalid)
+	}
+	return 0
+}
+
+// doTurn begins a turn (control.ParseTurn reads the request): a person's
+// prompt to an agent, which ends the current step.
+func (f *fsys) doTurn(ctx context.Context, data []byte) syscall.Errno {
+	payload, err := control.ParseTurn(data)
+	if err != nil {
+		return syscall.EINVAL
+	}
+	if _, err := f.eng.BeginTurn(engineCtx(ctx), payload); err != nil {
+		return engineErrno(f.log, "turn", ".zero/turn", err, seqInvalid)
 	}
 	return 0
 }
@@ -359,6 +374,8 @@ func (f *fsys) report(name string) ([]byte, error) {
 		return control.StepReport{Sequence: s.Seq, Label: s.Label}.Format(), nil
 	case control.Head:
 		return control.FormatSeq(f.eng.Head()), nil
+	case control.Turn:
+		return nil, nil // a request only; the log holds the turns
 	case control.Rewind:
 		p, seq, ok := f.eng.LastRewind()
 		if !ok {

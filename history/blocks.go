@@ -38,6 +38,27 @@ type Block struct {
 	// Files are the before-states captured in the block, the first one per
 	// path, in capture order.
 	Files []rewind.FileState
+	// Turn is the sequence of the turn the block belongs to (the last turn
+	// event before it), 0 before the first turn.
+	Turn Seq
+}
+
+// A Turn is a person's prompt to an agent (a turn event): the steps after
+// it belong to it until the next turn.
+type Turn struct {
+	Seq  Seq
+	Time time.Time
+	// Prompt is the prompt's text, "" when it was kept out.
+	Prompt       string
+	Agent        string
+	AgentSession string
+}
+
+// turnPayload is a turn event's payload.
+type turnPayload struct {
+	Prompt       string `json:"prompt"`
+	Agent        string `json:"agent"`
+	AgentSession string `json:"agentSession"`
 }
 
 // The block types, as `zerofs log --json` names them.
@@ -80,10 +101,29 @@ func Blocks(src Source) ([]*Block, Seq, error) {
 // itself (from its checkpointSequence up to the rewind event) belongs to
 // the rewind. A gc changes no file and ends no step.
 func ReadBlocks(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, Seq, error) {
+	blocks, _, head, err := ReadHistory(events, head)
+	return blocks, head, err
+}
+
+// BlocksAndTurns is Blocks with the turns, both oldest first.
+func BlocksAndTurns(src Source) ([]*Block, []Turn, error) {
+	head, err := src.Head()
+	if err != nil {
+		return nil, nil, err
+	}
+	blocks, turns, _, err := ReadHistory(src.Events(), head)
+	return blocks, turns, err
+}
+
+// ReadHistory is ReadBlocks that also returns the turns, oldest first. A
+// turn ends the step before it, as a rewind does (checkpoints after it and
+// before the next tool_call form an implicit step), and every block names
+// the turn it belongs to.
+func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, []Turn, Seq, error) {
 	var evs []eventlog.Event
 	for ev, err := range events {
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		evs = append(evs, ev)
 	}
@@ -101,6 +141,8 @@ func ReadBlocks(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, Se
 		}
 	}
 	var blocks []*Block
+	var turns []Turn
+	var turn Seq                // the turn new blocks belong to
 	var cur *Block              // the step new checkpoints belong to
 	pending := map[int]*Block{} // rewinds whose checkpoint came before them
 	seen := map[*Block]map[string]bool{}
@@ -125,7 +167,7 @@ func ReadBlocks(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, Se
 				Name string `json:"name"`
 			}
 			json.Unmarshal(ev.Payload, &p)
-			cur = &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: p.Name, Payload: ev.Payload}
+			cur = &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: p.Name, Payload: ev.Payload, Turn: turn}
 			blocks = append(blocks, cur)
 		case eventlog.TypeCheckpoint:
 			var p rewind.Checkpoint
@@ -135,7 +177,7 @@ func ReadBlocks(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, Se
 			if ri, ok := ownedBy[ev.Seq]; ok {
 				b := pending[ri]
 				if b == nil {
-					b = &Block{Type: BlockRewind, Start: ev.Seq}
+					b = &Block{Type: BlockRewind, Start: ev.Seq, Turn: turn}
 					pending[ri] = b
 					blocks = append(blocks, b)
 				}
@@ -143,7 +185,7 @@ func ReadBlocks(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, Se
 				continue
 			}
 			if cur == nil {
-				cur = &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: p.Tool, Implicit: true}
+				cur = &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: p.Tool, Implicit: true, Turn: turn}
 				blocks = append(blocks, cur)
 			}
 			addFiles(cur, ev.Seq, p.Files)
@@ -154,7 +196,7 @@ func ReadBlocks(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, Se
 			}
 			b := pending[i]
 			if b == nil {
-				b = &Block{Type: BlockRewind, Start: ev.Seq}
+				b = &Block{Type: BlockRewind, Start: ev.Seq, Turn: turn}
 				blocks = append(blocks, b)
 			}
 			b.Seq, b.Time, b.Rewind = ev.Seq, ev.CreatedAt, &p
@@ -167,6 +209,11 @@ func ReadBlocks(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, Se
 			var p rewind.ThinnedPayload
 			json.Unmarshal(ev.Payload, &p)
 			blocks = append(blocks, &Block{Type: BlockPruned, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Thinned: &p})
+		case eventlog.TypeTurn:
+			var p turnPayload
+			json.Unmarshal(ev.Payload, &p)
+			turns = append(turns, Turn{Seq: ev.Seq, Time: ev.CreatedAt, Prompt: p.Prompt, Agent: p.Agent, AgentSession: p.AgentSession})
+			turn, cur = ev.Seq, nil
 		}
 	}
 	if n := len(evs); n > 0 && evs[n-1].Seq > head {
@@ -183,5 +230,5 @@ func ReadBlocks(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, Se
 		b.End = end
 		end = b.Start - 1
 	}
-	return blocks, head, nil
+	return blocks, turns, head, nil
 }

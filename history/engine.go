@@ -115,6 +115,11 @@ func (h *engineSource) BeginStep(ctx context.Context, label string, extra json.R
 	return err
 }
 
+func (h *engineSource) BeginTurn(ctx context.Context, payload json.RawMessage) error {
+	_, err := h.eng.BeginTurn(ctx, payload)
+	return err
+}
+
 func (h *engineSource) Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error) {
 	_, rep, err := RunRewind(ctx, h.eng, req)
 	return rep, err

@@ -243,6 +243,14 @@ func (m *mountSource) BeginStep(ctx context.Context, label string, extra json.Ra
 	return err
 }
 
+func (m *mountSource) BeginTurn(ctx context.Context, payload json.RawMessage) error {
+	if _, err := control.ParseTurn(payload); err != nil {
+		return err
+	}
+	_, err := m.request(control.Turn, append(append([]byte{}, payload...), '\n'), false)
+	return err
+}
+
 func (m *mountSource) Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error) {
 	b, err := m.request(control.Rewind, req.Format(), true)
 	if err != nil {

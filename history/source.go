@@ -60,6 +60,9 @@ type Source interface {
 	List(dir string, t Seq) ([]string, error)
 	// BeginStep begins a step; extra is a JSON object or nil.
 	BeginStep(ctx context.Context, label string, extra json.RawMessage) error
+	// BeginTurn records a turn (a person's prompt to an agent; payload is
+	// the turn event's JSON object) and ends the current step.
+	BeginTurn(ctx context.Context, payload json.RawMessage) error
 	// Rewind runs one rewind request (a target, or undo, or redo) and
 	// reports what it did. Undo and redo choose their target under the
 	// workspace lock: nothing lands between the choice and the rewind.

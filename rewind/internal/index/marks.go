@@ -20,6 +20,10 @@ const (
 	// MarkRewind: a session_rewind; the step ends, and checkpoints after it
 	// belong to an implicit step until the next tool_call.
 	MarkRewind
+	// MarkTurn: a turn event (a person's prompt); like a rewind it ends the
+	// step, so changes before the turn's first tool_call form an implicit
+	// step of their own.
+	MarkTurn
 )
 
 // Mark is one step boundary. The marks follow the grouping `zerofs log`
@@ -47,6 +51,8 @@ func (s *State) markEvent(ev eventlog.Event, rp *RewindPayload) {
 			s.insertMark(Mark{Seq: rp.CheckpointSequence, Kind: MarkRewindCheckpoint})
 		}
 		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkRewind})
+	case eventlog.TypeTurn:
+		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkTurn, At: ev.CreatedAt})
 	}
 }
 
@@ -90,6 +96,10 @@ func (s *State) SpanOf(seq, head Seq) Span {
 	case marks[i].Kind == MarkStep:
 		m := marks[i]
 		sp.Before, sp.Step = m.Seq, &m
+	case marks[i].Kind == MarkTurn:
+		// An implicit step after a turn (changes made before its first
+		// tool_call).
+		sp.Before = marks[i].Seq
 	case marks[i].Kind == MarkRewindCheckpoint:
 		sp.Before, sp.Rewind = marks[i].Seq-1, true
 		next = i + 2 // past the rewind event that owns the checkpoint
@@ -114,7 +124,7 @@ func (s *State) MarkAt(seq Seq) (Mark, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq > seq }) - 1
-	if i < 0 || s.marks[i].Kind == MarkRewind {
+	if i < 0 || s.marks[i].Kind == MarkRewind || s.marks[i].Kind == MarkTurn {
 		return Mark{}, false
 	}
 	return s.marks[i], true

@@ -1,0 +1,50 @@
+package rewind
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// BeginTurn appends a turn event (SPEC: a person's prompt to an agent;
+// payload {"prompt", "agentSession"}, both optional) and ends the current
+// step, as a rewind does: changes after it belong to the next tool_call's
+// step, or to an implicit step when an agent edits files without a hook
+// before them (Cursor). Each path is captured again in the new step, so the
+// state just before the turn stays reachable by sequence: rewinding to the
+// turn's sequence minus one takes back everything done since the prompt.
+// The event is durable when BeginTurn returns.
+func (e *Engine) BeginTurn(ctx context.Context, payload json.RawMessage) (eventlog.Event, error) {
+	obj := map[string]any{}
+	if len(payload) > 0 {
+		if err := json.Unmarshal(payload, &obj); err != nil {
+			return eventlog.Event{}, fmt.Errorf("rewind: turn payload is not a JSON object: %w", err)
+		}
+	}
+	e.wsMu.Lock()
+	defer e.wsMu.Unlock()
+	e.capMu.Lock()
+	ev, err := e.beginTurnLocked(ctx, obj)
+	e.capMu.Unlock()
+	if err != nil {
+		return ev, err
+	}
+	return ev, e.captureOpenWriters(ctx)
+}
+
+// beginTurnLocked appends the turn and starts an unnamed step at it; the
+// caller holds wsMu and capMu.
+func (e *Engine) beginTurnLocked(ctx context.Context, payload map[string]any) (eventlog.Event, error) {
+	if err := e.Sync(); err != nil {
+		return eventlog.Event{}, err
+	}
+	ev, err := e.log.Append(ctx, eventlog.TypeTurn, payload)
+	if err != nil {
+		return eventlog.Event{}, err
+	}
+	e.setStep(Step{Seq: ev.Seq})
+	e.state.AddStep(ev)
+	return ev, nil
+}
