@@ -12,7 +12,7 @@ import (
 // changes. Field names are a contract for harnesses: add fields, never
 // rename them.
 type Entry struct {
-	// Type is "step", "rewind" or "gc".
+	// Type is "step", "rewind", "gc" or "turn".
 	Type string `json:"type"`
 	// Sequence is the block's event: the tool_call, session_rewind or
 	// history_pruned (an implicit step's first checkpoint).
@@ -32,9 +32,19 @@ type Entry struct {
 	// StatesThinned marks a block whose state before or after it a thin
 	// gave up: it stays listed with the paths it captured, but @T for
 	// those sequences no longer exists and its changes are "unknown".
-	StatesThinned bool     `json:"statesThinned,omitempty"`
-	Changes       []Change `json:"changes"`
+	StatesThinned bool `json:"statesThinned,omitempty"`
+	// Turn is the turn a step or rewind belongs to (its sequence), when
+	// there is one.
+	Turn Seq `json:"turn,omitempty"`
+	// A turn's prompt (unless it was kept out), agent and agent session.
+	Prompt       string   `json:"prompt,omitempty"`
+	Agent        string   `json:"agent,omitempty"`
+	AgentSession string   `json:"agentSession,omitempty"`
+	Changes      []Change `json:"changes"`
 }
+
+// EntryTurn is the type of a turn's entry.
+const EntryTurn = "turn"
 
 // LogOptions select what Log returns.
 type LogOptions struct {
@@ -47,13 +57,21 @@ type LogOptions struct {
 	// these workspace paths or something under them ("" is the root), and
 	// only those changes.
 	Paths []string
+	// All keeps the steps that changed nothing (an agent's read-only tool
+	// calls), which are left out by default.
+	All bool
 }
 
 // Log is the history of src as entries, newest first. An implicit step
 // whose captures all ended as they began (a read-only tool that opened a
 // file for writing) is left out: it changed nothing and belongs to no step.
+//
+// Turns are entries of their own (type "turn"), placed by sequence, and
+// each step names its turn. A step that captured nothing, or whose
+// captures all ended as they began (when changes are computed), is left
+// out unless opts.All.
 func Log(src Source, opts LogOptions) ([]Entry, error) {
-	blocks, _, err := Blocks(src)
+	blocks, turns, err := BlocksAndTurns(src)
 	if err != nil {
 		return nil, err
 	}
@@ -66,13 +84,27 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 		return nil, err
 	}
 	entries := []Entry{}
+	ti := len(turns) - 1
+	// addTurns adds the turns after seq (newest first), unless only the
+	// entries for some paths are asked for.
+	addTurns := func(seq Seq) {
+		for ; ti >= 0 && turns[ti].Seq > seq; ti-- {
+			if len(opts.Paths) > 0 || (opts.Limit > 0 && len(entries) >= opts.Limit) {
+				continue
+			}
+			t := turns[ti]
+			entries = append(entries, Entry{Type: EntryTurn, Sequence: t.Seq, Start: t.Seq, End: t.Seq, Time: t.Time,
+				Prompt: t.Prompt, Agent: t.Agent, AgentSession: t.AgentSession, Changes: []Change{}})
+		}
+	}
 	for i := len(blocks) - 1; i >= 0; i-- {
+		addTurns(blocks[i].Seq)
 		if opts.Limit > 0 && len(entries) >= opts.Limit {
 			break
 		}
 		b := blocks[i]
 		ent := Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End, Time: b.Time,
-			Label: b.Label, Implicit: b.Implicit, Payload: b.Payload, Rewind: b.Rewind, Changes: []Change{}}
+			Label: b.Label, Implicit: b.Implicit, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn, Changes: []Change{}}
 		if b.Pruned != nil {
 			ent.PrunedBefore = &b.Pruned.Before
 		}
@@ -83,7 +115,10 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 				continue
 			}
 		}
-		if b.Type != BlockPruned && (opts.Changes || b.Implicit || len(opts.Paths) > 0) {
+		if b.Type == BlockStep && !opts.All && len(b.Files) == 0 {
+			continue // changed nothing
+		}
+		if b.Type != BlockPruned && (opts.Changes || b.Implicit || len(opts.Paths) > 0 || (b.Type == BlockStep && !opts.All)) {
 			cs, err := Changes(src, b, pruned)
 			if err != nil {
 				return nil, err
@@ -91,7 +126,7 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 			if len(opts.Paths) > 0 {
 				cs = filterChanges(cs, opts.Paths)
 			}
-			if len(cs) == 0 && (b.Implicit || len(opts.Paths) > 0) {
+			if len(cs) == 0 && (b.Implicit || len(opts.Paths) > 0 || (b.Type == BlockStep && !opts.All)) {
 				continue
 			}
 			if opts.Changes && cs != nil {
@@ -100,6 +135,7 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 		}
 		entries = append(entries, ent)
 	}
+	addTurns(0)
 	return entries, nil
 }
 

@@ -128,8 +128,14 @@ func TestLogGolden(t *testing.T) {
 
 func TestLogJSON(t *testing.T) {
 	bothSources(t, func(t *testing.T, ws string) {
+		// Without --all the step that changed nothing is left out.
+		var changed []history.Entry
+		json.Unmarshal([]byte(mustRun(t, ws, "log", "--json")), &changed)
+		if len(changed) != 2 || changed[0].Label != "Bash" || changed[1].Label != "Edit" {
+			t.Errorf("log --json: got %d entries, want Bash and Edit only (Read changed nothing)", len(changed))
+		}
 		var entries []history.Entry
-		out := mustRun(t, ws, "log", "--json")
+		out := mustRun(t, ws, "log", "--json", "--all")
 		if err := json.Unmarshal([]byte(out), &entries); err != nil {
 			t.Fatalf("log --json does not parse: %v\n%s", err, out)
 		}
@@ -177,7 +183,7 @@ func TestDiffGolden(t *testing.T) {
 		golden(t, "diff-0-now.txt", mustRun(t, ws, "diff", "0"))
 		golden(t, "diff-0-now-paths.txt", mustRun(t, ws, "diff", "0", "--", "a.txt", "script.sh"))
 		// The reverse direction, between two past states.
-		head := strings.Fields(mustRun(t, ws, "log"))[1]
+		head := strings.Fields(mustRun(t, ws, "log", "--all"))[1]
 		golden(t, "diff-head-0.txt", mustRun(t, ws, "diff", head, "0"))
 		// From a subdirectory, paths are relative to it.
 		if out := mustRun(t, filepath.Join(ws, "src"), "diff", "0", "--", "main.go"); out != "" {
@@ -279,11 +285,12 @@ func TestStatusAndStep(t *testing.T) {
 		t.Fatalf("step --hook: exit %d: %s", r.code, r.stderr)
 	}
 	var entries []history.Entry
-	json.Unmarshal([]byte(mustRun(t, s.ws, "log", "--json")), &entries)
+	json.Unmarshal([]byte(mustRun(t, s.ws, "log", "--json", "--all")), &entries)
 	var p map[string]any
 	json.Unmarshal(entries[0].Payload, &p)
 	in, _ := p["input"].(map[string]any)
-	if entries[0].Label != "Edit" || p["agentSession"] != "abc" || p["hookEvent"] != "PreToolUse" || in["file_path"] != "a.txt" {
+	if entries[0].Label != "Edit a.txt" || p["agentSession"] != "abc" || p["hookEvent"] != "PreToolUse" || in["file_path"] != "a.txt" ||
+		p["tool"] != "Edit" || p["agent"] != "claude" {
 		t.Errorf("hook step: label %q payload %v", entries[0].Label, p)
 	}
 	// Outside any workspace a hook warns and lets the agent go on.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/zerofs/zerofs/history"
@@ -13,19 +14,25 @@ import (
 
 var logCmd = &command{
 	name:    "log",
-	usage:   "log [--json] [--stat] [-n N] [-- PATH...]",
+	usage:   "log [--json] [--stat] [--all] [-n N] [-- PATH...]",
 	summary: "steps, newest first, with changed paths",
 	help: `One block per step (its tool_call's sequence, local time and label), per
 rewind and per gc, newest first. Changes made outside any step (before the
 first one, or after a rewind) form an implicit step, "(no step)"; one that
-changed nothing in the end is left out.
+changed nothing in the end is left out, and so is a step that changed
+nothing (an agent's read-only tool call) unless --all.
+
+When an agent's prompt hook records turns (zerofs hooks install), each
+turn (a person's prompt) heads the steps it led to, which are indented
+under it; 'zerofs rewind --before-turn SEQ' takes a whole turn back.
 
   --stat   list the paths each step changed: added, deleted, modified, mode
            (permission bits only), renamed, skipped (before-state not kept),
            each with the process (name[pid]) that changed it
   --json   one JSON array instead, changes included; see the README for its
            fields
-  -n N     only the newest N entries
+  --all    also the steps that changed nothing
+  -n N     only the newest N entries (a turn counts as one)
   PATH...  only the steps that changed these paths (relative to the current
            directory; a directory stands for everything under it), and only
            those changes
@@ -40,6 +47,7 @@ func runLog(e *env, c *command, args []string) error {
 	asJSON := fs.Bool("json", false, "")
 	stat := fs.Bool("stat", false, "")
 	limit := fs.Int("n", 0, "")
+	all := fs.Bool("all", false, "")
 	pos, paths, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -51,7 +59,7 @@ func runLog(e *env, c *command, args []string) error {
 		return usagef(c, "-n %d is negative: want how many entries to show", *limit)
 	}
 	return withHistory(e, func(ws *history.Workspace, src history.Source) error {
-		opts := history.LogOptions{Changes: *asJSON || *stat, Limit: *limit}
+		opts := history.LogOptions{Changes: *asJSON || *stat, Limit: *limit, All: *all}
 		for _, p := range paths {
 			rel, err := ws.RelPath(e.cwd, p)
 			if err != nil {
@@ -89,7 +97,51 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 	}
 	// Align the times: the widest sequence is the first (newest) one.
 	width := len(fmt.Sprint(entries[0].Sequence))
+	turns := map[Seq]history.Entry{}
+	for _, ent := range entries {
+		if ent.Type == history.EntryTurn {
+			turns[ent.Sequence] = ent
+		}
+	}
+	// Each turn heads its steps (newest first, like everything), which are
+	// indented under it.
+	var group Seq
+	shown := map[Seq]bool{}
+	header := func(t Seq) error {
+		shown[t] = true
+		if stat && len(shown) > 1 {
+			fmt.Fprintln(w)
+		}
+		ent, ok := turns[t]
+		what := turnLine(ent, ok)
+		head := fmt.Sprintf("%-6s %-*d", "turn", width, t)
+		when := ""
+		if ok {
+			when = ent.Time.Local().Format("2006-01-02 15:04:05")
+		}
+		_, err := fmt.Fprintf(w, "%s  %s  %s\n", paint(colorYel, head), when, what)
+		return err
+	}
+	indent := ""
 	for i, ent := range entries {
+		if ent.Type == history.EntryTurn {
+			if !shown[ent.Sequence] {
+				if err := header(ent.Sequence); err != nil {
+					return err
+				}
+			}
+			group, indent = ent.Sequence, "  "
+			continue
+		}
+		if ent.Turn != group {
+			group, indent = ent.Turn, ""
+			if ent.Turn != 0 {
+				indent = "  "
+				if err := header(ent.Turn); err != nil {
+					return err
+				}
+			}
+		}
 		if i > 0 && stat {
 			fmt.Fprintln(w)
 		}
@@ -122,19 +174,48 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 			what = fmt.Sprintf("pruned history before %d", *ent.PrunedBefore)
 		}
 		head := fmt.Sprintf("%-6s %-*d", ent.Type, width, ent.Sequence)
-		if _, err := fmt.Fprintf(w, "%s  %s  %s\n", paint(colorYel, head), when, what); err != nil {
+		if _, err := fmt.Fprintf(w, "%s%s  %s  %s\n", indent, paint(colorYel, head), when, what); err != nil {
 			return err
 		}
 		if !stat {
 			continue
 		}
 		for _, c := range ent.Changes {
-			if _, err := fmt.Fprintf(w, "    %s\n", formatChange(c, paint)); err != nil {
+			if _, err := fmt.Fprintf(w, "%s    %s\n", indent, formatChange(c, paint)); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// turnLine describes a turn: its prompt's first line, quoted and cut, and
+// the agent that took it.
+func turnLine(ent history.Entry, ok bool) string {
+	if !ok {
+		return "(prompt not shown)"
+	}
+	what := "(prompt kept out)"
+	if ent.Prompt != "" {
+		what = strconv.Quote(cutLine(ent.Prompt, 72))
+	}
+	if ent.Agent != "" {
+		what += " (" + ent.Agent + ")"
+	}
+	return what
+}
+
+// cutLine is the first line of s, cut to n runes.
+func cutLine(s string, n int) string {
+	first, rest, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	r := []rune(strings.TrimSpace(first))
+	if len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	if strings.TrimSpace(rest) != "" {
+		return string(r) + " …"
+	}
+	return string(r)
 }
 
 // kindSuffix marks a directory with "/" and a symlink with "@", as ls -F.

@@ -50,7 +50,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		mountCmd, umountCmd, stepCmd, runCmd, logCmd, showCmd, diffCmd,
-		rewindCmd, revertCmd, undoCmd, redoCmd, forkCmd, statusCmd, verifyCmd, gcCmd, mcpCmd, uiCmd,
+		rewindCmd, revertCmd, undoCmd, redoCmd, forkCmd, statusCmd, verifyCmd, gcCmd, mcpCmd, uiCmd, hooksCmd,
 		versionCmd, completionCmd,
 	}
 }

@@ -136,8 +136,8 @@ func TestMounted(t *testing.T) {
 		t.Fatalf("step --hook: exit %d: %s", r.code, r.stderr)
 	}
 
-	stat := binOK(t, ws, "log", "--stat")
-	for _, want := range []string{"Read", "Bash", "Edit", "renamed   b.txt -> c.txt", "mode      a.txt", "modified  src/main.go", "added     b.txt"} {
+	stat := binOK(t, ws, "log", "--stat", "--all")
+	for _, want := range []string{"Read a.txt", "Bash", "Edit", "renamed   b.txt -> c.txt", "mode      a.txt", "modified  src/main.go", "added     b.txt"} {
 		if !strings.Contains(stat, want) {
 			t.Errorf("log --stat lacks %q:\n%s", want, stat)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
@@ -14,7 +15,7 @@ import (
 
 var rewindCmd = &command{
 	name:    "rewind",
-	usage:   "rewind [--dry-run] SEQ [-- PATH...]",
+	usage:   "rewind [--dry-run] SEQ [-- PATH...] | rewind [--dry-run] --before-turn SEQ",
 	summary: "roll back to SEQ (only PATHs, when given)",
 	help: `Makes the workspace equal to its state at SEQ; with PATHs, only those paths
 (a directory with everything under it), keeping everything else as it is.
@@ -25,13 +26,17 @@ names them first, on stderr.
 
   --dry-run   print what would be restored, deleted and created (with +N -M
               line counts for text files), and change nothing
+  --before-turn SEQ
+              roll back to just before the turn at SEQ (a person's prompt,
+              as zerofs log shows it): everything done since that prompt,
+              by every step and command, is taken back
 `,
 	run: runRewind,
 }
 
 var undoCmd = &command{
 	name:    "undo",
-	usage:   "undo [--dry-run]",
+	usage:   "undo [--dry-run] [--turn]",
 	summary: "roll back the last step; names the step undone",
 	help: `Rewinds to just before the last step that changed something and is still
 in effect, and names it: undid step 42 "Edit main.go": restored 1, deleted 0.
@@ -41,6 +46,9 @@ picks the step under its lock, so two undos at once undo two steps.
 
   --dry-run   print the step and what would be restored, deleted and created
               (with +N -M line counts for text files), and change nothing
+  --turn      take back the whole turn of the last step instead: rewind to
+              just before the prompt that led to it (needs a prompt hook:
+              zerofs hooks install)
 `,
 	run: runUndo,
 }
@@ -62,9 +70,20 @@ exactly where you were. A step that changes something ends the redo chain
 func runRewind(e *env, c *command, args []string) error {
 	fs := newFlags(c)
 	dry := fs.Bool("dry-run", false, "")
+	beforeTurn := fs.String("before-turn", "", "")
 	pos, paths, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
+	}
+	if *beforeTurn != "" {
+		if len(pos) > 0 || paths != nil {
+			return usagef(c, "--before-turn takes the turn's SEQ and nothing else")
+		}
+		t, err := parseSeq(c, *beforeTurn)
+		if err != nil {
+			return err
+		}
+		return rewindTurn(e, t, *dry, false)
 	}
 	if len(pos) != 1 {
 		return usagef(c, "want one SEQ (and PATHs after --)")
@@ -164,7 +183,71 @@ func noArgs(c *command, args []string) error {
 }
 
 func runUndo(e *env, c *command, args []string) error {
+	for i, a := range args {
+		if a == "--turn" || a == "-turn" {
+			rest := append(append([]string{}, args[:i]...), args[i+1:]...)
+			fs := newFlags(c)
+			dry := fs.Bool("dry-run", false, "")
+			pos, after, err := parseArgs(c, fs, rest)
+			if err != nil {
+				return err
+			}
+			if len(pos)+len(after) > 0 {
+				return usagef(c, "unexpected argument %q", append(pos, after...)[0])
+			}
+			return rewindTurn(e, 0, *dry, true)
+		}
+	}
 	return undoRedo(e, c, args, control.RewindRequest{Undo: true})
+}
+
+// rewindTurn rewinds to just before a turn: the one at seq, or (last) the
+// turn of the newest step still in effect.
+func rewindTurn(e *env, seq Seq, dry, last bool) error {
+	return withHistory(e, func(_ *history.Workspace, src history.Source) error {
+		blocks, turns, err := history.BlocksAndTurns(src)
+		if err != nil {
+			return err
+		}
+		var t history.Turn
+		if last {
+			pruned, err := src.PrunedBefore()
+			if err != nil {
+				return err
+			}
+			t, err = history.TurnUndoTarget(blocks, turns, pruned)
+			if err != nil {
+				return err
+			}
+		} else if t, err = history.FindTurn(turns, seq); err != nil {
+			return err
+		}
+		rep, err := applyWith(e, src, control.RewindRequest{Target: t.Seq - 1, DryRun: dry})
+		if err != nil {
+			return err
+		}
+		name := turnName(t)
+		if dry {
+			return writePreview(e.stdout, fmt.Sprintf("take back %s (rewind to %d)", name, rep.TargetSequence), rep)
+		}
+		r := rep.Report
+		if _, err := fmt.Fprintf(e.stdout, "took back %s: rewound to %d, restored %d, deleted %d%s\n",
+			name, rep.TargetSequence, r.Restored, r.Deleted, skippedCount(r)); err != nil {
+			return err
+		}
+		for _, p := range r.Skipped {
+			fmt.Fprintf(e.stdout, "  skipped %s\n", p)
+		}
+		return nil
+	})
+}
+
+// turnName is `turn 42 "Rename hello..."`.
+func turnName(t history.Turn) string {
+	if t.Prompt == "" {
+		return fmt.Sprintf("turn %d", t.Seq)
+	}
+	return fmt.Sprintf("turn %d %s", t.Seq, strconv.Quote(cutLine(t.Prompt, 60)))
 }
 
 func runRedo(e *env, c *command, args []string) error {

@@ -13,23 +13,32 @@ import (
 	"syscall"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/hooks"
 )
 
 var stepCmd = &command{
 	name:    "step",
-	usage:   "step LABEL | step --hook",
+	usage:   "step LABEL | step --hook [--agent AGENT] [--no-prompt]",
 	summary: "begin a step (same as writing .zero/step)",
 	help: `Begins a new step labelled LABEL: changes from now on belong to it, and
 'zerofs undo' rolls them back together.
 
-  --hook   read an agent hook's JSON from stdin (Claude Code's PreToolUse
-           input: session_id, hook_event_name, tool_name, tool_input, cwd)
-           and begin a step labelled with the tool's name, recording
-           {"name", "input", "hookEvent", "agentSession"} in the tool_call.
+  --hook   read an agent hook's JSON from stdin and record it: a tool call
+           (Claude Code and Codex PreToolUse, Gemini CLI BeforeTool, Cursor
+           beforeShellExecution, Windsurf pre_run_command and
+           pre_write_code, OpenCode's tool.execute.before) begins a step
+           labelled with what it does ("Edit app.py", "Bash: rm -rf docs"),
+           recording {"name", "tool", "input", "hookEvent", "agent",
+           "agentSession"} in the tool_call; a prompt (UserPromptSubmit,
+           BeforeAgent, beforeSubmitPrompt, pre_user_prompt, chat.message)
+           begins a turn. Other events are ignored. 'zerofs hooks install'
+           writes this command into each agent's configuration.
            A hook must never stop the agent: outside any zerofs workspace
            it prints a warning and exits 0, and it never exits 2 (which
-           Claude Code takes as "block this tool call") because of what
-           it read.
+           agents take as "block this tool call") because of what it read.
+  --agent AGENT  the agent that runs the hook (claude, codex, gemini,
+           opencode, cursor, windsurf); by default the JSON's shape tells
+  --no-prompt    record a turn without the prompt's text
 `,
 	run: runStep,
 }
@@ -49,6 +58,8 @@ mount nothing would be recorded.
 func runStep(e *env, c *command, args []string) error {
 	fs := newFlags(c)
 	hook := fs.Bool("hook", false, "")
+	agent := fs.String("agent", "", "")
+	noPrompt := fs.Bool("no-prompt", false, "")
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -58,7 +69,10 @@ func runStep(e *env, c *command, args []string) error {
 		if len(pos) > 0 {
 			return usagef(c, "--hook takes no LABEL: it reads the hook's JSON from stdin")
 		}
-		return runHook(e)
+		return runHook(e, *agent, *noPrompt)
+	}
+	if *agent != "" || *noPrompt {
+		return usagef(c, "--agent and --no-prompt go with --hook")
 	}
 	label := strings.Join(pos, " ")
 	if strings.TrimSpace(label) == "" {
@@ -87,62 +101,82 @@ func beginStep(e *env, ws *history.Workspace, label string, extra json.RawMessag
 	return err
 }
 
-// hookInput is the part of an agent hook's JSON that zerofs uses.
-type hookInput struct {
-	SessionID     string          `json:"session_id"`
-	HookEventName string          `json:"hook_event_name"`
-	ToolName      string          `json:"tool_name"`
-	ToolInput     json.RawMessage `json:"tool_input"`
-	Cwd           string          `json:"cwd"`
-}
-
-// runHook begins a step from a hook's JSON. Failures are exit 1 (Claude
-// Code shows them and carries on), never 2 (which blocks the tool call).
-func runHook(e *env) error {
+// runHook begins a step (or, for a prompt, a turn) from an agent hook's
+// JSON on stdin. Failures are exit 1 (every agent shows them and carries
+// on), never 2 (which Claude Code, Codex, Gemini CLI and Windsurf take as
+// "block this tool call").
+func runHook(e *env, agent string, noPrompt bool) error {
 	raw, err := io.ReadAll(io.LimitReader(e.stdin, 64<<20))
 	if err != nil {
 		return fmt.Errorf("step --hook: read stdin: %w", err)
 	}
-	var in hookInput
-	if err := json.Unmarshal(raw, &in); err != nil {
+	call, err := hooks.Parse(raw, agent)
+	if err != nil {
 		return fmt.Errorf("step --hook: stdin is not a hook's JSON object: %v", err)
 	}
-	label := in.ToolName
-	if label == "" {
-		label = in.HookEventName
+	if call.Agent == "cursor" || call.Agent == "gemini" {
+		// Cursor and Gemini CLI read a JSON answer from every hook; an
+		// empty object lets the call or prompt go on as it would have.
+		defer fmt.Fprintln(e.stdout, "{}")
 	}
-	if label == "" {
-		label = "hook"
-	}
-	extra := map[string]any{}
-	if len(in.ToolInput) > 0 {
-		extra["input"] = in.ToolInput
-	}
-	if in.HookEventName != "" {
-		extra["hookEvent"] = in.HookEventName
-	}
-	if in.SessionID != "" {
-		extra["agentSession"] = in.SessionID
-	}
-	payload, err := json.Marshal(extra)
-	if err != nil {
-		return err
+	if call.Kind == hooks.KindOther {
+		return nil
 	}
 	dir := e.cwd
-	if filepath.IsAbs(in.Cwd) {
-		if fi, err := os.Stat(in.Cwd); err == nil && fi.IsDir() {
-			dir = in.Cwd
+	if filepath.IsAbs(call.Cwd) {
+		if fi, err := os.Stat(call.Cwd); err == nil && fi.IsDir() {
+			dir = call.Cwd
 		}
 	}
 	ws, err := history.Find(dir)
 	if errors.Is(err, history.ErrNoWorkspace) || errors.Is(err, history.ErrNotYours) {
-		fmt.Fprintf(e.stderr, "zerofs: warning: %v; step %q not recorded\n", err, label)
+		what := "step"
+		if call.Kind == hooks.KindPrompt {
+			what = "turn"
+		}
+		fmt.Fprintf(e.stderr, "zerofs: warning: %v; %s not recorded\n", err, what)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	if call.Kind == hooks.KindPrompt {
+		return beginTurn(e, ws, call, noPrompt)
+	}
+	// Paths in the label are relative to the workspace, as in the log.
+	lc := call
+	lc.Cwd = ws.Root
+	label := hooks.Label(lc)
+	payload, err := json.Marshal(hookPayload(call))
+	if err != nil {
+		return err
+	}
 	return beginStep(e, ws, label, payload)
+}
+
+// hookPayload is what a hook's tool_call records besides its label: the
+// tool and its input, the hook event, the agent and its session.
+func hookPayload(c hooks.Call) map[string]any {
+	extra := map[string]any{}
+	if c.Tool != "" {
+		extra["tool"] = c.Tool
+	}
+	if len(c.Input) > 0 && json.Valid(c.Input) {
+		extra["input"] = c.Input
+	}
+	if c.Event != "" {
+		extra["hookEvent"] = c.Event
+	}
+	if c.Agent != "" {
+		extra["agent"] = c.Agent
+	}
+	if c.Session != "" {
+		extra["agentSession"] = c.Session
+	}
+	if c.ToolUseID != "" {
+		extra["toolUseId"] = c.ToolUseID
+	}
+	return extra
 }
 
 func runRun(e *env, c *command, args []string) error {
@@ -211,6 +245,45 @@ func runRun(e *env, c *command, args []string) error {
 			return &exitError{code: 128 + int(st.Signal())}
 		}
 		return &exitError{code: xe.ExitCode()}
+	}
+	return err
+}
+
+// maxPrompt bounds the prompt text a turn keeps: the log is not a
+// transcript (the agent keeps that), and a pasted file must not bloat it.
+const maxPrompt = 16 << 10
+
+// beginTurn records a turn from a prompt hook: the prompt's text (unless
+// noPrompt), the agent and its session.
+func beginTurn(e *env, ws *history.Workspace, c hooks.Call, noPrompt bool) error {
+	payload := map[string]any{}
+	if !noPrompt {
+		p := strings.ToValidUTF8(c.Prompt, "\uFFFD")
+		if len(p) > maxPrompt {
+			p = strings.ToValidUTF8(p[:maxPrompt], "") + "…"
+		}
+		payload["prompt"] = p
+	}
+	if c.Session != "" {
+		payload["agentSession"] = c.Session
+	}
+	if c.Agent != "" {
+		payload["agent"] = c.Agent
+	}
+	if c.Event != "" {
+		payload["hookEvent"] = c.Event
+	}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return err
+	}
+	h, err := history.Open(e.ctx, ws, history.Options{Logger: e.logger()})
+	if err != nil {
+		return err
+	}
+	err = h.BeginTurn(e.ctx, raw)
+	if cerr := h.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }

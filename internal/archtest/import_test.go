@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	// internal/testsupport is imported by tests only, and imports none of
 	// ours: every package's tests may use it.
 	"internal/testsupport":  {},
+	"hooks":                 {},
 	"eventlog":              {"internal/durable"},
 	"blobstore":             {"internal/durable"},
 	"rewind/internal/index": {"eventlog", "blobstore", "internal/durable"},
@@ -34,7 +35,7 @@ var allowed = map[string][]string{
 	"history":               {"control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	"fs":                    {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	"timeline":              {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"cmd/zerofs":            {"fs", "history", "timeline", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"cmd/zerofs":            {"fs", "history", "timeline", "hooks", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
 	"scripts/profmount": {"fs", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
@@ -49,6 +50,7 @@ var storeModules = []string{"github.com/restic/chunker", "github.com/klauspost/c
 var outside = map[string][]string{
 	"internal/durable":      {},
 	"internal/wsdir":        {"golang.org/x/sys"},
+	"hooks":                 {},
 	"internal/testsupport":  {"golang.org/x/sys", "github.com/moby/sys/mountinfo"},
 	"internal/quote":        {},
 	"eventlog":              {"github.com/google/uuid", "golang.org/x/sys"},

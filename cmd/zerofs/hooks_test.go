@@ -1,0 +1,198 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/hooks"
+)
+
+// TestHooksInstall runs `zerofs hooks install AGENT` against a temporary
+// HOME and project for every agent, in both scopes, twice: the first run
+// writes the configuration and shows the change as a diff, the second
+// changes nothing and says so, a dry run writes nothing, and `hooks check`
+// finds the hooks.
+func TestHooksInstall(t *testing.T) {
+	for _, a := range hooks.Agents {
+		for _, scope := range []string{"--project", "--user"} {
+			t.Run(a.Name+scope, func(t *testing.T) {
+				home, project := t.TempDir(), t.TempDir()
+				t.Setenv("HOME", home)
+				t.Setenv("XDG_CONFIG_HOME", "")
+				args := []string{"hooks", "install", a.Name, scope, "--zerofs", "/usr/local/bin/zerofs"}
+				dry := mustRun(t, project, append(args, "--dry-run")...)
+				if !strings.Contains(dry, "would write") || !strings.Contains(dry, "+") {
+					t.Fatalf("dry run: %q", dry)
+				}
+				if n := countFiles(t, home) + countFiles(t, project); n != 0 {
+					t.Fatalf("a dry run wrote %d files", n)
+				}
+				first := mustRun(t, project, args...)
+				if !strings.Contains(first, "created") || (!strings.Contains(first, "step --hook --agent "+a.Name) &&
+					!strings.Contains(first, `"step", "--hook", "--agent", "`+a.Name+`"`)) {
+					t.Fatalf("first install: %q", first)
+				}
+				second := mustRun(t, project, args...)
+				if !strings.Contains(second, "nothing to change") {
+					t.Fatalf("second install: %q", second)
+				}
+				root := project
+				if scope == "--user" {
+					root = home
+				}
+				if n := countFiles(t, root); n != 1 {
+					t.Errorf("the installs left %d files under %s, want 1", n, root)
+				}
+				check := mustRun(t, project, "hooks", "check")
+				line := ""
+				for l := range strings.Lines(check) {
+					if strings.HasPrefix(l, a.Name+" ") {
+						line = l
+					}
+				}
+				if !strings.Contains(line, "installed: "+strings.TrimPrefix(scope, "--")) {
+					t.Errorf("hooks check: %q, want %s installed in %s scope\n%s", line, a.Name, scope, check)
+				}
+			})
+		}
+	}
+	wantFail(t, t.TempDir(), 2, "unknown agent", "hooks", "install", "vscode")
+	wantFail(t, t.TempDir(), 2, "exclude each other", "hooks", "install", "claude", "--user", "--project")
+}
+
+func countFiles(t *testing.T, dir string) int {
+	n := 0
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+// fixture is one agent's real hook payload from the hooks package's
+// testdata, pointed at the workspace ws.
+func fixture(t *testing.T, name, ws string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "hooks", "testdata", "payloads", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.ReplaceAll(string(b), "/work/app", ws)
+}
+
+// TestHookTurnsMounted drives a mounted workspace with real payloads, as
+// the installed hooks do: prompts from Claude Code and Cursor begin turns,
+// tool calls begin labelled steps, Cursor's edit (no hook before it)
+// belongs to its turn; `log` groups steps under their turn, `rewind
+// --before-turn` and `undo --turn` take a whole turn back, bash included.
+func TestHookTurnsMounted(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "app")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	mountT(t, ws)
+	hook := func(name string, extra ...string) {
+		t.Helper()
+		r := bin(t, "/", fixture(t, name, ws), append([]string{"step", "--hook"}, extra...)...)
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, r.code, r.stderr)
+		}
+	}
+	hook("claude-UserPromptSubmit.json")
+	hook("claude-PreToolUse-Edit.json")
+	writeFile(t, filepath.Join(ws, "app.py"), "print('hello')\n")
+	hook("claude-PreToolUse-Bash.json")
+	sh(t, ws, "mkdir -p docs && echo x > docs/x.md && echo y > notes.txt")
+	hook("claude-PreToolUse-Write.json") // changes nothing: hidden
+	hook("cursor-beforeSubmitPrompt.json")
+	writeFile(t, filepath.Join(ws, "app.py"), "print('cursor')\n") // Cursor edits without a hook
+	hook("cursor-beforeShellExecution.json")
+	sh(t, ws, "rm notes.txt")
+
+	log := binOK(t, ws, "log")
+	for _, want := range []string{
+		`"Rename hello to greet everywhere and fix the tests" (claude)`,
+		`"Pad the output with left-pad" (cursor)`,
+		"  step ", "Edit app.py", "Bash: rm -rf docs …", "Shell: npm install left-pad", "(no step)",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, "Write src/util.py") || !strings.Contains(binOK(t, ws, "log", "--all"), "Write src/util.py") {
+		t.Errorf("the step that changed nothing: shown without --all, or not with it:\n%s", log)
+	}
+	var entries []history.Entry
+	json.Unmarshal([]byte(binOK(t, ws, "log", "--json")), &entries)
+	var turns []history.Entry
+	for _, e := range entries {
+		if e.Type == "turn" {
+			turns = append(turns, e)
+		}
+	}
+	if len(turns) != 2 || turns[0].Agent != "cursor" || turns[1].AgentSession != "9f0c3c2e-5b1a-4c7e-8a55-0d4b3f1e2a10" {
+		t.Fatalf("log --json turns: %+v", turns)
+	}
+	for _, e := range entries {
+		if e.Type == "step" && e.Label == "Edit app.py" && e.Turn != turns[1].Sequence {
+			t.Errorf("the Edit step belongs to turn %d, want %d", e.Turn, turns[1].Sequence)
+		}
+	}
+
+	// Take back Cursor's turn: its unhooked edit and its shell command.
+	cursorTurn := turns[0].Sequence
+	dry := binOK(t, ws, "rewind", "--dry-run", "--before-turn", itoa(cursorTurn))
+	if !strings.Contains(dry, "app.py") || !strings.Contains(dry, "notes.txt") {
+		t.Errorf("rewind --before-turn --dry-run: %q", dry)
+	}
+	if got := readTrim(t, filepath.Join(ws, "app.py")); got != "print('cursor')" {
+		t.Fatalf("a dry run changed app.py to %q", got)
+	}
+	out := binOK(t, ws, "undo", "--turn")
+	if !strings.Contains(out, "Pad the output") {
+		t.Errorf("undo --turn: %q, want it to name the turn", out)
+	}
+	if got := readTrim(t, filepath.Join(ws, "app.py")); got != "print('hello')" {
+		t.Errorf("after undo --turn app.py is %q, want Claude's version", got)
+	}
+	if got := readTrim(t, filepath.Join(ws, "notes.txt")); got != "y" {
+		t.Errorf("after undo --turn notes.txt is %q, want it back", got)
+	}
+	// The next undo --turn takes back Claude's turn, bash included.
+	binOK(t, ws, "undo", "--turn")
+	if got := readTrim(t, filepath.Join(ws, "app.py")); got != "print('hi')" {
+		t.Errorf("after the second undo --turn app.py is %q", got)
+	}
+	for _, p := range []string{"docs", "notes.txt"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); !os.IsNotExist(err) {
+			t.Errorf("after the second undo --turn %s exists (%v)", p, err)
+		}
+	}
+	if r := bin(t, ws, "", "rewind", "--before-turn", "2"); r.code != 1 || !strings.Contains(r.stderr, "not a turn") {
+		t.Errorf("rewind --before-turn of a step: exit %d, %q", r.code, r.stderr)
+	}
+	// --no-prompt keeps the text out.
+	r := bin(t, "/", fixture(t, "gemini-BeforeAgent.json", ws), "step", "--hook", "--no-prompt")
+	if r.code != 0 || r.stdout != "{}\n" {
+		t.Fatalf("gemini prompt hook: exit %d, stdout %q (Gemini CLI parses it as JSON)", r.code, r.stdout)
+	}
+	if log := binOK(t, ws, "log", "-n", "1"); !strings.Contains(log, "(prompt kept out) (gemini)") {
+		t.Errorf("a turn recorded with --no-prompt: %q", log)
+	}
+}
+
+func itoa(s Seq) string { return strings.TrimSpace(string(must(json.Marshal(s)))) }
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	udiff "github.com/aymanbagabas/go-udiff"
+
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/hooks"
+)
+
+var hooksCmd = &command{
+	name:    "hooks",
+	usage:   "hooks install AGENT [--user|--project] [--dry-run] [--no-prompt] | hooks check",
+	summary: "write an agent's hook configuration; check what reached the log",
+	help: `  hooks install AGENT   merge zerofs's hooks into the configuration of AGENT
+                        (` + strings.Join(hooks.AgentNames(), ", ") + `):
+                        a hook before each tool call begins a step, and a
+                        hook at each prompt begins a turn. Installing again
+                        changes nothing; the agent's other settings and hooks
+                        are kept. It prints each file it writes with a diff.
+                        OpenCode gets a small plugin file instead.
+    --project           this project's configuration (the default): the
+                        workspace around the current directory, or the
+                        current directory outside one
+    --user              the user's configuration, for every project
+    --dry-run           print what would change and write nothing
+    --no-prompt         record turns without the prompt's text
+    --zerofs PATH       the zerofs the hooks run (default: this binary)
+  hooks check           for each agent, where its hooks are installed and
+                        the last step and turn it recorded in this workspace
+`,
+	run: runHooks,
+}
+
+func runHooks(e *env, c *command, args []string) error {
+	if len(args) == 0 {
+		return usagef(c, "want install AGENT or check")
+	}
+	switch args[0] {
+	case "install":
+		return runHooksInstall(e, c, args[1:])
+	case "check":
+		if len(args) > 1 {
+			return usagef(c, "check takes no arguments")
+		}
+		return runHooksCheck(e)
+	case "-h", "-help", "--help":
+		return errHelp
+	}
+	return usagef(c, "unknown hooks command %q: want install or check", args[0])
+}
+
+func runHooksInstall(e *env, c *command, args []string) error {
+	fs := newFlags(c)
+	user := fs.Bool("user", false, "")
+	project := fs.Bool("project", false, "")
+	dry := fs.Bool("dry-run", false, "")
+	noPrompt := fs.Bool("no-prompt", false, "")
+	bin := fs.String("zerofs", "", "")
+	pos, rest, err := parseArgs(c, fs, args)
+	if err != nil {
+		return err
+	}
+	pos = append(pos, rest...)
+	if len(pos) != 1 {
+		return usagef(c, "want one AGENT (%s)", strings.Join(hooks.AgentNames(), ", "))
+	}
+	agent, ok := hooks.Lookup(pos[0])
+	if !ok {
+		return usagef(c, "unknown agent %q: want one of %s", pos[0], strings.Join(hooks.AgentNames(), ", "))
+	}
+	if *user && *project {
+		return usagef(c, "--user and --project exclude each other")
+	}
+	opts, err := installOptions(e, *user, *noPrompt, *bin)
+	if err != nil {
+		return err
+	}
+	ch, err := hooks.Plan(agent, opts)
+	if err != nil {
+		return err
+	}
+	w := e.stdout
+	switch {
+	case !ch.Changed():
+		fmt.Fprintf(w, "%s: %s already has zerofs's hooks; nothing to change\n", agent.Title, ch.Path)
+		return nil
+	case *dry:
+		fmt.Fprintf(w, "%s: would write %s:\n", agent.Title, ch.Path)
+	default:
+		if err := hooks.Apply(ch); err != nil {
+			return err
+		}
+		verb := "updated"
+		if ch.Before == nil {
+			verb = "created"
+		}
+		fmt.Fprintf(w, "%s: %s %s:\n", agent.Title, verb, ch.Path)
+	}
+	writeConfigDiff(w, ch)
+	if !*dry {
+		fmt.Fprintf(w, "%s\n", agent.Limits)
+	}
+	return nil
+}
+
+// installOptions works out where an install goes and which zerofs its
+// hooks run.
+func installOptions(e *env, user, noPrompt bool, bin string) (hooks.InstallOptions, error) {
+	opts := hooks.InstallOptions{Scope: hooks.ScopeProject, NoPrompt: noPrompt, Zerofs: bin}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return opts, fmt.Errorf("hooks install: no home directory: %v", err)
+	}
+	opts.Home = home
+	if user {
+		opts.Scope = hooks.ScopeUser
+	}
+	opts.Project = e.cwd
+	if ws, err := history.Find(e.cwd); err == nil {
+		opts.Project = ws.Root
+	}
+	if opts.Zerofs == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return opts, fmt.Errorf("hooks install: cannot tell where this zerofs is (give --zerofs PATH): %v", err)
+		}
+		if p, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = p
+		}
+		opts.Zerofs = exe
+	} else if !filepath.IsAbs(opts.Zerofs) && strings.Contains(opts.Zerofs, "/") {
+		opts.Zerofs = filepath.Join(e.cwd, opts.Zerofs)
+	}
+	return opts, nil
+}
+
+// writeConfigDiff prints what an install changes in a file, as a diff.
+func writeConfigDiff(w io.Writer, ch hooks.FileChange) {
+	from := "a/" + filepath.Base(ch.Path)
+	if ch.Before == nil {
+		from = "/dev/null"
+	}
+	diff, err := udiff.ToUnified(from, "b/"+filepath.Base(ch.Path), string(ch.Before), udiff.Lines(string(ch.Before), string(ch.After)), 3)
+	if err != nil {
+		fmt.Fprintf(w, "%s", ch.After)
+		return
+	}
+	fmt.Fprint(w, diff)
+}
+
+// runHooksCheck says, for each agent, where its hooks are installed and
+// the last step and turn it recorded in this workspace.
+func runHooksCheck(e *env) error {
+	opts, err := installOptions(e, false, false, "zerofs")
+	if err != nil {
+		return err
+	}
+	last := map[string]string{}
+	ws, werr := history.Find(e.cwd)
+	if werr == nil {
+		last, err = lastByAgent(e, ws)
+		if err != nil {
+			return err
+		}
+	}
+	w := e.stdout
+	for _, a := range hooks.Agents {
+		var where []string
+		for _, scope := range []hooks.Scope{hooks.ScopeProject, hooks.ScopeUser} {
+			o := opts
+			o.Scope = scope
+			p := a.Path(o)
+			ok, err := hooks.Installed(a, p)
+			switch {
+			case ok:
+				where = append(where, fmt.Sprintf("%s (%s)", scope, p))
+			case err != nil && !errors.Is(err, os.ErrNotExist):
+				where = append(where, fmt.Sprintf("%s: unreadable (%v)", scope, err))
+			}
+		}
+		state := "not installed"
+		if len(where) > 0 {
+			state = "installed: " + strings.Join(where, ", ")
+		}
+		fmt.Fprintf(w, "%-9s %s\n", a.Name, state)
+		switch {
+		case werr != nil:
+		case last[a.Name] != "":
+			fmt.Fprintf(w, "          %s\n", last[a.Name])
+		case len(where) > 0:
+			fmt.Fprintf(w, "          nothing recorded yet in %s: run the agent there, then check again\n", ws.Root)
+		}
+	}
+	if werr != nil {
+		fmt.Fprintf(w, "not in a zerofs workspace (%v): nothing recorded to check\n", werr)
+	}
+	return nil
+}
+
+// lastByAgent reads the workspace's log for each agent's last recorded
+// step and turn.
+func lastByAgent(e *env, ws *history.Workspace) (map[string]string, error) {
+	out := map[string]string{}
+	err := withHistory(e, func(_ *history.Workspace, src history.Source) error {
+		steps, turns := map[string]string{}, map[string]string{}
+		for ev, err := range src.Events() {
+			if err != nil {
+				return err
+			}
+			if ev.Type != eventlog.TypeToolCall && ev.Type != eventlog.TypeTurn {
+				continue
+			}
+			var p struct {
+				Name  string `json:"name"`
+				Agent string `json:"agent"`
+			}
+			if json.Unmarshal(ev.Payload, &p) != nil || p.Agent == "" {
+				continue
+			}
+			when := ev.CreatedAt.Local().Format("2006-01-02 15:04:05")
+			if ev.Type == eventlog.TypeTurn {
+				turns[p.Agent] = fmt.Sprintf("last turn %d at %s", ev.Seq, when)
+			} else {
+				steps[p.Agent] = fmt.Sprintf("last step %d at %s: %s", ev.Seq, when, p.Name)
+			}
+		}
+		for _, a := range hooks.Agents {
+			parts := []string{}
+			if s := steps[a.Name]; s != "" {
+				parts = append(parts, s)
+			}
+			if t := turns[a.Name]; t != "" {
+				parts = append(parts, t)
+			}
+			out[a.Name] = strings.Join(parts, "; ")
+		}
+		return nil
+	})
+	return out, err
+}
