@@ -233,9 +233,14 @@ func (s *Store) Keep(f *os.File, writing func() bool) (id ID, n int64, ok bool, 
 	s.looseBytes += n
 	s.mu.Unlock()
 	if !s.opts.Sync {
-		// Its data must reach the disk within the flusher's window: start
-		// now, so the Sync that waits for it has less left to do.
-		durable.StartWriteback(f)
+		// Its data must reach the disk within the flusher's window. A
+		// large file's writeback starts now, so the Sync that waits for
+		// it has less left to do; small ones are left to that Sync (one
+		// syncfs for an rm -rf's many), not written one by one on the
+		// request path.
+		if n >= DefaultChunkAbove {
+			durable.StartWriteback(f)
+		}
 		s.kmu.Lock()
 		s.kept.pending = append(s.kept.pending, id)
 		s.kmu.Unlock()
@@ -325,10 +330,21 @@ func (s *Store) syncKept() error {
 		s.kept.detached = append(detached, s.kept.detached...)
 		s.kmu.Unlock()
 	}
-	if len(pending) > 0 {
-		// Each file's own data, not the whole filesystem's (a syncfs
-		// would write every other writer's dirty pages too): their
-		// writeback began when they were kept.
+	switch {
+	case len(pending) >= syncfsFrom:
+		// Many files (an rm -rf): one syncfs of the store's filesystem,
+		// their data and entries in one journal commit. An fdatasync
+		// each costs a commit each when the files were written just
+		// before they went (4,355 files of Go's cmd/ written by tar:
+		// 7.4 s one by one, 0.3 s with one syncfs, at load 15).
+		if err := syncFS(dir); err != nil {
+			restore()
+			return fmt.Errorf("blobstore: sync kept blobs: %w", err)
+		}
+	case len(pending) > 0:
+		// A few files: each file's own data, not the whole filesystem's
+		// (a syncfs would write every other writer's dirty pages too):
+		// their writeback began when they were kept.
 		for _, id := range pending {
 			f, err := os.Open(s.keptPath(id))
 			if errors.Is(err, fs.ErrNotExist) {

@@ -301,6 +301,73 @@ func TestDetachDamaged(t *testing.T) {
 	}
 }
 
+// TestKeepSyncManyWithSyncfs: a batch-mode Sync of at least syncfsFrom
+// kept files makes them durable with one syncfs of the store's filesystem
+// (their data and their entries in one commit), not an fdatasync each and
+// a directory fsync; fewer are synced one by one (TestKeepSyncOrder).
+// --sync always is unaffected: Keep itself syncs each file.
+func TestKeepSyncManyWithSyncfs(t *testing.T) {
+	var log []string
+	realData, realDir, realFS, realFrom := fdatasync, syncDirFile, syncFS, syncfsFrom
+	t.Cleanup(func() { fdatasync, syncDirFile, syncFS, syncfsFrom = realData, realDir, realFS, realFrom })
+	fdatasync = func(f *os.File) error { log = append(log, "data"); return realData(f) }
+	syncDirFile = func(d *os.File) error { log = append(log, "dir"); return realDir(d) }
+	syncFS = func(d *os.File) error { log = append(log, "fs "+filepath.Base(d.Name())); return realFS(d) }
+	syncfsFrom = 3
+	base := t.TempDir()
+	s := openT(t, Options{})
+	var ids []ID
+	for i := range 3 {
+		f := wsFile(t, filepath.Join(base, "ws"), []byte(fmt.Sprintf("kept %d\n", i)))
+		id, _, ok, err := s.Keep(f, nil)
+		f.Close()
+		if err != nil || !ok {
+			t.Fatalf("Keep: %v %v", ok, err)
+		}
+		ids = append(ids, id)
+	}
+	if len(log) != 0 {
+		t.Fatalf("batch Keep synced %v before Sync", log)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"fs " + keptDirName}; !slices.Equal(log, want) {
+		t.Fatalf("syncs %v, want %v", log, want)
+	}
+	for _, id := range ids {
+		if err := s.Verify(id); err != nil {
+			t.Fatalf("Verify %s: %v", id.Short(), err)
+		}
+	}
+	// A failed syncfs fails Sync, and the files stay pending: the next
+	// Sync tries again.
+	log = nil
+	f := wsFile(t, filepath.Join(base, "ws"), []byte("one more\n"))
+	if _, _, ok, err := s.Keep(f, nil); err != nil || !ok {
+		t.Fatalf("Keep: %v %v", ok, err)
+	}
+	f.Close()
+	for i := range 2 {
+		f := wsFile(t, filepath.Join(base, "ws"), []byte(fmt.Sprintf("more %d\n", i)))
+		if _, _, ok, err := s.Keep(f, nil); err != nil || !ok {
+			t.Fatalf("Keep: %v %v", ok, err)
+		}
+		f.Close()
+	}
+	syncFS = func(*os.File) error { return errors.New("injected syncfs failure") }
+	if err := s.Sync(); err == nil {
+		t.Fatal("Sync with a failing syncfs succeeded")
+	}
+	syncFS = func(d *os.File) error { log = append(log, "fs again"); return realFS(d) }
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"fs again"}; !slices.Equal(log, want) {
+		t.Fatalf("after a failed syncfs: syncs %v, want %v", log, want)
+	}
+}
+
 // TestKeepSyncOrder: with Options.Sync, Keep returns only after the kept
 // file's data and then the kept/ directory are synced; in batch mode Keep
 // syncs nothing and Sync does both, data first.

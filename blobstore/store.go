@@ -29,6 +29,14 @@ var fdatasync = durable.Fdatasync
 // directory; tests record it.
 var syncDirFile = durable.SyncDirFile
 
+// syncFS is the seam through which the store syncs its whole filesystem
+// (a batch of at least syncfsFrom kept files); tests record it.
+var syncFS = durable.SyncFS
+
+// syncfsFrom is how many kept files a batch-mode Sync makes durable with
+// one syncfs rather than an fdatasync each.
+var syncfsFrom = 64
+
 // hook calls durable.TestHook at a crash point of this package (see
 // doc.go for the points).
 func hook(point, path string) {

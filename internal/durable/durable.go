@@ -229,6 +229,37 @@ func Fdatasync(f *os.File) error {
 	return nil
 }
 
+// SyncFS makes everything written to the filesystem holding f durable
+// (syncfs(2)): every file's data and metadata, with one journal commit
+// rather than one per file. Since Linux 5.8 it reports a writeback error
+// of any file on that filesystem seen since f was opened, so it can fail
+// for a file that is not the caller's: that errs towards refusing, never
+// towards acknowledging data that is not durable.
+func SyncFS(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("durable: syncfs %s: %w", f.Name(), err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			_, _, e := syscall.Syscall(sysSyncfs, fd, 0, 0)
+			if e != syscall.EINTR {
+				if e != 0 {
+					serr = e
+				}
+				return
+			}
+		}
+	}); err != nil {
+		return fmt.Errorf("durable: syncfs %s: %w", f.Name(), err)
+	}
+	if serr != nil {
+		return fmt.Errorf("durable: syncfs %s: %w", f.Name(), serr)
+	}
+	return nil
+}
+
 // Remove deletes dir/name and fsyncs dir. A missing file is not an error.
 func Remove(dir, name string) error {
 	if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
