@@ -3,8 +3,6 @@ package fs
 import (
 	"context"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -13,10 +11,10 @@ import (
 
 // callerOf names the process whose request this is, for the pid and comm
 // fields of a capture. The kernel sends the id of the calling thread; the
-// process is its thread group, read from /proc/<tid>/status with its name,
-// never cached (ids are reused), and only when the engine captures
-// (Caller.Resolve): the thread waits in its request then, so the id is
-// still its own. A request the kernel makes on its own (pid 0, e.g.
+// process is its thread group, read from /proc with its name (procnames.go:
+// descriptors bound to the task, so a reused id is never mistaken for it),
+// and only when the engine captures (Caller.Resolve): the thread waits in
+// its request then, so the id is still its own. A request the kernel makes on its own (pid 0, e.g.
 // writeback) has no caller; when /proc cannot say, the thread id stands and
 // comm is empty.
 func callerOf(ctx context.Context) rewind.Caller {
@@ -29,33 +27,6 @@ func callerOf(ctx context.Context) rewind.Caller {
 		who := processOf(tid)
 		return who.PID, who.Comm
 	}}
-}
-
-// processOf reads the process (thread group) of thread tid and its name.
-func processOf(tid int) rewind.Caller {
-	who := rewind.Caller{PID: tid}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(who.PID) + "/status")
-	if err != nil {
-		return who
-	}
-	for line := range strings.Lines(string(b)) {
-		k, v, _ := strings.Cut(line, ":")
-		v = strings.TrimSpace(v)
-		switch k {
-		case "Name":
-			who.Comm = v
-		case "Tgid":
-			if tgid, err := strconv.Atoi(v); err == nil && tgid != who.PID {
-				who.PID = tgid
-				// The process's own name, not this thread's.
-				if b, err := os.ReadFile("/proc/" + v + "/comm"); err == nil {
-					who.Comm = strings.TrimSpace(string(b))
-				}
-			}
-			return who
-		}
-	}
-	return who
 }
 
 // engineCtx is the context handed to the engine. go-fuse cancels a request's
