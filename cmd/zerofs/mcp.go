@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
-	"strconv"
-	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/zerofs/zerofs/history"
@@ -17,12 +15,15 @@ var mcpCmd = &command{
 	name:    "mcp",
 	usage:   "mcp [--workspace DIR]",
 	summary: "serve this workspace's history to an agent over the Model Context Protocol (stdio)",
-	help: `Serves the tools zerofs_log, zerofs_diff, zerofs_show, zerofs_step,
-zerofs_rewind, zerofs_undo, zerofs_redo and zerofs_revert over stdin and
-stdout. Each runs the command of the same name, in this process, on the
-workspace around the current directory (or --workspace DIR), and returns
-what it prints; a failure comes back as a tool error carrying the command's
-one-line reason, never as an end of the server.
+	help: `Serves the tools zerofs_status, zerofs_log, zerofs_diff, zerofs_show,
+zerofs_step, zerofs_rewind, zerofs_undo, zerofs_redo and zerofs_revert over
+stdin and stdout, on the workspace around the current directory (or
+--workspace DIR). Each tool returns structured content that matches its
+output schema, and a short text for people. Arguments are values, never
+flags: a label "--help" is a label. A failure comes back as a tool error
+naming the argument to change, never as an end of the server; a server
+started outside any workspace still answers, and each tool says why it
+cannot work.
 
   --workspace DIR   the workspace (default: found from the current directory)
 `,
@@ -46,159 +47,111 @@ func runMCP(e *env, c *command, args []string) error {
 			cwd = filepath.Join(e.cwd, cwd)
 		}
 	}
-	// Fail now, not at the first tool call, when there is no workspace.
+	// Outside a workspace the server still starts: an agent's client
+	// shows the tools' errors, which say why, rather than a dead server.
 	if _, err := history.Find(cwd); err != nil {
-		return err
+		fmt.Fprintf(e.stderr, "zerofs: warning: %v; every tool will say so until there is a workspace here\n", err)
 	}
 	return newMCPServer(cwd).Run(e.ctx, &mcp.StdioTransport{})
 }
 
-// The tools' arguments. JSON names and descriptions are what an agent sees
-// in the tool's schema.
-type (
-	mcpLogArgs struct {
-		N     int      `json:"n,omitempty" jsonschema:"show only the newest N steps (0: all)"`
-		Paths []string `json:"paths,omitempty" jsonschema:"only steps that changed these workspace paths (a directory with everything under it)"`
-	}
-	mcpDiffArgs struct {
-		From  int64    `json:"from" jsonschema:"the sequence to diff from (a step's sequence as zerofs_log shows it)"`
-		To    *int64   `json:"to,omitempty" jsonschema:"the sequence to diff to; omitted: the workspace as it is now"`
-		Paths []string `json:"paths,omitempty" jsonschema:"only these workspace paths"`
-	}
-	mcpShowArgs struct {
-		Seq  int64  `json:"seq" jsonschema:"the sequence"`
-		Path string `json:"path" jsonschema:"the workspace path, relative to its root"`
-	}
-	mcpStepArgs struct {
-		Label string `json:"label" jsonschema:"what the step is about to do (one line), e.g. the tool call"`
-	}
-	mcpRewindArgs struct {
-		Seq    int64    `json:"seq" jsonschema:"the sequence to roll back to: the workspace becomes as it was then"`
-		Paths  []string `json:"paths,omitempty" jsonschema:"restore only these workspace paths (a directory with everything under it); omitted: everything"`
-		DryRun bool     `json:"dry_run,omitempty" jsonschema:"only say what would be restored, deleted and created; change nothing"`
-	}
-	mcpUndoArgs struct {
-		DryRun bool `json:"dry_run,omitempty" jsonschema:"only say what would change; change nothing"`
-	}
-	mcpRevertArgs struct {
-		Seq    int64 `json:"seq" jsonschema:"the sequence of the step to undo (later changes are kept)"`
-		Force  bool  `json:"force,omitempty" jsonschema:"also take back paths that later changes touched too"`
-		DryRun bool  `json:"dry_run,omitempty" jsonschema:"only say what would change; change nothing"`
-	}
-)
+// mcpInstructions tell an agent when to use which tool.
+const mcpInstructions = `zerofs records every change to this workspace (by your tools, your shell commands, and anything else) so any of it can be taken back.
 
-// newMCPServer makes the server with its tools; each runs a CLI command in
-// the workspace directory cwd.
-func newMCPServer(cwd string) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "zerofs", Version: releaseVersion()}, nil)
-	cli := func(argv ...string) (*mcp.CallToolResult, any, error) {
-		return runForMCP(cwd, argv)
-	}
-	mcp.AddTool(s, &mcp.Tool{
-		Name: "zerofs_log",
-		Description: "List the workspace's steps (tool calls) newest first, each with its sequence number, label, time and the paths it changed " +
-			"(added, modified, deleted, renamed, with the process that changed them). Returns JSON. Use a step's sequence with zerofs_diff, zerofs_revert or zerofs_rewind.",
-	}, func(_ context.Context, _ *mcp.CallToolRequest, a mcpLogArgs) (*mcp.CallToolResult, any, error) {
-		argv := []string{"log", "--json"}
-		if a.N > 0 {
-			argv = append(argv, "-n", strconv.Itoa(a.N))
-		}
-		return cli(withPaths(argv, a.Paths)...)
-	})
-	mcp.AddTool(s, &mcp.Tool{
-		Name:        "zerofs_diff",
-		Description: "Unified diff of the workspace from sequence `from` to sequence `to` (default: now), optionally only for some paths.",
-	}, func(_ context.Context, _ *mcp.CallToolRequest, a mcpDiffArgs) (*mcp.CallToolResult, any, error) {
-		argv := []string{"diff", seqArg(a.From)}
-		if a.To != nil {
-			argv = append(argv, seqArg(*a.To))
-		}
-		return cli(withPaths(argv, a.Paths)...)
-	})
-	mcp.AddTool(s, &mcp.Tool{
-		Name:        "zerofs_show",
-		Description: "The content of a workspace file (or a symlink's target) as it was at a sequence.",
-	}, func(_ context.Context, _ *mcp.CallToolRequest, a mcpShowArgs) (*mcp.CallToolResult, any, error) {
-		return cli("show", seqArg(a.Seq), a.Path)
-	})
-	mcp.AddTool(s, &mcp.Tool{
-		Name: "zerofs_step",
-		Description: "Begin a new step before changing files, labelled with what you are about to do. " +
-			"Each step can later be undone on its own; changes without a step of their own belong to the previous one.",
-	}, func(_ context.Context, _ *mcp.CallToolRequest, a mcpStepArgs) (*mcp.CallToolResult, any, error) {
-		return cli("step", a.Label)
-	})
-	mcp.AddTool(s, &mcp.Tool{
-		Name: "zerofs_rewind",
-		Description: "Roll the workspace (or only some paths) back to how it was at a sequence. The rewind is itself recorded and can be undone with zerofs_undo. " +
-			"Use dry_run first to see what would be restored, deleted and created.",
-	}, func(_ context.Context, _ *mcp.CallToolRequest, a mcpRewindArgs) (*mcp.CallToolResult, any, error) {
-		argv := []string{"rewind"}
-		if a.DryRun {
-			argv = append(argv, "--dry-run")
-		}
-		return cli(withPaths(append(argv, seqArg(a.Seq)), a.Paths)...)
-	})
-	mcp.AddTool(s, &mcp.Tool{
-		Name:        "zerofs_undo",
-		Description: "Undo the last step (roll the workspace back to before it). Undos stack; zerofs_redo takes one back. Names the step it undid.",
-	}, func(_ context.Context, _ *mcp.CallToolRequest, a mcpUndoArgs) (*mcp.CallToolResult, any, error) {
-		return cli(dryRun([]string{"undo"}, a.DryRun)...)
-	})
-	mcp.AddTool(s, &mcp.Tool{
-		Name:        "zerofs_redo",
-		Description: "Take back the last undo.",
-	}, func(_ context.Context, _ *mcp.CallToolRequest, a mcpUndoArgs) (*mcp.CallToolResult, any, error) {
-		return cli(dryRun([]string{"redo"}, a.DryRun)...)
-	})
-	mcp.AddTool(s, &mcp.Tool{
-		Name: "zerofs_revert",
-		Description: "Undo what one step changed and keep every later change. If a later change touched the same paths, nothing changes and " +
-			"the error names each conflicting path (force takes them back too).",
-	}, func(_ context.Context, _ *mcp.CallToolRequest, a mcpRevertArgs) (*mcp.CallToolResult, any, error) {
-		argv := dryRun([]string{"revert"}, a.DryRun)
-		if a.Force {
-			argv = append(argv, "--force")
-		}
-		return cli(append(argv, seqArg(a.Seq))...)
-	})
+- Check first: zerofs_status says whether the workspace is mounted. Only a mounted workspace records changes; without it undo has nothing to go on.
+- Before each change of your own, call zerofs_step with a label saying what you are about to do, unless your client's hooks already begin steps (zerofs hooks install). Each step can later be undone on its own.
+- To see what happened: zerofs_log (the last 20 entries, newest first; turns group steps under the prompt that led to them), zerofs_diff (what changed between two sequences, or since one), zerofs_show (a file as it was at a sequence).
+- To take something back: zerofs_undo takes back the last step still in effect; zerofs_redo takes back the last undo or rewind; zerofs_revert takes back one older step and keeps everything after it (it refuses, naming the paths, if later changes touched them: pass force: true to take those back too); zerofs_rewind puts the whole workspace, or some paths, back to a sequence.
+- Use dry_run: true first on zerofs_rewind, zerofs_undo, zerofs_redo and zerofs_revert: it lists what would be restored, deleted and created and changes nothing. Read the warnings in each result: they name changes made by someone else (a person, another agent session) that the action overwrites.
+- Sequences are the numbers zerofs_log shows; 0 is the state before any recorded change.`
+
+// mcpMaxSeq bounds sequences in the tools' schemas: the largest integer a
+// JSON number holds exactly, so a larger one gets a clear refusal.
+const mcpMaxSeq = 1<<53 - 1
+
+// newMCPServer makes the server with its tools, on the workspace around
+// dir.
+func newMCPServer(dir string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "zerofs", Title: "zerofs: time travel for this workspace", Version: releaseVersion()},
+		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: slog.New(slog.DiscardHandler)})
+	t := &mcpTools{dir: dir}
+	schemas := map[string]*jsonschema.Schema{}
+	t.register(s, schemas)
+	s.AddReceivingMiddleware(checkNumbers(schemas))
 	return s
 }
 
-// runForMCP runs one CLI command in process and turns its outcome into a
-// tool result: its stdout on success; on failure a tool error with its
-// one-line reason (stderr), so the agent reads why and the server goes on.
-func runForMCP(cwd string, argv []string) (*mcp.CallToolResult, any, error) {
-	var stdout, stderr bytes.Buffer
-	code := run(argv, strings.NewReader(""), &stdout, &stderr, cwd)
-	if code != 0 {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = fmt.Sprintf("zerofs %s: exit status %d", argv[0], code)
+// addTool registers a tool whose input and output schemas are derived
+// from In and Out, with plain types (no ["null", T] unions, which some
+// clients cannot use), integers bounded by mcpMaxSeq and never negative,
+// and each property's description and default as props gives them.
+func addTool[In, Out any](s *mcp.Server, schemas map[string]*jsonschema.Schema, tool *mcp.Tool, props map[string]mcpProp, h mcp.ToolHandlerFor[In, Out]) {
+	in, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(err)
+	}
+	plainSchema(in)
+	for name, p := range props {
+		ps := in.Properties[name]
+		if ps == nil {
+			panic("addTool: " + tool.Name + " has no argument " + name)
 		}
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil, nil
+		if p.max > 0 {
+			ps.Maximum = &p.max
+		}
+		if p.min != nil {
+			ps.Minimum = p.min
+		}
+		if p.def != "" {
+			ps.Default = []byte(p.def)
+		}
 	}
-	out := stdout.String()
-	if out == "" {
-		out = "ok"
+	out, err := jsonschema.For[Out](nil)
+	if err != nil {
+		panic(err)
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: out}}}, nil, nil
+	plainSchema(out)
+	tool.InputSchema, tool.OutputSchema = in, out
+	schemas[tool.Name] = in
+	mcp.AddTool(s, tool, h)
 }
 
-// seqArg formats a sequence for the command line. A negative one is passed
-// as is, for the command to refuse with its own message.
-func seqArg(n int64) string { return strconv.FormatInt(n, 10) }
-
-func withPaths(argv, paths []string) []string {
-	if len(paths) == 0 {
-		return argv
-	}
-	return append(append(argv, "--"), paths...)
+// mcpProp is what addTool adds to one argument's schema.
+type mcpProp struct {
+	min *float64
+	max float64
+	def string // JSON
 }
 
-func dryRun(argv []string, dry bool) []string {
-	if dry {
-		return append(argv, "--dry-run")
+// plainSchema makes every ["null", T] type in s plain T, and bounds every
+// integer to 0..mcpMaxSeq.
+func plainSchema(s *jsonschema.Schema) {
+	if s == nil {
+		return
 	}
-	return argv
+	if len(s.Types) > 0 {
+		var keep []string
+		for _, t := range s.Types {
+			if t != "null" {
+				keep = append(keep, t)
+			}
+		}
+		if len(keep) == 1 {
+			s.Type, s.Types = keep[0], nil
+		} else {
+			s.Types = keep
+		}
+	}
+	if s.Type == "integer" {
+		zero, top := 0.0, float64(mcpMaxSeq)
+		s.Minimum, s.Maximum = &zero, &top
+	}
+	for _, p := range s.Properties {
+		plainSchema(p)
+	}
+	plainSchema(s.Items)
+	plainSchema(s.AdditionalProperties)
+	for _, d := range s.Defs {
+		plainSchema(d)
+	}
 }

@@ -1,0 +1,689 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// mcpTools are the MCP server's tools, on the workspace around dir. Each
+// call finds the workspace again and opens its history for the call only,
+// so a server started before `zerofs mount` works once it is mounted.
+type mcpTools struct{ dir string }
+
+// The tools' arguments. JSON names and descriptions are what an agent sees
+// in each tool's input schema.
+type (
+	mcpNoArgs  struct{}
+	mcpLogArgs struct {
+		N       int      `json:"n,omitempty" jsonschema:"how many entries to return, newest first (default 20)"`
+		Paths   []string `json:"paths,omitempty" jsonschema:"only the steps that changed these workspace paths (relative to the workspace root; a directory stands for everything under it)"`
+		All     bool     `json:"all,omitempty" jsonschema:"also list the steps that changed nothing (read-only tool calls)"`
+		Details bool     `json:"details,omitempty" jsonschema:"also return each step's payload (the tool's input, which may be large) and each change's blob id"`
+	}
+	mcpDiffArgs struct {
+		From  uint64   `json:"from" jsonschema:"the sequence to diff from (a sequence zerofs_log shows)"`
+		To    *uint64  `json:"to,omitempty" jsonschema:"the sequence to diff to; omitted: the workspace as it is now"`
+		Paths []string `json:"paths,omitempty" jsonschema:"only these workspace paths (relative to the workspace root)"`
+	}
+	mcpShowArgs struct {
+		Seq  uint64 `json:"seq" jsonschema:"the sequence"`
+		Path string `json:"path" jsonschema:"the workspace path, relative to the workspace root (empty: the root directory)"`
+	}
+	mcpStepArgs struct {
+		Label string `json:"label" jsonschema:"what you are about to do, one line (e.g. Edit app.py)"`
+	}
+	mcpRewindArgs struct {
+		Seq    uint64   `json:"seq" jsonschema:"the sequence to roll back to: the workspace (or the paths) become as they were then"`
+		Paths  []string `json:"paths,omitempty" jsonschema:"restore only these workspace paths (a directory with everything under it); omitted: the whole workspace"`
+		DryRun bool     `json:"dry_run,omitempty" jsonschema:"only say what would be restored, deleted and created; change nothing"`
+	}
+	mcpUndoArgs struct {
+		DryRun bool `json:"dry_run,omitempty" jsonschema:"only say what would change; change nothing"`
+	}
+	mcpRevertArgs struct {
+		Seq    uint64 `json:"seq" jsonschema:"the sequence of the step to take back (a step's sequence as zerofs_log shows it); later changes are kept"`
+		Force  bool   `json:"force,omitempty" jsonschema:"also take back the paths that later changes touched too"`
+		DryRun bool   `json:"dry_run,omitempty" jsonschema:"only say what would change; change nothing"`
+	}
+)
+
+// The tools' structured results (each tool's output schema).
+type (
+	mcpStepRef struct {
+		Sequence uint64 `json:"sequence"`
+		Label    string `json:"label"`
+	}
+	mcpStatusOut struct {
+		Workspace  string `json:"workspace"`
+		Mounted    bool   `json:"mounted"`
+		Recording  bool   `json:"recording" jsonschema:"whether changes to the workspace are recorded now (only a mounted workspace records them)"`
+		Mountpoint string `json:"mountpoint,omitempty"`
+		Head       uint64 `json:"head" jsonschema:"the last sequence written"`
+		// Step is the current step.
+		Step         *mcpStepRef `json:"step,omitempty"`
+		Steps        int         `json:"steps" jsonschema:"how many steps were recorded"`
+		PrunedBefore uint64      `json:"pruned_before" jsonschema:"history starts here (gc forgot the states before)"`
+		StoreBytes   int64       `json:"store_bytes"`
+		Warnings     []string    `json:"warnings,omitempty"`
+	}
+	mcpChange struct {
+		Path   string `json:"path"`
+		Change string `json:"change" jsonschema:"added, deleted, modified, mode, renamed, skipped or unknown"`
+		From   string `json:"from,omitempty" jsonschema:"a renamed path's old name"`
+		Blob   string `json:"blob,omitempty"`
+	}
+	mcpEntry struct {
+		Type         string         `json:"type" jsonschema:"step, rewind, gc or turn"`
+		Sequence     uint64         `json:"sequence"`
+		Time         string         `json:"time"`
+		Label        string         `json:"label,omitempty"`
+		Turn         uint64         `json:"turn,omitempty" jsonschema:"the turn (a person's prompt) the step belongs to"`
+		Prompt       string         `json:"prompt,omitempty"`
+		Agent        string         `json:"agent,omitempty"`
+		AgentSession string         `json:"agent_session,omitempty"`
+		Target       uint64         `json:"target,omitempty" jsonschema:"a rewind's target sequence"`
+		Restored     int            `json:"restored,omitempty"`
+		Deleted      int            `json:"deleted,omitempty"`
+		Changes      []mcpChange    `json:"changes,omitempty"`
+		Payload      map[string]any `json:"payload,omitempty"`
+	}
+	mcpLogOut struct {
+		Head    uint64     `json:"head"`
+		Entries []mcpEntry `json:"entries"`
+		More    bool       `json:"more" jsonschema:"older entries were left out: ask for a larger n"`
+	}
+	mcpDiffOut struct {
+		From uint64  `json:"from"`
+		To   *uint64 `json:"to,omitempty" jsonschema:"omitted: the workspace as it is now"`
+		Diff string  `json:"diff" jsonschema:"a unified diff, empty when nothing changed"`
+	}
+	mcpShowOut struct {
+		Seq    uint64 `json:"seq"`
+		Path   string `json:"path"`
+		Exists bool   `json:"exists"`
+		Kind   string `json:"kind,omitempty" jsonschema:"file, dir or symlink"`
+		Bytes  int64  `json:"bytes,omitempty"`
+		// Content is a text file's content; ContentBase64 a binary one's.
+		Content       string   `json:"content,omitempty"`
+		ContentBase64 string   `json:"content_base64,omitempty"`
+		Truncated     bool     `json:"truncated,omitempty" jsonschema:"the content was cut at 1 MiB"`
+		Target        string   `json:"target,omitempty" jsonschema:"a symlink's target"`
+		Entries       []string `json:"entries,omitempty" jsonschema:"a directory's names"`
+	}
+	mcpPreview struct {
+		Action  string `json:"action" jsonschema:"restore, delete or create"`
+		Path    string `json:"path"`
+		Kind    string `json:"kind"`
+		Added   int    `json:"added,omitempty"`
+		Removed int    `json:"removed,omitempty"`
+	}
+	mcpActionOut struct {
+		Action   string `json:"action" jsonschema:"rewind, undo, redo or revert"`
+		DryRun   bool   `json:"dry_run"`
+		Sequence uint64 `json:"sequence,omitempty" jsonschema:"the rewind event recording this action (none for a dry run)"`
+		Target   uint64 `json:"target" jsonschema:"the sequence whose state was restored"`
+		Before   uint64 `json:"before" jsonschema:"the last sequence before this action: zerofs_rewind to it takes the action back"`
+		Restored int    `json:"restored"`
+		Deleted  int    `json:"deleted"`
+		// Step is the step an undo, redo or revert acted on.
+		Step      *mcpStepRef  `json:"step,omitempty"`
+		Paths     []string     `json:"paths,omitempty"`
+		Skipped   []string     `json:"skipped,omitempty" jsonschema:"paths whose earlier state was not kept"`
+		Preview   []mcpPreview `json:"preview,omitempty"`
+		Conflicts []string     `json:"conflicts,omitempty"`
+		Warnings  []string     `json:"warnings,omitempty" jsonschema:"changes made by someone else (a person, another agent session) that this action overwrites"`
+	}
+)
+
+func boolp(b bool) *bool { return &b }
+
+func floatp(f float64) *float64 { return &f }
+
+// readOnly, additive and destructive are the tools' annotations.
+var (
+	readOnly    = &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolp(false)}
+	additive    = &mcp.ToolAnnotations{DestructiveHint: boolp(false), OpenWorldHint: boolp(false)}
+	destructive = func(idempotent bool) *mcp.ToolAnnotations {
+		return &mcp.ToolAnnotations{DestructiveHint: boolp(true), IdempotentHint: idempotent, OpenWorldHint: boolp(false)}
+	}
+)
+
+func (t *mcpTools) register(s *mcp.Server, schemas map[string]*jsonschema.Schema) {
+	addTool(s, schemas, &mcp.Tool{Name: "zerofs_status", Title: "Is recording on?", Annotations: readOnly,
+		Description: "Whether this workspace is mounted (only then are changes recorded and can be undone), its head sequence, the current step and how many steps there are. Call it before relying on undo."},
+		nil, t.status)
+	addTool(s, schemas, &mcp.Tool{Name: "zerofs_log", Title: "History", Annotations: readOnly,
+		Description: "The workspace's history, newest first: steps (tool calls) with the paths each changed, rewinds, gcs, and turns (a person's prompt; each step names its turn). " +
+			"By default the last 20 entries, without the steps that changed nothing, and without payloads and blob ids (details: true adds them). " +
+			"Use a step's sequence with zerofs_diff, zerofs_show, zerofs_revert or zerofs_rewind."},
+		map[string]mcpProp{"n": {min: floatp(1), max: 1000, def: "20"}}, t.log)
+	addTool(s, schemas, &mcp.Tool{Name: "zerofs_diff", Title: "Diff", Annotations: readOnly,
+		Description: "A unified diff of the workspace from sequence `from` to sequence `to` (omitted: the workspace now), optionally only of some paths. To see what the step at sequence S did: from S-1 to the step's end (the next entry's sequence minus one), or from S-1 to now."},
+		nil, t.diff)
+	addTool(s, schemas, &mcp.Tool{Name: "zerofs_show", Title: "A file at a sequence", Annotations: readOnly,
+		Description: "A workspace path as it was at a sequence: a file's content (text, or base64 for binary, cut at 1 MiB), a symlink's target, or a directory's names."},
+		nil, t.show)
+	addTool(s, schemas, &mcp.Tool{Name: "zerofs_step", Title: "Begin a step", Annotations: additive,
+		Description: "Begin a new step before changing files, labelled with what you are about to do (one line). Every change until the next step belongs to it, and zerofs_undo or zerofs_revert can take it back on its own. Not needed when the client's hooks begin steps (zerofs hooks install)."},
+		nil, t.step)
+	addTool(s, schemas, &mcp.Tool{Name: "zerofs_rewind", Title: "Rewind", Annotations: destructive(true),
+		Description: "Put the whole workspace (or only some paths) back to how it was at a sequence, overwriting every later change to it, by anyone. " +
+			"The rewind is itself recorded: the result's `before` is the sequence just before it, and zerofs_rewind to `before` takes it back. " +
+			"Call it with dry_run: true first, and read the result's warnings: they name changes by a person or another agent session that it overwrites."},
+		nil, t.rewind)
+	addTool(s, schemas, &mcp.Tool{Name: "zerofs_undo", Title: "Undo the last step", Annotations: destructive(false),
+		Description: "Take back the last step that changed something and is still in effect (the workspace goes back to just before it), and name it. Undos stack: each call goes one step further back; zerofs_redo takes the last one back. The result's `before` is the sequence just before the undo: zerofs_rewind to it also takes the undo back."},
+		nil, t.undo)
+	addTool(s, schemas, &mcp.Tool{Name: "zerofs_redo", Title: "Redo", Annotations: destructive(false),
+		Description: "Take back the last undo (or rewind) not yet taken back. A step that changes something after an undo ends the redo chain."},
+		nil, t.redo)
+	addTool(s, schemas, &mcp.Tool{Name: "zerofs_revert", Title: "Revert one step", Annotations: destructive(false),
+		Description: "Take back what one step changed and keep every later change. If a later change touched the same paths, nothing changes and the error names each of them; call again with force: true to take those back too."},
+		nil, t.revert)
+}
+
+// open finds the workspace and opens its history for one call.
+func (t *mcpTools) open(ctx context.Context) (*history.Workspace, history.Source, error) {
+	ws, err := history.Find(t.dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%v: this server was started outside a zerofs workspace; start `zerofs mcp` inside one (or with --workspace DIR) after `zerofs mount DIR`", err)
+	}
+	src, err := history.Open(ctx, ws, history.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, nil, mcpError(err)
+	}
+	return ws, src, nil
+}
+
+// with runs fn on the workspace's history and closes it.
+func (t *mcpTools) with(ctx context.Context, fn func(ws *history.Workspace, src history.Source) error) error {
+	ws, src, err := t.open(ctx)
+	if err != nil {
+		return err
+	}
+	err = fn(ws, src)
+	if cerr := src.Close(); err == nil && cerr != nil {
+		err = mcpError(cerr)
+	}
+	return err
+}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+func (t *mcpTools) status(ctx context.Context, _ *mcp.CallToolRequest, _ mcpNoArgs) (*mcp.CallToolResult, mcpStatusOut, error) {
+	st, err := history.StatusWith(t.dir, history.StatusOptions{})
+	if err != nil {
+		_, _, oerr := t.open(ctx)
+		if oerr != nil {
+			return nil, mcpStatusOut{}, oerr
+		}
+		return nil, mcpStatusOut{}, mcpError(err)
+	}
+	out := mcpStatusOut{Workspace: st.Workspace.Root, Mounted: st.Workspace.Mounted, Recording: st.Workspace.Mounted,
+		Head: uint64(st.Head), Steps: st.Steps, PrunedBefore: uint64(st.Pruned), StoreBytes: st.StoreBytes}
+	if st.Workspace.Mounted {
+		out.Mountpoint = st.Workspace.Status.Mountpoint
+	} else {
+		w := "not mounted: changes made now are not recorded, and undo cannot take them back (zerofs mount " + st.Workspace.Root + ")"
+		if st.DaemonElsewhere > 0 {
+			w = fmt.Sprintf("mounted elsewhere (pid %d), not here: changes made through this path are not recorded", st.DaemonElsewhere)
+		}
+		out.Warnings = append(out.Warnings, w)
+	}
+	if st.Step.Sequence > 0 {
+		out.Step = &mcpStepRef{Sequence: uint64(st.Step.Sequence), Label: st.Step.Label}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "workspace %s: ", quote.Name(out.Workspace))
+	if out.Recording {
+		fmt.Fprintf(&b, "mounted, recording")
+	} else {
+		fmt.Fprintf(&b, "NOT recording")
+	}
+	fmt.Fprintf(&b, "; head %d, %d steps", out.Head, out.Steps)
+	if out.Step != nil {
+		fmt.Fprintf(&b, "; current step %d %s", out.Step.Sequence, quote.Line(out.Step.Label))
+	}
+	for _, w := range out.Warnings {
+		fmt.Fprintf(&b, "\nwarning: %s", w)
+	}
+	return text(b.String()), out, nil
+}
+
+func (t *mcpTools) log(ctx context.Context, _ *mcp.CallToolRequest, a mcpLogArgs) (*mcp.CallToolResult, mcpLogOut, error) {
+	if a.N <= 0 {
+		a.N = 20 // the schema's default, for clients that send 0
+	}
+	var out mcpLogOut
+	err := t.with(ctx, func(ws *history.Workspace, src history.Source) error {
+		paths, err := mcpPaths(a.Paths)
+		if err != nil {
+			return err
+		}
+		head, err := src.Head()
+		if err != nil {
+			return mcpError(err)
+		}
+		ents, err := history.Log(src, history.LogOptions{Changes: true, Limit: a.N + 1, Paths: paths, All: a.All})
+		if err != nil {
+			return mcpError(err)
+		}
+		out.Head, out.Entries = uint64(head), []mcpEntry{}
+		if len(ents) > a.N {
+			ents, out.More = ents[:a.N], true
+		}
+		for _, e := range ents {
+			out.Entries = append(out.Entries, compactEntry(e, a.Details))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, mcpLogOut{}, err
+	}
+	var b strings.Builder
+	for _, e := range out.Entries {
+		writeEntryLine(&b, e)
+	}
+	if len(out.Entries) == 0 {
+		b.WriteString("no history yet\n")
+	}
+	if out.More {
+		fmt.Fprintf(&b, "(older entries left out: n > %d shows more)\n", a.N)
+	}
+	return text(b.String()), out, nil
+}
+
+// compactEntry is a log entry as zerofs_log returns it.
+func compactEntry(e history.Entry, details bool) mcpEntry {
+	m := mcpEntry{Type: e.Type, Sequence: uint64(e.Sequence), Time: e.Time.UTC().Format(time.RFC3339), Label: e.Label,
+		Turn: uint64(e.Turn), Prompt: e.Prompt, Agent: e.Agent, AgentSession: e.AgentSession}
+	if e.Implicit {
+		m.Label = "(no step)"
+	}
+	if r := e.Rewind; r != nil {
+		m.Target, m.Restored, m.Deleted = uint64(r.TargetSequence), r.Report.Restored, r.Report.Deleted
+	}
+	for _, c := range e.Changes {
+		mc := mcpChange{Path: c.Path, Change: c.Change, From: c.From}
+		if details {
+			mc.Blob = c.Blob
+		}
+		m.Changes = append(m.Changes, mc)
+	}
+	if details && len(e.Payload) > 0 {
+		json.Unmarshal(e.Payload, &m.Payload)
+	}
+	return m
+}
+
+// writeEntryLine is one entry of zerofs_log's text.
+func writeEntryLine(b *strings.Builder, e mcpEntry) {
+	switch e.Type {
+	case history.EntryTurn:
+		p := "(prompt kept out)"
+		if e.Prompt != "" {
+			p = strconv.Quote(cutLine(e.Prompt, 72))
+		}
+		fmt.Fprintf(b, "turn %d %s %s\n", e.Sequence, e.Time, p)
+		return
+	case history.BlockRewind:
+		fmt.Fprintf(b, "rewind %d %s to %d: restored %d, deleted %d\n", e.Sequence, e.Time, e.Target, e.Restored, e.Deleted)
+	default:
+		ind := ""
+		if e.Turn != 0 {
+			ind = "  "
+		}
+		fmt.Fprintf(b, "%s%s %d %s %s\n", ind, e.Type, e.Sequence, e.Time, quote.Line(e.Label))
+	}
+	for _, c := range e.Changes {
+		name := quote.Name(c.Path)
+		if c.From != "" {
+			name = quote.Name(c.From) + " -> " + name
+		}
+		fmt.Fprintf(b, "    %-8s %s\n", c.Change, name)
+	}
+}
+
+func (t *mcpTools) diff(ctx context.Context, _ *mcp.CallToolRequest, a mcpDiffArgs) (*mcp.CallToolResult, mcpDiffOut, error) {
+	paths, err := mcpPaths(a.Paths)
+	if err != nil {
+		return nil, mcpDiffOut{}, err
+	}
+	ws, err := history.Find(t.dir)
+	if err != nil {
+		_, _, err = t.open(ctx)
+		return nil, mcpDiffOut{}, err
+	}
+	// The CLI's diff, run in process from the workspace root: sequences
+	// are numbers and paths come after "--", so nothing is a flag.
+	argv := []string{"diff", strconv.FormatUint(a.From, 10)}
+	if a.To != nil {
+		argv = append(argv, strconv.FormatUint(*a.To, 10))
+	}
+	if len(paths) > 0 {
+		argv = append(append(argv, "--"), paths...)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(argv, strings.NewReader(""), &stdout, &stderr, ws.Root); code != 0 {
+		return nil, mcpDiffOut{}, errors.New(mcpArgWords(strings.TrimPrefix(strings.TrimSpace(stderr.String()), "zerofs: ")))
+	}
+	out := mcpDiffOut{From: a.From, To: a.To, Diff: stdout.String()}
+	msg := out.Diff
+	if msg == "" {
+		msg = "no differences"
+	}
+	return text(msg), out, nil
+}
+
+// maxShow bounds what zerofs_show returns of a file.
+const maxShow = 1 << 20
+
+func (t *mcpTools) show(ctx context.Context, _ *mcp.CallToolRequest, a mcpShowArgs) (*mcp.CallToolResult, mcpShowOut, error) {
+	out := mcpShowOut{Seq: a.Seq, Path: a.Path}
+	if a.Path != "" {
+		if err := rewind.CleanPath(a.Path); err != nil {
+			return nil, out, fmt.Errorf("path %s is not a workspace path: give it relative to the workspace root, without . or .. (%v)", quote.Name(a.Path), err)
+		}
+	}
+	err := t.with(ctx, func(ws *history.Workspace, src history.Source) error {
+		seq := history.Seq(a.Seq)
+		n, err := src.Stat(a.Path, seq)
+		if err != nil {
+			return mcpError(history.ExplainSeq(src, seq, err))
+		}
+		if !n.Exists {
+			return fmt.Errorf("%s did not exist at %d (path)", quote.Name(a.Path), a.Seq)
+		}
+		out.Exists, out.Kind, out.Bytes = true, string(n.Kind), n.Bytes
+		switch n.Kind {
+		case rewind.KindDir:
+			out.Entries, err = src.List(a.Path, seq)
+			return mcpError(err)
+		case rewind.KindSymlink:
+			out.Target = n.Target
+			return nil
+		}
+		b, err := src.Content(a.Path, seq)
+		if err != nil {
+			return mcpError(err)
+		}
+		if len(b) > maxShow {
+			b, out.Truncated = b[:maxShow], true
+		}
+		if utf8.Valid(b) {
+			out.Content = string(b)
+		} else {
+			out.ContentBase64 = base64.StdEncoding.EncodeToString(b)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, mcpShowOut{}, err
+	}
+	msg := out.Content
+	switch {
+	case out.Kind == string(rewind.KindDir):
+		msg = strings.Join(quoteAll(out.Entries), "\n")
+	case out.Kind == string(rewind.KindSymlink):
+		msg = "symlink to " + quote.Name(out.Target)
+	case out.ContentBase64 != "":
+		msg = fmt.Sprintf("binary file of %d bytes (content_base64 holds it)", out.Bytes)
+	}
+	return text(msg), out, nil
+}
+
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = quote.Name(n)
+	}
+	return out
+}
+
+func (t *mcpTools) step(ctx context.Context, _ *mcp.CallToolRequest, a mcpStepArgs) (*mcp.CallToolResult, mcpStepRef, error) {
+	label := strings.TrimSpace(a.Label)
+	switch {
+	case label == "":
+		return nil, mcpStepRef{}, errors.New("label is empty: say what you are about to do")
+	case strings.ContainsAny(label, "\n\r"):
+		return nil, mcpStepRef{}, errors.New("label must be one line")
+	case len(label) > control.MaxRequest-64:
+		return nil, mcpStepRef{}, fmt.Errorf("label is %d bytes: keep it to a line", len(label))
+	}
+	var out mcpStepRef
+	err := t.with(ctx, func(ws *history.Workspace, src history.Source) error {
+		if err := src.BeginStep(ctx, label, nil); err != nil {
+			return mcpError(err)
+		}
+		head, err := src.Head()
+		out = mcpStepRef{Sequence: uint64(head), Label: label}
+		return mcpError(err)
+	})
+	if err != nil {
+		return nil, mcpStepRef{}, err
+	}
+	msg := fmt.Sprintf("step %d %s begun", out.Sequence, quote.Line(label))
+	if ws, err := history.Find(t.dir); err == nil && !ws.Mounted {
+		msg += "\nwarning: the workspace is not mounted: changes are not recorded until zerofs mount " + ws.Root
+	}
+	return text(msg), out, nil
+}
+
+func (t *mcpTools) rewind(ctx context.Context, _ *mcp.CallToolRequest, a mcpRewindArgs) (*mcp.CallToolResult, mcpActionOut, error) {
+	paths, err := mcpPaths(a.Paths)
+	if err != nil {
+		return nil, mcpActionOut{}, err
+	}
+	if a.Paths != nil && len(paths) == 0 {
+		return nil, mcpActionOut{}, errors.New("paths is empty: omit it to rewind the whole workspace")
+	}
+	return t.act(ctx, "rewind", control.RewindRequest{Target: history.Seq(a.Seq), Paths: paths, DryRun: a.DryRun})
+}
+
+func (t *mcpTools) undo(ctx context.Context, _ *mcp.CallToolRequest, a mcpUndoArgs) (*mcp.CallToolResult, mcpActionOut, error) {
+	return t.act(ctx, "undo", control.RewindRequest{Undo: true, DryRun: a.DryRun})
+}
+
+func (t *mcpTools) redo(ctx context.Context, _ *mcp.CallToolRequest, a mcpUndoArgs) (*mcp.CallToolResult, mcpActionOut, error) {
+	return t.act(ctx, "redo", control.RewindRequest{Redo: true, DryRun: a.DryRun})
+}
+
+func (t *mcpTools) revert(ctx context.Context, _ *mcp.CallToolRequest, a mcpRevertArgs) (*mcp.CallToolResult, mcpActionOut, error) {
+	if a.Seq == 0 {
+		return nil, mcpActionOut{}, errors.New("seq 0 names no step: give a step's sequence as zerofs_log shows it")
+	}
+	return t.act(ctx, "revert", control.RewindRequest{Revert: history.Seq(a.Seq), Force: a.Force, DryRun: a.DryRun})
+}
+
+// act runs one rewind request: first as a dry run when it is not one, so
+// that the changes it overwrites are known (warnings), then for real.
+func (t *mcpTools) act(ctx context.Context, action string, req control.RewindRequest) (*mcp.CallToolResult, mcpActionOut, error) {
+	out := mcpActionOut{Action: action, DryRun: req.DryRun}
+	err := t.with(ctx, func(ws *history.Workspace, src history.Source) error {
+		head, err := src.Head()
+		if err != nil {
+			return mcpError(err)
+		}
+		out.Before = uint64(head)
+		seen := map[string]bool{}
+		if !req.DryRun {
+			dry := req
+			dry.DryRun = true
+			rep, err := doRewind(ctx, src, dry)
+			if err != nil && !errors.Is(err, rewind.ErrConflict) {
+				return mcpError(err)
+			}
+			if err == nil || req.Force {
+				out.Warnings = foreignWarnings(rep.Foreign, "overwrites", seen)
+			}
+		}
+		rep, err := doRewind(ctx, src, req)
+		if err != nil {
+			var ce *rewind.ConflictError
+			if errors.As(err, &ce) {
+				return fmt.Errorf("nothing changed: later changes also touched %s; call zerofs_revert again with force: true to take those back too (dry_run: true shows what that does)",
+					quote.Names(ce.Paths, ", "))
+			}
+			return mcpError(err)
+		}
+		verb := "overwrote"
+		if req.DryRun {
+			verb = "would overwrite"
+		}
+		out.Warnings = append(out.Warnings, foreignWarnings(rep.Foreign, verb, seen)...)
+		out.Sequence, out.Target = uint64(rep.Sequence), uint64(rep.TargetSequence)
+		if req.DryRun {
+			out.Sequence = 0
+		}
+		out.Restored, out.Deleted = rep.Report.Restored, rep.Report.Deleted
+		out.Skipped, out.Paths, out.Conflicts = rep.Report.Skipped, rep.Paths, rep.Conflicts
+		if len(out.Skipped) == 0 {
+			out.Skipped = nil
+		}
+		switch {
+		case rep.Undid != nil:
+			out.Step = &mcpStepRef{Sequence: uint64(rep.Undid.Sequence), Label: rep.Undid.Label}
+		case rep.Redid != nil:
+			out.Step = &mcpStepRef{Sequence: uint64(rep.Redid.Sequence), Label: rep.Redid.Label}
+		case req.Revert != 0:
+			out.Step = revertedStep(src, req.Revert)
+		}
+		for _, c := range rep.Preview {
+			p := mcpPreview{Action: string(c.Action), Path: c.Path, Kind: string(c.Kind)}
+			if c.Lines != nil {
+				p.Added, p.Removed = c.Lines.Added, c.Lines.Removed
+			}
+			out.Preview = append(out.Preview, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, mcpActionOut{}, err
+	}
+	return text(actionText(out)), out, nil
+}
+
+// revertedStep names the step holding sequence s.
+func revertedStep(src history.Source, s history.Seq) *mcpStepRef {
+	blocks, _, err := history.Blocks(src)
+	if err != nil {
+		return &mcpStepRef{Sequence: uint64(s)}
+	}
+	for i := len(blocks) - 1; i >= 0; i-- {
+		if b := blocks[i]; b.Start <= s && s <= b.End && b.Type != history.BlockPruned {
+			return &mcpStepRef{Sequence: uint64(b.Seq), Label: b.Label}
+		}
+	}
+	return &mcpStepRef{Sequence: uint64(s)}
+}
+
+// actionText is an action's result for people.
+func actionText(o mcpActionOut) string {
+	var b strings.Builder
+	what := fmt.Sprintf("%s to %d", o.Action, o.Target)
+	if o.Step != nil {
+		what = fmt.Sprintf("%s step %d %s", o.Action, o.Step.Sequence, quote.Line(o.Step.Label))
+		if o.Action != "revert" {
+			what += fmt.Sprintf(" (to %d)", o.Target)
+		}
+	}
+	if o.DryRun {
+		fmt.Fprintf(&b, "would %s: restore %d, delete %d\n", what, o.Restored, o.Deleted)
+		for _, p := range o.Preview {
+			fmt.Fprintf(&b, "  %-8s %s", p.Action, quote.Name(p.Path))
+			if p.Added > 0 || p.Removed > 0 {
+				fmt.Fprintf(&b, "  +%d -%d", p.Added, p.Removed)
+			}
+			b.WriteByte('\n')
+		}
+	} else {
+		fmt.Fprintf(&b, "%s done: restored %d, deleted %d; zerofs_rewind to %d takes it back\n", what, o.Restored, o.Deleted, o.Before)
+	}
+	for _, p := range o.Skipped {
+		fmt.Fprintf(&b, "  skipped %s (its earlier state was not kept)\n", quote.Name(p))
+	}
+	for _, w := range o.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", w)
+	}
+	return b.String()
+}
+
+// foreignWarnings names the changes made outside the agent's steps (or in
+// another agent session's) that a rewind overwrites, skipping those
+// already named.
+func foreignWarnings(fs []rewind.Foreign, verb string, seen map[string]bool) []string {
+	var out []string
+	for _, f := range fs {
+		if seen[f.Path] {
+			continue
+		}
+		seen[f.Path] = true
+		who := ""
+		if f.Comm != "" || f.PID != 0 {
+			who = fmt.Sprintf(" by %s (pid %d)", quote.Name(f.Comm), f.PID)
+		}
+		why := f.Why
+		if f.Session != "" {
+			why += " " + f.Session
+		}
+		out = append(out, fmt.Sprintf("this %s %s, changed %s%s after sequence %d", verb, quote.Name(f.Path), why, who, f.Seq))
+	}
+	return out
+}
+
+// mcpPaths checks workspace paths given as an argument.
+func mcpPaths(paths []string) ([]string, error) {
+	var out []string
+	for i, p := range paths {
+		p = strings.TrimSuffix(p, "/")
+		if err := rewind.CleanPath(p); err != nil {
+			return nil, fmt.Errorf("paths[%d] %s is not a workspace path: give it relative to the workspace root, without . or .. (%v)", i, quote.Name(p), err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// mcpError words a library error for an agent: the reason, with the
+// arguments to change named as MCP arguments, not CLI flags.
+func mcpError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *history.SeqError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Errorf("%s (seq: %d; zerofs_log shows the sequences there are)", se.Error(), se.Seq)
+	case errors.Is(err, history.ErrNothingToUndo):
+		return errors.New("nothing to undo: no step that changed something is in effect (zerofs_log shows the history)")
+	case errors.Is(err, history.ErrNothingToRedo):
+		return errors.New("nothing to redo: no undo is waiting to be taken back")
+	}
+	return errors.New(mcpArgWords(err.Error()))
+}
+
+// mcpArgWords replaces the CLI's flag names in a message with the MCP
+// arguments that mean the same.
+func mcpArgWords(s string) string {
+	return strings.NewReplacer("--force", "force: true", "--dry-run", "dry_run: true", "--all", "all: true",
+		"zerofs undo", "zerofs_undo", "zerofs redo", "zerofs_redo", "zerofs log", "zerofs_log").Replace(s)
+}
