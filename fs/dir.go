@@ -125,7 +125,7 @@ func (n *wsNode) created(ctx context.Context, dirfd int, name string, isDir bool
 		unix.Unlinkat(dirfd, name, flag)
 		return nil, sysErrno(err)
 	}
-	return n.newChild(ctx, &st, out), 0
+	return n.newChild(ctx, name, &st, out), 0
 }
 
 func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
@@ -158,7 +158,7 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 			unix.Close(fd)
 			return sysErrno(err)
 		}
-		child = n.newChild(ctx, &st, out)
+		child = n.newChild(ctx, name, &st, out)
 		cn := child.Operations().(*wsNode)
 		h.node = cn
 		cn.hold(fd)
@@ -263,12 +263,17 @@ func (n *wsNode) Link(ctx context.Context, target fusefs.InodeEmbedder, name str
 			}
 		} else if errno := src.linkNamed(a, srcPath, dfd, name); errno != 0 {
 			return errno
+		} else if sname, sparent := src.Parent(); sparent != nil {
+			// The source's name is one of the file's names too.
+			if pn, ok := sparent.Operations().(*wsNode); ok {
+				n.fs.noteLink(src.StableAttr().Ino, pn, sname)
+			}
 		}
 		var st unix.Statx_t
 		if err := statx(dfd, name, &st); err != nil {
 			return sysErrno(err)
 		}
-		child = n.newChild(ctx, &st, out)
+		child = n.newChild(ctx, name, &st, out)
 		return 0
 	})
 	return child, errno

@@ -80,7 +80,7 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	}
 	h := &wsFile{node: n, write: flags&writeFlags != 0}
 	if h.write {
-		release, step, errno := n.begin(ctx, "open", rewind.Change{Path: p})
+		release, step, errno := n.begin(ctx, "open", n.changes(p)...)
 		if errno != 0 {
 			return nil, 0, errno
 		}
@@ -209,7 +209,7 @@ func (h *wsFile) recapture(ctx context.Context, op string) (release func(), errn
 	if step != h.step {
 		// An unlinked file has no path whose state could change.
 		if p, ok := n.path(); ok {
-			if err := n.fs.eng.CaptureLocked(ectx, who, rewind.Change{Path: p}); err != nil {
+			if err := n.fs.eng.CaptureLocked(ectx, who, n.changes(p)...); err != nil {
 				release()
 				return nil, engineErrno(n.fs.log, op, p, err, seqInvalid)
 			}

@@ -165,6 +165,11 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 			// With long attribute timeouts the attributes READDIRPLUS
 			// carries are already cached: plain READDIR is cheaper.
 			DisableReadDirPlus: true,
+			// The kernel enforces POSIX ACLs (read through Getxattr) as
+			// a local filesystem does; without this it checks the mode
+			// bits only, so an ACL entry granting a user access was
+			// ignored under the mount.
+			EnableAcl: true,
 		},
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,

@@ -73,6 +73,7 @@ type fsys struct {
 	fds     openFds     // every backing descriptor its nodes hold (held.go)
 	wopen   *writeOpens // every handle open for writing, by inode (keep.go)
 	wsMnt   uint64      // the mount id of the workspace root (passthroughOn)
+	links   linkTable   // the names of files with several links (links.go)
 }
 
 // writerSet holds the passthrough handles open for writing. Their writes
@@ -98,7 +99,7 @@ func (w *writerSet) paths() []string {
 	var out []string
 	for h := range w.m {
 		if p, ok := h.node.path(); ok {
-			out = append(out, p)
+			out = append(out, paths(h.node.changes(p))...)
 		}
 	}
 	return out
@@ -194,8 +195,8 @@ func (n *wsNode) begin(ctx context.Context, op string, changes ...rewind.Change)
 }
 
 // newChild makes (or finds) the inode for a backing object just looked up
-// or created under n, and fills out.
-func (n *wsNode) newChild(ctx context.Context, st *unix.Statx_t, out *fuse.EntryOut) *fusefs.Inode {
+// or created as name under n, and fills out.
+func (n *wsNode) newChild(ctx context.Context, name string, st *unix.Statx_t, out *fuse.EntryOut) *fusefs.Inode {
 	fillAttr(st, &out.Attr)
 	seen := n.fs.rw.started.Load()
 	ch := n.NewInode(ctx, &wsNode{fs: n.fs}, n.fs.ws.stable(st))
@@ -203,6 +204,9 @@ func (n *wsNode) newChild(ctx context.Context, st *unix.Statx_t, out *fuse.Entry
 		// The node the kernel now holds an entry for (a new one, or one it
 		// knew, looked up again) was resolved after this many rewinds.
 		c.seen.Store(seen)
+		if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			n.fs.noteLink(ch.StableAttr().Ino, n, name)
+		}
 	}
 	return ch
 }
@@ -231,7 +235,7 @@ func (n *wsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 	if err := statx(dfd, name, &st); err != nil {
 		return nil, sysErrno(err)
 	}
-	ch := n.newChild(ctx, &st, out)
+	ch := n.newChild(ctx, name, &st, out)
 	if c, ok := ch.Operations().(*wsNode); ok {
 		// Lookups do not wait for a rewind. One that overlapped a rewind
 		// may describe what the rewind then changed, and reach the kernel
@@ -291,7 +295,7 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 	gid, hasGID := in.GetGID()
 	var changes []rewind.Change
 	if (hasSize || hasMode || hasUID || hasGID) && ok {
-		changes = append(changes, rewind.Change{Path: p})
+		changes = n.changes(p)
 	}
 	release, step, errno := n.begin(ctx, "setattr", changes...)
 	if errno != 0 {
@@ -458,11 +462,11 @@ func (n *wsNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Er
 	return uint32(size), errno
 }
 
-// Setxattr and Removexattr change nothing a capture records, but they are
-// changes: they hold the workspace lock so a rewind does not run under them.
+// Setxattr and Removexattr are changes: they capture the path first (a
+// before-state records its xattrs), as a chmod does.
 func (n *wsNode) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	a := n.fs.rw.arrive()
-	release, _, errno := n.begin(ctx, "setxattr")
+	release, errno := n.beginXattr(ctx, a, "setxattr")
 	if errno != 0 {
 		return errno
 	}
@@ -474,7 +478,7 @@ func (n *wsNode) Setxattr(ctx context.Context, attr string, data []byte, flags u
 
 func (n *wsNode) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	a := n.fs.rw.arrive()
-	release, _, errno := n.begin(ctx, "removexattr")
+	release, errno := n.beginXattr(ctx, a, "removexattr")
 	if errno != 0 {
 		return errno
 	}
@@ -482,4 +486,14 @@ func (n *wsNode) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	return n.withNode(a, func(fd int) error {
 		return unix.Removexattr(procPath(fd), attr)
 	})
+}
+
+// beginXattr begins an xattr change of the node: its names are captured.
+func (n *wsNode) beginXattr(ctx context.Context, a arrival, op string) (release func(), errno syscall.Errno) {
+	p, ok := n.path()
+	if !ok {
+		return nil, n.resolveErrno(a, unix.ENOENT)
+	}
+	release, _, errno = n.begin(ctx, op, n.changes(p)...)
+	return release, errno
 }

@@ -3,6 +3,8 @@ package fs
 import (
 	"context"
 	"hash/fnv"
+	"maps"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -339,11 +341,66 @@ func (v *viewNode) Setxattr(context.Context, string, []byte, uint32) syscall.Err
 }
 func (v *viewNode) Removexattr(context.Context, string) syscall.Errno { return syscall.EROFS }
 
-// A view records no extended attributes.
-func (v *viewNode) Getxattr(context.Context, string, []byte) (uint32, syscall.Errno) {
-	return 0, syscall.ENODATA
+// xattrs is the node's extended attributes at T: those its record kept
+// (none for a record that kept none), or a live path's present ones.
+func (v *viewNode) xattrs() (map[string][]byte, syscall.Errno) {
+	ent, err := v.current()
+	if err != nil {
+		return nil, engineErrno(v.fs.log, "getxattr", v.path, err, seqNotFound)
+	}
+	if !ent.Live {
+		return ent.State.Xattrs, 0
+	}
+	fd, done, err := v.fs.ws.node(v.path)
+	if err != nil {
+		return nil, sysErrno(err)
+	}
+	defer done()
+	xs, err := rewind.ReadXattrs(fd)
+	if err != nil {
+		return nil, sysErrno(err)
+	}
+	if again, err := v.current(); err == nil && !again.Live {
+		// Captured meanwhile: the record is T's.
+		return again.State.Xattrs, 0
+	}
+	return xs, 0
 }
-func (v *viewNode) Listxattr(context.Context, []byte) (uint32, syscall.Errno) { return 0, 0 }
+
+// Getxattr and Listxattr show the xattrs the path had at T (SPEC, Events:
+// a record's "xattrs"), as getxattr(2) would: an empty dest asks for the
+// size, a short one is ERANGE.
+func (v *viewNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	xs, errno := v.xattrs()
+	if errno != 0 {
+		return 0, errno
+	}
+	val, ok := xs[attr]
+	if !ok {
+		return 0, syscall.ENODATA
+	}
+	if len(dest) > 0 && len(dest) < len(val) {
+		return uint32(len(val)), syscall.ERANGE
+	}
+	copy(dest, val)
+	return uint32(len(val)), 0
+}
+
+func (v *viewNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	xs, errno := v.xattrs()
+	if errno != 0 {
+		return 0, errno
+	}
+	var list []byte
+	for _, name := range slices.Sorted(maps.Keys(xs)) {
+		list = append(append(list, name...), 0)
+	}
+	if len(dest) > 0 && len(dest) < len(list) {
+		return uint32(len(list)), syscall.ERANGE
+	}
+	copy(dest, list)
+	return uint32(len(list)), 0
+}
 
 func (v *viewNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	return v.fs.root.Statfs(ctx, out)

@@ -220,7 +220,7 @@ func (e *Engine) create(st FileState) error {
 		if crashReader != nil {
 			content = crashReader(r)
 		}
-		finish := func(fd int) error { return finishFile(fd, st) }
+		finish := func(dirfd, fd int) error { return finishFile(fd, confined(st, dirfd)) }
 		if err := e.ws.writeFile(st.Path, content, finish); err != nil {
 			return fmt.Errorf("rewind: restore %q: %w", st.Path, err)
 		}

@@ -257,6 +257,9 @@ func (e *Engine) readState(p string, removed bool) (FileState, error) {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		fs.Kind = KindDir
+		if fs.Xattrs, err = e.ws.xattrs(p); err != nil {
+			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+		}
 	case unix.S_IFLNK:
 		target, err := e.ws.readlink(p)
 		if err != nil {
@@ -275,6 +278,9 @@ func (e *Engine) readState(p string, removed bool) (FileState, error) {
 			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 		}
 		defer f.Close()
+		if fs.Xattrs, err = fdXattrs(int(f.Fd())); err != nil {
+			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+		}
 		if removed && st.Nlink == 1 {
 			id, n, ok, err := e.blobs.Keep(f, func() bool { return e.openForWrite(f) })
 			if err != nil {

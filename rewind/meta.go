@@ -3,6 +3,7 @@ package rewind
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -44,6 +45,27 @@ func safeMode(want FileState, uid, gid uint32) uint32 {
 		m &^= unix.S_ISGID
 	}
 	return m
+}
+
+// confined is want as a rewind may put it into the directory open at dirfd:
+// without its setuid and setgid bits and its capability when the directory
+// belongs to a user other than root and the file's recorded owner (issue
+// 14: a file with several names restored under each of them would
+// otherwise put a copy of a setuid-root program into another user's
+// directory, beyond the reach of root's later fixes to the original). A
+// directory that cannot be stat'ed counts as another user's.
+func confined(want FileState, dirfd int) FileState {
+	var st unix.Stat_t
+	if unix.Fstat(dirfd, &st) == nil && (st.Uid == 0 || (want.UID != nil && *want.UID == st.Uid)) {
+		return want
+	}
+	want.Mode &^= unix.S_ISUID | unix.S_ISGID
+	if _, ok := want.Xattrs[xattrCapability]; ok {
+		xs := maps.Clone(want.Xattrs)
+		delete(xs, xattrCapability)
+		want.Xattrs = xs
+	}
+	return want
 }
 
 // copyMode is the mode for a copy of want made by this process, which owns
@@ -90,6 +112,26 @@ func metaDiffers(have, want FileState) bool {
 	return want.MTime != nil && (have.MTime == nil || !have.MTime.Equal(*want.MTime))
 }
 
+// metaDiffers is metaDiffers, and whether the path's xattrs differ from
+// those want records.
+func (e *Engine) metaDiffers(have, want FileState) bool {
+	if metaDiffers(have, want) {
+		return true
+	}
+	if want.Xattrs == nil || want.Kind == KindSymlink {
+		return false
+	}
+	differ := true // cannot tell: restore
+	e.ws.withNode(want.Path, func(fd int) error {
+		d, err := xattrsDiffer(fd, want)
+		if err == nil {
+			differ = d
+		}
+		return err
+	})
+	return differ
+}
+
 // cannot reports whether err means the daemon is not allowed to set an
 // owner or a time here (not root, a root-squashing or id-mapped
 // filesystem): the restore goes on without it.
@@ -123,6 +165,9 @@ func finishFile(fd int, want FileState) error {
 		}
 	}
 	if err := unix.Fchmod(fd, safeMode(want, st.Uid, st.Gid)); err != nil {
+		return err
+	}
+	if err := restoreXattrs(fd, want); err != nil {
 		return err
 	}
 	if want.MTime != nil {
@@ -189,6 +234,14 @@ func (w *workspace) utimens(p string, mtime time.Time) error {
 // then the mtime want records.
 func (e *Engine) restoreMeta(want FileState) error {
 	p := want.Path
+	if p != "" {
+		if err := e.ws.withParent(p, func(dirfd int, _ string) error {
+			want = confined(want, dirfd)
+			return nil
+		}); err != nil {
+			return fmt.Errorf("rewind: %q: %w", p, err)
+		}
+	}
 	st, err := e.ws.lstat(p)
 	if err != nil {
 		return fmt.Errorf("rewind: stat %q: %w", p, err)
@@ -205,6 +258,9 @@ func (e *Engine) restoreMeta(want FileState) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
 		if err := e.ws.chmod(p, safeMode(want, st.Uid, st.Gid)); err != nil {
 			return fmt.Errorf("rewind: chmod %q: %w", p, err)
+		}
+		if err := e.ws.withNode(p, func(fd int) error { return restoreXattrs(fd, want) }); err != nil {
+			return fmt.Errorf("rewind: xattrs of %q: %w", p, err)
 		}
 	}
 	if want.MTime != nil {

@@ -136,7 +136,7 @@ func (e *Engine) planPath(p *rewindPlan, path string, tgt, cur Entry) error {
 			p.removes = append(p.removes, path)
 			p.creates = append(p.creates, want)
 			p.chmods = append(p.chmods, want)
-		} else if metaDiffers(have, want) {
+		} else if e.metaDiffers(have, want) {
 			p.chmods = append(p.chmods, want)
 		}
 	case KindFile:
@@ -152,9 +152,9 @@ func (e *Engine) planPath(p *rewindPlan, path string, tgt, cur Entry) error {
 			same = h == want.Blob
 		}
 		switch {
-		case same && metaDiffers(have, want) && e.sharedInode(path):
+		case same && e.metaDiffers(have, want) && e.sharedInode(path):
 			p.creates = append(p.creates, want)
-		case same && metaDiffers(have, want):
+		case same && e.metaDiffers(have, want):
 			p.chmods = append(p.chmods, want)
 		case same:
 		default:
@@ -170,7 +170,7 @@ func (e *Engine) planPath(p *rewindPlan, path string, tgt, cur Entry) error {
 				return fmt.Errorf("rewind: readlink %q: %w", path, err)
 			}
 			if target == want.Target {
-				if metaDiffers(have, want) {
+				if e.metaDiffers(have, want) {
 					p.chmods = append(p.chmods, want)
 				}
 				return nil

@@ -178,10 +178,21 @@ func (w *workspace) chmod(p string, mode uint32) error {
 	})
 }
 
+// withNode calls fn with an O_PATH descriptor of p itself (a symlink is
+// not followed).
+func (w *workspace) withNode(p string, fn func(fd int) error) error {
+	f, err := w.open(p, unix.O_PATH|unix.O_NOFOLLOW)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return fn(int(f.Fd()))
+}
+
 // writeFile replaces p with the content from r, atomically: a temporary
 // file beside it (0600 until finish gives it its owner, mode and times),
 // fsynced, renamed over p.
-func (w *workspace) writeFile(p string, r io.Reader, finish func(fd int) error) error {
+func (w *workspace) writeFile(p string, r io.Reader, finish func(dirfd, fd int) error) error {
 	return w.withParent(p, func(fd int, name string) error {
 		tmp := tempName(name)
 		nfd, err := unix.Openat(fd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
@@ -191,7 +202,7 @@ func (w *workspace) writeFile(p string, r io.Reader, finish func(fd int) error) 
 		f := os.NewFile(uintptr(nfd), tmp)
 		_, err = io.Copy(f, r)
 		if err == nil {
-			err = finish(nfd)
+			err = finish(fd, nfd)
 		}
 		if err == nil {
 			err = f.Sync()

@@ -70,6 +70,14 @@ func setNonZero(fv reflect.Value, i int) bool {
 			return false
 		}
 		fv.Set(p)
+	case reflect.Map:
+		if fv.Type() != reflect.TypeOf(map[string][]byte(nil)) {
+			return false
+		}
+		fv.Set(reflect.ValueOf(map[string][]byte{
+			"user.field": []byte(fmt.Sprintf("value of field %d", i)),
+			"trusted.b":  {},
+		}))
 	default:
 		return false
 	}

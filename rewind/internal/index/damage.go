@@ -78,6 +78,9 @@ func checkRecord(f FileState) string {
 	if f.Path == "" && (f.Absent || f.Kind != KindDir) {
 		return "the workspace root recorded as something other than a directory"
 	}
+	if r := CheckXattrs(f.Xattrs); r != "" {
+		return r
+	}
 	if f.Absent || f.Skipped {
 		return ""
 	}

@@ -42,7 +42,7 @@ import (
 // never half); the engine writes it at Close, after gc, and every so many
 // events.
 //
-// Version 5 added the steps' times to the marks (a thin plans its days
+// Version 6 added the records' xattrs. Version 5 added the steps' times to the marks (a thin plans its days
 // from them). Version 4 added the thinned intervals (thin.go) to the state. A version 3
 // snapshot is rebuilt from the log once: a zerofs before thinning skipped
 // history_thinned events, so its index may hold records a thin dropped.
@@ -52,7 +52,7 @@ const (
 	SnapshotName = "index.snapshot"
 	// SnapshotMagic begins it, and SnapshotVersion follows.
 	SnapshotMagic   = "zerofs index snapshot\n"
-	SnapshotVersion = 5
+	SnapshotVersion = 6
 )
 
 // snapshotState is what the fold derives from the log besides the index.
@@ -361,6 +361,12 @@ func stateSize(b []byte) int {
 		d.varintSkip()
 		if ns := d.uvarint(); ns >= 1e9 {
 			return -1
+		}
+	}
+	if flags&stateXattrs != 0 {
+		for n := d.count(2); n > 0 && d.err == nil; n-- {
+			d.next(d.count(1))
+			d.next(d.count(1))
 		}
 	}
 	if d.err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -22,6 +23,8 @@ import (
 //	uid      uvarint if stateUID
 //	gid      uvarint if stateGID
 //	mtime    varint seconds, uvarint nanoseconds, if stateMTime
+//	xattrs   if stateXattrs: uvarint count, then each name and value as
+//	         strings, names sorted
 //
 // TestStateCodecKeepsEveryField fails when FileState gains a field this
 // codec does not carry: extend encodeState and decodeState with it (and bump
@@ -34,8 +37,9 @@ const (
 	stateUID      = 1 << 4
 	stateGID      = 1 << 5
 	stateMTime    = 1 << 6
+	stateXattrs   = 1 << 7
 
-	stateFlags = stateAbsent | stateSkipped | stateBlobRaw | stateBlobText | stateUID | stateGID | stateMTime
+	stateFlags = stateAbsent | stateSkipped | stateBlobRaw | stateBlobText | stateUID | stateGID | stateMTime | stateXattrs
 )
 
 // Kind codes; kindOther is followed by the kind as a string (a log may
@@ -65,6 +69,9 @@ func encodeState(b []byte, f FileState) []byte {
 	}
 	if f.MTime != nil {
 		flags |= stateMTime
+	}
+	if f.Xattrs != nil {
+		flags |= stateXattrs
 	}
 	var raw [32]byte
 	if f.Blob != "" {
@@ -109,6 +116,12 @@ func encodeState(b []byte, f FileState) []byte {
 	if f.MTime != nil {
 		b = binary.AppendVarint(b, f.MTime.Unix())
 		b = binary.AppendUvarint(b, uint64(f.MTime.Nanosecond()))
+	}
+	if f.Xattrs != nil {
+		b = binary.AppendUvarint(b, uint64(len(f.Xattrs)))
+		for _, name := range slices.Sorted(maps.Keys(f.Xattrs)) {
+			b = appendString(appendString(b, name), string(f.Xattrs[name]))
+		}
 	}
 	return b
 }
@@ -156,6 +169,14 @@ func decodeState(b []byte) FileState {
 		sec := d.varint()
 		t := time.Unix(sec, int64(d.uvarint())).UTC()
 		f.MTime = &t
+	}
+	if flags&stateXattrs != 0 {
+		n := d.uvarint()
+		f.Xattrs = make(map[string][]byte, n)
+		for range n {
+			name := d.string()
+			f.Xattrs[name] = []byte(d.string())
+		}
 	}
 	return f
 }
@@ -273,6 +294,26 @@ func checkPacked(p string, b []byte) string {
 	d.varint()               // pid
 	d.next(int(d.uvarint())) // reason
 	target := d.next(int(d.uvarint()))
+	xattrs := ""
+	if flags&stateXattrs != 0 {
+		d.next(int(d.uvarint())) // comm
+		if flags&stateUID != 0 {
+			d.uvarint()
+		}
+		if flags&stateGID != 0 {
+			d.uvarint()
+		}
+		if flags&stateMTime != 0 {
+			d.varint()
+			d.uvarint()
+		}
+		xs := map[string][]byte{}
+		for n := d.uvarint(); n > 0; n-- {
+			name := d.string()
+			xs[name] = d.next(int(d.uvarint()))
+		}
+		xattrs = CheckXattrs(xs)
+	}
 	switch {
 	case mode&^0o7777 != 0:
 		return fmt.Sprintf("mode %#o has bits beyond 07777", mode)
@@ -280,6 +321,8 @@ func checkPacked(p string, b []byte) string {
 		return fmt.Sprintf("negative size %d", bytes)
 	case p == "" && (absent || kind != kindDir):
 		return "the workspace root recorded as something other than a directory"
+	case xattrs != "":
+		return xattrs
 	case absent || skipped:
 		return ""
 	}

@@ -43,6 +43,9 @@ type FileState struct {
 	Target  string     `json:"target,omitempty"`
 	PID     int        `json:"pid,omitempty"`
 	Comm    string     `json:"comm,omitempty"`
+	// Xattrs are the extended attributes a rewind may restore (xattr.go):
+	// nil when the record says nothing of them, empty when it records none.
+	Xattrs map[string][]byte `json:"xattrs,omitzero"`
 }
 
 // Owned reports whether the record names its owner (uid and gid).
