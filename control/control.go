@@ -388,6 +388,9 @@ type StatusReport struct {
 	// Captures is how a removed file's before-state is captured: "link
 	// removed files" (its inode is kept in the store), or "copy: " and why.
 	Captures string `json:"captures,omitempty"`
+	// Warnings are what the daemon saw that a person should know: views
+	// that refused present content changed outside the mount.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ParseStatus parses what reading "status" shows. A status without a pid

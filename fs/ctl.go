@@ -413,6 +413,7 @@ func (f *fsys) report(name string) ([]byte, error) {
 			Sync: sync, AutoStep: f.autoStep.String(), PrunedBefore: f.eng.PrunedBefore(),
 			Thinned:  f.eng.Thinned(),
 			Captures: f.eng.CaptureMode(),
+			Warnings: f.notTsSeen.warnings(),
 		})
 	}
 	return nil, unix.ENOENT

@@ -74,6 +74,9 @@ type fsys struct {
 	wopen   *writeOpens // every handle open for writing, by inode (keep.go)
 	wsMnt   uint64      // the mount id of the workspace root (passthroughOn)
 	links   linkTable   // the names of files with several links (links.go)
+
+	timesSet  timesSetThrough // files touched through the mount (viewaccess.go)
+	notTsSeen notTsLog        // views that refused changed present content
 }
 
 // writerSet holds the passthrough handles open for writing. Their writes
@@ -376,6 +379,11 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 	var st unix.Statx_t
 	if err := statx(fd, "", &st); err != nil {
 		return sysErrno(err)
+	}
+	if hasM && len(changes) == 0 {
+		// A touch captures nothing: the view must not take its mtime
+		// for a change made outside the mount.
+		n.fs.timesSet.note(&st)
 	}
 	fillAttr(&st, &out.Attr)
 	return 0

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"maps"
 	"slices"
@@ -202,6 +203,12 @@ func (v *viewNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.A
 }
 
 func (v *viewNode) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
+	if ent, err := v.current(); err == nil && ent.Live {
+		// The present names: the reader must be let in now too.
+		if errno := v.fs.presentAllows(ctx, v.path, unix.O_RDONLY|unix.O_DIRECTORY); errno != 0 {
+			return nil, errno
+		}
+	}
 	ents, err := v.fs.eng.ReadDirAt(v.path, v.t)
 	if err != nil {
 		return nil, engineErrno(v.fs.log, "readdir", v.path, err, seqNotFound)
@@ -224,6 +231,11 @@ func (v *viewNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	ent, err := v.current()
 	if err != nil {
 		return nil, engineErrno(v.fs.log, "readlink", v.path, err, seqNotFound)
+	}
+	if ent.Live {
+		if errno := v.fs.presentAllows(ctx, v.path, unix.O_PATH); errno != 0 {
+			return nil, errno
+		}
 	}
 	target, err := v.fs.eng.ReadLink(ent)
 	if err != nil {
@@ -249,9 +261,28 @@ func (v *viewNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		v.fs.log.Warn("zerofs: view of a state that was not kept", "seq", v.t, "path", v.path, "reason", ent.State.Reason)
 		return nil, 0, syscall.EIO
 	}
+	if ent.Live {
+		if errno := v.fs.presentAllows(ctx, v.path, unix.O_RDONLY); errno != 0 {
+			return nil, 0, errno
+		}
+	}
 	f, err := v.fs.eng.OpenContent(ent)
 	if err != nil {
 		return nil, 0, engineErrno(v.fs.log, "open", v.path, err, seqNotFound)
+	}
+	if ent.Live {
+		if lf, ok := f.(interface{ Fd() uintptr }); ok && v.fs.notTs(int(lf.Fd()), v.t) {
+			// Captured meanwhile? Then the record is T's after all.
+			if again, err := v.current(); err != nil || again.Live {
+				f.Close()
+				what := fmt.Sprintf("@%d/%s", v.t, v.path)
+				v.fs.notTsSeen.add(what)
+				v.fs.log.Warn("zerofs: view refused present content changed outside the mount", "view", what)
+				return nil, 0, syscall.EIO
+			}
+			f.Close()
+			return v.Open(ctx, flags)
+		}
 	}
 	return &viewFile{node: v, f: f, live: ent.Live}, fuse.FOPEN_KEEP_CACHE, 0
 }

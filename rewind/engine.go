@@ -367,6 +367,11 @@ func (e *Engine) Step() Step {
 // (0 when nothing was). It takes no lock.
 func (e *Engine) PrunedBefore() Seq { return e.state.Pruned() }
 
+// StepAtOrAfter is when the first step at or after t began: a path not
+// captured since t that changed after then changed outside the mount
+// (ok is false when no step began since t).
+func (e *Engine) StepAtOrAfter(t Seq) (at time.Time, ok bool) { return e.state.StepAtOrAfter(t) }
+
 // LastRewind is the last rewind's payload and sequence, if any.
 func (e *Engine) LastRewind() (RewindPayload, Seq, bool) {
 	p, at := e.state.LastRewind()

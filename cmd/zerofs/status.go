@@ -63,6 +63,11 @@ func runStatus(e *env, c *command, args []string) error {
 		humanBytes(st.NamedBytes), st.Pruned, humanBytes(b.UniqueBytes), ratio(st.NamedBytes, b.UniqueBytes),
 		humanBytes(b.StoredBytes), ratio(b.UniqueBytes, b.StoredBytes), b.Chunks, b.Packs, b.Loose, b.Kept)
 	fmt.Fprintf(w, "captures:  %s\n", st.Captures)
+	if ws.Mounted {
+		for _, warn := range ws.Status.Warnings {
+			fmt.Fprintf(w, "warning:   %s\n", warn)
+		}
+	}
 	fmt.Fprintf(w, "gc:        would free %s (%d blobs no state since %d needs)\n", humanBytes(st.Reclaimable.BytesFreed), len(st.Reclaimable.Removed), st.Pruned)
 	if n := len(st.Thinned); n > 0 {
 		steps := 0

@@ -179,3 +179,18 @@ func (s *State) Marks() []Mark {
 	defer s.mu.Unlock()
 	return append([]Mark(nil), s.marks...)
 }
+
+// StepAtOrAfter is when the first step at or after seq began (a tool_call
+// at seq itself counts): from then on every change through the mount was
+// captured in a step after seq. ok is false when no step began since.
+func (s *State) StepAtOrAfter(seq Seq) (at time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq >= seq })
+	for ; i < len(s.marks); i++ {
+		if m := s.marks[i]; m.Kind == MarkStep && !m.At.IsZero() {
+			return m.At, true
+		}
+	}
+	return time.Time{}, false
+}
