@@ -5,9 +5,12 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,8 +94,10 @@ type fsx struct {
 	explicit map[string]bool
 	// trees: the mount's tree at each step boundary, by sequence.
 	trees map[int64]tree
-	seqs  []int64
-	last  int64 // the latest recorded boundary
+	// xtrees is the xattrs of the mount at those boundaries (xattrTree).
+	xtrees map[int64]map[string]string
+	seqs   []int64
+	last   int64 // the latest recorded boundary
 	// linked: for a path that was a name of a hard-linked file after
 	// some call, the latest boundary before that call. README's known
 	// limit: a change through one name of a hard-linked file is captured
@@ -113,7 +118,7 @@ func newFSX(t *testing.T, seed uint64) *fsx {
 	plain := filepath.Join(t.TempDir(), "plain")
 	x := &fsx{
 		t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seed: seed,
-		roots: [2]string{ws, plain}, explicit: map[string]bool{}, trees: map[int64]tree{},
+		roots: [2]string{ws, plain}, explicit: map[string]bool{}, trees: map[int64]tree{}, xtrees: map[int64]map[string]string{},
 		linked: map[string]int64{},
 	}
 	for s := range x.fds {
@@ -123,6 +128,17 @@ func newFSX(t *testing.T, seed uint64) *fsx {
 	}
 	for _, root := range x.roots {
 		if err := os.MkdirAll(filepath.Join(root, "d"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// n/ is nobody's, n/sg/ root's, setgid and open to all:
+		// setidCreate makes nobody's files there.
+		if err := os.MkdirAll(filepath.Join(root, "n/sg"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(filepath.Join(root, "n"), nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Chmod(filepath.Join(root, "n/sg"), 0o2777); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(root, "a"), []byte("seed\n"), 0o644); err != nil {
@@ -286,8 +302,10 @@ func (x *fsx) stepOnce(i int) {
 		x.chmod()
 	case r < 68:
 		x.utimens()
-	case r < 75:
+	case r < 73:
 		x.xattr()
+	case r < 75:
+		x.acl()
 	case r < 82:
 		x.lock()
 	case r < 86:
@@ -299,7 +317,11 @@ func (x *fsx) stepOnce(i int) {
 	case r < 98:
 		x.rewind()
 	default:
-		x.lock()
+		if x.rng.IntN(2) == 0 {
+			x.acl()
+		} else {
+			x.setidCreate()
+		}
 	}
 }
 
@@ -530,6 +552,12 @@ func (x *fsx) fallocate() {
 // its size, msyncs, unmaps and closes.
 func (x *fsx) mmapWrite() {
 	name, off, data := x.name(), x.off(), x.data(x.size())
+	if _, ok := xattrs(filepath.Join(x.roots[1], name))["security.capability"]; ok {
+		// A known difference (README, Limits): dirty pages of a shared
+		// mapping reach the backing file through the daemon's write(2),
+		// which drops a capability; natively they do not.
+		return
+	}
 	x.touched(name)
 	x.call(fmt.Sprintf("mmap write(%s, %d, %d bytes)", name, off, len(data)), func(_ int, root string) string {
 		fd, err := unix.Open(filepath.Join(root, name), unix.O_RDWR|unix.O_CLOEXEC, 0)
@@ -676,10 +704,13 @@ func (x *fsx) utimens() {
 
 func (x *fsx) xattr() {
 	name := x.name()
-	key := []string{"user.a", "user.b", "user.long.name"}[x.rng.IntN(3)]
+	key := []string{"user.a", "user.b", "user.long.name", "trusted.t", "security.capability"}[x.rng.IntN(5)]
 	switch x.rng.IntN(4) {
 	case 0, 1:
 		val := x.data(x.rng.IntN(200))
+		if key == "security.capability" {
+			val = fsxCaps[x.rng.IntN(len(fsxCaps))]
+		}
 		flags := []int{0, unix.XATTR_CREATE, unix.XATTR_REPLACE}[x.rng.IntN(3)]
 		x.call(fmt.Sprintf("setxattr(%s, %s, %d bytes, %d)", name, key, len(val), flags), func(_ int, root string) string {
 			return errStr(unix.Setxattr(filepath.Join(root, name), key, val, flags))
@@ -702,6 +733,114 @@ func (x *fsx) xattr() {
 			return errStr(unix.Removexattr(filepath.Join(root, name), key))
 		})
 	}
+}
+
+// fsxCaps are security.capability values (struct vfs_cap_data, revision
+// 2): cap_net_bind_service+ep, and cap_chown,cap_kill+p.
+var fsxCaps = [][]byte{
+	{0x01, 0, 0, 0x02, 0x00, 0x04, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	{0x00, 0, 0, 0x02, 0x21, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+}
+
+// fsxACL encodes a POSIX ACL as the system.posix_acl_* xattrs hold it:
+// version 2, then (tag, perm, id) entries in the order the kernel wants.
+func fsxACL(entries ...[3]uint32) []byte {
+	b := []byte{2, 0, 0, 0}
+	for _, e := range entries {
+		b = append(b, byte(e[0]), byte(e[0]>>8), byte(e[1]), byte(e[1]>>8),
+			byte(e[2]), byte(e[2]>>8), byte(e[2]>>16), byte(e[2]>>24))
+	}
+	return b
+}
+
+// ACL tags.
+const (
+	aclUserObj  = 0x01
+	aclUser     = 0x02
+	aclGroupObj = 0x04
+	aclGroup    = 0x08
+	aclMask     = 0x10
+	aclOther    = 0x20
+)
+
+// fsxACLs are the ACLs acl sets: a named user, a named group, and one a
+// mode says all of.
+var fsxACLs = [][]byte{
+	fsxACL([3]uint32{aclUserObj, 6, 0}, [3]uint32{aclUser, 4, 65534}, [3]uint32{aclGroupObj, 4, 0}, [3]uint32{aclMask, 4, 0}, [3]uint32{aclOther, 0, 0}),
+	fsxACL([3]uint32{aclUserObj, 7, 0}, [3]uint32{aclGroupObj, 5, 0}, [3]uint32{aclGroup, 7, 65534}, [3]uint32{aclMask, 7, 0}, [3]uint32{aclOther, 5, 0}),
+	fsxACL([3]uint32{aclUserObj, 6, 0}, [3]uint32{aclGroupObj, 4, 0}, [3]uint32{aclOther, 4, 0}),
+}
+
+// acl sets or removes a path's access or default ACL (a default ACL on a
+// file fails alike on both sides; on a directory, what is created in it
+// inherits it).
+func (x *fsx) acl() {
+	name := x.name()
+	key := []string{"system.posix_acl_access", "system.posix_acl_default"}[x.rng.IntN(2)]
+	if x.rng.IntN(3) == 0 {
+		x.call(fmt.Sprintf("removexattr(%s, %s)", name, key), func(_ int, root string) string {
+			return errStr(unix.Removexattr(filepath.Join(root, name), key))
+		})
+		return
+	}
+	k := x.rng.IntN(len(fsxACLs))
+	x.call(fmt.Sprintf("setxattr(%s, %s, acl %d)", name, key, k), func(_ int, root string) string {
+		return errStr(unix.Setxattr(filepath.Join(root, name), key, fsxACLs[k], 0))
+	})
+}
+
+// setidCreate creates a file (open O_CREAT) or a directory with set-id or
+// sticky bits as nobody (fsuid 65534, no groups), under one of two umasks,
+// in n/ (nobody's) or n/sg/ (root's group, setgid, writable by all): the
+// modes must come out as the kernel gives them natively.
+func (x *fsx) setidCreate() {
+	dir := []string{"n", "n/sg"}[x.rng.IntN(2)]
+	base := fmt.Sprintf("%c%d", "fd"[x.rng.IntN(2)], x.rng.IntN(3))
+	name := dir + "/" + base
+	mode := uint32([]int{0o4755, 0o2755, 0o6777, 0o1777, 0o2711, 0o4700}[x.rng.IntN(6)])
+	umask := []int{0o022, 0}[x.rng.IntN(2)]
+	mkdir := base[0] == 'd'
+	x.call(fmt.Sprintf("as nobody, umask %#o: create(%s, %#o)", umask, name, mode), func(_ int, root string) string {
+		// The directory is opened as root: nobody may not walk the test's
+		// temporary directory, only n/ and what is in it.
+		dfd, err := unix.Open(filepath.Join(root, dir), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return "open dir " + errStr(err)
+		}
+		defer unix.Close(dfd)
+		asNobodyThread(func() {
+			old := unix.Umask(umask)
+			defer unix.Umask(old)
+			if mkdir {
+				err = unix.Mkdirat(dfd, base, mode)
+				return
+			}
+			var fd int
+			if fd, err = unix.Openat(dfd, base, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, mode); err == nil {
+				unix.Close(fd)
+			}
+		})
+		return errStr(err)
+	})
+}
+
+// asNobodyThread runs fn on a locked thread whose filesystem identity is
+// nobody's (fsuid and fsgid 65534, no supplementary groups): the kernel
+// checks and creates as nobody, a FUSE daemon is told nobody. The thread
+// is not given back (it ends with its goroutine).
+func asNobodyThread(fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+			panic(e)
+		}
+		unix.RawSyscall(unix.SYS_SETFSGID, nobody, 0, 0)
+		unix.RawSyscall(unix.SYS_SETFSUID, nobody, 0, 0)
+		fn()
+	}()
+	<-done
 }
 
 // lock is a record lock (POSIX or OFD, set or get) or a flock on a slot.
@@ -806,7 +945,50 @@ func (x *fsx) record(seq int64) {
 		x.seqs = append(x.seqs, seq)
 	}
 	x.trees[seq] = snapshot(x.t, x.roots[0])
+	x.xtrees[seq] = xattrTree(x.t, x.roots[0])
 	x.last = seq
+}
+
+// xattrTree is every path's kept xattrs under root (xattrs), one string a
+// path; paths without any are left out.
+func xattrTree(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		var keys []string
+		for k, v := range xattrs(p) {
+			keys = append(keys, fmt.Sprintf("%s=%x", k, v))
+		}
+		if len(keys) > 0 {
+			sort.Strings(keys)
+			out[filepath.ToSlash(rel)] = strings.Join(keys, ",")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("xattrs of %s: %v", root, err)
+	}
+	return out
+}
+
+// diffXattrs lists how got differs from the xattrs recorded at T, leaving
+// out what exact leaves out.
+func (x *fsx) diffXattrs(T int64, got map[string]string) []string {
+	want := x.xtrees[T]
+	var d []string
+	for _, p := range slices.Sorted(maps.Keys(x.trees[T])) {
+		if b, ok := x.linked[p]; ok && T <= b {
+			continue
+		}
+		if want[p] != got[p] {
+			d = append(d, fmt.Sprintf("%s: %q, want %q", p, got[p], want[p]))
+		}
+	}
+	return d
 }
 
 // exact leaves out of tr the paths whose state at T the mount need not
@@ -839,11 +1021,17 @@ func (x *fsx) rewind() {
 	if d := diffTrees(want, x.exact(T, snapshot(x.t, view(ws, T)))); len(d) > 0 {
 		x.fatalf("@%d differs from the tree recorded at %d:\n%s", T, T, strings.Join(d, "\n"))
 	}
+	if d := x.diffXattrs(T, xattrTree(x.t, view(ws, T))); len(d) > 0 {
+		x.fatalf("@%d shows other xattrs than recorded at %d:\n%s", T, T, strings.Join(d, "\n"))
+	}
 	if err := os.WriteFile(filepath.Join(ws, ".zero/rewind"), []byte(strconv.FormatInt(T, 10)), 0); err != nil {
 		x.fatalf("rewind to %d: %v", T, err)
 	}
 	if d := diffTrees(want, x.exact(T, snapshot(x.t, ws))); len(d) > 0 {
 		x.fatalf("after rewinding to %d the workspace differs from the tree recorded there:\n%s", T, strings.Join(d, "\n"))
+	}
+	if d := x.diffXattrs(T, xattrTree(x.t, ws)); len(d) > 0 {
+		x.fatalf("after rewinding to %d the workspace's xattrs differ from those recorded there:\n%s", T, strings.Join(d, "\n"))
 	}
 	x.rewinds++
 	x.resetPlain()
@@ -871,6 +1059,8 @@ func (x *fsx) resetPlain() {
 		if err := os.Mkdir(filepath.Join(plain, rel), 0o700); err != nil {
 			x.fatalf("reset plain: %v", err)
 		}
+		unix.Lchown(filepath.Join(plain, rel), int(st.Uid), int(st.Gid))
+		dropInherited(filepath.Join(ws, rel), filepath.Join(plain, rel))
 		for k, v := range xattrs(filepath.Join(ws, rel)) {
 			unix.Setxattr(filepath.Join(plain, rel), k, []byte(v), 0)
 		}
@@ -895,6 +1085,7 @@ func (x *fsx) resetPlain() {
 				if err := os.Symlink(target, dst); err != nil {
 					x.fatalf("reset plain: %v", err)
 				}
+				unix.Lchown(dst, int(fst.Uid), int(fst.Gid))
 				continue
 			default:
 				x.fatalf("reset plain: %s: unexpected mode %o", p, fst.Mode)
@@ -909,6 +1100,9 @@ func (x *fsx) resetPlain() {
 			if err := copySparse(src, dst); err != nil {
 				x.fatalf("reset plain: %v", err)
 			}
+			// Owner first: a chown clears a capability.
+			unix.Lchown(dst, int(fst.Uid), int(fst.Gid))
+			dropInherited(src, dst)
 			for k, v := range xattrs(src) {
 				unix.Setxattr(dst, k, []byte(v), 0)
 			}
@@ -916,6 +1110,17 @@ func (x *fsx) resetPlain() {
 		}
 	}
 	walk("")
+}
+
+// dropInherited removes the ACLs dst took from its directory's default ACL
+// when it was made, where src has none.
+func dropInherited(src, dst string) {
+	have := xattrs(src)
+	for _, k := range []string{"system.posix_acl_access", "system.posix_acl_default"} {
+		if _, ok := have[k]; !ok {
+			unix.Removexattr(dst, k)
+		}
+	}
 }
 
 // copySparse copies src to a new file dst with the same holes: only the
@@ -1080,7 +1285,8 @@ func (x *fsx) compare(desc string) {
 	}
 }
 
-// xattrs lists a path's user xattrs.
+// xattrs lists a path's xattrs that a before-state keeps: user.*,
+// trusted.*, security.capability and the POSIX ACLs.
 func xattrs(p string) map[string]string {
 	out := map[string]string{}
 	buf := make([]byte, 4096)
@@ -1089,7 +1295,8 @@ func xattrs(p string) map[string]string {
 		return out
 	}
 	for _, name := range bytes.Split(buf[:k], []byte{0}) {
-		if !bytes.HasPrefix(name, []byte("user.")) {
+		if !bytes.HasPrefix(name, []byte("user.")) && !bytes.HasPrefix(name, []byte("trusted.")) &&
+			!bytes.HasPrefix(name, []byte("system.posix_acl_")) && string(name) != "security.capability" {
 			continue
 		}
 		v := make([]byte, 4096)
