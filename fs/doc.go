@@ -50,9 +50,13 @@
 // (invalidate.go). Directories are served without OPENDIR and RELEASEDIR
 // where the kernel allows (opendir.go). Views never change once they exist.
 //
-// Known limit: a change through one name of a hard-linked file also changes
-// its other names, and only one of its names is captured (the one go-fuse's
-// tree gives for the node, not necessarily the one written through).
+// A change through one name of a hard-linked file also changes its other
+// names: every name of it the mount knows is captured (links.go). Known
+// limit: a name made outside the mount and never looked up through it.
+//
+// A view's path that nothing captured since T is served from the present
+// file, opened as the reader through the present path, and refused when it
+// changed outside the mount since T (viewaccess.go).
 //
 // # Locks
 //
