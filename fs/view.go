@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -422,8 +423,14 @@ func (v *viewNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.
 	if errno != 0 {
 		return 0, errno
 	}
+	// trusted.* is for root only, as a local file system lists it.
+	c, ok := fuse.FromContext(ctx)
+	root := ok && c.Uid == 0
 	var list []byte
 	for _, name := range slices.Sorted(maps.Keys(xs)) {
+		if !root && strings.HasPrefix(name, "trusted.") {
+			continue
+		}
 		list = append(append(list, name...), 0)
 	}
 	if len(dest) > 0 && len(dest) < len(list) {
