@@ -164,10 +164,11 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, &paramError{"limit", r.URL.Query().Get("limit")})
 		return
 	}
+	all := r.URL.Query().Get("all") == "1"
 	var page Page
 	err = s.withSource(r.Context(), func(src history.Source) error {
 		var err error
-		page, err = Log(src, before, int(min(limit, MaxLimit)))
+		page, err = LogWith(src, before, int(min(limit, MaxLimit)), all)
 		return err
 	})
 	if err != nil {
@@ -179,11 +180,18 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) {
 
 // Log is a page of src's timeline: up to limit entries whose sequence is
 // below before, newest first, each with its changes, processes and line
-// counts. Like history.Log, it leaves out implicit steps that changed
-// nothing.
+// counts. Like history.Log, it leaves out the steps that changed nothing.
 func Log(src history.Source, before Seq, limit int) (Page, error) {
+	return LogWith(src, before, limit, false)
+}
+
+// LogWith is Log that keeps the steps that changed nothing when all is
+// true. Turns (a person's prompt) are entries of type "turn" placed by
+// sequence, their Before the state just before the prompt; each step
+// names its turn.
+func LogWith(src history.Source, before Seq, limit int, all bool) (Page, error) {
 	src = &onceSource{Source: src}
-	blocks, _, err := history.Blocks(src)
+	blocks, turns, err := history.BlocksAndTurns(src)
 	if err != nil {
 		return Page{}, err
 	}
@@ -200,8 +208,30 @@ func Log(src history.Source, before Seq, limit int) (Page, error) {
 		return Page{}, err
 	}
 	page := Page{Head: head, Entries: []Item{}}
+	ti := len(turns) - 1
+	// addTurns adds the turns after seq and below before; false when the
+	// page is full.
+	addTurns := func(seq Seq) bool {
+		for ; ti >= 0 && turns[ti].Seq > seq; ti-- {
+			t := turns[ti]
+			if t.Seq >= before {
+				continue
+			}
+			if len(page.Entries) == limit {
+				page.More = true
+				return false
+			}
+			page.Entries = append(page.Entries, Item{Entry: history.Entry{Type: history.EntryTurn, Sequence: t.Seq,
+				Start: t.Seq, End: t.Seq, Time: t.Time, Prompt: t.Prompt, Agent: t.Agent, AgentSession: t.AgentSession,
+				Changes: []history.Change{}}, Before: t.Seq - 1, Procs: []Proc{}})
+		}
+		return true
+	}
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
+		if !addTurns(b.Seq) {
+			return page, nil
+		}
 		if b.Seq >= before {
 			continue
 		}
@@ -210,7 +240,7 @@ func Log(src history.Source, before Seq, limit int) (Page, error) {
 			break
 		}
 		it := Item{Entry: history.Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End,
-			Time: b.Time, Label: b.Label, Implicit: b.Implicit, Payload: b.Payload, Rewind: b.Rewind,
+			Time: b.Time, Label: b.Label, Implicit: b.Implicit, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn,
 			Changes: []history.Change{}}, Before: b.Before(), Procs: []Proc{}}
 		if b.Pruned != nil {
 			it.PrunedBefore = &b.Pruned.Before
@@ -221,7 +251,7 @@ func Log(src history.Source, before Seq, limit int) (Page, error) {
 			if err != nil {
 				return Page{}, err
 			}
-			if len(cs) == 0 && b.Implicit {
+			if len(cs) == 0 && (b.Implicit || (b.Type == history.BlockStep && !all)) {
 				continue
 			}
 			if cs != nil {
@@ -231,6 +261,9 @@ func Log(src history.Source, before Seq, limit int) (Page, error) {
 			it.Lines = lines(src, it.Before, b.End, cs)
 		}
 		page.Entries = append(page.Entries, it)
+	}
+	if !page.More {
+		addTurns(0)
 	}
 	return page, nil
 }

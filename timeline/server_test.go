@@ -411,7 +411,8 @@ func TestActions(t *testing.T) {
 
 // TestPaging10000: with 10,000 steps (one in ten writing a file), the
 // first page holds the newest 50 with their line counts, and paging with
-// before and limit visits every step once, newest first.
+// before and limit (and all=1: the steps that changed nothing too) visits
+// every step once, newest first.
 func TestPaging10000(t *testing.T) {
 	const n = 10000
 	start := time.Now()
@@ -450,7 +451,7 @@ func TestPaging10000(t *testing.T) {
 		if pages > n/timeline.MaxLimit+1 {
 			t.Fatalf("paging does not end")
 		}
-		page := decode[timeline.Page](t, do(t, s, "GET", fmt.Sprintf("/api/log?limit=%d%s", timeline.MaxLimit, before), token, ""))
+		page := decode[timeline.Page](t, do(t, s, "GET", fmt.Sprintf("/api/log?all=1&limit=%d%s", timeline.MaxLimit, before), token, ""))
 		for _, e := range page.Entries {
 			want := n - 1 - got
 			if e.Sequence != seqs[want] || e.Label != fmt.Sprintf("step %d", want) {
@@ -516,5 +517,45 @@ func TestLogThinned(t *testing.T) {
 	want := map[string]bool{"day 0 step 0": true, "day 0 step 1": true, "day 1 step 0": true, "day 1 step 1": true, "": false}
 	if !reflect.DeepEqual(thinned, want) {
 		t.Errorf("steps marked thinned: %v, want %v", thinned, want)
+	}
+}
+
+// TestLogTurns: a turn (a person's prompt) is an entry of its own whose
+// before is the state just before the prompt, each step names its turn,
+// and a step that changed nothing is listed only with all=1.
+func TestLogTurns(t *testing.T) {
+	w := newWorkspace(t)
+	w.step("Edit a")
+	w.write("agent", "a", "1\n")
+	ev, err := w.eng.BeginTurn(context.Background(), []byte(`{"prompt":"make it 2","agent":"claude","agentSession":"s1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := ev.Seq
+	edit := w.step("Edit a again")
+	w.write("agent", "a", "2\n")
+	w.step("Read a") // changes nothing
+	s := w.server()
+	page := decode[timeline.Page](t, do(t, s, "GET", "/api/log", token, ""))
+	var got []string
+	for _, e := range page.Entries {
+		got = append(got, fmt.Sprintf("%s %d %q turn %d before %d", e.Type, e.Sequence, e.Label+e.Prompt, e.Turn, e.Before))
+	}
+	want := []string{
+		fmt.Sprintf("step %d %q turn %d before %d", edit, "Edit a again", turn, edit),
+		fmt.Sprintf("turn %d %q turn 0 before %d", turn, "make it 2", turn-1),
+		fmt.Sprintf("step 1 %q turn 0 before 1", "Edit a"),
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("page:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	all := decode[timeline.Page](t, do(t, s, "GET", "/api/log?all=1", token, ""))
+	if len(all.Entries) != 4 || all.Entries[0].Label != "Read a" {
+		t.Errorf("all=1: %d entries, first %q; want 4, Read a first", len(all.Entries), all.Entries[0].Label)
+	}
+	// "Rewind to before this prompt" is a rewind to the turn's before.
+	rep := do(t, s, "POST", "/api/rewind", token, fmt.Sprintf(`{"target": %d}`, page.Entries[1].Before))
+	if rep.Code != 200 || w.read("a") != "1\n" {
+		t.Errorf("rewind to before the prompt: %d %s; a is %q", rep.Code, rep.Body, w.read("a"))
 	}
 }

@@ -2,6 +2,8 @@
 "use strict";
 
 const PAGE = 50;
+// ?all=1 in the page address also lists the steps that changed nothing.
+const ALL = new URLSearchParams(location.search).get("all") === "1" ? "&all=1" : "";
 const POLL_MS = 2000;
 const $ = (id) => document.getElementById(id);
 
@@ -80,7 +82,7 @@ function setStatus(text, bad) {
 // ---- the list ----
 
 async function loadTop() {
-  const r = await api("/api/log?limit=" + PAGE);
+  const r = await api("/api/log?limit=" + PAGE + ALL);
   if (!r.ok) { setStatus(r.data.error, true); return; }
   const page = r.data;
   head = page.head;
@@ -103,7 +105,7 @@ async function loadOlder() {
   if (entries.length === 0) return;
   const before = entries[entries.length - 1].sequence;
   $("older").disabled = true;
-  const r = await api("/api/log?limit=" + PAGE + "&before=" + before);
+  const r = await api("/api/log?limit=" + PAGE + ALL + "&before=" + before);
   $("older").disabled = false;
   if (!r.ok) { setStatus(r.data.error, true); return; }
   entries = entries.concat(r.data.entries);
@@ -134,7 +136,7 @@ function render() {
   const seen = new Set();
   let prev = null;
   for (const e of entries) {
-    const key = e.end + ":" + e.changes.length + ":" + JSON.stringify(e.lines || {});
+    const key = e.end + ":" + e.changes.length + ":" + (e.turn || 0) + ":" + JSON.stringify(e.lines || {});
     let r = rendered.get(e.sequence);
     if (!r || r.key !== key) {
       const fresh = entryEl(e);
@@ -189,8 +191,30 @@ function baseTitle(e) {
 
 const CHANGE = {added: "A", deleted: "D", modified: "M", mode: "P", renamed: "R", skipped: "S", unknown: "?"};
 
+function turnEl(e) {
+  const li = el("li", "entry turn");
+  li.dataset.seq = e.sequence;
+  const h = el("div", "head");
+  const prompt = e.prompt ? "\u201c" + e.prompt.split("\n")[0].slice(0, 200) + "\u201d" : "(prompt kept out)";
+  h.append(el("span", "badge turn", "prompt"), el("span", "label", prompt));
+  const meta = el("span", "meta");
+  meta.append(el("span", "seq", "#" + e.sequence));
+  if (e.agent) meta.append(el("span", "agent", e.agent));
+  const t = el("time", "", fmtTime(e.time));
+  t.dateTime = e.time;
+  t.title = e.time;
+  meta.append(t);
+  h.append(meta);
+  li.append(h);
+  const acts = el("div", "actions");
+  acts.append(button("Rewind to before this prompt", "rewind", () => preview("Rewind the workspace to before this prompt (" + e.before + "): everything done since, commands included", {target: e.before})));
+  li.append(acts);
+  return li;
+}
+
 function entryEl(e) {
-  const li = el("li", "entry " + e.type + (e.implicit ? " implicit" : ""));
+  if (e.type === "turn") return turnEl(e);
+  const li = el("li", "entry " + e.type + (e.implicit ? " implicit" : "") + (e.turn ? " inturn" : ""));
   li.dataset.seq = e.sequence;
   const h = el("div", "head");
   h.append(el("span", "badge " + e.type, e.implicit ? "outside" : e.type), el("span", "label", title(e)));
