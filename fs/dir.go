@@ -131,6 +131,7 @@ func (n *wsNode) created(ctx context.Context, dirfd int, name string, isDir bool
 func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
 	var child *fusefs.Inode
 	var h *wsFile
+	var fuseFlags uint32
 	errno := n.entryOp(ctx, "create", name, func(dfd int, p string, step rewind.Seq) syscall.Errno {
 		// O_TRUNC waits for beginWrite (Open says why); a file this
 		// create makes is not truncated at all, as by the kernel.
@@ -166,12 +167,15 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 			h.passthrough = cn.openMode(fd, true)
 		}
 		n.fs.addWriter(h) // still under the capture
+		if cn.noFlush(fd) {
+			fuseFlags = fuse.FOPEN_NOFLUSH // file.go: Open
+		}
 		return 0
 	})
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	return child, h, 0, 0
+	return child, h, fuseFlags, 0
 }
 
 // createAt opens name in dfd with flags (O_CREAT added), creating it with

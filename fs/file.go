@@ -114,11 +114,14 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	// A reader has nothing to flush, and the kernel drops a process's
 	// locks at close itself (mount.go), so its closes send no FLUSH
 	// (FOPEN_NOFLUSH): a grep of a tree costs an OPEN and a RELEASE per
-	// file, not three requests. A writer's FLUSH reports the backing
-	// file's close errors (Flush).
+	// file, not three requests. A writer's close sends one only where the
+	// backing file's close can fail (noFlush, flush.go): its FLUSH then
+	// reports that error (Flush). A tar -x pays one request less per file.
 	var fuseFlags uint32
 	if !h.write {
 		fuseFlags = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH
+	} else if n.noFlush(fd) {
+		fuseFlags = fuse.FOPEN_NOFLUSH
 	}
 	return h, fuseFlags, 0
 }

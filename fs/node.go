@@ -128,9 +128,12 @@ type wsNode struct {
 	fusefs.Inode
 	fs *fsys
 
-	ioMu    sync.Mutex // guards decided, pt
+	ioMu    sync.Mutex // guards decided, pt, flushDecided, flushless
 	decided bool       // its first open chose pt (openMode)
 	pt      bool       // whether its handles offer passthrough
+	// flushDecided: its first open for writing looked at its filesystem;
+	// flushless: a close there never fails (noFlush).
+	flushDecided, flushless bool
 
 	// held: the descriptors of its open handles, for a node without a
 	// name (held.go).
@@ -386,6 +389,12 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 		n.fs.timesSet.note(&st)
 	}
 	fillAttr(&st, &out.Attr)
+	// The attributes are exact (read under the workspace lock, after the
+	// change) and, like a GETATTR's, stay so until a rewind invalidates
+	// them: without a timeout the kernel would ask again at once (go-fuse
+	// sets none on a SETATTR reply), one GETATTR more per chmod, chown or
+	// utimes (tar -x does all three per file).
+	out.SetTimeout(wsCacheTimeout)
 	return 0
 }
 

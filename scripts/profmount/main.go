@@ -2,7 +2,7 @@
 // a CPU profile (pprof) of the daemon from mount to unmount (SIGINT or
 // SIGTERM). scripts/bench.sh profile runs workloads under it.
 //
-//	profmount -profile cpu.out [-no-passthrough] [-sync] WORKSPACE MOUNTPOINT
+//	profmount -profile cpu.out [-no-passthrough] [-sync] [-debug] WORKSPACE MOUNTPOINT
 package main
 
 import (
@@ -22,18 +22,19 @@ func main() {
 	profile := flag.String("profile", "cpu.out", "where to write the CPU profile")
 	noPassthrough := flag.Bool("no-passthrough", false, "never use FUSE passthrough")
 	sync := flag.Bool("sync", false, "--sync always")
+	debug := flag.Bool("debug", false, "trace every FUSE request on stderr (go-fuse's debug log)")
 	flag.Parse()
 	if flag.NArg() != 2 {
 		fmt.Fprintln(os.Stderr, "usage: profmount [flags] WORKSPACE MOUNTPOINT")
 		os.Exit(2)
 	}
-	if err := run(*profile, flag.Arg(0), flag.Arg(1), *noPassthrough, *sync); err != nil {
+	if err := run(*profile, flag.Arg(0), flag.Arg(1), *noPassthrough, *sync, *debug); err != nil {
 		fmt.Fprintln(os.Stderr, "profmount:", err)
 		os.Exit(1)
 	}
 }
 
-func run(profile, ws, mp string, noPassthrough, sync bool) error {
+func run(profile, ws, mp string, noPassthrough, sync, debug bool) error {
 	out, err := os.Create(profile)
 	if err != nil {
 		return err
@@ -41,7 +42,7 @@ func run(profile, ws, mp string, noPassthrough, sync bool) error {
 	defer out.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, err := fs.Mount(context.Background(), fs.Options{
-		Workspace: ws, Mountpoint: mp, Sync: sync, NoPassthrough: noPassthrough, Logger: logger,
+		Workspace: ws, Mountpoint: mp, Sync: sync, NoPassthrough: noPassthrough, Logger: logger, Debug: debug,
 	})
 	if err != nil {
 		return err
