@@ -107,11 +107,14 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 	// indented under it.
 	var group Seq
 	shown := map[Seq]bool{}
+	printed := false // anything printed yet (a blank line goes between blocks with --stat)
+	headed := false  // a turn's header was the last line printed
 	header := func(t Seq) error {
 		shown[t] = true
-		if stat && len(shown) > 1 {
+		if stat && printed {
 			fmt.Fprintln(w)
 		}
+		printed, headed = true, true
 		ent, ok := turns[t]
 		what := turnLine(ent, ok)
 		head := fmt.Sprintf("%-6s %-*d", "turn", width, t)
@@ -123,7 +126,7 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 		return err
 	}
 	indent := ""
-	for i, ent := range entries {
+	for _, ent := range entries {
 		if ent.Type == history.EntryTurn {
 			if !shown[ent.Sequence] {
 				if err := header(ent.Sequence); err != nil {
@@ -142,9 +145,10 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 				}
 			}
 		}
-		if i > 0 && stat {
+		if stat && printed && !headed {
 			fmt.Fprintln(w)
 		}
+		printed, headed = true, false
 		when := ent.Time.Local().Format("2006-01-02 15:04:05")
 		var what string
 		switch ent.Type {
