@@ -26,8 +26,11 @@
 // inode into a pack before anything writes to it; Prune absorbs every kept
 // blob it keeps into packs and then removes the link. Durability: with
 // Options.Sync, Keep fdatasyncs the file and fsyncs kept/ before it
-// returns; otherwise Keep starts the file's writeback and Sync waits for
-// it (an fdatasync of each kept file, one fsync of kept/). Clone
+// returns; otherwise Sync makes them durable: an fdatasync of each kept
+// file and one fsync of kept/ for fewer than 64, one syncfs of the
+// store's filesystem for more (one journal commit for an rm -rf, not one
+// per file); Keep starts the writeback of a file of 1 MiB or more at once.
+// Clone
 // (clone.go) captures a file over ChunkAbove about to be written as a
 // reflink (FICLONE) into an anonymous file in kept/, hashed and then
 // linked as kept/<sha256>, where the filesystem has reflinks (probed at
