@@ -144,8 +144,9 @@ func (s *Store) KeepMode() (ok bool, why string) {
 // Keep stores the content of f, an open regular workspace file about to
 // lose its last name, by hard-linking its inode into the store as the blob
 // of its sha256 (which it reads f to compute). writing reports whether a
-// handle holds the file open for writing; it is asked after the inode is
-// registered as being kept (see the order above). ok is false, and nothing
+// handle holds the file (device and inode number, as Keep's fstat of f
+// found them) open for writing; it is asked after the inode is registered
+// as being kept (see the order above). ok is false, and nothing
 // is stored, when the file cannot be kept: it has another link, is open
 // for writing, is on another filesystem than the store (the first EXDEV
 // turns keeping off: KeepMode), or the link is refused; the caller copies
@@ -153,7 +154,7 @@ func (s *Store) KeepMode() (ok bool, why string) {
 //
 // With Options.Sync the file's data and its entry in kept/ are durable
 // when Keep returns; without it, Sync makes them so.
-func (s *Store) Keep(f *os.File, writing func() bool) (id ID, n int64, ok bool, err error) {
+func (s *Store) Keep(f *os.File, writing func(dev, ino uint64) bool) (id ID, n int64, ok bool, err error) {
 	if s.opts.ReadOnly {
 		return ID{}, 0, false, ErrReadOnly
 	}
@@ -176,12 +177,15 @@ func (s *Store) Keep(f *os.File, writing func() bool) (id ID, n int64, ok bool, 
 		delete(s.kept.ino, st.Ino)
 		s.kmu.Unlock()
 	}
-	if writing != nil && writing() {
+	if writing != nil && writing(st.Dev, st.Ino) {
 		forget()
 		return ID{}, 0, false, nil
 	}
+	// The size fstat found bounds the read: no read at the end to learn
+	// what fstat said. (A file changed outside the mount meanwhile is a
+	// damaged blob that every read of it reports, as below.)
 	h := sha256.New()
-	n, err = io.Copy(h, io.NewSectionReader(f, 0, 1<<62))
+	n, err = io.Copy(h, io.NewSectionReader(f, 0, st.Size))
 	if err != nil {
 		forget()
 		return ID{}, 0, false, fmt.Errorf("blobstore: keep: read: %w", err)
@@ -346,11 +350,14 @@ func (s *Store) syncKept() error {
 		// (a syncfs would write every other writer's dirty pages too):
 		// their writeback began when they were kept.
 		for _, id := range pending {
-			f, err := os.Open(s.keptPath(id))
-			if errors.Is(err, fs.ErrNotExist) {
+			// unix.Open and NewFile, not os.Open: os.Open tries the
+			// poller (four fcntls and an epoll_ctl a file) first.
+			fd, err := unix.Openat(int(dir.Fd()), id.String(), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+			if errors.Is(err, unix.ENOENT) {
 				continue // detached and removed, or pruned
 			}
 			if err == nil {
+				f := os.NewFile(uintptr(fd), s.keptPath(id))
 				err = fdatasync(f)
 				f.Close()
 			}

@@ -24,7 +24,7 @@ func keepT(t testing.TB, s *Store, ws string, data []byte) ID {
 	t.Helper()
 	f := wsFile(t, ws, data)
 	defer f.Close()
-	id, n, ok, err := s.Keep(f, func() bool { return false })
+	id, n, ok, err := s.Keep(f, func(_, _ uint64) bool { return false })
 	if err != nil || !ok {
 		t.Fatalf("Keep: ok %v, err %v; want it kept", ok, err)
 	}
@@ -77,7 +77,7 @@ func TestKeepLinks(t *testing.T) {
 	data := randBytes(7, 300<<10)
 	f := wsFile(t, filepath.Join(base, "ws"), data)
 	wsIno, _ := inode(t, f.Name())
-	id, _, ok, err := s.Keep(f, func() bool { return false })
+	id, _, ok, err := s.Keep(f, func(_, _ uint64) bool { return false })
 	f.Close()
 	if err != nil || !ok {
 		t.Fatalf("Keep: ok %v, err %v", ok, err)
@@ -148,7 +148,7 @@ func TestKeepFallsBack(t *testing.T) {
 	ws := filepath.Join(base, "ws")
 	refuse := func(name string, f *os.File, writing bool) {
 		t.Helper()
-		id, _, ok, err := s.Keep(f, func() bool { return writing })
+		id, _, ok, err := s.Keep(f, func(_, _ uint64) bool { return writing })
 		if err != nil || ok {
 			t.Fatalf("%s: Keep: %s, ok %v, err %v; want it refused", name, id.Short(), ok, err)
 		}
@@ -201,7 +201,7 @@ func TestKeepDetach(t *testing.T) {
 			s := openT(t, Options{Sync: sync})
 			data := textBytes(9, 50<<10)
 			f := wsFile(t, filepath.Join(base, "ws"), data)
-			id, _, ok, err := s.Keep(f, func() bool { return false })
+			id, _, ok, err := s.Keep(f, func(_, _ uint64) bool { return false })
 			f.Close()
 			if err != nil || !ok {
 				t.Fatalf("Keep: %v %v", ok, err)
@@ -277,7 +277,7 @@ func TestDetachDamaged(t *testing.T) {
 	s := openT(t, Options{})
 	data := []byte("kept, then changed outside\n")
 	f := wsFile(t, filepath.Join(base, "ws"), data)
-	id, _, ok, err := s.Keep(f, func() bool { return false })
+	id, _, ok, err := s.Keep(f, func(_, _ uint64) bool { return false })
 	f.Close()
 	if err != nil || !ok {
 		t.Fatalf("Keep: %v %v", ok, err)

@@ -282,7 +282,7 @@ func (e *Engine) readState(p string, removed bool) (FileState, error) {
 			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 		}
 		if removed && st.Nlink == 1 {
-			id, n, ok, err := e.blobs.Keep(f, func() bool { return e.openForWrite(f) })
+			id, n, ok, err := e.blobs.Keep(f, e.openForWrite)
 			if err != nil {
 				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 			}
@@ -311,16 +311,10 @@ func (e *Engine) readState(p string, removed bool) (FileState, error) {
 	return fs, nil
 }
 
-// openForWrite asks Options.OpenForWrite about the file open as f.
-func (e *Engine) openForWrite(f *os.File) bool {
-	if e.opts.OpenForWrite == nil {
-		return false
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return true // cannot tell: copy
-	}
-	return e.opts.OpenForWrite(st.Dev, st.Ino)
+// openForWrite asks Options.OpenForWrite whether a handle holds the file
+// (dev, ino) open for writing.
+func (e *Engine) openForWrite(dev, ino uint64) bool {
+	return e.opts.OpenForWrite != nil && e.opts.OpenForWrite(dev, ino)
 }
 
 // Capture modes (CaptureMode).
