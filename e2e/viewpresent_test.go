@@ -51,6 +51,9 @@ func TestViewRefusesPresentContentTheReaderCannotReachNow(t *testing.T) {
 	if got := mustNobody(t, ws, "cat "+v+"/open/readme && ls "+v+"/open"); got != "still public\nreadme\n" {
 		t.Fatalf("nobody reads @%d/open/readme: %q", s, got)
 	}
+	// Checked at every open, never from a cache: closed now, refused now.
+	sh(t, ws, "chmod 700 open")
+	deniedNobody(t, ws, "cat "+v+"/open/readme")
 }
 
 // Route (b): a directory closed in a step; unmounted; a secret written into
