@@ -55,6 +55,11 @@ func TestFSX(t *testing.T) {
 		ops = v
 	}
 	t.Logf("fsx seed %d, %d calls (rerun: ZEROFS_FSX_SEED=%d ZEROFS_FSX_OPS=%d go test ./e2e -run TestFSX)", seed, ops, seed, ops)
+	// Umask 0 but where a call sets its own: under a directory with a
+	// default ACL the kernel applies a FUSE caller's umask before the
+	// daemon sees the create, where natively the ACL replaces it (README,
+	// Limits); that difference is known, not what this test looks for.
+	defer unix.Umask(unix.Umask(0))
 	x := newFSX(t, seed)
 	defer x.closeQuiet()
 	for i := 0; i < ops; i++ {
