@@ -35,6 +35,13 @@ import (
 // keptDirName is the directory of kept blobs, under the store's directory.
 const keptDirName = "kept"
 
+// packDirName and tmpDirName are the store's directories of packs and of
+// temporary files.
+const (
+	packDirName = "packs"
+	tmpDirName  = "tmp"
+)
+
 // keptInode is one inode kept (or being kept).
 type keptInode struct {
 	mu  sync.Mutex // held while the inode is being kept or detached; guards the rest
