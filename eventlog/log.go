@@ -1,7 +1,6 @@
 package eventlog
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -239,62 +238,37 @@ func scan(r io.ReaderAt, path string) (scanResult, error) {
 }
 
 // scanFrom reads the log from res.goodSize on, res holding what is known of
-// the lines before it (head, offsets, crc), checking every line.
+// the lines before it (head, offsets, crc), checking every line. A line that
+// fails is a torn tail to cut (res.tornAt) only if it may be one (tailError)
+// and no valid line follows it; otherwise it is damage, a *CorruptError.
 func scanFrom(r io.ReaderAt, path string, res scanResult) (scanResult, error) {
 	res.tornAt = -1
-	off := res.goodSize
-	br := bufio.NewReaderSize(io.NewSectionReader(r, off, 1<<62), 1<<16)
-	line := int(res.head)
-	// bad is the first invalid line seen; it is a torn tail only if no
-	// valid line follows it.
-	var bad *CorruptError
+	d := newDecoder(io.NewSectionReader(r, res.goodSize, 1<<62), path, res.goodSize, res.head)
 	for {
-		b, err := br.ReadBytes('\n')
-		if len(b) == 0 && err == io.EOF {
+		start := d.off
+		ev, line, err := d.next()
+		if err == io.EOF {
 			break
 		}
-		if err != nil && err != io.EOF {
-			return res, fmt.Errorf("eventlog: read %s: %w", path, err)
-		}
-		line++
-		start := off
-		off += int64(len(b))
-		complete := err == nil
-		if bad != nil {
-			// Anything that parses after a bad line proves the bad line
-			// was not the tail.
-			if _, perr := parseLine(bytes.TrimSuffix(b, []byte("\n"))); perr == nil && complete {
-				return res, bad
+		var te *tailError
+		if errors.As(err, &te) {
+			if d.validLineFollows() {
+				return res, te.CorruptError
 			}
-			continue
+			res.tornAt = start
+			break
 		}
-		if !complete {
-			bad = &CorruptError{Path: path, Line: line, Offset: start, Reason: "incomplete final line"}
-			continue
-		}
-		ev, perr := parseLine(b[:len(b)-1])
-		if perr != nil {
-			bad = &CorruptError{Path: path, Line: line, Offset: start, Reason: perr.Error()}
-			continue
-		}
-		if ev.Seq != res.head+1 {
-			// A whole line that parses was written whole: a crash
-			// cannot produce it, so a wrong sequence is damage even
-			// on the last line, never a torn tail.
-			return res, &CorruptError{Path: path, Line: line, Offset: start,
-				Reason: fmt.Sprintf("sequence %d after %d", ev.Seq, res.head)}
+		if err != nil {
+			return res, err
 		}
 		if (uint64(ev.Seq)-1)%indexEvery == 0 {
 			res.offsets = append(res.offsets, start)
 		}
 		res.head = ev.Seq
-		res.goodSize = off
-		res.crc = crc32.Update(res.crc, castagnoli, b)
+		res.goodSize = d.off
+		res.crc = crc32.Update(res.crc, castagnoli, line)
 	}
-	res.fileSize = off
-	if bad != nil {
-		res.tornAt = bad.Offset
-	}
+	res.fileSize = d.off
 	return res, nil
 }
 
@@ -561,64 +535,7 @@ func (l *Log) Events(from Seq) iter.Seq2[Event, error] {
 			return
 		}
 		defer f.Close()
-		readLines(io.NewSectionReader(f, off, size-off), l.path, off, first, from, head, false, yield)
-	}
-}
-
-// readLines decodes lines from r, which starts at byte off of the log with
-// the line of sequence first, and yields the events with from <= seq <= upto.
-// In a valid log line n holds sequence n, so it checks each sequence and
-// names the line of any damage. It holds one line in memory at a time.
-//
-// With torn set (a log that may not have been recovered yet), a line that
-// does not parse, with no valid line after it, is a torn tail, as Open and
-// Check see it: it ends the iteration without an error.
-func readLines(r io.Reader, path string, off int64, first, from, upto Seq, torn bool, yield func(Event, error) bool) {
-	br := bufio.NewReaderSize(r, 1<<16)
-	for want := first; ; want++ {
-		b, err := br.ReadBytes('\n')
-		if err == io.EOF {
-			return // the end, or an incomplete last line: a tail being written
-		}
-		if err != nil {
-			yield(Event{}, fmt.Errorf("eventlog: read %s: %w", path, err))
-			return
-		}
-		ev, perr := parseLine(b[:len(b)-1])
-		if perr != nil && torn && !validLineFollows(br) {
-			return
-		}
-		if perr == nil && ev.Seq != want {
-			perr = fmt.Errorf("sequence %d after %d", ev.Seq, want-1)
-		}
-		if perr != nil {
-			yield(Event{}, &CorruptError{Path: path, Line: int(want), Offset: off, Reason: perr.Error()})
-			return
-		}
-		off += int64(len(b))
-		if ev.Seq < from {
-			continue
-		}
-		if ev.Seq > upto {
-			return
-		}
-		if !yield(ev, nil) {
-			return
-		}
-	}
-}
-
-// validLineFollows reports whether any complete line left in br parses: the
-// difference between damage and a torn tail.
-func validLineFollows(br *bufio.Reader) bool {
-	for {
-		b, err := br.ReadBytes('\n')
-		if err != nil {
-			return false
-		}
-		if _, perr := parseLine(b[:len(b)-1]); perr == nil {
-			return true
-		}
+		readLines(newDecoder(io.NewSectionReader(f, off, size-off), l.path, off, first-1), from, head, false, yield)
 	}
 }
 
@@ -633,7 +550,7 @@ func ReadFile(path string, from Seq) iter.Seq2[Event, error] {
 			return
 		}
 		defer f.Close()
-		readLines(f, path, 0, 1, from, ^Seq(0), true, yield)
+		readLines(newDecoder(f, path, 0, 0), from, ^Seq(0), true, yield)
 	}
 }
 
