@@ -19,6 +19,11 @@ type Seq = eventlog.Seq
 // on the backing side, which it hides).
 const Dir = rewind.StoreName
 
+// PIDFileName is the daemon's pid file in the store: the daemon (zerofs
+// mount) writes it, the clients read it to name the process that holds the
+// store.
+const PIDFileName = "daemon.pid"
+
 // The control files.
 const (
 	Step   = "step"

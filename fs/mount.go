@@ -233,7 +233,7 @@ func probePassthrough(server *fuse.Server, storeFd int, logger *slog.Logger) boo
 		logger.Debug("zerofs: the kernel offers no FUSE passthrough")
 		return false
 	}
-	fd, err := unix.Openat(storeFd, "events.jsonl", unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	fd, err := unix.Openat(storeFd, rewind.LogName, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return false
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind"
 )
 
 // StoreUsage is the size of store's log and blobs, and the blob count
@@ -23,10 +24,10 @@ func StoreUsage(store string) (bytes int64, blobs int, err error) {
 // only those blobs would free.
 func StoreFigures(store string, keep func(blobstore.ID) bool) (blobstore.Stats, int64, blobstore.PruneResult, error) {
 	var logBytes int64
-	if fi, err := os.Stat(filepath.Join(store, "events.jsonl")); err == nil {
+	if fi, err := os.Stat(filepath.Join(store, rewind.LogName)); err == nil {
 		logBytes = fi.Size()
 	}
-	dir := filepath.Join(store, "blobs")
+	dir := filepath.Join(store, rewind.BlobsName)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return blobstore.Stats{}, logBytes, blobstore.PruneResult{}, nil
 	}
@@ -45,7 +46,7 @@ func StoreFigures(store string, keep func(blobstore.ID) bool) (blobstore.Stats, 
 
 // StoreEvents reads store's log without taking its lock (beside a daemon).
 func StoreEvents(store string) iter.Seq2[eventlog.Event, error] {
-	return eventlog.ReadFile(filepath.Join(store, "events.jsonl"), 1)
+	return eventlog.ReadFile(filepath.Join(store, rewind.LogName), 1)
 }
 
 // KeepCut is the gc cut that keeps every state current at some time after

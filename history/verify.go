@@ -128,7 +128,7 @@ type VerifyOptions struct {
 // is returned as findings; an error means the check itself failed.
 func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 	var res VerifyResult
-	logPath := filepath.Join(store, "events.jsonl")
+	logPath := filepath.Join(store, rewind.LogName)
 	head, torn, err := eventlog.Check(logPath)
 	for try := 0; opts.Live && torn > 0 && err == nil && try < 5; try++ {
 		time.Sleep(20 * time.Millisecond)
@@ -191,7 +191,7 @@ func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	blobDir := filepath.Join(store, "blobs")
+	blobDir := filepath.Join(store, rewind.BlobsName)
 	var bs *blobstore.Store
 	if _, err := os.Stat(blobDir); err == nil {
 		if bs, err = blobstore.Open(blobDir, blobstore.Options{ReadOnly: true}); err != nil {

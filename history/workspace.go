@@ -13,6 +13,7 @@ import (
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/rewind"
 )
 
 // ErrNoWorkspace: no directory from the start up to / holds a zerofs store
@@ -108,7 +109,7 @@ func At(d string) (*Workspace, bool) {
 	if st, ok := ReadStatus(d); ok {
 		return &Workspace{Root: d, Mounted: true, Status: st}, true
 	}
-	if _, err := os.Stat(filepath.Join(zero, "events.jsonl")); err == nil {
+	if _, err := os.Stat(filepath.Join(zero, rewind.LogName)); err == nil {
 		return &Workspace{Root: d, Store: zero}, true
 	}
 	return nil, false
@@ -230,13 +231,13 @@ func mountedStore(st control.StatusReport) (string, error) {
 // isStore reports whether dir holds an event log (and is not a control
 // directory, which has "log" instead).
 func isStore(dir string) bool {
-	fi, err := os.Stat(filepath.Join(dir, "events.jsonl"))
+	fi, err := os.Stat(filepath.Join(dir, rewind.LogName))
 	return err == nil && fi.Mode().IsRegular()
 }
 
 // DaemonPID is the live pid in STORE/daemon.pid, or 0.
 func DaemonPID(store string) int {
-	b, err := os.ReadFile(filepath.Join(store, "daemon.pid"))
+	b, err := os.ReadFile(filepath.Join(store, control.PIDFileName))
 	if err != nil {
 		return 0
 	}

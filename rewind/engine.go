@@ -220,11 +220,11 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	if snapErr == nil {
 		logOpts.Resume = &resume
 	}
-	log, err := eventlog.Open(filepath.Join(opts.StoreDir, logName), logOpts)
+	log, err := eventlog.Open(filepath.Join(opts.StoreDir, LogName), logOpts)
 	if err != nil {
 		return nil, err
 	}
-	blobs, err := blobstore.Open(filepath.Join(opts.StoreDir, "blobs"), blobstore.Options{Sync: opts.Sync, NoCompress: opts.NoCompress})
+	blobs, err := blobstore.Open(filepath.Join(opts.StoreDir, BlobsName), blobstore.Options{Sync: opts.Sync, NoCompress: opts.NoCompress})
 	if err != nil {
 		log.Close()
 		return nil, err
@@ -277,9 +277,6 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// logName is the event log's file in the store.
-const logName = index.LogName
-
 // gitignore is the store's .gitignore (SPEC, Trust): the store ignores
 // everything in it, itself included, so that an unmounted workspace under
 // git never commits its own history.
@@ -287,11 +284,11 @@ const gitignore = "*\n"
 
 // ensureGitignore gives a new store its .gitignore, and an older one too.
 func ensureGitignore(dir string) error {
-	b, err := os.ReadFile(filepath.Join(dir, ".gitignore"))
+	b, err := os.ReadFile(filepath.Join(dir, GitignoreName))
 	if err == nil && string(b) == gitignore {
 		return nil
 	}
-	return durable.WriteFileAtomic(dir, ".gitignore", []byte(gitignore), 0o600)
+	return durable.WriteFileAtomic(dir, GitignoreName, []byte(gitignore), 0o600)
 }
 
 // load folds the log's events from sequence from on into the state.

@@ -281,7 +281,7 @@ func (e *Engine) restoreMeta(want FileState) error {
 // name.
 func checkStoreOwner(dir string) error {
 	euid := uint32(os.Geteuid())
-	for _, p := range []string{dir, filepath.Join(dir, logName), filepath.Join(dir, intentName)} {
+	for _, p := range []string{dir, filepath.Join(dir, LogName), filepath.Join(dir, intentName)} {
 		var st unix.Stat_t
 		err := unix.Lstat(p, &st)
 		if p != dir && errors.Is(err, unix.ENOENT) {

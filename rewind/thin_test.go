@@ -492,7 +492,7 @@ func TestThinnedTampered(t *testing.T) {
 			}
 			store := e.opts.StoreDir
 			e.Close()
-			log, err := eventlog.Open(filepath.Join(store, logName), eventlog.Options{Sync: true})
+			log, err := eventlog.Open(filepath.Join(store, LogName), eventlog.Options{Sync: true})
 			if err != nil {
 				t.Fatal(err)
 			}

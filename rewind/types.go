@@ -47,6 +47,17 @@ const (
 // StoreName is the store's default directory name in the workspace root.
 const StoreName = index.StoreName
 
+// The store's files. The engine writes them, so their names are here, once;
+// the clients (history, fs, cmd) that read a store beside a daemon use them.
+const (
+	// LogName is the event log.
+	LogName = index.LogName
+	// BlobsName is the blob store's directory.
+	BlobsName = "blobs"
+	// GitignoreName is the store's .gitignore (see ensureGitignore).
+	GitignoreName = ".gitignore"
+)
+
 // IsReserved reports whether name, at the workspace root, is reserved (see
 // index.IsReserved).
 func IsReserved(name string) bool { return index.IsReserved(name) }

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zerofs/zerofs/control"
 	zfs "github.com/zerofs/zerofs/fs"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/rewind"
@@ -438,12 +439,12 @@ type pidFile struct {
 
 // writePIDFile writes the pid into dir, which it then owns.
 func writePIDFile(dir *os.File) (*pidFile, error) {
-	fd, err := unix.Openat(int(dir.Fd()), "daemon.pid", unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	fd, err := unix.Openat(int(dir.Fd()), control.PIDFileName, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		dir.Close()
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), "daemon.pid")
+	f := os.NewFile(uintptr(fd), control.PIDFileName)
 	_, werr := fmt.Fprintf(f, "%d\n", os.Getpid())
 	f.Close()
 	if werr != nil {
@@ -457,7 +458,7 @@ func (p *pidFile) remove(logger *slog.Logger) {
 	if p == nil {
 		return
 	}
-	if err := unix.Unlinkat(int(p.dir.Fd()), "daemon.pid", 0); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := unix.Unlinkat(int(p.dir.Fd()), control.PIDFileName, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 		logger.Warn("zerofs: cannot remove the pid file", "err", err)
 	}
 	p.dir.Close()

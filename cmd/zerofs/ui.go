@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/rewind"
 	"github.com/zerofs/zerofs/timeline"
 )
 
@@ -66,7 +67,7 @@ func runUI(e *env, c *command, args []string) error {
 		if ws.Mounted {
 			return fmt.Sprintf("head %d", ws.Status.Head), nil
 		}
-		fi, err := os.Stat(filepath.Join(ws.Store, "events.jsonl"))
+		fi, err := os.Stat(filepath.Join(ws.Store, rewind.LogName))
 		if err != nil {
 			return "", err
 		}
