@@ -79,7 +79,7 @@ func runMount(e *env, c *command, args []string) error {
 	fs.BoolVar(&mf.foreground, "f", false, "")
 	fs.BoolVar(&mf.foreground, "foreground", false, "")
 	fs.StringVar(&mf.store, "store", "", "")
-	fs.DurationVar(&mf.autoStep, "auto-step", 0, "")
+	fs.Var(durationValue{&mf.autoStep}, "auto-step", "")
 	fs.BoolVar(&mf.allowOther, "allow-other", false, "")
 	fs.StringVar(&mf.sync, "sync", "batch", "")
 	fs.BoolVar(&mf.debug, "debug", false, "")
@@ -246,6 +246,7 @@ func startDaemon(e *env, args []string, store string) error {
 		return err
 	}
 	defer logf.Close()
+	logStart, _ := logf.Seek(0, io.SeekEnd)
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return err
@@ -276,13 +277,42 @@ func startDaemon(e *env, args []string, store string) error {
 		return fmt.Errorf("%w (see %s)", err, logPath)
 	}
 	if s == "ok" {
+		warnBacking(e)
 		return cmd.Process.Release()
 	}
 	cmd.Wait()
 	if s == "" {
 		return fmt.Errorf("the zerofs daemon exited before the mount was ready (see %s)", logPath)
 	}
-	return errors.New(s)
+	if why := helperSaid(logPath, logStart); why != "" {
+		s += ": " + why
+	}
+	return fmt.Errorf("%s (see %s)", s, logPath)
+}
+
+// helperSaid is what the helpers the daemon ran (fusermount) wrote to its
+// log since offset: they report on stderr, which is the log, and go-fuse
+// only passes on their exit code ("fusermount exited with code 256"). The
+// daemon's own lines (slog's "time=...") are left out.
+func helperSaid(logPath string, offset int64) string {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 64<<10))
+	var said []string
+	for l := range strings.Lines(string(b)) {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "time=") || strings.HasPrefix(l, "zerofs:") {
+			continue
+		}
+		said = append(said, l)
+	}
+	return strings.Join(said, "; ")
 }
 
 // waitReady reads the daemon's one line from rd. It waits as long as the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,6 +135,14 @@ func TestMounted(t *testing.T) {
 	hook := `{"session_id":"s1","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"a.txt"}}`
 	if r := bin(t, ws, hook, "step", "--hook"); r.code != 0 {
 		t.Fatalf("step --hook: exit %d: %s", r.code, r.stderr)
+	}
+	var entries []history.Entry
+	json.Unmarshal([]byte(binOK(t, ws, "log", "--json")), &entries)
+	var hp map[string]any
+	json.Unmarshal(entries[0].Payload, &hp)
+	in, _ := hp["input"].(map[string]any)
+	if entries[0].Label != "Read" || hp["agentSession"] != "s1" || hp["hookEvent"] != "PreToolUse" || in["file_path"] != "a.txt" {
+		t.Errorf("hook step: label %q payload %v", entries[0].Label, hp)
 	}
 
 	stat := binOK(t, ws, "log", "--stat", "--all")

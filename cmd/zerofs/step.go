@@ -9,11 +9,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/hooks"
+	"github.com/zerofs/zerofs/internal/quote"
 )
 
 var stepCmd = &command{
@@ -85,7 +87,17 @@ func runStep(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
+	if !ws.Mounted {
+		return notMounted(ws, "nothing would be recorded in the step")
+	}
+	warnBacking(e)
 	return beginStep(e, ws, label, nil)
+}
+
+// notMounted is the failure of step and run on an unmounted workspace:
+// nothing there would fill the step.
+func notMounted(ws *history.Workspace, why string) error {
+	return fmt.Errorf("%s is not mounted, so %s (zerofs mount %s)", quote.Name(ws.Root), why, quote.Name(ws.Root))
 }
 
 // beginStep begins a step on ws.
@@ -139,6 +151,17 @@ func runHook(e *env, agent string, noPrompt bool) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !ws.Mounted {
+		// Nothing would fill the step: say so, and let the agent go on.
+		what := "turn"
+		if call.Kind != hooks.KindPrompt {
+			lc := call
+			lc.Cwd = ws.Root
+			what = "step " + strconv.Quote(hooks.Label(lc))
+		}
+		fmt.Fprintf(e.stderr, "zerofs: warning: %s is not mounted; %s not recorded (zerofs mount %s)\n", quote.Name(ws.Root), what, quote.Name(ws.Root))
+		return nil
 	}
 	if call.Kind == hooks.KindPrompt {
 		return beginTurn(e, ws, call, noPrompt)
@@ -203,8 +226,9 @@ func runRun(e *env, c *command, args []string) error {
 		return err
 	}
 	if !ws.Mounted {
-		return fmt.Errorf("%s is not mounted, so nothing the command does would be recorded (zerofs mount %s)", ws.Root, ws.Root)
+		return notMounted(ws, "nothing the command does would be recorded")
 	}
+	warnBacking(e)
 	// A command that cannot run leaves no step: exit 127, as a shell does.
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = e.cwd
