@@ -22,6 +22,11 @@ import (
 // followed by an addition: two FileDiffs with the same Path.
 type FileDiff struct {
 	Path string
+	// From is a renamed file's old path ("" when not renamed): a file
+	// deleted at a and one added at b with the same or similar content
+	// (half or more of their lines in common) are one rename, as git
+	// shows it ("rename from", "rename to", then the content's diff).
+	From string
 	Text string
 }
 
@@ -39,8 +44,27 @@ func Diff(src Source, a, b Seq, filters []string) ([]FileDiff, error) {
 	if err != nil {
 		return nil, err
 	}
+	renamed, err := d.renames(files)
+	if err != nil {
+		return nil, err
+	}
+	gone := map[string]bool{}
+	for _, from := range renamed {
+		gone[from] = true
+	}
 	var out []FileDiff
 	for _, p := range files {
+		if gone[p] {
+			continue
+		}
+		if from, ok := renamed[p]; ok {
+			text, err := d.rename(from, p)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, FileDiff{Path: p, From: from, Text: text})
+			continue
+		}
 		fds, err := d.file(p)
 		if err != nil {
 			return nil, err
@@ -280,4 +304,133 @@ func isBinary(b []byte) bool {
 		b = b[:8000]
 	}
 	return bytes.IndexByte(b, 0) >= 0
+}
+
+// maxRenamePairs bounds the similarity comparisons of one diff: beyond it
+// only renames that kept their content exactly are found.
+const maxRenamePairs = 2500
+
+// renames pairs the regular files deleted between a and b with those added
+// (new path -> old path): the same content first, then the most similar,
+// half or more alike.
+func (d *differ) renames(files []string) (map[string]string, error) {
+	var deleted, added []string
+	for _, p := range files {
+		na, _ := d.stat(p, d.a)
+		nb, _ := d.stat(p, d.b)
+		switch {
+		case na.Exists && na.Kind == rewind.KindFile && !na.Skipped && !nb.Exists:
+			deleted = append(deleted, p)
+		case nb.Exists && nb.Kind == rewind.KindFile && !nb.Skipped && !na.Exists:
+			added = append(added, p)
+		}
+	}
+	out := map[string]string{}
+	if len(deleted) == 0 || len(added) == 0 {
+		return out, nil
+	}
+	read := func(p string, t Seq) ([]byte, error) {
+		n, _ := d.stat(p, t)
+		return d.content(p, t, n)
+	}
+	old := map[string][]byte{}
+	for _, p := range deleted {
+		c, err := read(p, d.a)
+		if err != nil {
+			return nil, err
+		}
+		old[p] = c
+	}
+	taken := map[string]bool{}
+	fresh := map[string][]byte{}
+	for _, p := range added {
+		c, err := read(p, d.b)
+		if err != nil {
+			return nil, err
+		}
+		fresh[p] = c
+		for _, q := range deleted {
+			if !taken[q] && bytes.Equal(old[q], c) {
+				out[p], taken[q] = q, true
+				break
+			}
+		}
+	}
+	if len(deleted)*len(added) > maxRenamePairs {
+		return out, nil
+	}
+	for _, p := range added {
+		if _, ok := out[p]; ok {
+			continue
+		}
+		best, score := "", 49
+		for _, q := range deleted {
+			if taken[q] {
+				continue
+			}
+			if s := similarity(old[q], fresh[p]); s > score {
+				best, score = q, s
+			}
+		}
+		if best != "" {
+			out[p], taken[best] = best, true
+		}
+	}
+	return out, nil
+}
+
+// similarity is how alike two texts are, 0 to 100: the bytes of the lines
+// they have in common over their mean size (binary content: equal or not).
+func similarity(a, b []byte) int {
+	if bytes.Equal(a, b) {
+		return 100
+	}
+	if len(a)+len(b) == 0 || isBinary(a) || isBinary(b) {
+		return 0
+	}
+	count := map[string]int{}
+	for l := range strings.Lines(string(a)) {
+		count[l]++
+	}
+	common := 0
+	for l := range strings.Lines(string(b)) {
+		if count[l] > 0 {
+			count[l]--
+			common += len(l)
+		}
+	}
+	return 2 * common * 100 / (len(a) + len(b))
+}
+
+// rename is the diff of a file moved from old (at a) to p (at b).
+func (d *differ) rename(old, p string) (string, error) {
+	na, _ := d.stat(old, d.a)
+	nb, _ := d.stat(p, d.b)
+	ca, err := d.content(old, d.a, na)
+	if err != nil {
+		return "", err
+	}
+	cb, err := d.content(p, d.b, nb)
+	if err != nil {
+		return "", err
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "diff --git a/%s b/%s\n", old, p)
+	if gitMode(na) != gitMode(nb) {
+		fmt.Fprintf(&out, "old mode %06o\nnew mode %06o\n", gitMode(na), gitMode(nb))
+	}
+	fmt.Fprintf(&out, "similarity index %d%%\nrename from %s\nrename to %s\n", similarity(ca, cb), old, p)
+	switch {
+	case bytes.Equal(ca, cb):
+	case isBinary(ca) || isBinary(cb):
+		fmt.Fprintf(&out, "Binary files a/%s and b/%s differ\n", old, p)
+	default:
+		sa, sb := string(ca), string(cb)
+		body, err := udiff.ToUnified(fmt.Sprintf("a/%s\t(%s)", old, Label(d.a)), fmt.Sprintf("b/%s\t(%s)", p, Label(d.b)), sa, udiff.Lines(sa, sb), udiff.DefaultContextLines)
+		if err != nil {
+			return "", fmt.Errorf("diff %s: %w", p, err)
+		}
+		out.WriteString(body)
+	}
+	return out.String(), nil
 }

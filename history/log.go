@@ -103,6 +103,9 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 			break
 		}
 		b := blocks[i]
+		if b.Forgotten(pruned) {
+			continue // the gc's entry stands for it
+		}
 		ent := Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End, Time: b.Time,
 			Label: b.Label, Implicit: b.Implicit, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn, Changes: []Change{}}
 		if b.Pruned != nil {
@@ -184,4 +187,13 @@ func inThinned(ivs []rewind.ThinInterval, t Seq) bool {
 		}
 	}
 	return false
+}
+
+// Forgotten reports whether b is a step or rewind that a gc cut
+// (prunedBefore: Source.PrunedBefore) forgot whole: neither the state
+// before it nor the one after it exists. The log leaves it out, as the
+// gc's own entry ("pruned history before N") stands for it; its captured
+// paths (an editor's temporary files among them) say nothing any more.
+func (b *Block) Forgotten(prunedBefore Seq) bool {
+	return b.Type != BlockPruned && b.End < prunedBefore
 }

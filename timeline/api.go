@@ -232,7 +232,7 @@ func LogWith(src history.Source, before Seq, limit int, all bool) (Page, error) 
 		if !addTurns(b.Seq) {
 			return page, nil
 		}
-		if b.Seq >= before {
+		if b.Seq >= before || b.Forgotten(pruned) {
 			continue
 		}
 		if len(page.Entries) == limit {
