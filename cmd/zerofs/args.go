@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // errHelp is -h or --help, which prints the command's help.
@@ -18,8 +19,18 @@ func newFlags(c *command) *flag.FlagSet {
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	flagSets.Lock()
+	flagSets.last[c.name] = fs
+	flagSets.Unlock()
 	return fs
 }
+
+// flagSets keeps each command's latest flag set, so that a test can hold
+// the shell completions to the flags the commands really define.
+var flagSets = struct {
+	sync.Mutex
+	last map[string]*flag.FlagSet
+}{last: map[string]*flag.FlagSet{}}
 
 // parseArgs parses flags anywhere among the positional arguments (so that
 // `zerofs mount WS -f` works like `zerofs mount -f WS`), up to a "--".

@@ -21,16 +21,21 @@ flags, and file names for its arguments. Load it with
 
 // flagsOf lists each command's flags, for completion.
 var flagsOf = map[string]string{
-	"mount":  "-f --foreground --store --auto-step --allow-other --sync --debug",
+	"mount":  "-f --foreground --store --auto-step --allow-other --sync --max-store-size --debug",
 	"step":   "--hook",
 	"run":    "--label",
 	"log":    "--json --stat -n",
-	"gc":     "--before --keep --keep-steps --thin-after",
-	"status": "--thin-after",
+	"show":   "",
+	"diff":   "--stat",
+	"gc":     "--dry-run --before --keep --keep-steps --thin-after",
+	"status": "--json --thin-after",
+	"verify": "--json",
 	"rewind": "--dry-run",
 	"revert": "--dry-run --force",
 	"undo":   "--dry-run",
 	"redo":   "--dry-run",
+	"mcp":    "--workspace",
+	"ui":     "--listen",
 }
 
 func runCompletion(e *env, c *command, args []string) error {
@@ -84,7 +89,7 @@ _zerofs() {
 	fi
 }
 complete -o filenames -F _zerofs zerofs
-`, commandNames()+" --help --version", commandNames(), cases.String())
+`, commandNames()+" --help --version -C", commandNames(), cases.String())
 	return err
 }
 

@@ -26,6 +26,9 @@ revert is recorded and can itself be undone.
   --dry-run   print what would be restored, deleted and created (with +N -M
               line counts for text files), and change nothing
   --force     revert even over later changes to the step's paths
+
+SEQ may be relative to the current step: @ is the current step, -1 (or
+@-1) the one before it.
 `,
 	run: runRevert,
 }
@@ -33,7 +36,7 @@ revert is recorded and can itself be undone.
 var forkCmd = &command{
 	name:    "fork",
 	usage:   "fork SEQ DIR",
-	summary: "write the state at SEQ into a new directory DIR, with a store of its own",
+	summary: "the state at SEQ as a new workspace DIR with its own store",
 	help: `Writes the workspace as it was at SEQ into DIR (which must not exist; its
 parent must), with a store of its own (DIR/.zero) whose first event, a
 workspace_forked, records this workspace and SEQ; 'zerofs mount DIR' then
@@ -136,14 +139,22 @@ func runRevert(e *env, c *command, args []string) error {
 	if len(pos) != 1 {
 		return usagef(c, "want one SEQ")
 	}
-	s, err := parseSeq(c, pos[0])
+	r, err := parseRef(c, pos[0])
 	if err != nil {
 		return err
 	}
-	if s == 0 {
+	if !r.rel && r.seq == 0 {
 		return usagef(c, "sequence 0 is the state before any step: there is no step at 0 to revert")
 	}
 	return withHistory(e, func(_ *history.Workspace, src history.Source) error {
+		s := r.seq
+		if r.rel {
+			b, err := r.stepBlock(src)
+			if err != nil {
+				return err
+			}
+			s = b.Seq
+		}
 		label := stepLabel(src, s)
 		rep, err := applyWith(e, src, control.RewindRequest{Revert: s, Force: *force, DryRun: *dry})
 		var ce *rewind.ConflictError
@@ -198,7 +209,7 @@ func runFork(e *env, c *command, args []string) error {
 	if len(pos) != 2 {
 		return usagef(c, "want SEQ and DIR")
 	}
-	t, err := parseSeq(c, pos[0])
+	r, err := parseRef(c, pos[0])
 	if err != nil {
 		return err
 	}
@@ -207,6 +218,10 @@ func runFork(e *env, c *command, args []string) error {
 		dir = filepath.Join(e.cwd, dir)
 	}
 	return withHistory(e, func(_ *history.Workspace, src history.Source) error {
+		t, err := r.state(src)
+		if err != nil {
+			return err
+		}
 		res, err := history.Fork(e.ctx, src, t, dir)
 		if err != nil {
 			return history.ExplainSeq(src, t, err)

@@ -180,7 +180,7 @@ func testWorkflows(t *testing.T, env formsEnv) (fork string) {
 	fail(2, "usage: zerofs revert [--dry-run] [--force] SEQ", "revert")
 	fail(2, "usage: zerofs revert", "revert", "1", "2")
 	fail(2, "no step at 0", "revert", "0")
-	fail(2, "usage: zerofs revert", "revert", "-1")
+	fail(2, "usage: zerofs revert", "revert", "-1x")
 	fail(2, "flag provided but not defined", "revert", "--bogus", "1")
 	fail(1, "no sequence 999 (head is", "revert", "999")
 	fail(1, "no sequence 999 (head is", "revert", "--dry-run", "999")

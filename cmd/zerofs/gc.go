@@ -13,20 +13,22 @@ import (
 
 var gcCmd = &command{
 	name:    "gc",
-	usage:   "gc [--before SEQ | --keep DURATION | --keep-steps N] [--thin-after DURATION]",
-	summary: "forget states older than SEQ (or than DURATION); thin old history to one state a day",
+	usage:   "gc [--dry-run] [--before SEQ | --keep DURATION | --keep-steps N] [--thin-after DURATION]",
+	summary: "forget states older than SEQ or DURATION; thin old history",
 	help: `Forgets the states before SEQ: @T with T < SEQ no longer exists, and the
 blobs only they needed are removed, with blobs no event refers to. Appends
 a history_pruned event.
 
+  --dry-run          say what the gc would forget and free, and change
+                     nothing (for --thin-after, see zerofs status)
   --before SEQ       the first state to keep
   --keep DURATION    keep every state that was current at some time in the
-                     last DURATION (e.g. 72h): the cut is the state that was
-                     current DURATION ago
+                     last DURATION (e.g. 3d, 12h): the cut is the state that
+                     was current DURATION ago
   --keep-steps N     keep the last N steps: the cut is where the Nth last
                      step began
   --thin-after DURATION
-                     history older than DURATION (e.g. 168h) keeps one
+                     history older than DURATION (e.g. 7d) keeps one
                      state a day: the state each UTC day's first step began
                      from, the start of history and the state current
                      DURATION ago stay; every state in between goes (@T
@@ -42,9 +44,10 @@ a history_pruned event.
 func runGC(e *env, c *command, args []string) error {
 	fs := newFlags(c)
 	before := fs.String("before", "", "")
-	keep := fs.Duration("keep", 0, "")
+	dry := fs.Bool("dry-run", false, "")
+	keep := durationFlag(fs, "keep", 0)
 	keepSteps := fs.Int("keep-steps", 0, "")
-	thinAfter := fs.Duration("thin-after", 0, "")
+	thinAfter := durationFlag(fs, "thin-after", 0)
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -70,13 +73,16 @@ func runGC(e *env, c *command, args []string) error {
 	if *thinAfter < 0 {
 		return usagef(c, "--thin-after must be positive")
 	}
+	if *dry && *thinAfter > 0 {
+		return usagef(c, "--dry-run does not preview --thin-after: zerofs status --thin-after %s says what it would thin and free", formatDuration(*thinAfter))
+	}
 	var cut Seq
 	if *before != "" {
 		if cut, err = parseSeq(c, *before); err != nil {
 			return err
 		}
 	}
-	return withHistory(e, func(_ *history.Workspace, h history.Source) error {
+	return withHistory(e, func(ws *history.Workspace, h history.Source) error {
 		var err error
 		switch {
 		case *keep > 0:
@@ -91,6 +97,9 @@ func runGC(e *env, c *command, args []string) error {
 			if cut, err = h.PrunedBefore(); err != nil {
 				return err
 			}
+		}
+		if *dry {
+			return previewGC(e, ws, h, cut)
 		}
 		req := control.GCRequest{Before: cut}
 		if *thinAfter > 0 {
@@ -110,12 +119,12 @@ func runGC(e *env, c *command, args []string) error {
 			return nil
 		}
 		if res.Seq == 0 {
-			fmt.Fprintf(e.stdout, "history already starts at %d: removed %d unneeded blobs, freed %s\n",
-				res.Before, res.BlobsRemoved, humanBytes(res.BytesFreed))
+			fmt.Fprintf(e.stdout, "history already starts at %d: removed %d unneeded blobs, %s\n",
+				res.Before, res.BlobsRemoved, freedWords(res.BytesFreed))
 			return nil
 		}
-		fmt.Fprintf(e.stdout, "pruned history before %d: removed %d blobs, freed %s; the states of %d steps went\n",
-			res.Before, res.BlobsRemoved, humanBytes(res.BytesFreed), res.Steps)
+		fmt.Fprintf(e.stdout, "pruned history before %d: removed %d blobs, %s; the states of %d steps went\n",
+			res.Before, res.BlobsRemoved, freedWords(res.BytesFreed), res.Steps)
 		return nil
 	})
 }
@@ -156,5 +165,42 @@ func printThinGC(e *env, res control.GCReport, thinBefore Seq) {
 				iv.After+1, iv.Before-1, iv.After, iv.Before, iv.Steps, iv.Records)
 		}
 	}
-	fmt.Fprintf(w, "removed %d blobs, freed %s\n", res.BlobsRemoved, humanBytes(res.BytesFreed))
+	fmt.Fprintf(w, "removed %d blobs, %s\n", res.BlobsRemoved, freedWords(res.BytesFreed))
+}
+
+// freedWords says what a gc freed. Repacking the blobs kept can make the
+// store a little larger than it was (a pack's index and header): that is
+// said as such, never as a negative size freed.
+func freedWords(n int64) string {
+	if n < 0 {
+		return fmt.Sprintf("freed nothing (repacking what is kept took %s more)", humanBytes(-n))
+	}
+	return "freed " + humanBytes(n)
+}
+
+// previewGC is gc --dry-run: what a cut at cut would forget and free.
+func previewGC(e *env, ws *history.Workspace, h history.Source, cut Seq) error {
+	store, err := ws.StoreDir()
+	if err != nil {
+		return err
+	}
+	if head, err := h.Head(); err == nil && cut > head {
+		return history.ExplainSeq(h, cut, rewind.ErrNoSuchSeq)
+	}
+	p, err := history.PreviewGC(store, cut)
+	if err != nil {
+		return err
+	}
+	pruned, err := h.PrunedBefore()
+	if err != nil {
+		return err
+	}
+	if p.Before <= pruned {
+		fmt.Fprintf(e.stdout, "would forget nothing (history starts at %d); would remove %d unneeded blobs, free %s\n",
+			pruned, len(p.Freed.Removed), humanBytes(max(p.Freed.BytesFreed, 0)))
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "would prune history before %d: the states of %d steps would go; would remove %d blobs, free %s\n",
+		p.Before, p.Steps, len(p.Freed.Removed), humanBytes(max(p.Freed.BytesFreed, 0)))
+	return nil
 }

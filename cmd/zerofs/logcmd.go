@@ -76,7 +76,7 @@ func runLog(e *env, c *command, args []string) error {
 			enc.SetIndent("", "  ")
 			return enc.Encode(entries)
 		}
-		color := isTerminal(e.stdout)
+		color := useColor(e.stdout)
 		return withPager(e, func(w io.Writer) error {
 			return writeLog(w, entries, *stat, color)
 		})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/zerofs/zerofs/internal/quote"
@@ -85,6 +86,27 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code
 // run is main without the process: it returns the exit code instead of
 // exiting, so tests call it directly.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer, cwd string) int {
+	// -C DIR, as git's: run as if started in DIR (repeatable; each
+	// relative to the one before).
+	for len(args) > 0 && (args[0] == "-C" || strings.HasPrefix(args[0], "-C=")) {
+		dir, rest := strings.TrimPrefix(args[0], "-C="), args[1:]
+		if args[0] == "-C" {
+			if len(rest) == 0 {
+				fmt.Fprintf(stderr, "zerofs: -C wants a directory\n")
+				printTopUsage(stderr)
+				return 2
+			}
+			dir, rest = rest[0], rest[1:]
+		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			fmt.Fprintf(stderr, "zerofs: -C %s: not a directory\n", dir)
+			return 1
+		}
+		cwd, args = filepath.Clean(dir), rest
+	}
 	e := &env{ctx: context.Background(), stdin: stdin, stdout: stdout, stderr: stderr, cwd: cwd}
 	if len(args) == 0 {
 		printTopUsage(stderr)
@@ -150,11 +172,16 @@ func oneLine(s string) string {
 }
 
 func printTopUsage(w io.Writer) {
-	fmt.Fprintf(w, "zerofs: a time-travel workspace\n\nusage:\n")
+	fmt.Fprintf(w, "zerofs: a time-travel workspace\n\nusage: zerofs [-C DIR] COMMAND [ARG...]\n")
 	for _, c := range commands {
+		if len(c.usage) > 40 {
+			fmt.Fprintf(w, "    zerofs %s\n    %-47s %s\n", c.usage, "", c.summary)
+			continue
+		}
 		fmt.Fprintf(w, "    zerofs %-40s %s\n", c.usage, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun 'zerofs help CMD' for a command's flags. Exit codes: 0 success, 1 failure, 2 bad usage.\n")
+	fmt.Fprintf(w, "\n-C DIR runs as if started in DIR. NO_COLOR=1 turns colour off.\n")
+	fmt.Fprintf(w, "Run 'zerofs help CMD' for a command's flags. Exit codes: 0 success, 1 failure, 2 bad usage.\n")
 }
 
 func printHelp(w io.Writer, c *command) {

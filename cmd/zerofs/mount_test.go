@@ -137,11 +137,12 @@ func TestMounted(t *testing.T) {
 		t.Fatalf("step --hook: exit %d: %s", r.code, r.stderr)
 	}
 	var entries []history.Entry
-	json.Unmarshal([]byte(binOK(t, ws, "log", "--json")), &entries)
+	json.Unmarshal([]byte(binOK(t, ws, "log", "--json", "--all")), &entries)
 	var hp map[string]any
 	json.Unmarshal(entries[0].Payload, &hp)
 	in, _ := hp["input"].(map[string]any)
-	if entries[0].Label != "Read" || hp["agentSession"] != "s1" || hp["hookEvent"] != "PreToolUse" || in["file_path"] != "a.txt" {
+	if entries[0].Label != "Read a.txt" || hp["agentSession"] != "s1" || hp["hookEvent"] != "PreToolUse" || in["file_path"] != "a.txt" ||
+		hp["tool"] != "Read" || hp["agent"] != "claude" {
 		t.Errorf("hook step: label %q payload %v", entries[0].Label, hp)
 	}
 

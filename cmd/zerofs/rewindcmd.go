@@ -24,6 +24,9 @@ to the sequence before it). Paths whose before-state was not kept are listed
 as skipped. A rewind that overwrites changes made outside the agent's steps
 names them first, on stderr.
 
+SEQ may be a sequence (42 or @42) or relative to the current step: -1 (or
+@-1) is the state before the current step, -2 the one before that.
+
   --dry-run   print what would be restored, deleted and created (with +N -M
               line counts for text files), and change nothing
   --before-turn SEQ
@@ -88,7 +91,7 @@ func runRewind(e *env, c *command, args []string) error {
 	if len(pos) != 1 {
 		return usagef(c, "want one SEQ (and PATHs after --)")
 	}
-	t, err := parseSeq(c, pos[0])
+	r, err := parseRef(c, pos[0])
 	if err != nil {
 		return err
 	}
@@ -96,6 +99,10 @@ func runRewind(e *env, c *command, args []string) error {
 		return usagef(c, "want PATHs after --")
 	}
 	return withHistory(e, func(ws *history.Workspace, src history.Source) error {
+		t, err := r.state(src)
+		if err != nil {
+			return err
+		}
 		req := control.RewindRequest{Target: t, DryRun: *dry}
 		for _, p := range paths {
 			rel, err := ws.RelPath(e.cwd, p)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 
@@ -12,12 +13,20 @@ import (
 
 var showCmd = &command{
 	name:    "show",
-	usage:   "show SEQ PATH",
-	summary: "print PATH as it was at SEQ",
-	help: `Writes the file's bytes at SEQ to stdout (a symlink's target; a directory's
-names, one per line, directories with a trailing /). PATH is relative to the
-current directory, or to the workspace root. When mounted this reads
-MOUNT/@SEQ/PATH.
+	usage:   "show STEP | show SEQ PATH",
+	summary: "what a step did (like git show), or PATH at SEQ",
+	help: `With one argument, shows the step holding sequence STEP as git show shows
+a commit: its log line, the paths it changed (as log --stat) and their
+diff from the state before it to the state after it.
+
+With SEQ and PATH, writes the file's bytes at SEQ to stdout (a symlink's
+target; a directory's names, one per line, directories with a trailing /).
+PATH is relative to the current directory, or to the workspace root. When
+mounted this reads MOUNT/@SEQ/PATH.
+
+STEP and SEQ may be sequences (42 or @42) or relative to the current step:
+@ is the current step (as a state: now), -1 (or @-1) the step before it,
+-2 the one before that.
 `,
 	run: runShow,
 }
@@ -29,15 +38,70 @@ func runShow(e *env, c *command, args []string) error {
 		return err
 	}
 	pos = append(pos, rest...)
-	if len(pos) != 2 {
-		return usagef(c, "want SEQ and PATH")
+	if len(pos) != 1 && len(pos) != 2 {
+		return usagef(c, "want STEP, or SEQ and PATH")
 	}
-	t, err := parseSeq(c, pos[0])
+	r, err := parseRef(c, pos[0])
 	if err != nil {
 		return err
 	}
 	return withHistory(e, func(ws *history.Workspace, h history.Source) error {
+		if len(pos) == 1 {
+			return showStep(e, h, r)
+		}
+		t, err := r.state(h)
+		if err != nil {
+			return err
+		}
 		return show(e, ws, h, pos[1], t)
+	})
+}
+
+// showStep prints what the step r names did: its log line with its
+// changes, then the diff of its paths from before it to after it.
+func showStep(e *env, h history.Source, r ref) error {
+	if !r.rel && r.seq == 0 {
+		return fmt.Errorf("sequence 0 is the state before any step: there is no step at 0 to show (zerofs show 0 PATH shows a file then)")
+	}
+	b, err := r.stepBlock(h)
+	if err != nil {
+		return err
+	}
+	if b == nil {
+		head, _ := h.Head()
+		if r.seq > head {
+			return history.ExplainSeq(h, r.seq, rewind.ErrNoSuchSeq)
+		}
+		return fmt.Errorf("no step holds sequence %d (it is a gc's, or was pruned)", r.seq)
+	}
+	entries, err := history.Log(h, history.LogOptions{Changes: true})
+	if err != nil {
+		return err
+	}
+	var ent *history.Entry
+	for i := range entries {
+		if entries[i].Sequence == b.Seq {
+			ent = &entries[i]
+		}
+	}
+	if ent == nil { // an implicit step that changed nothing in the end
+		ent = &history.Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End, Time: b.Time, Label: b.Label, Implicit: b.Implicit, Rewind: b.Rewind}
+	}
+	color := useColor(e.stdout)
+	diffs, derr := history.Diff(h, b.Before(), b.End, nil)
+	return withPager(e, func(w io.Writer) error {
+		if err := writeLog(w, []history.Entry{*ent}, true, color); err != nil {
+			return err
+		}
+		if derr != nil {
+			_, err := fmt.Fprintf(w, "\n(no diff: %v)\n", history.ExplainSeq(h, b.Before(), derr))
+			return err
+		}
+		if len(diffs) == 0 {
+			return nil
+		}
+		fmt.Fprintln(w)
+		return writeDiffs(w, diffs, color)
 	})
 }
 

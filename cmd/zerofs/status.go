@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -10,20 +11,22 @@ import (
 
 var statusCmd = &command{
 	name:    "status",
-	usage:   "status [--thin-after DURATION]",
+	usage:   "status [--json] [--thin-after DURATION]",
 	summary: "mounted or not, head, current step, store size",
 	help: `Reads the log without taking the store's lock, so it works next to a
 running zerofs.
 
+  --json                 one JSON object instead (see the README for its fields)
   --thin-after DURATION  also say what ` + "`zerofs gc --thin-after DURATION`" + ` would
-                         thin and free now (default 168h; 0: do not)
+                         thin and free now (default 7d; 0: do not)
 `,
 	run: runStatus,
 }
 
 func runStatus(e *env, c *command, args []string) error {
 	fs := newFlags(c)
-	thinAfter := fs.Duration("thin-after", 168*time.Hour, "")
+	asJSON := fs.Bool("json", false, "")
+	thinAfter := durationFlag(fs, "thin-after", 7*24*time.Hour)
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -38,13 +41,17 @@ func runStatus(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
+	warnBacking(e)
+	if *asJSON {
+		return writeStatusJSON(e, st)
+	}
 	ws := st.Workspace
 	w := e.stdout
 	fmt.Fprintf(w, "workspace: %s\n", quote.Name(ws.Root))
 	switch m := ws.Status; {
 	case ws.Mounted:
 		fmt.Fprintf(w, "mounted:   at %s by pid %d (workspace %s, sync %s, auto-step %s)\n",
-			quote.Name(m.Mountpoint), m.PID, quote.Name(m.Workspace), m.Sync, m.AutoStep)
+			quote.Name(m.Mountpoint), m.PID, quote.Name(m.Workspace), m.Sync, autoStepWords(m.AutoStep))
 	case st.DaemonElsewhere > 0:
 		fmt.Fprintf(w, "mounted:   elsewhere, by pid %d (run zerofs inside that mount)\n", st.DaemonElsewhere)
 	default:
@@ -78,7 +85,7 @@ func runStatus(e *env, c *command, args []string) error {
 	}
 	if st.ThinAfter > 0 {
 		if len(st.Thin) == 0 {
-			fmt.Fprintf(w, "thin:      gc --thin-after %s would thin nothing\n", st.ThinAfter)
+			fmt.Fprintf(w, "thin:      gc --thin-after %s would thin nothing\n", formatDuration(st.ThinAfter))
 		} else {
 			steps, recs := 0, 0
 			for _, iv := range st.Thin {
@@ -86,7 +93,7 @@ func runStatus(e *env, c *command, args []string) error {
 				recs += iv.Records
 			}
 			fmt.Fprintf(w, "thin:      gc --thin-after %s would give up the states of %d steps (%d before-states) in %d intervals and free %s (%d blobs)\n",
-				st.ThinAfter, steps, recs, len(st.Thin), humanBytes(st.ThinReclaimable.BytesFreed), len(st.ThinReclaimable.Removed))
+				formatDuration(st.ThinAfter), steps, recs, len(st.Thin), humanBytes(st.ThinReclaimable.BytesFreed), len(st.ThinReclaimable.Removed))
 		}
 	}
 	return nil
@@ -98,4 +105,65 @@ func ratio(a, b int64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2fx", float64(a)/float64(b))
+}
+
+// autoStepWords is the daemon's auto-step setting as people write it.
+func autoStepWords(s string) string {
+	if d, err := time.ParseDuration(s); err == nil {
+		return formatDuration(d)
+	}
+	return s
+}
+
+// statusJSON is `zerofs status --json`. Field names are a contract for
+// scripts: add fields, never rename them.
+type statusJSON struct {
+	Workspace string `json:"workspace"`
+	Mounted   bool   `json:"mounted"`
+	// Mountpoint, PID, Sync and AutoStep describe the mount when Mounted.
+	Mountpoint string `json:"mountpoint,omitempty"`
+	PID        int    `json:"pid,omitempty"`
+	Sync       string `json:"sync,omitempty"`
+	AutoStep   string `json:"autoStep,omitempty"`
+	// DaemonElsewhere is a daemon serving the store from another mountpoint.
+	DaemonElsewhere int `json:"daemonElsewhere,omitempty"`
+	Head            Seq `json:"head"`
+	// Step is the current step (null before the first).
+	Step         *stepJSON `json:"step"`
+	Steps        int       `json:"steps"`
+	Store        string    `json:"store"`
+	StoreBytes   int64     `json:"storeBytes"`
+	Blobs        int       `json:"blobs"`
+	PrunedBefore Seq       `json:"prunedBefore"`
+	Captures     string    `json:"captures"`
+	// GCWouldFree is what a gc keeping all history would free now.
+	GCWouldFree int64 `json:"gcWouldFreeBytes"`
+	// InBacking is true when the caller's working directory is the
+	// directory under the mount (nothing changed from there is recorded).
+	InBacking bool `json:"inBacking"`
+}
+
+type stepJSON struct {
+	Sequence Seq    `json:"sequence"`
+	Label    string `json:"label"`
+}
+
+func writeStatusJSON(e *env, st history.Status) error {
+	ws := st.Workspace
+	out := statusJSON{
+		Workspace: ws.Root, Mounted: ws.Mounted, DaemonElsewhere: st.DaemonElsewhere,
+		Head: st.Head, Steps: st.Steps, Store: st.StoreName, StoreBytes: st.StoreBytes,
+		Blobs: st.Blobs, PrunedBefore: st.Pruned, Captures: st.Captures,
+		GCWouldFree: max(st.Reclaimable.BytesFreed, 0), InBacking: inBacking(e),
+	}
+	if ws.Mounted {
+		m := ws.Status
+		out.Mountpoint, out.PID, out.Sync, out.AutoStep = m.Mountpoint, m.PID, m.Sync, autoStepWords(m.AutoStep)
+	}
+	if st.Step.Sequence > 0 {
+		out.Step = &stepJSON{Sequence: st.Step.Sequence, Label: st.Step.Label}
+	}
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }

@@ -21,6 +21,12 @@ func isTerminal(w any) bool {
 	return err == nil
 }
 
+// useColor reports whether to paint output for w: on a terminal, unless
+// the NO_COLOR convention (no-color.org: set and not empty) says not to.
+func useColor(w any) bool {
+	return os.Getenv("NO_COLOR") == "" && isTerminal(w)
+}
+
 // withPager runs fn with its output paged through $PAGER (default
 // `less -FRX`, which exits at once when the text fits) when stdout is a
 // terminal, and straight to stdout otherwise.

@@ -119,7 +119,7 @@ func TestGCThinAfter(t *testing.T) {
 		t.Errorf("gc --help does not explain --thin-after:\n%s", out)
 	}
 	st := mustRun(t, ws, "status", "--thin-after", "72h")
-	if !strings.Contains(st, "thin:      gc --thin-after 72h0m0s would give up the states of 12 steps") {
+	if !strings.Contains(st, "thin:      gc --thin-after 3d would give up the states of 12 steps") {
 		t.Errorf("status before the thin:\n%s", st)
 	}
 	before := mustRun(t, ws, "show", strconv.FormatUint(uint64(steps[1].seq), 10), "a.txt")
@@ -163,7 +163,7 @@ func TestGCThinAfter(t *testing.T) {
 		t.Errorf("verify after the thin: %q", out)
 	}
 	st = mustRun(t, ws, "status", "--thin-after", "72h")
-	for _, w := range []string{"thinned:   6 intervals of old history keep one state a day", "thin:      gc --thin-after 72h0m0s would thin nothing",
+	for _, w := range []string{"thinned:   6 intervals of old history keep one state a day", "thin:      gc --thin-after 3d would thin nothing",
 		"gc:        would free 0 B"} {
 		if !strings.Contains(st, w) {
 			t.Errorf("status after the thin lacks %q:\n%s", w, st)

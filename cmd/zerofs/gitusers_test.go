@@ -1,0 +1,255 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// What git and jj users reach for: show STEP, diff of the current step,
+// diff --stat, renames with their content diff, relative references.
+func TestShowStepAndRelativeRefs(t *testing.T) {
+	bothSourcesTidy(t, func(t *testing.T, ws string) {
+		var entries []struct {
+			Sequence Seq    `json:"sequence"`
+			Label    string `json:"label"`
+			Start    Seq    `json:"start"`
+		}
+		json.Unmarshal([]byte(mustRun(t, ws, "log", "--json")), &entries)
+		seqOf := map[string]Seq{}
+		for _, e := range entries {
+			seqOf[e.Label] = e.Sequence
+		}
+		bash := seqOf["Bash"]
+		golden(t, "show-step-bash.txt", mustRun(t, ws, "show", itoa(bash)))
+		// Any sequence inside the step names it, and so do relative refs:
+		// Tidy is the current step (@), Read the one before (-1, @-1),
+		// Bash the one before that (-2).
+		if a, b := mustRun(t, ws, "show", itoa(bash+1)), mustRun(t, ws, "show", "-2"); a != b {
+			t.Errorf("show %d and show -2 differ:\n%s\n%s", bash+1, a, b)
+		}
+		if got := mustRun(t, ws, "show", "@-2"); !strings.Contains(got, "  Bash\n") {
+			t.Errorf("show @-2 is not the Bash step:\n%s", got)
+		}
+		if got := mustRun(t, ws, "show", "@"); !strings.Contains(got, "  Tidy\n") || !strings.Contains(got, "+package tidy") {
+			t.Errorf("show @ is not the Tidy step:\n%s", got)
+		}
+		// -1 as a state is the state before the current step.
+		if got := mustRun(t, ws, "show", "-1", "src/main.go"); got != "package main\n" {
+			t.Errorf("show -1 src/main.go = %q", got)
+		}
+		// diff with no argument: what the current step changed.
+		cur := mustRun(t, ws, "diff")
+		if cur != mustRun(t, ws, "diff", "@-1") || !strings.Contains(cur, "-package main\n+package tidy\n") || strings.Contains(cur, "a.txt") {
+			t.Errorf("diff (the current step):\n%s", cur)
+		}
+		golden(t, "diff-stat-0.txt", mustRun(t, ws, "diff", "--stat", "0"))
+		if got := mustRun(t, ws, "rewind", "--dry-run", "-1"); !regexp.MustCompile(`^would rewind to \d+: restore 1, delete 0, skip 0\n  restore  src/main.go  \+1 -1\n$`).MatchString(got) {
+			t.Errorf("rewind --dry-run -1: %q", got)
+		}
+		if got := mustRun(t, ws, "revert", "--dry-run", "@"); !strings.Contains(got, `would revert step `+itoa(seqOf["Tidy"])+` "Tidy"`) {
+			t.Errorf("revert --dry-run @: %q", got)
+		}
+		wantFail(t, ws, 1, "-9: the history holds only 4 steps (the oldest is @-3)", "show", "-9")
+		wantFail(t, ws, 2, `bad reference "@-z"`, "diff", "@-z")
+	})
+}
+
+// A file moved and edited in one step is a rename with its content diff,
+// not a deletion and an addition.
+func TestDiffRenameWithEdit(t *testing.T) {
+	s := newStore(t, map[string]string{"docs/guide.md": "# Guide\n\none\ntwo\nthree\nfour\nfive\n"})
+	s.step("move and edit")
+	s.change(func(ws string) error {
+		if err := os.Rename(filepath.Join(ws, "docs/guide.md"), filepath.Join(ws, "docs/manual.md")); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(ws, "docs/manual.md"), []byte("# Manual\n\none\ntwo\nthree\nfour\nfive\n"), 0o644)
+	}, "docs/guide.md", "docs/manual.md")
+	s.close()
+	golden(t, "diff-rename-edit.txt", mustRun(t, s.ws, "diff"))
+	golden(t, "diff-rename-edit-stat.txt", mustRun(t, s.ws, "diff", "--stat"))
+}
+
+func TestStatusAndVerifyJSON(t *testing.T) {
+	s := buildHistory(t)
+	var st map[string]any
+	if err := json.Unmarshal([]byte(mustRun(t, s.ws, "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	step, _ := st["step"].(map[string]any)
+	if st["workspace"] != s.ws || st["mounted"] != false || st["steps"] != 3.0 || step["label"] != "Read" || st["inBacking"] != false {
+		t.Errorf("status --json: %v", st)
+	}
+	var v struct {
+		OK       bool  `json:"ok"`
+		Events   Seq   `json:"events"`
+		Findings []any `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, s.ws, "verify", "--json")), &v); err != nil {
+		t.Fatal(err)
+	}
+	if !v.OK || v.Events == 0 || v.Findings == nil || len(v.Findings) != 0 {
+		t.Errorf("verify --json: %+v", v)
+	}
+	// Damage: exit 1, the findings as JSON on stdout.
+	for id := range blobsOf(t, s.ws) {
+		flipStored(t, s.ws, id, 0, false)
+		break
+	}
+	r := zerofs(t, s.ws, "", "verify", "--json")
+	var bad struct {
+		OK       bool `json:"ok"`
+		Findings []struct {
+			Kind    string `json:"kind"`
+			Message string `json:"message"`
+		} `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &bad); err != nil || r.code != 1 || bad.OK || len(bad.Findings) == 0 || bad.Findings[0].Message == "" {
+		t.Errorf("verify --json on damage: exit %d, %+v (%v), stderr %q", r.code, bad, err, r.stderr)
+	}
+}
+
+func TestDurations(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		d    time.Duration
+		back string
+	}{
+		{"7d", 7 * 24 * time.Hour, "7d"},
+		{"2w", 14 * 24 * time.Hour, "14d"},
+		{"1d12h", 36 * time.Hour, "1d12h"},
+		{"36h", 36 * time.Hour, "1d12h"},
+		{"90m", 90 * time.Minute, "1h30m"},
+		{"168h", 168 * time.Hour, "7d"},
+		{"5m", 5 * time.Minute, "5m"},
+		{"45s", 45 * time.Second, "45s"},
+		{"0", 0, "0"},
+	} {
+		d, err := parseDuration(tc.in)
+		if err != nil || d != tc.d {
+			t.Errorf("parseDuration(%q) = %v, %v; want %v", tc.in, d, err, tc.d)
+		}
+		if got := formatDuration(tc.d); got != tc.back {
+			t.Errorf("formatDuration(%v) = %q, want %q", tc.d, got, tc.back)
+		}
+	}
+	for _, bad := range []string{"", "7", "d", "7x", "-"} {
+		if _, err := parseDuration(bad); err == nil {
+			t.Errorf("parseDuration(%q) did not fail", bad)
+		}
+	}
+	s := buildHistory(t)
+	if out := mustRun(t, s.ws, "status"); !strings.Contains(out, "thin:      gc --thin-after 7d would thin nothing") {
+		t.Errorf("status does not say durations as people write them:\n%s", out)
+	}
+}
+
+// gc --dry-run says what a gc would do and changes nothing; after a cut,
+// the forgotten steps are shown once, as the gc's entry.
+func TestGCDryRunAndPrunedLog(t *testing.T) {
+	s := newStore(t, map[string]string{"a.txt": "0\n"})
+	for i := 1; i <= 5; i++ {
+		s.step("edit " + itoa(Seq(i)))
+		s.write("a.txt", strings.Repeat(itoa(Seq(i)), 100*i)+"\n")
+		s.change(func(ws string) error {
+			return os.WriteFile(filepath.Join(ws, "sedTMP"+itoa(Seq(i))), []byte("x"), 0o644)
+		}, "sedTMP"+itoa(Seq(i)))
+		s.change(func(ws string) error { return os.Remove(filepath.Join(ws, "sedTMP"+itoa(Seq(i)))) }, "sedTMP"+itoa(Seq(i)))
+	}
+	s.close()
+	logBefore := mustRun(t, s.ws, "log")
+	dry := mustRun(t, s.ws, "gc", "--dry-run", "--keep-steps", "2")
+	if !regexp.MustCompile(`^would prune history before \d+: the states of 3 steps would go; would remove 3 blobs, free \d+ B\n$`).MatchString(dry) {
+		t.Errorf("gc --dry-run --keep-steps 2: %q", dry)
+	}
+	if mustRun(t, s.ws, "log") != logBefore {
+		t.Errorf("gc --dry-run changed the log")
+	}
+	out := mustRun(t, s.ws, "gc", "--keep-steps", "2")
+	if !strings.Contains(out, "the states of 3 steps went") || strings.Contains(out, "-") {
+		t.Errorf("gc --keep-steps 2: %q", out)
+	}
+	log := mustRun(t, s.ws, "log", "--stat")
+	if strings.Contains(log, "sedTMP1") || strings.Contains(log, "edit 1") || strings.Contains(log, "edit 2") || strings.Count(log, "pruned history before") != 1 {
+		t.Errorf("log after gc --keep-steps 2 still lists forgotten steps:\n%s", log)
+	}
+	if !strings.Contains(log, "edit 4") || !strings.Contains(log, "edit 5") {
+		t.Errorf("log after gc lost kept steps:\n%s", log)
+	}
+	if got := freedWords(-449); got != "freed nothing (repacking what is kept took 449 B more)" {
+		t.Errorf("freedWords(-449) = %q", got)
+	}
+}
+
+// Colour only on a terminal, and never with NO_COLOR.
+func TestNoColor(t *testing.T) {
+	_, tty := ptyPair(t)
+	t.Setenv("NO_COLOR", "")
+	if !useColor(tty) {
+		t.Fatalf("no colour on a terminal")
+	}
+	t.Setenv("NO_COLOR", "1")
+	if useColor(tty) {
+		t.Errorf("colour with NO_COLOR=1")
+	}
+}
+
+// Every flag a command defines is completed, in bash and zsh.
+func TestCompletionsCoverFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range commands {
+		zerofs(t, dir, "", c.name, "--help")
+		flagSets.Lock()
+		fs := flagSets.last[c.name]
+		flagSets.Unlock()
+		if fs == nil {
+			continue
+		}
+		have := map[string]bool{}
+		for _, f := range strings.Fields(flagsOf[c.name]) {
+			have[strings.TrimLeft(f, "-")] = true
+		}
+		fs.VisitAll(func(f *flag.Flag) {
+			if !have[f.Name] {
+				t.Errorf("zerofs %s --%s is not in the shell completions (flagsOf)", c.name, f.Name)
+			}
+		})
+	}
+	bash := mustRun(t, dir, "completion", "bash")
+	for _, want := range []string{"--max-store-size", `mcp) flags="--workspace --help"`, `ui) flags="--listen --help"`, "gc) flags=\"--dry-run"} {
+		if !strings.Contains(bash, want) {
+			t.Errorf("bash completion lacks %q", want)
+		}
+	}
+}
+
+// The README's command list is `zerofs --help`, word for word.
+func TestReadmeUsageMatchesHelp(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	help := mustRun(t, t.TempDir(), "--help")
+	var block []string
+	for _, l := range strings.Split(strings.TrimRight(help, "\n"), "\n") {
+		if strings.HasPrefix(l, "    zerofs ") || (strings.HasPrefix(l, "       ") && len(block) > 0) {
+			block = append(block, l)
+		}
+	}
+	if len(block) < len(commands) {
+		t.Fatalf("--help has %d usage lines for %d commands:\n%s", len(block), len(commands), help)
+	}
+	want := strings.Join(block, "\n") + "\n"
+	if !strings.Contains(string(readme), "\n"+want) {
+		t.Errorf("README.md's command list differs from zerofs --help; it should hold, as is:\n%s", want)
+	}
+}
+
+func itoa(s Seq) string { return strconv.FormatUint(uint64(s), 10) }
