@@ -415,20 +415,22 @@ func (d *differ) rename(old, p string) (string, error) {
 		return "", err
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "diff --git a/%s b/%s\n", old, p)
+	// Names quoted as pair quotes them: no name can forge a line.
+	qa, qb := quote.Name("a/"+old), quote.Name("b/"+p)
+	fmt.Fprintf(&out, "diff --git %s %s\n", qa, qb)
 	if gitMode(na) != gitMode(nb) {
 		fmt.Fprintf(&out, "old mode %06o\nnew mode %06o\n", gitMode(na), gitMode(nb))
 	}
-	fmt.Fprintf(&out, "similarity index %d%%\nrename from %s\nrename to %s\n", similarity(ca, cb), old, p)
+	fmt.Fprintf(&out, "similarity index %d%%\nrename from %s\nrename to %s\n", similarity(ca, cb), quote.Name(old), quote.Name(p))
 	switch {
 	case bytes.Equal(ca, cb):
 	case isBinary(ca) || isBinary(cb):
-		fmt.Fprintf(&out, "Binary files a/%s and b/%s differ\n", old, p)
+		fmt.Fprintf(&out, "Binary files %s and %s differ\n", qa, qb)
 	default:
 		sa, sb := string(ca), string(cb)
-		body, err := udiff.ToUnified(fmt.Sprintf("a/%s\t(%s)", old, Label(d.a)), fmt.Sprintf("b/%s\t(%s)", p, Label(d.b)), sa, udiff.Lines(sa, sb), udiff.DefaultContextLines)
+		body, err := udiff.ToUnified(fmt.Sprintf("%s\t(%s)", qa, Label(d.a)), fmt.Sprintf("%s\t(%s)", qb, Label(d.b)), sa, udiff.Lines(sa, sb), udiff.DefaultContextLines)
 		if err != nil {
-			return "", fmt.Errorf("diff %s: %w", p, err)
+			return "", fmt.Errorf("diff %s: %w", quote.Name(p), err)
 		}
 		out.WriteString(body)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/quote"
 )
 
 var diffCmd = &command{
@@ -112,9 +113,9 @@ func writeDiffStat(w io.Writer, diffs []history.FileDiff, color bool) error {
 	width, most := 0, 0
 	totalAdd, totalRm := 0, 0
 	for _, d := range diffs {
-		r := row{name: d.Path}
+		r := row{name: quote.Name(d.Path)}
 		if d.From != "" {
-			r.name = d.From + " => " + d.Path
+			r.name = quote.Name(d.From) + " => " + r.name
 		}
 		r.added, r.rm, r.binary = countLines(d.Text)
 		totalAdd += r.added
