@@ -129,6 +129,10 @@ func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
 		out = append(out, c)
 	}
 	out = findRenames(out)
+	out, err := similarRenames(src, b, out)
+	if err != nil {
+		return nil, err
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
 }
@@ -187,6 +191,72 @@ func findRenames(cs []Change) []Change {
 		out = append(out, c)
 	}
 	return out
+}
+
+// maxSimilarPairs bounds the content comparisons of similarRenames.
+const maxSimilarPairs = 400
+
+// similarRenames pairs each file still deleted with the file still added
+// whose content is most like its own (half or more alike, as Diff pairs
+// them) into a rename: a file moved and edited in one step is one rename,
+// in the log as in its diff.
+func similarRenames(src Source, b *Block, cs []Change) ([]Change, error) {
+	var del, add []int
+	for i, c := range cs {
+		if c.Kind != string(rewind.KindFile) {
+			continue
+		}
+		switch c.Change {
+		case ChangeDeleted:
+			if c.Blob != "" {
+				del = append(del, i)
+			}
+		case ChangeAdded:
+			add = append(add, i)
+		}
+	}
+	if len(del) == 0 || len(add) == 0 || len(del)*len(add) > maxSimilarPairs {
+		return cs, nil
+	}
+	read := func(p string, t Seq) []byte {
+		c, err := src.Content(p, t)
+		if err != nil {
+			return nil
+		}
+		return c
+	}
+	after := map[int][]byte{}
+	for _, j := range add {
+		after[j] = read(cs[j].Path, b.End)
+	}
+	drop, taken := map[int]bool{}, map[int]bool{}
+	for _, i := range del {
+		before := read(cs[i].Path, b.Before())
+		if before == nil {
+			continue
+		}
+		best, score := -1, 49
+		for _, j := range add {
+			if taken[j] || after[j] == nil {
+				continue
+			}
+			if s := similarity(before, after[j]); s > score {
+				best, score = j, s
+			}
+		}
+		if best >= 0 {
+			taken[best], drop[i] = true, true
+			cs[best].Change, cs[best].From, cs[best].OldBytes = ChangeRenamed, cs[i].Path, cs[i].Bytes
+			cs[best].Blob = cs[i].Blob
+		}
+	}
+	var out []Change
+	for i, c := range cs {
+		if !drop[i] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // changeFields has Change's fields without its methods.

@@ -74,7 +74,9 @@ type Lines struct {
 
 // FileDiff is one path's diff in /api/diff.
 type FileDiff struct {
-	Path   string `json:"path"`
+	Path string `json:"path"`
+	// From is a renamed file's old path (history.FileDiff.From).
+	From   string `json:"from,omitempty"`
 	Text   string `json:"text"`
 	Binary bool   `json:"binary,omitempty"`
 }
@@ -282,8 +284,8 @@ func procs(cs []history.Change) []Proc {
 }
 
 // lines counts each changed path's added and removed lines between a and
-// b; nil when the diff cannot be made (a state was pruned). A rename kept
-// its content (that is how Changes finds one): nothing added or removed.
+// b; nil when the diff cannot be made (a state was pruned). A rename is
+// counted under its new path: what its content's diff adds and removes.
 func lines(src history.Source, a, b Seq, cs []history.Change) map[string]Lines {
 	out := map[string]Lines{}
 	var paths []string
@@ -291,6 +293,7 @@ func lines(src history.Source, a, b Seq, cs []history.Change) map[string]Lines {
 		switch {
 		case c.Change == history.ChangeRenamed:
 			out[c.Path] = Lines{}
+			paths = append(paths, c.Path, c.From)
 		case c.Kind == string(rewind.KindDir) && c.OldKind == "":
 		default:
 			paths = append(paths, c.Path)
@@ -400,7 +403,7 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 					fds, err := history.Diff(src, a, b, paths)
 					for _, fd := range fds {
 						_, _, bin := count(fd.Text)
-						out = append(out, FileDiff{Path: fd.Path, Text: fd.Text, Binary: bin})
+						out = append(out, FileDiff{Path: fd.Path, From: fd.From, Text: fd.Text, Binary: bin})
 					}
 					return err
 				})

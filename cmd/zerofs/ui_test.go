@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,10 +103,13 @@ func TestTimelineInBrowser(t *testing.T) {
 	sh(`printf 'package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.Println("hello")\n}\n' > hello.go`)
 	step("Add a README and a logo")
 	sh(`printf '# hello\n\nSays hello.\n' > README.md && printf '\211PNG\r\n\032\n\000\000' > logo.png && printf 'go run .\n' > run.sh`)
+	sh(`printf '# Guide\n\nRun it.\nRead it.\nFix it.\nShip it.\n' > guide.md`)
 	step("Greet the world")
 	sh(`sed -i 's/"hello"/"hello, world"/' hello.go && printf 'package main\n\nfunc greet() string { return "hi" }\n' > greet.go`)
 	step("Tidy up")
 	sh(`mv notes.txt TODO.txt && chmod +x run.sh && rm README.md`)
+	step("Rename the guide")
+	sh(`mv guide.md manual.md && sed -i 's/# Guide/# Manual/' manual.md`)
 	edited, err := os.ReadFile(filepath.Join(ws, "hello.go"))
 	if err != nil || !strings.Contains(string(edited), "hello, world") {
 		t.Fatalf("hello.go = %q, %v", edited, err)
@@ -161,14 +165,43 @@ func TestTimelineInBrowser(t *testing.T) {
 		}
 	}
 
+	// Every console error, uncaught exception and failed load (a missing
+	// favicon is one) is a failure.
+	var consoleMu sync.Mutex
+	var consoleErrs []string
+	cctx, stopConsole := context.WithCancel(ctx)
+	messages := chromedp.Console(cctx)
+	consoleDone := make(chan struct{})
+	go func() {
+		defer close(consoleDone)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				consoleMu.Lock()
+				consoleErrs = append(consoleErrs, m.String())
+				consoleMu.Unlock()
+			}
+		}
+	}()
+	defer func() {
+		stopConsole()
+		<-consoleDone
+		consoleMu.Lock()
+		defer consoleMu.Unlock()
+		for _, e := range consoleErrs {
+			t.Errorf("the page logged an error: %s", e)
+		}
+	}()
 	if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
 		t.Fatal(err)
 	}
 	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || strings.Contains(loc, "token") {
 		t.Errorf("location %q, %v: want the token dropped from the URL", loc, err)
 	}
-	labels := []string{"Tidy up", "Greet the world", "Add a README and a logo", "Create hello.go"}
-	poll("the steps are listed", `document.querySelectorAll(".entry").length >= 4`)
+	labels := []string{"Rename the guide", "Tidy up", "Greet the world", "Add a README and a logo", "Create hello.go"}
+	poll("the steps are listed", `document.querySelectorAll(".entry").length >= 5`)
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll(".entry .label")].map(e => e.textContent)`))
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +216,23 @@ func TestTimelineInBrowser(t *testing.T) {
 	poll("the tidy-up shows the rename, the mode and the deletion", `(() => { const t = `+entry("Tidy up")+`.innerText;
 		return t.includes("notes.txt \u2192 TODO.txt") && t.includes("0644\u21920755") && t.includes("README.md") })()`)
 	poll("the logo is marked binary", entry("Add a README and a logo")+`.innerText.includes("binary")`)
+	// Times say the date and how long ago.
+	poll("times with a date and a relative form", `[...document.querySelectorAll(".entry time")].every(t =>
+		/^\d{4}-\d\d-\d\d \d\d:\d\d \u00b7 (just now|\d+ min ago)$/.test(t.textContent))`)
+	// "Restore" on a file the step added would remove it: it says so.
+	poll("the added file's button says it removes", `(() => { const e = `+entry("Add a README and a logo")+`;
+		const row = [...e.querySelectorAll(".file")].find(r => r.querySelector("a.path").textContent === "run.sh");
+		const b = row.querySelector("button.restore");
+		return b.textContent === "Remove (as before the step)" && b.title.startsWith("Remove run.sh, as before") })()`)
+	// A file moved and edited is one rename, with its content's diff.
+	poll("the moved guide is a rename with line counts", `(() => { const e = `+entry("Rename the guide")+`;
+		const rows = e.querySelectorAll(".file");
+		return rows.length === 1 && rows[0].querySelector("a.path").textContent === "guide.md \u2192 manual.md" &&
+		rows[0].querySelector(".add").textContent === "+1" && rows[0].querySelector(".del").textContent === "\u22121" })()`)
+	click("the renamed guide", entry("Rename the guide")+`.querySelector("a.path")`)
+	poll("the rename's diff", `(() => { const b = document.getElementById("diff-body");
+		return b.querySelector(".fdhead")?.textContent === "guide.md \u2192 manual.md" && !!b.querySelector(".fdnote")?.textContent.startsWith("renamed") &&
+		[...b.querySelectorAll("td.add")].some(td => td.textContent.includes("# Manual")) })()`)
 
 	click("hello.go in Greet the world", `[...`+entry("Greet the world")+`.querySelectorAll("a.path")].find(a => a.textContent === "hello.go")`)
 	poll("a click shows the diff", `(() => { const d = document.querySelector("#diff-body table.unified");
@@ -197,6 +247,14 @@ func TestTimelineInBrowser(t *testing.T) {
 	poll("the preview lists what the revert would do", `(() => { const d = document.getElementById("preview");
 		return d.open && d.innerText.includes("hello.go") && d.innerText.includes("greet.go") &&
 		!document.getElementById("preview-apply").disabled })()`)
+	// The summary counts the rows it heads, and its title is a sentence
+	// about the step, without sequence numbers.
+	poll("the preview's counts match its rows", `(() => {
+		const rows = [...document.querySelectorAll("#preview-list .pv .act")].map(a => a.textContent);
+		const n = (a) => rows.filter(r => r === a).length;
+		const want = [["restore", n("restore")], ["create", n("create")], ["delete", n("delete")]].filter(([, v]) => v).map(([k, v]) => k + " " + v).join(", ");
+		return rows.length === 2 && document.getElementById("preview-summary").textContent === "Would " + want + "." &&
+		document.getElementById("preview-title").textContent === "Revert \u201cGreet the world\u201d, keeping later changes" })()`)
 	if b, _ := os.ReadFile(filepath.Join(ws, "hello.go")); string(b) != string(edited) {
 		t.Fatalf("the preview changed hello.go: %q", b)
 	}
@@ -211,7 +269,9 @@ func TestTimelineInBrowser(t *testing.T) {
 		t.Fatalf("the revert did not change the workspace: hello.go %q, greet.go %v", b, gerr)
 	}
 	poll("the page shows the revert", `(() => { const e = document.querySelector(".entry");
-		return e.classList.contains("rewind") && e.innerText.includes("Revert of step") && e.innerText.includes("hello.go") })()`)
+		return e.classList.contains("rewind") && e.querySelector(".label").textContent === "Revert of \u201cGreet the world\u201d" && e.innerText.includes("hello.go") })()`)
+	poll("no sequence numbers in the sentences", `[...document.querySelectorAll(".entry .label")].every(l => !/\d/.test(l.textContent)) &&
+		/^Reverted \u201cGreet the world\u201d: restored \d+, deleted \d+\.$/.test(document.getElementById("toast-text").textContent)`)
 	poll("the toast offers an undo", `!document.getElementById("toast").hidden && !document.getElementById("toast-undo").hidden`)
 
 	// The screenshot: the timeline with the revert on top and a diff open.
@@ -232,6 +292,37 @@ func TestTimelineInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+
+	// Three widths: the diff stays beside the list, or over it in a narrow
+	// window (in view, with a way to close it), never below the whole list.
+	shots := os.Getenv("ZEROFS_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	for _, w := range []int64{1360, 1024, 560} {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(w, 900)); err != nil {
+			t.Fatal(err)
+		}
+		click("hello.go in Greet the world", `[...`+entry("Greet the world")+`.querySelectorAll("a.path")].find(a => a.textContent === "hello.go")`)
+		poll(fmt.Sprintf("the diff in view at %d px", w), `(() => { const r = document.getElementById("detail").getBoundingClientRect();
+			const l = document.getElementById("timeline").getBoundingClientRect();
+			return r.width > 200 && r.top < innerHeight * 0.5 && r.bottom <= innerHeight + 1 && (r.left >= l.right - 1 || getComputedStyle(document.getElementById("detail")).position === "fixed") &&
+			document.querySelector("#diff-body table.unified") !== null })()`)
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(shots, fmt.Sprintf("timeline-%d.png", w))
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot at %d px: %s", w, p)
+	}
+	click("close the diff", `document.getElementById("diff-close")`)
+	poll("the narrow diff closes", `getComputedStyle(document.getElementById("detail")).display === "none"`)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1360, 900)); err != nil {
+		t.Fatal(err)
+	}
 
 	// Undo the revert from its entry: previewed, then the edit is back.
 	click("Undo on the revert", `document.querySelector(".entry.rewind button.undo")`)

@@ -122,6 +122,7 @@ async function poll() {
       stamp = r.data.stamp;
       if (changed) await loadTop();
       else setStatus("head " + head + " · live");
+      refreshTimes();
     } else {
       setStatus(r.data.error, true);
     }
@@ -160,12 +161,33 @@ function render() {
   }
 }
 
+// fmtTime is a time with its date and how long ago it was:
+// "2026-12-03 17:40 · 3 min ago" (the exact time is the element's title).
 function fmtTime(iso) {
   const d = new Date(iso);
-  const now = new Date();
-  const hms = d.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23"});
-  if (d.toDateString() === now.toDateString()) return hms;
-  return d.toLocaleDateString() + " " + hms;
+  const pad = (n) => String(n).padStart(2, "0");
+  const date = d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate());
+  return date + " " + pad(d.getHours()) + ":" + pad(d.getMinutes()) + " \u00b7 " + ago(d);
+}
+
+function ago(d) {
+  const s = Math.round((Date.now() - d.getTime()) / 1000);
+  const n = (v, unit) => v + " " + unit + (v === 1 ? "" : "s") + " ago";
+  if (s < 45) return "just now";
+  const m = Math.round(s / 60);
+  if (m < 60) return m + " min ago";
+  const h = Math.round(m / 60);
+  if (h < 24) return n(h, "hour");
+  const days = Math.round(h / 24);
+  if (days < 31) return n(days, "day");
+  const months = Math.round(days / 30.4);
+  if (months < 12) return n(months, "month");
+  return n(Math.round(days / 365), "year");
+}
+
+// The relative times age: refreshed with every poll.
+function refreshTimes() {
+  document.querySelectorAll(".entry time").forEach((t) => { t.textContent = fmtTime(t.dateTime); });
 }
 
 function title(e) {
@@ -173,20 +195,50 @@ function title(e) {
   return e.statesThinned ? t + " (thinned)" : t;
 }
 
+// Titles are sentences about steps, by their labels; sequence numbers
+// stay in the entry's corner (#N), out of the sentences.
 function baseTitle(e) {
-  if (e.type === "gc" && e.thinned) return "History before " + e.thinned.before + " thinned to one state a day";
-  if (e.type === "gc") return "History before " + e.prunedBefore + " pruned";
+  if (e.type === "gc" && e.thinned) return "Older history thinned to one state a day";
+  if (e.type === "gc") return "Older history pruned";
   if (e.type === "rewind") {
     const rw = e.rewind || {};
-    if (rw.revertOf) {
-      const of = entries.find((x) => x.sequence === rw.revertOf);
-      return "Revert of step " + rw.revertOf + (of && of.label ? " \u201c" + quoteName(of.label) + "\u201d" : "");
+    const form = rw.form || (rw.revertOf ? "revert" : rw.paths && rw.paths.length ? "paths" : "rewind");
+    const paths = () => (rw.paths || []).map((p) => quoteName(p.path || p, p.pathBytes)).join(", ");
+    switch (form) {
+      case "revert": return "Revert of " + stepCalled(rw.revertOf || rw.step);
+      case "paths": return "Restore " + paths() + " to " + stateCalled(rw.targetSequence);
+      case "undo": return "Undo of " + stepCalled(rw.step || rw.undid);
+      case "redo": return "Redo of " + stepCalled(rw.step || rw.redid);
+      case "turn": return "Rewind to " + stateCalled(rw.targetSequence) + " (a whole turn)";
     }
-    if (rw.paths && rw.paths.length) return "Restore " + rw.paths.map((p) => quoteName(p.path || p, p.pathBytes)).join(", ") + " to " + rw.targetSequence;
-    return "Rewind to " + rw.targetSequence;
+    return "Rewind to " + stateCalled(rw.targetSequence);
   }
   if (e.implicit) return quoteName(e.label) || "changes outside any step";
   return quoteName(e.label) || "(no label)";
+}
+
+// entryAt is the listed step or rewind holding the sequence s.
+function entryAt(s) {
+  if (s && typeof s === "object") s = s.sequence;
+  return entries.find((x) => x.type !== "gc" && x.start <= s && s <= x.end);
+}
+
+// stepCalled names a step by its label: \u201cEdit main.go\u201d.
+function stepCalled(s) {
+  const e = entryAt(s);
+  if (!e) return "an earlier step";
+  if (e.type === "rewind") return "a rewind";
+  return e.label ? "\u201c" + quoteName(e.label) + "\u201d" : "a step with no label";
+}
+
+// stateCalled names a state by the step it follows or precedes.
+function stateCalled(t) {
+  if (t === 0) return "the start";
+  const after = entries.find((x) => x.type === "step" && x.end === t);
+  if (after) return "after " + stepCalled(after.sequence);
+  const before = entries.find((x) => x.type === "step" && x.before === t);
+  if (before) return "before " + stepCalled(before.sequence);
+  return "an earlier state";
 }
 
 const CHANGE = {added: "A", deleted: "D", modified: "M", mode: "P", renamed: "R", skipped: "S", unknown: "?"};
@@ -237,18 +289,18 @@ function entryEl(e) {
   }
   const acts = el("div", "actions");
   if (e.type === "step" && e.changes.length > 0) {
-    acts.append(button("Revert step", "revert", () => preview("Revert " + stepName(e), {revert: e.sequence})));
-    acts.append(button("Rewind to before", "rewind", () => preview("Rewind the workspace to before " + stepName(e) + " (" + e.before + ")", {target: e.before})));
+    acts.append(button("Revert step", "revert", () => preview("Revert " + stepName(e) + ", keeping later changes", {revert: e.sequence})));
+    acts.append(button("Rewind to before", "rewind", () => preview("Rewind the whole workspace to before " + stepName(e), {target: e.before})));
   }
   if (e.type === "rewind" && e.changes.length > 0) {
-    acts.append(button("Undo", "undo", () => preview("Undo " + baseTitle(e).toLowerCase() + " (rewind to " + e.before + ")", {target: e.before})));
+    acts.append(button("Undo", "undo", () => preview("Undo this: " + baseTitle(e).replace(/^./, (c) => c.toLowerCase()), {target: e.before})));
   }
   if (acts.childElementCount) li.append(acts);
   return li;
 }
 
 function stepName(e) {
-  return "step " + e.sequence + (e.label ? " \u201c" + quoteName(e.label) + "\u201d" : "");
+  return e.label ? "\u201c" + quoteName(e.label) + "\u201d" : "the step";
 }
 
 function button(text, cls, fn) {
@@ -284,7 +336,16 @@ function fileEl(e, c) {
   li.append(info);
   if (e.type === "step" && c.change !== "skipped" && c.change !== "unknown") {
     const paths = c.from ? [c.path, c.from] : [c.path];
-    li.append(button("Restore", "restore", () => preview("Restore " + paths.map((p) => quoteName(p)).join(" and ") + " to before " + stepName(e) + " (" + e.before + ")", {target: e.before, paths})));
+    const names = paths.map((p) => quoteName(p)).join(" and ");
+    // Restoring a path the step added removes it: say so.
+    const [label, what] = c.change === "added"
+      ? ["Remove (as before the step)", "Remove " + names + ", as before " + stepName(e)]
+      : c.change === "renamed"
+        ? ["Restore (undo the move)", "Move " + quoteName(c.path) + " back to " + quoteName(c.from) + ", as before " + stepName(e)]
+        : ["Restore", "Restore " + names + " as it was before " + stepName(e)];
+    const b = button(label, "restore", () => preview(what, {target: e.before, paths}));
+    b.title = what;
+    li.append(b);
   } else {
     li.append(el("span", "restore-space"));
   }
@@ -304,7 +365,8 @@ async function showDiff(e, c, li) {
   const r = await api("/api/diff?" + q);
   $("placeholder").hidden = true;
   $("diff").hidden = false;
-  $("diff-title").textContent = (c.from ? quoteName(c.from, c.fromBytes) + " \u2192 " : "") + quoteName(c.path, c.pathBytes) + "  \u00b7  " + e.before + " \u2192 " + e.end;
+  $("diff-title").textContent = (c.from ? quoteName(c.from, c.fromBytes) + " \u2192 " : "") + quoteName(c.path, c.pathBytes) + "  \u00b7  " + baseTitle(e);
+  document.body.classList.add("diff-open");
   lastDiff = r.ok ? r.data : {error: r.data.error};
   drawDiff();
 }
@@ -317,7 +379,11 @@ function drawDiff() {
   if (lastDiff.length === 0) { body.append(el("p", "muted", "No difference (a directory, or it ended as it began).")); return; }
   for (const fd of lastDiff) {
     const box = el("div", "filediff");
-    box.append(el("div", "fdhead", quoteName(fd.path)));
+    box.append(el("div", "fdhead", (fd.from ? quoteName(fd.from) + " \u2192 " : "") + quoteName(fd.path)));
+    if (fd.from) {
+      const sim = /^similarity index (\d+)%/m.exec(fd.text);
+      box.append(el("div", "fdnote", "renamed" + (sim ? ", " + sim[1] + "% alike" : "")));
+    }
     if (fd.binary) {
       box.append(el("div", "binary", "Binary file: contents not shown"));
     } else {
@@ -429,8 +495,15 @@ async function preview(what, req) {
   const r = await api("/api/rewind", Object.assign({dryRun: true}, req));
   const rep = r.data.report || {};
   const rr = rep.report || {restored: 0, deleted: 0, skipped: []};
-  $("preview-summary").textContent = "Would restore " + rr.restored + ", delete " + rr.deleted +
-    ((rr.skipped || []).length ? ", skip " + rr.skipped.length : "") + ".";
+  // The counts are the rows' own, so the summary and the list agree.
+  const n = {restore: 0, create: 0, delete: 0};
+  for (const c of rep.preview || []) n[c.action] = (n[c.action] || 0) + 1;
+  const parts = [];
+  if (n.restore) parts.push("restore " + n.restore);
+  if (n.create) parts.push("create " + n.create);
+  if (n.delete) parts.push("delete " + n.delete);
+  if ((rr.skipped || []).length) parts.push("skip " + rr.skipped.length);
+  $("preview-summary").textContent = parts.length ? "Would " + parts.join(", ") + "." : "Would change nothing.";
   const ul = $("preview-list");
   for (const c of rep.preview || []) {
     const li = el("li", "pv " + c.action);
@@ -440,9 +513,9 @@ async function preview(what, req) {
     }
     ul.append(li);
   }
-  for (const p of rr.skipped || []) ul.append(el("li", "pv skip", "skip " + p + " (its earlier state was not kept)"));
+  for (const p of rr.skipped || []) ul.append(el("li", "pv skip", "skip " + quoteName(p) + " (its earlier state was not kept)"));
   for (const f of rep.foreign || []) ul.append(el("li", "pv foreign", "overwrites " + quoteName(f.path) + ", changed " + f.why + " by " + quoteName(f.comm) + " (" + f.pid + ")"));
-  for (const p of rep.conflicts || []) ul.append(el("li", "pv conflict", "conflict: " + p + " changed later"));
+  for (const p of rep.conflicts || []) ul.append(el("li", "pv conflict", "conflict: " + quoteName(p) + " changed later"));
   if ((rep.preview || []).length === 0 && !r.data.error) ul.append(el("li", "muted", "nothing to change"));
   const applyBtn = $("preview-apply");
   applyBtn.textContent = "Apply";
@@ -476,7 +549,7 @@ async function apply() {
   $("preview").close();
   const rep = r.data.report;
   const rr = rep.report;
-  let msg = req.revert ? "Reverted step " + req.revert : req.paths ? "Restored " + req.paths.map((p) => quoteName(p)).join(", ") : "Rewound to " + rep.targetSequence;
+  let msg = req.revert ? "Reverted " + stepCalled(req.revert) : req.paths ? "Restored " + req.paths.map((p) => quoteName(p)).join(", ") : "Rewound to " + stateCalled(rep.targetSequence);
   msg += ": restored " + rr.restored + ", deleted " + rr.deleted + ".";
   toast(msg, rep.checkpointSequence > 0 ? rep.checkpointSequence - 1 : null);
   await loadTop();
@@ -486,7 +559,7 @@ function toast(msg, undoTarget) {
   $("toast-text").textContent = msg;
   const u = $("toast-undo");
   u.hidden = undoTarget === null;
-  u.onclick = () => { $("toast").hidden = true; preview("Undo that (rewind to " + undoTarget + ")", {target: undoTarget}); };
+  u.onclick = () => { $("toast").hidden = true; preview("Undo that", {target: undoTarget}); };
   $("toast").hidden = false;
 }
 
@@ -496,5 +569,9 @@ document.addEventListener("DOMContentLoaded", () => {
   $("mode-split").addEventListener("click", () => setMode("split"));
   $("preview-cancel").addEventListener("click", () => { pending = null; $("preview").close(); });
   $("toast-close").addEventListener("click", () => { $("toast").hidden = true; });
+  $("diff-close").addEventListener("click", () => {
+    document.body.classList.remove("diff-open");
+    document.querySelectorAll(".file.selected").forEach((x) => x.classList.remove("selected"));
+  });
   loadTop().then(poll);
 });
