@@ -22,20 +22,21 @@ flags, and file names for its arguments. Load it with
 // flagsOf lists each command's flags, for completion.
 var flagsOf = map[string]string{
 	"mount":  "-f --foreground --store --auto-step --allow-other --sync --max-store-size --debug",
-	"step":   "--hook",
+	"step":   "--hook --agent --no-prompt",
 	"run":    "--label",
-	"log":    "--json --stat -n",
+	"log":    "--json --stat --all -n",
 	"show":   "",
 	"diff":   "--stat",
 	"gc":     "--dry-run --before --keep --keep-steps --thin-after",
 	"status": "--json --thin-after",
 	"verify": "--json",
-	"rewind": "--dry-run",
+	"rewind": "--dry-run --before-turn",
 	"revert": "--dry-run --force",
-	"undo":   "--dry-run",
+	"undo":   "--dry-run --turn",
 	"redo":   "--dry-run",
 	"mcp":    "--workspace",
 	"ui":     "--listen",
+	"hooks":  "--user --project --dry-run --no-prompt",
 }
 
 func runCompletion(e *env, c *command, args []string) error {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -252,4 +251,3 @@ func TestReadmeUsageMatchesHelp(t *testing.T) {
 	}
 }
 
-func itoa(s Seq) string { return strconv.FormatUint(uint64(s), 10) }
