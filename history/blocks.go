@@ -118,7 +118,8 @@ func BlocksAndTurns(src Source) ([]*Block, []Turn, error) {
 // ReadHistory is ReadBlocks that also returns the turns, oldest first. A
 // turn ends the step before it, as a rewind does (checkpoints after it and
 // before the next tool_call form an implicit step), and every block names
-// the turn it belongs to.
+// the turn it belongs to: a step naming an agent session, that session's
+// last turn (when it has one); any other block, the last turn.
 func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, []Turn, Seq, error) {
 	var evs []eventlog.Event
 	for ev, err := range events {
@@ -142,9 +143,10 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 	}
 	var blocks []*Block
 	var turns []Turn
-	var turn Seq                // the turn new blocks belong to
-	var cur *Block              // the step new checkpoints belong to
-	pending := map[int]*Block{} // rewinds whose checkpoint came before them
+	var turn Seq                    // the turn new blocks belong to
+	sessionTurn := map[string]Seq{} // each agent session's latest turn
+	var cur *Block                  // the step new checkpoints belong to
+	pending := map[int]*Block{}     // rewinds whose checkpoint came before them
 	seen := map[*Block]map[string]bool{}
 	addFiles := func(b *Block, seq Seq, files []rewind.FileState) {
 		if b.First == 0 {
@@ -164,10 +166,17 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 		switch ev.Type {
 		case eventlog.TypeToolCall:
 			var p struct {
-				Name string `json:"name"`
+				Name         string `json:"name"`
+				AgentSession string `json:"agentSession"`
 			}
 			json.Unmarshal(ev.Payload, &p)
-			cur = &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: p.Name, Payload: ev.Payload, Turn: turn}
+			// A step belongs to its own session's last turn when several
+			// agent sessions work in the workspace at once.
+			t := turn
+			if st, ok := sessionTurn[p.AgentSession]; ok && p.AgentSession != "" {
+				t = st
+			}
+			cur = &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: p.Name, Payload: ev.Payload, Turn: t}
 			blocks = append(blocks, cur)
 		case eventlog.TypeCheckpoint:
 			var p rewind.Checkpoint
@@ -214,6 +223,9 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 			json.Unmarshal(ev.Payload, &p)
 			turns = append(turns, Turn{Seq: ev.Seq, Time: ev.CreatedAt, Prompt: p.Prompt, Agent: p.Agent, AgentSession: p.AgentSession})
 			turn, cur = ev.Seq, nil
+			if p.AgentSession != "" {
+				sessionTurn[p.AgentSession] = ev.Seq
+			}
 		}
 	}
 	if n := len(evs); n > 0 && evs[n-1].Seq > head {

@@ -146,6 +146,24 @@ func TestHookTurnsMounted(t *testing.T) {
 		}
 	}
 
+	// zerofs_log returns the turns too, and each step's turn.
+	c := newMCPClient(t, ws)
+	_, lg := c.ok("zerofs_log", map[string]any{})
+	var mcpTurns, inTurn int
+	for _, e := range lg["entries"].([]any) {
+		m := e.(map[string]any)
+		if m["type"] == "turn" && m["prompt"] != nil {
+			mcpTurns++
+		}
+		if m["type"] == "step" && m["turn"] != nil {
+			inTurn++
+		}
+	}
+	if mcpTurns != 2 || inTurn < 3 {
+		t.Errorf("zerofs_log: %d turns with prompts and %d steps in a turn, want 2 and 3 or more: %v", mcpTurns, inTurn, lg)
+	}
+	c.cs.Close()
+
 	// Take back Cursor's turn: its unhooked edit and its shell command.
 	cursorTurn := turns[0].Sequence
 	dry := binOK(t, ws, "rewind", "--dry-run", "--before-turn", itoa(cursorTurn))
@@ -195,4 +213,56 @@ func must(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// TestTwoSessionsMounted: two agent sessions (Claude Code and Codex) work
+// in one mounted workspace, their prompts and tool calls interleaved. Each
+// step records its own session and belongs to its own session's turn, and
+// taking one session's turn back names the other session's change it
+// overwrites before it does.
+func TestTwoSessionsMounted(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "app")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	mountT(t, ws)
+	hook := func(name string) {
+		t.Helper()
+		if r := bin(t, "/", fixture(t, name, ws), "step", "--hook"); r.code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, r.code, r.stderr)
+		}
+	}
+	const claude, codex = "9f0c3c2e-5b1a-4c7e-8a55-0d4b3f1e2a10", "019a6f2e-7c1d-7b52-9a3e-5d1c0b8e4f21"
+	hook("claude-UserPromptSubmit.json")
+	hook("codex-UserPromptSubmit.json")
+	hook("claude-PreToolUse-Edit.json")
+	writeFile(t, filepath.Join(ws, "app.py"), "print('hello')\n")
+	hook("codex-PreToolUse-Bash.json")
+	sh(t, ws, "echo built > out.txt")
+
+	var entries []history.Entry
+	json.Unmarshal([]byte(binOK(t, ws, "log", "--json")), &entries)
+	turnOf := map[string]Seq{}
+	stepOf := map[string]history.Entry{}
+	for _, e := range entries {
+		if e.Type == "turn" {
+			turnOf[e.AgentSession] = e.Sequence
+			continue
+		}
+		var p map[string]any
+		json.Unmarshal(e.Payload, &p)
+		s, _ := p["agentSession"].(string)
+		stepOf[s] = e
+	}
+	if e := stepOf[claude]; e.Label != "Edit app.py" || e.Turn != turnOf[claude] || len(e.Changes) != 1 || e.Changes[0].Path != "app.py" {
+		t.Errorf("Claude Code's step: %q turn %d changes %+v; want Edit app.py in turn %d", e.Label, e.Turn, e.Changes, turnOf[claude])
+	}
+	if e := stepOf[codex]; e.Label != "Bash: cargo test -p core" || e.Turn != turnOf[codex] || len(e.Changes) != 1 || e.Changes[0].Path != "out.txt" {
+		t.Errorf("Codex's step: %q turn %d changes %+v; want its Bash in turn %d", e.Label, e.Turn, e.Changes, turnOf[codex])
+	}
+	dry := binOK(t, ws, "rewind", "--dry-run", "--before-turn", itoa(turnOf[claude]))
+	if !strings.Contains(dry, "foreign  out.txt (changed another session") || strings.Contains(dry, "foreign  app.py") {
+		t.Errorf("taking back Claude Code's turn does not name Codex's change it overwrites:\n%s", dry)
+	}
 }

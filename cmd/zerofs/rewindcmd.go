@@ -229,7 +229,9 @@ func rewindTurn(e *env, seq Seq, dry, last bool) error {
 		} else if t, err = history.FindTurn(turns, seq); err != nil {
 			return err
 		}
-		rep, err := applyWith(e, src, control.RewindRequest{Target: t.Seq - 1, DryRun: dry})
+		// On behalf of the turn's session: changes another session made
+		// since are named before they are overwritten.
+		rep, err := applyWith(e, src, control.RewindRequest{Target: t.Seq - 1, DryRun: dry, Session: t.AgentSession})
 		if err != nil {
 			return err
 		}
