@@ -137,39 +137,11 @@ func (s StepReport) Format() []byte {
 	return fmt.Appendf(nil, "%d %s\n", s.Sequence, s.Label)
 }
 
-// ParseStepReport parses what reading "step" shows.
-func ParseStepReport(b []byte) (StepReport, error) {
-	seq, label, _ := strings.Cut(strings.TrimRight(string(b), "\n"), " ")
-	n, err := strconv.ParseUint(seq, 10, 64)
-	if err != nil {
-		return StepReport{}, fmt.Errorf("control: bad step report %q", b)
-	}
-	return StepReport{Sequence: Seq(n), Label: label}, nil
-}
-
-// RewindRequest is a parsed write to "rewind". Exactly one of a target,
-// Revert, Undo and Redo is given; Paths only go with a target, Force only
-// with Revert; DryRun and Session go with any.
-type RewindRequest struct {
-	// Target is the sequence to roll back to (when no other form is given).
-	Target Seq `json:"target"`
-	// Paths, when not empty, limits the rewind to these workspace paths
-	// (each a directory with everything under it).
-	Paths []string `json:"paths,omitempty"`
-	// Revert, when not 0, undoes the step holding this sequence and keeps
-	// every later change.
-	Revert Seq `json:"revert,omitempty"`
-	// Force: a revert also puts back paths changed after its step.
-	Force bool `json:"force,omitempty"`
-	// Undo rolls back the last step still in effect; Redo the last undo.
-	Undo bool `json:"undo,omitempty"`
-	Redo bool `json:"redo,omitempty"`
-	// DryRun: report and preview what would be done, change nothing.
-	DryRun bool `json:"dryRun,omitempty"`
-	// Session is the agent session on whose behalf the rewind runs, for
-	// telling whose changes it overwrites ("": worked out from the log).
-	Session string `json:"session,omitempty"`
-}
+// RewindRequest is a parsed write to "rewind": the engine's one request
+// type (rewind.Request). Exactly one of a target, Revert, Undo and Redo is
+// given; Paths only go with a target, Force only with Revert; DryRun and
+// Session go with any.
+type RewindRequest = rewind.Request
 
 // ParseRewind parses a write to "rewind": a decimal sequence, or a JSON
 // object (see the package comment). Anything else is ErrBadRequest.
@@ -239,10 +211,10 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 	return req, nil
 }
 
-// Format is the request's text: a bare number for a whole rewind (what
-// every version of the daemon understands), else a JSON object; a line
-// either way (the daemon runs a request at its newline).
-func (r RewindRequest) Format() []byte {
+// FormatRewind is the request's text: a bare number for a whole rewind
+// (what every version of the daemon understands), else a JSON object; a
+// line either way (the daemon runs a request at its newline).
+func FormatRewind(r RewindRequest) []byte {
 	if r.Paths == nil && r.Revert == 0 && !r.Force && !r.Undo && !r.Redo && !r.DryRun && r.Session == "" {
 		return fmt.Appendf(nil, "%d\n", r.Target)
 	}
@@ -294,8 +266,8 @@ func FormatSeq(t Seq) []byte { return fmt.Appendf(nil, "%d\n", t) }
 
 // RewindReport is what reading "rewind" shows: the last rewind, or on the
 // handle that wrote a request, that request's result. A dry run has
-// sequence 0 and a preview; a refused revert has "error": "conflict" and
-// the conflicting paths.
+// sequence 0 and a preview; a refused request has its Refusal ("error":
+// "conflict" and the conflicting paths for a revert refused for them).
 type RewindReport struct {
 	// Sequence is the session_rewind event's.
 	Sequence       Seq `json:"sequence"`
@@ -311,15 +283,50 @@ type RewindReport struct {
 	Preview            []rewind.PathChange `json:"preview,omitempty"`
 	Foreign            []rewind.Foreign    `json:"foreign,omitempty"`
 	Conflicts          []string            `json:"conflicts,omitempty"`
-	Error              string              `json:"error,omitempty"`
-	// Undid names the step an undo rolled back; Redid the step a redo
-	// brought back (its undo undone).
-	Undid *StepReport `json:"undid,omitempty"`
-	Redid *StepReport `json:"redid,omitempty"`
+	// Form is what the rewind was (rewind, paths, revert, undo, redo).
+	Form string `json:"form,omitempty"`
+	// Undid names what an undo took back; Redid what a redo brought back.
+	Undid *rewind.StepRef `json:"undid,omitempty"`
+	Redid *rewind.StepRef `json:"redid,omitempty"`
+	Refusal
 }
 
 // ErrorConflict is RewindReport.Error for a revert refused for conflicts.
-const ErrorConflict = "conflict"
+const ErrorConflict = string(rewind.RefusedConflict)
+
+// ReportOf is the report of a rewind request's result res and error err,
+// as the daemon hands it to the client (and the unmounted engine to the
+// CLI): what was done, or would be; for a refused request, the refusal.
+func ReportOf(res rewind.Result, err error) RewindReport {
+	p := res.Record
+	rep := RewindReport{Sequence: res.Seq, TargetSequence: p.TargetSequence,
+		CheckpointSequence: p.CheckpointSequence, Report: res.Report,
+		Paths: p.Paths, RevertOf: p.RevertOf, Force: p.Force, Form: p.Form,
+		DryRun: res.DryRun, Preview: res.Preview, Foreign: res.Foreign, Conflicts: res.Conflicts,
+		Undid: res.Undid, Redid: res.Redid}
+	if err != nil {
+		rep.Refusal = RefusalOf(err)
+		var ce *rewind.ConflictError
+		if errors.As(err, &ce) {
+			rep.RevertOf, rep.Conflicts = ce.Step, ce.Paths
+		}
+	}
+	if rep.Report.Skipped == nil {
+		rep.Report.Skipped = []string{}
+	}
+	return rep
+}
+
+// Err is the error a refused request's report stands for (nil when it was
+// not refused): a *rewind.ConflictError for conflicts, else a
+// *rewind.RefusedError, so errors.Is and errors.As work on the client's
+// side as on the engine's.
+func (r RewindReport) Err() error {
+	if r.Error == ErrorConflict {
+		return &rewind.ConflictError{Step: r.RevertOf, Paths: r.Conflicts}
+	}
+	return r.Refusal.Err()
+}
 
 // ParseRewindReport parses what reading "rewind" shows ("{}": no rewind
 // yet, a zero report).
@@ -365,8 +372,12 @@ func FormatGC(r GCRequest) []byte {
 	return append(b, '\n')
 }
 
-// GCReport is what reading "gc" shows: what one gc did.
-type GCReport = rewind.GCResult
+// GCReport is what reading "gc" shows: what one gc did, or on the handle
+// that wrote a refused request, why.
+type GCReport struct {
+	rewind.GCResult
+	Refusal
+}
 
 // ParseGCReport parses what reading "gc" shows.
 func ParseGCReport(b []byte) (GCReport, error) {

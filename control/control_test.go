@@ -26,9 +26,9 @@ func TestParseRewind(t *testing.T) {
 			t.Errorf("ParseRewind(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
 		}
 		// What a client formats, the daemon parses back the same.
-		back, err := ParseRewind(got.Format())
+		back, err := ParseRewind(FormatRewind(got))
 		if err != nil || !reflect.DeepEqual(back, got) {
-			t.Errorf("ParseRewind(%q.Format() = %q) = %+v, %v", tc.in, got.Format(), back, err)
+			t.Errorf("ParseRewind(%q.Format() = %q) = %+v, %v", tc.in, FormatRewind(got), back, err)
 		}
 	}
 	for _, bad := range []string{"", "x", "-1", "1.5", "1 2", `{}`, `{"undo": true, "redo": true}`,
@@ -70,8 +70,7 @@ func TestStep(t *testing.T) {
 	if _, err := FormatStep("two\nlines", nil); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("FormatStep of two lines: %v, want ErrBadRequest", err)
 	}
-	rep, err := ParseStepReport(StepReport{Sequence: 4, Label: "a b"}.Format())
-	if err != nil || rep != (StepReport{Sequence: 4, Label: "a b"}) {
-		t.Errorf("step report round trip: %+v, %v", rep, err)
+	if got := string(StepReport{Sequence: 4, Label: "a b"}.Format()); got != "4 a b\n" {
+		t.Errorf("step report: %q", got)
 	}
 }

@@ -30,12 +30,16 @@
 // any of them with "dryRun": true (report and preview, change nothing) and
 // "session": "<agent session id>" (whose changes count as the agent's).
 //
-// Undo and redo are resolved by the daemon under its workspace lock, so no
+// Undo and redo are resolved by the engine under its workspace lock, so no
 // change or step can land between choosing the target and rewinding to it,
 // and two concurrent undos undo two different steps. A handle that made a
 // request reads that request's own report, whatever other clients did
 // meanwhile: open the file read-write, write the request as one line (the
-// daemon runs it at its newline), read the report.
+// daemon runs it at its newline), read the report, whole. A refused
+// request's report carries its Refusal ("error": nothing-to-undo,
+// nothing-to-redo, no-such-seq, pruned, thinned, conflict, bad-request,
+// failed, with details), on .zero/gc and .zero/step too (a step runs when a
+// descriptor is closed: close a duplicate, then read).
 //
 // This package holds no state and does no I/O; nothing in it is durable.
 package control

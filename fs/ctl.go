@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -15,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/control"
-	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -225,6 +225,8 @@ func (c *ctlFile) Write(ctx context.Context, f fusefs.FileHandle, data []byte, o
 	}
 	if len(h.req)+len(data) > maxRequest {
 		h.done, h.req = true, nil
+		h.content, _ = control.JSONLine(control.Refusal{Error: string(rewind.RefusedBadRequest),
+			Message: fmt.Sprintf("control: bad request: more than %d bytes written to .zero/%s", maxRequest, c.name)})
 		return 0, syscall.EINVAL
 	}
 	h.req = append(h.req, data...)
@@ -271,7 +273,11 @@ func requestComplete(req []byte) bool {
 func (c *ctlFile) run(ctx context.Context, h *ctlHandle, req []byte) syscall.Errno {
 	switch c.name {
 	case control.Step:
-		return c.fs.doStep(ctx, req)
+		out, errno := c.fs.doStep(ctx, req)
+		if out != nil {
+			h.content = out
+		}
+		return errno
 	case control.Turn:
 		return c.fs.doTurn(ctx, req)
 	case control.Rewind:
@@ -290,13 +296,15 @@ func (c *ctlFile) run(ctx context.Context, h *ctlHandle, req []byte) syscall.Err
 	return syscall.EACCES
 }
 
-// doStep begins a step (control.ParseStep reads the request).
-func (f *fsys) doStep(ctx context.Context, data []byte) syscall.Errno {
+// doStep begins a step (control.ParseStep reads the request). A refused
+// step's reason is returned for the handle that wrote it (control.Refusal).
+func (f *fsys) doStep(ctx context.Context, data []byte) ([]byte, syscall.Errno) {
 	req := control.ParseStep(data)
 	if _, err := f.eng.BeginStep(engineCtx(ctx), req.Label, req.Payload); err != nil {
-		return engineErrno(f.log, "step", ".zero/step", err, seqInvalid)
+		out, _ := control.JSONLine(control.RefusalOf(err))
+		return out, engineErrno(f.log, "step", ".zero/step", err, seqInvalid)
 	}
-	return 0
+	return nil, 0
 }
 
 // doTurn begins a turn (control.ParseTurn reads the request): a person's
@@ -313,34 +321,26 @@ func (f *fsys) doTurn(ctx context.Context, data []byte) syscall.Errno {
 }
 
 // doRewind carries out a rewind request (control.ParseRewind: a target,
-// paths, a revert, an undo or a redo, or a dry run of one) and returns when
-// it is complete and durable, after telling the kernel to forget what it
-// changed. Undo and redo pick their target under the engine's workspace
-// lock (history.RunRewind). It returns the request's result for the handle
-// that wrote it (also when a revert was refused for its conflicts: the
-// result names them). Nothing to undo or redo is ENOENT.
+// paths, a revert, an undo or a redo, or a dry run of one: the engine
+// resolves each, undo and redo included, under its workspace lock) and
+// returns when it is complete and durable, after telling the kernel to
+// forget what it changed. It returns the request's report for the handle
+// that wrote it, also when it was refused (control.Refusal: a revert's
+// conflicts, nothing to undo, a pruned state, ...). The errno is the one
+// the refusal always had: nothing to undo or redo is ENOENT, a sequence
+// not in the history or a bad request EINVAL, a conflict EBUSY.
 func (f *fsys) doRewind(ctx context.Context, data []byte) ([]byte, syscall.Errno) {
 	req, err := control.ParseRewind(data)
-	if err != nil || req.Target > f.eng.Head() || req.Revert > f.eng.Head() {
-		return nil, syscall.EINVAL
+	if err != nil {
+		out, _ := control.JSONLine(control.RewindReport{Refusal: control.RefusalOf(err), Report: rewind.Report{Skipped: []string{}}})
+		return out, syscall.EINVAL
 	}
 	// Settled once the kernel was told what changed (rewinds.stale).
 	defer f.rw.begin()()
-	res, rep, err := history.RunRewind(engineCtx(ctx), f.eng, req)
-	var out []byte
-	if err == nil || errors.Is(err, rewind.ErrConflict) {
-		out, _ = control.JSONLine(rep)
-	}
-	switch {
-	case errors.Is(err, history.ErrNothingToUndo), errors.Is(err, history.ErrNothingToRedo):
-		return nil, syscall.ENOENT
-	case err != nil:
+	res, err := f.eng.Apply(engineCtx(ctx), req)
+	out, _ := control.JSONLine(control.ReportOf(res, err))
+	if err != nil {
 		return out, engineErrno(f.log, "rewind", ".zero/rewind", err, seqInvalid)
-	}
-	if !rep.DryRun {
-		f.mu.Lock()
-		f.lastRewind = &rep
-		f.mu.Unlock()
 	}
 	f.invalidate(res.Changed)
 	return out, 0
@@ -348,15 +348,17 @@ func (f *fsys) doRewind(ctx context.Context, data []byte) ([]byte, syscall.Errno
 
 // doGC forgets the states before the requested sequence (and thins the
 // history before the requested thinBefore: control.ParseGC) and returns
-// the result for the handle that wrote the request.
+// the result for the handle that wrote the request, or why it was refused.
 func (f *fsys) doGC(ctx context.Context, data []byte) ([]byte, syscall.Errno) {
 	req, err := control.ParseGC(data)
-	if err != nil || req.Before > f.eng.Head() || req.ThinBefore > f.eng.Head() {
-		return nil, syscall.EINVAL
+	if err != nil {
+		out, _ := control.JSONLine(control.GCReport{Refusal: control.RefusalOf(err)})
+		return out, syscall.EINVAL
 	}
 	res, err := f.eng.GCWith(engineCtx(ctx), req)
 	if err != nil {
-		return nil, engineErrno(f.log, "gc", ".zero/gc", err, seqInvalid)
+		out, _ := control.JSONLine(control.GCReport{Refusal: control.RefusalOf(err)})
+		return out, engineErrno(f.log, "gc", ".zero/gc", err, seqInvalid)
 	}
 	f.mu.Lock()
 	f.lastGC = &res
@@ -381,18 +383,14 @@ func (f *fsys) report(name string) ([]byte, error) {
 		if !ok {
 			return []byte("{}\n"), nil
 		}
-		r := control.RewindReport{Sequence: seq, TargetSequence: p.TargetSequence,
-			CheckpointSequence: p.CheckpointSequence, Report: p.Report,
-			Paths: p.Paths, RevertOf: p.RevertOf, Force: p.Force, Foreign: p.Foreign}
-		f.mu.Lock()
-		if last := f.lastRewind; last != nil && last.Sequence == seq {
-			r.Undid, r.Redid = last.Undid, last.Redid // which step an undo or redo named
+		res := rewind.Result{Seq: seq, Report: p.Report, Foreign: p.Foreign, Record: p}
+		switch p.Form {
+		case rewind.FormUndo:
+			res.Undid = p.Step
+		case rewind.FormRedo:
+			res.Redid = p.Step
 		}
-		f.mu.Unlock()
-		if r.Report.Skipped == nil {
-			r.Report.Skipped = []string{}
-		}
-		return control.JSONLine(r)
+		return control.JSONLine(control.ReportOf(res, nil))
 	case control.GC:
 		f.mu.Lock()
 		res := f.lastGC

@@ -312,13 +312,13 @@ func TestCtlUndoRedo(t *testing.T) {
 	s2 := headOf(t, mp) - 1
 	for _, tc := range []struct {
 		req, file string
-		undid     *control.StepReport
-		redid     *control.StepReport
+		undid     *rewind.StepRef
+		redid     *rewind.StepRef
 	}{
-		{`{"undo": true}`, "1", &control.StepReport{Sequence: s2, Label: "two"}, nil},
-		{`{"undo": true}`, "<absent>", &control.StepReport{Sequence: s1, Label: "one"}, nil},
-		{`{"redo": true}`, "1", nil, &control.StepReport{Sequence: s1, Label: "one"}},
-		{`{"redo": true}`, "2", nil, &control.StepReport{Sequence: s2, Label: "two"}},
+		{`{"undo": true}`, "1", &rewind.StepRef{Kind: "step", Sequence: s2, Label: "two"}, nil},
+		{`{"undo": true}`, "<absent>", &rewind.StepRef{Kind: "step", Sequence: s1, Label: "one"}, nil},
+		{`{"redo": true}`, "1", nil, &rewind.StepRef{Kind: "step", Sequence: s1, Label: "one"}},
+		{`{"redo": true}`, "2", nil, &rewind.StepRef{Kind: "step", Sequence: s2, Label: "two"}},
 	} {
 		out, err := ctlRequestRaw(t, mp, "rewind", tc.req+"\n")
 		if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -50,10 +49,8 @@ type fsys struct {
 	// and of recorded states from older history, which record no time.
 	mtime time.Time
 
-	mu     sync.Mutex       // guards lastGC, lastRewind
+	mu     sync.Mutex       // guards lastGC
 	lastGC *rewind.GCResult // the last GC run through .zero/gc
-	// lastRewind is the last rewind run through .zero/rewind, as reported.
-	lastRewind *control.RewindReport
 
 	// passthrough: opens of workspace files offer their descriptor for
 	// FUSE passthrough (set once the mount has shown it works).

@@ -4,9 +4,8 @@
 // reason about: steps and rewinds as Blocks, what each one changed
 // (Changes, with renames and the process that made each change), the log
 // (Log), diffs between states (Diff), rewinds of every form (a target,
-// some paths, a revert, undo and redo, dry runs: Source.Rewind, and
-// RunRewind on an engine), undo and redo targets (UndoTarget, RedoTarget),
-// gc cuts and thins (KeepCut, GCRequest's ThinBefore; Source.Thinned and
+// some paths, a revert, undo and redo, dry runs: Source.Rewind, one
+// request each, its refusals typed: rewind.RefusedError), gc cuts and thins (KeepCut, GCRequest's ThinBefore; Source.Thinned and
 // ThinnedAt say which states a thin gave up), a status at a glance
 // (StatusOf, StatusWith: also what a thin would free) and store
 // verification with typed findings (Verify: only the blobs of the
@@ -23,10 +22,11 @@
 // Unmounted, the engine (package rewind) is opened on the store, holding
 // its lock until Close, so a caller never races a daemon.
 //
-// Undo and redo stack like an editor's, read back from the log (see
-// targets.go); they are resolved under the engine's workspace lock, by the
-// daemon when mounted, so no change or step lands between choosing the
-// target and rewinding to it.
+// Undo and redo are the engine's (rewind.Request): it resolves them under
+// its workspace lock from the step marks it keeps, by the daemon when
+// mounted, so no change or step lands between choosing the target and
+// rewinding to it. Mounted, a refused request's reason is read back from
+// the control file (control.Refusal), never guessed from the log.
 //
 // Durability: nothing here writes the store itself. Every change to the
 // history (a step, a rewind, a gc) is made by the engine or the daemon and

@@ -121,12 +121,13 @@ func (h *engineSource) BeginTurn(ctx context.Context, payload json.RawMessage) e
 }
 
 func (h *engineSource) Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error) {
-	_, rep, err := RunRewind(ctx, h.eng, req)
-	return rep, err
+	res, err := h.eng.Apply(ctx, req)
+	return control.ReportOf(res, err), err
 }
 
 func (h *engineSource) GC(ctx context.Context, req control.GCRequest) (control.GCReport, error) {
-	return h.eng.GCWith(ctx, req)
+	res, err := h.eng.GCWith(ctx, req)
+	return control.GCReport{GCResult: res, Refusal: control.RefusalOf(err)}, err
 }
 
 func (h *engineSource) Close() error {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -239,87 +240,45 @@ func (m *mountSource) BeginStep(ctx context.Context, label string, extra json.Ra
 	if err != nil {
 		return err
 	}
-	_, err = m.request(control.Step, req, false)
-	return err
+	b, err := m.request(control.Step, req)
+	if err != nil {
+		if r, ok := control.ParseRefusal(b); ok {
+			return r.Err()
+		}
+		return err
+	}
+	return nil
 }
 
 func (m *mountSource) BeginTurn(ctx context.Context, payload json.RawMessage) error {
 	if _, err := control.ParseTurn(payload); err != nil {
 		return err
 	}
-	_, err := m.request(control.Turn, append(append([]byte{}, payload...), '\n'), false)
+	_, err := m.request(control.Turn, append(append([]byte{}, payload...), '\n'))
 	return err
 }
 
+// Rewind sends one request and reads back its own report: what the rewind
+// did, or why the daemon refused it (control.Refusal, as a typed error).
 func (m *mountSource) Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error) {
-	b, err := m.request(control.Rewind, req.Format(), true)
+	text := control.FormatRewind(req)
+	b, err := m.request(control.Rewind, text)
 	if err != nil {
-		switch {
-		case errors.Is(err, unix.EBUSY) && req.Revert != 0:
-			// A revert refused for its conflicts: the handle's report
-			// names them.
-			rep, perr := control.ParseRewindReport(b)
-			if perr != nil || rep.Error != control.ErrorConflict {
-				return control.RewindReport{}, err
-			}
-			return rep, &rewind.ConflictError{Step: req.Revert, Paths: rep.Conflicts}
-		case (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT)) && (req.Undo || req.Redo):
-			return control.RewindReport{}, m.whyNot(req)
-		case errors.Is(err, unix.EINVAL) && req.Revert == 0 && req.Target > 0:
-			if head, herr := m.Head(); herr == nil && req.Target > head {
-				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Target)
-			}
-			if pruned, perr := m.PrunedBefore(); perr == nil && req.Target < pruned {
-				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Target)
-			}
-			if _, ok := ThinnedAt(m, req.Target); ok {
-				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Target)
-			}
-		case errors.Is(err, unix.EINVAL) && req.Revert > 0:
-			if head, herr := m.Head(); herr == nil && req.Revert > head {
-				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Revert)
-			}
-			// A step whose states (before or after it) were thinned.
-			if _, ok := ThinnedAt(m, req.Revert); ok {
-				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Revert)
-			}
-			if _, ok := ThinnedAt(m, req.Revert+1); ok {
-				return control.RewindReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, req.Revert)
-			}
+		rep, perr := control.ParseRewindReport(b)
+		if perr == nil && rep.Error != "" {
+			return rep, rep.Err()
 		}
-		return control.RewindReport{}, fmt.Errorf("%s/%s refused %s: %w", control.Dir, control.Rewind, strings.TrimSpace(string(req.Format())), err)
+		// A daemon from before refusals were typed says only the errno.
+		return control.RewindReport{}, fmt.Errorf("%s/%s refused %s: %w", control.Dir, control.Rewind, strings.TrimSpace(string(text)), err)
 	}
 	return control.ParseRewindReport(b)
 }
 
-// whyNot explains a refused undo or redo: the daemon answers with an errno
-// only, so the reason is read back from the log (ErrNothingToUndo, a pruned
-// state, ...).
-func (m *mountSource) whyNot(req control.RewindRequest) error {
-	blocks, _, err := Blocks(m)
-	if err != nil {
-		return err
-	}
-	pruned, err := m.PrunedBefore()
-	if err != nil {
-		return err
-	}
-	if req.Undo {
-		_, _, err = UndoTarget(blocks, pruned)
-	} else {
-		_, _, err = RedoTarget(blocks, pruned)
-	}
-	if err == nil {
-		err = fmt.Errorf("the daemon refused the request %s", strings.TrimSpace(string(req.Format())))
-	}
-	return err
-}
-
 func (m *mountSource) GC(ctx context.Context, req control.GCRequest) (control.GCReport, error) {
-	b, err := m.request(control.GC, control.FormatGC(req), true)
+	b, err := m.request(control.GC, control.FormatGC(req))
 	if err != nil {
-		if errors.Is(err, unix.EINVAL) {
-			return control.GCReport{}, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, max(req.Before, req.ThinBefore))
+		if r, ok := control.ParseRefusal(b); ok {
+			return control.GCReport{Refusal: r}, r.Err()
 		}
 		return control.GCReport{}, err
 	}
@@ -327,31 +286,43 @@ func (m *mountSource) GC(ctx context.Context, req control.GCRequest) (control.GC
 }
 
 // request writes one request to a control file through one open file, as
-// one line (the daemon runs it at its newline) and, with report, reads back
-// from the same file that request's own report, also when the request
-// failed (a refused revert's report names its conflicts).
-func (m *mountSource) request(name string, req []byte, report bool) ([]byte, error) {
-	flag := os.O_WRONLY
-	if report {
-		flag = os.O_RDWR
-	}
-	f, err := os.OpenFile(m.ctl(name), flag, 0)
+// one line, and reads back from the same file that request's own report,
+// whole, whatever its size (a dry run's preview of ten thousand paths is
+// megabytes), also when the request failed (the report then says why). A
+// rewind or gc request runs at the write that completes its line; a step
+// runs when a descriptor of the file is closed, so a duplicate is closed
+// first (its close returns the step's error) and the report read after.
+func (m *mountSource) request(name string, req []byte) ([]byte, error) {
+	f, err := os.OpenFile(m.ctl(name), os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	_, werr := f.Write(req)
-	var out []byte
-	if report {
-		out, err = io.ReadAll(io.NewSectionReader(f, 0, control.MaxRequest))
-		if err != nil && werr == nil {
-			return nil, err
-		}
+	if werr == nil {
+		werr = closeDup(f)
+	}
+	out, err := io.ReadAll(io.NewSectionReader(f, 0, math.MaxInt64))
+	if err != nil && werr == nil {
+		return nil, err
 	}
 	if werr != nil {
 		return out, werr
 	}
 	return out, f.Close()
+}
+
+// closeDup closes a duplicate of f's descriptor: the daemon carries out a
+// request not carried out yet (a step) and returns its error.
+func closeDup(f *os.File) error {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	if err := unix.Close(fd); err != nil {
+		return &os.PathError{Op: "close", Path: f.Name(), Err: err}
+	}
+	return nil
 }
 
 func (m *mountSource) Close() error {

@@ -105,10 +105,10 @@ func OpenDir(ctx context.Context, dir string, opts Options) (*Workspace, Source,
 	return ws, src, nil
 }
 
-// Errors of undo and redo.
+// Errors of undo and redo (the engine's refusals).
 var (
-	ErrNothingToUndo = errors.New("nothing to undo")
-	ErrNothingToRedo = errors.New("nothing to redo")
+	ErrNothingToUndo = rewind.ErrNothingToUndo
+	ErrNothingToRedo = rewind.ErrNothingToRedo
 )
 
 // SeqError explains a sequence that is not in the history.
@@ -145,6 +145,13 @@ func ExplainSeq(src Source, t Seq, err error) error {
 	var se *SeqError
 	if err == nil || !errors.Is(err, rewind.ErrNoSuchSeq) || errors.As(err, &se) {
 		return err
+	}
+	// The engine's refusal names the history's bounds: nothing to read.
+	var re *rewind.RefusedError
+	if errors.As(err, &re) && (re.Head != 0 || re.Thinned != nil) {
+		se = &SeqError{Seq: t, Head: re.Head, PrunedBefore: re.PrunedBefore, Thinned: re.Thinned}
+		se.ThinnedAfter = re.Thinned != nil && re.Seq != t
+		return se
 	}
 	head, _ := src.Head()
 	pruned, _ := src.PrunedBefore()

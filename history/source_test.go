@@ -156,7 +156,7 @@ var suite = map[string]func(t *testing.T, f *fixture){
 	"UndoRedo": func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		rep, err := f.src.Rewind(ctx, control.RewindRequest{Undo: true})
-		if err != nil || rep.Undid == nil || *rep.Undid != (control.StepReport{Sequence: f.steps["three"], Label: "three"}) || read(f, "a") != "a1" {
+		if err != nil || rep.Undid == nil || *rep.Undid != (rewind.StepRef{Kind: "step", Sequence: f.steps["three"], Label: "three"}) || read(f, "a") != "a1" {
 			t.Fatalf("undo: %+v, %v; a = %q", rep, err, read(f, "a"))
 		}
 		rep, err = f.src.Rewind(ctx, control.RewindRequest{Redo: true})

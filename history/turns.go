@@ -3,6 +3,8 @@ package history
 import (
 	"errors"
 	"fmt"
+
+	"github.com/zerofs/zerofs/rewind"
 )
 
 // Turns group steps by the prompt that led to them (SPEC: the turn event).
@@ -31,25 +33,24 @@ func FindTurn(turns []Turn, seq Seq) (Turn, error) {
 	return Turn{}, &TurnError{Seq: seq}
 }
 
-// TurnUndoTarget is the turn `undo --turn` takes back: the turn of the
-// newest step that changed something and is still in effect (as undo
-// picks it). Rewinding to its sequence minus one takes back that step and
-// every other change made since the prompt. ErrNoTurn when that step came
-// before any turn; ErrNothingToUndo when no step is in effect.
-func TurnUndoTarget(blocks []*Block, turns []Turn, prunedBefore Seq) (Turn, error) {
-	b := inEffect(blocks, Now)
-	if b == nil {
-		return Turn{}, ErrNothingToUndo
+// TurnUndoTarget is the turn `undo --turn` takes back: the turn of undid,
+// the step a plain undo would take back now (the engine names it: a dry
+// run of {"undo": true}). Rewinding to its sequence minus one takes back
+// that step and every other change made since the prompt. ErrNoTurn when
+// that step came before any turn (or is not a step).
+func TurnUndoTarget(blocks []*Block, turns []Turn, undid rewind.StepRef) (Turn, error) {
+	var b *Block
+	for i := len(blocks) - 1; i >= 0; i-- {
+		if blocks[i].Type == BlockStep && blocks[i].Seq == undid.Sequence {
+			b = blocks[i]
+			break
+		}
+	}
+	if b == nil || undid.Kind == "rewind" {
+		return Turn{}, fmt.Errorf("%w: the last action in effect (%d) is not a step", ErrNoTurn, undid.Sequence)
 	}
 	if b.Turn == 0 {
 		return Turn{}, fmt.Errorf("%w: the last step in effect (%d %q) came before any prompt hook recorded a turn", ErrNoTurn, b.Seq, b.Label)
 	}
-	t, err := FindTurn(turns, b.Turn)
-	if err != nil {
-		return Turn{}, err
-	}
-	if t.Seq-1 < prunedBefore {
-		return t, &PrunedError{What: fmt.Sprintf("cannot undo turn %d", t.Seq), Seq: t.Seq - 1, PrunedBefore: prunedBefore}
-	}
-	return t, nil
+	return FindTurn(turns, b.Turn)
 }

@@ -111,6 +111,9 @@ type Result struct {
 	// Record is the session_rewind payload written (for a dry run, the one
 	// that would be).
 	Record RewindPayload
+	// Undid is what an undo took back; Redid what a redo brought back (nil
+	// when the undo it took back did not record it).
+	Undid, Redid *StepRef
 }
 
 // GCResult is what GC did.

@@ -296,28 +296,3 @@ func TestForeignChanges(t *testing.T) {
 		t.Fatalf("the session_rewind does not record what it overwrote: %+v", last)
 	}
 }
-
-// Pick chooses the target under the lock; its error changes nothing.
-func TestApplyPick(t *testing.T) {
-	ctx := context.Background()
-	e, ws := openT(t, Options{})
-	steps, at := history3(t, e, ws)
-	head := e.Head()
-	boom := errors.New("nothing to undo")
-	if _, err := e.RewindFunc(ctx, func() (Seq, error) { return 0, boom }); !errors.Is(err, boom) {
-		t.Fatalf("a failing pick: got %v", err)
-	}
-	if e.Head() != head {
-		t.Fatal("a failing pick appended events")
-	}
-	res, err := e.Apply(ctx, Request{DryRun: true, Pick: func() (Seq, error) { return steps[2], nil }})
-	if err != nil || !res.DryRun || res.Record.TargetSequence != steps[2] || e.Head() != head {
-		t.Fatalf("a dry run with a pick: %+v, %v", res, err)
-	}
-	if _, err := e.RewindFunc(ctx, func() (Seq, error) { return steps[2], nil }); err != nil {
-		t.Fatal(err)
-	}
-	if d := diffTrees(diskTree(t, ws), at[2]); d != "" {
-		t.Fatalf("after RewindFunc:\n%s", d)
-	}
-}

@@ -49,7 +49,7 @@ func (e *Engine) gc(ctx context.Context, req GCRequest, pp PrunedPayload) (GCRes
 	before := req.Before
 	for _, s := range []Seq{req.Before, req.ThinBefore} {
 		if s > e.Head() {
-			return GCResult{}, fmt.Errorf("%w: %d (head is %d)", ErrNoSuchSeq, s, e.Head())
+			return GCResult{}, e.refuseSeq(s)
 		}
 	}
 	if before < e.PrunedBefore() {

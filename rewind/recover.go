@@ -32,6 +32,8 @@ type intent struct {
 	RevertOf   Seq       `json:"revertOf,omitempty"`
 	Force      bool      `json:"force,omitempty"`
 	Foreign    []Foreign `json:"foreign,omitempty"`
+	Form       string    `json:"form,omitempty"`
+	Step       *StepRef  `json:"step,omitempty"`
 }
 
 // recoverRewind finishes a rewind interrupted by a crash: it plans again
@@ -129,6 +131,14 @@ func checkIntent(file string, data []byte, head, pruned Seq, events func(from Se
 	}
 	if in.Target >= in.Checkpoint || in.Target < pruned {
 		return bad("names target %d, not in %d..%d", in.Target, pruned, in.Checkpoint-1)
+	}
+	switch in.Form {
+	case "", index.FormRewind, index.FormPaths, index.FormRevert, index.FormUndo, index.FormRedo, index.FormTurn:
+	default:
+		return bad("names an unknown form %q", in.Form)
+	}
+	if in.Step != nil && in.Step.Sequence >= in.Checkpoint {
+		return bad("names step %d, not before its checkpoint %d", in.Step.Sequence, in.Checkpoint)
 	}
 	for ev, err := range events(in.Checkpoint) {
 		if err != nil {

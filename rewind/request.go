@@ -9,11 +9,14 @@ import (
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
-// Request is one rewind: of the whole workspace to Target, of some Paths
-// only, or the Revert of one step. A DryRun of any of them changes and
-// records nothing. The JSON form is what .zero/rewind accepts (see fs).
+// Request is one rewind request, the one type every client, the daemon
+// and the engine share: the whole workspace to Target, some Paths only,
+// the Revert of one step, an Undo or a Redo, each maybe a DryRun. Exactly
+// one of Target, Revert, Undo and Redo is meant; Paths go with a Target,
+// Force with a Revert. Its JSON form is what .zero/rewind accepts
+// (control.ParseRewind and control.FormatRewind read and write it).
 type Request struct {
-	// Target is the state to go back to (unused by a revert).
+	// Target is the state to go back to (unused by the other forms).
 	Target Seq `json:"target"`
 	// Paths, when given, limits a rewind to these workspace paths, each
 	// with everything under it. "" (the root) means every path.
@@ -25,18 +28,55 @@ type Request struct {
 	// Force: a revert also puts back paths changed after its step, instead
 	// of failing with a *ConflictError.
 	Force bool `json:"force,omitempty"`
+	// Undo takes back the last action still in effect; Redo the last undo
+	// (internal/index/undo.go). The engine chooses the target under the
+	// workspace lock, after every capture so far is durable, so no change
+	// or step lands between the choice and the rewind, and two undos never
+	// choose the same step.
+	Undo bool `json:"undo,omitempty"`
+	Redo bool `json:"redo,omitempty"`
 	// DryRun: plan, report and preview, but change nothing.
 	DryRun bool `json:"dryRun,omitempty"`
 	// Session is the agent session on whose behalf the rewind runs, for
 	// telling whose changes it overwrites; "" means the session of the
 	// reverted step, or of the newest agent step the rewind undoes.
 	Session string `json:"session,omitempty"`
-	// Pick, when set, chooses Target under the workspace lock, after every
-	// capture so far is durable, so no change or step lands between the
-	// choice and the rewind (undo and redo choose with it; two of them
-	// never choose the same step). An error from Pick is returned as it is
-	// and nothing changes.
-	Pick func() (Seq, error) `json:"-"`
+}
+
+// form is the form req asks for (index.Form*).
+func (req Request) form() string {
+	switch {
+	case req.Undo:
+		return index.FormUndo
+	case req.Redo:
+		return index.FormRedo
+	case req.Revert != 0:
+		return index.FormRevert
+	case len(req.Paths) > 0:
+		return index.FormPaths
+	}
+	return index.FormRewind
+}
+
+// check refuses a request that mixes forms.
+func (req Request) check() error {
+	forms := 0
+	for _, on := range []bool{req.Undo, req.Redo, req.Revert != 0} {
+		if on {
+			forms++
+		}
+	}
+	switch {
+	case forms > 1:
+		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: more than one of revert, undo and redo"}
+	case forms == 1 && req.Target != 0:
+		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: a target goes with no other form"}
+	case len(req.Paths) > 0 && forms > 0:
+		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: paths go with a target only"}
+	case req.Force && req.Revert == 0:
+		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: force goes with a revert only"}
+	}
+	return nil
 }
 
 var (
@@ -96,11 +136,12 @@ func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
 	if req.DryRun {
 		res := Result{DryRun: true, Report: e.report(plan), Foreign: foreign, Conflicts: conflicts}
 		res.Record = RewindPayload{TargetSequence: in.Target, Report: res.Report, Paths: in.Roots,
-			RevertOf: in.RevertOf, Force: in.Force, Foreign: foreign}
+			RevertOf: in.RevertOf, Force: in.Force, Foreign: foreign, Form: in.Form, Step: in.Step}
 		res.Preview, err = e.preview(plan)
 		if err != nil {
 			return Result{}, err
 		}
+		res.acted(in)
 		return res, cerr
 	}
 	if cerr != nil {
@@ -116,31 +157,49 @@ func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
 	in.Foreign = foreign
 	res, err := e.carryOut(ctx, in, plan)
 	res.Conflicts = conflicts
+	res.acted(in)
 	return res, err
 }
 
-// RewindFunc is Rewind to the target pick chooses under the workspace lock
-// (see Request.Pick).
-func (e *Engine) RewindFunc(ctx context.Context, pick func() (Seq, error)) (Result, error) {
-	return e.Apply(ctx, Request{Pick: pick})
+// acted names in res what an undo or redo acted on.
+func (res *Result) acted(in intent) {
+	switch in.Form {
+	case index.FormUndo:
+		res.Undid = in.Step
+	case index.FormRedo:
+		res.Redid = in.Step
+	}
 }
 
 // resolve turns req into the intent and plan to carry out, the conflicts
 // of a revert, and the agent session it acts for. The caller holds wsMu.
 func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []string, session string, err error) {
+	if err := req.check(); err != nil {
+		return in, nil, nil, "", err
+	}
 	if req.Revert != 0 {
-		if len(req.Paths) > 0 {
-			return in, nil, nil, "", fmt.Errorf("%w: a revert takes no paths", ErrBadRequest)
-		}
 		return e.resolveRevert(req)
 	}
-	if req.Pick != nil {
-		if req.Target, err = req.Pick(); err != nil {
-			return in, nil, nil, "", err
+	var what *StepRef
+	switch {
+	case req.Undo:
+		t, w, ok := e.state.UndoTarget()
+		if !ok {
+			return in, nil, nil, "", &RefusedError{Refusal: RefusedNothingToUndo, Head: e.Head(), PrunedBefore: e.PrunedBefore()}
 		}
+		req.Target, what = t, &w
+	case req.Redo:
+		t, w, ok := e.state.RedoTarget()
+		if !ok {
+			return in, nil, nil, "", &RefusedError{Refusal: RefusedNothingToRedo, Head: e.Head(), PrunedBefore: e.PrunedBefore()}
+		}
+		req.Target, what = t, w
 	}
-	if err := e.checkSeq(req.Target); err != nil {
-		return in, nil, nil, "", err
+	if r := e.refuseSeq(req.Target); r != nil {
+		if req.Undo || req.Redo {
+			r.Op, r.Step = req.form(), what
+		}
+		return in, nil, nil, "", r
 	}
 	session = req.Session
 	if session == "" {
@@ -150,7 +209,7 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 	if err != nil {
 		return in, nil, nil, "", err
 	}
-	in = intent{Target: req.Target}
+	in = intent{Target: req.Target, Form: req.form(), Step: what}
 	if roots == nil {
 		plan, err = e.plan(req.Target, ^Seq(0))
 		return in, plan, nil, session, err

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // ConflictError is a revert refused because the paths it names were changed
@@ -26,7 +28,7 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 		return intent{}, nil, nil, "", err
 	}
 	if req.Revert > e.Head() {
-		return fail(fmt.Errorf("%w: %d (head is %d)", ErrNoSuchSeq, req.Revert, e.Head()))
+		return fail(e.refuseSeq(req.Revert))
 	}
 	sp := e.state.SpanOf(req.Revert, e.Head())
 	if err := e.checkSeq(sp.Before); err != nil {
@@ -120,7 +122,7 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 		conflicts = append(conflicts, p)
 	}
 	sort.Strings(conflicts)
-	in = intent{Target: sp.Before, Narrow: true, Paths: cands, RevertOf: req.Revert, Force: req.Force && len(conflicts) > 0}
+	in = intent{Target: sp.Before, Narrow: true, Paths: cands, RevertOf: req.Revert, Force: req.Force && len(conflicts) > 0, Form: index.FormRevert}
 	plan, err = e.planPaths(sp.Before, ^Seq(0), cands)
 	if err != nil {
 		return fail(err)

@@ -13,13 +13,10 @@ import (
 )
 
 // checkSeq refuses sequences above head, below the pruned history, or
-// strictly inside a thinned interval.
+// strictly inside a thinned interval, with a *RefusedError.
 func (e *Engine) checkSeq(t Seq) error {
-	if t > e.Head() || t < e.PrunedBefore() {
-		return fmt.Errorf("%w: %d (history is %d..%d)", ErrNoSuchSeq, t, e.PrunedBefore(), e.Head())
-	}
-	if iv, ok := index.ThinnedAt(e.Thinned(), t); ok {
-		return fmt.Errorf("%w: %d (history between %d and %d was thinned to one state a day)", ErrNoSuchSeq, t, iv.After, iv.Before)
+	if r := e.refuseSeq(t); r != nil {
+		return r
 	}
 	return nil
 }

@@ -44,6 +44,16 @@ const (
 	KindSymlink = index.KindSymlink
 )
 
+// The forms of a rewind, as its session_rewind records them ("form").
+const (
+	FormRewind = index.FormRewind
+	FormPaths  = index.FormPaths
+	FormRevert = index.FormRevert
+	FormUndo   = index.FormUndo
+	FormRedo   = index.FormRedo
+	FormTurn   = index.FormTurn
+)
+
 // StoreName is the store's default directory name in the workspace root.
 const StoreName = index.StoreName
 

@@ -48,29 +48,17 @@ reflinked).
 	run: runFork,
 }
 
-// applyWith runs req on src, first as a dry run when it is not one, so the
-// changes made outside the agent's steps that it overwrites are named (on
-// stderr) before it acts. A refused revert returns its report (with the
+// applyWith runs req on src: one request, whose result names the changes
+// made outside the agent's steps that it overwrote: they are named on
+// stderr (a dry run's preview lists those it would overwrite). A refused revert returns its report (with the
 // conflicts) and a *rewind.ConflictError.
 func applyWith(e *env, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
-	warned := map[string]bool{}
-	if !req.DryRun {
-		dry := req
-		dry.DryRun = true
-		rep, err := doRewind(e.ctx, src, dry)
-		if err != nil && !errors.Is(err, rewind.ErrConflict) {
-			return rep, err
-		}
-		if err == nil || req.Force {
-			writeForeign(e.stderr, rep.Foreign, "overwrites", warned)
-		}
-	}
 	rep, err := doRewind(e.ctx, src, req)
 	if err != nil {
 		return rep, err
 	}
-	if !req.DryRun {
-		writeForeign(e.stderr, rep.Foreign, "overwrote", warned)
+	if !req.DryRun { // a dry run lists them in its preview
+		writeForeign(e.stderr, rep.Foreign, "overwrote", map[string]bool{})
 	}
 	return rep, nil
 }

@@ -140,7 +140,7 @@ func testWorkflows(t *testing.T, env formsEnv) (fork string) {
 	}
 	golden(t, "rewind-dry-run-foreign.txt", callerRE.ReplaceAllString(dry.stdout, "by COMM, pid PID"))
 	r = env.run(t, ws, "rewind", "7")
-	if r.code != 0 || !strings.Contains(r.stderr, "zerofs: warning: this overwrites typed.txt, changed between steps") {
+	if r.code != 0 || !strings.Contains(r.stderr, "zerofs: warning: this overwrote typed.txt, changed between steps") {
 		t.Fatalf("rewind 7 over a change made between steps: exit %d, stderr %q", r.code, r.stderr)
 	}
 	golden(t, "revert-force.txt", ok("revert", "--force", "1"))

@@ -166,8 +166,18 @@ func writeRewind(w io.Writer, rep control.RewindReport) error {
 	return err
 }
 
-// stepName is `step 42 "Edit main.go"`.
-func stepName(s control.StepReport) string {
+// stepName is what an undo or redo acted on: `step 42 "Edit main.go"`,
+// or a rewind taken back: `rewind 57`, `revert 60`, `path rewind 61`.
+func stepName(s rewind.StepRef) string {
+	if s.Kind == "rewind" {
+		switch s.Label {
+		case rewind.FormPaths:
+			return fmt.Sprintf("path rewind %d", s.Sequence)
+		case rewind.FormRevert, rewind.FormUndo, rewind.FormRedo, rewind.FormTurn:
+			return fmt.Sprintf("%s %d", s.Label, s.Sequence)
+		}
+		return fmt.Sprintf("rewind %d", s.Sequence)
+	}
 	return fmt.Sprintf("step %d %q", s.Sequence, s.Label)
 }
 
@@ -218,12 +228,15 @@ func rewindTurn(e *env, seq Seq, dry, last bool) error {
 		}
 		var t history.Turn
 		if last {
-			pruned, err := src.PrunedBefore()
+			// What a plain undo would take back now, as the engine sees it.
+			u, err := doRewind(e.ctx, src, control.RewindRequest{Undo: true, DryRun: true})
 			if err != nil {
 				return err
 			}
-			t, err = history.TurnUndoTarget(blocks, turns, pruned)
-			if err != nil {
+			if u.Undid == nil {
+				return history.ErrNothingToUndo
+			}
+			if t, err = history.TurnUndoTarget(blocks, turns, *u.Undid); err != nil {
 				return err
 			}
 		} else if t, err = history.FindTurn(turns, seq); err != nil {

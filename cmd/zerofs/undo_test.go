@@ -156,3 +156,21 @@ func TestConcurrentUndosMounted(t *testing.T) {
 		t.Errorf("f1 after redo of one undo: %v, want absent", err)
 	}
 }
+
+// TestRefusalsCLI: each refusal the daemon (or the engine, unmounted)
+// hands back typed reads as one clear line, mounted and unmounted alike,
+// with the details the refusal carries (the mounted client reads nothing
+// else to explain it): a sequence beyond head, one pruned, a revert of a
+// step beyond head, nothing to undo or redo, an undo whose state was
+// pruned, and a revert over later changes.
+func TestRefusalsCLI(t *testing.T) {
+	bothSourcesTidy(t, func(t *testing.T, ws string) {
+		wantFail(t, ws, 1, "zerofs: no sequence 999 (head is ", "rewind", "999")
+		wantFail(t, ws, 1, "zerofs: no sequence 999 (head is ", "revert", "999")
+		wantFail(t, ws, 1, "zerofs: nothing to redo", "redo")
+		mustRun(t, ws, "gc", "--before", "10")
+		wantFail(t, ws, 1, "zerofs: no sequence 3: history before 10 was pruned", "rewind", "3")
+		mustRun(t, ws, "undo")
+		wantFail(t, ws, 1, `zerofs: cannot undo step 4 "Bash": the state at 4 was pruned (history starts at 10)`, "undo", "--dry-run")
+	})
+}

@@ -13,9 +13,9 @@ const module = "github.com/zerofs/zerofs"
 // import (directly or not). Imports point one way: cmd/zerofs → fs,
 // history → control → rewind → rewind/internal/index (the state derived
 // from the log, folded once) → eventlog, blobstore → internal/durable.
-// The daemon (fs) and the clients (history) share the control protocol,
-// and fs uses history's step grouping to resolve undo and redo; history
-// never imports fs, and nothing imports cmd. The timeline (zerofs ui)
+// The daemon (fs) and the clients (history) share the control protocol;
+// the engine resolves every request, undo and redo included, so fs never
+// imports history (nor history fs), and nothing imports cmd. The timeline (zerofs ui)
 // stands on history like the CLI: never fs, never cmd. internal/wsdir (the workspace
 // path resolver) and internal/quote (how a name is printed for a person) are
 // leaves like internal/durable.
@@ -33,7 +33,7 @@ var allowed = map[string][]string{
 	"rewind":                {"rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	"control":               {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	"history":               {"control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"fs":                    {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"fs":                    {"control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	"timeline":              {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	"cmd/zerofs":            {"fs", "history", "timeline", "hooks", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:

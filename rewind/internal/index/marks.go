@@ -34,9 +34,22 @@ type Mark struct {
 	Label   string
 	Session string    // the agent's session id ("agentSession" in the tool_call)
 	At      time.Time // when the step began (MarkStep only)
+	// First is the first checkpoint of the block the mark begins (0 while
+	// it has none): for a MarkStep its step's, for a MarkRewind or a
+	// MarkTurn the implicit step's after it, for a MarkRewindCheckpoint its
+	// own seq.
+	First Seq
+	// Target, Form and Back describe a MarkRewind: its target, its form,
+	// and whether it put the whole workspace back (an undo, a redo, or a
+	// whole rewind written before forms were recorded), which takes the
+	// actions after Target out of effect instead of being one itself.
+	Target Seq
+	Form   string
+	Back   bool
 }
 
-// markEvent notes the boundary ev makes, if any; the caller holds s.mu.
+// markEvent notes the boundary ev makes, if any, and keeps the redo stack
+// (undo.go); the caller holds s.mu. rp is the payload of a session_rewind.
 func (s *State) markEvent(ev eventlog.Event, rp *RewindPayload) {
 	switch ev.Type {
 	case eventlog.TypeToolCall:
@@ -45,14 +58,50 @@ func (s *State) markEvent(ev eventlog.Event, rp *RewindPayload) {
 			AgentSession string `json:"agentSession"`
 		}
 		json.Unmarshal(ev.Payload, &p)
+		s.endBlock()
 		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkStep, Label: p.Name, Session: p.AgentSession, At: ev.CreatedAt})
 	case eventlog.TypeRewind:
+		cp := Seq(0)
 		if rp.CheckpointSequence > 0 && rp.CheckpointSequence < ev.Seq {
-			s.insertMark(Mark{Seq: rp.CheckpointSequence, Kind: MarkRewindCheckpoint})
+			cp = rp.CheckpointSequence
+			// The rewind's own checkpoints were folded into the block open
+			// before it: they are the rewind's.
+			s.disown(cp)
 		}
-		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkRewind})
+		s.endBlock()
+		if cp != 0 {
+			s.insertMark(Mark{Seq: cp, Kind: MarkRewindCheckpoint, First: cp})
+		}
+		back := rp.Form == FormUndo || rp.Form == FormRedo || (rp.Form == "" && len(rp.Paths) == 0 && rp.RevertOf == 0)
+		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkRewind, Target: rp.TargetSequence, Form: rp.Form, Back: back})
+		s.rewound(ev.Seq, cp, *rp, back)
 	case eventlog.TypeTurn:
+		s.endBlock()
 		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkTurn, At: ev.CreatedAt})
+	}
+}
+
+// noteCheckpoint notes a checkpoint at seq in the open block; the caller
+// holds s.mu.
+func (s *State) noteCheckpoint(seq Seq) {
+	if n := len(s.marks); n > 0 {
+		if s.marks[n-1].First == 0 {
+			s.marks[n-1].First = seq
+		}
+	} else if s.first0 == 0 {
+		s.first0 = seq
+	}
+}
+
+// disown gives the checkpoints from cp on back to the rewind that wrote
+// them: the open block's first checkpoint is not its own if it is one.
+func (s *State) disown(cp Seq) {
+	if n := len(s.marks); n > 0 {
+		if s.marks[n-1].First >= cp {
+			s.marks[n-1].First = 0
+		}
+	} else if s.first0 >= cp {
+		s.first0 = 0
 	}
 }
 

@@ -42,8 +42,11 @@ import (
 // never half); the engine writes it at Close, after gc, and every so many
 // events.
 //
-// Version 6 added the records' xattrs. Version 5 added the steps' times to the marks (a thin plans its days
-// from them). Version 4 added the thinned intervals (thin.go) to the state. A version 3
+// Version 7 added to the marks what undo and redo need (undo.go): each
+// block's first checkpoint, each rewind's target and form, and the redo
+// stack. Version 6 added the records' xattrs. Version 5 added the steps'
+// times to the marks (a thin plans its days from them). Version 4 added the
+// thinned intervals (thin.go) to the state. A version 3
 // snapshot is rebuilt from the log once: a zerofs before thinning skipped
 // history_thinned events, so its index may hold records a thin dropped.
 
@@ -52,7 +55,7 @@ const (
 	SnapshotName = "index.snapshot"
 	// SnapshotMagic begins it, and SnapshotVersion follows.
 	SnapshotMagic   = "zerofs index snapshot\n"
-	SnapshotVersion = 6
+	SnapshotVersion = 7
 )
 
 // snapshotState is what the fold derives from the log besides the index.
@@ -64,6 +67,8 @@ type snapshotState struct {
 	Pruned       Seq            `json:"pruned"`
 	Thinned      []ThinInterval `json:"thinned,omitempty"`
 	Marks        []snapshotMark `json:"marks"`
+	First0       Seq            `json:"first0,omitempty"`
+	Redo         []RedoEntry    `json:"redo,omitempty"`
 }
 
 // snapshotMark is a Mark as the snapshot keeps it.
@@ -73,13 +78,18 @@ type snapshotMark struct {
 	Label   string   `json:"l,omitempty"`
 	Session string   `json:"a,omitempty"`
 	At      int64    `json:"t,omitempty"` // Unix nanoseconds, MarkStep only
+	First   Seq      `json:"f,omitempty"`
+	Target  Seq      `json:"g,omitempty"`
+	Form    string   `json:"m,omitempty"`
+	Back    bool     `json:"b,omitempty"`
 }
 
 // saveMarks and loadMarks convert marks to and from their snapshot form.
 func saveMarks(ms []Mark) []snapshotMark {
 	out := make([]snapshotMark, len(ms))
 	for i, m := range ms {
-		out[i] = snapshotMark{Seq: m.Seq, Kind: m.Kind, Label: m.Label, Session: m.Session}
+		out[i] = snapshotMark{Seq: m.Seq, Kind: m.Kind, Label: m.Label, Session: m.Session,
+			First: m.First, Target: m.Target, Form: m.Form, Back: m.Back}
 		if !m.At.IsZero() {
 			out[i].At = m.At.UnixNano()
 		}
@@ -90,7 +100,8 @@ func saveMarks(ms []Mark) []snapshotMark {
 func loadMarks(ms []snapshotMark) []Mark {
 	out := make([]Mark, len(ms))
 	for i, m := range ms {
-		out[i] = Mark{Seq: m.Seq, Kind: m.Kind, Label: m.Label, Session: m.Session}
+		out[i] = Mark{Seq: m.Seq, Kind: m.Kind, Label: m.Label, Session: m.Session,
+			First: m.First, Target: m.Target, Form: m.Form, Back: m.Back}
 		if m.At != 0 {
 			out[i].At = time.Unix(0, m.At).UTC()
 		}
@@ -112,7 +123,8 @@ func WriteSnapshot(dir string, r eventlog.Resume, s *State) error {
 	h := sha256.New()
 	w := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<16)
 	s.mu.Lock()
-	st := snapshotState{LastRewind: s.lastRewind, LastRewindAt: s.lastRewindAt, Pruned: s.Pruned(), Thinned: s.Thinned(), Marks: saveMarks(s.marks)}
+	st := snapshotState{LastRewind: s.lastRewind, LastRewindAt: s.lastRewindAt, Pruned: s.Pruned(), Thinned: s.Thinned(), Marks: saveMarks(s.marks),
+		First0: s.first0, Redo: s.redo}
 	s.mu.Unlock()
 	err = encodeSnapshot(w, r, st, s.ix)
 	if err == nil {
@@ -187,7 +199,8 @@ func ReadSnapshot(dir string) (*State, eventlog.Resume, error) {
 	if err != nil {
 		return nil, r, err
 	}
-	s := &State{ix: ix, head: r.Head, marks: loadMarks(st.Marks), lastRewind: st.LastRewind, lastRewindAt: st.LastRewindAt}
+	s := &State{ix: ix, head: r.Head, marks: loadMarks(st.Marks), lastRewind: st.LastRewind, lastRewindAt: st.LastRewindAt,
+		first0: st.First0, redo: st.Redo}
 	s.pruned.Store(uint64(st.Pruned))
 	s.setThinned(st.Thinned)
 	return s, r, nil

@@ -30,7 +30,9 @@ type State struct {
 
 	mu           sync.Mutex // guards the fields below
 	head         Seq
-	marks        []Mark // the step boundaries, sorted (marks.go)
+	marks        []Mark      // the step boundaries, sorted (marks.go)
+	first0       Seq         // the first checkpoint before any mark (0: none)
+	redo         []RedoEntry // the undos not yet redone, oldest first (undo.go)
 	lastRewind   RewindPayload
 	lastRewindAt Seq
 }
@@ -73,7 +75,10 @@ func (s *State) AddCheckpoint(seq Seq, files []FileState) error {
 	if err := s.ix.Add(seq, files); err != nil {
 		return InFile(err, LogName)
 	}
-	s.setHead(seq)
+	s.mu.Lock()
+	s.noteCheckpoint(seq)
+	s.head = max(s.head, seq)
+	s.mu.Unlock()
 	return nil
 }
 

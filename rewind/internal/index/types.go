@@ -83,6 +83,31 @@ type RewindPayload struct {
 	RevertOf           Seq       `json:"revertOf,omitempty"`
 	Force              bool      `json:"force,omitempty"`
 	Foreign            []Foreign `json:"foreign,omitempty"`
+	// Form is what the rewind was (one of the Form constants); "" in logs
+	// written before zerofs recorded it.
+	Form string `json:"form,omitempty"`
+	// Step is what an undo took back or a redo brought back.
+	Step *StepRef `json:"step,omitempty"`
+}
+
+// The forms of a rewind (RewindPayload.Form, SPEC's "form").
+const (
+	FormRewind = "rewind" // the whole workspace to a target
+	FormPaths  = "paths"  // some paths to a target
+	FormRevert = "revert" // one step's changes
+	FormUndo   = "undo"   // the last action still in effect
+	FormRedo   = "redo"   // the last undo
+	FormTurn   = "turn"   // the steps of a turn
+)
+
+// StepRef names what an undo or redo acted on: a step (Kind "step", its
+// tool_call's sequence and label, or for changes made outside any step its
+// first checkpoint) or a rewind (Kind "rewind", its session_rewind's
+// sequence, Label its form).
+type StepRef struct {
+	Kind     string `json:"kind,omitempty"`
+	Sequence Seq    `json:"sequence"`
+	Label    string `json:"label"`
 }
 
 // PrunedPayload is the payload of a history_pruned event: states before

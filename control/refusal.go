@@ -1,0 +1,64 @@
+package control
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// Refusal is why the daemon refused a request, as the report read back
+// from the control file that took it (.zero/rewind, .zero/gc, .zero/step)
+// carries it: Error is the refusal's name (rewind.Refusal: "nothing-to-undo",
+// "nothing-to-redo", "no-such-seq", "pruned", "thinned", "conflict",
+// "bad-request", "failed"), Message says it in words, and the other fields
+// are its details. A client needs nothing else to say why: no re-reading of
+// head, status or the log. The write itself fails with an errno as before
+// (EINVAL, ENOENT, EBUSY, EIO), for clients that only look at that.
+type Refusal struct {
+	Error        string               `json:"error,omitempty"`
+	Message      string               `json:"message,omitempty"`
+	Requested    Seq                  `json:"requested,omitempty"`
+	Head         Seq                  `json:"head,omitempty"`
+	PrunedBefore Seq                  `json:"prunedBefore,omitempty"`
+	Interval     *rewind.ThinInterval `json:"thinnedInterval,omitempty"`
+	Op           string               `json:"op,omitempty"`
+	Step         *rewind.StepRef      `json:"step,omitempty"`
+}
+
+// RefusalOf is the refusal err stands for (the zero Refusal for nil).
+func RefusalOf(err error) Refusal {
+	if err == nil {
+		return Refusal{}
+	}
+	r := Refusal{Error: string(rewind.RefusalOf(err)), Message: err.Error()}
+	if errors.Is(err, ErrBadRequest) {
+		r.Error = string(rewind.RefusedBadRequest)
+	}
+	var re *rewind.RefusedError
+	if errors.As(err, &re) {
+		r.Requested, r.Head, r.PrunedBefore, r.Interval, r.Op, r.Step = re.Seq, re.Head, re.PrunedBefore, re.Thinned, re.Op, re.Step
+	}
+	return r
+}
+
+// Err is the error the refusal stands for: a *rewind.RefusedError (nil
+// when r refuses nothing). Its message is the daemon's.
+func (r Refusal) Err() error {
+	if r.Error == "" {
+		return nil
+	}
+	return &rewind.RefusedError{Refusal: rewind.Refusal(r.Error), Seq: r.Requested, Head: r.Head,
+		PrunedBefore: r.PrunedBefore, Thinned: r.Interval, Op: r.Op, Step: r.Step, Msg: r.Message}
+}
+
+// ParseRefusal parses a refusal read back from a control file whose
+// request failed; ok is false when b holds none (a daemon from before
+// refusals were typed).
+func ParseRefusal(b []byte) (Refusal, bool) {
+	var r Refusal
+	if json.Unmarshal(b, &r) != nil || r.Error == "" {
+		return Refusal{}, false
+	}
+	return r, true
+}

@@ -1,0 +1,109 @@
+package index
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// The event builders for the undo tests: a tool_call, a checkpoint, and a
+// session_rewind with its target, its own checkpoint (0: none) and form.
+type evs []eventlog.Event
+
+func (l evs) step(seq Seq) evs {
+	return append(l, eventlog.Event{Seq: seq, Type: eventlog.TypeToolCall, Payload: json.RawMessage(`{"name":"s"}`)})
+}
+
+func (l evs) cp(seqs ...Seq) evs {
+	for _, s := range seqs {
+		b, _ := json.Marshal(Checkpoint{Files: []FileState{{Path: "a", Absent: true}}})
+		l = append(l, eventlog.Event{Seq: s, Type: eventlog.TypeCheckpoint, Payload: b})
+	}
+	return l
+}
+
+func (l evs) rw(seq, target, cp Seq, form string, revertOf Seq) evs {
+	b, _ := json.Marshal(RewindPayload{TargetSequence: target, CheckpointSequence: cp, Form: form, RevertOf: revertOf})
+	return append(l, eventlog.Event{Seq: seq, Type: eventlog.TypeRewind, Payload: b})
+}
+
+// TestUndoRedoTargets: what undo and redo choose, from the marks the fold
+// keeps, for each way actions, undos and redos follow each other; and the
+// same after the state went through a snapshot.
+func TestUndoRedoTargets(t *testing.T) {
+	const none = ^Seq(0)
+	two := func() evs { return evs{}.step(1).cp(2, 3).step(4).cp(5, 6) }
+	for _, tc := range []struct {
+		name       string
+		log        evs
+		undo, redo Seq // none: nothing to do
+		undid      Seq // the step or rewind undo names
+	}{
+		{"empty", nil, none, none, 0},
+		{"one step", evs{}.step(1).cp(2, 3), 1, none, 1},
+		{"changes before any step", evs{}.cp(1, 2), 0, none, 1},
+		{"empty last step", evs{}.step(1).cp(2, 3).step(4), 1, none, 1},
+		{"after an undo", two().cp(7).rw(8, 4, 7, FormUndo, 0), 1, 6, 1},
+		{"changes after an old whole rewind", evs{}.step(1).cp(2, 3, 4).rw(5, 0, 4, "", 0).step(6).cp(7), 6, none, 6},
+		{"changes outside steps after a rewind", evs{}.step(1).cp(2).rw(3, 0, 0, FormUndo, 0).cp(4), 3, none, 4},
+		// Two undos, then one redo: the next undo undoes the step the redo
+		// brought back, and the next redo brings back the first undo, not
+		// the redo just made.
+		{"undo undo redo", two().cp(7).rw(8, 4, 7, FormUndo, 0).cp(9).rw(10, 1, 9, FormUndo, 0).cp(11).rw(12, 8, 11, FormRedo, 0), 1, 6, 1},
+		{"undo undo redo, old records", two().cp(7).rw(8, 4, 7, "", 0).cp(9).rw(10, 1, 9, "", 0).cp(11).rw(12, 8, 11, "", 0), 1, 6, 1},
+		// A new step ends the redo chain.
+		{"step after undo", two().cp(7).rw(8, 4, 7, FormUndo, 0).step(9).cp(10), 9, none, 9},
+		// A revert is an action like a step: undo takes it back, and it
+		// ends the redo chain.
+		{"revert after undo", two().cp(7).rw(8, 4, 7, FormUndo, 0).cp(9).rw(10, 0, 9, FormRevert, 1), 8, none, 10},
+		// A step that changed nothing does not.
+		{"empty step after undo", two().cp(7).rw(8, 4, 7, FormUndo, 0).step(9), 1, 6, 1},
+		// Undo after a rewind takes the rewind back (it was the last thing
+		// done), a path rewind too; a rewind that changed nothing is none.
+		{"undo after a rewind", two().cp(7).rw(8, 1, 7, FormRewind, 0), 6, none, 8},
+		{"undo after a path rewind", two().cp(7).rw(8, 1, 7, FormPaths, 0), 6, none, 8},
+		{"undo after a rewind that changed nothing", two().rw(7, 6, 0, FormRewind, 0), 4, none, 4},
+		// ... and the next undo goes on from before the rewind.
+		{"undo after undoing a rewind", two().cp(7).rw(8, 1, 7, FormRewind, 0).cp(9).rw(10, 6, 9, FormUndo, 0), 4, 8, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewState()
+			for _, ev := range tc.log {
+				if err := s.Add(ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check := func(s *State, what string) {
+				u, w, ok := s.UndoTarget()
+				switch {
+				case tc.undo == none && ok:
+					t.Errorf("%s: undo: got %d (%+v), want nothing to undo", what, u, w)
+				case tc.undo != none && (!ok || u != tc.undo || w.Sequence != tc.undid):
+					t.Errorf("%s: undo: got %d of %+v (%v), want %d of %d", what, u, w, ok, tc.undo, tc.undid)
+				}
+				r, _, ok := s.RedoTarget()
+				switch {
+				case tc.redo == none && ok:
+					t.Errorf("%s: redo: got %d, want nothing to redo", what, r)
+				case tc.redo != none && (!ok || r != tc.redo):
+					t.Errorf("%s: redo: got %d (%v), want %d", what, r, ok, tc.redo)
+				}
+			}
+			check(s, "folded")
+			dir := t.TempDir()
+			head := Seq(0)
+			if n := len(tc.log); n > 0 {
+				head = tc.log[n-1].Seq
+			}
+			if err := WriteSnapshot(dir, eventlog.Resume{Head: head}, s); err != nil {
+				t.Fatal(err)
+			}
+			s2, _, err := ReadSnapshot(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(s2, "from a snapshot")
+		})
+	}
+}

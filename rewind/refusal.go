@@ -1,0 +1,156 @@
+package rewind
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/zerofs/zerofs/rewind/internal/index"
+)
+
+// A request the engine refuses (a rewind, an undo, a gc, ...) fails with a
+// *RefusedError: a typed reason from the list below and its details, so
+// that the daemon can hand the reason to its client whole (a control
+// file's report carries it as "error") and no client has to guess it from
+// an errno. Each matches errors.Is with its sentinel (ErrNoSuchSeq for
+// no-such-seq, pruned and thinned). A revert refused for its conflicts is
+// a *ConflictError (reason RefusedConflict).
+
+// Refusal names why a request was refused.
+type Refusal string
+
+// The refusals.
+const (
+	RefusedNothingToUndo Refusal = "nothing-to-undo" // no action is in effect
+	RefusedNothingToRedo Refusal = "nothing-to-redo" // no undo waits to be redone
+	RefusedNoSuchSeq     Refusal = "no-such-seq"     // above head, or names no step
+	RefusedPruned        Refusal = "pruned"          // the state was pruned by gc
+	RefusedThinned       Refusal = "thinned"         // the state was thinned away by gc
+	RefusedConflict      Refusal = "conflict"        // a revert over later changes
+	RefusedBadRequest    Refusal = "bad-request"     // a request that makes no sense
+	RefusedFailed        Refusal = "failed"          // the store failed (see the message)
+)
+
+var (
+	// ErrNothingToUndo: an undo found no action in effect.
+	ErrNothingToUndo = errors.New("nothing to undo")
+	// ErrNothingToRedo: a redo found no undo to take back.
+	ErrNothingToRedo = errors.New("nothing to redo")
+)
+
+// RefusedError is a request the engine refused: why, and the details.
+type RefusedError struct {
+	Refusal Refusal
+	// Seq is the sequence asked for, or the state an undo or redo needs.
+	Seq Seq
+	// Head and PrunedBefore bound the history when it was refused.
+	Head, PrunedBefore Seq
+	// Thinned is the thinned interval that holds Seq (RefusedThinned).
+	Thinned *ThinInterval
+	// Op is "undo" or "redo" for a refused undo or redo ("" otherwise), and
+	// Step what it would have acted on.
+	Op   string
+	Step *StepRef
+	// Msg says it in words ("" for the default wording).
+	Msg string
+}
+
+// StepRef names what an undo or redo acted on (index.StepRef).
+type StepRef = index.StepRef
+
+func (e *RefusedError) Error() string {
+	if e.Msg != "" {
+		return e.Msg
+	}
+	what := ""
+	if e.Op != "" && (e.Refusal == RefusedPruned || e.Refusal == RefusedThinned) {
+		op := "cannot " + e.Op
+		if e.Step != nil {
+			op += fmt.Sprintf(" %s %d %q", stepKind(e.Step), e.Step.Sequence, e.Step.Label)
+		}
+		if e.Refusal == RefusedPruned {
+			return fmt.Sprintf("%s: the state at %d was pruned (history starts at %d)", op, e.Seq, e.PrunedBefore)
+		}
+		if e.Thinned != nil {
+			return fmt.Sprintf("%s: the state at %d was thinned away (history between %d and %d was thinned to one state a day)", op, e.Seq, e.Thinned.After, e.Thinned.Before)
+		}
+	}
+	switch e.Refusal {
+	case RefusedNothingToUndo:
+		return ErrNothingToUndo.Error()
+	case RefusedNothingToRedo:
+		return ErrNothingToRedo.Error()
+	case RefusedPruned:
+		return fmt.Sprintf("%v: %d%s (history is %d..%d: the states before %d were pruned)", ErrNoSuchSeq, e.Seq, what, e.PrunedBefore, e.Head, e.PrunedBefore)
+	case RefusedThinned:
+		if e.Thinned != nil {
+			return fmt.Sprintf("%v: %d%s (history between %d and %d was thinned to one state a day)", ErrNoSuchSeq, e.Seq, what, e.Thinned.After, e.Thinned.Before)
+		}
+	case RefusedNoSuchSeq:
+		return fmt.Sprintf("%v: %d%s (history is %d..%d)", ErrNoSuchSeq, e.Seq, what, e.PrunedBefore, e.Head)
+	}
+	return fmt.Sprintf("rewind: refused (%s)", e.Refusal)
+}
+
+// Unwrap is the sentinel the refusal matches.
+func (e *RefusedError) Unwrap() error {
+	switch e.Refusal {
+	case RefusedNothingToUndo:
+		return ErrNothingToUndo
+	case RefusedNothingToRedo:
+		return ErrNothingToRedo
+	case RefusedNoSuchSeq, RefusedPruned, RefusedThinned:
+		return ErrNoSuchSeq
+	case RefusedBadRequest:
+		return ErrBadRequest
+	case RefusedConflict:
+		return ErrConflict
+	}
+	return nil
+}
+
+func stepKind(s *StepRef) string {
+	if s.Kind == "" {
+		return "step"
+	}
+	return s.Kind
+}
+
+// RefusalOf is the refusal err carries: its own for a *RefusedError, and
+// for other errors the reason their sentinel names (a failure of the store
+// is RefusedFailed).
+func RefusalOf(err error) Refusal {
+	var re *RefusedError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &re):
+		return re.Refusal
+	case errors.Is(err, ErrConflict):
+		return RefusedConflict
+	case errors.Is(err, ErrNothingToUndo):
+		return RefusedNothingToUndo
+	case errors.Is(err, ErrNothingToRedo):
+		return RefusedNothingToRedo
+	case errors.Is(err, ErrNoSuchSeq):
+		return RefusedNoSuchSeq
+	case errors.Is(err, ErrBadRequest), errors.Is(err, ErrUnsafePath), errors.Is(err, ErrReserved):
+		return RefusedBadRequest
+	}
+	return RefusedFailed
+}
+
+// refuseSeq is the refusal of the state t: above head (or below 0, which
+// cannot be), pruned or thinned; nil when t is in the history.
+func (e *Engine) refuseSeq(t Seq) *RefusedError {
+	head, pruned := e.Head(), e.PrunedBefore()
+	switch {
+	case t > head:
+		return &RefusedError{Refusal: RefusedNoSuchSeq, Seq: t, Head: head, PrunedBefore: pruned}
+	case t < pruned:
+		return &RefusedError{Refusal: RefusedPruned, Seq: t, Head: head, PrunedBefore: pruned}
+	}
+	if iv, ok := index.ThinnedAt(e.Thinned(), t); ok {
+		return &RefusedError{Refusal: RefusedThinned, Seq: t, Head: head, PrunedBefore: pruned, Thinned: &iv}
+	}
+	return nil
+}

@@ -1,0 +1,302 @@
+package rewind
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// writeStep begins a step labelled label and writes content to p in it.
+func writeStep(t *testing.T, e *Engine, ws, label, p, content string) Seq {
+	t.Helper()
+	ev, err := e.BeginStep(context.Background(), label, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, p), []byte(content), 0o644) }, Change{Path: p})
+	return ev.Seq
+}
+
+// TestUndoInEngine: the engine resolves undo and redo itself, names what
+// it acted on, records the form and the step in the session_rewind, and
+// undo after a rewind takes the rewind back.
+func TestUndoInEngine(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	s1 := writeStep(t, e, ws, "one", "a", "1")
+	s2 := writeStep(t, e, ws, "two", "a", "2")
+	res, err := e.Apply(ctx, Request{Undo: true})
+	if err != nil || res.Undid == nil || res.Undid.Sequence != s2 || res.Undid.Label != "two" || res.Record.Form != FormUndo {
+		t.Fatalf("undo: %+v, %v", res, err)
+	}
+	if got := readFile(t, ws, "a"); got != "1" {
+		t.Fatalf("after undo a = %q", got)
+	}
+	if last, _, _ := e.LastRewind(); last.Form != FormUndo || last.Step == nil || last.Step.Sequence != s2 {
+		t.Fatalf("the session_rewind does not record the undo: %+v", last)
+	}
+	res, err = e.Apply(ctx, Request{Redo: true})
+	if err != nil || res.Redid == nil || res.Redid.Sequence != s2 || res.Record.Form != FormRedo || readFile(t, ws, "a") != "2" {
+		t.Fatalf("redo: %+v, %v", res, err)
+	}
+	// A rewind, then undo: the rewind is taken back, not the step before.
+	if _, err := e.Apply(ctx, Request{Target: s1}); err != nil {
+		t.Fatal(err)
+	}
+	if readFile(t, ws, "a") != "" {
+		t.Fatal("rewind to before step one left a")
+	}
+	res, err = e.Apply(ctx, Request{Undo: true})
+	if err != nil || res.Undid == nil || res.Undid.Kind != "rewind" || readFile(t, ws, "a") != "2" {
+		t.Fatalf("undo after a rewind: %+v, %v; a = %q", res, err, readFile(t, ws, "a"))
+	}
+	// The next undo goes on with step two; redo brings the rewind's undo back.
+	res, err = e.Apply(ctx, Request{Undo: true})
+	if err != nil || res.Undid == nil || res.Undid.Sequence != s2 || readFile(t, ws, "a") != "1" {
+		t.Fatalf("second undo: %+v, %v", res, err)
+	}
+	// The same after a reopen from the snapshot (marks and the redo stack
+	// are saved, not rescanned).
+	e = reopen(t, e, ws)
+	if !e.log.Resumed() {
+		t.Fatal("the reopen did not start from the snapshot")
+	}
+	res, err = e.Apply(ctx, Request{Redo: true})
+	if err != nil || res.Redid == nil || res.Redid.Sequence != s2 || readFile(t, ws, "a") != "2" {
+		t.Fatalf("redo after reopen: %+v, %v", res, err)
+	}
+}
+
+func readFile(t *testing.T, ws, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(ws, p))
+	if errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestRefusals: every refusal of the engine is a *RefusedError (or a
+// *ConflictError) naming its reason, with its details, and matching its
+// sentinel.
+func TestRefusals(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	refused := func(what string, err error, want Refusal, sentinel error) *RefusedError {
+		t.Helper()
+		if RefusalOf(err) != want || !errors.Is(err, sentinel) {
+			t.Fatalf("%s: got %v (%s), want %s", what, err, RefusalOf(err), want)
+		}
+		var re *RefusedError
+		errors.As(err, &re)
+		return re
+	}
+	_, err := e.Apply(ctx, Request{Undo: true})
+	refused("undo of nothing", err, RefusedNothingToUndo, ErrNothingToUndo)
+	_, err = e.Apply(ctx, Request{Redo: true})
+	refused("redo of nothing", err, RefusedNothingToRedo, ErrNothingToRedo)
+	s1 := writeStep(t, e, ws, "one", "a", "1")
+	writeStep(t, e, ws, "two", "b", "2")
+	re := refused("above head", func() error { _, err := e.Apply(ctx, Request{Target: 999}); return err }(), RefusedNoSuchSeq, ErrNoSuchSeq)
+	if re.Seq != 999 || re.Head != e.Head() {
+		t.Fatalf("no-such-seq details: %+v", re)
+	}
+	_, err = e.Apply(ctx, Request{Revert: 999})
+	refused("revert above head", err, RefusedNoSuchSeq, ErrNoSuchSeq)
+	_, err = e.Apply(ctx, Request{Undo: true, Target: 3})
+	refused("two forms", err, RefusedBadRequest, ErrBadRequest)
+	_, err = e.Apply(ctx, Request{Revert: s1, Paths: []string{"a"}})
+	refused("revert with paths", err, RefusedBadRequest, ErrBadRequest)
+	// A revert over a later change: a conflict.
+	writeStep(t, e, ws, "three", "a", "3")
+	_, err = e.Apply(ctx, Request{Revert: s1})
+	var ce *ConflictError
+	if RefusalOf(err) != RefusedConflict || !errors.As(err, &ce) || len(ce.Paths) != 1 {
+		t.Fatalf("conflict: %v", err)
+	}
+	// Pruned: the state before step one is gone; undo of every step after.
+	head := e.Head()
+	if _, err := e.GC(ctx, s1+2); err != nil {
+		t.Fatal(err)
+	}
+	re = refused("rewind below the cut", func() error { _, err := e.Apply(ctx, Request{Target: s1}); return err }(), RefusedPruned, ErrNoSuchSeq)
+	if re.Seq != s1 || re.PrunedBefore != s1+2 {
+		t.Fatalf("pruned details: %+v", re)
+	}
+	for range 2 {
+		if _, err := e.Apply(ctx, Request{Undo: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = e.Apply(ctx, Request{Undo: true})
+	re = refused("undo of a pruned step", err, RefusedPruned, ErrNoSuchSeq)
+	if re.Op != "undo" || re.Step == nil || re.Step.Sequence != s1 {
+		t.Fatalf("undo pruned details: %+v (%v)", re, err)
+	}
+	_, err = e.GC(ctx, head+100)
+	refused("gc above head", err, RefusedNoSuchSeq, ErrNoSuchSeq)
+}
+
+// TestUndoWhileStepsArrive: an undo (and its dry run) chooses its step
+// and plans it under the workspace lock, so while other steps arrive the
+// step it names, the paths its preview lists and the paths it changes are
+// always the same step's: each step writes a file of its own (a write that
+// lands after an undo ended its step belongs to the implicit step after
+// the undo, which undo takes back like any step).
+func TestUndoWhileStepsArrive(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ev, err := e.BeginStep(ctx, fmt.Sprintf("s%d", i), nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			p := fmt.Sprintf("f%d", ev.Seq)
+			release, _, err := e.Begin(ctx, Caller{}, Change{Path: p})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			err = os.WriteFile(filepath.Join(ws, p), []byte("x"), 0o644)
+			release()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	undos := 0
+	for undos < 20 {
+		dry := undos%2 == 0
+		res, err := e.Apply(ctx, Request{Undo: true, DryRun: dry})
+		if errors.Is(err, ErrNothingToUndo) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := firstCaptured(t, e, res.Undid.Sequence)
+		var got []string
+		if dry {
+			for _, c := range res.Preview {
+				got = append(got, c.Path)
+			}
+		} else {
+			got = res.Changed
+		}
+		if len(got) != 1 || got[0] != want {
+			close(stop)
+			wg.Wait()
+			for ev, err := range e.Log().Events(1) {
+				if err == nil {
+					t.Logf("%d %s %s", ev.Seq, ev.Type, ev.Payload)
+				}
+			}
+			t.Logf("result %+v", res.Record)
+			t.Fatalf("undo (dry %v) names step %d (%s) but acts on %v", dry, res.Undid.Sequence, want, got)
+		}
+		undos++
+	}
+	close(stop)
+	wg.Wait()
+	// With nothing arriving, the dry run and the undo choose the same step.
+	dry, err := e.Apply(ctx, Request{Undo: true, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, err := e.Apply(ctx, Request{Undo: true})
+	if err != nil || *real.Undid != *dry.Undid || real.Record.TargetSequence != dry.Record.TargetSequence {
+		t.Fatalf("dry run chose %+v, the undo %+v (%v)", dry.Undid, real.Undid, err)
+	}
+}
+
+// firstCaptured is the path captured by the first checkpoint at or after
+// seq: the file the step at seq (or the implicit step beginning with the
+// checkpoint at seq) wrote.
+func firstCaptured(t *testing.T, e *Engine, seq Seq) string {
+	t.Helper()
+	for ev, err := range e.Log().Events(seq) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != eventlog.TypeCheckpoint {
+			continue
+		}
+		var cp Checkpoint
+		if err := json.Unmarshal(ev.Payload, &cp); err != nil || len(cp.Files) == 0 {
+			t.Fatalf("checkpoint %d: %v", ev.Seq, err)
+		}
+		return cp.Files[0].Path
+	}
+	t.Fatalf("no checkpoint after %d", seq)
+	return ""
+}
+
+// BenchmarkUndo is `zerofs undo` at 1k, 100k and 1M events of history: a
+// dry run (choose, plan, preview) and a real undo then redo of the newest
+// step. The engine chooses from its marks, never reading the log, so the
+// cost should not grow with the history.
+func BenchmarkUndo(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{1_000, 100_000, 1_000_000} {
+		ws, store := b.TempDir(), b.TempDir()
+		writeSyntheticLog(b, store, n, 10_000)
+		root, err := os.Open(ws)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, err := Open(ctx, root, Options{StoreDir: store})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.BeginStep(ctx, "Edit a.go", nil); err != nil {
+			b.Fatal(err)
+		}
+		release, _, err := e.Begin(ctx, Caller{}, Change{Path: "a.go"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(ws, "a.go"), []byte("package a\n"), 0o644)
+		release()
+		b.Run(fmt.Sprintf("events=%d/dry-run", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := e.Apply(ctx, Request{Undo: true, DryRun: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("events=%d/undo+redo", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := e.Apply(ctx, Request{Undo: true}); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := e.Apply(ctx, Request{Redo: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		e.Close()
+		root.Close()
+	}
+}
