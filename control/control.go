@@ -161,6 +161,7 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 		Force   bool     `json:"force"`
 		Undo    bool     `json:"undo"`
 		Redo    bool     `json:"redo"`
+		Turn    *uint64  `json:"turn"`
 		DryRun  bool     `json:"dryRun"`
 		Session string   `json:"session"`
 	}
@@ -193,9 +194,16 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 	if raw.Redo {
 		forms++
 	}
+	if raw.Turn != nil {
+		if *raw.Turn == 0 {
+			return RewindRequest{}, badRequest("rewind request: turn 0 names no turn")
+		}
+		req.Turn = Seq(*raw.Turn)
+		forms++
+	}
 	switch {
 	case forms != 1:
-		return RewindRequest{}, badRequest("rewind request wants exactly one of target, revert, undo and redo")
+		return RewindRequest{}, badRequest("rewind request wants exactly one of target, revert, undo, redo and turn")
 	case raw.Paths != nil && raw.Target == nil:
 		return RewindRequest{}, badRequest("rewind request: paths go with a target")
 	case raw.Paths != nil && len(raw.Paths) == 0:
@@ -215,7 +223,7 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 // (what every version of the daemon understands), else a JSON object; a
 // line either way (the daemon runs a request at its newline).
 func FormatRewind(r RewindRequest) []byte {
-	if r.Paths == nil && r.Revert == 0 && !r.Force && !r.Undo && !r.Redo && !r.DryRun && r.Session == "" {
+	if r.Paths == nil && r.Revert == 0 && !r.Force && !r.Undo && !r.Redo && r.Turn == 0 && !r.DryRun && r.Session == "" {
 		return fmt.Appendf(nil, "%d\n", r.Target)
 	}
 	obj := map[string]any{}
@@ -224,6 +232,8 @@ func FormatRewind(r RewindRequest) []byte {
 		obj["undo"] = true
 	case r.Redo:
 		obj["redo"] = true
+	case r.Turn != 0:
+		obj["turn"] = r.Turn
 	case r.Revert != 0:
 		obj["revert"] = r.Revert
 	default:

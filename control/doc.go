@@ -26,6 +26,7 @@
 //	{"revert": 42, "force": true}        even over later changes to its paths
 //	{"undo": true}                       undo the last step still in effect
 //	{"redo": true}                       undo the last undo
+//	{"turn": 42}                         take back the turn at 42 and all after it
 //
 // any of them with "dryRun": true (report and preview, change nothing) and
 // "session": "<agent session id>" (whose changes count as the agent's).

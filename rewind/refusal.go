@@ -64,6 +64,9 @@ func (e *RefusedError) Error() string {
 	what := ""
 	if e.Op != "" && (e.Refusal == RefusedPruned || e.Refusal == RefusedThinned) {
 		op := "cannot " + e.Op
+		if e.Op == FormTurn {
+			op = "cannot take back"
+		}
 		if e.Step != nil {
 			op += fmt.Sprintf(" %s %d %q", stepKind(e.Step), e.Step.Sequence, e.Step.Label)
 		}

@@ -35,6 +35,10 @@ type Request struct {
 	// choose the same step.
 	Undo bool `json:"undo,omitempty"`
 	Redo bool `json:"redo,omitempty"`
+	// Turn, when not 0, takes back the turn whose event has this sequence
+	// and everything after it: the whole workspace to just before the
+	// prompt. It stacks like an undo (redo brings it back).
+	Turn Seq `json:"turn,omitempty"`
 	// DryRun: plan, report and preview, but change nothing.
 	DryRun bool `json:"dryRun,omitempty"`
 	// Session is the agent session on whose behalf the rewind runs, for
@@ -50,6 +54,8 @@ func (req Request) form() string {
 		return index.FormUndo
 	case req.Redo:
 		return index.FormRedo
+	case req.Turn != 0:
+		return index.FormTurn
 	case req.Revert != 0:
 		return index.FormRevert
 	case len(req.Paths) > 0:
@@ -61,14 +67,14 @@ func (req Request) form() string {
 // check refuses a request that mixes forms.
 func (req Request) check() error {
 	forms := 0
-	for _, on := range []bool{req.Undo, req.Redo, req.Revert != 0} {
+	for _, on := range []bool{req.Undo, req.Redo, req.Revert != 0, req.Turn != 0} {
 		if on {
 			forms++
 		}
 	}
 	switch {
 	case forms > 1:
-		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: more than one of revert, undo and redo"}
+		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: more than one of revert, undo, redo and turn"}
 	case forms == 1 && req.Target != 0:
 		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: a target goes with no other form"}
 	case len(req.Paths) > 0 && forms > 0:
@@ -168,6 +174,8 @@ func (res *Result) acted(in intent) {
 		res.Undid = in.Step
 	case index.FormRedo:
 		res.Redid = in.Step
+	case index.FormTurn:
+		res.Undid = in.Step
 	}
 }
 
@@ -194,9 +202,15 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 			return in, nil, nil, "", &RefusedError{Refusal: RefusedNothingToRedo, Head: e.Head(), PrunedBefore: e.PrunedBefore()}
 		}
 		req.Target, what = t, w
+	case req.Turn != 0:
+		if !e.state.IsTurn(req.Turn) {
+			return in, nil, nil, "", &RefusedError{Refusal: RefusedNoSuchSeq, Seq: req.Turn, Head: e.Head(), PrunedBefore: e.PrunedBefore(),
+				Msg: fmt.Sprintf("rewind: no such turn: %d is not a turn event", req.Turn)}
+		}
+		req.Target, what = req.Turn-1, &StepRef{Kind: "turn", Sequence: req.Turn}
 	}
 	if r := e.refuseSeq(req.Target); r != nil {
-		if req.Undo || req.Redo {
+		if req.Undo || req.Redo || req.Turn != 0 {
 			r.Op, r.Step = req.form(), what
 		}
 		return in, nil, nil, "", r

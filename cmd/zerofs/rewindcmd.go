@@ -169,6 +169,9 @@ func writeRewind(w io.Writer, rep control.RewindReport) error {
 // stepName is what an undo or redo acted on: `step 42 "Edit main.go"`,
 // or a rewind taken back: `rewind 57`, `revert 60`, `path rewind 61`.
 func stepName(s rewind.StepRef) string {
+	if s.Kind == "turn" {
+		return fmt.Sprintf("turn %d", s.Sequence)
+	}
 	if s.Kind == "rewind" {
 		switch s.Label {
 		case rewind.FormPaths:
@@ -243,8 +246,8 @@ func rewindTurn(e *env, seq Seq, dry, last bool) error {
 			return err
 		}
 		// On behalf of the turn's session: changes another session made
-		// since are named before they are overwritten.
-		rep, err := applyWith(e, src, control.RewindRequest{Target: t.Seq - 1, DryRun: dry, Session: t.AgentSession})
+		// since are named (on stderr) as they are overwritten.
+		rep, err := applyWith(e, src, control.RewindRequest{Turn: t.Seq, DryRun: dry, Session: t.AgentSession})
 		if err != nil {
 			return err
 		}

@@ -40,8 +40,9 @@ type Mark struct {
 	// own seq.
 	First Seq
 	// Target, Form and Back describe a MarkRewind: its target, its form,
-	// and whether it put the whole workspace back (an undo, a redo, or a
-	// whole rewind written before forms were recorded), which takes the
+	// and whether it put the whole workspace back (an undo, a redo, a turn
+	// taken back, or a whole rewind written before forms were recorded),
+	// which takes the
 	// actions after Target out of effect instead of being one itself.
 	Target Seq
 	Form   string
@@ -72,7 +73,7 @@ func (s *State) markEvent(ev eventlog.Event, rp *RewindPayload) {
 		if cp != 0 {
 			s.insertMark(Mark{Seq: cp, Kind: MarkRewindCheckpoint, First: cp})
 		}
-		back := rp.Form == FormUndo || rp.Form == FormRedo || (rp.Form == "" && len(rp.Paths) == 0 && rp.RevertOf == 0)
+		back := rp.Form == FormUndo || rp.Form == FormRedo || rp.Form == FormTurn || (rp.Form == "" && len(rp.Paths) == 0 && rp.RevertOf == 0)
 		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkRewind, Target: rp.TargetSequence, Form: rp.Form, Back: back})
 		s.rewound(ev.Seq, cp, *rp, back)
 	case eventlog.TypeTurn:
@@ -190,6 +191,14 @@ func (s *State) HasSteps() bool {
 		}
 	}
 	return false
+}
+
+// IsTurn reports whether seq is a turn event.
+func (s *State) IsTurn(seq Seq) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq >= seq })
+	return i < len(s.marks) && s.marks[i].Seq == seq && s.marks[i].Kind == MarkTurn
 }
 
 // LatestSession is the agent session of the newest step after t, "" if no

@@ -97,7 +97,7 @@ const (
 	FormRevert = "revert" // one step's changes
 	FormUndo   = "undo"   // the last action still in effect
 	FormRedo   = "redo"   // the last undo
-	FormTurn   = "turn"   // the steps of a turn
+	FormTurn   = "turn"   // the steps of a turn, taken back
 )
 
 // StepRef names what an undo or redo acted on: a step (Kind "step", its

@@ -15,8 +15,10 @@ package index
 // the whole workspace back at its target, so the actions after its target
 // are not in effect any more and the search goes on from the target:
 // repeated undos walk back one action at a time, and steps that changed
-// nothing (read-only tool calls) are passed over. A whole rewind written
-// before zerofs recorded forms counts as such an undo (as it did then).
+// nothing (read-only tool calls) are passed over. Taking a turn back (form
+// "turn": the whole workspace to just before the turn) is such an undo
+// too, and so is a whole rewind written before zerofs recorded forms (as
+// it was then).
 //
 // Redo undoes the newest undo not yet redone: each undo pushes the state
 // before it onto the stack, a redo (a rewind to the state on top) pops it,

@@ -23,6 +23,10 @@ func (l evs) cp(seqs ...Seq) evs {
 	return l
 }
 
+func (l evs) turn(seq Seq) evs {
+	return append(l, eventlog.Event{Seq: seq, Type: eventlog.TypeTurn, Payload: json.RawMessage(`{"prompt":"p"}`)})
+}
+
 func (l evs) rw(seq, target, cp Seq, form string, revertOf Seq) evs {
 	b, _ := json.Marshal(RewindPayload{TargetSequence: target, CheckpointSequence: cp, Form: form, RevertOf: revertOf})
 	return append(l, eventlog.Event{Seq: seq, Type: eventlog.TypeRewind, Payload: b})
@@ -65,6 +69,10 @@ func TestUndoRedoTargets(t *testing.T) {
 		{"undo after a path rewind", two().cp(7).rw(8, 1, 7, FormPaths, 0), 6, none, 8},
 		{"undo after a rewind that changed nothing", two().rw(7, 6, 0, FormRewind, 0), 4, none, 4},
 		// ... and the next undo goes on from before the rewind.
+		// A turn taken back stacks like an undo: the next undo goes on
+		// from before the turn, and redo brings the turn back.
+		{"undo after a turn taken back", evs{}.step(1).cp(2).turn(3).step(4).cp(5).cp(6).rw(7, 2, 6, FormTurn, 0), 1, 5, 1},
+		{"changes after a turn, outside any step", evs{}.step(1).cp(2).turn(3).cp(4), 3, none, 4},
 		{"undo after undoing a rewind", two().cp(7).rw(8, 1, 7, FormRewind, 0).cp(9).rw(10, 6, 9, FormUndo, 0), 4, 8, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
