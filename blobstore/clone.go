@@ -1,10 +1,8 @@
 package blobstore
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 
@@ -81,11 +79,9 @@ func (s *Store) Clone(f *os.File) (id ID, n int64, ok bool, err error) {
 	s.kmu.Lock()
 	s.clone.works = true
 	s.kmu.Unlock()
-	h := sha256.New()
-	if n, err = io.Copy(h, io.NewSectionReader(t, 0, 1<<62)); err != nil {
+	if id, n, err = HashFile(t); err != nil {
 		return ID{}, 0, false, fmt.Errorf("blobstore: clone: read: %w", err)
 	}
-	h.Sum(id[:0])
 	if s.opts.MaxSize > 0 && n > s.opts.MaxSize {
 		return ID{}, 0, false, fmt.Errorf("blobstore: clone: %w (%d bytes)", ErrTooLarge, s.opts.MaxSize)
 	}

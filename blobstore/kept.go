@@ -1,10 +1,8 @@
 package blobstore
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -188,16 +186,13 @@ func (s *Store) Keep(f *os.File, writing func(dev, ino uint64) bool) (id ID, n i
 		forget()
 		return ID{}, 0, false, nil
 	}
-	// The size fstat found bounds the read: no read at the end to learn
-	// what fstat said. (A file changed outside the mount meanwhile is a
-	// damaged blob that every read of it reports, as below.)
-	h := sha256.New()
-	n, err = io.Copy(h, io.NewSectionReader(f, 0, st.Size))
+	// HashFile reads only the data (a sparse file's holes are hashed as
+	// zeros from memory).
+	id, n, err = HashFile(f)
 	if err != nil {
 		forget()
 		return ID{}, 0, false, fmt.Errorf("blobstore: keep: read: %w", err)
 	}
-	h.Sum(id[:0])
 	if s.opts.MaxSize > 0 && n > s.opts.MaxSize {
 		forget()
 		return ID{}, 0, false, fmt.Errorf("blobstore: keep: %w (%d bytes)", ErrTooLarge, s.opts.MaxSize)

@@ -20,7 +20,7 @@ func parseList(id ID, raw int64, payload []byte) ([]chunkRef, error) {
 		var c chunkRef
 		copy(c.id[:], b[:32])
 		c.off, c.n = off, int64(binary.LittleEndian.Uint32(b[32:36]))
-		if c.n == 0 || c.n > maxDataRaw {
+		if c.n == 0 || (c.n > maxDataRaw && !c.isHole()) {
 			return nil, fmt.Errorf("%w: %s: chunk list names a chunk of %d bytes", ErrCorrupt, id.Short(), c.n)
 		}
 		off += c.n
@@ -46,9 +46,11 @@ func (s *Store) Chunks(id ID) ([]ID, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ID, len(refs))
-	for i, r := range refs {
-		out[i] = r.id
+	out := make([]ID, 0, len(refs))
+	for _, r := range refs {
+		if !r.isHole() {
+			out = append(out, r.id)
+		}
 	}
 	return out, nil
 }

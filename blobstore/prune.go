@@ -261,6 +261,9 @@ func (s *Store) liveSet(keep func(ID) bool, res *PruneResult) (map[ID]bool, map[
 			continue
 		}
 		for _, r := range refs {
+			if r.isHole() {
+				continue
+			}
 			chunks[r.id] = true
 			if keep(id) {
 				live[r.id] = true
@@ -399,7 +402,9 @@ func (s *Store) Stats() (Stats, error) {
 			continue
 		}
 		for _, r := range refs {
-			chunks[r.id] = true
+			if !r.isHole() {
+				chunks[r.id] = true
+			}
 		}
 	}
 	for id, l := range index {

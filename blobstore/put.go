@@ -35,6 +35,18 @@ func (s *Store) Put(r io.Reader) (ID, int64, error) {
 	if limit < 0 {
 		limit = maxDataRaw
 	}
+	if f, size, exts, ok := sparseFile(r, limit); ok {
+		id, n, settle, err := s.putSparse(f, size, exts)
+		if err != nil {
+			return ID{}, 0, err
+		}
+		if s.opts.Sync {
+			if err := s.settle(settle); err != nil {
+				return ID{}, 0, err
+			}
+		}
+		return id, n, nil
+	}
 	var head bytes.Buffer
 	if _, err := head.ReadFrom(io.LimitReader(src, limit+1)); err != nil {
 		return ID{}, 0, fmt.Errorf("blobstore: put: read: %w", err)

@@ -169,6 +169,13 @@ func (c *chunked) ReadAt(p []byte, off int64) (int, error) {
 	n := 0
 	for n < len(p) && off < c.size {
 		i := sort.Search(len(c.refs), func(i int) bool { return c.refs[i].off+c.refs[i].n > off })
+		if ref := c.refs[i]; ref.isHole() {
+			k := int(min(int64(len(p)-n), ref.off+ref.n-off))
+			clear(p[n : n+k])
+			n += k
+			off += int64(k)
+			continue
+		}
 		data, err := c.chunk(i)
 		if err != nil {
 			return n, err
@@ -224,12 +231,10 @@ func (s *Store) Get(id ID) ([]byte, error) {
 }
 
 func verifyFile(f *os.File, id ID) error {
-	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62)); err != nil {
+	got, _, err := HashFile(f)
+	if err != nil {
 		return fmt.Errorf("blobstore: read %s: %w", id.Short(), err)
 	}
-	var got ID
-	h.Sum(got[:0])
 	if got != id {
 		return fmt.Errorf("%w: %s (content hashes to %s)", ErrCorrupt, id, got.Short())
 	}

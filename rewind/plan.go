@@ -1,9 +1,7 @@
 package rewind
 
 import (
-	"crypto/sha256"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 
@@ -214,12 +212,10 @@ func (e *Engine) hashLive(p string) (string, error) {
 		return "", fmt.Errorf("rewind: read %q: %w", p, err)
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	id, _, err := blobstore.HashFile(f) // a sparse file's holes are not read
+	if err != nil {
 		return "", fmt.Errorf("rewind: read %q: %w", p, err)
 	}
-	var id blobstore.ID
-	h.Sum(id[:0])
 	return id.String(), nil
 }
 

@@ -191,7 +191,7 @@ func (w *workspace) withNode(p string, fn func(fd int) error) error {
 
 // writeFile replaces p with the content from r, atomically: a temporary
 // file beside it (0600 until finish gives it its owner, mode and times),
-// fsynced, renamed over p.
+// written sparsely (blocks of zeros stay holes), fsynced, renamed over p.
 func (w *workspace) writeFile(p string, r io.Reader, finish func(dirfd, fd int) error) error {
 	return w.withParent(p, func(fd int, name string) error {
 		tmp := tempName(name)
@@ -200,7 +200,7 @@ func (w *workspace) writeFile(p string, r io.Reader, finish func(dirfd, fd int) 
 			return err
 		}
 		f := os.NewFile(uintptr(nfd), tmp)
-		_, err = io.Copy(f, r)
+		_, err = writeSparse(f, r)
 		if err == nil {
 			err = finish(fd, nfd)
 		}
