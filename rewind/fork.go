@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/internal/wsdir"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -198,8 +200,16 @@ func modeBits(m os.FileMode) uint32 {
 // forkWriter writes a fork's tree under its new directory. Directories are
 // made 0700 and get their mode at the end, deepest first, so one that
 // forbids writing still gets its children.
+//
+// Everything is written beneath one descriptor, root (wsdir.Create): the
+// new directory's parent may belong to another user, who can rename the
+// directory away or put a symlink to somewhere of theirs (or root's) in
+// its place at any moment; the fork then goes on writing into the
+// directory it made, never through the path, and nothing lands elsewhere
+// (SPEC, Trust).
 type forkWriter struct {
 	dir  string
+	root wsdir.Dir
 	res  ForkResult
 	dirs []dirMode
 }
@@ -217,20 +227,20 @@ func newForkWriter(dir, source string, t Seq) (*forkWriter, error) {
 	if src, err := filepath.Abs(source); err == nil && (abs == src || strings.HasPrefix(abs, src+"/")) {
 		return nil, fmt.Errorf("%w: %s is inside the workspace %s", ErrForkTarget, abs, src)
 	}
-	if err := os.Mkdir(abs, 0o700); err != nil {
+	root, err := wsdir.Create(abs)
+	if err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("%w: %s exists", ErrForkTarget, abs)
 		}
 		return nil, fmt.Errorf("rewind: fork: %w", err)
 	}
-	return &forkWriter{dir: abs, res: ForkResult{Dir: abs, Source: source, Sequence: t, Skipped: []string{}}}, nil
+	return &forkWriter{dir: abs, root: root, res: ForkResult{Dir: abs, Source: source, Sequence: t, Skipped: []string{}}}, nil
 }
 
-func (w *forkWriter) path(p string) string { return filepath.Join(w.dir, filepath.FromSlash(p)) }
-
 func (w *forkWriter) mkdir(p string, mode uint32) error {
-	if err := os.Mkdir(w.path(p), 0o700); err != nil {
-		return fmt.Errorf("rewind: fork: %w", err)
+	err := w.root.WithParent(p, func(fd int, name string) error { return unix.Mkdirat(fd, name, 0o700) })
+	if err != nil {
+		return fmt.Errorf("rewind: fork: mkdir %q: %w", p, err)
 	}
 	w.dirs = append(w.dirs, dirMode{p, mode})
 	w.res.Dirs++
@@ -238,20 +248,36 @@ func (w *forkWriter) mkdir(p string, mode uint32) error {
 }
 
 func (w *forkWriter) symlink(p, target string) error {
-	if err := os.Symlink(target, w.path(p)); err != nil {
-		return fmt.Errorf("rewind: fork: %w", err)
+	err := w.root.WithParent(p, func(fd int, name string) error { return unix.Symlinkat(target, fd, name) })
+	if err != nil {
+		return fmt.Errorf("rewind: fork: symlink %q: %w", p, err)
 	}
 	w.res.Symlinks++
 	return nil
 }
 
+// create makes the new file p (0600, never following a symlink) beneath
+// the fork's root and returns it open for writing.
+func (w *forkWriter) create(p string) (*os.File, error) {
+	var f *os.File
+	err := w.root.WithParent(p, func(fd int, name string) error {
+		nfd, err := unix.Openat(fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return err
+		}
+		f = os.NewFile(uintptr(nfd), p)
+		return nil
+	})
+	return f, err
+}
+
 // file writes src at p: a reflink where the filesystem can (src is a
-// workspace file, or a loose blob), else a copy (which Go makes with
-// copy_file_range where it can).
+// workspace file, or a loose blob), else a copy that leaves blocks of
+// zeros as holes (a sparse file stays sparse).
 func (w *forkWriter) file(p string, src Content, mode uint32) error {
-	dst, err := os.OpenFile(w.path(p), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	dst, err := w.create(p)
 	if err != nil {
-		return fmt.Errorf("rewind: fork: %w", err)
+		return fmt.Errorf("rewind: fork: %q: %w", p, err)
 	}
 	var n int64
 	if sf, ok := src.(*os.File); ok && unix.IoctlFileClone(int(dst.Fd()), int(sf.Fd())) == nil {
@@ -265,7 +291,7 @@ func (w *forkWriter) file(p string, src Content, mode uint32) error {
 			_, err = sf.Seek(0, io.SeekStart)
 		}
 		if err == nil {
-			n, err = io.Copy(dst, src)
+			n, err = writeSparse(dst, src)
 		}
 		if err != nil {
 			dst.Close()
@@ -305,13 +331,30 @@ func fileModeBits(mode uint32) os.FileMode {
 }
 
 // finish writes the fork's store, then gives the directories their modes
-// (deepest first, the root last) and makes the tree durable.
+// (deepest first, the root last) and makes the tree durable. The store is
+// written through /proc/self/fd of its own directory's descriptor, so the
+// event log lands in the directory the fork made whatever its path names
+// by now.
 func (w *forkWriter) finish(ctx context.Context, rootMode uint32, session string) (ForkResult, error) {
-	store := filepath.Join(w.dir, StoreName)
-	if err := os.Mkdir(store, 0o700); err != nil {
+	if err := unix.Mkdirat(w.root.Fd(), StoreName, 0o700); err != nil {
 		return w.abort(err)
 	}
-	if err := os.WriteFile(filepath.Join(store, ".gitignore"), []byte("*\n"), 0o600); err != nil {
+	sfd, err := w.root.Open(StoreName, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return w.abort(err)
+	}
+	defer unix.Close(sfd)
+	store := "/proc/self/fd/" + strconv.Itoa(sfd)
+	gfd, err := unix.Openat(sfd, ".gitignore", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return w.abort(err)
+	}
+	gi := os.NewFile(uintptr(gfd), ".gitignore")
+	_, err = gi.WriteString("*\n")
+	if cerr := gi.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return w.abort(err)
 	}
 	log, err := eventlog.Open(filepath.Join(store, "events.jsonl"), eventlog.Options{Sync: true})
@@ -331,28 +374,56 @@ func (w *forkWriter) finish(ctx context.Context, rootMode uint32, session string
 	sort.SliceStable(w.dirs, func(i, j int) bool { return depth(w.dirs[i].path) > depth(w.dirs[j].path) })
 	w.dirs = append(w.dirs, dirMode{"", rootMode})
 	for _, d := range w.dirs {
-		if err := os.Chmod(w.path(d.path), os.FileMode(d.mode&0o777)|fileModeBits(d.mode)); err != nil {
+		fd, err := w.root.Open(d.path, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
 			return w.abort(err)
 		}
-		if f, err := os.Open(w.path(d.path)); err == nil {
-			err = f.Sync()
-			f.Close()
-			if err != nil {
-				return w.abort(err)
-			}
+		err = unix.Fchmod(fd, d.mode&0o7777)
+		if err == nil {
+			err = unix.Fsync(fd)
+		}
+		unix.Close(fd)
+		if err != nil {
+			return w.abort(err)
 		}
 	}
+	w.root.Close()
 	return w.res, nil
 }
 
-// abort removes the half-written fork.
+// abort removes what the fork wrote, beneath its descriptor, and the
+// directory itself if its name still names it.
 func (w *forkWriter) abort(cause error) (ForkResult, error) {
-	filepath.WalkDir(w.dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	os.RemoveAll(w.dir)
+	removeBeneath(w.root.Fd())
+	var st, at unix.Stat_t
+	if unix.Fstat(w.root.Fd(), &st) == nil && unix.Lstat(w.dir, &at) == nil && st.Dev == at.Dev && st.Ino == at.Ino {
+		unix.Rmdir(w.dir)
+	}
+	w.root.Close()
 	return ForkResult{}, fmt.Errorf("rewind: fork into %s: %w", w.dir, cause)
+}
+
+// removeBeneath removes everything in directory fd, never following a
+// symlink.
+func removeBeneath(fd int) {
+	unix.Fchmod(fd, 0o700)
+	dup, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	d := os.NewFile(uintptr(dup), ".")
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, n := range names {
+		if unix.Unlinkat(fd, n, 0) == nil {
+			continue
+		}
+		sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		removeBeneath(sub)
+		unix.Close(sub)
+		unix.Unlinkat(fd, n, unix.AT_REMOVEDIR)
+	}
 }
