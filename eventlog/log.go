@@ -198,6 +198,9 @@ type scanResult struct {
 	offsets  []int64
 	crc      uint32 // CRC-32C of the first goodSize bytes
 	resumed  bool   // the scan began after Options.Resume's prefix
+	// writing, set by the caller, says a writer holds the log (its Open
+	// cut any torn tail): an incomplete last line is one being written.
+	writing bool
 }
 
 // scanResumed scans the log, starting after opts.Resume's prefix when the
@@ -251,6 +254,9 @@ func scanFrom(r io.ReaderAt, path string, res scanResult) (scanResult, error) {
 			break
 		}
 		var te *tailError
+		if errors.As(err, &te) && te.incomplete && res.writing {
+			break // a line being written, not a tail to cut
+		}
 		if errors.As(err, &te) {
 			if d.validLineFollows() {
 				return res, te.CorruptError
@@ -558,12 +564,24 @@ func ReadFile(path string, from Seq) iter.Seq2[Event, error] {
 // size of a torn tail (0 if none), and a *CorruptError for other damage. It
 // is what `zerofs verify` runs.
 func Check(path string) (head Seq, tornBytes int64, err error) {
+	return check(path, false)
+}
+
+// CheckLive is Check for a log that a running writer holds (the store of a
+// mounted workspace). The writer's Open cut any torn tail, so an incomplete
+// last line is one being written: it is left out (head is the last whole
+// line) rather than reported, and nothing waits for the writer to finish it.
+func CheckLive(path string) (head Seq, tornBytes int64, err error) {
+	return check(path, true)
+}
+
+func check(path string, writing bool) (head Seq, tornBytes int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, 0, fmt.Errorf("eventlog: %w", err)
 	}
 	defer f.Close()
-	sc, err := scan(f, path)
+	sc, err := scanFrom(f, path, scanResult{writing: writing})
 	if err != nil {
 		return sc.head, 0, err
 	}

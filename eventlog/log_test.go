@@ -756,6 +756,11 @@ func TestReadFileAndCheckDoNotRepair(t *testing.T) {
 	if head != 5 || tornBytes != 10 || err != nil {
 		t.Errorf("Check: got %d, %d, %v; want 5, 10, nil", head, tornBytes, err)
 	}
+	// Beside a running writer, an incomplete last line is one being
+	// written: CheckLive leaves it out and reports no torn tail.
+	if head, tornBytes, err := CheckLive(path); head != 5 || tornBytes != 0 || err != nil {
+		t.Errorf("CheckLive: got %d, %d, %v; want 5, 0, nil", head, tornBytes, err)
+	}
 	after, _ := os.ReadFile(path)
 	if !bytes.Equal(after, torn) || len(tornFiles(t, path)) != 0 {
 		t.Error("ReadFile or Check changed the log")
@@ -770,6 +775,11 @@ func TestReadFileAndCheckDoNotRepair(t *testing.T) {
 	checkSeqs(t, readAll(t, zeroed, 0), 1, 2)
 	if head, tornBytes, err := Check(zeroed); head != 2 || tornBytes != 53 || err != nil {
 		t.Errorf("Check: got %d, %d, %v; want 2, 53, nil", head, tornBytes, err)
+	}
+	// A whole line that does not parse is no line being written: CheckLive
+	// reports it as Check does.
+	if head, tornBytes, err := CheckLive(zeroed); head != 2 || tornBytes != 53 || err != nil {
+		t.Errorf("CheckLive: got %d, %d, %v; want 2, 53, nil", head, tornBytes, err)
 	}
 
 	// While a writer holds the log, readers still read it.

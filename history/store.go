@@ -12,13 +12,6 @@ import (
 	"github.com/zerofs/zerofs/rewind"
 )
 
-// StoreUsage is the size of store's log and blobs, and the blob count
-// (read-only, beside a running daemon).
-func StoreUsage(store string) (bytes int64, blobs int, err error) {
-	st, logBytes, _, err := StoreFigures(store, nil)
-	return st.DiskBytes + logBytes, st.Blobs, err
-}
-
 // StoreFigures reads the blob store's figures (read-only, beside a running
 // daemon), the log's size and, when keep is not nil, what a gc keeping
 // only those blobs would free.

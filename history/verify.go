@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
@@ -114,9 +113,9 @@ type VerifyResult struct {
 
 // VerifyOptions configure Verify.
 type VerifyOptions struct {
-	// Live says a daemon may be appending while the log is read: a tail
-	// that looks torn is then looked at again, as it may be a line being
-	// written.
+	// Live says a daemon holds the log and may be appending while it is
+	// read: an incomplete last line is then a line being written, not a
+	// torn tail (eventlog.CheckLive).
 	Live bool
 	// Progress, when set, is called now and then with the blobs checked
 	// so far and their number.
@@ -129,11 +128,11 @@ type VerifyOptions struct {
 func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 	var res VerifyResult
 	logPath := filepath.Join(store, rewind.LogName)
-	head, torn, err := eventlog.Check(logPath)
-	for try := 0; opts.Live && torn > 0 && err == nil && try < 5; try++ {
-		time.Sleep(20 * time.Millisecond)
-		head, torn, err = eventlog.Check(logPath)
+	check := eventlog.Check
+	if opts.Live {
+		check = eventlog.CheckLive
 	}
+	head, torn, err := check(logPath)
 	var ce *eventlog.CorruptError
 	switch {
 	case errors.As(err, &ce):
