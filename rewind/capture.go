@@ -47,12 +47,16 @@ func (e *Engine) Begin(ctx context.Context, who Caller, changes ...Change) (rele
 }
 
 // autoStep begins a step labelled "auto" when the workspace was idle for
-// Options.AutoStep, and notes the activity.
+// Options.AutoStep, and notes the activity. Idle time is measured on the
+// engine's clock (Options.Now), the one that stamps events.
 func (e *Engine) autoStep(ctx context.Context) error {
 	if e.opts.AutoStep <= 0 {
 		return nil
 	}
 	now := time.Now()
+	if e.opts.Now != nil {
+		now = e.opts.Now()
+	}
 	e.capMu.Lock()
 	idle := !e.lastActivity.IsZero() && now.Sub(e.lastActivity) > e.opts.AutoStep
 	if e.lastActivity.IsZero() {

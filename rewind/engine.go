@@ -42,8 +42,9 @@ type Options struct {
 	MaxStoreSize int64
 	// Logger for recovery notes and slow fsyncs. Default slog.Default().
 	Logger *slog.Logger
-	// Now is the clock that stamps events (time.Now when nil; tests set
-	// it to speak of days without waiting for them: see internal/index/thin.go).
+	// Now is the clock that stamps events and measures AutoStep's idle
+	// time (time.Now when nil; tests set it to speak of days, or of idle
+	// gaps, without waiting for them: see internal/index/thin.go).
 	Now func() time.Time
 	// OpenWriters, when set, names the files held open for writing whose
 	// writes never pass through Begin (FUSE passthrough sends them straight

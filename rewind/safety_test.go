@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -198,16 +199,24 @@ func TestMaxBlobSizeRecordsSkipped(t *testing.T) {
 	}
 }
 
+// TestAutoStep runs on a clock of its own (Options.Now): the idle gap is
+// the clock's, never the machine's, so a loaded machine cannot split a step
+// or fail to.
 func TestAutoStep(t *testing.T) {
-	e, ws := openT(t, Options{AutoStep: 50 * time.Millisecond})
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	e, ws := openT(t, Options{AutoStep: time.Minute, Now: clock})
 	f := filepath.Join(ws, "f")
 	change(t, e, func() error { return os.WriteFile(f, []byte("1"), 0o644) }, Change{Path: "f"})
 	first := e.Step()
+	advance(59 * time.Second)
 	change(t, e, func() error { return os.WriteFile(f, []byte("2"), 0o644) }, Change{Path: "f"})
 	if e.Step() != first {
-		t.Fatalf("a change right after another began a new step")
+		t.Fatalf("a change within the idle time of another began a new step")
 	}
-	time.Sleep(120 * time.Millisecond)
+	advance(time.Minute + time.Second)
 	change(t, e, func() error { return os.WriteFile(f, []byte("3"), 0o644) }, Change{Path: "f"})
 	if s := e.Step(); s == first || s.Label != "auto" {
 		t.Fatalf("after an idle gap: step %+v, want a new auto step", s)
