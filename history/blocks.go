@@ -89,19 +89,7 @@ func Blocks(src Source) ([]*Block, Seq, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	return ReadBlocks(src.Events(), head)
-}
-
-// ReadBlocks groups a log's events into blocks, oldest first; head is the
-// log's head (a later event raises it).
-//
-// Which step a checkpoint belongs to follows SPEC: a tool_call begins a
-// step; a rewind ends it, so checkpoints after a rewind and before the next
-// tool_call form an implicit step; the checkpoint a rewind writes for
-// itself (from its checkpointSequence up to the rewind event) belongs to
-// the rewind. A gc changes no file and ends no step.
-func ReadBlocks(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, Seq, error) {
-	blocks, _, head, err := ReadHistory(events, head)
+	blocks, _, head, err := ReadHistory(src.Events(), head)
 	return blocks, head, err
 }
 
@@ -115,7 +103,14 @@ func BlocksAndTurns(src Source) ([]*Block, []Turn, error) {
 	return blocks, turns, err
 }
 
-// ReadHistory is ReadBlocks that also returns the turns, oldest first. A
+// ReadHistory groups a log's events into blocks, and returns the turns,
+// both oldest first; head is the log's head (a later event raises it).
+//
+// Which step a checkpoint belongs to follows SPEC: a tool_call begins a
+// step; a rewind ends it, so checkpoints after a rewind and before the next
+// tool_call form an implicit step; the checkpoint a rewind writes for
+// itself (from its checkpointSequence up to the rewind event) belongs to
+// the rewind. A gc changes no file and ends no step. A
 // turn ends the step before it, as a rewind does (checkpoints after it and
 // before the next tool_call form an implicit step), and every block names
 // the turn it belongs to: a step naming an agent session, that session's

@@ -162,8 +162,8 @@ func (ix *Index) Thin(after, before Seq) int {
 	return ix.thinLocked(after, before, true)
 }
 
-// ThinCount is how many records Thin(after, before) would drop.
-func (ix *Index) ThinCount(after, before Seq) int {
+// thinCount is how many records Thin(after, before) would drop.
+func (ix *Index) thinCount(after, before Seq) int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return ix.thinLocked(after, before, false)
@@ -232,9 +232,6 @@ type StepStart struct {
 	at  time.Time
 }
 
-// NewStepStart is the step that began at seq at time at.
-func NewStepStart(seq Seq, at time.Time) StepStart { return StepStart{seq: seq, at: at} }
-
 // PlanThin plans a thin of the history before before: the intervals
 // between consecutive kept states (the start of history pruned, the first
 // step of each UTC day, and before) that hold a state still there. steps
@@ -300,7 +297,7 @@ func (s *State) Records(fn func(seq Seq, st FileState)) {
 func (s *State) PlanThin(before Seq) ([]ThinInterval, Seq) {
 	ivs, before := PlanThin(s.Steps(before), s.Pruned(), before, s.Thinned())
 	for i := range ivs {
-		ivs[i].Records = s.ix.ThinCount(ivs[i].After, ivs[i].Before)
+		ivs[i].Records = s.ix.thinCount(ivs[i].After, ivs[i].Before)
 	}
 	return ivs, before
 }
