@@ -345,19 +345,19 @@ func (w *forkWriter) finish(ctx context.Context, rootMode uint32, session string
 	}
 	defer unix.Close(sfd)
 	store := "/proc/self/fd/" + strconv.Itoa(sfd)
-	gfd, err := unix.Openat(sfd, ".gitignore", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	gfd, err := unix.Openat(sfd, GitignoreName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return w.abort(err)
 	}
-	gi := os.NewFile(uintptr(gfd), ".gitignore")
-	_, err = gi.WriteString("*\n")
+	gi := os.NewFile(uintptr(gfd), GitignoreName)
+	_, err = gi.WriteString(gitignore)
 	if cerr := gi.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return w.abort(err)
 	}
-	log, err := eventlog.Open(filepath.Join(store, "events.jsonl"), eventlog.Options{Sync: true})
+	log, err := eventlog.Open(filepath.Join(store, LogName), eventlog.Options{Sync: true})
 	if err != nil {
 		return w.abort(err)
 	}
