@@ -2,10 +2,13 @@ package history
 
 import (
 	"encoding/json"
+	"fmt"
 	"iter"
+	"strconv"
 	"time"
 
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -32,7 +35,10 @@ type Block struct {
 	Implicit bool
 	Payload  json.RawMessage // the tool_call's payload
 	Rewind   *rewind.RewindPayload
-	Pruned   *rewind.PrunedPayload
+	// Form is what a rewind was (SPEC: "form" and the step it acted on),
+	// when its event says so.
+	Form   RewindForm
+	Pruned *rewind.PrunedPayload
 	// Thinned is a gc's thin (Type BlockPruned too).
 	Thinned *rewind.ThinnedPayload
 	// Files are the before-states captured in the block, the first one per
@@ -204,6 +210,7 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 				blocks = append(blocks, b)
 			}
 			b.Seq, b.Time, b.Rewind = ev.Seq, ev.CreatedAt, &p
+			json.Unmarshal(ev.Payload, &b.Form)
 			cur = nil
 		case eventlog.TypeHistoryPruned:
 			var p rewind.PrunedPayload
@@ -238,4 +245,61 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 		end = b.Start - 1
 	}
 	return blocks, turns, head, nil
+}
+
+// RewindForm is what a session_rewind event says it was: its form
+// (rewind, paths, revert, undo, redo, turn) and the step it acted on. Logs
+// written before the form was recorded have neither.
+type RewindForm struct {
+	Form string `json:"form,omitempty"`
+	Step Seq    `json:"step,omitempty"`
+}
+
+// Title names what a rewind block did, as the log shows it: `revert of
+// step 15 "Bash: rm -rf docs"`, `restore README.md to 0`, `undo of step 27
+// "Edit"`, `rewind to 12`. blocks are the log's blocks (for the labels).
+func (b *Block) Title(blocks []*Block) string {
+	p := b.Rewind
+	if p == nil {
+		return "rewind"
+	}
+	step := func(s Seq) string {
+		for i := len(blocks) - 1; i >= 0; i-- {
+			o := blocks[i]
+			if o.Type == BlockStep && o.Start <= s && s <= o.End {
+				if o.Label == "" {
+					return fmt.Sprintf("step %d", o.Seq)
+				}
+				return fmt.Sprintf("step %d %s", o.Seq, strconv.Quote(o.Label))
+			}
+		}
+		return fmt.Sprintf("step %d", s)
+	}
+	form := b.Form.Form
+	if form == "" {
+		switch {
+		case p.RevertOf != 0:
+			form = "revert"
+		case len(p.Paths) > 0:
+			form = "paths"
+		}
+	}
+	switch form {
+	case "revert":
+		s := p.RevertOf
+		if s == 0 {
+			s = b.Form.Step
+		}
+		return "revert of " + step(s)
+	case "paths":
+		return fmt.Sprintf("restore %s to %d", quote.Names(p.Paths, ", "), p.TargetSequence)
+	case "undo", "redo":
+		if b.Form.Step != 0 {
+			return form + " of " + step(b.Form.Step)
+		}
+		return fmt.Sprintf("%s (rewind to %d)", form, p.TargetSequence)
+	case "turn":
+		return fmt.Sprintf("take back a turn (rewind to %d)", p.TargetSequence)
+	}
+	return fmt.Sprintf("rewind to %d", p.TargetSequence)
 }

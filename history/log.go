@@ -19,14 +19,20 @@ type Entry struct {
 	Sequence Seq `json:"sequence"`
 	// Start..End are the sequences that belong to the block: `zerofs diff
 	// Start-1 End` shows what it did, `zerofs rewind Start-1` undoes it.
-	Start        Seq                   `json:"start"`
-	End          Seq                   `json:"end"`
-	Time         time.Time             `json:"time"`
-	Label        string                `json:"label,omitempty"`
-	Implicit     bool                  `json:"implicit,omitempty"`
-	Payload      json.RawMessage       `json:"payload,omitempty"`
-	Rewind       *rewind.RewindPayload `json:"rewind,omitempty"`
-	PrunedBefore *Seq                  `json:"prunedBefore,omitempty"`
+	Start    Seq                   `json:"start"`
+	End      Seq                   `json:"end"`
+	Time     time.Time             `json:"time"`
+	Label    string                `json:"label,omitempty"`
+	Implicit bool                  `json:"implicit,omitempty"`
+	Payload  json.RawMessage       `json:"payload,omitempty"`
+	Rewind   *rewind.RewindPayload `json:"rewind,omitempty"`
+	// Title says what a rewind was: `revert of step 15 "Bash: rm -rf
+	// docs"`, `restore README.md to 0`, `undo of step 27 "Edit"`.
+	Title string `json:"title,omitempty"`
+	// Form is the rewind's form and the step it acted on, when its event
+	// records them.
+	Form         *RewindForm `json:"form,omitempty"`
+	PrunedBefore *Seq        `json:"prunedBefore,omitempty"`
 	// Thinned is a gc's thin: exactly the intervals of states it gave up.
 	Thinned *rewind.ThinnedPayload `json:"thinned,omitempty"`
 	// StatesThinned marks a block whose state before or after it a thin
@@ -110,6 +116,13 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 			Label: b.Label, Implicit: b.Implicit, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn, Changes: []Change{}}
 		if b.Pruned != nil {
 			ent.PrunedBefore = &b.Pruned.Before
+		}
+		if b.Type == BlockRewind {
+			ent.Title = b.Title(blocks)
+			if b.Form.Form != "" {
+				f := b.Form
+				ent.Form = &f
+			}
 		}
 		ent.Thinned = b.Thinned
 		ent.StatesThinned = b.StatesThinned(thinned)

@@ -53,6 +53,19 @@ reflinked).
 // stderr (a dry run's preview lists those it would overwrite). A refused revert returns its report (with the
 // conflicts) and a *rewind.ConflictError.
 func applyWith(e *env, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
+	if !req.DryRun && !req.Undo && !req.Redo && req.Turn == 0 {
+		// A rewind, path rewind or revert that would change nothing says
+		// so and records nothing (no event, nothing on the redo stack).
+		// Undo, redo and turns always record: their stack is read back
+		// from the log.
+		dry := req
+		dry.DryRun = true
+		rep, err := doRewind(e.ctx, src, dry)
+		if err == nil && len(rep.Preview) == 0 && len(rep.Report.Skipped) == 0 && len(rep.Conflicts) == 0 {
+			fmt.Fprintf(e.stdout, "nothing to change: %s already as it would be\n", unchangedWhat(req))
+			return rep, errUnchanged
+		}
+	}
 	rep, err := doRewind(e.ctx, src, req)
 	if err != nil {
 		return rep, err
@@ -61,6 +74,21 @@ func applyWith(e *env, src history.Source, req control.RewindRequest) (control.R
 		writeForeign(e.stderr, rep.Foreign, "overwrote", map[string]bool{})
 	}
 	return rep, nil
+}
+
+// errUnchanged is applyWith's answer to a rewind that would change
+// nothing: it said so on stdout and did nothing; the command succeeds.
+var errUnchanged = errors.New("nothing to change")
+
+// unchangedWhat names what a rewind that changes nothing found as it would be.
+func unchangedWhat(req control.RewindRequest) string {
+	switch {
+	case len(req.Paths) > 0:
+		return quote.Names(req.Paths, ", ") + (map[bool]string{true: " is", false: " are"})[len(req.Paths) == 1]
+	case req.Revert != 0:
+		return "every path the step changed is"
+	}
+	return "the workspace is"
 }
 
 // writeForeign names, one line each, the paths whose present state was made
@@ -145,6 +173,9 @@ func runRevert(e *env, c *command, args []string) error {
 		}
 		label := stepLabel(src, s)
 		rep, err := applyWith(e, src, control.RewindRequest{Revert: s, Force: *force, DryRun: *dry})
+		if errors.Is(err, errUnchanged) {
+			return nil
+		}
 		var ce *rewind.ConflictError
 		if errors.As(err, &ce) {
 			if *dry {

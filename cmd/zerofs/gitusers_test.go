@@ -251,3 +251,40 @@ func TestReadmeUsageMatchesHelp(t *testing.T) {
 	}
 }
 
+
+// Rewinds are named for what they did, in log and log --json; a path that
+// is nowhere is an error; a rewind that changes nothing records nothing.
+func TestRewindNamesAndNoops(t *testing.T) {
+	s := newStore(t, map[string]string{"README.md": "v0\n", "docs/a.md": "a\n"})
+	s.step("Bash: rm -rf docs")
+	s.change(func(ws string) error { return os.RemoveAll(filepath.Join(ws, "docs")) }, "docs/a.md", "docs")
+	s.step("Edit README.md")
+	s.write("README.md", "v1\n")
+	s.close()
+	var entries []struct {
+		Sequence Seq    `json:"sequence"`
+		Label    string `json:"label"`
+		Title    string `json:"title"`
+	}
+	json.Unmarshal([]byte(mustRun(t, s.ws, "log", "--json")), &entries)
+	bash := entries[1].Sequence
+	mustRun(t, s.ws, "revert", itoa(bash))
+	mustRun(t, s.ws, "rewind", "0", "--", "README.md")
+	log := mustRun(t, s.ws, "log")
+	for _, want := range []string{`revert of step ` + itoa(bash) + ` "Bash: rm -rf docs": restored `, "restore README.md to 0: restored 1"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	json.Unmarshal([]byte(mustRun(t, s.ws, "log", "--json")), &entries)
+	if entries[0].Title != "restore README.md to 0" || entries[1].Title != `revert of step `+itoa(bash)+` "Bash: rm -rf docs"` {
+		t.Errorf("log --json titles: %q, %q", entries[0].Title, entries[1].Title)
+	}
+	wantFail(t, s.ws, 1, "zerofs: nonexistent: no such path at 0 or now", "rewind", "0", "--", "nonexistent")
+	if out := mustRun(t, s.ws, "rewind", "0", "--", "README.md"); out != "nothing to change: README.md is already as it would be\n" {
+		t.Errorf("a rewind that changes nothing: %q", out)
+	}
+	if after := mustRun(t, s.ws, "log"); after != log {
+		t.Errorf("a rewind that changed nothing was recorded:\n%s\nwas:\n%s", after, log)
+	}
+}

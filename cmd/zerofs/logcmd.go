@@ -165,9 +165,11 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 			}
 		case history.BlockRewind:
 			what = "rewind"
+			if ent.Title != "" {
+				what = ent.Title
+			}
 			if r := ent.Rewind; r != nil {
-				what = fmt.Sprintf("rewind to %d: restored %d, deleted %d, skipped %d",
-					r.TargetSequence, r.Report.Restored, r.Report.Deleted, len(r.Report.Skipped))
+				what += fmt.Sprintf(": restored %d, deleted %d, skipped %d", r.Report.Restored, r.Report.Deleted, len(r.Report.Skipped))
 			}
 		case history.BlockPruned:
 			if tp := ent.Thinned; tp != nil {

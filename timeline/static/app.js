@@ -202,7 +202,8 @@ function baseTitle(e) {
   if (e.type === "gc") return "Older history pruned";
   if (e.type === "rewind") {
     const rw = e.rewind || {};
-    const form = rw.form || (rw.revertOf ? "revert" : rw.paths && rw.paths.length ? "paths" : "rewind");
+    const form = (e.form && e.form.form) || (rw.revertOf ? "revert" : rw.paths && rw.paths.length ? "paths" : "rewind");
+    if (e.form && e.form.step) rw.step = e.form.step;
     const paths = () => (rw.paths || []).map((p) => quoteName(p.path || p, p.pathBytes)).join(", ");
     switch (form) {
       case "revert": return "Revert of " + stepCalled(rw.revertOf || rw.step);
