@@ -35,10 +35,7 @@ type Block struct {
 	Implicit bool
 	Payload  json.RawMessage // the tool_call's payload
 	Rewind   *rewind.RewindPayload
-	// Form is what a rewind was (SPEC: "form" and the step it acted on),
-	// when its event says so.
-	Form   RewindForm
-	Pruned *rewind.PrunedPayload
+	Pruned   *rewind.PrunedPayload
 	// Thinned is a gc's thin (Type BlockPruned too).
 	Thinned *rewind.ThinnedPayload
 	// Files are the before-states captured in the block, the first one per
@@ -210,7 +207,6 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 				blocks = append(blocks, b)
 			}
 			b.Seq, b.Time, b.Rewind = ev.Seq, ev.CreatedAt, &p
-			json.Unmarshal(ev.Payload, &b.Form)
 			cur = nil
 		case eventlog.TypeHistoryPruned:
 			var p rewind.PrunedPayload
@@ -247,14 +243,6 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 	return blocks, turns, head, nil
 }
 
-// RewindForm is what a session_rewind event says it was: its form
-// (rewind, paths, revert, undo, redo, turn) and the step it acted on. Logs
-// written before the form was recorded have neither.
-type RewindForm struct {
-	Form string `json:"form,omitempty"`
-	Step Seq    `json:"step,omitempty"`
-}
-
 // Title names what a rewind block did, as the log shows it: `revert of
 // step 15 "Bash: rm -rf docs"`, `restore README.md to 0`, `undo of step 27
 // "Edit"`, `rewind to 12`. blocks are the log's blocks (for the labels).
@@ -275,30 +263,29 @@ func (b *Block) Title(blocks []*Block) string {
 		}
 		return fmt.Sprintf("step %d", s)
 	}
-	form := b.Form.Form
-	if form == "" {
+	form := p.Form
+	if form == "" { // a log from before the form was recorded
 		switch {
 		case p.RevertOf != 0:
-			form = "revert"
+			form = rewind.FormRevert
 		case len(p.Paths) > 0:
-			form = "paths"
+			form = rewind.FormPaths
 		}
 	}
 	switch form {
-	case "revert":
-		s := p.RevertOf
-		if s == 0 {
-			s = b.Form.Step
-		}
-		return "revert of " + step(s)
-	case "paths":
+	case rewind.FormRevert:
+		return "revert of " + step(p.RevertOf)
+	case rewind.FormPaths:
 		return fmt.Sprintf("restore %s to %d", quote.Names(p.Paths, ", "), p.TargetSequence)
-	case "undo", "redo":
-		if b.Form.Step != 0 {
-			return form + " of " + step(b.Form.Step)
+	case rewind.FormUndo, rewind.FormRedo:
+		if r := p.Step; r != nil {
+			if r.Kind == "rewind" {
+				return fmt.Sprintf("%s of rewind %d (%s)", form, r.Sequence, r.Label)
+			}
+			return fmt.Sprintf("%s of step %d %s", form, r.Sequence, strconv.Quote(r.Label))
 		}
 		return fmt.Sprintf("%s (rewind to %d)", form, p.TargetSequence)
-	case "turn":
+	case rewind.FormTurn:
 		return fmt.Sprintf("take back a turn (rewind to %d)", p.TargetSequence)
 	}
 	return fmt.Sprintf("rewind to %d", p.TargetSequence)

@@ -28,11 +28,8 @@ type Entry struct {
 	Rewind   *rewind.RewindPayload `json:"rewind,omitempty"`
 	// Title says what a rewind was: `revert of step 15 "Bash: rm -rf
 	// docs"`, `restore README.md to 0`, `undo of step 27 "Edit"`.
-	Title string `json:"title,omitempty"`
-	// Form is the rewind's form and the step it acted on, when its event
-	// records them.
-	Form         *RewindForm `json:"form,omitempty"`
-	PrunedBefore *Seq        `json:"prunedBefore,omitempty"`
+	Title        string `json:"title,omitempty"`
+	PrunedBefore *Seq   `json:"prunedBefore,omitempty"`
 	// Thinned is a gc's thin: exactly the intervals of states it gave up.
 	Thinned *rewind.ThinnedPayload `json:"thinned,omitempty"`
 	// StatesThinned marks a block whose state before or after it a thin
@@ -119,10 +116,6 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 		}
 		if b.Type == BlockRewind {
 			ent.Title = b.Title(blocks)
-			if b.Form.Form != "" {
-				f := b.Form
-				ent.Form = &f
-			}
 		}
 		ent.Thinned = b.Thinned
 		ent.StatesThinned = b.StatesThinned(thinned)

@@ -250,10 +250,6 @@ func LogWith(src history.Source, before Seq, limit int, all bool) (Page, error) 
 		it.Thinned, it.StatesThinned = b.Thinned, b.StatesThinned(thinned)
 		if b.Type == history.BlockRewind {
 			it.Title = b.Title(blocks)
-			if b.Form.Form != "" {
-				f := b.Form
-				it.Form = &f
-			}
 		}
 		if b.Type != history.BlockPruned {
 			cs, err := history.Changes(src, b, pruned)

@@ -251,7 +251,6 @@ func TestReadmeUsageMatchesHelp(t *testing.T) {
 	}
 }
 
-
 // Rewinds are named for what they did, in log and log --json; a path that
 // is nowhere is an error; a rewind that changes nothing records nothing.
 func TestRewindNamesAndNoops(t *testing.T) {

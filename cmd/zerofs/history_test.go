@@ -257,8 +257,8 @@ func TestRewindUndoRedo(t *testing.T) {
 		if read("old.txt") != "moved, not changed\n" || read("new.txt") != "<absent>" {
 			t.Errorf("after rewind 0: old.txt %q new.txt %q", read("old.txt"), read("new.txt"))
 		}
-		if log := mustRun(t, ws, "log"); strings.Count(log, "rewind to ") != 4 {
-			t.Errorf("log shows %d rewinds, want 4:\n%s", strings.Count(log, "rewind to "), log)
+		if log := mustRun(t, ws, "log"); strings.Count("\n"+log, "\nrewind ") != 4 || !strings.Contains(log, "rewind to 0: restored") || !strings.Contains(log, "undo of step ") || !strings.Contains(log, "redo of step ") {
+			t.Errorf("log shows %d rewinds, want 4 (a rewind to 0, an undo and a redo named as such):\n%s", strings.Count("\n"+log, "\nrewind "), log)
 		}
 		wantFail(t, ws, 1, "no sequence 1000 (head is", "rewind", "1000")
 		wantFail(t, ws, 2, "usage: zerofs rewind [--dry-run] SEQ", "rewind")

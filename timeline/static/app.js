@@ -202,14 +202,13 @@ function baseTitle(e) {
   if (e.type === "gc") return "Older history pruned";
   if (e.type === "rewind") {
     const rw = e.rewind || {};
-    const form = (e.form && e.form.form) || (rw.revertOf ? "revert" : rw.paths && rw.paths.length ? "paths" : "rewind");
-    if (e.form && e.form.step) rw.step = e.form.step;
+    const form = rw.form || (rw.revertOf ? "revert" : rw.paths && rw.paths.length ? "paths" : "rewind");
     const paths = () => (rw.paths || []).map((p) => quoteName(p.path || p, p.pathBytes)).join(", ");
     switch (form) {
       case "revert": return "Revert of " + stepCalled(rw.revertOf || rw.step);
       case "paths": return "Restore " + paths() + " to " + stateCalled(rw.targetSequence);
-      case "undo": return "Undo of " + stepCalled(rw.step || rw.undid);
-      case "redo": return "Redo of " + stepCalled(rw.step || rw.redid);
+      case "undo": return "Undo of " + actedOn(rw.step);
+      case "redo": return "Redo of " + actedOn(rw.step);
       case "turn": return "Rewind to " + stateCalled(rw.targetSequence) + " (a whole turn)";
     }
     return "Rewind to " + stateCalled(rw.targetSequence);
@@ -222,6 +221,13 @@ function baseTitle(e) {
 function entryAt(s) {
   if (s && typeof s === "object") s = s.sequence;
   return entries.find((x) => x.type !== "gc" && x.start <= s && s <= x.end);
+}
+
+// actedOn names what an undo or redo acted on (the event's "step").
+function actedOn(r) {
+  if (!r) return "the last step";
+  if (r.kind === "rewind") return "a rewind";
+  return r.label ? "\u201c" + quoteName(r.label) + "\u201d" : stepCalled(r.sequence);
 }
 
 // stepCalled names a step by its label: \u201cEdit main.go\u201d.
