@@ -155,9 +155,11 @@ func TestMCPServer(t *testing.T) {
 		}
 	}
 	// The defect: zerofs_rewind's description sent the agent to
-	// zerofs_undo, which undoes the step before and deletes more work.
-	if d := c.tools["zerofs_rewind"].Description; strings.Contains(d, "zerofs_undo") {
-		t.Errorf("zerofs_rewind's description still points to zerofs_undo: %q", d)
+	// zerofs_undo, which then undid the step before and deleted more work.
+	// Now undo takes the rewind back, and the description says so (checked
+	// below by doing it).
+	if d := c.tools["zerofs_rewind"].Description; !strings.Contains(d, "zerofs_undo right after it takes it back") {
+		t.Errorf("zerofs_rewind's description: %q", d)
 	}
 
 	_, st := c.ok("zerofs_status", map[string]any{})
@@ -240,6 +242,16 @@ func TestMCPServer(t *testing.T) {
 	c.ok("zerofs_rewind", map[string]any{"seq": rw["before"]})
 	if got := readTrim(t, filepath.Join(ws, "main.go")); got != edited {
 		t.Fatalf("rewinding to `before` left main.go %q", got)
+	}
+	// As its description says, zerofs_undo right after a rewind takes the
+	// rewind back (and not the step before it).
+	c.ok("zerofs_rewind", map[string]any{"seq": editSeq - 1})
+	if got := readTrim(t, filepath.Join(ws, "main.go")); got != "package main" {
+		t.Fatalf("after zerofs_rewind main.go is %q", got)
+	}
+	c.ok("zerofs_undo", map[string]any{})
+	if got := readTrim(t, filepath.Join(ws, "main.go")); got != edited {
+		t.Fatalf("zerofs_undo after a rewind left main.go %q, want the rewind taken back", got)
 	}
 
 	// A change made outside any step, which a rewind overwrites: the

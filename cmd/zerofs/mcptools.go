@@ -185,14 +185,14 @@ func (t *mcpTools) register(s *mcp.Server, schemas map[string]*jsonschema.Schema
 		nil, t.step)
 	addTool(s, schemas, &mcp.Tool{Name: "zerofs_rewind", Title: "Rewind", Annotations: destructive(true),
 		Description: "Put the whole workspace (or only some paths) back to how it was at a sequence, overwriting every later change to it, by anyone. " +
-			"The rewind is itself recorded: the result's `before` is the sequence just before it, and zerofs_rewind to `before` takes it back. " +
+			"The rewind is itself recorded: zerofs_undo right after it takes it back (so does zerofs_rewind to the result's `before`, the sequence just before it). " +
 			"Call it with dry_run: true first, and read the result's warnings: they name changes by a person or another agent session that it overwrites."},
 		nil, t.rewind)
 	addTool(s, schemas, &mcp.Tool{Name: "zerofs_undo", Title: "Undo the last step", Annotations: destructive(false),
-		Description: "Take back the last step that changed something and is still in effect (the workspace goes back to just before it), and name it. Undos stack: each call goes one step further back; zerofs_redo takes the last one back. The result's `before` is the sequence just before the undo: zerofs_rewind to it also takes the undo back."},
+		Description: "Take back the last thing done and still in effect, and name it: the last step that changed something (the workspace goes back to just before it), or a rewind, path rewind or revert if that came last (as jj undo does). Undos stack: each call goes one further back; zerofs_redo takes the last one back."},
 		nil, t.undo)
 	addTool(s, schemas, &mcp.Tool{Name: "zerofs_redo", Title: "Redo", Annotations: destructive(false),
-		Description: "Take back the last undo (or rewind) not yet taken back. A step that changes something after an undo ends the redo chain."},
+		Description: "Take back the last undo not yet taken back. A step that changes something after an undo ends the redo chain."},
 		nil, t.redo)
 	addTool(s, schemas, &mcp.Tool{Name: "zerofs_revert", Title: "Revert one step", Annotations: destructive(false),
 		Description: "Take back what one step changed and keep every later change. If a later change touched the same paths, nothing changes and the error names each of them; call again with force: true to take those back too."},
@@ -670,11 +670,16 @@ func mcpError(err error) error {
 		return nil
 	}
 	var se *history.SeqError
+	var re *rewind.RefusedError
 	switch {
+	case errors.As(err, &re) && (re.Refusal == rewind.RefusedNoSuchSeq || re.Refusal == rewind.RefusedPruned || re.Refusal == rewind.RefusedThinned) && re.Op == "":
+		return fmt.Errorf("%s (seq: %d; zerofs_log shows the sequences there are)", re.Error(), re.Seq)
+	case errors.As(err, &re) && re.Refusal == rewind.RefusedBadRequest:
+		return errors.New(mcpArgWords(re.Error()) + " (check the arguments against the tool's input schema)")
 	case errors.As(err, &se):
 		return fmt.Errorf("%s (seq: %d; zerofs_log shows the sequences there are)", se.Error(), se.Seq)
 	case errors.Is(err, history.ErrNothingToUndo):
-		return errors.New("nothing to undo: no step that changed something is in effect (zerofs_log shows the history)")
+		return errors.New("nothing to undo: no step or rewind is in effect (zerofs_log shows the history)")
 	case errors.Is(err, history.ErrNothingToRedo):
 		return errors.New("nothing to redo: no undo is waiting to be taken back")
 	}
