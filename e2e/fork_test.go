@@ -1,13 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestForkIntoAnotherUsersDirectoryWritesNowhereElse: issue 14, defect 5.
@@ -43,20 +45,14 @@ func TestForkIntoAnotherUsersDirectoryWritesNowhereElse(t *testing.T) {
 	swapped := 0
 	for round := range 3 {
 		target := filepath.Join(nb, fmt.Sprintf("fork%d", round))
-		// nobody swaps the fork's new directory for a symlink to the
-		// root-only directory, as fast as it can, until killed.
-		racer := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/bin/sh", "-c",
-			fmt.Sprintf(`cd %s; i=0; while :; do if [ -d %s ] && [ ! -L %s ]; then mv %s m.$i 2>/dev/null && ln -s %s %s; i=$((i+1)); fi; done`,
-				nb, filepath.Base(target), filepath.Base(target), filepath.Base(target), rootOnly, filepath.Base(target)))
-		racer.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := racer.Start(); err != nil {
-			t.Fatal(err)
-		}
-		stop := func() {
-			syscall.Kill(-racer.Process.Pid, syscall.SIGKILL)
-			racer.Wait()
-		}
-		time.Sleep(50 * time.Millisecond)
+		// The swap nobody may make, made as fast as it can be: an
+		// inotify watch on the parent sees the fork's new directory
+		// appear and at once renames it away and puts a symlink to the
+		// root-only directory in its place (in this process, so that it
+		// wins the race against the fork's next call; a shell loop as
+		// nobody mostly loses it, and the old fork then failed with
+		// ENOENT instead of writing into the root-only directory).
+		stop := swapOnCreate(t, nb, filepath.Base(target), rootOnly)
 		out, err := zerofs(t, ws, "fork", itoa(seq), target)
 		stop()
 		t.Logf("round %d: fork: %v %s", round, err, out)
@@ -75,5 +71,56 @@ func TestForkIntoAnotherUsersDirectoryWritesNowhereElse(t *testing.T) {
 	}
 	if swapped == 0 {
 		t.Errorf("nobody never managed to swap the new directory: the race was not tried")
+	}
+}
+
+// swapOnCreate watches dir; when name is created in it (once), it renames
+// it to m.<n> and puts a symlink to link in its place. stop ends the watch.
+func swapOnCreate(t *testing.T, dir, name, link string) (stop func()) {
+	t.Helper()
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE); err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		buf := make([]byte, 4096)
+		for n := 0; ; {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			k, err := unix.Read(fd, buf)
+			if err != nil || k <= 0 {
+				time.Sleep(100 * time.Microsecond)
+				continue
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= k; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				nb := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+				if i := bytes.IndexByte(nb, 0); i >= 0 {
+					nb = nb[:i]
+				}
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+				if string(nb) == name && n == 0 {
+					p := filepath.Join(dir, name)
+					if os.Rename(p, filepath.Join(dir, fmt.Sprintf("m.%d", n))) == nil && os.Symlink(link, p) == nil {
+						n++
+					}
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		unix.Close(fd)
 	}
 }
