@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -235,14 +234,16 @@ func isStore(dir string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// DaemonPID is the live pid in STORE/daemon.pid, or 0.
+// DaemonPID is the pid in STORE/daemon.pid while that daemon runs, or 0:
+// the process must have the start time the file records, so a killed
+// daemon's file never names whatever process got its pid since.
 func DaemonPID(store string) int {
 	b, err := os.ReadFile(filepath.Join(store, control.PIDFileName))
 	if err != nil {
 		return 0
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 || !ProcessAlive(pid) {
+	pid, start, err := control.ParsePIDFile(b)
+	if err != nil || !control.SameProcess(pid, start) {
 		return 0
 	}
 	return pid

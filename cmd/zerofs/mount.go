@@ -475,7 +475,7 @@ func writePIDFile(dir *os.File) (*pidFile, error) {
 		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), control.PIDFileName)
-	_, werr := fmt.Fprintf(f, "%d\n", os.Getpid())
+	_, werr := f.Write(control.FormatPIDFile(os.Getpid(), control.SelfStart()))
 	f.Close()
 	if werr != nil {
 		dir.Close()

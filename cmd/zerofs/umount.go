@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,7 +68,11 @@ func runUmount(e *env, c *command, args []string) error {
 	leaveMount(mp)
 	// Mounts may be stacked at mp (a dead one over a live one, or the
 	// reverse): take them off from the top, each the way it needs, and
-	// stop at the first that is not zerofs's.
+	// stop at the first that is not zerofs's. Each decision is about the
+	// mount a descriptor holds (its mount id from /proc/self/fdinfo), never
+	// about whatever the path names a moment later, and a daemon is
+	// signalled only while it is the process its status names (pid and
+	// start time), through a pidfd.
 	did := false
 	for range 16 {
 		ms, err := fuseMountsAt(mp)
@@ -76,24 +82,46 @@ func runUmount(e *env, c *command, args []string) error {
 		if len(ms) == 0 {
 			break
 		}
-		top := topmost(ms)
-		if st, ok := history.ReadStatus(mp); ok {
-			if err := unmountLive(e, mp, top, st); err != nil {
+		top, err := openTop(mp)
+		if err != nil {
+			return err
+		}
+		ours, fuse := false, false
+		for _, m := range ms {
+			if m.id == top.id {
+				fuse, ours = true, m.fstype == zerofsType
+			}
+		}
+		if !fuse {
+			top.close()
+			continue // the table changed under us: look again
+		}
+		st, answered, alive, err := top.inspect(ours)
+		if err != nil {
+			top.close()
+			return err
+		}
+		switch {
+		case answered:
+			// The held descriptor would keep the mount busy: the daemon's
+			// unmount must not wait on us.
+			top.close()
+			err = unmountLive(e, mp, top.id, st)
+			if err != nil {
 				return err
 			}
 			did = true
 			continue
-		}
-		switch alive, err := probeMount(mp); {
-		case err != nil:
-			return err
-		case alive || top.fstype != zerofsType:
+		case alive || !ours:
+			top.close()
 			if !did {
 				return fmt.Errorf("%s is not a zerofs mount", mp)
 			}
 			return nil // another filesystem's mount, under ours: not ours to take
 		}
-		if err := zfs.Detach(mp); err != nil {
+		err = top.detach(mp)
+		top.close()
+		if err != nil {
 			return fmt.Errorf("%s: its daemon is gone and detaching the dead mount failed: %w", mp, err)
 		}
 		fmt.Fprintf(e.stderr, "zerofs: the daemon of the mount at %s was gone; detached the dead mount\n", mp)
@@ -110,17 +138,163 @@ func runUmount(e *env, c *command, args []string) error {
 	return nil
 }
 
-// unmountLive asks the daemon st (serving mount m at mp) to unmount, and
-// waits until it has exited and m is gone from the mount table, detaching m
-// if the daemon exited without unmounting it.
-func unmountLive(e *env, mp string, m mountEntry, st control.StatusReport) error {
-	if err := unix.Kill(st.PID, unix.SIGTERM); err != nil && err != unix.ESRCH {
-		return fmt.Errorf("signal zerofs (pid %d): %w", st.PID, err)
+// heldMount is the mount a lookup of its mount point reached, held by an
+// O_PATH descriptor of its root: id is that mount's id, whatever is
+// mounted or unmounted at the path afterwards.
+type heldMount struct {
+	fd int
+	id int
+}
+
+// openTop opens mp as a lookup reaches it now (the topmost mount there)
+// and reads which mount that is from /proc/self/fdinfo (which never asks
+// the filesystem, so a dead mount answers too).
+func openTop(mp string) (heldMount, error) {
+	fd, err := unix.Open(mp, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return heldMount{fd: -1}, fmt.Errorf("open %s: %w", mp, err)
+	}
+	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		unix.Close(fd)
+		return heldMount{fd: -1}, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "mnt_id:"); ok {
+			id, err := strconv.Atoi(strings.TrimSpace(v))
+			if err == nil {
+				return heldMount{fd: fd, id: id}, nil
+			}
+		}
+	}
+	unix.Close(fd)
+	return heldMount{fd: -1}, fmt.Errorf("%s: no mnt_id in /proc/self/fdinfo", mp)
+}
+
+func (m heldMount) close() {
+	if m.fd >= 0 {
+		unix.Close(m.fd)
+	}
+}
+
+// inspect asks the held mount who serves it: a zerofs daemon answers its
+// control directory's status with its identity (answered), and that
+// process must still be the one that started then. Otherwise alive says
+// whether the mount answers at all (fstatfs: a dead FUSE mount says
+// ENOTCONN). On a live zerofs mount the status read is retried for a while
+// before it counts as unanswered: on a loaded machine a new daemon can be
+// slow to answer, and mistaking it for another filesystem's mount (or a
+// dead one) is what this must never do.
+func (m heldMount) inspect(zerofs bool) (st control.StatusReport, answered, alive bool, err error) {
+	deadline := time.Now().Add(probeTimeout)
+	for {
+		st, ok := m.status()
+		if ok && control.SameProcess(st.PID, st.Start) {
+			return st, true, true, nil
+		}
+		alive, err = m.alive()
+		if err != nil || !alive || !zerofs || time.Now().After(deadline) {
+			if ok && alive {
+				return st, false, true, fmt.Errorf("the zerofs mount names its daemon pid %d, which is not running as that daemon", st.PID)
+			}
+			return st, false, alive, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// status reads the control directory's status through the held mount.
+func (m heldMount) status() (control.StatusReport, bool) {
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		fd, err := unix.Openat(m.fd, control.Dir+"/"+control.Status, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			done <- result{nil, err}
+			return
+		}
+		f := os.NewFile(uintptr(fd), control.Status)
+		b, err := io.ReadAll(f)
+		f.Close()
+		done <- result{b, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return control.StatusReport{}, false
+		}
+		st, err := control.ParseStatus(r.b)
+		return st, err == nil
+	case <-time.After(probeTimeout):
+		return control.StatusReport{}, false
+	}
+}
+
+// alive asks the held mount whether it answers: fstatfs (never answered
+// from the kernel's caches) succeeds on a live mount and fails with
+// ENOTCONN (or ECONNABORTED, when the daemon died while the request
+// waited) on a dead one. A mount that does not answer within probeTimeout
+// is an error: it is neither.
+func (m heldMount) alive() (bool, error) {
+	done := make(chan error, 1)
+	go func() {
+		var st unix.Statfs_t
+		done <- unix.Fstatfs(m.fd, &st)
+	}()
+	select {
+	case err := <-done:
+		if errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED) {
+			return false, nil
+		}
+		return true, nil // answered, maybe with an error of its own
+	case <-time.After(probeTimeout):
+		return false, errors.New("the FUSE mount does not answer (a hung daemon?)")
+	}
+}
+
+// detach lazily unmounts the held mount itself, through its descriptor's
+// /proc/self/fd link (which names that mount, not whatever is at mp now);
+// where that is refused (not root), through mp while mp still reaches it.
+func (m heldMount) detach(mp string) error {
+	if err := unix.Unmount("/proc/self/fd/"+strconv.Itoa(m.fd), unix.MNT_DETACH); err == nil {
+		return nil
+	}
+	again, err := openTop(mp)
+	if err != nil {
+		return err
+	}
+	defer again.close()
+	if again.id != m.id {
+		return nil // it is no longer the one at mp: someone took it off
+	}
+	return zfs.Detach(mp)
+}
+
+// unmountLive asks the daemon st (serving mount id at mp) to unmount, and
+// waits until it has exited and that mount is gone from the mount table,
+// detaching it if the daemon exited without unmounting it (and it is
+// still the one mp reaches). The
+// signal goes through a pidfd opened while the pid still names that daemon
+// (pid and start time): never to a process that got its pid since.
+func unmountLive(e *env, mp string, id int, st control.StatusReport) error {
+	pfd, err := unix.PidfdOpen(st.PID, 0)
+	if err == nil {
+		defer unix.Close(pfd)
+		if control.SameProcess(st.PID, st.Start) {
+			if err := unix.PidfdSendSignal(pfd, unix.SIGTERM, nil, 0); err != nil && err != unix.ESRCH {
+				return fmt.Errorf("signal zerofs (pid %d): %w", st.PID, err)
+			}
+		}
+	} else if err != unix.ESRCH {
+		return fmt.Errorf("zerofs (pid %d): %w", st.PID, err)
 	}
 	deadline := time.Now().Add(umountTimeout)
 	for {
-		alive := history.ProcessAlive(st.PID)
-		present, err := mountPresent(m.id)
+		alive := control.SameProcess(st.PID, st.Start)
+		present, err := mountPresent(id)
 		if err != nil {
 			return err
 		}
@@ -128,13 +302,21 @@ func unmountLive(e *env, mp string, m mountEntry, st control.StatusReport) error
 		case !alive && !present:
 			return nil
 		case !alive:
-			if top, err := fuseMountsAt(mp); err == nil && len(top) > 0 && topmost(top).id == m.id {
-				if err := zfs.Detach(mp); err != nil {
-					return fmt.Errorf("zerofs (pid %d) exited but left %s mounted, and detaching it failed: %w", st.PID, mp, err)
-				}
-				fmt.Fprintf(e.stderr, "zerofs: the daemon (pid %d) exited without unmounting; detached %s\n", st.PID, mp)
-				return nil
+			m, err := openTop(mp)
+			if err != nil {
+				return err
 			}
+			if m.id != id {
+				m.close()
+				return nil // gone from mp; what is there now is not ours to take
+			}
+			err = m.detach(mp)
+			m.close()
+			if err != nil {
+				return fmt.Errorf("zerofs (pid %d) exited but left %s mounted, and detaching it failed: %w", st.PID, mp, err)
+			}
+			fmt.Fprintf(e.stderr, "zerofs: the daemon (pid %d) exited without unmounting; detached %s\n", st.PID, mp)
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("zerofs (pid %d) has not unmounted %s after %v (is a process still using it? see its daemon.log)", st.PID, mp, umountTimeout)
