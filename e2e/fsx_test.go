@@ -65,8 +65,8 @@ func TestFSX(t *testing.T) {
 	for i := 0; i < ops; i++ {
 		x.stepOnce(i)
 	}
-	t.Logf("fsx seed %d: %d calls compared (%d failed alike on both sides), %d steps, %d rewinds checked (%d hard-linked paths left out)",
-		seed, x.compared, x.failed, x.steps, x.rewinds, x.skipped)
+	t.Logf("fsx seed %d: %d calls compared (%d failed alike on both sides), %d steps, %d rewinds checked (%d hard-linked paths left out), %d rewound files checked sparse",
+		seed, x.compared, x.failed, x.steps, x.rewinds, x.skipped, x.sparseChecked)
 	var oc []string
 	for k, n := range x.outcomes {
 		oc = append(oc, fmt.Sprintf("%s: %d", k, n))
@@ -116,6 +116,7 @@ type fsx struct {
 
 	log                              []string // the calls so far, for a failure
 	compared, failed, steps, rewinds int
+	sparseChecked                    int // files a rewind wrote, checked to allocate no more than their data
 }
 
 func newFSX(t *testing.T, seed uint64) *fsx {
@@ -315,8 +316,10 @@ func (x *fsx) stepOnce(i int) {
 		x.lock()
 	case r < 86:
 		x.contend()
-	case r < 90:
+	case r < 88:
 		x.fstat()
+	case r < 90:
+		x.sparseWrite()
 	case r < 96:
 		x.step()
 	case r < 98:
@@ -515,6 +518,22 @@ func (x *fsx) pwrite() {
 	i, off, data := x.slot(), x.off(), x.data(x.size())
 	x.touchedFd(i)
 	x.call(fmt.Sprintf("pwrite(slot %d, %d, %d bytes)", i, off, len(data)), func(s int, _ string) string {
+		return x.withFd(s, i, func(fd int) string {
+			k, err := unix.Pwrite(fd, data, off)
+			if err != nil {
+				return errStr(err)
+			}
+			return fmt.Sprintf("ok %d", k)
+		})
+	})
+}
+
+// sparseWrite writes a little data far past the usual offsets, leaving a
+// hole of up to 8 MiB before it (a sparse file, issue 14 defect 6).
+func (x *fsx) sparseWrite() {
+	i, off, data := x.slot(), int64(1<<20+x.rng.IntN(7<<20)), x.data(1+x.rng.IntN(100))
+	x.touchedFd(i)
+	x.call(fmt.Sprintf("pwrite(slot %d, %d, %d bytes) past a hole", i, off, len(data)), func(s int, _ string) string {
 		return x.withFd(s, i, func(fd int) string {
 			k, err := unix.Pwrite(fd, data, off)
 			if err != nil {
@@ -1029,8 +1048,21 @@ func (x *fsx) rewind() {
 	if d := x.diffXattrs(T, xattrTree(x.t, view(ws, T))); len(d) > 0 {
 		x.fatalf("@%d shows other xattrs than recorded at %d:\n%s", T, T, strings.Join(d, "\n"))
 	}
+	inos := inodes(ws)
 	if err := os.WriteFile(filepath.Join(ws, ".zero/rewind"), []byte(strconv.FormatInt(T, 10)), 0); err != nil {
 		x.fatalf("rewind to %d: %v", T, err)
+	}
+	// Every file the rewind wrote (a new inode) allocates no more than its
+	// data: blocks of zeros are holes (SPEC, Trust: sparse files stay
+	// sparse).
+	for p, ino := range inodes(ws) {
+		if old, ok := inos[p]; ok && old == ino {
+			continue
+		}
+		if msg := overAllocated(filepath.Join(ws, p)); msg != "" {
+			x.fatalf("after rewinding to %d, %s %s", T, p, msg)
+		}
+		x.sparseChecked++
 	}
 	if d := diffTrees(want, x.exact(T, snapshot(x.t, ws))); len(d) > 0 {
 		x.fatalf("after rewinding to %d the workspace differs from the tree recorded there:\n%s", T, strings.Join(d, "\n"))
@@ -1041,6 +1073,48 @@ func (x *fsx) rewind() {
 	x.rewinds++
 	x.resetPlain()
 	x.compare("rewind")
+}
+
+// inodes maps each regular file under root to its inode number.
+func inodes(root string) map[string]uint64 {
+	out := map[string]uint64{}
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil {
+			rel, _ := filepath.Rel(root, p)
+			out[filepath.ToSlash(rel)] = st.Ino
+		}
+		return nil
+	})
+	return out
+}
+
+// overAllocated says how file p allocates more than its data (its 4 KiB
+// blocks that are not all zeros, and one block of slack), or "".
+func overAllocated(p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return ""
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		return ""
+	}
+	data := int64(0)
+	zero := make([]byte, 4096)
+	for i := 0; i < len(b); i += 4096 {
+		blk := b[i:min(i+4096, len(b))]
+		if !bytes.Equal(blk, zero[:len(blk)]) {
+			data++
+		}
+	}
+	if st.Blocks*512 > (data+1)*4096 {
+		return fmt.Sprintf("allocates %d bytes for %d bytes of data blocks (size %d)", st.Blocks*512, data*4096, st.Size)
+	}
+	return ""
 }
 
 // resetPlain makes the plain directory a copy of the mount: files with
