@@ -62,7 +62,8 @@
 //
 // fcntl and flock locks are the kernel's: the mount asks for no lock
 // requests, so the kernel keeps them on its FUSE inodes as a local file
-// system does (mount.go), and a read-only open needs no FLUSH at its close.
+// system does (mount.go), and a read-only open needs no FLUSH at its close;
+// nor does a writer's where the backing file's close cannot fail (flush.go).
 //
 // Control files are FOPEN_DIRECT_IO: their size is 0 and every read is
 // generated afresh.
