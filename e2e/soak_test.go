@@ -348,10 +348,15 @@ func (s *soak) note(format string, args ...any) {
 // fatalf fails the soak with the trace of what led there.
 func (s *soak) fatalf(format string, args ...any) {
 	s.t.Helper()
+	// The daemon is killed first: its log is read once it has exited,
+	// and the copy below is of the backing directory.
+	s.m.crash(s.t, s.ws)
+	daemon := s.m.stderr.String()
+	if len(daemon) > 4096 {
+		daemon = "..." + daemon[len(daemon)-4096:]
+	}
+	s.note("the daemon's log:\n%s", daemon)
 	if keep := os.Getenv("ZEROFS_SOAK_KEEP"); keep != "" {
-		// The workspace and its store, for a post-mortem: the daemon
-		// killed first, so that the copy is of the backing directory.
-		s.m.crash(s.t, s.ws)
 		out, err := runCmd(s.t, cmdTimeout, "/", nil, "cp", "-a", s.ws, keep)
 		s.note("kept the workspace and store in %s: %v %s", keep, err, out)
 	}
@@ -362,7 +367,7 @@ func (s *soak) snap(root string) sTree {
 	s.t.Helper()
 	tr, err := soakSnapshot(root, s.xattrs)
 	if err != nil {
-		s.t.Fatalf("round %d: snapshot %s: %v", s.rounds, root, err)
+		s.fatalf("snapshot %s: %v", root, err)
 	}
 	return tr
 }
