@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // A view serves a path nothing captured since T from the present file
@@ -78,5 +80,48 @@ func TestViewRefusesContentWrittenWhileUnmounted(t *testing.T) {
 	}
 	if out, err := runCmd(t, cmdTimeout, ws, nil, "cat", v+"/d/f"); err == nil || strings.Contains(out, "secret") {
 		t.Fatalf("root reads @%d/d/f: %v\n%s\nwant an error: it was written outside the mount", s, err, out)
+	}
+}
+
+// TestViewOfATouchedFileAfterRemount: the soak found @T answering EIO for
+// a git object after a remount (seed 1796325236409643222). git had only
+// freshened the object's mtime through the mount, a change of times alone,
+// which the mount remembered only until it ended, so the next mount took
+// the newer mtime for a change made outside it. A touch through the mount
+// is now captured like a chmod: after a remount @T serves the file's
+// content and its mtime at T, and the present file is untouched.
+func TestViewOfATouchedFileAfterRemount(t *testing.T) {
+	ws := sharedWS(t)
+	writeFile(t, filepath.Join(ws, "obj"), "object\n", 0o444)
+	mountWS(t, ws)
+	s := step(t, ws, "before the touch")
+	var before unix.Stat_t
+	if err := unix.Stat(filepath.Join(ws, "obj"), &before); err != nil {
+		t.Fatal(err)
+	}
+	step(t, ws, "touch")
+	// utimensat by path, as git's freshening does (touch(1) opens the
+	// file for writing first, which is captured anyway).
+	ts := []unix.Timespec{unix.NsecToTimespec(1893553445e9), unix.NsecToTimespec(1893553445e9)}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(ws, "obj"), ts, 0); err != nil {
+		t.Fatal(err)
+	}
+	zerofsOK(t, "/", "umount", ws)
+	mountWS(t, ws)
+	v := view(ws, s)
+	got, err := os.ReadFile(filepath.Join(v, "obj"))
+	if err != nil || string(got) != "object\n" {
+		t.Fatalf("@%d/obj after a touch and a remount = %q, %v; want its content", s, got, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(v, "obj"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mtim != before.Mtim {
+		t.Errorf("@%d/obj mtime = %v, want %v (before the touch)", s, st.Mtim, before.Mtim)
+	}
+	out := zerofsOK(t, ws, "status")
+	if strings.Contains(out, "refused") {
+		t.Errorf("status warns of a refused view read after a touch through the mount:\n%s", out)
 	}
 }

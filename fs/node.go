@@ -72,8 +72,7 @@ type fsys struct {
 	wsMnt   uint64      // the mount id of the workspace root (passthroughOn)
 	links   linkTable   // the names of files with several links (links.go)
 
-	timesSet  timesSetThrough // files touched through the mount (viewaccess.go)
-	notTsSeen notTsLog        // views that refused changed present content
+	notTsSeen notTsLog // views that refused changed present content
 }
 
 // writerSet holds the passthrough handles open for writing. Their writes
@@ -282,9 +281,11 @@ func (n *wsNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.Att
 	return 0
 }
 
-// Setattr captures before a size (truncate), mode (chmod) or owner (chown)
-// change; a change of times alone takes the workspace lock without
-// capturing.
+// Setattr captures before any change: size (truncate), mode (chmod),
+// owner (chown), and times alone (touch, utimensat). A touch is captured
+// like a chmod so that the log knows every change made through the mount:
+// a view that serves present content can then tell a change made outside
+// the mount (viewaccess.go) also after a remount.
 func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	a := n.fs.rw.arrive()
 	p, ok := n.path()
@@ -297,7 +298,9 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 	uid, hasUID := in.GetUID()
 	gid, hasGID := in.GetGID()
 	var changes []rewind.Change
-	if (hasSize || hasMode || hasUID || hasGID) && ok {
+	_, hasATime := in.GetATime()
+	_, hasMTime := in.GetMTime()
+	if (hasSize || hasMode || hasUID || hasGID || hasATime || hasMTime) && ok {
 		changes = n.changes(p)
 	}
 	release, step, errno := n.begin(ctx, "setattr", changes...)
@@ -379,11 +382,6 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 	var st unix.Statx_t
 	if err := statx(fd, "", &st); err != nil {
 		return sysErrno(err)
-	}
-	if hasM && len(changes) == 0 {
-		// A touch captures nothing: the view must not take its mtime
-		// for a change made outside the mount.
-		n.fs.timesSet.note(&st)
 	}
 	fillAttr(&st, &out.Attr)
 	// The attributes are exact (read under the workspace lock, after the

@@ -33,9 +33,9 @@ import (
 // than the first step at or after T was changed since without a capture,
 // which the mount never lets happen, so it was changed outside the mount
 // (or while unmounted). Its open fails with EIO and the daemon logs and
-// counts it (.zero/status). Times set through the mount (a touch, which
-// captures nothing) are remembered, for this mount's life, and not taken
-// for such a change.
+// counts it (.zero/status). Times set through the mount (a touch) are
+// captured like any change (node.go's Setattr), so they never look like
+// such a change, in this mount or the next.
 
 // presentAllows reports whether the caller of ctx may open workspace path p
 // as it is now with flags (O_RDONLY for a file's content, O_DIRECTORY for a
@@ -184,8 +184,7 @@ func setThreadCreds(uid, gid uint32, groups []uint32) error {
 
 // notTs reports whether the present file open at fd (the live state of a
 // path in view t) has been changed since t without a capture: its mtime is
-// later than the first step at or after t began, and not by a time set
-// through this mount.
+// later than the first step at or after t began.
 func (f *fsys) notTs(fd int, t rewind.Seq) bool {
 	at, ok := f.eng.StepAtOrAfter(t)
 	if !ok {
@@ -195,39 +194,7 @@ func (f *fsys) notTs(fd int, t rewind.Seq) bool {
 	if statx(fd, "", &st) != nil {
 		return false
 	}
-	mtime := time.Unix(st.Mtime.Sec, int64(st.Mtime.Nsec))
-	if !mtime.After(at) {
-		return false
-	}
-	return !f.timesSet.has(st, mtime)
-}
-
-// timesSetThrough remembers the files whose mtime was set through the mount
-// (a touch: no capture), with the mtime set, by device and inode.
-type timesSetThrough struct {
-	mu sync.Mutex // guards m
-	m  map[devIno]time.Time
-}
-
-func (s *timesSetThrough) note(st *unix.Statx_t) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[devIno]time.Time{}
-	}
-	s.m[statxKey(st)] = time.Unix(st.Mtime.Sec, int64(st.Mtime.Nsec))
-}
-
-func (s *timesSetThrough) has(st unix.Statx_t, mtime time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	at, ok := s.m[statxKey(&st)]
-	return ok && at.Equal(mtime)
-}
-
-// statxKey is the inode st describes.
-func statxKey(st *unix.Statx_t) devIno {
-	return devIno{uint64(unix.Mkdev(st.Dev_major, st.Dev_minor)), st.Ino}
+	return time.Unix(st.Mtime.Sec, int64(st.Mtime.Nsec)).After(at)
 }
 
 // notTsLog counts the view opens refused because the present content was
