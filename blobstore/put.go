@@ -86,29 +86,9 @@ func (s *Store) putChunked(r io.Reader) (ID, int64, []ID, error) {
 	h := sha256.New()
 	ch := chunker.NewWithBoundaries(io.TeeReader(r, h), chunkPol, minChunk, maxChunk)
 	ch.SetAverageBits(averageBits)
-	buf := make([]byte, maxChunk)
-	var list []byte
-	var ids []ID
-	var n int64
-	for {
-		c, err := ch.Next(buf)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return ID{}, 0, nil, fmt.Errorf("blobstore: put: read: %w", err)
-		}
-		n += int64(c.Length)
-		if s.opts.MaxSize > 0 && n > s.opts.MaxSize {
-			return ID{}, 0, nil, fmt.Errorf("blobstore: put: %w (%d bytes)", ErrTooLarge, s.opts.MaxSize)
-		}
-		cid := Sum(c.Data)
-		if err := s.putData(cid, c.Data); err != nil {
-			return ID{}, 0, nil, err
-		}
-		ids = append(ids, cid)
-		list = append(list, cid[:]...)
-		list = binary.LittleEndian.AppendUint32(list, uint32(c.Length))
+	list, ids, n, err := s.putChunks(ch, make([]byte, maxChunk), nil, nil, s.opts.MaxSize)
+	if err != nil {
+		return ID{}, 0, nil, err
 	}
 	var id ID
 	h.Sum(id[:0])
@@ -195,3 +175,30 @@ func (s *Store) activeLocked() (*pack, error) {
 
 // retireLocked stops appending to the active pack; the next Sync seals it.
 func (s *Store) retireLocked() { s.active = nil }
+
+// putChunks stores each chunk ch cuts and appends its id and length to list
+// and ids (the list's format: codec.go); it returns them and the bytes
+// read. limit, when above 0, is the most it may read (ErrTooLarge past it).
+func (s *Store) putChunks(ch *chunker.Chunker, buf []byte, list []byte, ids []ID, limit int64) ([]byte, []ID, int64, error) {
+	var n int64
+	for {
+		c, err := ch.Next(buf)
+		if err == io.EOF {
+			return list, ids, n, nil
+		}
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("blobstore: put: read: %w", err)
+		}
+		n += int64(c.Length)
+		if limit > 0 && n > limit {
+			return nil, nil, 0, fmt.Errorf("blobstore: put: %w (%d bytes)", ErrTooLarge, limit)
+		}
+		cid := Sum(c.Data)
+		if err := s.putData(cid, c.Data); err != nil {
+			return nil, nil, 0, err
+		}
+		ids = append(ids, cid)
+		list = append(list, cid[:]...)
+		list = binary.LittleEndian.AppendUint32(list, uint32(c.Length))
+	}
+}

@@ -172,22 +172,9 @@ func (s *Store) putSparse(f *os.File, size int64, exts []extent) (ID, int64, []I
 		ch := chunker.NewWithBoundaries(io.TeeReader(io.NewSectionReader(f, e.off, e.n), h), chunkPol, minChunk, maxChunk)
 		ch.SetAverageBits(averageBits)
 		var got int64
-		for {
-			c, err := ch.Next(buf)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return ID{}, 0, nil, fmt.Errorf("blobstore: put: read: %w", err)
-			}
-			got += int64(c.Length)
-			cid := Sum(c.Data)
-			if err := s.putData(cid, c.Data); err != nil {
-				return ID{}, 0, nil, err
-			}
-			ids = append(ids, cid)
-			list = append(list, cid[:]...)
-			list = binary.LittleEndian.AppendUint32(list, uint32(c.Length))
+		var err error
+		if list, ids, got, err = s.putChunks(ch, buf, list, ids, 0); err != nil {
+			return ID{}, 0, nil, err
 		}
 		if got != e.n {
 			return ID{}, 0, nil, fmt.Errorf("blobstore: put: %s: read %d bytes of a %d-byte extent (the file shrank)", f.Name(), got, e.n)

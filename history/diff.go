@@ -436,3 +436,22 @@ func (d *differ) rename(old, p string) (string, error) {
 	}
 	return out.String(), nil
 }
+
+// CountLines reads a git-style diff's added and removed lines, and whether
+// it is of binary content: what diff --stat and the timeline show.
+func CountLines(text string) (added, removed int, binary bool) {
+	body := false
+	for line := range strings.Lines(text) {
+		switch {
+		case strings.HasPrefix(line, "@@"):
+			body = true
+		case !body && strings.HasPrefix(line, "Binary files "):
+			binary = true
+		case body && strings.HasPrefix(line, "+"):
+			added++
+		case body && strings.HasPrefix(line, "-"):
+			removed++
+		}
+	}
+	return added, removed, binary
+}

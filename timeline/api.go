@@ -314,32 +314,13 @@ func lines(src history.Source, a, b Seq, cs []history.Change) map[string]Lines {
 	}
 	for _, fd := range fds {
 		l := out[fd.Path]
-		add, rm, bin := count(fd.Text)
+		add, rm, bin := history.CountLines(fd.Text)
 		l.Added += add
 		l.Removed += rm
 		l.Binary = l.Binary || bin
 		out[fd.Path] = l
 	}
 	return out
-}
-
-// count reads a git-style diff's added and removed lines, and whether it
-// is of a binary file.
-func count(text string) (added, removed int, binary bool) {
-	body := false
-	for line := range strings.Lines(text) {
-		switch {
-		case strings.HasPrefix(line, "@@"):
-			body = true
-		case !body && strings.HasPrefix(line, "Binary files "):
-			binary = true
-		case body && strings.HasPrefix(line, "+"):
-			added++
-		case body && strings.HasPrefix(line, "-"):
-			removed++
-		}
-	}
-	return added, removed, binary
 }
 
 // onceSource reads the log once per request: Blocks, and each Diff, read
@@ -405,7 +386,7 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 				err = s.withSource(r.Context(), func(src history.Source) error {
 					fds, err := history.Diff(src, a, b, paths)
 					for _, fd := range fds {
-						_, _, bin := count(fd.Text)
+						_, _, bin := history.CountLines(fd.Text)
 						out = append(out, FileDiff{Path: fd.Path, From: fd.From, Text: fd.Text, Binary: bin})
 					}
 					return err

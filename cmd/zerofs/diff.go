@@ -117,7 +117,7 @@ func writeDiffStat(w io.Writer, diffs []history.FileDiff, color bool) error {
 		if d.From != "" {
 			r.name = quote.Name(d.From) + " => " + r.name
 		}
-		r.added, r.rm, r.binary = countLines(d.Text)
+		r.added, r.rm, r.binary = history.CountLines(d.Text)
 		totalAdd += r.added
 		totalRm += r.rm
 		width = max(width, len(r.name))
@@ -159,25 +159,6 @@ func plural(n int, what string) string {
 		return fmt.Sprintf("1 %s", what)
 	}
 	return fmt.Sprintf("%d %ss", n, what)
-}
-
-// countLines reads a git-style diff's added and removed lines, and
-// whether it is of binary content.
-func countLines(text string) (added, removed int, binary bool) {
-	body := false
-	for line := range strings.Lines(text) {
-		switch {
-		case strings.HasPrefix(line, "@@"):
-			body = true
-		case !body && strings.HasPrefix(line, "Binary files "):
-			binary = true
-		case body && strings.HasPrefix(line, "+"):
-			added++
-		case body && strings.HasPrefix(line, "-"):
-			removed++
-		}
-	}
-	return added, removed, binary
 }
 
 // colorDiff paints one file's diff: headers bold, hunk headers cyan,

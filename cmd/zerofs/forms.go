@@ -94,20 +94,8 @@ func unchangedWhat(req control.RewindRequest) string {
 // writeForeign names, one line each, the paths whose present state was made
 // outside the agent's steps (skipping those already named).
 func writeForeign(w io.Writer, fs []rewind.Foreign, verb string, seen map[string]bool) {
-	for _, f := range fs {
-		if seen[f.Path] {
-			continue
-		}
-		seen[f.Path] = true
-		who := ""
-		if f.Comm != "" || f.PID != 0 {
-			who = fmt.Sprintf(" by %s (pid %d)", quote.Name(f.Comm), f.PID)
-		}
-		why := f.Why
-		if f.Session != "" {
-			why += " " + f.Session
-		}
-		fmt.Fprintf(w, "zerofs: warning: this %s %s, changed %s%s after sequence %d\n", verb, quote.Name(f.Path), why, who, f.Seq)
+	for _, line := range foreignWarnings(fs, verb, seen) {
+		fmt.Fprintf(w, "zerofs: warning: %s\n", line)
 	}
 }
 
