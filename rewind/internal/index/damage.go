@@ -81,6 +81,9 @@ func checkRecord(f FileState) string {
 	if r := CheckXattrs(f.Xattrs); r != "" {
 		return r
 	}
+	if r := checkRenamed(f); r != "" {
+		return r
+	}
 	if f.Absent || f.Skipped {
 		return ""
 	}

@@ -34,6 +34,9 @@ type Index struct {
 	// recorded directly under it.
 	children map[string]map[string]struct{}
 	arena    arena
+	// moves holds the rename sides recorded per path, sorted by sequence
+	// (renames.go); nil while there are none.
+	moves map[string][]move
 }
 
 // pathRecords are one path's records: seqs[i] is the sequence of the i-th
@@ -65,6 +68,7 @@ func (ix *Index) Add(seq Seq, files []FileState) error {
 		pr := ix.entryLocked(f.Path)
 		pr.seqs = append(pr.seqs, seq)
 		pr.offs = append(pr.offs, ix.arena.add(f))
+		ix.addMoveLocked(seq, f)
 	}
 	return nil
 }
@@ -90,10 +94,15 @@ func (ix *Index) entryLocked(p string) *pathRecords {
 }
 
 // At returns the before-state recorded by the first checkpoint with
-// after < seq < limit that names p.
+// after < seq < limit that names p. It does not look through renames of
+// p's ancestors: Resolve does.
 func (ix *Index) At(p string, after, limit Seq) (Record, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
+	return ix.atLocked(p, after, limit)
+}
+
+func (ix *Index) atLocked(p string, after, limit Seq) (Record, bool) {
 	id, ok := ix.ids[p]
 	if !ok {
 		return Record{}, false
@@ -150,6 +159,7 @@ func (ix *Index) Prune(before Seq) {
 		pr.seqs = append([]Seq(nil), pr.seqs[j:]...)
 		pr.offs = append([]uint64(nil), pr.offs[j:]...)
 	}
+	ix.pruneMovesLocked(before)
 }
 
 // SplitPath splits a workspace path into its directory ("" for the root)

@@ -42,9 +42,9 @@ import (
 // never half); the engine writes it at Close, after gc, and every so many
 // events.
 //
-// Version 7 added to the marks what undo and redo need (undo.go): each
-// block's first checkpoint, each rewind's target and form, and the redo
-// stack. Version 6 added the records' xattrs. Version 5 added the steps'
+// Version 8 added the records' rename sides (renames.go). Version 7 added
+// to the marks what undo and redo need (undo.go): each block's first
+// checkpoint, each rewind's target and form, and the redo stack. Version 6 added the records' xattrs. Version 5 added the steps'
 // times to the marks (a thin plans its days from them). Version 4 added the
 // thinned intervals (thin.go) to the state. A version 3
 // snapshot is rebuilt from the log once: a zerofs before thinning skipped
@@ -55,7 +55,7 @@ const (
 	SnapshotName = "index.snapshot"
 	// SnapshotMagic begins it, and SnapshotVersion follows.
 	SnapshotMagic   = "zerofs index snapshot\n"
-	SnapshotVersion = 7
+	SnapshotVersion = 8
 )
 
 // snapshotState is what the fold derives from the log besides the index.
@@ -290,6 +290,7 @@ func readSnapshot(dir string) (*Index, eventlog.Resume, snapshotState, error) {
 	// are not copied (a million of them are tens of megabytes). Its capacity
 	// is cut to its length: new states go to chunks of their own.
 	ix.arena.chunks = [][]byte{data[:len(data):len(data)]}
+	ix.loadMoves()
 	return ix, r, st, nil
 }
 
@@ -381,6 +382,12 @@ func stateSize(b []byte) int {
 			d.next(d.count(1))
 			d.next(d.count(1))
 		}
+	}
+	if flags&stateRenamedTo != 0 {
+		d.next(d.count(1))
+	}
+	if flags&stateRenamedFrom != 0 {
+		d.next(d.count(1))
 	}
 	if d.err != nil {
 		return -1

@@ -25,6 +25,7 @@ import (
 //	mtime    varint seconds, uvarint nanoseconds, if stateMTime
 //	xattrs   if stateXattrs: uvarint count, then each name and value as
 //	         strings, names sorted
+//	renamedTo, renamedFrom: a string each, if stateRenamedTo, stateRenamedFrom
 //
 // TestStateCodecKeepsEveryField fails when FileState gains a field this
 // codec does not carry: extend encodeState and decodeState with it (and bump
@@ -38,8 +39,12 @@ const (
 	stateGID      = 1 << 5
 	stateMTime    = 1 << 6
 	stateXattrs   = 1 << 7
+	// A rename record's side (renames.go).
+	stateRenamedTo   = 1 << 8
+	stateRenamedFrom = 1 << 9
+	stateRenamed     = stateRenamedTo | stateRenamedFrom
 
-	stateFlags = stateAbsent | stateSkipped | stateBlobRaw | stateBlobText | stateUID | stateGID | stateMTime | stateXattrs
+	stateFlags = stateAbsent | stateSkipped | stateBlobRaw | stateBlobText | stateUID | stateGID | stateMTime | stateXattrs | stateRenamed
 )
 
 // Kind codes; kindOther is followed by the kind as a string (a log may
@@ -72,6 +77,12 @@ func encodeState(b []byte, f FileState) []byte {
 	}
 	if f.Xattrs != nil {
 		flags |= stateXattrs
+	}
+	if f.RenamedTo != "" {
+		flags |= stateRenamedTo
+	}
+	if f.RenamedFrom != "" {
+		flags |= stateRenamedFrom
 	}
 	var raw [32]byte
 	if f.Blob != "" {
@@ -122,6 +133,12 @@ func encodeState(b []byte, f FileState) []byte {
 		for _, name := range slices.Sorted(maps.Keys(f.Xattrs)) {
 			b = appendString(appendString(b, name), string(f.Xattrs[name]))
 		}
+	}
+	if f.RenamedTo != "" {
+		b = appendString(b, f.RenamedTo)
+	}
+	if f.RenamedFrom != "" {
+		b = appendString(b, f.RenamedFrom)
 	}
 	return b
 }
@@ -177,6 +194,12 @@ func decodeState(b []byte) FileState {
 			name := d.string()
 			f.Xattrs[name] = []byte(d.string())
 		}
+	}
+	if flags&stateRenamedTo != 0 {
+		f.RenamedTo = d.string()
+	}
+	if flags&stateRenamedFrom != 0 {
+		f.RenamedFrom = d.string()
 	}
 	return f
 }
@@ -278,6 +301,12 @@ func (a *arena) get(off uint64) FileState {
 func checkPacked(p string, b []byte) string {
 	d := stateDecoder{b: b}
 	flags := d.uvarint()
+	if flags&stateRenamed != 0 {
+		// Rename records are few: check the decoded record.
+		f := decodeState(b)
+		f.Path = p
+		return checkRecord(f)
+	}
 	absent, skipped := flags&stateAbsent != 0, flags&stateSkipped != 0
 	kind := d.byte()
 	if kind == kindOther {

@@ -171,6 +171,13 @@ func (ix *Index) thinCount(after, before Seq) int {
 
 func (ix *Index) thinLocked(after, before Seq, drop bool) int {
 	n := 0
+	// Renames inside the interval: the state at after may resolve through
+	// them (renames.go), so their records stay, and so does the first
+	// record beneath each destination after it.
+	var renames []Rename
+	if len(ix.moves) > 0 {
+		renames = ix.renamesBetweenLocked(after, before+1)
+	}
 	for i := range ix.paths {
 		pr := &ix.paths[i]
 		if len(pr.seqs) < 2 {
@@ -181,11 +188,26 @@ func (ix *Index) thinLocked(after, before Seq, drop bool) int {
 		if hi-lo < 2 {
 			continue
 		}
-		n += hi - lo - 1
-		if drop {
-			pr.seqs = append(pr.seqs[:lo+1:lo+1], pr.seqs[hi:]...)
-			pr.offs = append(pr.offs[:lo+1:lo+1], pr.offs[hi:]...)
+		var keep map[int]bool
+		if len(ix.moves) > 0 {
+			keep = ix.thinKeepLocked(pr, lo+1, hi, renames)
 		}
+		n += hi - lo - 1 - len(keep)
+		if !drop {
+			continue
+		}
+		seqs := append(pr.seqs[:lo+1:lo+1], pr.seqs[hi:]...)
+		offs := append(pr.offs[:lo+1:lo+1], pr.offs[hi:]...)
+		if len(keep) > 0 {
+			seqs, offs = append([]Seq(nil), pr.seqs[:lo+1]...), append([]uint64(nil), pr.offs[:lo+1]...)
+			for j := lo + 1; j < hi; j++ {
+				if keep[j] {
+					seqs, offs = append(seqs, pr.seqs[j]), append(offs, pr.offs[j])
+				}
+			}
+			seqs, offs = append(seqs, pr.seqs[hi:]...), append(offs, pr.offs[hi:]...)
+		}
+		pr.seqs, pr.offs = seqs, offs
 	}
 	return n
 }

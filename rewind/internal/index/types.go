@@ -46,6 +46,15 @@ type FileState struct {
 	// Xattrs are the extended attributes a rewind may restore (xattr.go):
 	// nil when the record says nothing of them, empty when it records none.
 	Xattrs map[string][]byte `json:"xattrs,omitzero"`
+	// RenamedTo and RenamedFrom make the record one side of a directory's
+	// rename record (renames.go): the directory at Path is about to be
+	// renamed to RenamedTo, so what was beneath Path before this checkpoint
+	// is what is beneath RenamedTo just after it; or Path is about to be
+	// replaced by the directory at RenamedFrom, so nothing that is beneath
+	// Path just after this checkpoint was beneath it before. The record's
+	// other fields are Path's own before-state, as in any record.
+	RenamedTo   string `json:"renamedTo,omitempty"`
+	RenamedFrom string `json:"renamedFrom,omitempty"`
 }
 
 // Owned reports whether the record names its owner (uid and gid).
