@@ -109,15 +109,12 @@ func BlocksAndTurns(src Source) ([]*Block, []Turn, error) {
 // ReadHistory groups a log's events into blocks, and returns the turns,
 // both oldest first; head is the log's head (a later event raises it).
 //
-// Which step a checkpoint belongs to follows SPEC: a tool_call begins a
-// step; a rewind ends it, so checkpoints after a rewind and before the next
-// tool_call form an implicit step; the checkpoint a rewind writes for
-// itself (from its checkpointSequence up to the rewind event) belongs to
-// the rewind. A gc changes no file and ends no step. A
-// turn ends the step before it, as a rewind does (checkpoints after it and
-// before the next tool_call form an implicit step), and every block names
-// the turn it belongs to: a step naming an agent session, that session's
-// last turn (when it has one); any other block, the last turn.
+// Which step an event belongs to is the engine's grouping (rewind.StepMarks,
+// after SPEC): each block is begun by a mark, and an event belongs to the
+// block of the last mark at or before it. A gc is a block of its own but
+// no mark. Every block names the turn it belongs to: a step naming an
+// agent session, that session's last turn (when it has one); any other
+// block, the last turn.
 func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, []Turn, Seq, error) {
 	var evs []eventlog.Event
 	for ev, err := range events {
@@ -126,25 +123,21 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 		}
 		evs = append(evs, ev)
 	}
-	// The rewinds' own checkpoints, known only from the later rewind event.
-	ownedBy := map[Seq]int{} // checkpoint sequence -> index in evs of its rewind
-	for i, ev := range evs {
-		if ev.Type != eventlog.TypeRewind {
-			continue
-		}
-		var p rewind.RewindPayload
-		if json.Unmarshal(ev.Payload, &p) == nil && p.CheckpointSequence > 0 {
-			for s := p.CheckpointSequence; s < ev.Seq; s++ {
-				ownedBy[s] = i
+	marks, err := rewind.StepMarks(func(yield func(eventlog.Event, error) bool) {
+		for _, ev := range evs {
+			if !yield(ev, nil) {
+				return
 			}
 		}
+	})
+	if err != nil {
+		return nil, nil, 0, err
 	}
 	var blocks []*Block
 	var turns []Turn
 	var turn Seq                    // the turn new blocks belong to
 	sessionTurn := map[string]Seq{} // each agent session's latest turn
-	var cur *Block                  // the step new checkpoints belong to
-	pending := map[int]*Block{}     // rewinds whose checkpoint came before them
+	begun := map[int]*Block{}       // the block each mark began (-1: before any mark)
 	seen := map[*Block]map[string]bool{}
 	addFiles := func(b *Block, seq Seq, files []rewind.FileState) {
 		if b.First == 0 {
@@ -160,54 +153,57 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 			}
 		}
 	}
-	for i, ev := range evs {
+	m := -1 // marks[m] is the last mark at or before the event
+	for _, ev := range evs {
+		for m+1 < len(marks) && marks[m+1].Seq <= ev.Seq {
+			m++
+		}
+		at := m >= 0 && marks[m].Seq == ev.Seq // ev is marks[m]'s own event
 		switch ev.Type {
 		case eventlog.TypeToolCall:
-			var p struct {
-				Name         string `json:"name"`
-				AgentSession string `json:"agentSession"`
+			if !at {
+				continue
 			}
-			json.Unmarshal(ev.Payload, &p)
+			mk := marks[m]
 			// A step belongs to its own session's last turn when several
 			// agent sessions work in the workspace at once.
 			t := turn
-			if st, ok := sessionTurn[p.AgentSession]; ok && p.AgentSession != "" {
+			if st, ok := sessionTurn[mk.Session]; ok && mk.Session != "" {
 				t = st
 			}
-			cur = &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: p.Name, Payload: ev.Payload, Turn: t}
-			blocks = append(blocks, cur)
+			b := &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: mk.Label, Payload: ev.Payload, Turn: t}
+			begun[m] = b
+			blocks = append(blocks, b)
 		case eventlog.TypeCheckpoint:
 			var p rewind.Checkpoint
 			if json.Unmarshal(ev.Payload, &p) != nil {
 				continue
 			}
-			if ri, ok := ownedBy[ev.Seq]; ok {
-				b := pending[ri]
-				if b == nil {
+			b := begun[m]
+			if b == nil {
+				if m >= 0 && marks[m].Kind == rewind.MarkRewindCheckpoint {
 					b = &Block{Type: BlockRewind, Start: ev.Seq, Turn: turn}
-					pending[ri] = b
-					blocks = append(blocks, b)
+				} else {
+					b = &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: p.Tool, Implicit: true, Turn: turn}
 				}
-				addFiles(b, ev.Seq, p.Files)
-				continue
+				begun[m] = b
+				blocks = append(blocks, b)
 			}
-			if cur == nil {
-				cur = &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: p.Tool, Implicit: true, Turn: turn}
-				blocks = append(blocks, cur)
-			}
-			addFiles(cur, ev.Seq, p.Files)
+			addFiles(b, ev.Seq, p.Files)
 		case eventlog.TypeRewind:
 			var p rewind.RewindPayload
-			if json.Unmarshal(ev.Payload, &p) != nil {
+			if !at || json.Unmarshal(ev.Payload, &p) != nil {
 				continue
 			}
-			b := pending[i]
+			var b *Block
+			if m > 0 && marks[m-1].Kind == rewind.MarkRewindCheckpoint {
+				b = begun[m-1] // its own checkpoint began it
+			}
 			if b == nil {
 				b = &Block{Type: BlockRewind, Start: ev.Seq, Turn: turn}
 				blocks = append(blocks, b)
 			}
 			b.Seq, b.Time, b.Rewind = ev.Seq, ev.CreatedAt, &p
-			cur = nil
 		case eventlog.TypeHistoryPruned:
 			var p rewind.PrunedPayload
 			json.Unmarshal(ev.Payload, &p)
@@ -220,7 +216,7 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 			var p turnPayload
 			json.Unmarshal(ev.Payload, &p)
 			turns = append(turns, Turn{Seq: ev.Seq, Time: ev.CreatedAt, Prompt: p.Prompt, Agent: p.Agent, AgentSession: p.AgentSession})
-			turn, cur = ev.Seq, nil
+			turn = ev.Seq
 			if p.AgentSession != "" {
 				sessionTurn[p.AgentSession] = ev.Seq
 			}

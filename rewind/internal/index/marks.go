@@ -2,6 +2,7 @@ package index
 
 import (
 	"encoding/json"
+	"iter"
 	"sort"
 	"time"
 
@@ -104,6 +105,35 @@ func (s *State) disown(cp Seq) {
 	} else if s.first0 >= cp {
 		s.first0 = 0
 	}
+}
+
+// GroupMarks folds a log's events, in order, into its marks alone, with
+// the engine's own fold (markEvent, noteCheckpoint and disown, as State.Add
+// calls them) but no index of before-states: the one grouping of events
+// into steps, for a reader that shows the steps (history's log). A
+// damaged event folds in nothing, as in State.Add.
+func GroupMarks(events iter.Seq2[eventlog.Event, error]) ([]Mark, error) {
+	var s State
+	for ev, err := range events {
+		if err != nil {
+			return nil, err
+		}
+		v, err := DecodeEvent(LogName, ev)
+		if err != nil {
+			continue
+		}
+		switch p := v.(type) {
+		case Checkpoint:
+			s.noteCheckpoint(ev.Seq)
+		case RewindPayload:
+			s.markEvent(ev, &p)
+		case PrunedPayload, ThinnedPayload:
+			// A gc changes no file and ends no step.
+		default:
+			s.markEvent(ev, nil)
+		}
+	}
+	return s.marks, nil
 }
 
 // insertMark keeps marks sorted (they arrive in order, except a rewind's
