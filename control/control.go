@@ -155,15 +155,15 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 		return RewindRequest{Target: t}, nil
 	}
 	var raw struct {
-		Target  *uint64  `json:"target"`
-		Revert  *uint64  `json:"revert"`
-		Paths   []string `json:"paths"`
-		Force   bool     `json:"force"`
-		Undo    bool     `json:"undo"`
-		Redo    bool     `json:"redo"`
-		Turn    *uint64  `json:"turn"`
-		DryRun  bool     `json:"dryRun"`
-		Session string   `json:"session"`
+		Target  *uint64         `json:"target"`
+		Revert  *uint64         `json:"revert"`
+		Paths   []string        `json:"paths"`
+		Force   bool            `json:"force"`
+		Undo    bool            `json:"undo"`
+		Redo    bool            `json:"redo"`
+		Turn    json.RawMessage `json:"turn"` // a sequence, or true beside "undo"
+		DryRun  bool            `json:"dryRun"`
+		Session string          `json:"session"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(s))
 	dec.DisallowUnknownFields()
@@ -194,11 +194,23 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 	if raw.Redo {
 		forms++
 	}
-	if raw.Turn != nil {
-		if *raw.Turn == 0 {
+	switch t := string(raw.Turn); {
+	case raw.Turn == nil || t == "null":
+	case t == "true" && raw.Undo:
+		// {"undo": true, "turn": true}: the whole turn of what undo
+		// would take back; one form.
+		req.WholeTurn = true
+	case t == "true" || t == "false":
+		return RewindRequest{}, badRequest("rewind request: \"turn\": true goes with \"undo\": true")
+	default:
+		var n uint64
+		if err := json.Unmarshal(raw.Turn, &n); err != nil {
+			return RewindRequest{}, badRequest("rewind request: turn: want a sequence, or true beside undo")
+		}
+		if n == 0 {
 			return RewindRequest{}, badRequest("rewind request: turn 0 names no turn")
 		}
-		req.Turn = Seq(*raw.Turn)
+		req.Turn = Seq(n)
 		forms++
 	}
 	switch {
@@ -228,6 +240,8 @@ func FormatRewind(r RewindRequest) []byte {
 	}
 	obj := map[string]any{}
 	switch {
+	case r.Undo && r.WholeTurn:
+		obj["undo"], obj["turn"] = true, true
 	case r.Undo:
 		obj["undo"] = true
 	case r.Redo:

@@ -20,6 +20,8 @@ func TestParseRewind(t *testing.T) {
 		{`{"revert": 9, "force": true, "dryRun": true}`, RewindRequest{Revert: 9, Force: true, DryRun: true}},
 		{`{"undo": true, "dryRun": true, "session": "s1"}`, RewindRequest{Undo: true, DryRun: true, Session: "s1"}},
 		{`{"target": 0, "paths": [""]}`, RewindRequest{Paths: []string{""}}},
+		{`{"turn": 12}`, RewindRequest{Turn: 12}},
+		{`{"undo": true, "turn": true, "dryRun": true}`, RewindRequest{Undo: true, WholeTurn: true, DryRun: true}},
 	} {
 		got, err := ParseRewind([]byte(tc.in))
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
@@ -34,7 +36,8 @@ func TestParseRewind(t *testing.T) {
 	for _, bad := range []string{"", "x", "-1", "1.5", "1 2", `{}`, `{"undo": true, "redo": true}`,
 		`{"target": 1, "undo": true}`, `{"undo": true, "paths": ["a"]}`, `{"target": -1}`,
 		`{"target": 1, "paths": []}`, `{"target": 1, "paths": ["../x"]}`, `{"target": 1, "paths": [".zero/x"]}`,
-		`{"target": 1, "bogus": 2}`, `{"target": 1}{"target": 2}`, `{"target": "1"}`, `{"revert": 0}`, `{"target": 1, "force": true}`, `{"revert": 2, "paths": ["a"]}`} {
+		`{"target": 1, "bogus": 2}`, `{"target": 1}{"target": 2}`, `{"target": "1"}`, `{"revert": 0}`, `{"target": 1, "force": true}`, `{"revert": 2, "paths": ["a"]}`,
+		`{"turn": true}`, `{"redo": true, "turn": true}`, `{"undo": true, "turn": false}`, `{"turn": 0}`, `{"turn": "3"}`, `{"undo": true, "turn": 3}`} {
 		if got, err := ParseRewind([]byte(bad)); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("ParseRewind(%q) = %+v, %v; want ErrBadRequest", bad, got, err)
 		}

@@ -27,6 +27,7 @@
 //	{"undo": true}                       undo the last step still in effect
 //	{"redo": true}                       undo the last undo
 //	{"turn": 42}                         take back the turn at 42 and all after it
+//	{"undo": true, "turn": true}         take back the whole turn of what undo would
 //
 // any of them with "dryRun": true (report and preview, change nothing) and
 // "session": "<agent session id>" (whose changes count as the agent's).
@@ -38,8 +39,8 @@
 // meanwhile: open the file read-write, write the request as one line (the
 // daemon runs it at its newline), read the report, whole. A refused
 // request's report carries its Refusal ("error": nothing-to-undo,
-// nothing-to-redo, no-such-seq, pruned, thinned, conflict, bad-request,
-// failed, with details), on .zero/gc and .zero/step too (a step runs when a
+// nothing-to-redo, no-turn, no-such-seq, pruned, thinned, conflict,
+// bad-request, failed, with details), on .zero/gc and .zero/step too (a step runs when a
 // descriptor is closed: close a duplicate, then read).
 //
 // This package holds no state and does no I/O; nothing in it is durable.

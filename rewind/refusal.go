@@ -22,6 +22,7 @@ type Refusal string
 const (
 	RefusedNothingToUndo Refusal = "nothing-to-undo" // no action is in effect
 	RefusedNothingToRedo Refusal = "nothing-to-redo" // no undo waits to be redone
+	RefusedNoTurn        Refusal = "no-turn"         // undo of a whole turn, and the action in effect is in none
 	RefusedNoSuchSeq     Refusal = "no-such-seq"     // above head, or names no step
 	RefusedPruned        Refusal = "pruned"          // the state was pruned by gc
 	RefusedThinned       Refusal = "thinned"         // the state was thinned away by gc
@@ -35,6 +36,9 @@ var (
 	ErrNothingToUndo = errors.New("nothing to undo")
 	// ErrNothingToRedo: a redo found no undo to take back.
 	ErrNothingToRedo = errors.New("nothing to redo")
+	// ErrNoTurn: an undo of a whole turn found the action in effect in no
+	// turn (no prompt hook recorded one before it, or it is not a step).
+	ErrNoTurn = errors.New("no turn to undo")
 )
 
 // RefusedError is a request the engine refused: why, and the details.
@@ -82,6 +86,8 @@ func (e *RefusedError) Error() string {
 		return ErrNothingToUndo.Error()
 	case RefusedNothingToRedo:
 		return ErrNothingToRedo.Error()
+	case RefusedNoTurn:
+		return ErrNoTurn.Error()
 	case RefusedPruned:
 		return fmt.Sprintf("%v: %d%s (history is %d..%d: the states before %d were pruned)", ErrNoSuchSeq, e.Seq, what, e.PrunedBefore, e.Head, e.PrunedBefore)
 	case RefusedThinned:
@@ -101,6 +107,8 @@ func (e *RefusedError) Unwrap() error {
 		return ErrNothingToUndo
 	case RefusedNothingToRedo:
 		return ErrNothingToRedo
+	case RefusedNoTurn:
+		return ErrNoTurn
 	case RefusedNoSuchSeq, RefusedPruned, RefusedThinned:
 		return ErrNoSuchSeq
 	case RefusedBadRequest:
@@ -134,6 +142,8 @@ func RefusalOf(err error) Refusal {
 		return RefusedNothingToUndo
 	case errors.Is(err, ErrNothingToRedo):
 		return RefusedNothingToRedo
+	case errors.Is(err, ErrNoTurn):
+		return RefusedNoTurn
 	case errors.Is(err, ErrNoSuchSeq):
 		return RefusedNoSuchSeq
 	case errors.Is(err, ErrBadRequest), errors.Is(err, ErrUnsafePath), errors.Is(err, ErrReserved):

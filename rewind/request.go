@@ -39,6 +39,11 @@ type Request struct {
 	// and everything after it: the whole workspace to just before the
 	// prompt. It stacks like an undo (redo brings it back).
 	Turn Seq `json:"turn,omitempty"`
+	// WholeTurn, with Undo, takes back the whole turn of the step an undo
+	// would take back now, chosen under the same lock (what `zerofs undo
+	// --turn` asks): the workspace to just before that turn's prompt. On
+	// the wire it is "turn": true beside "undo": true (control.ParseRewind).
+	WholeTurn bool `json:"-"`
 	// DryRun: plan, report and preview, but change nothing.
 	DryRun bool `json:"dryRun,omitempty"`
 	// Session is the agent session on whose behalf the rewind runs, for
@@ -50,6 +55,8 @@ type Request struct {
 // form is the form req asks for (index.Form*).
 func (req Request) form() string {
 	switch {
+	case req.Undo && req.WholeTurn:
+		return index.FormTurn
 	case req.Undo:
 		return index.FormUndo
 	case req.Redo:
@@ -73,6 +80,8 @@ func (req Request) check() error {
 		}
 	}
 	switch {
+	case req.WholeTurn && !req.Undo:
+		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: a whole turn goes with an undo only"}
 	case forms > 1:
 		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: more than one of revert, undo, redo and turn"}
 	case forms == 1 && req.Target != 0:
@@ -189,7 +198,22 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 		return e.resolveRevert(req)
 	}
 	var what *StepRef
+	var turn Mark // the turn a turn form takes back
 	switch {
+	case req.Undo && req.WholeTurn:
+		_, w, ok := e.state.UndoTarget()
+		if !ok {
+			return in, nil, nil, "", &RefusedError{Refusal: RefusedNothingToUndo, Head: e.Head(), PrunedBefore: e.PrunedBefore()}
+		}
+		if w.Kind != "step" {
+			return in, nil, nil, "", &RefusedError{Refusal: RefusedNoTurn, Op: index.FormTurn, Step: &w, Head: e.Head(), PrunedBefore: e.PrunedBefore(),
+				Msg: fmt.Sprintf("%v: the last action in effect (rewind %d) is not a step", ErrNoTurn, w.Sequence)}
+		}
+		if turn, ok = e.state.TurnOf(w); !ok {
+			return in, nil, nil, "", &RefusedError{Refusal: RefusedNoTurn, Op: index.FormTurn, Step: &w, Head: e.Head(), PrunedBefore: e.PrunedBefore(),
+				Msg: fmt.Sprintf("%v: the last step in effect (%d %q) came before any prompt hook recorded a turn", ErrNoTurn, w.Sequence, w.Label)}
+		}
+		req.Target, what = turn.Seq-1, &StepRef{Kind: "turn", Sequence: turn.Seq}
 	case req.Undo:
 		t, w, ok := e.state.UndoTarget()
 		if !ok {
@@ -203,7 +227,8 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 		}
 		req.Target, what = t, w
 	case req.Turn != 0:
-		if !e.state.IsTurn(req.Turn) {
+		var ok bool
+		if turn, ok = e.state.TurnAt(req.Turn); !ok {
 			return in, nil, nil, "", &RefusedError{Refusal: RefusedNoSuchSeq, Seq: req.Turn, Head: e.Head(), PrunedBefore: e.PrunedBefore(),
 				Msg: fmt.Sprintf("rewind: no such turn: %d is not a turn event", req.Turn)}
 		}
@@ -215,7 +240,12 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 		}
 		return in, nil, nil, "", r
 	}
+	// On behalf of the turn's own agent session, for a turn taken back:
+	// changes another session made since are named as it overwrites them.
 	session = req.Session
+	if session == "" {
+		session = turn.Session
+	}
 	if session == "" {
 		session = e.state.LatestSession(req.Target)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // writeStep begins a step labelled label and writes content to p in it.
@@ -298,5 +299,173 @@ func BenchmarkUndo(b *testing.B) {
 		})
 		e.Close()
 		root.Close()
+	}
+}
+
+// TestUndoTurnWhileStepsArrive: an undo of a whole turn ({"undo": true,
+// "turn": true}) chooses its turn under the lock it rewinds under, so while
+// other turns and steps arrive, each real one takes back the turn of the
+// step an undo would have taken back just before its own events (the fold
+// of the log up to there says which), and each dry run names the turn of
+// some instant during its call. A dry run followed by a second request for
+// the turn it named (what the CLI did) fails this when a turn arrives
+// between them. Once nothing arrives, the dry run and the real undo choose
+// the same turn.
+func TestUndoTurnWhileStepsArrive(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			turn, err := e.BeginTurn(ctx, json.RawMessage(`{"prompt":"p","agentSession":"a"}`))
+			if err == nil {
+				_, err = e.BeginStep(ctx, fmt.Sprintf("s%d", i), json.RawMessage(`{"agentSession":"a"}`))
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			p := fmt.Sprintf("f%d", turn.Seq)
+			release, _, err := e.Begin(ctx, Caller{}, Change{Path: p})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			err = os.WriteFile(filepath.Join(ws, p), []byte("x"), 0o644)
+			release()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	type dryRun struct{ from, to, turn Seq }
+	var drys []dryRun
+	for undos := 0; undos < 20; {
+		dry := undos%2 == 0
+		from := e.Head()
+		res, err := e.Apply(ctx, Request{Undo: true, WholeTurn: true, DryRun: dry})
+		if errors.Is(err, ErrNothingToUndo) || errors.Is(err, ErrNoTurn) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := res.Undid.Sequence
+		if res.Undid.Kind != "turn" || res.Record.Form != FormTurn || res.Record.TargetSequence != x-1 {
+			t.Fatalf("undo of a turn: %+v, record %+v", res.Undid, res.Record)
+		}
+		if dry {
+			drys = append(drys, dryRun{from, e.Head(), x})
+		}
+		undos++
+	}
+	close(stop)
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	// The oracle: the turn an undo of a whole turn takes back after the
+	// events up to h, from a fold of the log's first h events.
+	var evs []eventlog.Event
+	for ev, err := range e.Log().Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	turnAfter := func(h Seq) Seq {
+		st := index.NewState()
+		for _, ev := range evs[:h] {
+			if err := st.Add(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, w, ok := st.UndoTarget(); ok && w.Kind == "step" {
+			if turn, ok := st.TurnOf(w); ok {
+				return turn.Seq
+			}
+		}
+		return 0
+	}
+	reals := 0
+	for _, ev := range evs {
+		var p RewindPayload
+		if ev.Type != eventlog.TypeRewind || json.Unmarshal(ev.Payload, &p) != nil {
+			continue
+		}
+		before := ev.Seq - 1 // the rewind's own events begin after it
+		if p.CheckpointSequence != 0 {
+			before = p.CheckpointSequence - 1
+		}
+		if want := turnAfter(before); p.Step == nil || p.Step.Sequence != want {
+			t.Errorf("the undo at %d took back turn %v; just before it, the step in effect was in turn %d", ev.Seq, p.Step, want)
+		}
+		reals++
+	}
+	for _, d := range drys {
+		ok := false
+		for h := d.from; h <= d.to && !ok; h++ {
+			ok = turnAfter(h) == d.turn
+		}
+		if !ok {
+			t.Errorf("a dry run between %d and %d named turn %d, the turn of no instant between", d.from, d.to, d.turn)
+		}
+	}
+	if reals != 10 || len(drys) != 10 {
+		t.Errorf("%d real undos and %d dry runs checked, want 10 each", reals, len(drys))
+	}
+	// With nothing arriving, the dry run and the undo choose the same turn.
+	dry, err := e.Apply(ctx, Request{Undo: true, WholeTurn: true, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, err := e.Apply(ctx, Request{Undo: true, WholeTurn: true})
+	if err != nil || *real.Undid != *dry.Undid || real.Record.TargetSequence != dry.Record.TargetSequence {
+		t.Fatalf("dry run chose %+v, the undo %+v (%v)", dry.Undid, real.Undid, err)
+	}
+}
+
+// TestUndoTurnRefusals: an undo of a whole turn refuses, typed, when the
+// step it would take back came before any turn, or the action in effect is
+// a rewind; a step of a session that began no turn belongs to the last
+// turn, and one of a session that did, to that session's.
+func TestUndoTurnRefusals(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	if _, err := e.Apply(ctx, Request{Undo: true, WholeTurn: true}); RefusalOf(err) != RefusedNothingToUndo {
+		t.Fatalf("empty history: %v", err)
+	}
+	s1 := writeStep(t, e, ws, "one", "a", "1")
+	_, err := e.Apply(ctx, Request{Undo: true, WholeTurn: true})
+	var re *RefusedError
+	if !errors.As(err, &re) || re.Refusal != RefusedNoTurn || !errors.Is(err, ErrNoTurn) || re.Step == nil || re.Step.Sequence != s1 {
+		t.Fatalf("a step before any turn: %v (%+v)", err, re)
+	}
+	turnA, _ := e.BeginTurn(ctx, json.RawMessage(`{"agentSession":"A"}`))
+	if _, err := e.BeginTurn(ctx, json.RawMessage(`{"agentSession":"B"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.BeginStep(ctx, "A's edit", json.RawMessage(`{"agentSession":"A"}`)); err != nil {
+		t.Fatal(err)
+	}
+	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "b"), []byte("A"), 0o644) }, Change{Path: "b"})
+	res, err := e.Apply(ctx, Request{Undo: true, WholeTurn: true, DryRun: true})
+	if err != nil || res.Undid == nil || res.Undid.Sequence != turnA.Seq {
+		t.Fatalf("A's step after B's turn: took back %+v (%v), want A's turn %d", res.Undid, err, turnA.Seq)
+	}
+	if _, err := e.Apply(ctx, Request{Target: s1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(ctx, Request{Undo: true, WholeTurn: true}); RefusalOf(err) != RefusedNoTurn {
+		t.Fatalf("a rewind in effect: %v", err)
 	}
 }

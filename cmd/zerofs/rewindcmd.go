@@ -144,7 +144,7 @@ func runRewind(e *env, c *command, args []string) error {
 // doRewind runs req and explains a sequence that is not in the history.
 func doRewind(ctx context.Context, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
 	rep, err := src.Rewind(ctx, req)
-	if errors.Is(err, rewind.ErrNoSuchSeq) && !req.Undo && !req.Redo {
+	if errors.Is(err, rewind.ErrNoSuchSeq) && !req.Undo && !req.Redo && req.Turn == 0 {
 		t := req.Target
 		if req.Revert != 0 {
 			t = req.Revert
@@ -233,37 +233,33 @@ func runUndo(e *env, c *command, args []string) error {
 	return undoRedo(e, c, args, control.RewindRequest{Undo: true})
 }
 
-// rewindTurn rewinds to just before a turn: the one at seq, or (last) the
-// turn of the newest step still in effect.
+// rewindTurn takes back a turn: the one at seq, or (last) the whole turn
+// of what an undo would take back now, which the engine chooses under its
+// lock. One request either way; the turn it names is then looked up for
+// its prompt, only to say which it was.
 func rewindTurn(e *env, seq Seq, dry, last bool) error {
+	req := control.RewindRequest{Turn: seq, DryRun: dry}
+	if last {
+		req = control.RewindRequest{Undo: true, WholeTurn: true, DryRun: dry}
+	}
 	return withHistory(e, func(_ *history.Workspace, src history.Source) error {
-		blocks, turns, err := history.BlocksAndTurns(src)
+		rep, err := applyWith(e, src, req)
+		var re *rewind.RefusedError
+		if !last && errors.As(err, &re) && re.Refusal == rewind.RefusedNoSuchSeq && re.Seq == seq {
+			return &history.TurnError{Seq: seq}
+		}
 		if err != nil {
 			return err
 		}
-		var t history.Turn
-		if last {
-			// What a plain undo would take back now, as the engine sees it.
-			u, err := doRewind(e.ctx, src, control.RewindRequest{Undo: true, DryRun: true})
-			if err != nil {
-				return err
+		name := "a turn"
+		if rep.Undid != nil {
+			name = fmt.Sprintf("turn %d", rep.Undid.Sequence)
+			if _, turns, err := history.BlocksAndTurns(src); err == nil {
+				if t, err := history.FindTurn(turns, rep.Undid.Sequence); err == nil {
+					name = turnName(t)
+				}
 			}
-			if u.Undid == nil {
-				return history.ErrNothingToUndo
-			}
-			if t, err = history.TurnUndoTarget(blocks, turns, *u.Undid); err != nil {
-				return err
-			}
-		} else if t, err = history.FindTurn(turns, seq); err != nil {
-			return err
 		}
-		// On behalf of the turn's session: changes another session made
-		// since are named (on stderr) as they are overwritten.
-		rep, err := applyWith(e, src, control.RewindRequest{Turn: t.Seq, DryRun: dry, Session: t.AgentSession})
-		if err != nil {
-			return err
-		}
-		name := turnName(t)
 		if dry {
 			return writePreview(e.stdout, fmt.Sprintf("take back %s (rewind to %d)", name, rep.TargetSequence), rep)
 		}

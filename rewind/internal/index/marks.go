@@ -33,7 +33,7 @@ type Mark struct {
 	Seq     Seq
 	Kind    MarkKind
 	Label   string
-	Session string    // the agent's session id ("agentSession" in the tool_call)
+	Session string    // the agent's session id ("agentSession" in the tool_call or turn)
 	At      time.Time // when the step began (MarkStep only)
 	// First is the first checkpoint of the block the mark begins (0 while
 	// it has none): for a MarkStep its step's, for a MarkRewind or a
@@ -78,8 +78,12 @@ func (s *State) markEvent(ev eventlog.Event, rp *RewindPayload) {
 		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkRewind, Target: rp.TargetSequence, Form: rp.Form, Back: back})
 		s.rewound(ev.Seq, cp, *rp, back)
 	case eventlog.TypeTurn:
+		var p struct {
+			AgentSession string `json:"agentSession"`
+		}
+		json.Unmarshal(ev.Payload, &p)
 		s.endBlock()
-		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkTurn, At: ev.CreatedAt})
+		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkTurn, Session: p.AgentSession, At: ev.CreatedAt})
 	}
 }
 
@@ -223,12 +227,47 @@ func (s *State) HasSteps() bool {
 	return false
 }
 
-// IsTurn reports whether seq is a turn event.
-func (s *State) IsTurn(seq Seq) bool {
+// TurnAt is the turn event at seq; ok is false when seq is not one.
+func (s *State) TurnAt(seq Seq) (m Mark, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq >= seq })
-	return i < len(s.marks) && s.marks[i].Seq == seq && s.marks[i].Kind == MarkTurn
+	if i < len(s.marks) && s.marks[i].Seq == seq && s.marks[i].Kind == MarkTurn {
+		return s.marks[i], true
+	}
+	return Mark{}, false
+}
+
+// TurnOf is the turn the step what belongs to (a StepRef of kind "step",
+// as UndoTarget names it), as `zerofs log` groups steps under turns: for a
+// step whose tool_call names an agent session that began a turn before
+// it, that session's last such turn; otherwise the last turn before it.
+// ok is false when it came before any turn.
+func (s *State) TurnOf(what StepRef) (turn Mark, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq > what.Sequence }) - 1
+	session := ""
+	if i >= 0 && s.marks[i].Seq == what.Sequence && s.marks[i].Kind == MarkStep {
+		session = s.marks[i].Session
+		i--
+	}
+	for ; i >= 0; i-- {
+		m := s.marks[i]
+		if m.Kind != MarkTurn {
+			continue
+		}
+		if !ok {
+			turn, ok = m, true
+			if session == "" {
+				return turn, true
+			}
+		}
+		if m.Session == session {
+			return m, true
+		}
+	}
+	return turn, ok
 }
 
 // LatestSession is the agent session of the newest step after t, "" if no

@@ -42,6 +42,8 @@ import (
 // never half); the engine writes it at Close, after gc, and every so many
 // events.
 //
+// Version 9 added to the turns' marks their agent session (undo of a
+// whole turn finds a step's turn as the log groups it).
 // Version 8 added the records' rename sides (renames.go). Version 7 added
 // to the marks what undo and redo need (undo.go): each block's first
 // checkpoint, each rewind's target and form, and the redo stack. Version 6 added the records' xattrs. Version 5 added the steps'
@@ -55,7 +57,7 @@ const (
 	SnapshotName = "index.snapshot"
 	// SnapshotMagic begins it, and SnapshotVersion follows.
 	SnapshotMagic   = "zerofs index snapshot\n"
-	SnapshotVersion = 8
+	SnapshotVersion = 9
 )
 
 // snapshotState is what the fold derives from the log besides the index.
