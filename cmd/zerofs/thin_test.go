@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -198,14 +199,38 @@ func TestGCThinAfterMounted(t *testing.T) {
 			t.Errorf("stat %s after the thin: %v, want ENOENT", view, err)
 		}
 	}
-	if r := bin(t, ws, "", "rewind", strconv.FormatUint(uint64(steps[1].seq), 10)); r.code != 1 || !strings.Contains(r.stderr, "was thinned to one state a day") {
+	seq := func(s rewind.Seq) string { return strconv.FormatUint(uint64(s), 10) }
+	// The CLI's words: the interval that holds the state, and the two kept.
+	if r := bin(t, ws, "", "rewind", seq(steps[1].seq)); r.code != 1 || r.stderr != fmt.Sprintf("zerofs: no sequence %d: history between %d and %d was thinned to one state a day (%d and %d remain)\n",
+		steps[1].seq, steps[0].seq, steps[3].seq, steps[0].seq, steps[3].seq) {
 		t.Errorf("rewind to a state gone, mounted: exit %d, stderr %q", r.code, r.stderr)
 	}
-	if r := bin(t, ws, "", "revert", strconv.FormatUint(uint64(steps[3].seq), 10)); r.code != 1 || !strings.Contains(r.stderr, "were thinned to one state a day") {
+	if r := bin(t, ws, "", "revert", seq(steps[3].seq)); r.code != 1 || !strings.Contains(r.stderr, "were thinned to one state a day") {
 		t.Errorf("revert of a step whose later states went, mounted: exit %d, stderr %q", r.code, r.stderr)
 	}
-	if err := os.WriteFile(filepath.Join(ws, ".zero", "rewind"), []byte(strconv.FormatUint(uint64(steps[1].seq), 10)+"\n"), 0o600); !errors.Is(err, syscall.EINVAL) {
+	// .zero/rewind: EINVAL, and on the handle that wrote it the typed
+	// refusal with the thinned interval; nothing changed.
+	head := readTrim(t, filepath.Join(ws, ".zero", "head"))
+	f, err := os.OpenFile(filepath.Join(ws, ".zero", "rewind"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte(seq(steps[1].seq) + "\n")); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("writing a state gone to .zero/rewind: %v, want EINVAL", err)
+	}
+	b := make([]byte, 1<<16)
+	n, _ := f.ReadAt(b, 0)
+	rep, err := control.ParseRewindReport(b[:n])
+	if err != nil || rep.Error != string(rewind.RefusedThinned) || rep.Requested != steps[1].seq || rep.Interval == nil ||
+		rep.Interval.After != steps[0].seq || rep.Interval.Before != steps[3].seq || !strings.Contains(rep.Message, "thinned to one state a day") {
+		t.Errorf("the refusal read back from .zero/rewind: %q (%v)", b[:n], err)
+	}
+	if !errors.Is(rep.Err(), rewind.ErrNoSuchSeq) {
+		t.Errorf("the refusal's error %v is not rewind.ErrNoSuchSeq", rep.Err())
+	}
+	if after := readTrim(t, filepath.Join(ws, ".zero", "head")); after != head {
+		t.Errorf("a refused rewind moved head from %s to %s", head, after)
 	}
 	if log := binOK(t, ws, "log"); !strings.Contains(log, "thinned history before") {
 		t.Errorf("log through the mount:\n%s", log)
