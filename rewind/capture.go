@@ -17,6 +17,47 @@ import (
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
+// Caller names the process whose request causes a capture.
+type Caller struct {
+	PID  int
+	Comm string
+	// Resolve, when set, gives PID and Comm instead. The engine calls it
+	// only when it stores a before-state, while the request still waits
+	// for it: most changes find their path captured already in the step,
+	// and naming a process costs a read of /proc.
+	Resolve func() (pid int, comm string)
+}
+
+// resolved is c with Resolve called.
+func (c Caller) resolved() Caller {
+	if c.Resolve != nil {
+		c.PID, c.Comm = c.Resolve()
+		c.Resolve = nil
+	}
+	return c
+}
+
+// Change is one path about to change.
+//
+// Tree asks for the whole subtree under a directory to be captured too (a
+// directory about to be renamed away: its descendants' paths change with it).
+// From names a directory whose subtree is about to appear under Path (the
+// source of that rename, seen from its destination): for every path From/x,
+// Path/x is captured as it is now, usually absent. Without it, a state
+// before the rename in which Path was a different directory would show the
+// moved-in names as if they had been there.
+//
+// Removed says Path's own name is about to go (an unlink, or the victim of
+// a rename): a regular file with one link that no handle holds open for
+// writing (Options.OpenForWrite) is then kept, its inode hard-linked into
+// the store (blobstore.Store.Keep), instead of copied.
+type Change struct {
+	Path    string
+	Tree    bool
+	From    string
+	Removed bool
+}
+
 // Begin is called before every mutating operation. It takes the workspace
 // lock for reading (until release is called; release is nil on error),
 // begins an auto step if one is due, and captures each change not yet

@@ -12,6 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ErrUntrustedStore: the store or its log belongs to another user, or
+// others may write it; its records (owners, setuid bits) are not to be
+// trusted by this user's rewinds.
+var ErrUntrustedStore = errors.New("rewind: store is not the opening user's")
+
 // Owners and times: every before-state records its uid, gid and mtime, and
 // a rewind puts them back. A setuid or setgid bit only ever comes back
 // together with the owner it belonged to: restoring an owner needs root, and

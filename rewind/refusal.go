@@ -32,6 +32,8 @@ const (
 )
 
 var (
+	// ErrNoSuchSeq: a sequence above head, or below the pruned history.
+	ErrNoSuchSeq = errors.New("rewind: no such sequence")
 	// ErrNothingToUndo: an undo found no action in effect.
 	ErrNothingToUndo = errors.New("nothing to undo")
 	// ErrNothingToRedo: a redo found no undo to take back.

@@ -1,6 +1,7 @@
 package rewind
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -11,6 +12,9 @@ import (
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
+
+// ErrSkipped: the before-state was not kept (see the record's reason).
+var ErrSkipped = errors.New("rewind: before-state was not kept")
 
 // checkSeq refuses sequences above head, below the pruned history, or
 // strictly inside a thinned interval, with a *RefusedError.

@@ -1,13 +1,13 @@
 package index
 
 import (
-	"errors"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/zerofs/zerofs/eventlog"
 )
+
+// The records of the log: each event's payload as zerofs writes it, with
+// SPEC.md's JSON keys. damage.go checks them as they are read.
 
 // Seq is an event sequence.
 type Seq = eventlog.Seq
@@ -143,71 +143,4 @@ type Foreign struct {
 	Session string `json:"session,omitempty"`
 	PID     int    `json:"pid,omitempty"`
 	Comm    string `json:"comm,omitempty"`
-}
-
-// Errors callers test with errors.Is (rewind re-exports them).
-var (
-	// ErrReserved: a name reserved at the workspace root.
-	ErrReserved = errors.New("rewind: reserved name")
-	// ErrUnsafePath: a path that is not clean and relative, or that
-	// would lead outside the workspace.
-	ErrUnsafePath = errors.New("rewind: unsafe path")
-)
-
-// StoreName is the store's default directory name in the workspace root.
-const StoreName = ".zero"
-
-// IsReserved reports whether name, at the workspace root, is reserved: the
-// store and control directory ".zero", and "@" followed by one or more
-// digits, however many (SPEC): "@007" and "@99999999999999999999" are
-// reserved though no view has that name.
-func IsReserved(name string) bool {
-	return name == StoreName || isAtDigits(name)
-}
-
-// isAtDigits reports whether name is "@" followed by one or more digits.
-func isAtDigits(name string) bool {
-	if len(name) < 2 || name[0] != '@' {
-		return false
-	}
-	for _, c := range name[1:] {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// ParseView parses a view name "@<digits>" into its sequence. Only the
-// canonical decimal form names a view: "@7", never "@007" or "@+7"; a
-// number beyond any sequence names none.
-func ParseView(name string) (Seq, bool) {
-	if !isAtDigits(name) || (name[1] == '0' && len(name) > 2) {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(name[1:], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return Seq(n), true
-}
-
-// CleanPath checks that p is a clean, relative, slash-separated workspace
-// path ("" is the root) that does not start with a reserved name.
-func CleanPath(p string) error {
-	if p == "" {
-		return nil
-	}
-	if strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
-		return ErrUnsafePath
-	}
-	for i, c := range strings.Split(p, "/") {
-		if c == "" || c == "." || c == ".." {
-			return ErrUnsafePath
-		}
-		if i == 0 && IsReserved(c) {
-			return ErrReserved
-		}
-	}
-	return nil
 }
