@@ -1,0 +1,218 @@
+package replicate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+	"unicode/utf8"
+
+	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// Base is the content of a base object: the whole workspace at Sequence
+// (doc.go says why bases exist and why the state at a step's start is
+// stable). Files lists every path, parents before children.
+type Base struct {
+	Format   int          `json:"format"`
+	Sequence eventlog.Seq `json:"sequence"`
+	Root     BaseEntry    `json:"root"`
+	Files    []BaseEntry  `json:"files"`
+}
+
+// BaseEntry is one path of a base. A name or symlink target that is not
+// valid UTF-8 is kept exactly in PathBytes or TargetBytes (JSON would
+// replace its bytes).
+type BaseEntry struct {
+	Path        string      `json:"path"`
+	PathBytes   []byte      `json:"pathBytes,omitempty"`
+	Kind        rewind.Kind `json:"kind,omitempty"`
+	Blob        string      `json:"blob,omitempty"`
+	Bytes       int64       `json:"bytes"`
+	Mode        uint32      `json:"mode"`
+	UID         *uint32     `json:"uid,omitempty"`
+	GID         *uint32     `json:"gid,omitempty"`
+	MTime       *time.Time  `json:"mtime,omitempty"`
+	Target      string      `json:"target,omitempty"`
+	TargetBytes []byte      `json:"targetBytes,omitempty"`
+	// Skipped: the path's state could not be kept (Reason says why); a
+	// restore leaves it out and names it.
+	Skipped bool   `json:"skipped,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+
+	live bool // read from the workspace as it is now (not a record)
+}
+
+// name and target are the exact bytes of the entry's path and target.
+func (b BaseEntry) name() string {
+	if b.PathBytes != nil {
+		return string(b.PathBytes)
+	}
+	return b.Path
+}
+
+func (b BaseEntry) target() string {
+	if b.TargetBytes != nil {
+		return string(b.TargetBytes)
+	}
+	return b.Target
+}
+
+func newEntry(p string, ent rewind.Entry) BaseEntry {
+	st := ent.State
+	e := BaseEntry{Path: p, Kind: st.Kind, Bytes: st.Bytes, Mode: st.Mode & 0o7777,
+		UID: st.UID, GID: st.GID, MTime: st.MTime, Skipped: st.Skipped, Reason: st.Reason, live: ent.Live}
+	if !utf8.ValidString(p) {
+		e.Path, e.PathBytes = rewind.Readable(p), []byte(p)
+	}
+	if !ent.Live && st.Kind == rewind.KindFile {
+		e.Blob = st.Blob
+	}
+	return e
+}
+
+// liveBlob is what an earlier base read of a path as it was then.
+type liveBlob struct {
+	blob  string
+	bytes int64
+}
+
+// baseMaker makes one base.
+type baseMaker struct {
+	r   *Replicator
+	ctx context.Context
+	seq eventlog.Seq
+	out Base
+	// cache holds the files the previous base (at prev) read live; one
+	// that nothing named since prev is unchanged, so it is not read again.
+	cache map[string]liveBlob
+	prev  eventlog.Seq
+	next  map[string]liveBlob
+}
+
+// makeBase writes down the workspace at seq, uploading every blob it
+// names that the replica lacks.
+func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (Base, error) {
+	m := &baseMaker{r: r, ctx: ctx, seq: seq, cache: r.liveCache, prev: r.liveCacheSeq, next: map[string]liveBlob{}}
+	m.out = Base{Format: 1, Sequence: seq}
+	root, err := r.eng.StateAt("", seq)
+	if err != nil {
+		return Base{}, err
+	}
+	m.out.Root = newEntry("", root)
+	if err := m.walk(""); err != nil {
+		return Base{}, err
+	}
+	// Every path read as it is now is looked up again: one that a
+	// checkpoint after seq names by now changed while it was read (or
+	// after), and its record is the state at seq.
+	files := m.out.Files[:0]
+	for _, e := range m.out.Files {
+		if e.live {
+			ent, err := r.eng.StateAt(e.name(), seq)
+			if err != nil {
+				return Base{}, err
+			}
+			if !ent.Exists {
+				continue
+			}
+			if !ent.Live {
+				delete(m.next, e.name())
+				e = newEntry(e.name(), ent)
+				if err := m.fill(&e, ent); err != nil {
+					return Base{}, err
+				}
+			}
+		}
+		files = append(files, e)
+	}
+	m.out.Files = files
+	r.liveCache, r.liveCacheSeq = m.next, seq
+	return m.out, nil
+}
+
+func (m *baseMaker) walk(dir string) error {
+	ents, err := m.r.eng.ReadDirAt(dir, m.seq)
+	if err != nil {
+		return err
+	}
+	for _, de := range ents {
+		if err := m.ctx.Err(); err != nil {
+			return err
+		}
+		p := dir + "/" + de.Name
+		if dir == "" {
+			p = de.Name
+		}
+		e := newEntry(p, de.Entry)
+		if err := m.fill(&e, de.Entry); err != nil {
+			return err
+		}
+		m.out.Files = append(m.out.Files, e)
+		if !e.Skipped && e.Kind == rewind.KindDir {
+			if err := m.walk(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fill completes e: a symlink's target, a file's blob (read and uploaded
+// if the file is read as it is now).
+func (m *baseMaker) fill(e *BaseEntry, ent rewind.Entry) error {
+	if e.Skipped {
+		return nil
+	}
+	switch e.Kind {
+	case rewind.KindSymlink:
+		t, err := m.r.eng.ReadLink(ent)
+		if err != nil {
+			return err
+		}
+		e.Target = t
+		if !utf8.ValidString(t) {
+			e.Target, e.TargetBytes = rewind.Readable(t), []byte(t)
+		}
+	case rewind.KindFile:
+		if !ent.Live {
+			id, err := blobstore.ParseID(e.Blob)
+			if err != nil {
+				return err
+			}
+			return m.r.uploadBlob(m.ctx, id, 0)
+		}
+		p := e.name()
+		if c, ok := m.cache[p]; ok && c.bytes == e.Bytes {
+			if old, err := m.r.eng.StateAt(p, m.prev); err == nil && old.Live && old.Exists {
+				e.Blob = c.blob
+				m.next[p] = c
+				return nil
+			}
+		}
+		f, err := m.r.eng.OpenContent(ent)
+		if err != nil {
+			return err
+		}
+		data, err := io.ReadAll(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("replicate: read %q: %w", p, err)
+		}
+		id := blobstore.ID(sha256.Sum256(data))
+		if err := m.r.putBlob(m.ctx, id, data); err != nil {
+			return err
+		}
+		e.Blob, e.Bytes = id.String(), int64(len(data))
+		m.next[p] = liveBlob{blob: e.Blob, bytes: e.Bytes}
+	}
+	return nil
+}
+
+func encodeBase(b Base) ([]byte, error) {
+	return json.Marshal(b)
+}

@@ -1,0 +1,26 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+)
+
+// Bucket is where a replica's objects live: the seam (STYLE rule 16)
+// between replication and the network. S3 (s3.go) is the one real
+// implementation; unit tests use an in-memory one. Names are relative to the
+// replica's prefix.
+type Bucket interface {
+	// PutNew writes the object name only if no object has that name
+	// (If-None-Match: *); ErrExists if one does.
+	PutNew(ctx context.Context, name string, body []byte) error
+	// Get reads the object name; ErrNotFound if there is none.
+	Get(ctx context.Context, name string) ([]byte, error)
+	// List names every object whose name starts with prefix, sorted.
+	List(ctx context.Context, prefix string) ([]string, error)
+}
+
+// Errors a Bucket returns, for errors.Is.
+var (
+	ErrExists   = errors.New("replicate: object exists")
+	ErrNotFound = errors.New("replicate: object not found")
+)

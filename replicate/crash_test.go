@@ -1,0 +1,153 @@
+package replicate
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+// childReplicateAndChange changes the workspace in arg ("DIR PREFIX")
+// and replicates it, round after round, until it is killed.
+func childReplicateAndChange(arg string) int {
+	dir, prefix, _ := strings.Cut(arg, " ")
+	t := &childT{}
+	w := openWorkspace(t, dir)
+	b, err := OpenS3(context.Background(), URL{Bucket: "replicas", Prefix: prefix})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	r, err := Open(w.eng, b, URL{Bucket: "replicas", Prefix: prefix}, w.store, Options{BaseEvery: time.Nanosecond, SegmentBytes: 4 << 10})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	rng := testsupport.ChildRand()
+	for round := 0; ; round++ {
+		for i := 0; i < 30; i++ {
+			w.change(t, rng)
+		}
+		w.eng.BeginStep(context.Background(), "child round", nil)
+		if err := r.Once(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "replicate:", err)
+			return 1
+		}
+		fmt.Printf("round %d\n", round)
+	}
+}
+
+// childT is the testing.TB a child hands the workload helpers: a failure
+// ends the child.
+type childT struct{ testing.TB }
+
+func (*childT) Helper() {}
+func (*childT) Fatal(args ...any) {
+	fmt.Fprintln(os.Stderr, args...)
+	os.Exit(1)
+}
+func (*childT) Fatalf(f string, args ...any) {
+	fmt.Fprintf(os.Stderr, f+"\n", args...)
+	os.Exit(1)
+}
+
+// TestSIGKILLMidUpload: a process replicating while it changes the
+// workspace is SIGKILLed at random moments (in the middle of uploads);
+// each time the replica as it is restores to a state the workspace had
+// (its @T, byte for byte), and the next run resumes and brings the
+// replica up to date.
+func TestSIGKILLMidUpload(t *testing.T) {
+	startS3(t)
+	rng := testsupport.Rand(t)
+	dir := t.TempDir()
+	seedTree(t, dir)
+	const prefix = "crash"
+	u := URL{Bucket: "replicas", Prefix: prefix}
+	for kill := 0; kill < 3; kill++ {
+		c := testsupport.StartChild(t, "replicate-and-change", dir+" "+prefix, testsupport.ChildOptions{Seed: rng.Uint64()})
+		for i := rng.IntN(2); i >= 0; i-- {
+			c.Expect(t, "round ")
+		}
+		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+		c.Kill(t)
+
+		w := openWorkspace(t, dir) // recovers what the kill left
+		b, err := OpenS3(context.Background(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		segs, bases, err := listReplica(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, end := chain(segs)
+		var newest rewind.Seq
+		for _, br := range bases {
+			if br.Seq <= end && br.Seq > newest {
+				newest = br.Seq
+			}
+		}
+		t.Logf("kill %d: the replica holds events 1..%d and bases up to %d (local head %d)", kill, end, newest, w.eng.Head())
+		if newest > 0 {
+			got := treeOf(t, restoreAt(t, u, newest))
+			want := stateAt(t, w.eng, newest)
+			sameTree(t, fmt.Sprintf("kill %d: the replica as the kill left it, at %d", kill, newest), got, want)
+			if t.Failed() {
+				var ps []string
+				for p := range want {
+					if got[p] != want[p] {
+						ps = append(ps, p)
+					}
+				}
+				for p := range got {
+					if got[p] != want[p] {
+						ps = append(ps, p)
+					}
+				}
+				dumpAfter(t, w, newest-5, ps...)
+				t.FailNow()
+			}
+		}
+		// Resume: the replica catches up with everything.
+		r := replicator(t, w, u, Options{BaseEvery: time.Nanosecond})
+		if _, err := w.eng.BeginStep(context.Background(), "after kill", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Once(context.Background()); err != nil {
+			t.Fatalf("kill %d: resume: %v", kill, err)
+		}
+		st := r.State()
+		if st.Logged != w.eng.Head() || st.Base != w.eng.Step().Seq {
+			t.Fatalf("kill %d: after resuming the replica is at %d (base %d), want %d (%d)", kill, st.Logged, st.Base, w.eng.Head(), w.eng.Step().Seq)
+		}
+		at := rewind.Seq(rng.IntN(int(st.Base) + 1))
+		if w.eng.HasState(at) {
+			sameTree(t, fmt.Sprintf("kill %d: restore --at %d after resuming", kill, at), treeOf(t, restoreAt(t, u, at)), stateAt(t, w.eng, at))
+		}
+		r.Close()
+		w.close()
+	}
+}
+
+// dumpAfter logs the events from from on that name one of paths (and
+// every event that is not a checkpoint), to see why a state differs.
+func dumpAfter(t testing.TB, w *workspace, from rewind.Seq, paths ...string) {
+	for ev, err := range w.eng.Log().Events(from) {
+		if err != nil {
+			t.Log(err)
+			return
+		}
+		s := string(ev.Payload)
+		for _, p := range paths {
+			if strings.Contains(s, "\""+p+"\"") || ev.Type != "session_checkpoint" {
+				t.Logf("%d %s %s", ev.Seq, ev.Type, s)
+				break
+			}
+		}
+	}
+}

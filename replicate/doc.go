@@ -1,0 +1,53 @@
+// Package replicate copies a workspace's history to S3-compatible object
+// storage as it is made, and restores a workspace from such a replica on
+// any machine.
+//
+// Layout of a replica at s3://BUCKET/PREFIX (every name below PREFIX/):
+//
+//	lease.json                     who writes here (lease.go)
+//	blobs/<sha256>                 one blob's content, zstd-compressed
+//	log/<first>-<last>-<sha256>.jsonl.zst
+//	                               events first..last (20 digits each),
+//	                               the lines of events.jsonl, compressed;
+//	                               the hash is of the object's bytes
+//	bases/<seq>-<sha256>.json.zst  the whole workspace at seq (base.go):
+//	                               every path's kind, mode, owner, mtime,
+//	                               symlink target and blob
+//
+// Why bases: the log holds before-states, so the state at T is "the first
+// before-state after T, else the path as it is now" (SPEC, Past states),
+// and "now" lives only in the workspace. A base is that "now" for one
+// sequence B, so the log up to B and the base at B together give every
+// state T <= B. B is always the start of a step (Engine.Step): every change
+// after it is captured, so the state at B never moves once written down.
+// A base is made without stopping the workspace: each path read as it is
+// now is looked up again after its content was read, and if a checkpoint
+// after B names it by then, its recorded before-state is used instead (a
+// change is always captured before it reaches the workspace).
+//
+// Invariants: every object is written once, with If-None-Match: * (an
+// object that exists is never overwritten; finding one with our name means
+// an earlier run wrote it). Content first: a segment is written only after
+// every blob its checkpoints name, a base only after its blobs and the
+// segments up to its sequence. So at every moment the replica is a
+// consistent prefix of the history: restoring reads only objects that
+// exist. Objects read back are untrusted: a blob must hash to its name, a
+// segment and a base to the hash in theirs, segments must chain by sequence,
+// and the events pass rewind's checks (CheckEvent) when the restored store
+// is opened.
+//
+// One writer per prefix: lease.json (created by a conditional write) names
+// the store that replicates there; another store is refused (LeaseError).
+// One replicator per store: a flock on the store's replica.lock.
+//
+// Progress: replica.json in the store (state.go) says how far the replica
+// goes (the last event uploaded in a segment, the newest base) and how the
+// last attempt went. The local store is the queue: nothing is copied aside,
+// a run that stopped (a crash, a SIGKILL, an endpoint down for days) starts
+// again from replica.json and the bucket's listing, and an object written
+// just before a crash is found there, not written twice.
+//
+// The workspace never waits for replication: the replicator reads the log
+// and the blob store as any reader does, and holds no engine lock across a
+// network call.
+package replicate

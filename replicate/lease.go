@@ -1,0 +1,72 @@
+package replicate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// leaseName is the object that says which store replicates to a prefix.
+const leaseName = "lease.json"
+
+// Lease is the content of lease.json: the store that writes the replica.
+// It is written once, by a conditional write, when a store first
+// replicates to the prefix; the same store (after a restart or a crash)
+// finds its own lease and goes on. It does not expire: a prefix belongs to
+// one store's history, and a second store's objects would interleave with
+// it. To give a prefix to another store, delete the prefix.
+type Lease struct {
+	Format int       `json:"format"`
+	Store  string    `json:"store"`
+	Host   string    `json:"host"`
+	PID    int       `json:"pid"`
+	Since  time.Time `json:"since"`
+}
+
+// LeaseError: the prefix is replicated by another store.
+type LeaseError struct {
+	URL    URL
+	Holder Lease
+}
+
+func (e *LeaseError) Error() string {
+	return fmt.Sprintf("replicate: %s is the replica of another store (%s, on host %q, pid %d, since %s); one writer per prefix: choose another prefix",
+		e.URL, e.Holder.Store, e.Holder.Host, e.Holder.PID, e.Holder.Since.Format(time.RFC3339))
+}
+
+// ErrLeased is what a *LeaseError wraps.
+var ErrLeased = errors.New("replicate: prefix held by another store")
+
+func (e *LeaseError) Unwrap() error { return ErrLeased }
+
+// claim takes the prefix for store, or finds it already taken by store.
+func claim(ctx context.Context, b Bucket, u URL, store string) error {
+	host, _ := os.Hostname()
+	mine := Lease{Format: 1, Store: store, Host: host, PID: os.Getpid(), Since: time.Now().UTC()}
+	body, err := json.Marshal(mine)
+	if err != nil {
+		return err
+	}
+	err = b.PutNew(ctx, leaseName, body)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, ErrExists) {
+		return fmt.Errorf("replicate: take the lease of %s: %w", u, err)
+	}
+	data, err := b.Get(ctx, leaseName)
+	if err != nil {
+		return fmt.Errorf("replicate: read the lease of %s: %w", u, err)
+	}
+	var held Lease
+	if err := json.Unmarshal(data, &held); err != nil || held.Store == "" {
+		return fmt.Errorf("replicate: %s: %s is damaged (%v); refusing to write beside it", u, leaseName, err)
+	}
+	if held.Store != store {
+		return &LeaseError{URL: u, Holder: held}
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package replicate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// Object name prefixes (see doc.go).
+const (
+	blobsDir = "blobs/"
+	logDir   = "log/"
+	basesDir = "bases/"
+)
+
+var (
+	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
+	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxObject))
+)
+
+func compress(b []byte) []byte { return encoder.EncodeAll(b, nil) }
+
+// decompress decodes an object's body, refusing more than limit bytes.
+func decompress(name string, body []byte, limit int64) ([]byte, error) {
+	out, err := decoder.DecodeAll(body, nil)
+	if err != nil {
+		return nil, &DamageError{Object: name, Why: "not zstd: " + err.Error()}
+	}
+	if int64(len(out)) > limit {
+		return nil, &DamageError{Object: name, Why: fmt.Sprintf("decodes to %d bytes, more than %d", len(out), limit)}
+	}
+	return out, nil
+}
+
+// DamageError is an object of the replica that is not what its name says.
+type DamageError struct {
+	Object string
+	Why    string
+}
+
+func (e *DamageError) Error() string {
+	return fmt.Sprintf("replicate: damaged object %s: %s; refusing to restore from it", e.Object, e.Why)
+}
+
+func (e *DamageError) Unwrap() error { return eventlog.ErrCorrupt }
+
+func blobName(id blobstore.ID) string { return blobsDir + id.String() }
+
+func hashHex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// segment is a log segment object: events First..Last.
+type segment struct {
+	Name        string
+	First, Last eventlog.Seq
+	Hash        string
+}
+
+func segmentName(first, last eventlog.Seq, body []byte) string {
+	return fmt.Sprintf("%s%020d-%020d-%s.jsonl.zst", logDir, first, last, hashHex(body))
+}
+
+// parseSegment parses a segment's name; ok is false for any other name.
+func parseSegment(name string) (segment, bool) {
+	rest, ok := strings.CutPrefix(name, logDir)
+	if !ok {
+		return segment{}, false
+	}
+	rest, ok = strings.CutSuffix(rest, ".jsonl.zst")
+	parts := strings.Split(rest, "-")
+	if !ok || len(parts) != 3 || len(parts[0]) != 20 || len(parts[1]) != 20 || len(parts[2]) != 64 {
+		return segment{}, false
+	}
+	first, err1 := strconv.ParseUint(parts[0], 10, 64)
+	last, err2 := strconv.ParseUint(parts[1], 10, 64)
+	if err1 != nil || err2 != nil || first == 0 || last < first {
+		return segment{}, false
+	}
+	return segment{Name: name, First: eventlog.Seq(first), Last: eventlog.Seq(last), Hash: parts[2]}, true
+}
+
+// baseRef is a base object: the whole workspace at Seq.
+type baseRef struct {
+	Name string
+	Seq  eventlog.Seq
+	Hash string
+}
+
+func baseName(seq eventlog.Seq, body []byte) string {
+	return fmt.Sprintf("%s%020d-%s.json.zst", basesDir, seq, hashHex(body))
+}
+
+func parseBase(name string) (baseRef, bool) {
+	rest, ok := strings.CutPrefix(name, basesDir)
+	if !ok {
+		return baseRef{}, false
+	}
+	rest, ok = strings.CutSuffix(rest, ".json.zst")
+	seq, hash, ok2 := strings.Cut(rest, "-")
+	if !ok || !ok2 || len(seq) != 20 || len(hash) != 64 {
+		return baseRef{}, false
+	}
+	n, err := strconv.ParseUint(seq, 10, 64)
+	if err != nil {
+		return baseRef{}, false
+	}
+	return baseRef{Name: name, Seq: eventlog.Seq(n), Hash: hash}, true
+}
+
+// chain picks, from the segments listed, a run that covers 1..n without a
+// gap, and returns it with n (0 and nil when segment 1 is missing).
+// Overlaps (a run that crashed after writing a segment and wrote a longer
+// one after) are allowed; the one reaching furthest wins at each step.
+func chain(segs []segment) ([]segment, eventlog.Seq) {
+	var out []segment
+	var end eventlog.Seq
+	for {
+		// The segment starting at or before end+1 that reaches furthest.
+		best, found := segment{}, false
+		for _, s := range segs {
+			if s.First <= end+1 && s.Last > end && (!found || s.Last > best.Last) {
+				best, found = s, true
+			}
+		}
+		if !found {
+			return out, end
+		}
+		out = append(out, best)
+		end = best.Last
+	}
+}

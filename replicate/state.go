@@ -1,0 +1,114 @@
+package replicate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/internal/durable"
+)
+
+// Store file names (their one owner, STYLE rule 4).
+const (
+	// StateName is the replication progress in the store.
+	StateName = "replica.json"
+	// lockName is flocked by the one replicator of a store.
+	lockName = "replica.lock"
+)
+
+// State is replica.json: where replication stands. It is written
+// atomically after every object that moves the replica forward, and after
+// a failed attempt.
+type State struct {
+	URL string `json:"url"`
+	// Store identifies this store to the lease (made at the first
+	// replication, kept for the store's life).
+	Store string `json:"store"`
+	// Logged is the last event uploaded in a segment (0: none).
+	Logged eventlog.Seq `json:"logged"`
+	// Base is the sequence of the newest base uploaded: states up to it
+	// can be restored from the replica.
+	Base eventlog.Seq `json:"base"`
+	// Based: the replica holds a base (Base 0 is a base too: the
+	// workspace before any event).
+	Based bool `json:"based"`
+	// Head is the local log's head when this was written, Pending the
+	// bytes of log and content not yet uploaded then.
+	Head    eventlog.Seq `json:"head"`
+	Pending int64        `json:"pendingBytes"`
+	// Uploaded counts the objects and bytes this store has written to the
+	// replica.
+	Objects int64 `json:"objects"`
+	Bytes   int64 `json:"bytes"`
+	// LastSuccess is when an attempt last finished with the replica up to
+	// date; LastError and LastErrorAt the last failure (cleared by a
+	// success).
+	LastSuccess time.Time `json:"lastSuccess,omitzero"`
+	LastError   string    `json:"lastError,omitempty"`
+	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+}
+
+// ReadState reads the replication state of the store in dir (ErrNotExist
+// when it never replicated).
+func ReadState(dir string) (State, error) {
+	var st State
+	data, err := os.ReadFile(filepath.Join(dir, StateName))
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("replicate: %s: %w", StateName, err)
+	}
+	return st, nil
+}
+
+// loadState reads dir's state for u, or begins one. A store that
+// replicated elsewhere before keeps its identity but starts over for u.
+func loadState(dir string, u URL) (State, error) {
+	st, err := ReadState(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return st, err
+	}
+	if st.Store == "" {
+		st = State{Store: uuid.NewString()}
+	}
+	if st.URL != u.String() {
+		st = State{URL: u.String(), Store: st.Store}
+	}
+	return st, nil
+}
+
+func writeState(dir string, st State) error {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return durable.WriteFileAtomic(dir, StateName, append(data, '\n'), 0o600)
+}
+
+// ErrBusy: another replicator runs on this store.
+var ErrBusy = errors.New("replicate: another replicator runs on this store")
+
+// lockStore takes the store's replicator lock (released when f closes).
+func lockStore(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("replicate: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, ErrBusy
+		}
+		return nil, fmt.Errorf("replicate: lock: %w", err)
+	}
+	return f, nil
+}
