@@ -133,7 +133,7 @@ func (r *Replicator) Run(ctx context.Context) {
 func (r *Replicator) attempt(ctx context.Context, final bool) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
-	defer func() { r.record(err) }()
+	defer func() { r.record(err, final) }()
 	if !r.claimed {
 		if err := r.begin(ctx); err != nil {
 			return err
@@ -371,11 +371,14 @@ func (r *Replicator) save() error {
 	return writeState(r.dir, st)
 }
 
-// record notes how an attempt ended in replica.json.
-func (r *Replicator) record(err error) {
+// record notes how an attempt ended in replica.json (always when force).
+func (r *Replicator) record(err error, force bool) {
+	pending := r.pending()
 	r.mu.Lock()
 	now := time.Now().UTC()
-	changed := (err == nil) != (r.st.LastError == "")
+	changed := force || r.st.LastSuccess.IsZero() || (err == nil) != (r.st.LastError == "") || err != nil && err.Error() != r.st.LastError ||
+		pending != r.st.Pending || r.eng.Head() != r.st.Head
+	r.st.Pending = pending
 	if err != nil {
 		r.st.LastError, r.st.LastErrorAt = err.Error(), now
 	} else {
@@ -390,4 +393,34 @@ func (r *Replicator) record(err error) {
 	if serr := r.save(); serr != nil {
 		r.opts.Logger.Warn("replicate: cannot write the state", "err", serr)
 	}
+}
+
+// pending is the bytes the replica lacks: the log's lines after the last
+// replicated event, and the content their checkpoints name that the
+// replica does not hold.
+func (r *Replicator) pending() int64 {
+	var n int64
+	seen := map[blobstore.ID]bool{}
+	for ev, err := range r.eng.Log().Events(r.State().Logged + 1) {
+		if err != nil {
+			break
+		}
+		if line, err := json.Marshal(ev); err == nil {
+			n += int64(len(line)) + 1
+		}
+		if ev.Type != eventlog.TypeCheckpoint {
+			continue
+		}
+		var cp rewind.Checkpoint
+		if json.Unmarshal(ev.Payload, &cp) != nil {
+			continue
+		}
+		for _, f := range cp.Files {
+			if id, err := blobstore.ParseID(f.Blob); err == nil && !r.known[id] && !seen[id] {
+				seen[id] = true
+				n += f.Bytes
+			}
+		}
+	}
+	return n
 }

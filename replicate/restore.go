@@ -38,12 +38,15 @@ type RestoreResult struct {
 	// replicated history the new store holds (its newest base).
 	Sequence eventlog.Seq `json:"sequence"`
 	History  eventlog.Seq `json:"history"`
-	Files    int          `json:"files"`
-	Dirs     int          `json:"dirs"`
-	Symlinks int          `json:"symlinks"`
-	Bytes    int64        `json:"bytes"`
-	Blobs    int          `json:"blobs"`
-	Skipped  []string     `json:"skipped"`
+	// Files to Bytes count the newest base's tree as written; Rewound
+	// what the rewind to Sequence then did (nil when Sequence is History).
+	Rewound  *rewind.Report `json:"rewound,omitempty"`
+	Files    int            `json:"files"`
+	Dirs     int            `json:"dirs"`
+	Symlinks int            `json:"symlinks"`
+	Bytes    int64          `json:"bytes"`
+	Blobs    int            `json:"blobs"`
+	Skipped  []string       `json:"skipped"`
 }
 
 // ErrNoState: the replica offers no such state (or none at all yet).
@@ -192,10 +195,12 @@ func Restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 		return fail(fmt.Errorf("replicate: restore: the replicated history: %w", err))
 	}
 	if at < base.Seq {
-		if _, err := eng.Rewind(ctx, at); err != nil {
+		rr, err := eng.Rewind(ctx, at)
+		if err != nil {
 			eng.Close()
 			return fail(fmt.Errorf("replicate: restore: rewind to %d: %w", at, err))
 		}
+		res.Rewound = &rr.Report
 	}
 	if err := eng.Close(); err != nil {
 		return fail(err)

@@ -52,7 +52,7 @@ func init() {
 	commands = []*command{
 		mountCmd, umountCmd, stepCmd, runCmd, logCmd, showCmd, diffCmd,
 		rewindCmd, revertCmd, undoCmd, redoCmd, forkCmd, statusCmd, verifyCmd, gcCmd, mcpCmd, uiCmd, hooksCmd,
-		versionCmd, completionCmd,
+		replicateCmd, restoreCmd, versionCmd, completionCmd,
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/zerofs/zerofs/control"
 	zfs "github.com/zerofs/zerofs/fs"
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/replicate"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -39,6 +40,9 @@ var mountCmd = &command{
                          at a step boundary that finds it larger, the oldest
                          history is pruned (a history_pruned event says what
                          went); 0: no bound
+  --replicate URL        copy the history to s3://BUCKET/PREFIX as it is made
+                         (see 'zerofs help replicate'); the workspace never
+                         waits for it
   --debug                log every FUSE request
 
 Without -f, zerofs starts itself again as a daemon (its log goes to
@@ -71,6 +75,7 @@ type mountFlags struct {
 	sync       string
 	debug      bool
 	maxStore   string
+	replicate  string
 }
 
 func runMount(e *env, c *command, args []string) error {
@@ -84,6 +89,7 @@ func runMount(e *env, c *command, args []string) error {
 	fs.StringVar(&mf.sync, "sync", "batch", "")
 	fs.BoolVar(&mf.debug, "debug", false, "")
 	fs.StringVar(&mf.maxStore, "max-store-size", "0", "")
+	fs.StringVar(&mf.replicate, "replicate", "", "")
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -101,6 +107,11 @@ func runMount(e *env, c *command, args []string) error {
 	maxStore, err := parseSize(mf.maxStore)
 	if err != nil {
 		return usagef(c, "--max-store-size: %v", err)
+	}
+	if mf.replicate != "" {
+		if _, err := replicate.ParseURL(mf.replicate); err != nil {
+			return usagef(c, "--replicate: %v", err)
+		}
 	}
 	abs := func(p string) string {
 		if p == "" || filepath.IsAbs(p) {
@@ -170,7 +181,7 @@ func runMount(e *env, c *command, args []string) error {
 		return fmt.Errorf("store %s is in use by a running zerofs (pid %d)", store, pid)
 	}
 	if mf.foreground {
-		return mountForeground(e, opts, store, mf.debug)
+		return mountForeground(e, opts, store, mf.debug, mf.replicate)
 	}
 	return startDaemon(e, daemonArgs(mf, opts), store)
 }
@@ -225,6 +236,9 @@ func daemonArgs(mf mountFlags, opts zfs.Options) []string {
 	}
 	if opts.MaxStore > 0 {
 		args = append(args, "--max-store-size="+strconv.FormatInt(opts.MaxStore, 10))
+	}
+	if mf.replicate != "" {
+		args = append(args, "--replicate="+mf.replicate)
 	}
 	args = append(args, "--", opts.Workspace)
 	if opts.Mountpoint != "" {
@@ -386,7 +400,7 @@ func readyPipe() *os.File {
 // mountForeground mounts and serves until SIGINT or SIGTERM (then it
 // unmounts cleanly: flush, unmount, close the store) or an unmount from
 // outside.
-func mountForeground(e *env, opts zfs.Options, store string, debug bool) (err error) {
+func mountForeground(e *env, opts zfs.Options, store string, debug bool, replicateURL string) (err error) {
 	ready := readyPipe()
 	report := func(msg string) {
 		if ready != nil {
@@ -431,6 +445,21 @@ func mountForeground(e *env, opts zfs.Options, store string, debug bool) (err er
 		logger.Warn("zerofs: cannot write the pid file", "err", perr)
 	}
 	defer pidFile.remove(logger)
+	stopReplication := func() {}
+	if replicateURL != "" {
+		// The store's path may lead into the mount now: its descriptor
+		// names it.
+		stop, err := startReplication(e, m.Engine(), replicateURL, "/proc/self/fd/"+strconv.Itoa(int(storeFD.Fd())), logger)
+		if err != nil {
+			if uerr := m.Unmount(); uerr != nil {
+				logger.Warn("zerofs: unmount after a failed start", "err", uerr)
+			}
+			return err
+		}
+		// Stopped before the unmount closes the engine it reads.
+		stopReplication = stop
+		logger.Info("zerofs: replicating", "url", replicateURL)
+	}
 	logger.Info("zerofs: mounted", "workspace", opts.Workspace, "mountpoint", m.Mountpoint(), "store", store, "pid", os.Getpid())
 	report("ok")
 	// Opening a long history allocates transient memory (reading the
@@ -447,11 +476,13 @@ func mountForeground(e *env, opts zfs.Options, store string, debug bool) (err er
 	select {
 	case s := <-sigs:
 		logger.Info("zerofs: unmounting", "signal", s.String())
+		stopReplication()
 		if err := m.Unmount(); err != nil {
 			return fmt.Errorf("unmount %s: %w", m.Mountpoint(), err)
 		}
 	case <-done:
 		logger.Info("zerofs: unmounted from outside", "mountpoint", m.Mountpoint())
+		stopReplication()
 		if err := m.Unmount(); err != nil { // only waits, and reports the engine's close
 			return err
 		}

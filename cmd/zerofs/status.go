@@ -7,6 +7,7 @@ import (
 
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/replicate"
 )
 
 var statusCmd = &command{
@@ -70,6 +71,7 @@ func runStatus(e *env, c *command, args []string) error {
 		humanBytes(st.NamedBytes), st.Pruned, humanBytes(b.UniqueBytes), ratio(st.NamedBytes, b.UniqueBytes),
 		humanBytes(b.StoredBytes), ratio(b.UniqueBytes, b.StoredBytes), b.Chunks, b.Packs, b.Loose, b.Kept)
 	fmt.Fprintf(w, "captures:  %s\n", st.Captures)
+	replicationLines(w, st.Store, st.Head)
 	if ws.Mounted {
 		for _, warn := range ws.Status.Warnings {
 			fmt.Fprintf(w, "warning:   %s\n", warn)
@@ -141,6 +143,10 @@ type statusJSON struct {
 	// InBacking is true when the caller's working directory is the
 	// directory under the mount (nothing changed from there is recorded).
 	InBacking bool `json:"inBacking"`
+	// Replica is replication's state (replica.json), when the store
+	// replicates; BehindEvents how many events the replica lacks.
+	Replica      *replicate.State `json:"replica,omitempty"`
+	BehindEvents uint64           `json:"replicaBehindEvents,omitempty"`
 }
 
 type stepJSON struct {
@@ -162,6 +168,12 @@ func writeStatusJSON(e *env, st history.Status) error {
 	}
 	if st.Step.Sequence > 0 {
 		out.Step = &stepJSON{Sequence: st.Step.Sequence, Label: st.Step.Label}
+	}
+	if rs, err := replicate.ReadState(st.Store); err == nil {
+		out.Replica = &rs
+		if st.Head > rs.Logged {
+			out.BehindEvents = uint64(st.Head - rs.Logged)
+		}
 	}
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")

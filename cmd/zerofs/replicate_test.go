@@ -1,0 +1,119 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
+)
+
+// TestReplicateAndRestoreCLI: replicate --once an unmounted store,
+// status shows the replica, restore writes any replicated state with the
+// history (show reads it), a second store on the prefix is refused, and
+// bad input is a usage error.
+func TestReplicateAndRestoreCLI(t *testing.T) {
+	testsupport.StartS3(t)
+	s := newStore(t, map[string]string{"keep.txt": "kept\n"})
+	s.step("one")
+	s.write("a.txt", "v1\n")
+	mid := s.step("two")
+	s.write("a.txt", "v2\n")
+	s.step("three")
+	s.close()
+	const url = "s3://replicas/cli"
+	out := mustRun(t, s.ws, "replicate", "--once", url)
+	if !strings.Contains(out, "replicated to "+url+": events 1..") {
+		t.Fatalf("replicate --once said %q", out)
+	}
+	st := mustRun(t, s.ws, "status")
+	if !strings.Contains(st, "replica:   "+url+": events 1..") || !strings.Contains(st, "behind by 0 events") || !strings.Contains(st, "last success") {
+		t.Errorf("status does not show the replica:\n%s", st)
+	}
+
+	dir := filepath.Join(t.TempDir(), "restored")
+	out = mustRun(t, t.TempDir(), "restore", url, dir, "--at", fmt.Sprint(mid))
+	if !strings.Contains(out, fmt.Sprintf("restored @%d of %s", mid, url)) {
+		t.Errorf("restore said %q", out)
+	}
+	if got := readTrim(t, filepath.Join(dir, "a.txt")); got != "v1" {
+		t.Errorf("restored a.txt at %d = %q, want v1", mid, got)
+	}
+	if got := readTrim(t, filepath.Join(dir, "keep.txt")); got != "kept" {
+		t.Errorf("restored keep.txt = %q", got)
+	}
+	// The restored store has the history: the state after v2 too.
+	if got := mustRun(t, dir, "show", fmt.Sprint(mid+2), "a.txt"); got != "v2\n" {
+		t.Errorf("restored history: show %d a.txt = %q, want v2", mid+2, got)
+	}
+	latest := filepath.Join(t.TempDir(), "latest")
+	mustRun(t, "/", "restore", url, latest)
+	if got := readTrim(t, filepath.Join(latest, "a.txt")); got != "v2" {
+		t.Errorf("restore of the newest state: a.txt = %q, want v2", got)
+	}
+
+	other := newStore(t, map[string]string{"x": "y"})
+	other.close()
+	wantFail(t, other.ws, 1, "one writer per prefix", "replicate", "--once", url)
+	wantFail(t, "/", 1, "offers states up to", "restore", url, filepath.Join(t.TempDir(), "n"), "--at", "999")
+	wantFail(t, "/", 1, "exists", "restore", url, dir)
+	wantFail(t, s.ws, 2, "s3://", "replicate", "--once", "http://example/x")
+	wantFail(t, "/", 2, "--at", "restore", url, filepath.Join(t.TempDir(), "n"), "--at", "x")
+}
+
+// TestMountReplicate: a daemon started with --replicate uploads history
+// as it is made through the mount; status shows it caught up; a restore
+// on "another machine" equals the mount's @T, byte for byte (contents,
+// modes, symlinks), for the newest state and an older one.
+func TestMountReplicate(t *testing.T) {
+	needFUSE(t)
+	testsupport.StartS3(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, "src/main.go"), "package main\n")
+	const url = "s3://replicas/mounted"
+	mp := mountT(t, ws, "--replicate", url)
+	binOK(t, mp, "step", "edit")
+	sh(t, mp, "echo hello >> src/main.go; mkdir -p docs; echo doc > docs/a.md; chmod 0600 docs/a.md; ln -s src/main.go link")
+	binOK(t, mp, "step", "more")
+	sh(t, mp, "rm docs/a.md; echo again > src/main.go; chmod 0750 src")
+	binOK(t, mp, "step", "last")
+	head := strings.TrimSpace(readTrim(t, filepath.Join(mp, ".zero/head")))
+	if err := testsupport.Poll(60*time.Second, func() bool {
+		st := binOK(t, mp, "status")
+		return strings.Contains(st, "restorable up to "+head+";") && strings.Contains(st, "behind by 0 events")
+	}); err != nil {
+		t.Fatalf("the replica did not catch up to %s:\n%s", head, binOK(t, mp, "status"))
+	}
+	for _, at := range []string{head, "3"} {
+		dir := filepath.Join(t.TempDir(), "restored")
+		binOK(t, "/", "restore", url, dir, "--at", at)
+		// diff -r compares contents and symlink targets (no
+		// dereference); find lists modes.
+		view := filepath.Join(mp, "@"+at)
+		if out, err := exec.Command("diff", "-r", "--no-dereference", "--exclude=.zero", view, dir).CombinedOutput(); err != nil {
+			t.Errorf("@%s and its restore differ: %v\n%s", at, err, out)
+		}
+		if a, b := modes(t, view), modes(t, dir); a != b {
+			t.Errorf("@%s modes:\n%s\nrestored:\n%s", at, a, b)
+		}
+	}
+}
+
+// modes lists every path under dir with its type and mode.
+func modes(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "find . -path ./.zero -prune -o -printf '%p %M\\n' | sort")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/replicate"
+	"github.com/zerofs/zerofs/rewind"
+)
+
+var replicateCmd = &command{
+	name:    "replicate",
+	usage:   "replicate [--once] URL",
+	summary: "replicate an unmounted store to s3://BUCKET/PREFIX",
+	help: `Copies this workspace's history to S3-compatible storage at URL
+(s3://BUCKET/PREFIX): blobs first, then the log segments that name them,
+then a base (the whole workspace at the current step's start) from which
+'zerofs restore' writes any replicated state. With --once it brings the
+replica up to date and exits; without, it goes on until Ctrl-C or SIGTERM,
+looking for new history every 2 s. For a mounted workspace use
+'zerofs mount --replicate URL'.
+
+Credentials, region and endpoint come from the standard AWS variables and
+files (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE,
+AWS_ENDPOINT_URL for another S3-compatible service). One store per prefix:
+a prefix another store replicates to is refused.
+`,
+	run: runReplicate,
+}
+
+var restoreCmd = &command{
+	name:    "restore",
+	usage:   "restore URL DIR [--at SEQ]",
+	summary: "a workspace from a replica, at any replicated state",
+	help: `Writes the state at SEQ (default: the newest the replica offers) of the
+replica at URL (s3://BUCKET/PREFIX) into DIR, which must not exist (its
+parent must), with a store (DIR/.zero) holding the replicated history:
+'zerofs mount DIR' then has every @T the replica has. A state before the
+newest is reached by a rewind recorded in the new store's log. Every
+object read is checked (content against its hash, the log's sequences); a
+damaged replica is refused and nothing is left in DIR.
+`,
+	run: runRestore,
+}
+
+func runReplicate(e *env, c *command, args []string) error {
+	fs := newFlags(c)
+	once := fs.Bool("once", false, "")
+	pos, rest, err := parseArgs(c, fs, args)
+	if err != nil {
+		return err
+	}
+	pos = append(pos, rest...)
+	if len(pos) != 1 {
+		return usagef(c, "want URL")
+	}
+	u, err := replicate.ParseURL(pos[0])
+	if err != nil {
+		return usagef(c, "%v", err)
+	}
+	ws, err := history.Find(e.cwd)
+	if err != nil {
+		return err
+	}
+	if ws.Mounted {
+		return fmt.Errorf("%s is mounted: replicate it with 'zerofs mount --replicate %s' instead", quote.Name(ws.Root), u)
+	}
+	root, err := os.Open(ws.Root)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	eng, err := rewind.Open(e.ctx, root, rewind.Options{StoreDir: ws.Store, Logger: e.logger()})
+	if errors.Is(err, eventlog.ErrLocked) {
+		return fmt.Errorf("the store %s is in use (mounted elsewhere, or another command): replicate with 'zerofs mount --replicate %s'", quote.Name(ws.Store), u)
+	}
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	b, err := replicate.OpenS3(e.ctx, u)
+	if err != nil {
+		return err
+	}
+	r, err := replicate.Open(eng, b, u, ws.Store, replicate.Options{Logger: e.logger()})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if *once {
+		if err := r.Once(e.ctx); err != nil {
+			return err
+		}
+		st := r.State()
+		fmt.Fprintf(e.stdout, "replicated to %s: events 1..%d, restorable up to %d\n", u, st.Logged, st.Base)
+		return nil
+	}
+	ctx, stop := signal.NotifyContext(e.ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(e.stderr, "zerofs: replicating to %s (Ctrl-C stops)\n", u)
+	r.Run(ctx)
+	return nil
+}
+
+func runRestore(e *env, c *command, args []string) error {
+	fs := newFlags(c)
+	at := fs.String("at", "", "")
+	pos, rest, err := parseArgs(c, fs, args)
+	if err != nil {
+		return err
+	}
+	pos = append(pos, rest...)
+	if len(pos) != 2 {
+		return usagef(c, "want URL and DIR")
+	}
+	u, err := replicate.ParseURL(pos[0])
+	if err != nil {
+		return usagef(c, "%v", err)
+	}
+	opts := replicate.RestoreOptions{Logger: e.logger()}
+	if *at != "" {
+		n, err := strconv.ParseUint(*at, 10, 64)
+		if err != nil {
+			return usagef(c, "--at wants a sequence number, not %q", *at)
+		}
+		opts.At, opts.HasAt = eventlog.Seq(n), true
+	}
+	dir := pos[1]
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(e.cwd, dir)
+	}
+	b, err := replicate.OpenS3(e.ctx, u)
+	if err != nil {
+		return err
+	}
+	res, err := replicate.Restore(e.ctx, b, u, dir, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "restored @%d of %s into %s, with the history 0..%d\n", res.Sequence, u, quote.Name(res.Dir), res.History)
+	fmt.Fprintf(e.stdout, "  wrote @%d: %d files, %d directories, %d symlinks, %s\n", res.History, res.Files, res.Dirs, res.Symlinks, byteSize(res.Bytes))
+	if r := res.Rewound; r != nil {
+		fmt.Fprintf(e.stdout, "  rewound to %d: restored %d, deleted %d, skipped %d\n", res.Sequence, r.Restored, r.Deleted, len(r.Skipped))
+	}
+	for _, p := range res.Skipped {
+		fmt.Fprintf(e.stdout, "  skipped %s (its state was not kept)\n", quote.Name(p))
+	}
+	return nil
+}
+
+// startReplication runs a replicator for a mounted engine in the
+// background; the returned stop ends it and waits (before the engine
+// closes). It never waits for the network: a slow or absent endpoint only
+// delays replication.
+func startReplication(e *env, eng *rewind.Engine, url, store string, logger *slog.Logger) (stop func(), err error) {
+	u, err := replicate.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	b, err := replicate.OpenS3(e.ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	r, err := replicate.Open(eng, b, u, store, replicate.Options{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
+		r.Close()
+	}, nil
+}
+
+// replicationLines is what status says of replication, from the store's
+// replica.json (none when the store never replicated).
+func replicationLines(w io.Writer, store string, head eventlog.Seq) {
+	st, err := replicate.ReadState(store)
+	if err != nil {
+		return
+	}
+	behind := uint64(0)
+	if head > st.Logged {
+		behind = uint64(head - st.Logged)
+	}
+	fmt.Fprintf(w, "replica:   %s: events 1..%d replicated, restorable up to %d; behind by %d events, %s\n",
+		st.URL, st.Logged, st.Base, behind, humanBytes(st.Pending))
+	if !st.LastSuccess.IsZero() {
+		fmt.Fprintf(w, "replica:   last success %s\n", st.LastSuccess.Local().Format(time.DateTime))
+	}
+	if st.LastError != "" {
+		fmt.Fprintf(w, "replica:   last error %s: %s\n", st.LastErrorAt.Local().Format(time.DateTime), oneLine(st.LastError))
+	}
+}
