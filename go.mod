@@ -14,6 +14,7 @@ require (
 	github.com/klauspost/compress v1.20.4
 	github.com/moby/sys/mountinfo v0.7.2
 	github.com/restic/chunker v0.4.0
+	golang.org/x/crypto v0.59.0
 	golang.org/x/sys v0.50.0
 	pgregory.net/rapid v1.3.0
 )

@@ -24,6 +24,9 @@ type Lease struct {
 	Host   string    `json:"host"`
 	PID    int       `json:"pid"`
 	Since  time.Time `json:"since"`
+	// KeyCheck identifies the replica key the objects are sealed with
+	// ("" for none: crypt.go).
+	KeyCheck string `json:"keyCheck,omitempty"`
 }
 
 // LeaseError: the prefix is replicated by another store.
@@ -43,9 +46,9 @@ var ErrLeased = errors.New("replicate: prefix held by another store")
 func (e *LeaseError) Unwrap() error { return ErrLeased }
 
 // claim takes the prefix for store, or finds it already taken by store.
-func claim(ctx context.Context, b Bucket, u URL, store string) error {
+func claim(ctx context.Context, b Bucket, u URL, store, keyCheck string) error {
 	host, _ := os.Hostname()
-	mine := Lease{Format: 1, Store: store, Host: host, PID: os.Getpid(), Since: time.Now().UTC()}
+	mine := Lease{Format: 1, Store: store, Host: host, PID: os.Getpid(), Since: time.Now().UTC(), KeyCheck: keyCheck}
 	body, err := json.Marshal(mine)
 	if err != nil {
 		return err
@@ -68,5 +71,31 @@ func claim(ctx context.Context, b Bucket, u URL, store string) error {
 	if held.Store != store {
 		return &LeaseError{URL: u, Holder: held}
 	}
-	return nil
+	return checkKey(u, held, keyCheck)
+}
+
+// checkKey refuses a key that is not the one the replica was written with.
+func checkKey(u URL, l Lease, keyCheck string) error {
+	switch {
+	case l.KeyCheck == keyCheck:
+		return nil
+	case keyCheck == "":
+		return fmt.Errorf("%w: %s is encrypted: give its key (--replica-key FILE)", ErrKey, u)
+	case l.KeyCheck == "":
+		return fmt.Errorf("%w: %s is not encrypted; it was written without --replica-key", ErrKey, u)
+	}
+	return fmt.Errorf("%w: %s was written with another replica key", ErrKey, u)
+}
+
+// readLease reads a replica's lease (ErrNotFound when it has none).
+func readLease(ctx context.Context, b Bucket, u URL) (Lease, error) {
+	data, err := b.Get(ctx, leaseName)
+	if err != nil {
+		return Lease{}, err
+	}
+	var l Lease
+	if err := json.Unmarshal(data, &l); err != nil || l.Store == "" {
+		return Lease{}, &DamageError{Object: leaseName, Why: fmt.Sprint("not a lease: ", err)}
+	}
+	return l, nil
 }

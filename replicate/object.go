@@ -9,7 +9,6 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
 )
 
@@ -51,7 +50,6 @@ func (e *DamageError) Error() string {
 
 func (e *DamageError) Unwrap() error { return eventlog.ErrCorrupt }
 
-func blobName(id blobstore.ID) string { return blobsDir + id.String() }
 
 func hashHex(b []byte) string {
 	s := sha256.Sum256(b)
@@ -64,6 +62,14 @@ type segment struct {
 	First, Last eventlog.Seq
 	Hash        string
 }
+
+// segmentLogical and baseLogical are the names a sealed segment or base
+// is bound to (crypt.go): the object name without its hash.
+func segmentLogical(first, last eventlog.Seq) string {
+	return fmt.Sprintf("%s%020d-%020d", logDir, first, last)
+}
+
+func baseLogical(seq eventlog.Seq) string { return fmt.Sprintf("%s%020d", basesDir, seq) }
 
 func segmentName(first, last eventlog.Seq, body []byte) string {
 	return fmt.Sprintf("%s%020d-%020d-%s.jsonl.zst", logDir, first, last, hashHex(body))

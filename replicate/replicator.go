@@ -31,6 +31,9 @@ type Options struct {
 	Timeout time.Duration
 	// Logger gets one line per failed attempt. Default slog.Default().
 	Logger *slog.Logger
+	// Key, when set (32 bytes), makes the replica ciphertext only
+	// (crypt.go).
+	Key []byte
 }
 
 // Replicator copies one engine's history to one replica.
@@ -39,8 +42,9 @@ type Replicator struct {
 	b    Bucket
 	url  URL
 	dir  string
-	opts Options
-	lock *os.File
+	opts  Options
+	codec *codec
+	lock  *os.File
 
 	mu sync.Mutex // guards st
 	st State
@@ -48,7 +52,7 @@ type Replicator struct {
 	// The rest belongs to the one goroutine that runs attempts.
 	claimed      bool
 	saved        time.Time             // when replica.json was last written
-	known        map[blobstore.ID]bool // blobs the replica holds
+	known        map[string]bool // the blob objects the replica holds
 	lastBase     time.Time
 	liveCache    map[string]liveBlob
 	liveCacheSeq eventlog.Seq
@@ -73,6 +77,10 @@ func Open(eng *rewind.Engine, b Bucket, u URL, storeDir string, opts Options) (*
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	c, err := newCodec(opts.Key)
+	if err != nil {
+		return nil, err
+	}
 	lock, err := lockStore(storeDir)
 	if err != nil {
 		return nil, err
@@ -85,7 +93,7 @@ func Open(eng *rewind.Engine, b Bucket, u URL, storeDir string, opts Options) (*
 		lock.Close()
 		return nil, err
 	}
-	return &Replicator{eng: eng, b: b, url: u, dir: storeDir, opts: opts, lock: lock, st: st}, nil
+	return &Replicator{eng: eng, b: b, url: u, dir: storeDir, opts: opts, codec: c, lock: lock, st: st}, nil
 }
 
 // Close releases the store's replicator lock.
@@ -162,18 +170,16 @@ func (r *Replicator) attempt(ctx context.Context, final bool) (err error) {
 // after writing an object and before noting it finds it here.
 func (r *Replicator) begin(ctx context.Context) error {
 	st := r.State()
-	if err := claim(ctx, r.b, r.url, st.Store); err != nil {
+	if err := claim(ctx, r.b, r.url, st.Store, r.codec.keyCheck()); err != nil {
 		return err
 	}
 	blobs, err := r.b.List(ctx, blobsDir)
 	if err != nil {
 		return err
 	}
-	known := make(map[blobstore.ID]bool, len(blobs))
+	known := make(map[string]bool, len(blobs))
 	for _, n := range blobs {
-		if id, err := blobstore.ParseID(n[len(blobsDir):]); err == nil {
-			known[id] = true
-		}
+		known[n] = true
 	}
 	segs, bases, err := listReplica(ctx, r.b)
 	if err != nil {
@@ -259,7 +265,7 @@ func (r *Replicator) uploadSegment(ctx context.Context) (more bool, err error) {
 	if last < from {
 		return false, nil
 	}
-	body := compress(buf.Bytes())
+	body := r.codec.seal(segmentLogical(from, last), buf.Bytes())
 	if err := r.put(ctx, segmentName(from, last, body), body); err != nil {
 		return false, err
 	}
@@ -298,7 +304,7 @@ func (r *Replicator) uploadNamed(ctx context.Context, ev eventlog.Event) error {
 // uploadBlob uploads blob id from the store unless the replica holds it.
 // at is the event naming it (0: a base).
 func (r *Replicator) uploadBlob(ctx context.Context, id blobstore.ID, at eventlog.Seq) error {
-	if r.known[id] {
+	if r.known[r.codec.blobName(id)] {
 		return nil
 	}
 	data, err := r.eng.Blobs().Get(id)
@@ -313,13 +319,14 @@ func (r *Replicator) uploadBlob(ctx context.Context, id blobstore.ID, at eventlo
 
 // putBlob uploads content data, whose sha256 is id.
 func (r *Replicator) putBlob(ctx context.Context, id blobstore.ID, data []byte) error {
-	if r.known[id] {
+	name := r.codec.blobName(id)
+	if r.known[name] {
 		return nil
 	}
-	if err := r.put(ctx, blobName(id), compress(data)); err != nil {
+	if err := r.put(ctx, name, r.codec.seal(name, data)); err != nil {
 		return err
 	}
-	r.known[id] = true
+	r.known[name] = true
 	return nil
 }
 
@@ -333,7 +340,7 @@ func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) error {
 	if err != nil {
 		return err
 	}
-	body := compress(raw)
+	body := r.codec.seal(baseLogical(seq), raw)
 	if err := r.put(ctx, baseName(seq, body), body); err != nil {
 		return err
 	}
@@ -416,7 +423,7 @@ func (r *Replicator) pending() int64 {
 			continue
 		}
 		for _, f := range cp.Files {
-			if id, err := blobstore.ParseID(f.Blob); err == nil && !r.known[id] && !seen[id] {
+			if id, err := blobstore.ParseID(f.Blob); err == nil && !r.known[r.codec.blobName(id)] && !seen[id] {
 				seen[id] = true
 				n += f.Bytes
 			}

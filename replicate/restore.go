@@ -28,6 +28,8 @@ type RestoreOptions struct {
 	HasAt bool
 	// Logger for the restored engine's notes. Default slog.Default().
 	Logger *slog.Logger
+	// Key is the replica key the replica was written with (nil: none).
+	Key []byte
 }
 
 // RestoreResult is what a restore wrote.
@@ -66,6 +68,20 @@ func Restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	c, err := newCodec(opts.Key)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	lease, err := readLease(ctx, b, u)
+	if errors.Is(err, ErrNotFound) {
+		return RestoreResult{}, fmt.Errorf("%w: %s holds no replica (no %s)", ErrNoState, u, leaseName)
+	}
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	if err := checkKey(u, lease, c.keyCheck()); err != nil {
+		return RestoreResult{}, err
+	}
 	segs, bases, err := listReplica(ctx, b)
 	if err != nil {
 		return RestoreResult{}, err
@@ -88,7 +104,7 @@ func Restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 		}
 		at = opts.At
 	}
-	bs, err := fetchBase(ctx, b, base)
+	bs, err := fetchBase(ctx, b, c, base)
 	if err != nil {
 		return RestoreResult{}, err
 	}
@@ -121,7 +137,7 @@ func Restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	defer unix.Close(sfd)
 	store := "/proc/self/fd/" + strconv.Itoa(sfd)
 
-	need, cut, err := writeLog(ctx, b, run, base.Seq, sfd)
+	need, cut, err := writeLog(ctx, b, c, run, base.Seq, sfd)
 	if err != nil {
 		return fail(err)
 	}
@@ -136,7 +152,7 @@ func Restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 		}
 	}
 	for id, seq := range need {
-		err := fetchBlob(ctx, b, blobs, id)
+		err := fetchBlob(ctx, b, c, blobs, id)
 		if errors.Is(err, ErrNotFound) && seq < cut {
 			continue // history a gc cut: no state needs it
 		}
@@ -210,7 +226,7 @@ func Restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 }
 
 // fetchBase reads and checks a base.
-func fetchBase(ctx context.Context, b Bucket, ref baseRef) (Base, error) {
+func fetchBase(ctx context.Context, b Bucket, c *codec, ref baseRef) (Base, error) {
 	body, err := b.Get(ctx, ref.Name)
 	if err != nil {
 		return Base{}, err
@@ -218,7 +234,7 @@ func fetchBase(ctx context.Context, b Bucket, ref baseRef) (Base, error) {
 	if hashHex(body) != ref.Hash {
 		return Base{}, &DamageError{Object: ref.Name, Why: "its bytes do not hash to its name"}
 	}
-	raw, err := decompress(ref.Name, body, maxDecoded)
+	raw, err := c.open(ref.Name, baseLogical(ref.Seq), body, maxDecoded)
 	if err != nil {
 		return Base{}, err
 	}
@@ -268,7 +284,7 @@ func fetchBase(ctx context.Context, b Bucket, ref baseRef) (Base, error) {
 // checkpoints name (with the first event naming each) and the gc cut the
 // history ends with. Each segment must hash to its name and hold exactly
 // the sequences it names, in order.
-func writeLog(ctx context.Context, b Bucket, run []segment, upto eventlog.Seq, sfd int) (map[blobstore.ID]eventlog.Seq, eventlog.Seq, error) {
+func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto eventlog.Seq, sfd int) (map[blobstore.ID]eventlog.Seq, eventlog.Seq, error) {
 	fd, err := unix.Openat(sfd, rewind.LogName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, 0, err
@@ -288,7 +304,7 @@ func writeLog(ctx context.Context, b Bucket, run []segment, upto eventlog.Seq, s
 		if hashHex(body) != s.Hash {
 			return nil, 0, &DamageError{Object: s.Name, Why: "its bytes do not hash to its name"}
 		}
-		raw, err := decompress(s.Name, body, maxDecoded)
+		raw, err := c.open(s.Name, segmentLogical(s.First, s.Last), body, maxDecoded)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -355,16 +371,16 @@ func writeLog(ctx context.Context, b Bucket, run []segment, upto eventlog.Seq, s
 }
 
 // fetchBlob copies blob id from the replica into the store, verified.
-func fetchBlob(ctx context.Context, b Bucket, blobs *blobstore.Store, id blobstore.ID) error {
+func fetchBlob(ctx context.Context, b Bucket, c *codec, blobs *blobstore.Store, id blobstore.ID) error {
 	if blobs.Has(id) {
 		return nil
 	}
-	name := blobName(id)
+	name := c.blobName(id)
 	body, err := b.Get(ctx, name)
 	if err != nil {
 		return err
 	}
-	data, err := decompress(name, body, maxObject)
+	data, err := c.open(name, name, body, maxObject)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ flags, and file names for its arguments. Load it with
 
 // flagsOf lists each command's flags, for completion.
 var flagsOf = map[string]string{
-	"mount":     "-f --foreground --store --auto-step --allow-other --sync --max-store-size --replicate --debug",
+	"mount":     "-f --foreground --store --auto-step --allow-other --sync --max-store-size --replicate --replica-key --debug",
 	"step":      "--hook --agent --no-prompt",
 	"run":       "--label",
 	"log":       "--json --stat --all -n",
@@ -37,8 +37,8 @@ var flagsOf = map[string]string{
 	"mcp":       "--workspace",
 	"ui":        "--listen",
 	"hooks":     "--user --project --dry-run --no-prompt",
-	"replicate": "--once",
-	"restore":   "--at",
+	"replicate": "--once --replica-key",
+	"restore":   "--at --replica-key",
 }
 
 func runCompletion(e *env, c *command, args []string) error {

@@ -43,6 +43,7 @@ var mountCmd = &command{
   --replicate URL        copy the history to s3://BUCKET/PREFIX as it is made
                          (see 'zerofs help replicate'); the workspace never
                          waits for it
+  --replica-key FILE     seal what --replicate uploads with this key
   --debug                log every FUSE request
 
 Without -f, zerofs starts itself again as a daemon (its log goes to
@@ -76,6 +77,7 @@ type mountFlags struct {
 	debug      bool
 	maxStore   string
 	replicate  string
+	replicaKey string
 }
 
 func runMount(e *env, c *command, args []string) error {
@@ -90,6 +92,7 @@ func runMount(e *env, c *command, args []string) error {
 	fs.BoolVar(&mf.debug, "debug", false, "")
 	fs.StringVar(&mf.maxStore, "max-store-size", "0", "")
 	fs.StringVar(&mf.replicate, "replicate", "", "")
+	fs.StringVar(&mf.replicaKey, "replica-key", "", "")
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -111,6 +114,17 @@ func runMount(e *env, c *command, args []string) error {
 	if mf.replicate != "" {
 		if _, err := replicate.ParseURL(mf.replicate); err != nil {
 			return usagef(c, "--replicate: %v", err)
+		}
+	}
+	if mf.replicaKey != "" {
+		if mf.replicate == "" {
+			return usagef(c, "--replica-key goes with --replicate")
+		}
+		if !filepath.IsAbs(mf.replicaKey) {
+			mf.replicaKey = filepath.Join(e.cwd, mf.replicaKey)
+		}
+		if _, err := replicate.ReadKey(mf.replicaKey); err != nil {
+			return err
 		}
 	}
 	abs := func(p string) string {
@@ -181,7 +195,7 @@ func runMount(e *env, c *command, args []string) error {
 		return fmt.Errorf("store %s is in use by a running zerofs (pid %d)", store, pid)
 	}
 	if mf.foreground {
-		return mountForeground(e, opts, store, mf.debug, mf.replicate)
+		return mountForeground(e, opts, store, mf.debug, mf.replicate, mf.replicaKey)
 	}
 	return startDaemon(e, daemonArgs(mf, opts), store)
 }
@@ -239,6 +253,9 @@ func daemonArgs(mf mountFlags, opts zfs.Options) []string {
 	}
 	if mf.replicate != "" {
 		args = append(args, "--replicate="+mf.replicate)
+	}
+	if mf.replicaKey != "" {
+		args = append(args, "--replica-key="+mf.replicaKey)
 	}
 	args = append(args, "--", opts.Workspace)
 	if opts.Mountpoint != "" {
@@ -400,7 +417,7 @@ func readyPipe() *os.File {
 // mountForeground mounts and serves until SIGINT or SIGTERM (then it
 // unmounts cleanly: flush, unmount, close the store) or an unmount from
 // outside.
-func mountForeground(e *env, opts zfs.Options, store string, debug bool, replicateURL string) (err error) {
+func mountForeground(e *env, opts zfs.Options, store string, debug bool, replicateURL, replicaKey string) (err error) {
 	ready := readyPipe()
 	report := func(msg string) {
 		if ready != nil {
@@ -449,7 +466,7 @@ func mountForeground(e *env, opts zfs.Options, store string, debug bool, replica
 	if replicateURL != "" {
 		// The store's path may lead into the mount now: its descriptor
 		// names it.
-		stop, err := startReplication(e, m.Engine(), replicateURL, "/proc/self/fd/"+strconv.Itoa(int(storeFD.Fd())), logger)
+		stop, err := startReplication(e, m.Engine(), replicateURL, replicaKey, "/proc/self/fd/"+strconv.Itoa(int(storeFD.Fd())), logger)
 		if err != nil {
 			if uerr := m.Unmount(); uerr != nil {
 				logger.Warn("zerofs: unmount after a failed start", "err", uerr)

@@ -56,6 +56,22 @@ func TestReplicateAndRestoreCLI(t *testing.T) {
 		t.Errorf("restore of the newest state: a.txt = %q, want v2", got)
 	}
 
+	// With a key: sealed; restore needs it.
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sealed := newStore(t, map[string]string{"s.txt": "sealed\n"})
+	sealed.close()
+	mustRun(t, sealed.ws, "replicate", "--once", "--replica-key", keyFile, url+"-sealed")
+	wantFail(t, "/", 1, "--replica-key", "restore", url+"-sealed", filepath.Join(t.TempDir(), "n"))
+	sdir := filepath.Join(t.TempDir(), "s")
+	mustRun(t, "/", "restore", "--replica-key", keyFile, url+"-sealed", sdir)
+	if got := readTrim(t, filepath.Join(sdir, "s.txt")); got != "sealed" {
+		t.Errorf("restored with the key: s.txt = %q", got)
+	}
+	wantFail(t, "/", 1, "want 32 bytes", "restore", "--replica-key", filepath.Join(sdir, "s.txt"), url+"-sealed", filepath.Join(t.TempDir(), "n"))
+
 	other := newStore(t, map[string]string{"x": "y"})
 	other.close()
 	wantFail(t, other.ws, 1, "one writer per prefix", "replicate", "--once", url)

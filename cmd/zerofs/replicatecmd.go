@@ -22,7 +22,7 @@ import (
 
 var replicateCmd = &command{
 	name:    "replicate",
-	usage:   "replicate [--once] URL",
+	usage:   "replicate [--once] [--replica-key FILE] URL",
 	summary: "replicate an unmounted store to s3://BUCKET/PREFIX",
 	help: `Copies this workspace's history to S3-compatible storage at URL
 (s3://BUCKET/PREFIX): blobs first, then the log segments that name them,
@@ -36,13 +36,19 @@ Credentials, region and endpoint come from the standard AWS variables and
 files (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE,
 AWS_ENDPOINT_URL for another S3-compatible service). One store per prefix:
 a prefix another store replicates to is refused.
+
+With --replica-key FILE (32 bytes, raw or as 64 hex digits; make one with
+'head -c32 /dev/urandom > FILE') the bucket holds only ciphertext:
+contents, paths and labels sealed with XChaCha20-Poly1305, blob names
+that do not reveal their content's hash. Keep the key: without it the
+replica cannot be restored.
 `,
 	run: runReplicate,
 }
 
 var restoreCmd = &command{
 	name:    "restore",
-	usage:   "restore URL DIR [--at SEQ]",
+	usage:   "restore URL DIR [--at SEQ] [--replica-key FILE]",
 	summary: "a workspace from a replica, at any replicated state",
 	help: `Writes the state at SEQ (default: the newest the replica offers) of the
 replica at URL (s3://BUCKET/PREFIX) into DIR, which must not exist (its
@@ -50,7 +56,8 @@ parent must), with a store (DIR/.zero) holding the replicated history:
 'zerofs mount DIR' then has every @T the replica has. A state before the
 newest is reached by a rewind recorded in the new store's log. Every
 object read is checked (content against its hash, the log's sequences); a
-damaged replica is refused and nothing is left in DIR.
+damaged replica is refused and nothing is left in DIR. An encrypted
+replica needs its --replica-key FILE.
 `,
 	run: runRestore,
 }
@@ -58,6 +65,7 @@ damaged replica is refused and nothing is left in DIR.
 func runReplicate(e *env, c *command, args []string) error {
 	fs := newFlags(c)
 	once := fs.Bool("once", false, "")
+	keyFile := fs.String("replica-key", "", "")
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -69,6 +77,10 @@ func runReplicate(e *env, c *command, args []string) error {
 	u, err := replicate.ParseURL(pos[0])
 	if err != nil {
 		return usagef(c, "%v", err)
+	}
+	key, err := readKey(*keyFile)
+	if err != nil {
+		return err
 	}
 	ws, err := history.Find(e.cwd)
 	if err != nil {
@@ -94,7 +106,7 @@ func runReplicate(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := replicate.Open(eng, b, u, ws.Store, replicate.Options{Logger: e.logger()})
+	r, err := replicate.Open(eng, b, u, ws.Store, replicate.Options{Logger: e.logger(), Key: key})
 	if err != nil {
 		return err
 	}
@@ -117,6 +129,7 @@ func runReplicate(e *env, c *command, args []string) error {
 func runRestore(e *env, c *command, args []string) error {
 	fs := newFlags(c)
 	at := fs.String("at", "", "")
+	keyFile := fs.String("replica-key", "", "")
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -129,7 +142,11 @@ func runRestore(e *env, c *command, args []string) error {
 	if err != nil {
 		return usagef(c, "%v", err)
 	}
-	opts := replicate.RestoreOptions{Logger: e.logger()}
+	key, err := readKey(*keyFile)
+	if err != nil {
+		return err
+	}
+	opts := replicate.RestoreOptions{Logger: e.logger(), Key: key}
 	if *at != "" {
 		n, err := strconv.ParseUint(*at, 10, 64)
 		if err != nil {
@@ -164,8 +181,12 @@ func runRestore(e *env, c *command, args []string) error {
 // background; the returned stop ends it and waits (before the engine
 // closes). It never waits for the network: a slow or absent endpoint only
 // delays replication.
-func startReplication(e *env, eng *rewind.Engine, url, store string, logger *slog.Logger) (stop func(), err error) {
+func startReplication(e *env, eng *rewind.Engine, url, keyFile, store string, logger *slog.Logger) (stop func(), err error) {
 	u, err := replicate.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	key, err := readKey(keyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +194,7 @@ func startReplication(e *env, eng *rewind.Engine, url, store string, logger *slo
 	if err != nil {
 		return nil, err
 	}
-	r, err := replicate.Open(eng, b, u, store, replicate.Options{Logger: logger})
+	r, err := replicate.Open(eng, b, u, store, replicate.Options{Logger: logger, Key: key})
 	if err != nil {
 		return nil, err
 	}
@@ -212,4 +233,12 @@ func replicationLines(w io.Writer, store string, head eventlog.Seq) {
 	if st.LastError != "" {
 		fmt.Fprintf(w, "replica:   last error %s: %s\n", st.LastErrorAt.Local().Format(time.DateTime), oneLine(st.LastError))
 	}
+}
+
+// readKey reads --replica-key's file (nil when none was given).
+func readKey(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return replicate.ReadKey(path)
 }
