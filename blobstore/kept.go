@@ -406,3 +406,24 @@ func (s *Store) forgetKept(ids map[ID]bool) {
 		}
 	}
 }
+
+// Kept reports whether the file open at fd is a removed file's inode
+// linked into kept/ (also detached, until the next Sync removes the link):
+// one of its links is then the store's own, which the workspace never
+// sees.
+func (s *Store) Kept(fd int) bool {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return false
+	}
+	s.kmu.Lock()
+	ki := s.kept.ino[st.Ino]
+	same := st.Dev == s.kept.dev
+	s.kmu.Unlock()
+	if ki == nil || !same {
+		return false
+	}
+	ki.mu.Lock()
+	defer ki.mu.Unlock()
+	return ki.linked
+}

@@ -75,6 +75,9 @@ func mountT(t *testing.T) string {
 func mountWS(t *testing.T, ws string, flags ...string) {
 	t.Helper()
 	needFUSE(t)
+	if os.Getenv("ZEROFS_TEST_NOOPEN") == "1" {
+		flags = append(flags, "--no-open") // every mount of the e2e tests without OPEN
+	}
 	args := append(append([]string{"mount"}, flags...), ws)
 	out, err := zerofs(t, "/", args...)
 	// Registered before checking err: a mount that half-succeeded is

@@ -134,19 +134,29 @@ func TestViewsReadOnly(t *testing.T) {
 	v := view(mp, h)
 	f := filepath.Join(v, "d/f")
 	for what, err := range map[string]error{
-		"open for write": func() error { _, err := os.OpenFile(f, os.O_WRONLY, 0); return err }(),
-		"create":         func() error { _, err := os.Create(filepath.Join(v, "d/new")); return err }(),
-		"mkdir":          os.Mkdir(filepath.Join(v, "d/dd"), 0o755),
-		"unlink":         os.Remove(f),
-		"rmdir":          os.Remove(filepath.Join(v, "d")),
-		"rename":         os.Rename(f, filepath.Join(v, "d/g")),
-		"rename out":     os.Rename(f, filepath.Join(mp, "g")),
-		"rename in":      os.Rename(filepath.Join(mp, "d/f"), filepath.Join(v, "d/g")),
-		"symlink":        os.Symlink("x", filepath.Join(v, "d/l")),
-		"link":           os.Link(f, filepath.Join(v, "d/l")),
-		"chmod":          os.Chmod(f, 0o600),
-		"truncate":       os.Truncate(f, 0),
-		"setxattr":       syscall.Setxattr(f, "user.x", []byte("1"), 0),
+		"open for write": func() error {
+			w, err := os.OpenFile(f, os.O_WRONLY, 0)
+			if err != nil || !m.fs.noOpen {
+				return err
+			}
+			// Without OPEN (noopen.go) the daemon never sees the open:
+			// the first write is refused.
+			defer w.Close()
+			_, err = w.Write([]byte("x"))
+			return err
+		}(),
+		"create":     func() error { _, err := os.Create(filepath.Join(v, "d/new")); return err }(),
+		"mkdir":      os.Mkdir(filepath.Join(v, "d/dd"), 0o755),
+		"unlink":     os.Remove(f),
+		"rmdir":      os.Remove(filepath.Join(v, "d")),
+		"rename":     os.Rename(f, filepath.Join(v, "d/g")),
+		"rename out": os.Rename(f, filepath.Join(mp, "g")),
+		"rename in":  os.Rename(filepath.Join(mp, "d/f"), filepath.Join(v, "d/g")),
+		"symlink":    os.Symlink("x", filepath.Join(v, "d/l")),
+		"link":       os.Link(f, filepath.Join(v, "d/l")),
+		"chmod":      os.Chmod(f, 0o600),
+		"truncate":   os.Truncate(f, 0),
+		"setxattr":   syscall.Setxattr(f, "user.x", []byte("1"), 0),
 	} {
 		if what == "rename out" || what == "rename in" {
 			// Across the view boundary: EXDEV or EROFS are both refusals.

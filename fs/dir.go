@@ -209,24 +209,33 @@ func (n *wsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.
 
 func (n *wsNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	var child *fusefs.Inode
-	errno := n.entryOp(ctx, "mknod", name, func(dfd int, p string, _ rewind.Seq) (errno syscall.Errno) {
-		if err := unix.Mknodat(dfd, name, createMode(ctx, mode), int(rdev)); err != nil {
+	errno := n.entryOp(ctx, "mknod", name, func(dfd int, p string, step rewind.Seq) (errno syscall.Errno) {
+		fd, err := n.mknod(dfd, name, createMode(ctx, mode), rdev) // noopen.go
+		if err != nil {
 			return sysErrno(err)
 		}
-		if mode&setIDBits != 0 && mode&unix.S_IFMT == unix.S_IFREG {
-			// As Create: the set-id bits come once the file is the caller's.
-			chownNew(ctx, dfd, name, -1)
-			fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		defer func() { n.keepMade(child, fd, step) }()
+		child, errno = n.created(ctx, dfd, name, false, out)
+		if errno == 0 && mode&setIDBits != 0 && mode&unix.S_IFMT == unix.S_IFREG {
+			// As Create: the set-id bits come once the file is the
+			// caller's, after created's chown (a chown clears them).
+			sfd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 			if err == nil {
-				err = setIDAfterChown(ctx, fd, mode)
-				unix.Close(fd)
+				err = setIDAfterChown(ctx, sfd, mode)
+				var st unix.Statx_t
+				if err == nil {
+					if err = statx(sfd, "", &st); err == nil {
+						fillAttr(&st, &out.Attr)
+					}
+				}
+				unix.Close(sfd)
 			}
 			if err != nil {
 				unix.Unlinkat(dfd, name, 0)
+				child = nil
 				return sysErrno(err)
 			}
 		}
-		child, errno = n.created(ctx, dfd, name, false, out)
 		return errno
 	})
 	return child, errno
@@ -304,7 +313,10 @@ func (n *wsNode) linkNamed(a arrival, src string, dfd int, name string) syscall.
 // store rather than copied (rewind.Change).
 func (n *wsNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	return n.entryOpRemoved(ctx, "unlink", name, true, func(dfd int, _ string, _ rewind.Seq) syscall.Errno {
-		return sysErrno(unix.Unlinkat(dfd, name, 0))
+		kept := n.holdRemoved(dfd, name)
+		err := unix.Unlinkat(dfd, name, 0)
+		kept(err == nil)
+		return sysErrno(err)
 	})
 }
 
@@ -382,7 +394,7 @@ func (n *wsNode) Rename(ctx context.Context, name string, newParent fusefs.Inode
 		return engineErrno(n.fs.log, "rename", oldPath, err, seqInvalid)
 	}
 	kept := func(bool) {}
-	if newDir && flags&unix.RENAME_EXCHANGE == 0 {
+	if (newDir || n.fs.noOpen) && flags&unix.RENAME_EXCHANGE == 0 {
 		kept = np.holdRemoved(nfd, newName)
 	}
 	err = unix.Renameat2(ofd, name, nfd, newName, uint(flags))

@@ -37,6 +37,10 @@
 //     is counted per inode (keep.go) for the engine to ask, and calls
 //     Engine.Detach before the handle is handed out, so nothing writes
 //     into a kept inode; O_TRUNC is applied only after that.
+//   - On a mount without OPEN (Options.NoOpen, noopen.go) no request names
+//     a handle: a node's first WRITE, FALLOCATE or COPY_FILE_RANGE in each
+//     step captures it, every such write detaches a kept inode first, and
+//     .zero is a FUSE mount of its own (ctlmount.go).
 //   - Reads, opens for reading, the control files and the views capture
 //     nothing.
 //   - Errors become errnos only in errno.go.

@@ -55,6 +55,13 @@ func TestStoreErrnoReachesUserAsEIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
+	if m.fs.noOpen {
+		// Without OPEN the open captured nothing: a chmod to the same
+		// mode does (the write below is what must fail).
+		if err := os.Chmod(filepath.Join(mp, "g"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	stepT(t, mp, "next")
 
 	// No file of the process may grow beyond the store's pack as it is

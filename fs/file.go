@@ -283,21 +283,37 @@ func (h *wsFile) Release(ctx context.Context) syscall.Errno {
 
 var _ fusefs.NodeCopyFileRanger = (*wsNode)(nil)
 
-// CopyFileRange copies between two workspace handles inside the kernel; the
-// destination is a change like a write.
+// CopyFileRange copies between two workspace files inside the kernel; the
+// destination is a change like a write. Each side is its handle or, on a
+// mount without OPEN, its node (noopen.go).
 func (n *wsNode) CopyFileRange(ctx context.Context, fhIn fusefs.FileHandle, offIn uint64,
 	out *fusefs.Inode, fhOut fusefs.FileHandle, offOut uint64, size uint64, flags uint64) (uint32, syscall.Errno) {
-	in, ok1 := fhIn.(*wsFile)
-	dst, ok2 := fhOut.(*wsFile)
-	if !ok1 || !ok2 {
+	on, ok := out.Operations().(*wsNode)
+	if !ok {
 		return 0, syscall.EXDEV
 	}
-	release, errno := dst.recapture(ctx, "copy_file_range")
+	var release func()
+	var errno syscall.Errno
+	if dst, ok := fhOut.(*wsFile); ok {
+		release, errno = dst.recapture(ctx, "copy_file_range")
+	} else {
+		release, errno = on.writeBegin(ctx, "copy_file_range")
+	}
 	if errno != 0 {
 		return 0, errno
 	}
 	defer release()
+	in, inDone, errno := ioOf(n, fhIn, false, "copy_file_range")
+	if errno != 0 {
+		return 0, errno
+	}
+	defer inDone()
+	dst, dstDone, errno := ioOf(on, fhOut, true, "copy_file_range")
+	if errno != 0 {
+		return 0, errno
+	}
+	defer dstDone()
 	oi, oo := int64(offIn), int64(offOut)
-	k, err := unix.CopyFileRange(in.fd, &oi, dst.fd, &oo, int(size), int(flags))
+	k, err := unix.CopyFileRange(in, &oi, dst, &oo, int(size), int(flags))
 	return uint32(k), sysErrno(err)
 }

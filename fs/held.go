@@ -140,16 +140,28 @@ func (h *heldFds) with(fn func(fd int) error) (ok bool, err error) {
 // dfd, n's backing directory): when removed is reported true, the
 // directory's node, if the kernel knows it, keeps an O_PATH descriptor of
 // it (heldFds). Call it before the removal, the returned func after.
+//
+// On a mount without OPEN (noopen.go) a regular file's node keeps one too:
+// no handle tells the daemon that a process holds it open, so its reads
+// and writes after the removal reach the file through that descriptor.
 func (n *wsNode) holdRemoved(dfd int, name string) func(removed bool) {
 	ch := n.GetChild(name)
-	if ch == nil || !ch.IsDir() {
+	if ch == nil {
+		return func(bool) {}
+	}
+	flags := unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	switch {
+	case ch.IsDir():
+	case n.fs.noOpen && ch.StableAttr().Mode == unix.S_IFREG:
+		flags &^= unix.O_DIRECTORY
+	default:
 		return func(bool) {}
 	}
 	cn, ok := ch.Operations().(*wsNode)
 	if !ok {
 		return func(bool) {}
 	}
-	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(dfd, name, flags, 0)
 	if err != nil {
 		return func(bool) {}
 	}
@@ -173,6 +185,7 @@ func (n *wsNode) OnForget() {
 	if fd, ok := n.held.drain(); ok {
 		n.fs.fds.close(fd)
 	}
+	n.forgetIO()
 }
 
 // statHeld stats the node through an open handle when it has no name.
@@ -220,6 +233,12 @@ var _ fusefs.NodeTmpfiler = (*wsNode)(nil)
 // so nothing is captured; linkat(2) gives it one, captured as absent before
 // like any new name (Link).
 func (n *wsNode) Tmpfile(ctx context.Context, flags, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	if n.fs.noOpen {
+		// Its handle would never be released (noopen.go): the kernel
+		// then answers O_TMPFILE with EOPNOTSUPP, as a filesystem
+		// without it.
+		return nil, nil, 0, syscall.ENOSYS
+	}
 	p, ok := n.path()
 	if !ok {
 		return nil, nil, 0, syscall.ENOENT

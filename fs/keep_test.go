@@ -83,6 +83,12 @@ func TestRemovedFilesKeptThroughMount(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// A write after the removal goes to the removed inode, never
+			// into a kept blob: with OPEN held was copied, not kept;
+			// without (noopen.go) it was kept and this write detaches it.
+			if _, err := held.Write([]byte("after")); err != nil {
+				t.Fatal(err)
+			}
 			held.Close()
 			if err := os.Rename(filepath.Join(mp, "c"), filepath.Join(mp, "b")); err != nil {
 				t.Fatal(err)

@@ -35,8 +35,13 @@ type Options struct {
 	// kernel (FUSE passthrough). Without it, passthrough is used where the
 	// kernel offers it and the daemon may use it (root).
 	NoPassthrough bool
-	Logger        *slog.Logger
-	Debug         bool // go-fuse request tracing
+	// NoOpen serves workspace files without OPEN, RELEASE and FLUSH
+	// (noopen.go): the kernel keeps pages across opens and a warm read
+	// of a tree sends no request per file. No passthrough then; .zero is
+	// a mount of its own (ctlmount.go).
+	NoOpen bool
+	Logger *slog.Logger
+	Debug  bool // go-fuse request tracing
 }
 
 // Mounted is a mounted workspace, as Mount returns it. (The brief named this
@@ -44,10 +49,13 @@ type Options struct {
 type Mounted struct {
 	fs     *fsys
 	server *fuse.Server
-	dirs   *dirlessFS // directories without OPENDIR (opendir.go)
-	root   *os.File   // the workspace root, opened before mounting
-	store  *os.File   // the store directory, opened before mounting
-	mp     string
+	ctl    *fuse.Server // the control directory's own mount, NoOpen only (ctlmount.go)
+	// ctlOnce: ctl is unmounted once.
+	ctlOnce sync.Once
+	dirs    *dirlessFS // directories without OPENDIR (opendir.go)
+	root    *os.File   // the workspace root, opened before mounting
+	store   *os.File   // the store directory, opened before mounting
+	mp      string
 
 	done      chan struct{} // closed when serving ended and the engine is closed
 	closeOnce sync.Once
@@ -143,6 +151,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		writers:    writers,
 		wopen:      wopen,
 		wsMnt:      mountID(int(root.Fd())),
+		noOpen:     opts.NoOpen,
 	}
 	f.root = &wsNode{fs: f}
 
@@ -193,12 +202,23 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		store.Close()
 		return nil, fmt.Errorf("fs: mount %s: %w", mp, err)
 	}
-	if !opts.NoPassthrough {
+	if !opts.NoPassthrough && !opts.NoOpen {
 		f.passthrough.Store(probePassthrough(server, int(store.Fd()), logger))
 	}
 	m := &Mounted{fs: f, server: server, dirs: dirs, root: root, store: store, mp: mp, done: make(chan struct{})}
+	if opts.NoOpen {
+		if m.ctl, err = mountCtl(mp, f, fopts); err != nil {
+			server.Unmount()
+			server.Wait()
+			eng.Close()
+			root.Close()
+			store.Close()
+			return nil, err
+		}
+	}
 	go func() {
 		server.Wait()
+		m.unmountCtl() // gone with the workspace's mount, unless it was not busy
 		m.close()
 		close(m.done)
 	}()
@@ -209,7 +229,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 // where the kernel allows (dirlessFS), negative entries kept (negativeFS).
 func serve(mp string, f *fsys, opts *fusefs.Options) (*fuse.Server, *dirlessFS, error) {
 	opts.MountOptions.ExtraCapabilities |= fuse.CAP_NO_OPENDIR_SUPPORT
-	raw := &dirlessFS{RawFileSystem: fusefs.NewNodeFS(f.root, opts)}
+	raw := &dirlessFS{RawFileSystem: &openlessFS{RawFileSystem: fusefs.NewNodeFS(f.root, opts), on: f.noOpen, opens: &f.opens}}
 	front := &negativeFS{RawFileSystem: raw, rw: &f.rw, timeout: *opts.EntryTimeout, missed: &f.missed}
 	server, err := fuse.NewServer(front, mp, &opts.MountOptions)
 	if err != nil {
@@ -277,6 +297,7 @@ func (m *Mounted) close() error {
 	m.closeOnce.Do(func() {
 		m.closeErr = m.fs.eng.Close()
 		m.fs.fds.closeAll()
+		m.fs.viewIO.closeAll()
 		m.store.Close()
 		m.root.Close()
 	})
@@ -296,6 +317,7 @@ func (m *Mounted) Unmount() error {
 	if err := m.fs.eng.Sync(); err != nil {
 		m.fs.log.Warn("zerofs: flush before unmount failed", "err", err)
 	}
+	m.unmountCtl()
 	if err := m.server.Unmount(); err != nil {
 		m.fs.log.Warn("zerofs: unmount failed, detaching", "mountpoint", m.mp, "err", err)
 		var st unix.Stat_t

@@ -51,6 +51,9 @@ func mountT(t *testing.T, opts Options) *Mounted {
 	if opts.Logger == nil {
 		opts.Logger = testLogger()
 	}
+	if os.Getenv("ZEROFS_TEST_NOOPEN") == "1" {
+		opts.NoOpen = true // every mount of the package's tests without OPEN
+	}
 	m, err := Mount(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("Mount: %v", err)

@@ -55,6 +55,14 @@ type fsys struct {
 	// passthrough: opens of workspace files offer their descriptor for
 	// FUSE passthrough (set once the mount has shown it works).
 	passthrough atomic.Bool
+	// noOpen: the kernel sends no OPEN (Options.NoOpen, noopen.go).
+	noOpen bool
+	// ioFds counts the descriptors nodes keep for requests without a
+	// handle (nodeIO).
+	ioFds atomic.Int64
+	// viewIO: the view nodes holding content open for requests without
+	// a handle, closed at unmount if the kernel never forgot them.
+	viewIO viewIOs
 	// noInvalidate holds the invalidateParts a test switched off.
 	noInvalidate atomic.Uint32
 	// served counts READ and WRITE requests of workspace files that reached
@@ -65,6 +73,8 @@ type fsys struct {
 	flushed atomic.Int64
 	// missed counts LOOKUPs answered ENOENT (negative.go; for tests).
 	missed atomic.Int64
+	// opens counts OPEN requests (noopen.go; for tests).
+	opens atomic.Int64
 
 	writers *writerSet  // passthrough handles open for writing
 	fds     openFds     // every backing descriptor its nodes hold (held.go)
@@ -134,6 +144,8 @@ type wsNode struct {
 	// held: the descriptors of its open handles, for a node without a
 	// name (held.go).
 	held heldFds
+	// io: what it keeps for requests without a handle (noopen.go).
+	io nodeIO
 
 	// suspect: last looked up while a rewind ran, so the kernel's entry
 	// for it may describe what the rewind then changed (rewinds.stale).
@@ -215,7 +227,11 @@ func (n *wsNode) newChild(ctx context.Context, name string, st *unix.Statx_t, ou
 
 func (n *wsNode) OnAdd(ctx context.Context) {
 	if n.isRoot() {
-		n.fs.ctl = n.NewPersistentInode(ctx, &ctlDir{fs: n.fs}, fusefs.StableAttr{Mode: syscall.S_IFDIR})
+		var ctl fusefs.InodeEmbedder = &ctlDir{fs: n.fs}
+		if n.fs.noOpen {
+			ctl = &ctlMountDir{fs: n.fs} // the control mount's mount point (ctlmount.go)
+		}
+		n.fs.ctl = n.NewPersistentInode(ctx, ctl, fusefs.StableAttr{Mode: syscall.S_IFDIR})
 	}
 }
 
@@ -265,6 +281,12 @@ func (n *wsNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.Att
 		if err := statx(h.fd, "", &st); err != nil {
 			return sysErrno(err)
 		}
+	} else if n.fs.noOpen && !n.IsDir() {
+		// Without OPEN no request names the descriptor (noopen.go):
+		// the node's own is its file, its path may name another.
+		if errno := n.statOwn(&st); errno != 0 {
+			return errno
+		}
 	} else if errno := n.stat(&st); errno == syscall.ENOENT || errno == syscall.ESTALE {
 		// A directory open but renamed over, or an open O_TMPFILE file:
 		// the kernel sends no handle, so ask one of the node's own. With
@@ -290,7 +312,7 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 	a := n.fs.rw.arrive()
 	p, ok := n.path()
 	h, _ := f.(*wsFile)
-	if !ok && h == nil {
+	if !ok && h == nil && !n.fs.noOpen {
 		return n.resolveErrno(a, unix.ENOENT)
 	}
 	size, hasSize := in.GetSize()
@@ -310,11 +332,20 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 	defer release()
 	if h != nil && len(changes) > 0 {
 		h.setStep(step)
+	} else if len(changes) > 0 {
+		n.noteStep(step)
 	}
 
 	fd := -1
 	if h != nil {
 		fd = h.fd
+	} else if kept, isKept := n.keptFd(); isKept {
+		// Without OPEN (noopen.go) the node's own descriptor is its
+		// file; its path may name another (after a rewind) or none.
+		defer unix.Close(kept)
+		fd = kept
+	} else if !ok {
+		return n.resolveErrno(a, unix.ENOENT)
 	} else {
 		var done func()
 		var err error

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -37,6 +38,9 @@ type viewNode struct {
 	fs   *fsys
 	t    rewind.Seq
 	path string // workspace path; "" is the view's root
+
+	ioMu sync.Mutex // guards io
+	io   *viewFile  // the content read without a handle (mount without OPEN), opened once
 }
 
 var (
@@ -183,6 +187,16 @@ func (v *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	ch.fill(&out.Attr, ent)
 	out.SetEntryTimeout(viewTimeout)
 	out.SetAttrTimeout(viewTimeout)
+	if v.fs.noOpen && ent.Live && ent.State.Kind == rewind.KindFile {
+		// Without OPEN the kernel serves every reader of the node from
+		// the pages one reader brought in: each lookup checks the
+		// reader against the present path, and the entry is kept for no
+		// time, so every path walk to it is such a lookup (noopen.go).
+		if errno := v.fs.presentAllows(ctx, p, unix.O_RDONLY); errno != 0 {
+			return nil, errno
+		}
+		out.SetEntryTimeout(time.Nanosecond) // 0 would be go-fuse's default
+	}
 	return v.NewInode(ctx, ch, fusefs.StableAttr{Mode: kindMode(ent.State.Kind), Ino: viewIno(v.t, p)}), 0
 }
 
@@ -333,6 +347,99 @@ func (h *viewFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadR
 		}
 		h.f.Close()
 		h.f, h.live = nf, false
+	}
+}
+
+var (
+	_ fusefs.NodeReader      = (*viewNode)(nil)
+	_ fusefs.NodeWriter      = (*viewNode)(nil)
+	_ fusefs.NodeOnForgetter = (*viewNode)(nil)
+)
+
+// Read serves the handle the request carries or, on a mount without OPEN
+// (noopen.go), the content the node opens at its first read and keeps
+// until the kernel forgets it; a live path is checked for the reader at
+// every read, as Open does at every open.
+func (v *viewNode) Read(ctx context.Context, f fusefs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if h, ok := f.(*viewFile); ok {
+		return h.Read(ctx, dest, off)
+	}
+	v.ioMu.Lock()
+	h := v.io
+	if h == nil {
+		fh, _, errno := v.Open(ctx, syscall.O_RDONLY)
+		if errno != 0 {
+			v.ioMu.Unlock()
+			return nil, errno
+		}
+		h = fh.(*viewFile)
+		v.io = h
+		v.fs.viewIO.add(v)
+	}
+	v.ioMu.Unlock()
+	h.mu.Lock()
+	live := h.live
+	h.mu.Unlock()
+	if live {
+		if errno := v.fs.presentAllows(ctx, v.path, unix.O_RDONLY); errno != 0 {
+			return nil, errno
+		}
+	}
+	return h.Read(ctx, dest, off)
+}
+
+// Write: a view is read-only. (Without OPEN an open for writing is not
+// refused, its first write is.)
+func (v *viewNode) Write(ctx context.Context, f fusefs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	return 0, syscall.EROFS
+}
+
+// OnForget closes the content Read kept.
+func (v *viewNode) OnForget() {
+	v.fs.viewIO.remove(v)
+	v.closeIO()
+}
+
+func (v *viewNode) closeIO() {
+	v.ioMu.Lock()
+	defer v.ioMu.Unlock()
+	if v.io != nil {
+		v.io.Release(context.Background())
+		v.io = nil
+	}
+}
+
+// viewIOs are the view nodes whose Read keeps content open.
+type viewIOs struct {
+	mu sync.Mutex // guards m
+	m  map[*viewNode]struct{}
+}
+
+func (s *viewIOs) add(v *viewNode) {
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[*viewNode]struct{}{}
+	}
+	s.m[v] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *viewIOs) remove(v *viewNode) {
+	s.mu.Lock()
+	delete(s.m, v)
+	s.mu.Unlock()
+}
+
+// closeAll closes every node's content: at unmount, when the kernel sends
+// no more FORGETs (a file system mounted below the workspace must not stay
+// busy).
+func (s *viewIOs) closeAll() {
+	s.mu.Lock()
+	m := s.m
+	s.m = nil
+	s.mu.Unlock()
+	for v := range m {
+		v.closeIO()
 	}
 }
 

@@ -403,6 +403,10 @@ func (e *Engine) Detach(fd int) error {
 	return err
 }
 
+// Kept reports whether the file open at fd is a removed file's inode with
+// a link in the store (blobstore.Store.Kept): its link count includes it.
+func (e *Engine) Kept(fd int) bool { return e.blobs.Kept(fd) }
+
 // sameFilesystem reports whether the workspace root and the store's
 // directory dir are on one filesystem (so a workspace file can be
 // hard-linked into the store).

@@ -17,7 +17,8 @@
 # workloads ("always" runs only that pass); "quick" uses smaller files and
 # skips those. Needs root, fio, ripgrep, git, fuse3 (installed with
 # apt-get when missing). Work happens under $BENCH_DIR (default /var/tmp);
-# BENCH_WORKLOADS="find grep ..." runs only those.
+# BENCH_WORKLOADS="find grep ..." runs only those; BENCH_MOUNT_FLAGS="--no-open"
+# adds flags to every mount.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -92,7 +93,8 @@ if [[ ${WORKER:-} == 1 ]]; then
 	trap cleanup EXIT
 
 	mountws() { # mountws WS MP
-		"$BIN" mount --sync "$SYNC" "$1" "$2" >/dev/null
+		# shellcheck disable=SC2086 # BENCH_MOUNT_FLAGS="--no-open": more flags
+		"$BIN" mount --sync "$SYNC" ${BENCH_MOUNT_FLAGS:-} "$1" "$2" >/dev/null
 		mounted+=("$2")
 	}
 	umountws() {

@@ -44,6 +44,9 @@ var mountCmd = &command{
                          (see 'zerofs help replicate'); the workspace never
                          waits for it
   --replica-key FILE     seal what --replicate uploads with this key
+  --no-open              serve files without OPEN, RELEASE and FLUSH requests: a
+                         warm read of a tree costs no request per file; no
+                         passthrough; .zero is a mount of its own (see README)
   --debug                log every FUSE request
 
 Without -f, zerofs starts itself again as a daemon (its log goes to
@@ -78,6 +81,7 @@ type mountFlags struct {
 	maxStore   string
 	replicate  string
 	replicaKey string
+	noOpen     bool
 }
 
 func runMount(e *env, c *command, args []string) error {
@@ -90,6 +94,7 @@ func runMount(e *env, c *command, args []string) error {
 	fs.BoolVar(&mf.allowOther, "allow-other", false, "")
 	fs.StringVar(&mf.sync, "sync", "batch", "")
 	fs.BoolVar(&mf.debug, "debug", false, "")
+	fs.BoolVar(&mf.noOpen, "no-open", false, "")
 	fs.StringVar(&mf.maxStore, "max-store-size", "0", "")
 	fs.StringVar(&mf.replicate, "replicate", "", "")
 	fs.StringVar(&mf.replicaKey, "replica-key", "", "")
@@ -141,6 +146,7 @@ func runMount(e *env, c *command, args []string) error {
 		AllowOther: mf.allowOther,
 		Debug:      mf.debug,
 		MaxStore:   maxStore,
+		NoOpen:     mf.noOpen,
 	}
 	if opts.StoreDir == "." {
 		opts.StoreDir = ""
@@ -247,6 +253,9 @@ func daemonArgs(mf mountFlags, opts zfs.Options) []string {
 	}
 	if mf.debug {
 		args = append(args, "--debug")
+	}
+	if mf.noOpen {
+		args = append(args, "--no-open")
 	}
 	if opts.MaxStore > 0 {
 		args = append(args, "--max-store-size="+strconv.FormatInt(opts.MaxStore, 10))
