@@ -86,6 +86,11 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		return nil, fmt.Errorf("fs: store: %w", err)
 	}
 
+	if opts.NoOpen && os.Geteuid() != 0 && !opts.AllowOther {
+		// fusermount3 checks the mount point as root, and a FUSE mount
+		// without allow_other refuses root (ctlmount.go).
+		return nil, fmt.Errorf("fs: --no-open as an ordinary user needs --allow-other: fusermount3 mounts .zero inside the workspace's mount and must reach it as root")
+	}
 	// A dead zerofs left its mount behind: every access says ENOTCONN.
 	for _, p := range []string{mp, ws} {
 		if err := detachStale(p, logger); err != nil {
