@@ -120,7 +120,7 @@ func (s *Store) Clone(f *os.File) (id ID, n int64, ok bool, err error) {
 		}
 	} else {
 		s.kmu.Lock()
-		s.kept.pending = append(s.kept.pending, id)
+		s.kept.pending = append(s.kept.pending, id.String())
 		s.kmu.Unlock()
 	}
 	return id, n, true, nil

@@ -36,6 +36,12 @@
 // linked as kept/<sha256>, where the filesystem has reflinks (probed at
 // Open: CloneMode); Prune then leaves large kept blobs unpacked.
 //
+// Stashes (stash.go): DIR/kept/p-<32 hex digits> is a workspace file's own
+// inode linked there unread by Stash (an unlink's capture), durable like a
+// kept file. It is no blob: List, Prune and Verify never see it. Name
+// hashes it and links the same inode as DIR/kept/<sha256>; the caller
+// records that and then removes the stash's link with Unstash.
+//
 // Index: the packs are the truth. At Open each pack is indexed from its
 // .idx when that is valid and describes the pack's exact length, else by
 // scanning the pack's records. A writer's Open repairs what a crash left in
@@ -73,7 +79,8 @@
 // read at an offset does not read the blob from its start.
 //
 // Crash points (durable.TestHook, for the SIGKILL tests): "kept:linked"
-// after Keep linked a file, "pack:appended"
+// after Keep linked a file, "kept:stashed" after Stash linked one,
+// "pack:appended"
 // after a record is written to a pack, "prune:removing" after Prune deleted
 // its first old pack, "prune:removed-loose" after each loose blob it
 // deleted.

@@ -51,6 +51,12 @@ type keptInode struct {
 	// detached: its content was copied into a pack (Detach); the link
 	// goes once that pack is durable.
 	detached bool
+	// stash is the inode's name in kept/ while it is a stash (stash.go):
+	// "" when it is none. named says id is its content's hash; stashBytes
+	// is its size as Stash counted it.
+	stash      string
+	named      bool
+	stashBytes int64
 }
 
 // keptState is the store's kept blobs (see Store.kmu).
@@ -61,9 +67,15 @@ type keptState struct {
 	off string
 	// ino: kept inodes and inodes being kept, by inode number.
 	ino map[uint64]*keptInode
-	// pending: linked since the last Sync; their data and entries are
-	// not yet known durable (batch mode).
-	pending []ID
+	// pending: the names in kept/ linked since the last Sync (blob ids
+	// and stashes); their data and entries are not yet known durable
+	// (batch mode).
+	pending []string
+	// stash: the stashes this Store made or named, by name (stash.go).
+	stash map[string]*keptInode
+	// dirDirty: entries were added to kept/ whose inodes' data is
+	// durable already (a stash named): one fsync of kept/ makes them so.
+	dirDirty bool
 	// detached: copied into a pack; their links go after the next Sync.
 	detached []*keptInode
 }
@@ -72,6 +84,7 @@ type keptState struct {
 // kept inodes it holds.
 func (s *Store) openKept() error {
 	s.kept.ino = map[uint64]*keptInode{}
+	s.kept.stash = map[string]*keptInode{}
 	dir := filepath.Join(s.dir, keptDirName)
 	if !s.opts.ReadOnly {
 		if err := os.Mkdir(dir, 0o700); err == nil {
@@ -220,7 +233,7 @@ func (s *Store) Keep(f *os.File, writing func(dev, ino uint64) bool) (id ID, n i
 			}
 		} else {
 			s.kmu.Lock()
-			s.kept.pending = append(s.kept.pending, id)
+			s.kept.pending = append(s.kept.pending, id.String())
 			s.kmu.Unlock()
 		}
 		return id, n, true, nil
@@ -248,7 +261,7 @@ func (s *Store) Keep(f *os.File, writing func(dev, ino uint64) bool) (id ID, n i
 			durable.StartWriteback(f)
 		}
 		s.kmu.Lock()
-		s.kept.pending = append(s.kept.pending, id)
+		s.kept.pending = append(s.kept.pending, id.String())
 		s.kmu.Unlock()
 	}
 	if s.opts.Sync {
@@ -270,52 +283,60 @@ func (s *Store) Keep(f *os.File, writing func(dev, ino uint64) bool) (id ID, n i
 // waits for a Keep of the same inode under way. A kept inode whose content
 // no longer hashes to its name (changed behind the store's back) is
 // ErrCorrupt.
-func (s *Store) Detach(fd int) error {
+//
+// An inode that is a stash not yet named (an unlink that failed after
+// Stash) is hashed first, then copied the same way: stash is its name,
+// for the caller to record what it hashed to (Name returns it) before
+// the write can change the stash's content.
+func (s *Store) Detach(fd int) (stash string, err error) {
 	if s.opts.ReadOnly {
-		return nil
+		return "", nil
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("blobstore: detach: %w", err)
+		return "", fmt.Errorf("blobstore: detach: %w", err)
 	}
 	s.kmu.Lock()
 	ki := s.kept.ino[st.Ino]
 	same := st.Dev == s.kept.dev
 	s.kmu.Unlock()
 	if ki == nil || !same {
-		return nil
+		return "", nil
 	}
 	ki.mu.Lock()
 	defer ki.mu.Unlock()
+	if ki.stash != "" && !ki.named {
+		return ki.stash, s.detachStashLocked(ki)
+	}
 	if !ki.linked || ki.detached {
-		return nil
+		return "", nil
 	}
 	if _, ok := s.lookup(ki.id); !ok {
 		f, err := os.Open(s.keptPath(ki.id))
 		if err != nil {
-			return fmt.Errorf("blobstore: detach %s: %w", ki.id.Short(), err)
+			return "", fmt.Errorf("blobstore: detach %s: %w", ki.id.Short(), err)
 		}
 		id, _, err := s.Put(f)
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("blobstore: detach %s: %w", ki.id.Short(), err)
+			return "", fmt.Errorf("blobstore: detach %s: %w", ki.id.Short(), err)
 		}
 		if id != ki.id {
 			// Changed behind the store's back: the blob is damaged already
 			// (verify reports it). Not detached again.
 			ki.detached = true
-			return fmt.Errorf("%w: kept %s (content hashes to %s)", ErrCorrupt, ki.id, id.Short())
+			return "", fmt.Errorf("%w: kept %s (content hashes to %s)", ErrCorrupt, ki.id, id.Short())
 		}
 	} else if s.opts.Sync {
 		if err := s.settle([]ID{ki.id}); err != nil {
-			return err
+			return "", err
 		}
 	}
 	ki.detached = true
 	s.kmu.Lock()
 	s.kept.detached = append(s.kept.detached, ki)
 	s.kmu.Unlock()
-	return nil
+	return "", nil
 }
 
 // syncKept makes the kept blobs linked since the last call durable (their
@@ -323,8 +344,8 @@ func (s *Store) Detach(fd int) error {
 // ones, whose packed copies the caller has just made durable.
 func (s *Store) syncKept() error {
 	s.kmu.Lock()
-	pending, detached := s.kept.pending, s.kept.detached
-	s.kept.pending, s.kept.detached = nil, nil
+	pending, detached, dirDirty := s.kept.pending, s.kept.detached, s.kept.dirDirty
+	s.kept.pending, s.kept.detached, s.kept.dirDirty = nil, nil, false
 	dir := s.kept.dir
 	s.kmu.Unlock()
 	if dir == nil {
@@ -334,6 +355,7 @@ func (s *Store) syncKept() error {
 		s.kmu.Lock()
 		s.kept.pending = append(pending, s.kept.pending...)
 		s.kept.detached = append(detached, s.kept.detached...)
+		s.kept.dirDirty = s.kept.dirDirty || dirDirty
 		s.kmu.Unlock()
 	}
 	switch {
@@ -351,23 +373,28 @@ func (s *Store) syncKept() error {
 		// A few files: each file's own data, not the whole filesystem's
 		// (a syncfs would write every other writer's dirty pages too):
 		// their writeback began when they were kept.
-		for _, id := range pending {
+		for _, name := range pending {
 			// unix.Open and NewFile, not os.Open: os.Open tries the
 			// poller (four fcntls and an epoll_ctl a file) first.
-			fd, err := unix.Openat(int(dir.Fd()), id.String(), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+			fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 			if errors.Is(err, unix.ENOENT) {
-				continue // detached and removed, or pruned
+				continue // detached and removed, pruned, or a stash named
 			}
 			if err == nil {
-				f := os.NewFile(uintptr(fd), s.keptPath(id))
+				f := os.NewFile(uintptr(fd), filepath.Join(s.dir, keptDirName, name))
 				err = fdatasync(f)
 				f.Close()
 			}
 			if err != nil {
 				restore()
-				return fmt.Errorf("blobstore: sync kept blob %s: %w", id.Short(), err)
+				return fmt.Errorf("blobstore: sync kept blob %s: %w", name, err)
 			}
 		}
+		if err := syncDirFile(dir); err != nil {
+			restore()
+			return fmt.Errorf("blobstore: sync kept blobs: %w", err)
+		}
+	case dirDirty:
 		if err := syncDirFile(dir); err != nil {
 			restore()
 			return fmt.Errorf("blobstore: sync kept blobs: %w", err)

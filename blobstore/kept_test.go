@@ -213,7 +213,7 @@ func TestKeepDetach(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			if err := s.Detach(int(w.Fd())); err != nil {
+			if _, err := s.Detach(int(w.Fd())); err != nil {
 				t.Fatal(err)
 			}
 			if _, inPack := s.lookup(id); !inPack {
@@ -231,7 +231,7 @@ func TestKeepDetach(t *testing.T) {
 			if _, err := os.Lstat(s.keptPath(id)); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("kept link still there after Detach and Sync: %v", err)
 			}
-			if err := s.Detach(int(w.Fd())); err != nil {
+			if _, err := s.Detach(int(w.Fd())); err != nil {
 				t.Fatalf("second Detach: %v", err)
 			}
 			if err := s.Verify(id); err != nil {
@@ -290,10 +290,10 @@ func TestDetachDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if err := s.Detach(int(w.Fd())); !errors.Is(err, ErrCorrupt) {
+	if _, err := s.Detach(int(w.Fd())); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Detach of a changed kept inode: %v, want ErrCorrupt", err)
 	}
-	if err := s.Detach(int(w.Fd())); err != nil {
+	if _, err := s.Detach(int(w.Fd())); err != nil {
 		t.Fatalf("second Detach: %v, want nil (not again)", err)
 	}
 	if err := s.Verify(id); !errors.Is(err, ErrCorrupt) {

@@ -1,0 +1,321 @@
+package blobstore
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/internal/durable"
+)
+
+// Stashes: a workspace file about to lose its last name is linked into
+// kept/ under a name of its own (kept/p-<32 hex digits>) without being read,
+// so that a removal costs a link on the request path, not a read and a hash.
+// Its sha256 is computed later (Name, by the caller's hasher), which links
+// the same inode as the blob kept/<sha256>; once the caller has recorded the
+// name durably, Unstash removes the stash's own link. A stash is the
+// before-state only through the caller's record of its name: Stash does not
+// make it a blob, and List, Prune and verification never see it.
+//
+// Everything Keep guards against holds for a stash too (kept.go): the inode
+// is registered before the writer check, and Detach hashes an unnamed
+// stash before anything can write to it.
+
+// stashPrefix begins every stash's name in kept/.
+const stashPrefix = "p-"
+
+// IsStashName reports whether name is a stash's name as Stash makes them:
+// the prefix and 32 lower-case hex digits. A name read back from the store
+// is untrusted; anything else is damage.
+func IsStashName(name string) bool {
+	rest, ok := strings.CutPrefix(name, stashPrefix)
+	if !ok || len(rest) != 32 {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// newStashName is a fresh random stash name.
+func newStashName() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return stashPrefix + hex.EncodeToString(b[:])
+}
+
+// Stash links f, an open regular workspace file about to lose its last name,
+// into the store under a new stash name, without reading it; n is its size.
+// ok is false, and nothing is stored, when Keep would refuse it (another
+// link, open for writing, another filesystem, a refused link, or larger
+// than Options.MaxSize); the caller copies it instead.
+//
+// With Options.Sync the file's data and its entry in kept/ are durable
+// when Stash returns; without it, Sync makes them so.
+func (s *Store) Stash(f *os.File, writing func(dev, ino uint64) bool) (name string, n int64, ok bool, err error) {
+	if s.opts.ReadOnly {
+		return "", 0, false, ErrReadOnly
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return "", 0, false, fmt.Errorf("blobstore: stash: %w", err)
+	}
+	s.kmu.Lock()
+	if s.kept.dir == nil || s.kept.off != "" || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Dev != s.kept.dev || s.kept.ino[st.Ino] != nil ||
+		(s.opts.MaxSize > 0 && st.Size > s.opts.MaxSize) {
+		s.kmu.Unlock()
+		return "", 0, false, nil
+	}
+	ki := &keptInode{ino: st.Ino}
+	ki.mu.Lock()
+	defer ki.mu.Unlock()
+	s.kept.ino[st.Ino] = ki
+	s.kmu.Unlock()
+	forget := func() {
+		s.kmu.Lock()
+		delete(s.kept.ino, st.Ino)
+		s.kmu.Unlock()
+	}
+	if writing != nil && writing(st.Dev, st.Ino) {
+		forget()
+		return "", 0, false, nil
+	}
+	name = newStashName()
+	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), int(s.kept.dir.Fd()), name, unix.AT_SYMLINK_FOLLOW)
+	switch {
+	case errors.Is(err, unix.EXDEV):
+		forget()
+		s.KeepOff("store on another filesystem")
+		return "", 0, false, nil
+	case err != nil:
+		forget()
+		return "", 0, false, nil
+	}
+	hook("kept:stashed", filepath.Join(s.dir, keptDirName, name))
+	ki.stash, ki.stashBytes = name, st.Size
+	s.kmu.Lock()
+	s.kept.stash[name] = ki
+	if !s.opts.Sync {
+		s.kept.pending = append(s.kept.pending, name)
+	}
+	s.kmu.Unlock()
+	s.mu.Lock()
+	s.looseBytes += st.Size
+	s.mu.Unlock()
+	if !s.opts.Sync {
+		if st.Size >= DefaultChunkAbove {
+			durable.StartWriteback(f)
+		}
+		return name, st.Size, true, nil
+	}
+	if err := fdatasync(f); err != nil {
+		return "", 0, false, fmt.Errorf("blobstore: stash: %w", err)
+	}
+	if err := syncDirFile(s.kept.dir); err != nil {
+		return "", 0, false, fmt.Errorf("blobstore: stash: %w", err)
+	}
+	return name, st.Size, true, nil
+}
+
+// Name hashes the stash name and makes its content a blob: the same inode
+// linked as kept/<sha256>, unless that blob is stored already. The stash
+// keeps its own link until Unstash. A stash named before (by Detach, or an
+// earlier Name) returns what it hashed to then: its inode may have been
+// written since. After a restart the stash is read from the store, which is
+// untrusted: a name that is not a stash's, or not a regular file, is
+// ErrCorrupt; a stash that is not there is ErrNotFound.
+//
+// With Options.Sync the blob's entry in kept/ is durable when Name returns;
+// without it, Sync makes it so.
+func (s *Store) Name(name string) (ID, int64, error) {
+	if s.opts.ReadOnly {
+		return ID{}, 0, ErrReadOnly
+	}
+	if !IsStashName(name) {
+		return ID{}, 0, fmt.Errorf("%w: %q is not a stash name", ErrCorrupt, name)
+	}
+	s.kmu.Lock()
+	ki := s.kept.stash[name]
+	dir := s.kept.dir
+	s.kmu.Unlock()
+	if dir == nil {
+		return ID{}, 0, fmt.Errorf("blobstore: name stash %s: no kept directory", name)
+	}
+	if ki != nil {
+		ki.mu.Lock()
+		defer ki.mu.Unlock()
+		if ki.named {
+			return ki.id, ki.stashBytes, nil
+		}
+	}
+	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return ID{}, 0, fmt.Errorf("%w: stash %s", ErrNotFound, name)
+	case errors.Is(err, unix.ELOOP):
+		return ID{}, 0, fmt.Errorf("%w: stash %s is a symlink", ErrCorrupt, name)
+	case err != nil:
+		return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), filepath.Join(s.dir, keptDirName, name))
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return ID{}, 0, fmt.Errorf("%w: stash %s is not a regular file", ErrCorrupt, name)
+	}
+	id, n, err := HashFile(f)
+	if err != nil {
+		return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
+	}
+	linked := false
+	_, inPack := s.lookup(id)
+	if !inPack {
+		err := unix.Linkat(int(dir.Fd()), name, int(dir.Fd()), id.String(), 0)
+		switch {
+		case err == nil:
+			linked = true
+		case errors.Is(err, unix.EEXIST):
+			// Kept already (another file of the same content).
+		default:
+			return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
+		}
+	}
+	if linked {
+		s.kmu.Lock()
+		k := ki
+		if k == nil {
+			k = s.kept.ino[st.Ino]
+		}
+		if k == nil {
+			k = &keptInode{ino: st.Ino}
+			s.kept.ino[st.Ino] = k
+			s.mu.Lock()
+			s.looseBytes += n
+			s.mu.Unlock()
+		}
+		k.id, k.n, k.linked = id, n, true
+		if !s.opts.Sync {
+			// Only the new entry needs to be durable: the inode's data
+			// is the stash's, made durable with it.
+			s.kept.dirDirty = true
+		}
+		s.kmu.Unlock()
+		if s.opts.Sync {
+			if err := fdatasync(f); err != nil {
+				return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
+			}
+			if err := syncDirFile(dir); err != nil {
+				return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
+			}
+		}
+	} else if inPack && s.opts.Sync {
+		if err := s.settle([]ID{id}); err != nil {
+			return ID{}, 0, err
+		}
+	}
+	if ki != nil {
+		ki.id, ki.named = id, true
+	}
+	return id, n, nil
+}
+
+// detachStashLocked names the unnamed stash ki (its mutex held) by copying
+// its content into a pack, before its inode is written: the pack holds the
+// before-state from then on, and Name returns its id.
+func (s *Store) detachStashLocked(ki *keptInode) error {
+	f, err := os.OpenFile(filepath.Join(s.dir, keptDirName, ki.stash), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("blobstore: detach stash %s: %w", ki.stash, err)
+	}
+	defer f.Close()
+	id, _, err := s.Put(f)
+	if err != nil {
+		return fmt.Errorf("blobstore: detach stash %s: %w", ki.stash, err)
+	}
+	ki.id, ki.named = id, true
+	return nil
+}
+
+// Unstash removes the stash links names (their names recorded, or never
+// named by anything the caller keeps). A name already gone is no error; one
+// that cannot be removed (not a file: the store was tampered with) is left,
+// the others removed, and the first such error returned.
+// The removals need no fsync: a link that comes back after a crash is a
+// stash the caller's recovery finds named, or naming nothing.
+func (s *Store) Unstash(names []string) error {
+	s.kmu.Lock()
+	dir := s.kept.dir
+	s.kmu.Unlock()
+	if dir == nil {
+		return nil
+	}
+	var first error
+	for _, name := range names {
+		if !IsStashName(name) {
+			continue
+		}
+		if err := unix.Unlinkat(int(dir.Fd()), name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			if first == nil {
+				first = fmt.Errorf("blobstore: unstash %s: %w", name, err)
+			}
+			continue
+		}
+		s.kmu.Lock()
+		ki := s.kept.stash[name]
+		delete(s.kept.stash, name)
+		if ki != nil && !ki.linked {
+			if s.kept.ino[ki.ino] == ki {
+				delete(s.kept.ino, ki.ino)
+			}
+			s.mu.Lock()
+			s.looseBytes -= ki.stashBytes
+			s.mu.Unlock()
+		}
+		s.kmu.Unlock()
+	}
+	return first
+}
+
+// Stashes lists the stash names in kept/ (for a recovery to name those its
+// records name and Unstash the others). Other names are left out.
+func (s *Store) Stashes() ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(s.dir, keptDirName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("blobstore: %w", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if IsStashName(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// HasStash reports whether the store holds the stash name as a regular
+// file (a read-only check, for verify).
+func (s *Store) HasStash(name string) bool {
+	if !IsStashName(name) {
+		return false
+	}
+	var st unix.Stat_t
+	err := unix.Lstat(filepath.Join(s.dir, keptDirName, name), &st)
+	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
+}

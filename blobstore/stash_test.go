@@ -1,0 +1,167 @@
+package blobstore
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestStashNameUnstash: a stash is the workspace file's own inode under a
+// stash name, not read and not a blob; Name hashes it and links the same
+// inode as kept/<sha256>, which then reads back verified; Unstash removes
+// only the stash's link; the same content stashed twice names one blob;
+// after a reopen a stash is named from the store.
+func TestStashNameUnstash(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		t.Run(map[bool]string{false: "batch", true: "always"}[sync], func(t *testing.T) {
+			base := t.TempDir()
+			s, err := Open(filepath.Join(base, "blobs"), Options{Sync: sync})
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := randBytes(11, 200<<10)
+			f := wsFile(t, filepath.Join(base, "ws"), data)
+			wsIno, _ := inode(t, f.Name())
+			name, n, ok, err := s.Stash(f, func(_, _ uint64) bool { return false })
+			f.Close()
+			if err != nil || !ok || n != int64(len(data)) || !IsStashName(name) {
+				t.Fatalf("Stash: %q, %d bytes, ok %v, err %v", name, n, ok, err)
+			}
+			os.Remove(f.Name())
+			if ino, _ := inode(t, filepath.Join(base, "blobs", keptDirName, name)); ino != wsIno {
+				t.Fatalf("stash is inode %d, want the workspace file's %d", ino, wsIno)
+			}
+			if _, err := s.Get(Sum(data)); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Get before Name: %v, want ErrNotFound (a stash is no blob)", err)
+			}
+			id, n, err := s.Name(name)
+			if err != nil || id != Sum(data) || n != int64(len(data)) {
+				t.Fatalf("Name: %s, %d bytes, %v; want %s", id.Short(), n, err, Sum(data).Short())
+			}
+			// The same content stashed again names the same blob.
+			g := wsFile(t, filepath.Join(base, "ws"), data)
+			name2, _, ok, err := s.Stash(g, nil)
+			g.Close()
+			if err != nil || !ok {
+				t.Fatalf("second Stash: ok %v, err %v", ok, err)
+			}
+			os.Remove(g.Name())
+			if id2, _, err := s.Name(name2); err != nil || id2 != id {
+				t.Fatalf("second Name: %s, %v; want %s", id2.Short(), err, id.Short())
+			}
+			if err := s.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Unstash([]string{name, name2}); err != nil {
+				t.Fatal(err)
+			}
+			if left, err := s.Stashes(); err != nil || len(left) != 0 {
+				t.Fatalf("Stashes after Unstash: %v, %v; want none", left, err)
+			}
+			if ino, nlink := inode(t, s.keptPath(id)); ino != wsIno || nlink != 1 {
+				t.Fatalf("kept/%s: inode %d, %d links; want the workspace file's %d, 1 link", id.Short(), ino, nlink, wsIno)
+			}
+			if got, err := s.Get(id); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("Get after Name: %d bytes, %v", len(got), err)
+			}
+
+			// A stash left by a crash is named from the store after a
+			// reopen.
+			h := wsFile(t, filepath.Join(base, "ws"), []byte("left by a crash\n"))
+			name3, _, ok, err := s.Stash(h, nil)
+			h.Close()
+			if err != nil || !ok {
+				t.Fatalf("third Stash: ok %v, err %v", ok, err)
+			}
+			os.Remove(h.Name())
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s, err = Open(filepath.Join(base, "blobs"), Options{Sync: sync})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if left, _ := s.Stashes(); len(left) != 1 || left[0] != name3 {
+				t.Fatalf("Stashes after reopen: %v, want [%s]", left, name3)
+			}
+			if id3, _, err := s.Name(name3); err != nil || id3 != Sum([]byte("left by a crash\n")) {
+				t.Fatalf("Name after reopen: %s, %v", id3.Short(), err)
+			}
+		})
+	}
+}
+
+// TestStashUntrusted: a name read back from the store is checked: one that
+// is not a stash name is ErrCorrupt without touching anything, one that is
+// not there ErrNotFound, one that is not a regular file ErrCorrupt.
+func TestStashUntrusted(t *testing.T) {
+	base := t.TempDir()
+	s, err := Open(filepath.Join(base, "blobs"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, name := range []string{"../../etc/passwd", "p-", "p-0123456789abcdef0123456789ABCDEF", Sum(nil).String(), "p-0123456789abcdef0123456789abcdef/x"} {
+		if _, _, err := s.Name(name); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Name(%q): %v, want ErrCorrupt", name, err)
+		}
+	}
+	const missing = "p-0123456789abcdef0123456789abcdef"
+	if _, _, err := s.Name(missing); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Name of a missing stash: %v, want ErrNotFound", err)
+	}
+	for _, mk := range []func(string) error{
+		func(p string) error { return os.Mkdir(p, 0o700) },
+		func(p string) error { return os.Symlink("/etc/passwd", p) },
+	} {
+		p := filepath.Join(base, "blobs", keptDirName, missing)
+		os.RemoveAll(p)
+		if err := mk(p); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Name(missing); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Name of a stash that is not a regular file: %v, want ErrCorrupt", err)
+		}
+	}
+}
+
+// TestStashDetach: an open for writing of a stashed inode not yet named
+// (an unlink that failed after its stash) copies its content into a pack
+// first; Name then returns that content's id, whatever was written since.
+func TestStashDetach(t *testing.T) {
+	base := t.TempDir()
+	s, err := Open(filepath.Join(base, "blobs"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	data := []byte("before the write\n")
+	f := wsFile(t, filepath.Join(base, "ws"), data)
+	name, _, ok, err := s.Stash(f, nil)
+	f.Close()
+	if err != nil || !ok {
+		t.Fatalf("Stash: ok %v, err %v", ok, err)
+	}
+	w, err := os.OpenFile(f.Name(), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	got, err := s.Detach(int(w.Fd()))
+	if err != nil || got != name {
+		t.Fatalf("Detach: %q, %v; want the stash %q", got, err, name)
+	}
+	if _, err := w.WriteAt([]byte("AFTER"), 0); err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := s.Name(name)
+	if err != nil || id != Sum(data) {
+		t.Fatalf("Name after the write: %s, %v; want the content before it (%s)", id.Short(), err, Sum(data).Short())
+	}
+	if b, err := s.Get(id); err != nil || !bytes.Equal(b, data) {
+		t.Fatalf("Get: %q, %v", b, err)
+	}
+}
