@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -72,9 +73,21 @@ func TestCrashDuringKeptRemove(t *testing.T) {
 				}
 				return nil
 			})
-			t.Logf("killed with %d of %d files left, %d kept blobs in the store", left, files, len(kept))
+			stashes := 0
+			for _, e := range kept {
+				if strings.HasPrefix(e.Name(), "p-") {
+					stashes++
+				}
+			}
+			t.Logf("killed with %d of %d files left, %d kept blobs in the store, %d of them stashes not yet named", left, files, len(kept), stashes)
 			if len(kept) == 0 {
 				t.Fatalf("no kept blobs in the store: the removed files were copied")
+			}
+			// The kill falls between removals' stashes and their naming
+			// (the namer waits for a pause in the removals): the
+			// next mount names them.
+			if stashes == 0 {
+				t.Fatalf("no stash in the store at the kill: the crash did not fall between a removal's stash and its name")
 			}
 			if left == files {
 				t.Fatalf("no file was removed before the kill")

@@ -22,6 +22,9 @@ const (
 	// TypeTurn: a person's prompt to an agent began a turn; the steps after
 	// it belong to it until the next turn.
 	TypeTurn = "turn"
+	// TypeStashNamed: the blobs of removed files' stashes, which earlier
+	// checkpoints name by their stash (rewind/internal/index/named.go).
+	TypeStashNamed = "stash_named"
 )
 
 // Event is one line of the log.

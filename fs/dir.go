@@ -32,7 +32,7 @@ func (n *wsNode) entryOp(ctx context.Context, op, name string, fn func(dirfd int
 }
 
 // entryOpRemoved is entryOp whose change says whether name is about to go
-// (rewind.Change.Removed).
+// by an unlink (rewind.Change.Removed and Stash).
 func (n *wsNode) entryOpRemoved(ctx context.Context, op, name string, removed bool, fn func(dirfd int, p string, step rewind.Seq) syscall.Errno) syscall.Errno {
 	if n.isRoot() && rewind.IsReserved(name) {
 		return syscall.EPERM
@@ -43,7 +43,7 @@ func (n *wsNode) entryOpRemoved(ctx context.Context, op, name string, removed bo
 		return n.resolveErrno(a, unix.ENOENT)
 	}
 	p := join(dir, name)
-	release, step, errno := n.begin(ctx, op, rewind.Change{Path: p, Removed: removed})
+	release, step, errno := n.begin(ctx, op, rewind.Change{Path: p, Removed: removed, Stash: removed})
 	if errno != 0 {
 		return errno
 	}
@@ -309,13 +309,20 @@ func (n *wsNode) linkNamed(a arrival, src string, dfd int, name string) syscall.
 	return 0
 }
 
-// Unlink marks its change Removed: the file's inode may be kept in the
-// store rather than copied (rewind.Change).
+// Unlink marks its change Removed and Stash: the file's inode may be
+// linked into the store unread rather than copied (rewind.Change). If the
+// unlink then fails, the file keeps its name and shares its inode with the
+// stash: the stash is named (hashed) at once, before anything can write it.
 func (n *wsNode) Unlink(ctx context.Context, name string) syscall.Errno {
-	return n.entryOpRemoved(ctx, "unlink", name, true, func(dfd int, _ string, _ rewind.Seq) syscall.Errno {
+	return n.entryOpRemoved(ctx, "unlink", name, true, func(dfd int, p string, _ rewind.Seq) syscall.Errno {
 		kept := n.holdRemoved(dfd, name)
 		err := unix.Unlinkat(dfd, name, 0)
 		kept(err == nil)
+		if err != nil {
+			if nerr := n.fs.eng.NameStashes(engineCtx(ctx)); nerr != nil {
+				n.fs.log.Warn("unlink failed, and naming its stash failed too", "path", p, "err", nerr)
+			}
+		}
 		return sysErrno(err)
 	})
 }

@@ -49,6 +49,7 @@ func TestRemovedFilesKeptThroughMount(t *testing.T) {
 			files := map[string]string{
 				"a": "alpha\n", "b": "bravo\n", "c": "charlie\n", "held": "held open for writing\n",
 				"twin": "two names\n", "victim": "its unlink fails\n", "big": string(big),
+				"victim2": "its unlink fails after its stash\n",
 			}
 			for n, c := range files {
 				writeFile(t, filepath.Join(mp, n), c)
@@ -93,6 +94,34 @@ func TestRemovedFilesKeptThroughMount(t *testing.T) {
 			if err := os.Rename(filepath.Join(mp, "c"), filepath.Join(mp, "b")); err != nil {
 				t.Fatal(err)
 			}
+			// An unlink stashes its file: the same inode, linked into
+			// kept/ unread under a stash name, until the namer names it.
+			stashed := map[uint64]bool{}
+			ents, _ := os.ReadDir(filepath.Join(ws, ".zero", "blobs", "kept"))
+			for _, e := range ents {
+				if blobstore.IsStashName(e.Name()) {
+					stashed[inoOf(t, filepath.Join(ws, ".zero", "blobs", "kept", e.Name()))] = true
+				}
+			}
+			if err := m.Engine().NameStashes(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			ents, _ = os.ReadDir(filepath.Join(ws, ".zero", "blobs", "kept"))
+			for _, e := range ents {
+				if blobstore.IsStashName(e.Name()) {
+					t.Errorf("stash %s left after NameStashes", e.Name())
+				}
+			}
+			t.Logf("%d stashes seen before the namer ran", len(stashed))
+			// The same for a stash: victim2's unlink fails after its
+			// stash; an open for writing names it (its content copied)
+			// before anything is written.
+			release2, _, err := m.Engine().Begin(context.Background(), rewind.Caller{}, rewind.Change{Path: "victim2", Removed: true, Stash: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			release2()
+			writeFile(t, filepath.Join(mp, "victim2"), "overwritten too\n")
 			// An unlink that fails after its capture (EBUSY, EACCES):
 			// victim is kept and still in the workspace. Opening it for
 			// writing (O_TRUNC) detaches it before anything is written.
@@ -116,7 +145,7 @@ func TestRemovedFilesKeptThroughMount(t *testing.T) {
 					t.Errorf("kept %s is inode %d, want the workspace file's own %d", n, got, ino[n])
 				}
 			}
-			for _, c := range []string{files["held"], files["twin"], files["victim"]} {
+			for _, c := range []string{files["held"], files["twin"], files["victim"], files["victim2"]} {
 				if _, err := os.Lstat(filepath.Join(keptDir, sumHex(c))); !os.IsNotExist(err) {
 					t.Errorf("%q was kept (%v); want it copied", c, err)
 				}

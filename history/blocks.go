@@ -133,6 +133,16 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 	if err != nil {
 		return nil, nil, 0, err
 	}
+	// The blobs of removed files' stashes, named by later events.
+	named := map[string]rewind.Named{}
+	for _, ev := range evs {
+		var p rewind.NamedPayload
+		if ev.Type == eventlog.TypeStashNamed && json.Unmarshal(ev.Payload, &p) == nil {
+			for _, n := range p.Named {
+				named[n.Kept] = n
+			}
+		}
+	}
 	var blocks []*Block
 	var turns []Turn
 	var turn Seq                    // the turn new blocks belong to
@@ -147,6 +157,13 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 			seen[b] = map[string]bool{}
 		}
 		for _, f := range files {
+			if n, ok := named[f.Kept]; ok && f.Kept != "" && f.Blob == "" && n.Sequence == seq {
+				if n.Lost != "" {
+					f.Skipped, f.Reason = true, n.Lost
+				} else {
+					f.Blob, f.Bytes = n.Blob, n.Bytes
+				}
+			}
 			if !seen[b][f.Path] {
 				seen[b][f.Path] = true
 				b.Files = append(b.Files, f)

@@ -139,7 +139,7 @@ func (e *Engine) captureForRewind(ctx context.Context, plan *rewindPlan) (Seq, e
 	}
 	files := make([]FileState, 0, len(paths))
 	for _, p := range paths {
-		st, err := e.readState(p, false)
+		st, err := e.readState(p, false, false)
 		if err != nil {
 			return 0, err
 		}

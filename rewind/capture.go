@@ -51,11 +51,16 @@ func (c Caller) resolved() Caller {
 // a rename): a regular file with one link that no handle holds open for
 // writing (Options.OpenForWrite) is then kept, its inode hard-linked into
 // the store (blobstore.Store.Keep), instead of copied.
+//
+// Stash, with Removed, says the name goes by an unlink: such a file is
+// stashed instead (linked into the store unread, its blob named after the
+// request returns: stash.go).
 type Change struct {
 	Path    string
 	Tree    bool
 	From    string
 	Removed bool
+	Stash   bool
 }
 
 // Begin is called before every mutating operation. It takes the workspace
@@ -123,13 +128,13 @@ func (e *Engine) CaptureLocked(ctx context.Context, who Caller, changes ...Chang
 	if err != nil {
 		return err
 	}
-	var removed map[string]bool
+	var removed map[string]removal
 	for _, c := range changes {
 		if c.Removed {
 			if removed == nil {
-				removed = map[string]bool{}
+				removed = map[string]removal{}
 			}
-			removed[c.Path] = true
+			removed[c.Path] = removal{stash: c.Stash}
 		}
 	}
 	for attempt := 0; ; attempt++ {
@@ -235,7 +240,7 @@ func (e *Engine) claim(paths []string) (mine []string, theirs []*capture, label 
 // captureClaimed stores the before-states of paths (blobs first, then one
 // checkpoint event), then releases the claim. The files among removed are
 // kept rather than copied where they can be.
-func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string, removed map[string]bool, label string, step Seq) (err error) {
+func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string, removed map[string]removal, label string, step Seq) (err error) {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -256,17 +261,33 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 	}()
 	who = who.resolved()
 	files := make([]FileState, 0, len(paths))
+	stashed := 0
 	for _, p := range paths {
-		st, err := e.readState(p, removed[p])
+		r, gone := removed[p]
+		st, err := e.readState(p, gone, r.stash)
 		if err != nil {
+			e.unstashFailed(files)
 			return err
 		}
 		st.PID, st.Comm = who.PID, who.Comm
 		files = append(files, st)
+		if st.Kept != "" {
+			stashed++
+		}
 	}
-	_, err = e.appendCheckpoint(ctx, label, files)
-	return err
+	if _, err = e.appendCheckpoint(ctx, label, files); err != nil {
+		e.unstashFailed(files)
+		return err
+	}
+	if stashed > 0 {
+		e.wakeNamer()
+	}
+	return nil
 }
+
+// removal is how a removed path's file may be captured: stash says by a
+// stash (an unlink), else kept.
+type removal struct{ stash bool }
 
 // appendCheckpoint appends a checkpoint naming files and adds it to the
 // index. With Options.Sync the blobs are already durable (Put synced) and
@@ -289,7 +310,7 @@ func (e *Engine) appendCheckpoint(ctx context.Context, label string, files []Fil
 // regular file's content as a blob: kept (its inode linked into the store)
 // when removed says its name is about to go and the store can keep it,
 // else copied.
-func (e *Engine) readState(p string, removed bool) (FileState, error) {
+func (e *Engine) readState(p string, removed, stash bool) (FileState, error) {
 	st, err := e.ws.lstat(p)
 	if isMissing(err) {
 		return FileState{Path: p, Absent: true}, nil
@@ -325,6 +346,16 @@ func (e *Engine) readState(p string, removed bool) (FileState, error) {
 		defer f.Close()
 		if fs.Xattrs, err = fdXattrs(int(f.Fd())); err != nil {
 			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+		}
+		if removed && stash && st.Nlink == 1 {
+			name, n, ok, err := e.blobs.Stash(f, e.openForWrite)
+			if err != nil {
+				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			}
+			if ok {
+				fs.Kept, fs.Bytes = name, n
+				return fs, nil
+			}
 		}
 		if removed && st.Nlink == 1 {
 			id, n, ok, err := e.blobs.Keep(f, e.openForWrite)
@@ -395,7 +426,12 @@ func (e *Engine) CaptureMode() string {
 // A kept blob found damaged (changed behind the mount's back) is logged
 // and the write goes ahead: refusing it would save nothing.
 func (e *Engine) Detach(fd int) error {
-	err := e.blobs.Detach(fd)
+	stash, err := e.blobs.Detach(fd)
+	if err == nil && stash != "" {
+		// An unlink failed after its stash: the stash's content is now
+		// in a pack, and the log names it before anything is written.
+		return e.NameStashes(context.Background())
+	}
 	if errors.Is(err, blobstore.ErrCorrupt) {
 		e.opts.Logger.Warn("rewind: a kept before-state was changed outside the mount", "err", err)
 		return nil

@@ -168,6 +168,14 @@ type Engine struct {
 
 	// flushMu serialises flushes (blobs, then log).
 	flushMu sync.Mutex
+	// nameMu serialises the naming of stashes (stash.go); taken after
+	// wsMu, before flushMu.
+	nameMu   sync.Mutex
+	nameWake chan struct{}
+	// stashes counts the stashes recorded, for the namer to see a burst
+	// of removals go on.
+	stashes      atomic.Uint64
+	namerStopped chan struct{}
 	// failed holds the first failed flush or unrecoverable rewind: history
 	// can no longer be made durable, so every later change is refused with
 	// it. Read without a lock on every change.
@@ -242,17 +250,19 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		opts:      opts,
-		ws:        workspace{root: root},
-		log:       log,
-		blobs:     blobs,
-		state:     index.NewState(),
-		captured:  map[string]bool{},
-		inflight:  map[string]*capture{},
-		dirty:     make(chan struct{}, 1),
-		snapEvery: snapshotEvery,
-		stop:      make(chan struct{}),
-		stopped:   make(chan struct{}),
+		opts:         opts,
+		ws:           workspace{root: root},
+		log:          log,
+		blobs:        blobs,
+		state:        index.NewState(),
+		captured:     map[string]bool{},
+		inflight:     map[string]*capture{},
+		dirty:        make(chan struct{}, 1),
+		nameWake:     make(chan struct{}, 1),
+		namerStopped: make(chan struct{}),
+		snapEvery:    snapshotEvery,
+		stop:         make(chan struct{}),
+		stopped:      make(chan struct{}),
 	}
 	from := Seq(1)
 	if snapErr == nil && log.Resumed() {
@@ -277,7 +287,13 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		log.Close()
 		return nil, err
 	}
+	if err := e.recoverStashes(ctx); err != nil {
+		blobs.Close()
+		log.Close()
+		return nil, err
+	}
 	go e.flusher()
+	go e.namer()
 	return e, nil
 }
 
@@ -330,9 +346,13 @@ func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		close(e.stop)
 		<-e.stopped
+		<-e.namerStopped
 		e.wsMu.Lock()
 		defer e.wsMu.Unlock()
-		err = e.Sync()
+		err = e.NameStashes(context.Background())
+		if err == nil {
+			err = e.Sync()
+		}
 		if err == nil && e.Head() != Seq(e.snapHead.Load()) {
 			if serr := e.writeSnapshot(); serr != nil {
 				e.opts.Logger.Warn("rewind: could not save the index snapshot; the next mount reads the whole log", "err", serr)
@@ -491,7 +511,7 @@ func (e *Engine) flusher() {
 			e.opts.Logger.Error("rewind: flushing captures failed; refusing further changes", "err", err)
 			continue
 		}
-		if e.snapshotDue() {
+		if e.snapshotDue() && !e.index.HasUnnamed() {
 			e.wsMu.Lock()
 			if err := e.writeSnapshot(); err != nil {
 				e.opts.Logger.Warn("rewind: could not save the index snapshot", "err", err)

@@ -46,6 +46,9 @@ func (e *Engine) GCWith(ctx context.Context, req GCRequest) (GCResult, error) {
 func (e *Engine) gc(ctx context.Context, req GCRequest, pp PrunedPayload) (GCResult, error) {
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
+	if err := e.NameStashes(ctx); err != nil {
+		return GCResult{}, err
+	}
 	before := req.Before
 	for _, s := range []Seq{req.Before, req.ThinBefore} {
 		if s > e.Head() {

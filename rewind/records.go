@@ -26,6 +26,10 @@ type (
 	PrunedPayload = index.PrunedPayload
 	// ThinnedPayload is the payload of a history_thinned event.
 	ThinnedPayload = index.ThinnedPayload
+	// NamedPayload is a stash_named event's payload, Named one stash it
+	// names (stash.go).
+	NamedPayload = index.NamedPayload
+	Named        = index.Named
 	// ThinInterval is one interval a thin gave up.
 	ThinInterval = index.ThinInterval
 	// Foreign is a path whose present state was made outside the agent's

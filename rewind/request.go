@@ -133,6 +133,9 @@ type LineCount struct {
 func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
+	if err := e.NameStashes(ctx); err != nil {
+		return Result{}, err
+	}
 	if err := e.Sync(); err != nil {
 		return Result{}, err
 	}

@@ -18,6 +18,11 @@ var snapshotEvery Seq = 50_000
 // caller holds wsMu for writing, so they agree: no event is appended
 // meanwhile.
 func (e *Engine) writeSnapshot() error {
+	if e.index.HasUnnamed() {
+		// A snapshot holds no stash names still to be named (stash.go);
+		// a later one will cover these records.
+		return nil
+	}
 	r := e.log.Resume()
 	if err := index.WriteSnapshot(e.opts.StoreDir, r, e.state); err != nil {
 		return err

@@ -77,6 +77,10 @@ func (e *Engine) ChildAt(dir, name string, t Seq) (Entry, error) {
 // the live state.
 func (e *Engine) childAt(p string, t, limit Seq) (Entry, error) {
 	if rec, ok := e.index.At(p, t, limit); ok {
+		rec, err := e.named(rec, p, t, limit)
+		if err != nil {
+			return Entry{}, err
+		}
 		return Entry{Exists: !rec.State.Absent, State: rec.State, From: rec.Seq}, nil
 	}
 	return e.live(p)

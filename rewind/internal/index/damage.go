@@ -84,11 +84,17 @@ func checkRecord(f FileState) string {
 	if r := checkRenamed(f); r != "" {
 		return r
 	}
+	if f.Kept != "" && !blobstore.IsStashName(f.Kept) {
+		return fmt.Sprintf("a bad stash name %q", f.Kept)
+	}
 	if f.Absent || f.Skipped {
 		return ""
 	}
 	switch f.Kind {
 	case KindFile:
+		if f.Kept != "" && f.Blob == "" {
+			break // named by a later stash_named event
+		}
 		if _, err := blobstore.ParseID(f.Blob); err != nil {
 			return fmt.Sprintf("file with a bad blob id %q", f.Blob)
 		}
@@ -142,7 +148,7 @@ func CheckEvent(logPath string, ev eventlog.Event) error {
 // decodeEvent parses the payload of an event zerofs reads and checks what
 // the payload says of the log itself (a checkpoint's records are checked by
 // the index as they are added). It returns a Checkpoint, RewindPayload,
-// PrunedPayload or ThinnedPayload, or nil for other types.
+// PrunedPayload, ThinnedPayload or NamedPayload, or nil for other types.
 func DecodeEvent(logPath string, ev eventlog.Event) (any, error) {
 	bad := func(what string, err error) error {
 		return &DamageError{File: logPath, Line: int(ev.Seq), Reason: fmt.Sprintf("bad %s payload: %v", what, err)}
@@ -176,6 +182,8 @@ func DecodeEvent(logPath string, ev eventlog.Event) (any, error) {
 		return pp, nil
 	case eventlog.TypeHistoryThinned:
 		return decodeThinned(logPath, ev)
+	case eventlog.TypeStashNamed:
+		return decodeNamed(logPath, ev)
 	}
 	return nil, nil
 }

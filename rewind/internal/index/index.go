@@ -37,6 +37,9 @@ type Index struct {
 	// moves holds the rename sides recorded per path, sorted by sequence
 	// (renames.go); nil while there are none.
 	moves map[string][]move
+	// unnamed holds the records whose stash is not named yet, by stash
+	// name (named.go).
+	unnamed map[string]unnamedRec
 }
 
 // pathRecords are one path's records: seqs[i] is the sequence of the i-th
@@ -69,6 +72,12 @@ func (ix *Index) Add(seq Seq, files []FileState) error {
 		pr.seqs = append(pr.seqs, seq)
 		pr.offs = append(pr.offs, ix.arena.add(f))
 		ix.addMoveLocked(seq, f)
+		if f.Kept != "" && f.Blob == "" && !f.Absent && !f.Skipped {
+			if ix.unnamed == nil {
+				ix.unnamed = map[string]unnamedRec{}
+			}
+			ix.unnamed[f.Kept] = unnamedRec{id: ix.ids[f.Path], seq: seq}
+		}
 	}
 	return nil
 }

@@ -55,6 +55,11 @@ type FileState struct {
 	// other fields are Path's own before-state, as in any record.
 	RenamedTo   string `json:"renamedTo,omitempty"`
 	RenamedFrom string `json:"renamedFrom,omitempty"`
+	// Kept is a removed file's stash in the store (blobstore/stash.go):
+	// linked there unread, so the checkpoint has no Blob; a later
+	// stash_named event names its blob (named.go), and the index then
+	// gives the record that Blob.
+	Kept string `json:"kept,omitempty"`
 }
 
 // Owned reports whether the record names its owner (uid and gid).

@@ -42,6 +42,8 @@ import (
 // never half); the engine writes it at Close, after gc, and every so many
 // events.
 //
+// Version 10 added the records' stash names (FileState.Kept); a snapshot
+// is written only while every stash its records name is named (named.go).
 // Version 9 added to the turns' marks their agent session (undo of a
 // whole turn finds a step's turn as the log groups it).
 // Version 8 added the records' rename sides (renames.go). Version 7 added
@@ -57,7 +59,7 @@ const (
 	SnapshotName = "index.snapshot"
 	// SnapshotMagic begins it, and SnapshotVersion follows.
 	SnapshotMagic   = "zerofs index snapshot\n"
-	SnapshotVersion = 9
+	SnapshotVersion = 10
 )
 
 // snapshotState is what the fold derives from the log besides the index.
@@ -389,6 +391,9 @@ func stateSize(b []byte) int {
 		d.next(d.count(1))
 	}
 	if flags&stateRenamedFrom != 0 {
+		d.next(d.count(1))
+	}
+	if flags&stateKept != 0 {
 		d.next(d.count(1))
 	}
 	if d.err != nil {

@@ -60,6 +60,8 @@ func (s *State) Add(ev eventlog.Event) error {
 		s.addPruned(ev.Seq, p)
 	case ThinnedPayload:
 		s.addThinned(ev.Seq, p)
+	case NamedPayload:
+		s.AddNamed(ev.Seq, p)
 	default:
 		s.mu.Lock()
 		s.markEvent(ev, nil)
@@ -80,6 +82,13 @@ func (s *State) AddCheckpoint(seq Seq, files []FileState) error {
 	s.head = max(s.head, seq)
 	s.mu.Unlock()
 	return nil
+}
+
+// AddNamed folds a stash_named event: the records it names get their
+// blobs.
+func (s *State) AddNamed(seq Seq, p NamedPayload) {
+	s.ix.Name(p.Named)
+	s.setHead(seq)
 }
 
 // AddStep folds a tool_call the engine has just appended.

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/zerofs/zerofs/blobstore"
 )
 
 // The index keeps each record's FileState packed (the path aside: the index
@@ -26,6 +28,7 @@ import (
 //	xattrs   if stateXattrs: uvarint count, then each name and value as
 //	         strings, names sorted
 //	renamedTo, renamedFrom: a string each, if stateRenamedTo, stateRenamedFrom
+//	kept     a string if stateKept (the stash name of a removed file)
 //
 // TestStateCodecKeepsEveryField fails when FileState gains a field this
 // codec does not carry: extend encodeState and decodeState with it (and bump
@@ -44,7 +47,10 @@ const (
 	stateRenamedFrom = 1 << 9
 	stateRenamed     = stateRenamedTo | stateRenamedFrom
 
-	stateFlags = stateAbsent | stateSkipped | stateBlobRaw | stateBlobText | stateUID | stateGID | stateMTime | stateXattrs | stateRenamed
+	// A removed file's stash (named.go).
+	stateKept = 1 << 10
+
+	stateFlags = stateAbsent | stateSkipped | stateBlobRaw | stateBlobText | stateUID | stateGID | stateMTime | stateXattrs | stateRenamed | stateKept
 )
 
 // Kind codes; kindOther is followed by the kind as a string (a log may
@@ -83,6 +89,9 @@ func encodeState(b []byte, f FileState) []byte {
 	}
 	if f.RenamedFrom != "" {
 		flags |= stateRenamedFrom
+	}
+	if f.Kept != "" {
+		flags |= stateKept
 	}
 	var raw [32]byte
 	if f.Blob != "" {
@@ -139,6 +148,9 @@ func encodeState(b []byte, f FileState) []byte {
 	}
 	if f.RenamedFrom != "" {
 		b = appendString(b, f.RenamedFrom)
+	}
+	if f.Kept != "" {
+		b = appendString(b, f.Kept)
 	}
 	return b
 }
@@ -200,6 +212,9 @@ func decodeState(b []byte) FileState {
 	}
 	if flags&stateRenamedFrom != 0 {
 		f.RenamedFrom = d.string()
+	}
+	if flags&stateKept != 0 {
+		f.Kept = d.string()
 	}
 	return f
 }
@@ -323,8 +338,8 @@ func checkPacked(p string, b []byte) string {
 	d.varint()               // pid
 	d.next(int(d.uvarint())) // reason
 	target := d.next(int(d.uvarint()))
-	xattrs := ""
-	if flags&stateXattrs != 0 {
+	xattrs, kept := "", ""
+	if flags&(stateXattrs|stateKept) != 0 {
 		d.next(int(d.uvarint())) // comm
 		if flags&stateUID != 0 {
 			d.uvarint()
@@ -336,12 +351,17 @@ func checkPacked(p string, b []byte) string {
 			d.varint()
 			d.uvarint()
 		}
-		xs := map[string][]byte{}
-		for n := d.uvarint(); n > 0; n-- {
-			name := d.string()
-			xs[name] = d.next(int(d.uvarint()))
+		if flags&stateXattrs != 0 {
+			xs := map[string][]byte{}
+			for n := d.uvarint(); n > 0; n-- {
+				name := d.string()
+				xs[name] = d.next(int(d.uvarint()))
+			}
+			xattrs = CheckXattrs(xs)
 		}
-		xattrs = CheckXattrs(xs)
+		if flags&stateKept != 0 {
+			kept = d.string()
+		}
 	}
 	switch {
 	case mode&^0o7777 != 0:
@@ -352,13 +372,18 @@ func checkPacked(p string, b []byte) string {
 		return "the workspace root recorded as something other than a directory"
 	case xattrs != "":
 		return xattrs
+	case kept != "" && !blobstore.IsStashName(kept):
+		return "a bad stash name"
 	case absent || skipped:
 		return ""
 	}
 	switch kind {
 	case kindFile:
-		if flags&stateBlobRaw == 0 {
+		if flags&stateBlobRaw == 0 && kept == "" {
 			return "file with a bad blob id" // a valid id is always packed raw
+		}
+		if flags&stateBlobText != 0 {
+			return "file with a bad blob id"
 		}
 	case kindDir:
 	case kindSymlink:

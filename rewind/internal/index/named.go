@@ -1,0 +1,136 @@
+package index
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// A removed file's checkpoint record may name its before-state by its stash
+// in the store (FileState.Kept) rather than by a blob: the removal linked
+// the file there without reading it. A later stash_named event names each
+// such stash's blob once it is hashed, and folding it gives the record its
+// Blob; until then the record is unnamed (Index.Unnamed), and the engine
+// names it before anything reads it. A stash that could not be named (gone
+// from the store, or damaged) is named Lost, and its record becomes
+// skipped with that reason: a rewind reports it and never invents content.
+
+// NamedPayload is the payload of a stash_named event.
+type NamedPayload struct {
+	Named []Named `json:"named"`
+}
+
+// Named is one stash named: the checkpoint whose record names it, the blob
+// its content hashed to and its size, or why it could not be named.
+type Named struct {
+	Sequence Seq    `json:"sequence"`
+	Kept     string `json:"kept"`
+	Blob     string `json:"blob,omitempty"`
+	Bytes    int64  `json:"bytes"`
+	Lost     string `json:"lost,omitempty"`
+}
+
+// Unnamed is a record whose stash is not named yet.
+type Unnamed struct {
+	Seq  Seq
+	Path string
+	Kept string
+}
+
+// unnamedRec is where an unnamed record is: its path's entry and its
+// checkpoint.
+type unnamedRec struct {
+	id  uint32
+	seq Seq
+}
+
+// decodeNamed parses and checks a stash_named payload (untrusted).
+func decodeNamed(logPath string, ev eventlog.Event) (NamedPayload, error) {
+	var np NamedPayload
+	bad := func(reason string) error {
+		return &DamageError{File: logPath, Line: int(ev.Seq), Reason: reason}
+	}
+	if err := json.Unmarshal(ev.Payload, &np); err != nil {
+		return np, bad(fmt.Sprintf("bad stash_named payload: %v", err))
+	}
+	for _, n := range np.Named {
+		switch {
+		case n.Sequence >= ev.Seq:
+			return np, bad(fmt.Sprintf("stash_named names checkpoint %d, not before it", n.Sequence))
+		case !blobstore.IsStashName(n.Kept):
+			return np, bad(fmt.Sprintf("stash_named holds a bad stash name %q", n.Kept))
+		case n.Bytes < 0:
+			return np, bad(fmt.Sprintf("stash_named holds a negative size %d", n.Bytes))
+		case n.Lost != "" && n.Blob != "":
+			return np, bad("stash_named both names and loses a stash")
+		case n.Lost == "":
+			if _, err := blobstore.ParseID(n.Blob); err != nil {
+				return np, bad(fmt.Sprintf("stash_named holds a bad blob id %q", n.Blob))
+			}
+		}
+	}
+	return np, nil
+}
+
+// Name gives each unnamed record that names names the blob (or the loss).
+// A name for a record the index does not hold as unnamed (named before,
+// pruned or thinned away since) changes nothing.
+func (ix *Index) Name(names []Named) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for _, n := range names {
+		u, ok := ix.unnamed[n.Kept]
+		if !ok || u.seq != n.Sequence || int(u.id) >= len(ix.paths) {
+			continue
+		}
+		pr := &ix.paths[u.id]
+		i := sort.Search(len(pr.seqs), func(i int) bool { return pr.seqs[i] >= u.seq })
+		if i == len(pr.seqs) || pr.seqs[i] != u.seq {
+			delete(ix.unnamed, n.Kept)
+			continue
+		}
+		st := ix.arena.get(pr.offs[i])
+		if st.Kept != n.Kept || st.Blob != "" {
+			delete(ix.unnamed, n.Kept)
+			continue
+		}
+		if n.Lost != "" {
+			st.Skipped, st.Reason = true, n.Lost
+		} else {
+			st.Blob, st.Bytes = n.Blob, n.Bytes
+		}
+		pr.offs[i] = ix.arena.add(st)
+		delete(ix.unnamed, n.Kept)
+	}
+}
+
+// Unnamed lists the records whose stashes are not named yet, oldest first.
+func (ix *Index) Unnamed() []Unnamed {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := make([]Unnamed, 0, len(ix.unnamed))
+	for kept, u := range ix.unnamed {
+		out = append(out, Unnamed{Seq: u.seq, Path: ix.paths[u.id].path, Kept: kept})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Seq < out[j].Seq || (out[i].Seq == out[j].Seq && out[i].Kept < out[j].Kept)
+	})
+	return out
+}
+
+// HasUnnamed reports whether any record's stash is not named yet.
+func (ix *Index) HasUnnamed() bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.unnamed) > 0
+}
+
+// UnnamedCount is how many records' stashes are not named yet.
+func (ix *Index) UnnamedCount() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.unnamed)
+}

@@ -1,0 +1,79 @@
+package index
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+const (
+	stashA = "p-0123456789abcdef0123456789abcdef"
+	blobA  = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+)
+
+func namedEvent(t *testing.T, seq Seq, names ...Named) eventlog.Event {
+	t.Helper()
+	b, err := json.Marshal(NamedPayload{Named: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eventlog.Event{Seq: seq, Type: eventlog.TypeStashNamed, Payload: b}
+}
+
+// TestNamedFold: a record naming a stash is unnamed until a stash_named
+// event names it; it then has its blob (or, lost, is skipped with the
+// reason); a name for a record the index does not hold changes nothing.
+func TestNamedFold(t *testing.T) {
+	s := NewState()
+	stashB := strings.Replace(stashA, "0", "1", 1)
+	files := []FileState{
+		{Path: "a", Kind: KindFile, Kept: stashA, Bytes: 0},
+		{Path: "b", Kind: KindFile, Kept: stashB, Bytes: 3},
+	}
+	if err := s.AddCheckpoint(1, files); err != nil {
+		t.Fatal(err)
+	}
+	if un := s.Index().Unnamed(); len(un) != 2 || un[0].Path != "a" || un[0].Seq != 1 {
+		t.Fatalf("Unnamed: %+v, want a and b at 1", un)
+	}
+	if err := s.Add(namedEvent(t, 2, Named{Sequence: 1, Kept: stashA, Blob: blobA}, Named{Sequence: 1, Kept: stashB, Lost: "gone"},
+		Named{Sequence: 1, Kept: strings.Replace(stashA, "0", "2", 1), Blob: blobA})); err != nil {
+		t.Fatal(err)
+	}
+	if s.Index().HasUnnamed() {
+		t.Fatalf("still unnamed: %+v", s.Index().Unnamed())
+	}
+	a, _ := s.Index().At("a", 0, ^Seq(0))
+	b, _ := s.Index().At("b", 0, ^Seq(0))
+	if a.State.Blob != blobA || a.State.Kept != stashA || a.State.Skipped {
+		t.Fatalf("a: %+v, want its blob", a.State)
+	}
+	if !b.State.Skipped || b.State.Reason != "gone" || b.State.Blob != "" {
+		t.Fatalf("b: %+v, want skipped with the reason", b.State)
+	}
+	if s.Head() != 2 {
+		t.Fatalf("head %d, want 2", s.Head())
+	}
+}
+
+// TestNamedDamage: a stash_named event zerofs never writes is damage, and
+// so is a checkpoint record with a bad stash name.
+func TestNamedDamage(t *testing.T) {
+	for name, n := range map[string]Named{
+		"not before it": {Sequence: 5, Kept: stashA, Blob: blobA},
+		"bad stash":     {Sequence: 1, Kept: "../x", Blob: blobA},
+		"bad blob":      {Sequence: 1, Kept: stashA, Blob: "xyz"},
+		"both":          {Sequence: 1, Kept: stashA, Blob: blobA, Lost: "gone"},
+		"negative size": {Sequence: 1, Kept: stashA, Blob: blobA, Bytes: -1},
+	} {
+		if err := NewState().Add(namedEvent(t, 5, n)); !errors.Is(err, eventlog.ErrCorrupt) {
+			t.Errorf("%s: %v, want damage", name, err)
+		}
+	}
+	if err := NewState().AddCheckpoint(1, []FileState{{Path: "a", Kind: KindFile, Kept: "p-../../etc"}}); !errors.Is(err, eventlog.ErrCorrupt) {
+		t.Errorf("a record with a bad stash name: %v, want damage", err)
+	}
+}

@@ -1,0 +1,203 @@
+package rewind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind/internal/index"
+)
+
+// Stashes: an unlinked file (Change.Stash) is linked into the store unread
+// (blobstore.Store.Stash) and its checkpoint record names the stash
+// (FileState.Kept) instead of a blob, so an rm -rf costs a link and a
+// record per file on the request path, no read and no hash. The namer, a
+// goroutine of the engine, then hashes each stash (blobstore.Store.Name:
+// the same inode linked as kept/<sha256>), appends one stash_named event
+// for a batch of them (internal/index/named.go), and removes the stashes'
+// own links once that event is durable.
+//
+// The order keeps every promise of a capture: the stash (data and entry)
+// is in the store, durable per Options.Sync, before the checkpoint naming
+// it, and that checkpoint is in the log before the unlink; the blob's link
+// is durable before the stash_named event, and that event before the stash
+// link goes. A crash anywhere leaves a record naming a stash that is still
+// there: the next Open names it before anything reads it. Anything reading
+// a record still unnamed (a view, a rewind, gc, a fork) names every stash
+// first (NameStashes), so no reader ever sees a file record without a blob.
+// A stash the store no longer holds, or holds damaged, is named lost: its
+// record becomes skipped with the reason, never invented content.
+
+// namerBatch bounds the stashes one stash_named event names.
+const namerBatch = 4096
+
+// The namer waits for a burst of removals to pause (namerIdle without a
+// new stash) before it hashes, so that it does not take a core from the
+// rm -rf it follows, and names at least every namerMaxWait, or once
+// namerBatch stashes wait.
+const (
+	namerIdle    = 50 * time.Millisecond
+	namerMaxWait = 2 * time.Second
+)
+
+// wakeNamer tells the namer there are stashes to name.
+func (e *Engine) wakeNamer() {
+	e.stashes.Add(1)
+	select {
+	case e.nameWake <- struct{}{}:
+	default:
+	}
+}
+
+// namer names stashes in the background until Close.
+func (e *Engine) namer() {
+	defer close(e.namerStopped)
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-e.nameWake:
+		}
+		start := time.Now()
+		for {
+			seen := e.stashes.Load()
+			select {
+			case <-e.stop:
+				return
+			case <-time.After(namerIdle):
+			}
+			if e.stashes.Load() == seen || time.Since(start) >= namerMaxWait || e.index.UnnamedCount() >= namerBatch {
+				break
+			}
+		}
+		// Hold the workspace lock for reading, as a change does: a
+		// rewind or a step boundary waits for a batch, never sees half.
+		e.wsMu.RLock()
+		err := e.NameStashes(context.Background())
+		e.wsMu.RUnlock()
+		if err != nil && e.syncFailed() == nil {
+			e.opts.Logger.Warn("rewind: naming removed files' stashes failed; they are named at the next read or mount", "err", err)
+		}
+	}
+}
+
+// NameStashes names every stash a record names and the index does not
+// have named yet: hashed, linked as blobs, one stash_named event per
+// batch, each made durable before the stashes' own links go. It returns
+// once all of them are named. Callers may hold the workspace lock.
+func (e *Engine) NameStashes(ctx context.Context) error {
+	e.nameMu.Lock()
+	defer e.nameMu.Unlock()
+	for {
+		un := e.index.Unnamed()
+		if len(un) == 0 {
+			return nil
+		}
+		if len(un) > namerBatch {
+			un = un[:namerBatch]
+		}
+		if err := e.nameBatch(ctx, un); err != nil {
+			return err
+		}
+	}
+}
+
+// nameBatch names the stashes of un; the caller holds nameMu.
+func (e *Engine) nameBatch(ctx context.Context, un []index.Unnamed) error {
+	if err := e.syncFailed(); err != nil {
+		return err
+	}
+	names := make([]index.Named, 0, len(un))
+	for _, u := range un {
+		id, n, err := e.blobs.Name(u.Kept)
+		switch {
+		case err == nil:
+			names = append(names, index.Named{Sequence: u.Seq, Kept: u.Kept, Blob: id.String(), Bytes: n})
+		case errors.Is(err, blobstore.ErrNotFound), errors.Is(err, blobstore.ErrCorrupt):
+			e.opts.Logger.Warn("rewind: a removed file's stash is missing or damaged; its before-state is lost", "path", Readable(u.Path), "seq", u.Seq, "err", err)
+			names = append(names, index.Named{Sequence: u.Seq, Kept: u.Kept, Lost: "its stash in the store was missing or damaged: " + err.Error()})
+		default:
+			return fmt.Errorf("rewind: name the stash of %q: %w", u.Path, err)
+		}
+	}
+	crashPoint("stash:hashed")
+	// The blobs' links are durable before the event that names them.
+	if !e.opts.Sync {
+		if err := e.Sync(); err != nil {
+			return err
+		}
+	}
+	p := index.NamedPayload{Named: names}
+	ev, err := e.log.Append(ctx, eventlog.TypeStashNamed, p)
+	if err != nil {
+		return err
+	}
+	e.state.AddNamed(ev.Seq, p)
+	// And the event is durable before the stashes' links go.
+	if !e.opts.Sync {
+		if err := e.Sync(); err != nil {
+			return err
+		}
+	}
+	crashPoint("stash:named")
+	kept := make([]string, len(names))
+	for i, n := range names {
+		kept[i] = n.Kept
+	}
+	if err := e.blobs.Unstash(kept); err != nil {
+		e.opts.Logger.Warn("rewind: could not remove named stashes; the next mount does", "err", err)
+	}
+	return nil
+}
+
+// unstashFailed removes the stashes of files whose checkpoint was never
+// appended (their capture failed, so the unlink never happens).
+func (e *Engine) unstashFailed(files []FileState) {
+	var kept []string
+	for _, f := range files {
+		if f.Kept != "" {
+			kept = append(kept, f.Kept)
+		}
+	}
+	if len(kept) > 0 {
+		e.blobs.Unstash(kept)
+	}
+}
+
+// recoverStashes, at Open, names the stashes the log's records name and
+// removes every other stash in the store: a crash between a stash and its
+// checkpoint leaves one that nothing names, and one between a stash_named
+// event and the stash's removal leaves one named already.
+func (e *Engine) recoverStashes(ctx context.Context) error {
+	if err := e.NameStashes(ctx); err != nil {
+		return err
+	}
+	left, err := e.blobs.Stashes()
+	if err != nil {
+		return err
+	}
+	if err := e.blobs.Unstash(left); err != nil {
+		e.opts.Logger.Warn("rewind: a stash nothing names could not be removed", "err", err)
+	}
+	return nil
+}
+
+// named returns rec with its blob, naming the stashes first if rec's is
+// not named yet.
+func (e *Engine) named(rec index.Record, p string, t, limit Seq) (index.Record, error) {
+	st := rec.State
+	if st.Kept == "" || st.Blob != "" || st.Absent || st.Skipped {
+		return rec, nil
+	}
+	if err := e.NameStashes(context.Background()); err != nil {
+		return rec, err
+	}
+	again, ok := e.index.At(p, t, limit)
+	if !ok {
+		return rec, fmt.Errorf("rewind: %q at checkpoint %d: record gone while naming its stash", p, rec.Seq)
+	}
+	return again, nil
+}

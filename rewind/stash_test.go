@@ -1,0 +1,351 @@
+package rewind
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/internal/durable"
+)
+
+// stashFiles is what the stash tests remove: name -> content.
+func stashFiles() map[string]string {
+	files := map[string]string{}
+	for i := range 40 {
+		files[fmt.Sprintf("f%02d", i)] = fmt.Sprintf("file %d\n%s", i, string(make([]byte, i*97)))
+	}
+	files["same1"], files["same2"] = "the same content\n", "the same content\n"
+	return files
+}
+
+// unlinkStashed removes p through the engine as the mount's Unlink does.
+func unlinkStashed(t *testing.T, e *Engine, ws, p string) {
+	t.Helper()
+	change(t, e, func() error { return os.Remove(filepath.Join(ws, p)) }, Change{Path: p, Removed: true, Stash: true})
+}
+
+// checkStashed fails unless every file of files reads back at t byte for
+// byte (verified blobs), and no stash is left in the store once named.
+func checkStashed(t *testing.T, e *Engine, files map[string]string, t0 Seq) {
+	t.Helper()
+	for p, want := range files {
+		ent, err := e.StateAt(p, t0)
+		if err != nil || !ent.Exists {
+			t.Fatalf("@%d/%s: exists %v, %v", t0, p, ent.Exists, err)
+		}
+		c, err := e.OpenContent(ent)
+		if err != nil {
+			t.Fatalf("@%d/%s: %v", t0, p, err)
+		}
+		got, err := io.ReadAll(c)
+		c.Close()
+		if err != nil || string(got) != want {
+			t.Fatalf("@%d/%s: %d bytes (%v), want %d", t0, p, len(got), err, len(want))
+		}
+		if !ent.Live && ent.State.Blob != blobstore.Sum([]byte(want)).String() {
+			t.Fatalf("@%d/%s: blob %q, want the content's sha256", t0, p, ent.State.Blob)
+		}
+	}
+	if err := e.NameStashes(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := e.Blobs().Stashes(); err != nil || len(left) != 0 {
+		t.Fatalf("stashes left after naming: %v, %v", left, err)
+	}
+}
+
+// TestStashedRemovals: unlinks through Change.Stash record stashes, not
+// blobs; a view read names them on demand; after a reopen (the log read
+// again, the snapshot left aside) every record has its blob.
+func TestStashedRemovals(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		t.Run(map[bool]string{false: "batch", true: "always"}[sync], func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
+			os.Mkdir(ws, 0o755)
+			files := stashFiles()
+			for p, c := range files {
+				os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
+			}
+			root, err := os.Open(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			e, err := Open(ctx, root, Options{StoreDir: store, Sync: sync})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev, err := e.BeginStep(ctx, "rm", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p := range files {
+				unlinkStashed(t, e, ws, p)
+			}
+			kept := 0
+			for p := range files {
+				if rec, ok := e.index.At(p, ev.Seq, ^Seq(0)); ok && rec.State.Kept != "" {
+					kept++
+				}
+			}
+			if kept == 0 {
+				t.Fatal("no removal recorded a stash")
+			}
+			checkStashed(t, e, files, ev.Seq)
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(filepath.Join(store, "index.snapshot"))
+			e, err = Open(ctx, root, Options{StoreDir: store, Sync: sync})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			checkStashed(t, e, files, ev.Seq)
+			res, err := e.Rewind(ctx, ev.Seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p, want := range files {
+				if got, err := os.ReadFile(filepath.Join(ws, p)); err != nil || string(got) != want {
+					t.Fatalf("after the rewind %s: %q, %v (%+v)", p, got, err, res.Report)
+				}
+			}
+		})
+	}
+}
+
+const stashCrashEnv = "ZEROFS_TEST_STASH_CRASH"
+
+func init() {
+	if point := os.Getenv(stashCrashEnv); point != "" {
+		stashCrashChild(point)
+	}
+}
+
+// stashCrashChild removes stashFiles from $ZEROFS_TEST_WS, each in a
+// stash, and dies by SIGKILL at point: "kept:stashed" (the 20th stash
+// linked, its checkpoint not appended), "checkpointed" (the 20th
+// checkpoint appended, its unlink not done), "unlinked" (every unlink
+// done, nothing named), "stash:hashed" (stashes hashed and linked as
+// blobs, no stash_named event) or "stash:named" (the event appended, the
+// stashes' links not removed).
+func stashCrashChild(point string) {
+	die := func() { syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} }
+	n := 0
+	durable.TestHook = func(name, _ string) {
+		if name == point {
+			if n++; n == 20 {
+				die()
+			}
+		}
+	}
+	crashPoint = func(name string) {
+		if name == point {
+			die()
+		}
+	}
+	ws := os.Getenv("ZEROFS_TEST_WS")
+	root, err := os.Open(ws)
+	if err != nil {
+		os.Exit(3)
+	}
+	e, err := Open(context.Background(), root, Options{StoreDir: os.Getenv("ZEROFS_TEST_STORE"), Sync: os.Getenv("ZEROFS_TEST_SYNC") == "1"})
+	if err != nil {
+		os.Exit(4)
+	}
+	i := 0
+	for p := range stashFiles() {
+		release, _, err := e.Begin(context.Background(), Caller{}, Change{Path: p, Removed: true, Stash: true})
+		if err != nil {
+			os.Exit(5)
+		}
+		if i++; i == 20 && point == "checkpointed" {
+			die()
+		}
+		os.Remove(filepath.Join(ws, p))
+		release()
+	}
+	if point == "unlinked" {
+		die()
+	}
+	e.NameStashes(context.Background())
+	os.Exit(0)
+}
+
+// TestStashCrash: SIGKILL at every point between a removal's stash and the
+// removal of the stash's link, with --sync always and batch: the next Open
+// names what the log names (or removes what it does not), every file
+// reads back byte for byte at the step's start, and no stash is left.
+func TestStashCrash(t *testing.T) {
+	for _, sync := range []string{"0", "1"} {
+		for _, point := range []string{"kept:stashed", "checkpointed", "unlinked", "stash:hashed", "stash:named"} {
+			t.Run(point+"/sync="+sync, func(t *testing.T) {
+				ctx := context.Background()
+				dir := t.TempDir()
+				ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
+				os.Mkdir(ws, 0o755)
+				files := stashFiles()
+				for p, c := range files {
+					os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
+				}
+				root, err := os.Open(ws)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer root.Close()
+				e, err := Open(ctx, root, Options{StoreDir: store, Sync: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ev, err := e.BeginStep(ctx, "rm", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := e.Close(); err != nil {
+					t.Fatal(err)
+				}
+				cmd := exec.Command(os.Args[0], "-test.run=^$")
+				cmd.Env = append(os.Environ(), stashCrashEnv+"="+point, "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_SYNC="+sync)
+				err = cmd.Run()
+				if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
+					t.Fatalf("child: %v; want it killed at %s", err, point)
+				}
+				stashes, _ := os.ReadDir(filepath.Join(store, BlobsName, "kept"))
+				left := 0
+				for p := range files {
+					if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+						left++
+					}
+				}
+				t.Logf("killed at %s: %d of %d files left, %d names in kept/", point, left, len(files), len(stashes))
+				e, err = Open(ctx, root, Options{StoreDir: store, Sync: sync == "1"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close()
+				checkStashed(t, e, files, ev.Seq)
+				if _, err := e.Rewind(ctx, ev.Seq); err != nil {
+					t.Fatal(err)
+				}
+				for p, want := range files {
+					if got, err := os.ReadFile(filepath.Join(ws, p)); err != nil || string(got) != want {
+						t.Fatalf("after the rewind %s: %d bytes, %v; want %d", p, len(got), err, len(want))
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestStashTampered: the store is untrusted. A stash a record names that is
+// gone, or is no longer a regular file, when the next Open names it, makes
+// that before-state lost: the record becomes skipped with the reason (a
+// rewind reports it, never invents content); the other files read back.
+func TestStashTampered(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
+	os.Mkdir(ws, 0o755)
+	files := stashFiles()
+	for p, c := range files {
+		os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
+	}
+	root, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	e, err := Open(ctx, root, Options{StoreDir: store, Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := e.BeginStep(ctx, "rm", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), stashCrashEnv+"=unlinked", "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_SYNC=1")
+	cmd.Run()
+	lost := map[string]bool{}
+	for _, p := range []string{"f01", "f02"} {
+		rec := lastRecord(t, store, p)
+		kp := filepath.Join(store, BlobsName, "kept", rec.Kept)
+		if err := os.Remove(kp); err != nil {
+			t.Fatal(err)
+		}
+		if p == "f02" {
+			os.Mkdir(kp, 0o700)
+		}
+		lost[p] = true
+	}
+	e, err = Open(ctx, root, Options{StoreDir: store, Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for p, want := range files {
+		ent, err := e.StateAt(p, ev.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lost[p] {
+			if !ent.State.Skipped || ent.State.Reason == "" {
+				t.Fatalf("@%d/%s: %+v; want skipped, with the reason", ev.Seq, p, ent.State)
+			}
+			continue
+		}
+		c, err := e.OpenContent(ent)
+		if err != nil {
+			t.Fatalf("@%d/%s: %v", ev.Seq, p, err)
+		}
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if string(got) != want {
+			t.Fatalf("@%d/%s: %d bytes, want %d", ev.Seq, p, len(got), len(want))
+		}
+	}
+	res, err := e.Rewind(ctx, ev.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Report.Skipped) != 2 {
+		t.Fatalf("rewind skipped %v, want f01 and f02", res.Report.Skipped)
+	}
+}
+
+// lastRecord is p's last checkpoint record in the log of store.
+func lastRecord(t *testing.T, store, p string) FileState {
+	t.Helper()
+	var out FileState
+	for ev, err := range eventlog.ReadFile(filepath.Join(store, LogName), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != eventlog.TypeCheckpoint {
+			continue
+		}
+		var cp Checkpoint
+		json.Unmarshal(ev.Payload, &cp)
+		for _, f := range cp.Files {
+			if f.Path == p {
+				out = f
+			}
+		}
+	}
+	if out.Kept == "" {
+		t.Fatalf("%s: no stash recorded", p)
+	}
+	return out
+}
