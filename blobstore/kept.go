@@ -434,23 +434,30 @@ func (s *Store) forgetKept(ids map[ID]bool) {
 	}
 }
 
-// Kept reports whether the file open at fd is a removed file's inode
-// linked into kept/ (also detached, until the next Sync removes the link):
-// one of its links is then the store's own, which the workspace never
-// sees.
-func (s *Store) Kept(fd int) bool {
+// Kept says how many links of the file open at fd are the store's own,
+// which the workspace never sees: its link in kept/ as a kept blob (also
+// detached, until the next Sync removes the link) and its stash's link
+// (stash.go), until Unstash.
+func (s *Store) Kept(fd int) int {
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil {
-		return false
+		return 0
 	}
 	s.kmu.Lock()
 	ki := s.kept.ino[st.Ino]
 	same := st.Dev == s.kept.dev
 	s.kmu.Unlock()
 	if ki == nil || !same {
-		return false
+		return 0
 	}
 	ki.mu.Lock()
 	defer ki.mu.Unlock()
-	return ki.linked
+	n := 0
+	if ki.linked {
+		n++
+	}
+	if ki.stash != "" {
+		n++
+	}
+	return n
 }

@@ -281,6 +281,11 @@ func (n *wsNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.Att
 		if err := statx(h.fd, "", &st); err != nil {
 			return sysErrno(err)
 		}
+		if _, named := n.path(); !named {
+			// Removed, its inode kept or stashed by the store: the
+			// store's links are not the process's to see.
+			st.Nlink -= min(st.Nlink, uint32(n.fs.eng.Kept(h.fd)))
+		}
 	} else if n.fs.noOpen && !n.IsDir() {
 		// Without OPEN no request names the descriptor (noopen.go):
 		// the node's own is its file, its path may name another.

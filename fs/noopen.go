@@ -284,10 +284,11 @@ func (n *wsNode) statOwn(st *unix.Statx_t) syscall.Errno {
 		if err := statx(fd, "", st); err != nil {
 			return err
 		}
-		if _, named := n.path(); !named && st.Nlink > 0 && n.fs.eng.Kept(fd) {
-			// A removed file the store keeps has one link more, the
-			// store's: the process sees its own, as natively.
-			st.Nlink--
+		if _, named := n.path(); !named {
+			// A removed file the store keeps (or stashes) has a link
+			// or two more, the store's: the process sees its own, as
+			// natively.
+			st.Nlink -= min(st.Nlink, uint32(n.fs.eng.Kept(fd)))
 		}
 		return nil
 	})

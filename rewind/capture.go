@@ -439,9 +439,10 @@ func (e *Engine) Detach(fd int) error {
 	return err
 }
 
-// Kept reports whether the file open at fd is a removed file's inode with
-// a link in the store (blobstore.Store.Kept): its link count includes it.
-func (e *Engine) Kept(fd int) bool { return e.blobs.Kept(fd) }
+// Kept says how many links of the file open at fd are the store's (a
+// removed file kept or stashed: blobstore.Store.Kept); its link count
+// includes them.
+func (e *Engine) Kept(fd int) int { return e.blobs.Kept(fd) }
 
 // sameFilesystem reports whether the workspace root and the store's
 // directory dir are on one filesystem (so a workspace file can be
