@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/testsupport"
@@ -19,6 +20,7 @@ import (
 type memBucket struct {
 	mu   sync.Mutex
 	objs map[string][]byte
+	puts int
 }
 
 func newMemBucket() *memBucket { return &memBucket{objs: map[string][]byte{}} }
@@ -26,6 +28,7 @@ func newMemBucket() *memBucket { return &memBucket{objs: map[string][]byte{}} }
 func (m *memBucket) PutNew(_ context.Context, name string, body []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.puts++
 	if _, ok := m.objs[name]; ok {
 		return ErrExists
 	}
@@ -131,4 +134,56 @@ func TestChain(t *testing.T) {
 			t.Errorf("chain(%v) = %d, want %d", c.segs, got, c.want)
 		}
 	}
+}
+
+// TestGroupedAndIdle: while the workspace changes, Run writes about one
+// segment per attempt (not one per event); while it is idle, it writes
+// nothing at all.
+func TestGroupedAndIdle(t *testing.T) {
+	dir := t.TempDir()
+	w := openWorkspace(t, dir)
+	defer w.close()
+	b := newMemBucket()
+	r, err := Open(w.eng, b, URL{Bucket: "b"}, w.store, Options{Every: 100 * time.Millisecond, BaseEvery: time.Hour, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	rng := testsupport.Rand(t)
+	start := time.Now()
+	for time.Since(start) < time.Second {
+		w.change(t, rng)
+	}
+	w.eng.Sync()
+	head := w.eng.Head()
+	if err := testsupport.Poll(10*time.Second, func() bool { return r.State().Logged == head }); err != nil {
+		t.Fatalf("replica at %d, want %d", r.State().Logged, head)
+	}
+	b.mu.Lock()
+	segs := 0
+	for n := range b.objs {
+		if strings.HasPrefix(n, logDir) {
+			segs++
+		}
+	}
+	b.mu.Unlock()
+	// One attempt per 100 ms over about a second (and the catching up).
+	if segs > 20 || head < 50 {
+		t.Errorf("%d events in %d segments, want them grouped (about 10)", head, segs)
+	}
+	b.mu.Lock()
+	before := b.puts
+	b.mu.Unlock()
+	time.Sleep(time.Second) // idle: ten attempts
+	b.mu.Lock()
+	after := b.puts
+	b.mu.Unlock()
+	if after != before {
+		t.Errorf("an idle workspace made %d PUTs in a second, want none", after-before)
+	}
+	t.Logf("%d events in %d segments", head, segs)
 }

@@ -139,9 +139,14 @@ func (r *Replicator) Run(ctx context.Context) {
 // attempt is one pass: take the lease (first time), upload the segments
 // the log has grown by, and a base when one is due (always when final).
 func (r *Replicator) attempt(ctx context.Context, final bool) (err error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
-	defer func() { r.record(err, final) }()
+	defer func() {
+		if parent.Err() == nil { // a stop (unmount, Ctrl-C) is not a failure
+			r.record(err, final)
+		}
+	}()
 	if !r.claimed {
 		if err := r.begin(ctx); err != nil {
 			return err
