@@ -50,7 +50,6 @@ func (e *DamageError) Error() string {
 
 func (e *DamageError) Unwrap() error { return eventlog.ErrCorrupt }
 
-
 func hashHex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])

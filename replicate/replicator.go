@@ -38,10 +38,10 @@ type Options struct {
 
 // Replicator copies one engine's history to one replica.
 type Replicator struct {
-	eng  *rewind.Engine
-	b    Bucket
-	url  URL
-	dir  string
+	eng   *rewind.Engine
+	b     Bucket
+	url   URL
+	dir   string
 	opts  Options
 	codec *codec
 	lock  *os.File
@@ -51,7 +51,7 @@ type Replicator struct {
 
 	// The rest belongs to the one goroutine that runs attempts.
 	claimed      bool
-	saved        time.Time             // when replica.json was last written
+	saved        time.Time       // when replica.json was last written
 	known        map[string]bool // the blob objects the replica holds
 	lastBase     time.Time
 	liveCache    map[string]liveBlob
