@@ -24,7 +24,7 @@ var flagsOf = map[string]string{
 	"mount":     "-f --foreground --store --auto-step --allow-other --sync --max-store-size --replicate --replica-key --no-open --debug",
 	"step":      "--hook --agent --no-prompt",
 	"run":       "--label",
-	"log":       "--json --stat --all -n",
+	"log":       "--json --stat --all -n --replica --replica-key",
 	"show":      "",
 	"diff":      "--stat",
 	"gc":        "--dry-run --before --keep --keep-steps --thin-after",

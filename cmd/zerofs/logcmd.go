@@ -14,7 +14,7 @@ import (
 
 var logCmd = &command{
 	name:    "log",
-	usage:   "log [--json] [--stat] [--all] [-n N] [-- PATH...]",
+	usage:   "log [--json] [--stat] [--all] [-n N] [-- PATH...] | log --replica URL [--replica-key FILE] [--json]",
 	summary: "steps, newest first, with changed paths",
 	help: `One block per step (its tool_call's sequence, local time and label), per
 rewind and per gc, newest first. Changes made outside any step (before the
@@ -48,9 +48,17 @@ func runLog(e *env, c *command, args []string) error {
 	stat := fs.Bool("stat", false, "")
 	limit := fs.Int("n", 0, "")
 	all := fs.Bool("all", false, "")
+	replica := fs.String("replica", "", "")
+	keyFile := fs.String("replica-key", "", "")
 	pos, paths, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
+	}
+	if *replica != "" {
+		if len(pos)+len(paths) > 0 || *stat || *all || *limit != 0 {
+			return usagef(c, "log --replica takes only --replica-key and --json")
+		}
+		return logReplica(e, c, *replica, *keyFile, *asJSON)
 	}
 	if len(pos) > 0 {
 		return usagef(c, "unexpected argument %q (paths go after --)", pos[0])

@@ -50,6 +50,12 @@ func TestReplicateAndRestoreCLI(t *testing.T) {
 	if got := mustRun(t, dir, "show", fmt.Sprint(mid+2), "a.txt"); got != "v2\n" {
 		t.Errorf("restored history: show %d a.txt = %q, want v2", mid+2, got)
 	}
+	lr := mustRun(t, "/", "log", "--replica", url)
+	for _, want := range []string{"replica " + url + ": events 1..", "restorable 0..", "step  ", "two", "three"} {
+		if !strings.Contains(lr, want) {
+			t.Errorf("log --replica lacks %q:\n%s", want, lr)
+		}
+	}
 	latest := filepath.Join(t.TempDir(), "latest")
 	mustRun(t, "/", "restore", url, latest)
 	if got := readTrim(t, filepath.Join(latest, "a.txt")); got != "v2" {
@@ -65,6 +71,8 @@ func TestReplicateAndRestoreCLI(t *testing.T) {
 	sealed.close()
 	mustRun(t, sealed.ws, "replicate", "--once", "--replica-key", keyFile, url+"-sealed")
 	wantFail(t, "/", 1, "--replica-key", "restore", url+"-sealed", filepath.Join(t.TempDir(), "n"))
+	wantFail(t, "/", 1, "--replica-key", "log", "--replica", url+"-sealed")
+	mustRun(t, "/", "log", "--replica", url+"-sealed", "--replica-key", keyFile)
 	sdir := filepath.Join(t.TempDir(), "s")
 	mustRun(t, "/", "restore", "--replica-key", keyFile, url+"-sealed", sdir)
 	if got := readTrim(t, filepath.Join(sdir, "s.txt")); got != "sealed" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -241,4 +242,45 @@ func readKey(path string) ([]byte, error) {
 		return nil, nil
 	}
 	return replicate.ReadKey(path)
+}
+
+// logReplica prints what a replica holds, without restoring it.
+func logReplica(e *env, c *command, url, keyFile string, asJSON bool) error {
+	u, err := replicate.ParseURL(url)
+	if err != nil {
+		return usagef(c, "--replica: %v", err)
+	}
+	key, err := readKey(keyFile)
+	if err != nil {
+		return err
+	}
+	b, err := replicate.OpenS3(e.ctx, u)
+	if err != nil {
+		return err
+	}
+	sum, err := replicate.Describe(e.ctx, b, u, key)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sum)
+	}
+	restorable := "none yet"
+	if n := len(sum.Bases); n > 0 {
+		restorable = fmt.Sprintf("0..%d", sum.Bases[n-1])
+	}
+	fmt.Fprintf(e.stdout, "replica %s: events 1..%d in %d segments, %d bases; restorable %s\n",
+		u, sum.Logged, sum.Segments, len(sum.Bases), restorable)
+	fmt.Fprintf(e.stdout, "written by store %s on %s since %s\n", sum.Lease.Store, quote.Name(sum.Lease.Host), sum.Lease.Since.Local().Format(time.DateTime))
+	for i := len(sum.Steps) - 1; i >= 0; i-- {
+		st := sum.Steps[i]
+		kind := "step  "
+		if st.Type == eventlog.TypeRewind {
+			kind = "rewind"
+		}
+		fmt.Fprintf(e.stdout, "%s %4d  %s  %s\n", kind, st.Seq, st.At.Local().Format(time.DateTime), quote.Name(st.Label))
+	}
+	return nil
 }

@@ -1,0 +1,106 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// Summary is what a replica holds, read without restoring it.
+type Summary struct {
+	URL   string `json:"url"`
+	Lease Lease  `json:"lease"`
+	// Logged is the last event of the unbroken log from 1; Segments how
+	// many segments it is read from.
+	Logged   eventlog.Seq `json:"logged"`
+	Segments int          `json:"segments"`
+	// Bases are the sequences of the bases within the log; states up to
+	// the newest can be restored.
+	Bases []eventlog.Seq `json:"bases"`
+	// Steps are the log's steps and rewinds, oldest first.
+	Steps []SummaryStep `json:"steps"`
+}
+
+// SummaryStep is one tool_call or session_rewind of a replica's log.
+type SummaryStep struct {
+	Seq   eventlog.Seq `json:"sequence"`
+	Type  string       `json:"type"`
+	At    time.Time    `json:"createdAt"`
+	Label string       `json:"label"`
+}
+
+// Describe reads what the replica u holds: its lease, its log (every
+// segment checked as a restore checks it) and its bases. key is the
+// replica key (nil: none).
+func Describe(ctx context.Context, b Bucket, u URL, key []byte) (Summary, error) {
+	c, err := newCodec(key)
+	if err != nil {
+		return Summary{}, err
+	}
+	lease, err := readLease(ctx, b, u)
+	if err != nil {
+		return Summary{}, err
+	}
+	if err := checkKey(u, lease, c.keyCheck()); err != nil {
+		return Summary{}, err
+	}
+	segs, bases, err := listReplica(ctx, b)
+	if err != nil {
+		return Summary{}, err
+	}
+	run, end := chain(segs)
+	sum := Summary{URL: u.String(), Lease: lease, Logged: end, Segments: len(run), Bases: []eventlog.Seq{}, Steps: []SummaryStep{}}
+	for _, br := range bases {
+		if br.Seq <= end {
+			sum.Bases = append(sum.Bases, br.Seq)
+		}
+	}
+	next := eventlog.Seq(1)
+	for _, s := range run {
+		body, err := b.Get(ctx, s.Name)
+		if err != nil {
+			return Summary{}, err
+		}
+		if hashHex(body) != s.Hash {
+			return Summary{}, &DamageError{Object: s.Name, Why: "its bytes do not hash to its name"}
+		}
+		raw, err := c.open(s.Name, segmentLogical(s.First, s.Last), body, maxDecoded)
+		if err != nil {
+			return Summary{}, err
+		}
+		for _, line := range bytes.SplitAfter(raw, []byte("\n")) {
+			if len(line) == 0 {
+				continue
+			}
+			var ev struct {
+				Seq     eventlog.Seq `json:"sequence"`
+				Type    string       `json:"type"`
+				At      time.Time    `json:"createdAt"`
+				Payload struct {
+					Name   string       `json:"name"`
+					Target eventlog.Seq `json:"targetSequence"`
+					Form   string       `json:"form"`
+				} `json:"payload"`
+			}
+			if err := json.Unmarshal(line, &ev); err != nil {
+				return Summary{}, &DamageError{Object: s.Name, Why: err.Error()}
+			}
+			if ev.Seq < next {
+				continue
+			}
+			next = ev.Seq + 1
+			switch ev.Type {
+			case eventlog.TypeToolCall:
+				sum.Steps = append(sum.Steps, SummaryStep{Seq: ev.Seq, Type: ev.Type, At: ev.At, Label: ev.Payload.Name})
+			case eventlog.TypeRewind:
+				sum.Steps = append(sum.Steps, SummaryStep{Seq: ev.Seq, Type: ev.Type, At: ev.At,
+					Label: fmt.Sprintf("%s to %d", ev.Payload.Form, ev.Payload.Target)})
+			}
+		}
+	}
+	return sum, nil
+}
