@@ -60,6 +60,9 @@ type segment struct {
 	Name        string
 	First, Last eventlog.Seq
 	Hash        string
+	// Level is 0 for a segment an attempt wrote, n+1 for one compaction
+	// merged from segments of level n (compact.go).
+	Level int
 }
 
 // segmentLogical and baseLogical are the names a sealed segment or base
@@ -70,7 +73,10 @@ func segmentLogical(first, last eventlog.Seq) string {
 
 func baseLogical(seq eventlog.Seq) string { return fmt.Sprintf("%s%020d", basesDir, seq) }
 
-func segmentName(first, last eventlog.Seq, body []byte) string {
+func segmentName(first, last eventlog.Seq, level int, body []byte) string {
+	if level > 0 {
+		return fmt.Sprintf("%s%020d-%020d-L%d-%s.jsonl.zst", logDir, first, last, level, hashHex(body))
+	}
 	return fmt.Sprintf("%s%020d-%020d-%s.jsonl.zst", logDir, first, last, hashHex(body))
 }
 
@@ -82,6 +88,14 @@ func parseSegment(name string) (segment, bool) {
 	}
 	rest, ok = strings.CutSuffix(rest, ".jsonl.zst")
 	parts := strings.Split(rest, "-")
+	level := 0
+	if len(parts) == 4 {
+		n, err := strconv.Atoi(strings.TrimPrefix(parts[2], "L"))
+		if err != nil || !strings.HasPrefix(parts[2], "L") || n <= 0 || n > 64 {
+			return segment{}, false
+		}
+		level, parts = n, []string{parts[0], parts[1], parts[3]}
+	}
 	if !ok || len(parts) != 3 || len(parts[0]) != 20 || len(parts[1]) != 20 || len(parts[2]) != 64 {
 		return segment{}, false
 	}
@@ -90,7 +104,7 @@ func parseSegment(name string) (segment, bool) {
 	if err1 != nil || err2 != nil || first == 0 || last < first {
 		return segment{}, false
 	}
-	return segment{Name: name, First: eventlog.Seq(first), Last: eventlog.Seq(last), Hash: parts[2]}, true
+	return segment{Name: name, First: eventlog.Seq(first), Last: eventlog.Seq(last), Hash: parts[2], Level: level}, true
 }
 
 // baseRef is a base object: the whole workspace at Seq.

@@ -53,6 +53,7 @@ type Replicator struct {
 	claimed      bool
 	saved        time.Time       // when replica.json was last written
 	known        map[string]bool // the blob objects the replica holds
+	segs         []segment       // the replica's segments
 	lastBase     time.Time
 	liveCache    map[string]liveBlob
 	liveCacheSeq eventlog.Seq
@@ -203,7 +204,7 @@ func (r *Replicator) begin(ctx context.Context) error {
 	// it by the object written just before a crash.
 	r.st.Logged, r.st.Base, r.st.Based = end, base, based
 	r.mu.Unlock()
-	r.known, r.claimed = known, true
+	r.known, r.segs, r.claimed = known, segs, true
 	return nil
 }
 
@@ -271,13 +272,18 @@ func (r *Replicator) uploadSegment(ctx context.Context) (more bool, err error) {
 		return false, nil
 	}
 	body := r.codec.seal(segmentLogical(from, last), buf.Bytes())
-	if err := r.put(ctx, segmentName(from, last, body), body); err != nil {
+	name := segmentName(from, last, 0, body)
+	if err := r.put(ctx, name, body); err != nil {
 		return false, err
 	}
+	r.segs = append(r.segs, segment{Name: name, First: from, Last: last})
 	r.mu.Lock()
 	r.st.Logged = last
 	r.mu.Unlock()
-	return more, r.save()
+	if err := r.save(); err != nil {
+		return false, err
+	}
+	return more, r.compact(ctx)
 }
 
 // uploadNamed uploads the blobs an event's checkpoint names. A blob gone
