@@ -117,7 +117,11 @@ func runReplicate(e *env, c *command, args []string) error {
 			return err
 		}
 		st := r.State()
-		fmt.Fprintf(e.stdout, "replicated to %s: events 1..%d, restorable up to %d\n", u, st.Logged, st.Base)
+		events := "no events yet"
+		if st.Logged > 0 {
+			events = fmt.Sprintf("events 1..%d", st.Logged)
+		}
+		fmt.Fprintf(e.stdout, "replicated to %s: %s, restorable up to %d\n", u, events, st.Base)
 		return nil
 	}
 	ctx, stop := signal.NotifyContext(e.ctx, syscall.SIGINT, syscall.SIGTERM)
