@@ -16,7 +16,8 @@ import (
 // and only when the engine captures (Caller.Resolve): the thread waits in
 // its request then, so the id is still its own. A request the kernel makes on its own (pid 0, e.g.
 // writeback) has no caller; when /proc cannot say, the thread id stands and
-// comm is empty.
+// comm is empty. Its lineage (lineage.go) is read when the engine must tell
+// which agent session's step a change belongs to.
 func callerOf(ctx context.Context) rewind.Caller {
 	c, ok := fuse.FromContext(ctx)
 	if !ok || c.Pid == 0 {
@@ -26,7 +27,7 @@ func callerOf(ctx context.Context) rewind.Caller {
 	return rewind.Caller{Resolve: func() (int, string) {
 		who := processOf(tid)
 		return who.PID, who.Comm
-	}}
+	}, Lineage: func() []rewind.Proc { return lineageOf(tid) }}
 }
 
 // engineCtx is the context handed to the engine. go-fuse cancels a request's

@@ -300,7 +300,7 @@ func (c *ctlFile) run(ctx context.Context, h *ctlHandle, req []byte) syscall.Err
 // step's reason is returned for the handle that wrote it (control.Refusal).
 func (f *fsys) doStep(ctx context.Context, data []byte) ([]byte, syscall.Errno) {
 	req := control.ParseStep(data)
-	if _, err := f.eng.BeginStep(engineCtx(ctx), req.Label, req.Payload); err != nil {
+	if _, err := f.eng.BeginStepAs(engineCtx(ctx), callerOf(ctx), req.Label, req.Payload); err != nil {
 		out, _ := control.JSONLine(control.RefusalOf(err))
 		return out, engineErrno(f.log, "step", ".zero/step", err, seqInvalid)
 	}
@@ -314,7 +314,7 @@ func (f *fsys) doTurn(ctx context.Context, data []byte) syscall.Errno {
 	if err != nil {
 		return syscall.EINVAL
 	}
-	if _, err := f.eng.BeginTurn(engineCtx(ctx), payload); err != nil {
+	if _, err := f.eng.BeginTurnAs(engineCtx(ctx), callerOf(ctx), payload); err != nil {
 		return engineErrno(f.log, "turn", ".zero/turn", err, seqInvalid)
 	}
 	return 0

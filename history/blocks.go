@@ -44,6 +44,11 @@ type Block struct {
 	// Turn is the sequence of the turn the block belongs to (the last turn
 	// event before it), 0 before the first turn.
 	Turn Seq
+	// Last is set when the block's sequences interleave with another
+	// step's (several agent sessions at once: rewind/session.go): for each
+	// path, the block's last capture of it. The path's state just after
+	// the block is its state at that sequence, not at End.
+	Last map[string]Seq
 }
 
 // A Turn is a person's prompt to an agent (a turn event): the steps after
@@ -149,7 +154,16 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 	sessionTurn := map[string]Seq{} // each agent session's latest turn
 	begun := map[int]*Block{}       // the block each mark began (-1: before any mark)
 	seen := map[*Block]map[string]bool{}
+	stepBlock := map[Seq]*Block{} // tool_call sequence -> its block
+	last := map[*Block]map[string]Seq{}
+	interleaved := map[*Block]bool{}
 	addFiles := func(b *Block, seq Seq, files []rewind.FileState) {
+		if last[b] == nil {
+			last[b] = map[string]Seq{}
+		}
+		for _, f := range files {
+			last[b][f.Path] = seq
+		}
 		if b.First == 0 {
 			b.First = seq
 		}
@@ -191,9 +205,20 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 			b := &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: mk.Label, Payload: ev.Payload, Turn: t}
 			begun[m] = b
 			blocks = append(blocks, b)
+			stepBlock[ev.Seq] = b
 		case eventlog.TypeCheckpoint:
 			var p rewind.Checkpoint
 			if json.Unmarshal(ev.Payload, &p) != nil {
+				continue
+			}
+			if sb := stepBlock[p.Step]; p.Step != 0 && sb != nil && sb != begun[m] {
+				// A capture of another session's step, made while this
+				// one was the newest (rewind/session.go).
+				addFiles(sb, ev.Seq, p.Files)
+				interleaved[sb] = true
+				if cur := begun[m]; cur != nil {
+					interleaved[cur] = true
+				}
 				continue
 			}
 			b := begun[m]
@@ -241,6 +266,9 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 	}
 	if n := len(evs); n > 0 && evs[n-1].Seq > head {
 		head = evs[n-1].Seq
+	}
+	for b := range interleaved {
+		b.Last = last[b]
 	}
 	// Each block ends where the next one that changes the workspace begins.
 	end := head

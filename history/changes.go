@@ -53,7 +53,8 @@ const (
 )
 
 // Changes compares each before-state captured in b with the path's state
-// at b.End (just after the block) and sorts the result by path. Captures
+// at b.End (just after the block; for a block interleaved with another
+// session's, at its last capture of the path: Block.Last) and sorts the result by path. Captures
 // that ended as they began are left out; a deleted and an added file with
 // the same content become one rename.
 func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
@@ -70,7 +71,11 @@ func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
 			out = append(out, c)
 			continue
 		}
-		after, err := src.Stat(before.Path, b.End)
+		end := b.End
+		if t, ok := b.Last[before.Path]; ok {
+			end = t // interleaved with another session's step
+		}
+		after, err := src.Stat(before.Path, end)
 		if errors.Is(err, rewind.ErrNoSuchSeq) {
 			c.Change, c.Reason = ChangeUnknown, "history pruned"
 			if b.End >= prunedBefore {
@@ -92,7 +97,7 @@ func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
 			c.Change, c.Kind, c.Bytes = ChangeAdded, string(after.Kind), after.Bytes
 			c.Blob = ""
 			if after.Kind == rewind.KindFile {
-				c.Blob = contentID(src, before.Path, b.End, after)
+				c.Blob = contentID(src, before.Path, end, after)
 			}
 		case !after.Exists:
 			c.Change, c.Bytes = ChangeDeleted, before.Bytes
@@ -104,7 +109,7 @@ func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
 			same := true
 			switch before.Kind {
 			case rewind.KindFile:
-				same = before.Bytes == after.Bytes && before.Blob == contentID(src, before.Path, b.End, after)
+				same = before.Bytes == after.Bytes && before.Blob == contentID(src, before.Path, end, after)
 			case rewind.KindSymlink:
 				same = before.Target == after.Target
 			}

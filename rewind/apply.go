@@ -74,6 +74,7 @@ func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan) 
 	}
 	e.capMu.Lock()
 	e.setStep(Step{Seq: ev.Seq})
+	e.sessions = nil // a rewind ends every session's step
 	e.capMu.Unlock()
 	e.state.AddRewind(ev, payload)
 	if err := e.captureOpenWriters(ctx); err != nil {
@@ -145,7 +146,7 @@ func (e *Engine) captureForRewind(ctx context.Context, plan *rewindPlan) (Seq, e
 		}
 		files = append(files, st)
 	}
-	ev, err := e.appendCheckpoint(ctx, "rewind", files)
+	ev, err := e.appendCheckpoint(ctx, Checkpoint{Tool: "rewind", Files: files})
 	if err != nil {
 		return 0, err
 	}

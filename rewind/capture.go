@@ -26,6 +26,10 @@ type Caller struct {
 	// for it: most changes find their path captured already in the step,
 	// and naming a process costs a read of /proc.
 	Resolve func() (pid int, comm string)
+	// Lineage, when set, gives the process and its ancestors, nearest
+	// first. The engine calls it only when several agent sessions have a
+	// step open, to tell whose step a change belongs to (session.go).
+	Lineage func() []Proc
 }
 
 // resolved is c with Resolve called.
@@ -114,6 +118,9 @@ func (e *Engine) autoStep(ctx context.Context) error {
 		return nil
 	}
 	_, err := e.beginStepLocked(ctx, "auto", map[string]any{"name": "auto"})
+	if err == nil {
+		e.sessions = nil // after an idle gap, no session's step is open
+	}
 	e.capMu.Unlock()
 	if err != nil {
 		return err
@@ -137,9 +144,10 @@ func (e *Engine) CaptureLocked(ctx context.Context, who Caller, changes ...Chang
 			removed[c.Path] = removal{stash: c.Stash}
 		}
 	}
+	step := e.stepFor(who)
 	for attempt := 0; ; attempt++ {
-		mine, theirs, label, step := e.claim(paths)
-		err := e.captureClaimed(ctx, who, mine, removed, label, step)
+		mine, theirs, newest := e.claim(paths, step.Seq)
+		err := e.captureClaimed(ctx, who, mine, removed, step, newest)
 		for _, c := range theirs {
 			<-c.done
 			if c.err != nil && err == nil {
@@ -214,12 +222,12 @@ func (e *Engine) walk(p string, fn func(string)) error {
 
 // claim splits paths into those this call must capture (now marked in
 // flight) and captures under way by others to wait for; paths already
-// captured in the current step are dropped.
-func (e *Engine) claim(paths []string) (mine []string, theirs []*capture, label string, step Seq) {
+// captured in step are dropped. newest is the newest step's sequence.
+func (e *Engine) claim(paths []string, step Seq) (mine []string, theirs []*capture, newest Seq) {
 	e.capMu.Lock()
 	defer e.capMu.Unlock()
 	for _, p := range paths {
-		if e.captured[p] {
+		if s, ok := e.captured[p]; ok && s == step {
 			continue
 		}
 		if c := e.inflight[p]; c != nil {
@@ -234,13 +242,14 @@ func (e *Engine) claim(paths []string) (mine []string, theirs []*capture, label 
 			e.inflight[p] = c
 		}
 	}
-	return mine, theirs, e.step.Label, e.step.Seq
+	return mine, theirs, e.step.Seq
 }
 
-// captureClaimed stores the before-states of paths (blobs first, then one
-// checkpoint event), then releases the claim. The files among removed are
+// captureClaimed stores the before-states of paths in step (blobs first,
+// then one checkpoint event), then releases the claim; newest is the newest
+// step's sequence when the paths were claimed. The files among removed are
 // kept rather than copied where they can be.
-func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string, removed map[string]removal, label string, step Seq) (err error) {
+func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string, removed map[string]removal, step Step, newest Seq) (err error) {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -251,8 +260,8 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 		e.capMu.Lock()
 		for _, p := range paths {
 			delete(e.inflight, p)
-			if err == nil && e.step.Seq == step {
-				e.captured[p] = true
+			if err == nil && e.step.Seq == newest {
+				e.captured[p] = step.Seq
 			}
 		}
 		e.capMu.Unlock()
@@ -275,7 +284,11 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 			stashed++
 		}
 	}
-	if _, err = e.appendCheckpoint(ctx, label, files); err != nil {
+	cp := Checkpoint{Tool: step.Label, Files: files}
+	if step.Seq != newest {
+		cp.Step = step.Seq // not the newest step's (session.go)
+	}
+	if _, err = e.appendCheckpoint(ctx, cp); err != nil {
 		e.unstashFailed(files)
 		return err
 	}
@@ -289,15 +302,15 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 // stash (an unlink), else kept.
 type removal struct{ stash bool }
 
-// appendCheckpoint appends a checkpoint naming files and adds it to the
-// index. With Options.Sync the blobs are already durable (Put synced) and
-// Append waits for its fsync; in batch mode the flusher is told.
-func (e *Engine) appendCheckpoint(ctx context.Context, label string, files []FileState) (eventlog.Event, error) {
-	ev, err := e.log.Append(ctx, eventlog.TypeCheckpoint, Checkpoint{Tool: label, Files: files})
+// appendCheckpoint appends checkpoint cp and adds it to the index. With
+// Options.Sync the blobs are already durable (Put synced) and Append waits
+// for its fsync; in batch mode the flusher is told.
+func (e *Engine) appendCheckpoint(ctx context.Context, cp Checkpoint) (eventlog.Event, error) {
+	ev, err := e.log.Append(ctx, eventlog.TypeCheckpoint, cp)
 	if err != nil {
 		return ev, err
 	}
-	if err := e.state.AddCheckpoint(ev.Seq, files); err != nil {
+	if err := e.state.AddCheckpoint(ev.Seq, cp.Step, cp.Files); err != nil {
 		return ev, e.fail(err)
 	}
 	if !e.opts.Sync {

@@ -154,10 +154,17 @@ type Engine struct {
 	// rewind, a step boundary and gc hold it for writing.
 	wsMu sync.RWMutex
 
-	capMu sync.Mutex // guards step, captured, inflight, lastActivity
-	step  Step
-	// captured holds the paths captured in the current step.
-	captured map[string]bool
+	capMu sync.Mutex // guards step, sessions, captured, inflight, lastActivity
+	// step is the newest step: the one a change belongs to unless it was
+	// made by a process of another session's open step (sessions).
+	step Step
+	// sessions are the steps agent sessions have open (session.go),
+	// oldest first; replaced, never changed in place.
+	sessions []sessionStep
+	// captured holds the paths captured since the newest step began, each
+	// with the step it was captured in: a change in another step captures
+	// the path again.
+	captured map[string]Seq
 	// inflight holds captures under way, so a second change to the same
 	// path waits for the first capture instead of capturing twice.
 	inflight     map[string]*capture
@@ -255,7 +262,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		log:          log,
 		blobs:        blobs,
 		state:        index.NewState(),
-		captured:     map[string]bool{},
+		captured:     map[string]Seq{},
 		inflight:     map[string]*capture{},
 		dirty:        make(chan struct{}, 1),
 		nameWake:     make(chan struct{}, 1),
@@ -336,7 +343,7 @@ func (e *Engine) HasState(t Seq) bool { return e.checkSeq(t) == nil }
 // setStep starts a new step; the caller holds capMu or is single-threaded.
 func (e *Engine) setStep(s Step) {
 	e.step = s
-	e.captured = map[string]bool{}
+	e.captured = map[string]Seq{}
 	e.stepSeq.Store(uint64(s.Seq))
 }
 
@@ -401,30 +408,11 @@ func (e *Engine) LastRewind() (RewindPayload, Seq, bool) {
 
 // BeginStep flushes pending captures and appends a tool_call event with
 // payload {"name": label} merged with extra (a JSON object, or nil). Changes
-// after it belong to the new step. It waits for changes under way to finish,
-// so the boundary is exact.
+// after it belong to the new step (but see BeginStepAs: those of another
+// session's processes still belong to that session's step). It waits for
+// changes under way to finish, so the boundary is exact.
 func (e *Engine) BeginStep(ctx context.Context, label string, extra json.RawMessage) (eventlog.Event, error) {
-	payload := map[string]any{}
-	if len(extra) > 0 {
-		if err := json.Unmarshal(extra, &payload); err != nil {
-			return eventlog.Event{}, fmt.Errorf("rewind: step payload is not a JSON object: %w", err)
-		}
-	}
-	payload["name"] = label
-	e.wsMu.Lock()
-	e.capMu.Lock()
-	ev, err := e.beginStepLocked(ctx, label, payload)
-	e.capMu.Unlock()
-	if err == nil {
-		err = e.captureOpenWriters(ctx)
-	}
-	e.wsMu.Unlock()
-	if err == nil && e.opts.MaxStoreSize > 0 {
-		if _, berr := e.enforceBound(ctx); berr != nil {
-			e.opts.Logger.Error("rewind: cannot keep the store within its bound", "max", e.opts.MaxStoreSize, "err", berr)
-		}
-	}
-	return ev, err
+	return e.BeginStepAs(ctx, Caller{}, label, extra)
 }
 
 // captureOpenWriters captures, in the step that just began, every file

@@ -234,7 +234,7 @@ func TestOldRecordsWithoutOwner(t *testing.T) {
 	// A checkpoint as older zerofs wrote it.
 	old := FileState{Path: "tool", Kind: KindFile, Blob: id.String(), Bytes: n, Mode: 0o6755}
 	e.wsMu.Lock()
-	ev, err := e.appendCheckpoint(ctx, "old", []FileState{old})
+	ev, err := e.appendCheckpoint(ctx, Checkpoint{Tool: "old", Files: []FileState{old}})
 	e.wsMu.Unlock()
 	if err != nil {
 		t.Fatal(err)

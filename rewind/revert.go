@@ -43,33 +43,76 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 	if session == "" && sp.Step != nil {
 		session = sp.Step.Session
 	}
-	// The paths the step changed: captured in it, and different after it.
+	sc, err := e.interleaved(sp)
+	if err != nil {
+		return fail(err)
+	}
+	// after is the sequence whose state of a path is the one the step left:
+	// the end of its span, or, when another session's step interleaves
+	// with it, its last capture of the path.
+	after := func(string) Seq { return sp.End }
+	bad := map[string]bool{}
 	var changed []string
-	for _, p := range e.index.ChangedBetween(sp.Before, sp.End+1) {
-		a, err := e.stateAt(p, sp.Before, ^Seq(0))
-		if err != nil {
-			return fail(err)
+	if sc == nil {
+		// The paths the step changed: captured in it, and different after it.
+		for _, p := range e.index.ChangedBetween(sp.Before, sp.End+1) {
+			a, err := e.stateAt(p, sp.Before, ^Seq(0))
+			if err != nil {
+				return fail(err)
+			}
+			b, err := e.stateAt(p, sp.End, ^Seq(0))
+			if err != nil {
+				return fail(err)
+			}
+			same, err := e.sameState(a, b)
+			if err != nil {
+				return fail(err)
+			}
+			if !same {
+				changed = append(changed, p)
+			}
 		}
-		b, err := e.stateAt(p, sp.End, ^Seq(0))
-		if err != nil {
-			return fail(err)
-		}
-		same, err := e.sameState(a, b)
-		if err != nil {
-			return fail(err)
-		}
-		if !same {
-			changed = append(changed, p)
+	} else {
+		after = func(p string) Seq { return sc.last[p] }
+		// The paths the step captured, wherever in the log, and different
+		// after its last capture than before its first. A path another
+		// step captured between the two (or before the first, after the
+		// step began) changed in both: putting it back would undo the
+		// other's change too, so it is a conflict.
+		for p, first := range sc.first {
+			a, err := e.stateAt(p, first-1, ^Seq(0))
+			if err != nil {
+				return fail(err)
+			}
+			b, err := e.stateAt(p, sc.last[p], ^Seq(0))
+			if err != nil {
+				return fail(err)
+			}
+			same, err := e.sameState(a, b)
+			if err != nil {
+				return fail(err)
+			}
+			if !same {
+				changed = append(changed, p)
+				if sc.touchedBetween(p, sp.Before, sc.last[p]) {
+					bad[p] = true
+				}
+			}
 		}
 	}
 	sortParentsFirst(changed)
 	// A conflict is a path whose state now is not the one the step left:
 	// one of its paths, a path beneath one that the revert removes, or an
 	// ancestor that must become a directory again.
-	bad := map[string]bool{}
 	later := e.index.ChangedBetween(sp.End, ^Seq(0))
+	if sc != nil {
+		later = e.index.ChangedBetween(sp.Before, ^Seq(0))
+	}
 	for _, p := range changed {
-		b, err := e.stateAt(p, sp.End, ^Seq(0))
+		if bad[p] {
+			continue
+		}
+		b, err := e.stateAt(p, after(p), ^Seq(0))
 		if err != nil {
 			return fail(err)
 		}
@@ -96,7 +139,7 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 			if !strings.HasPrefix(q, p+"/") || bad[q] {
 				continue
 			}
-			qb, err := e.stateAt(q, sp.End, ^Seq(0))
+			qb, err := e.stateAt(q, after(p), ^Seq(0))
 			if err != nil {
 				return fail(err)
 			}

@@ -17,16 +17,29 @@ import (
 // turn's sequence minus one takes back everything done since the prompt.
 // The event is durable when BeginTurn returns.
 func (e *Engine) BeginTurn(ctx context.Context, payload json.RawMessage) (eventlog.Event, error) {
+	return e.BeginTurnAs(ctx, Caller{}, payload)
+}
+
+// BeginTurnAs is BeginTurn for a turn whose prompt hook ran as who's
+// process. It ends that agent session's step only (session.go): the steps
+// other sessions have open stay open, and the session's changes before its
+// next tool call belong to the turn while it is the newest step.
+func (e *Engine) BeginTurnAs(ctx context.Context, who Caller, payload json.RawMessage) (eventlog.Event, error) {
 	obj := map[string]any{}
 	if len(payload) > 0 {
 		if err := json.Unmarshal(payload, &obj); err != nil {
 			return eventlog.Event{}, fmt.Errorf("rewind: turn payload is not a JSON object: %w", err)
 		}
 	}
+	session, _ := obj["agentSession"].(string)
+	agent, ok := agentOf(who, session)
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
 	e.capMu.Lock()
 	ev, err := e.beginTurnLocked(ctx, obj)
+	if err == nil {
+		e.registerLocked(session, sessionStep{step: e.step, session: session, agent: agent, turn: true}, ok)
+	}
 	e.capMu.Unlock()
 	if err != nil {
 		return ev, err

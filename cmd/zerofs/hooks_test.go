@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -264,5 +265,93 @@ func TestTwoSessionsMounted(t *testing.T) {
 	dry := binOK(t, ws, "rewind", "--dry-run", "--before-turn", itoa(turnOf[claude]))
 	if !strings.Contains(dry, "foreign  out.txt (changed another session") || strings.Contains(dry, "foreign  app.py") {
 		t.Errorf("taking back Claude Code's turn does not name Codex's change it overwrites:\n%s", dry)
+	}
+}
+
+// TestParallelSessionsMounted: two agent sessions (Claude Code's and
+// Codex's real payloads) work at once in one mounted workspace, each as an
+// agent process that runs its hook and then its tools, their writes
+// interleaved. Every change lands in its own session's step in `log
+// --json`, and reverting one session's step keeps the other's changes.
+func TestParallelSessionsMounted(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "app")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountT(t, ws)
+	dir := t.TempDir()
+	agent := func(fix, script string) *exec.Cmd {
+		p := filepath.Join(dir, fix)
+		if err := os.WriteFile(p, []byte(fixture(t, fix, ws)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(self)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "ZEROFS_TEST_AGENT="+strings.ReplaceAll(strings.ReplaceAll(script, "HOOK", binary+" step --hook < "+p), "\n", "; "))
+		return cmd
+	}
+	// A begins its step, B begins its own, then both write in turns: A's
+	// later writes come after B's step began.
+	a := agent("claude-PreToolUse-Edit.json", `HOOK
+echo a1 > a1.txt
+sleep 0.6
+echo a2 > a2.txt
+sleep 0.6
+echo a3 > a3.txt`)
+	b := agent("codex-PreToolUse-Bash.json", `sleep 0.3
+HOOK
+echo b1 > b1.txt
+sleep 0.6
+echo b2 > b2.txt`)
+	outA, outB := &strings.Builder{}, &strings.Builder{}
+	a.Stdout, a.Stderr, b.Stdout, b.Stderr = outA, outA, outB, outB
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(); err != nil {
+		t.Fatalf("session A: %v\n%s", err, outA)
+	}
+	if err := b.Wait(); err != nil {
+		t.Fatalf("session B: %v\n%s", err, outB)
+	}
+	const claude, codex = "9f0c3c2e-5b1a-4c7e-8a55-0d4b3f1e2a10", "019a6f2e-7c1d-7b52-9a3e-5d1c0b8e4f21"
+	var entries []history.Entry
+	if err := json.Unmarshal([]byte(binOK(t, ws, "log", "--json", "--all")), &entries); err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string][]string{}
+	step := map[string]Seq{}
+	for _, e := range entries {
+		var p map[string]any
+		json.Unmarshal(e.Payload, &p)
+		s, _ := p["agentSession"].(string)
+		step[s] = e.Sequence
+		for _, c := range e.Changes {
+			paths[s] = append(paths[s], c.Path)
+		}
+	}
+	if got := strings.Join(paths[claude], " "); got != "a1.txt a2.txt a3.txt" {
+		t.Errorf("Claude Code's step changed %q, want a1.txt a2.txt a3.txt\n%s", got, binOK(t, ws, "log", "--stat"))
+	}
+	if got := strings.Join(paths[codex], " "); got != "b1.txt b2.txt" {
+		t.Errorf("Codex's step changed %q, want b1.txt b2.txt\n%s", got, binOK(t, ws, "log", "--stat"))
+	}
+	binOK(t, ws, "revert", itoa(step[claude]))
+	for _, p := range []string{"a1.txt", "a2.txt", "a3.txt"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+			t.Errorf("%s still there after reverting Claude Code's step", p)
+		}
+	}
+	for _, p := range []string{"b1.txt", "b2.txt"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); err != nil {
+			t.Errorf("Codex's %s gone after reverting Claude Code's step: %v", p, err)
+		}
 	}
 }

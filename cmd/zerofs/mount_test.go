@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,17 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if script := os.Getenv("ZEROFS_TEST_AGENT"); script != "" {
+		// A stand-in agent process (TestParallelSessionsMounted): not a
+		// shell, it runs the script as an agent runs its hooks and tools.
+		cmd := exec.Command("/bin/sh", "-ec", script)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	b := testsupport.BuildZerofs()
 	binary, buildErr = b.Path, b.Err
 	code := m.Run()

@@ -87,9 +87,19 @@ func (s *State) markEvent(ev eventlog.Event, rp *RewindPayload) {
 	}
 }
 
-// noteCheckpoint notes a checkpoint at seq in the open block; the caller
-// holds s.mu.
-func (s *State) noteCheckpoint(seq Seq) {
+// noteCheckpoint notes a checkpoint at seq in the open block, or in the
+// earlier step named by step (a checkpoint of another session's step); the
+// caller holds s.mu.
+func (s *State) noteCheckpoint(seq, step Seq) {
+	if step != 0 {
+		i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq >= step })
+		if i < len(s.marks) && s.marks[i].Seq == step {
+			if s.marks[i].First == 0 {
+				s.marks[i].First = seq
+			}
+			return
+		}
+	}
 	if n := len(s.marks); n > 0 {
 		if s.marks[n-1].First == 0 {
 			s.marks[n-1].First = seq
@@ -128,7 +138,7 @@ func GroupMarks(events iter.Seq2[eventlog.Event, error]) ([]Mark, error) {
 		}
 		switch p := v.(type) {
 		case Checkpoint:
-			s.noteCheckpoint(ev.Seq)
+			s.noteCheckpoint(ev.Seq, p.Step)
 		case RewindPayload:
 			s.markEvent(ev, &p)
 		case PrunedPayload, ThinnedPayload:

@@ -69,6 +69,11 @@ func (s FileState) Owned() bool { return s.UID != nil && s.GID != nil }
 type Checkpoint struct {
 	Tool  string      `json:"tool"`
 	Files []FileState `json:"files"`
+	// Step, when not 0, is the step the captures belong to, when that is
+	// not the newest step before them: several agent sessions each had a
+	// step open at once, and this change was made by a process of the
+	// session whose step began earlier (rewind/session.go).
+	Step Seq `json:"step,omitempty"`
 }
 
 // Report is what a rewind did.

@@ -53,7 +53,7 @@ func (s *State) Add(ev eventlog.Event) error {
 	}
 	switch p := v.(type) {
 	case Checkpoint:
-		return s.AddCheckpoint(ev.Seq, p.Files)
+		return s.AddCheckpoint(ev.Seq, p.Step, p.Files)
 	case RewindPayload:
 		s.AddRewind(ev, p)
 	case PrunedPayload:
@@ -72,13 +72,14 @@ func (s *State) Add(ev eventlog.Event) error {
 }
 
 // AddCheckpoint folds a checkpoint the engine has just appended (or Add
-// has decoded): its records are checked and indexed.
-func (s *State) AddCheckpoint(seq Seq, files []FileState) error {
+// has decoded): its records are checked and indexed. step is the
+// checkpoint's Step (0: the newest step before it).
+func (s *State) AddCheckpoint(seq, step Seq, files []FileState) error {
 	if err := s.ix.Add(seq, files); err != nil {
 		return InFile(err, LogName)
 	}
 	s.mu.Lock()
-	s.noteCheckpoint(seq)
+	s.noteCheckpoint(seq, step)
 	s.head = max(s.head, seq)
 	s.mu.Unlock()
 	return nil

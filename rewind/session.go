@@ -1,0 +1,167 @@
+package rewind
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// Several agent sessions may work in one workspace at once: two agents in
+// two terminals, or an agent and a subagent that runs as a process of its
+// own. Each has a step open, and a change belongs to the step of the
+// session whose agent process made it.
+//
+// An agent runs its hooks and its tools as its children (or its shells'
+// children). So a step begun by a hook (a tool_call naming an
+// "agentSession") is remembered with its agent process: the nearest
+// ancestor of the process that wrote the step that is not a shell or
+// zerofs itself. A change is put in the step of the session whose agent
+// process is the nearest ancestor of the process that made it; when no
+// session's agent is an ancestor (a person's editor, a step begun by hand),
+// in the newest step, as before. Two sessions of one agent process: the
+// newer one's.
+//
+// The log keeps sequence order: a checkpoint of a step that is not the
+// newest names it (Checkpoint.Step), and readers (history.ReadHistory,
+// the index's marks, a revert) give its files to that step.
+//
+// Limits: parallel tool calls of one session, and subagents that run
+// inside the agent's own process (Claude Code's Task tool), share that
+// process: their changes go to the session's newest step. A process that
+// outlived its parent (reparented to init) no longer has the agent among
+// its ancestors. Undo goes back in time for the whole workspace; revert
+// takes back one step, whatever ran beside it.
+
+// Proc identifies a process: its id and its start time (in clock ticks
+// after boot, /proc/PID/stat's field 22), so a reused id is never taken
+// for the process that had it; Comm is its name then.
+type Proc struct {
+	PID   int
+	Start uint64
+	Comm  string
+}
+
+// sessionStep is the step (or turn) an agent session began last, and the
+// agent's process.
+type sessionStep struct {
+	step    Step
+	session string
+	agent   Proc
+	// turn: the step is the changes after a turn, before the session's
+	// first tool call. Its changes are only told apart while it is the
+	// newest step; after another's step began they go to the newest.
+	turn bool
+}
+
+// maxSessions bounds the sessions remembered (the oldest is dropped).
+const maxSessions = 64
+
+// BeginStepAs is BeginStep for a step begun by who's process: changes made
+// by processes of the same agent (those whose lineage meets who's nearest)
+// belong to it even after another session began a step.
+func (e *Engine) BeginStepAs(ctx context.Context, who Caller, label string, extra json.RawMessage) (eventlog.Event, error) {
+	payload := map[string]any{}
+	if len(extra) > 0 {
+		if err := json.Unmarshal(extra, &payload); err != nil {
+			return eventlog.Event{}, fmt.Errorf("rewind: step payload is not a JSON object: %w", err)
+		}
+	}
+	payload["name"] = label
+	session, _ := payload["agentSession"].(string)
+	agent, ok := agentOf(who, session)
+	e.wsMu.Lock()
+	e.capMu.Lock()
+	ev, err := e.beginStepLocked(ctx, label, payload)
+	if err == nil {
+		e.registerLocked(session, sessionStep{step: e.step, session: session, agent: agent}, ok)
+	}
+	e.capMu.Unlock()
+	if err == nil {
+		err = e.captureOpenWriters(ctx)
+	}
+	e.wsMu.Unlock()
+	if err == nil && e.opts.MaxStoreSize > 0 {
+		if _, berr := e.enforceBound(ctx); berr != nil {
+			e.opts.Logger.Error("rewind: cannot keep the store within its bound", "max", e.opts.MaxStoreSize, "err", berr)
+		}
+	}
+	return ev, err
+}
+
+// registerLocked ends session's open step and, when ok, makes s its open
+// step; the caller holds capMu. The slice is replaced, never changed in
+// place, so stepFor can read it after letting go of the lock.
+func (e *Engine) registerLocked(session string, s sessionStep, ok bool) {
+	if session == "" {
+		return
+	}
+	out := make([]sessionStep, 0, len(e.sessions)+1)
+	for _, o := range e.sessions {
+		if o.session != session {
+			out = append(out, o)
+		}
+	}
+	if ok {
+		out = append(out, s)
+	}
+	if len(out) > maxSessions {
+		out = out[len(out)-maxSessions:]
+	}
+	e.sessions = out
+}
+
+// stepFor is the step a change by who belongs to: the open step of the
+// session whose agent is who's nearest ancestor, else the newest step. It
+// reads who's lineage only when a session's step is not the newest.
+func (e *Engine) stepFor(who Caller) Step {
+	e.capMu.Lock()
+	cur, open := e.step, e.sessions
+	e.capMu.Unlock()
+	if len(open) == 0 || (len(open) == 1 && open[0].step.Seq == cur.Seq) || who.Lineage == nil {
+		return cur
+	}
+	lin := who.Lineage()
+	best, bestAt := -1, len(lin)
+	for i, s := range open {
+		for at, p := range lin[:min(len(lin), bestAt+1)] {
+			if p.PID == s.agent.PID && p.Start == s.agent.Start {
+				if at <= bestAt { // a newer session of the same agent wins
+					best, bestAt = i, at
+				}
+				break
+			}
+		}
+	}
+	if best < 0 || (open[best].turn && open[best].step.Seq != cur.Seq) {
+		return cur
+	}
+	return open[best].step
+}
+
+// agentOf is the agent process of a step or turn that who began for an
+// agent session: the nearest of who's process and its ancestors that is
+// not a shell or zerofs (the hook command, and the shell that ran it). ok
+// is false for no session, or when who's lineage is unknown or has no such
+// process below init.
+func agentOf(who Caller, session string) (Proc, bool) {
+	if session == "" || who.Lineage == nil {
+		return Proc{}, false
+	}
+	for _, p := range who.Lineage() {
+		if p.PID <= 1 {
+			break
+		}
+		if !notAgent[p.Comm] {
+			return p, true
+		}
+	}
+	return Proc{}, false
+}
+
+// notAgent names the processes between an agent and its hook command.
+var notAgent = map[string]bool{
+	"zerofs": true, "sh": true, "bash": true, "dash": true, "zsh": true, "fish": true,
+	"ksh": true, "mksh": true, "busybox": true, "env": true,
+}
