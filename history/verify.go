@@ -178,6 +178,11 @@ func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 		}
 	}
 	pruned = ret.Pruned()
+	ret.Records(func(seq Seq, st rewind.FileState) {
+		if st.Blob != "" && seq > uses[st.Blob].seq {
+			uses[st.Blob] = use{seq: seq, path: st.Path}
+		}
+	})
 	if ce == nil && torn == 0 {
 		events := func(from Seq) iter.Seq2[eventlog.Event, error] { return eventlog.ReadFile(logPath, from) }
 		if err := rewind.CheckIntentFile(store, head, pruned, events); err != nil {
