@@ -119,7 +119,7 @@ func Restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	}
 	res := RestoreResult{Dir: abs, URL: u.String(), Sequence: at, History: base.Seq, Skipped: []string{}}
 	fail := func(err error) (RestoreResult, error) {
-		removeBeneath(root.Fd())
+		wsdir.RemoveBeneath(root.Fd())
 		var st, now unix.Stat_t
 		if unix.Fstat(root.Fd(), &st) == nil && unix.Lstat(abs, &now) == nil && st.Dev == now.Dev && st.Ino == now.Ino {
 			unix.Rmdir(abs)

@@ -394,7 +394,7 @@ func (w *forkWriter) finish(ctx context.Context, rootMode uint32, session string
 // abort removes what the fork wrote, beneath its descriptor, and the
 // directory itself if its name still names it.
 func (w *forkWriter) abort(cause error) (ForkResult, error) {
-	removeBeneath(w.root.Fd())
+	wsdir.RemoveBeneath(w.root.Fd())
 	var st, at unix.Stat_t
 	if unix.Fstat(w.root.Fd(), &st) == nil && unix.Lstat(w.dir, &at) == nil && st.Dev == at.Dev && st.Ino == at.Ino {
 		unix.Rmdir(w.dir)
@@ -403,27 +403,3 @@ func (w *forkWriter) abort(cause error) (ForkResult, error) {
 	return ForkResult{}, fmt.Errorf("rewind: fork into %s: %w", w.dir, cause)
 }
 
-// removeBeneath removes everything in directory fd, never following a
-// symlink.
-func removeBeneath(fd int) {
-	unix.Fchmod(fd, 0o700)
-	dup, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	d := os.NewFile(uintptr(dup), ".")
-	names, _ := d.Readdirnames(-1)
-	d.Close()
-	for _, n := range names {
-		if unix.Unlinkat(fd, n, 0) == nil {
-			continue
-		}
-		sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			continue
-		}
-		removeBeneath(sub)
-		unix.Close(sub)
-		unix.Unlinkat(fd, n, unix.AT_REMOVEDIR)
-	}
-}
