@@ -116,4 +116,3 @@ func (w *treeWriter) finish(root BaseEntry) error {
 	}
 	return nil
 }
-

@@ -402,4 +402,3 @@ func (w *forkWriter) abort(cause error) (ForkResult, error) {
 	w.root.Close()
 	return ForkResult{}, fmt.Errorf("rewind: fork into %s: %w", w.dir, cause)
 }
-
