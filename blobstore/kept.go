@@ -159,6 +159,39 @@ func (s *Store) KeepMode() (ok bool, why string) {
 	return true, ""
 }
 
+// claimInode registers f's inode as being kept, locked (the caller unlocks
+// ki.mu; forget unregisters it): ki is nil, and nothing is registered, when
+// f cannot be kept: not a regular file with one link on the store's
+// filesystem, kept already, kept off, larger than Options.MaxSize where
+// bySize says so (its size is not read otherwise), or open for writing
+// (writing is asked once the inode is registered: see the order above).
+func (s *Store) claimInode(f *os.File, bySize bool, writing func(dev, ino uint64) bool) (st unix.Stat_t, ki *keptInode, forget func(), err error) {
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return st, nil, nil, err
+	}
+	s.kmu.Lock()
+	if s.kept.dir == nil || s.kept.off != "" || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Dev != s.kept.dev || s.kept.ino[st.Ino] != nil ||
+		(bySize && s.opts.MaxSize > 0 && st.Size > s.opts.MaxSize) {
+		s.kmu.Unlock()
+		return st, nil, nil, nil
+	}
+	ki = &keptInode{ino: st.Ino}
+	ki.mu.Lock()
+	s.kept.ino[st.Ino] = ki
+	s.kmu.Unlock()
+	forget = func() {
+		s.kmu.Lock()
+		delete(s.kept.ino, st.Ino)
+		s.kmu.Unlock()
+	}
+	if writing != nil && writing(st.Dev, st.Ino) {
+		forget()
+		ki.mu.Unlock()
+		return st, nil, nil, nil
+	}
+	return st, ki, forget, nil
+}
+
 // Keep stores the content of f, an open regular workspace file about to
 // lose its last name, by hard-linking its inode into the store as the blob
 // of its sha256 (which it reads f to compute). writing reports whether a
@@ -176,29 +209,14 @@ func (s *Store) Keep(f *os.File, writing func(dev, ino uint64) bool) (id ID, n i
 	if s.opts.ReadOnly {
 		return ID{}, 0, false, ErrReadOnly
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	_, ki, forget, err := s.claimInode(f, false, writing)
+	if err != nil {
 		return ID{}, 0, false, fmt.Errorf("blobstore: keep: %w", err)
 	}
-	s.kmu.Lock()
-	if s.kept.dir == nil || s.kept.off != "" || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Dev != s.kept.dev || s.kept.ino[st.Ino] != nil {
-		s.kmu.Unlock()
+	if ki == nil {
 		return ID{}, 0, false, nil
 	}
-	ki := &keptInode{ino: st.Ino}
-	ki.mu.Lock()
 	defer ki.mu.Unlock()
-	s.kept.ino[st.Ino] = ki
-	s.kmu.Unlock()
-	forget := func() {
-		s.kmu.Lock()
-		delete(s.kept.ino, st.Ino)
-		s.kmu.Unlock()
-	}
-	if writing != nil && writing(st.Dev, st.Ino) {
-		forget()
-		return ID{}, 0, false, nil
-	}
 	// HashFile reads only the data (a sparse file's holes are hashed as
 	// zeros from memory).
 	id, n, err = HashFile(f)

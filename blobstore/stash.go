@@ -67,30 +67,14 @@ func (s *Store) Stash(f *os.File, writing func(dev, ino uint64) bool) (name stri
 	if s.opts.ReadOnly {
 		return "", 0, false, ErrReadOnly
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	st, ki, forget, err := s.claimInode(f, true, writing)
+	if err != nil {
 		return "", 0, false, fmt.Errorf("blobstore: stash: %w", err)
 	}
-	s.kmu.Lock()
-	if s.kept.dir == nil || s.kept.off != "" || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Dev != s.kept.dev || s.kept.ino[st.Ino] != nil ||
-		(s.opts.MaxSize > 0 && st.Size > s.opts.MaxSize) {
-		s.kmu.Unlock()
+	if ki == nil {
 		return "", 0, false, nil
 	}
-	ki := &keptInode{ino: st.Ino}
-	ki.mu.Lock()
 	defer ki.mu.Unlock()
-	s.kept.ino[st.Ino] = ki
-	s.kmu.Unlock()
-	forget := func() {
-		s.kmu.Lock()
-		delete(s.kept.ino, st.Ino)
-		s.kmu.Unlock()
-	}
-	if writing != nil && writing(st.Dev, st.Ino) {
-		forget()
-		return "", 0, false, nil
-	}
 	name = newStashName()
 	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), int(s.kept.dir.Fd()), name, unix.AT_SYMLINK_FOLLOW)
 	switch {
