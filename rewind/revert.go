@@ -56,19 +56,11 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 	if sc == nil {
 		// The paths the step changed: captured in it, and different after it.
 		for _, p := range e.index.ChangedBetween(sp.Before, sp.End+1) {
-			a, err := e.stateAt(p, sp.Before, ^Seq(0))
+			differs, err := e.differsBetween(p, sp.Before, sp.End)
 			if err != nil {
 				return fail(err)
 			}
-			b, err := e.stateAt(p, sp.End, ^Seq(0))
-			if err != nil {
-				return fail(err)
-			}
-			same, err := e.sameState(a, b)
-			if err != nil {
-				return fail(err)
-			}
-			if !same {
+			if differs {
 				changed = append(changed, p)
 			}
 		}
@@ -80,19 +72,11 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 		// step began) changed in both: putting it back would undo the
 		// other's change too, so it is a conflict.
 		for p, first := range sc.first {
-			a, err := e.stateAt(p, first-1, ^Seq(0))
+			differs, err := e.differsBetween(p, first-1, sc.last[p])
 			if err != nil {
 				return fail(err)
 			}
-			b, err := e.stateAt(p, sc.last[p], ^Seq(0))
-			if err != nil {
-				return fail(err)
-			}
-			same, err := e.sameState(a, b)
-			if err != nil {
-				return fail(err)
-			}
-			if !same {
+			if differs {
 				changed = append(changed, p)
 				if sc.touchedBetween(p, sp.Before, sc.last[p]) {
 					bad[p] = true
@@ -223,4 +207,19 @@ func (e *Engine) entryHash(ent Entry) (string, error) {
 		return e.hashLive(ent.State.Path)
 	}
 	return ent.State.Blob, nil
+}
+
+// differsBetween says whether path p's state at sequence to differs from
+// its state at from.
+func (e *Engine) differsBetween(p string, from, to Seq) (bool, error) {
+	a, err := e.stateAt(p, from, ^Seq(0))
+	if err != nil {
+		return false, err
+	}
+	b, err := e.stateAt(p, to, ^Seq(0))
+	if err != nil {
+		return false, err
+	}
+	same, err := e.sameState(a, b)
+	return !same, err
 }

@@ -17,22 +17,7 @@ func Name(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + 8)
 	b.WriteByte('"')
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size <= 1:
-			octal(&b, s[i])
-		case r < 0x80:
-			ascii(&b, byte(r))
-		case shown(r):
-			b.WriteString(s[i : i+size])
-		default:
-			for j := i; j < i+size; j++ {
-				octal(&b, s[j])
-			}
-		}
-		i += size
-	}
+	escape(&b, s, true)
 	b.WriteByte('"')
 	return b.String()
 }
@@ -111,6 +96,29 @@ func ascii(b *strings.Builder, c byte) {
 	}
 }
 
+// escape writes s with every character Name would escape escaped; quotes
+// and backslashes too when inQuotes.
+func escape(b *strings.Builder, s string, inQuotes bool) {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			octal(b, s[i])
+		case !inQuotes && (r == '"' || r == '\\'):
+			b.WriteByte(byte(r))
+		case r < 0x80:
+			ascii(b, byte(r))
+		case shown(r):
+			b.WriteString(s[i : i+size])
+		default:
+			for j := i; j < i+size; j++ {
+				octal(b, s[j])
+			}
+		}
+		i += size
+	}
+}
+
 // octal writes c as a three-digit octal escape, as git does.
 func octal(b *strings.Builder, c byte) {
 	b.WriteByte('\\')
@@ -128,23 +136,6 @@ func Line(s string) string {
 		return s
 	}
 	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size <= 1:
-			octal(&b, s[i])
-		case r == '"' || r == '\\':
-			b.WriteByte(byte(r))
-		case r < 0x80:
-			ascii(&b, byte(r))
-		case shown(r):
-			b.WriteString(s[i : i+size])
-		default:
-			for j := i; j < i+size; j++ {
-				octal(&b, s[j])
-			}
-		}
-		i += size
-	}
+	escape(&b, s, false)
 	return b.String()
 }
