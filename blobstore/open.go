@@ -31,6 +31,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		index:   map[ID]loc{},
 		packs:   map[string]*pack{},
 		hashed:  map[ID]bool{},
+
+		goodLists: map[ID][32]byte{},
+		fileIDs:   map[fileKey]ID{},
 	}
 	if !opts.ReadOnly {
 		_, statErr := os.Stat(dir)

@@ -36,7 +36,7 @@ func (s *Store) Put(r io.Reader) (ID, int64, error) {
 		limit = maxDataRaw
 	}
 	if f, size, exts, ok := sparseFile(r, limit); ok {
-		id, n, settle, err := s.putSparse(f, size, exts)
+		id, n, settle, err := s.putFile(f, size, exts)
 		if err != nil {
 			return ID{}, 0, err
 		}

@@ -8,6 +8,8 @@ import (
 	"hash"
 	"io"
 	"os"
+	"sync/atomic"
+	"time"
 
 	"github.com/restic/chunker"
 	"golang.org/x/sys/unix"
@@ -27,6 +29,23 @@ import (
 //
 // Restoring sparsely is the writer's part (rewind writes zero blocks as
 // holes); Reader.Holes tells it where the recorded holes are.
+//
+// Hashing the holes is the one cost that grows with the logical size, so
+// it is paid once per content, not once per use:
+//   - goodLists: a sparse blob's list that this Store wrote, or read whole
+//     and found to hash to the blob's ID, is remembered by the sha256 of
+//     its record. Opening the blob again finds the record unchanged in
+//     O(list), and then a Reader checks only the chunks it reads (each
+//     against its own hash): Verify and a restore cost O(data).
+//   - fileIDs: what a sparse workspace file hashed to, under its device,
+//     inode, size, mtime and ctime. Any change of its content changes its
+//     ctime (and a write through the mount is a pwrite by the daemon), so
+//     while those five are unchanged the ID is still the file's; an entry
+//     is kept only when the ctime is older than the hash's start by more
+//     than the kernel's timestamp granularity (racyMargin), so a write
+//     during the hash cannot leave the ctime it saw. A rewind's
+//     compare-before-write and its capture of the same file then hash it
+//     once, and a capture whose ID is known reads only the data.
 
 // holeID marks a hole entry in a chunk list.
 var holeID ID
@@ -41,8 +60,14 @@ func (r chunkRef) isHole() bool { return r.id == holeID }
 // zeros is a page of zeros to hash holes from.
 var zeros = make([]byte, 1<<20)
 
+// wholeHashed counts the bytes hashed as holes (hashZeros) or to check a
+// whole blob as Read streams it: the costs that grow with a sparse file's
+// logical size, not its data (tests read it).
+var wholeHashed atomic.Int64
+
 // hashZeros writes n zero bytes to h.
 func hashZeros(h hash.Hash, n int64) {
+	wholeHashed.Add(n)
 	for n > 0 {
 		k := min(n, int64(len(zeros)))
 		h.Write(zeros[:k])
@@ -147,19 +172,61 @@ func sparseFile(r io.Reader, limit int64) (*os.File, int64, []extent, bool) {
 	return f, st.Size, exts, true
 }
 
+// errChangedUnderPut says a file whose ID was known changed while Put
+// read it: Put stores it again, hashing what it reads.
+var errChangedUnderPut = errors.New("blobstore: file changed while it was stored")
+
+// putFile is Put of a sparse file: when fileIDs knows what it hashes to and
+// the store holds that blob, nothing is read; when it knows only the ID,
+// only the data is read (and the file must be unchanged at the end);
+// otherwise the data is read and the holes hashed as zeros.
+func (s *Store) putFile(f *os.File, size int64, exts []extent) (ID, int64, []ID, error) {
+	k, err := statKey(f)
+	if err != nil {
+		return ID{}, 0, nil, fmt.Errorf("blobstore: put: %w", err)
+	}
+	unchanged := func() bool {
+		k2, err := statKey(f)
+		return err == nil && k2 == k
+	}
+	if id, ok := s.knownFile(k); ok && k.size == size {
+		if _, in := s.lookup(id); in {
+			return id, size, []ID{id}, nil
+		}
+		got, n, settle, err := s.putSparse(f, size, exts, &id, unchanged)
+		if !errors.Is(err, errChangedUnderPut) {
+			return got, n, settle, err
+		}
+		exts, _ = dataExtents(f, size) // changed meanwhile: its extents too, maybe
+	}
+	start := time.Now()
+	id, n, settle, err := s.putSparse(f, size, exts, nil, nil)
+	if err == nil && unchanged() {
+		s.rememberFile(k, id, start)
+	}
+	return id, n, settle, err
+}
+
 // putSparse stores a sparse file: each data extent cut into chunks, each
-// hole a hole entry. It returns what Put must make durable.
-func (s *Store) putSparse(f *os.File, size int64, exts []extent) (ID, int64, []ID, error) {
+// hole a hole entry. It returns what Put must make durable. With known,
+// the file's ID is known and nothing is hashed: the list is stored under
+// it only if unchanged reports the file unchanged once its data is read.
+func (s *Store) putSparse(f *os.File, size int64, exts []extent, known *ID, unchanged func() bool) (ID, int64, []ID, error) {
 	if s.opts.MaxSize > 0 && size > s.opts.MaxSize {
 		return ID{}, 0, nil, fmt.Errorf("blobstore: put: %w (%d bytes)", ErrTooLarge, s.opts.MaxSize)
 	}
 	h := sha256.New()
+	if known != nil {
+		h = discardHash{}
+	}
 	buf := make([]byte, maxChunk)
 	var list []byte
 	var ids []ID
 	var pos int64
 	hole := func(n int64) {
-		hashZeros(h, n)
+		if known == nil {
+			hashZeros(h, n)
+		}
 		for n > 0 {
 			k := min(n, maxHoleEntry)
 			list = append(list, holeID[:]...)
@@ -183,14 +250,31 @@ func (s *Store) putSparse(f *os.File, size int64, exts []extent) (ID, int64, []I
 	}
 	hole(size - pos)
 	var id ID
-	h.Sum(id[:0])
+	if known != nil {
+		if !unchanged() {
+			return ID{}, 0, nil, errChangedUnderPut
+		}
+		id = *known
+	} else {
+		h.Sum(id[:0])
+	}
 	if _, ok := s.lookup(id); !ok {
 		if err := s.appendRecord(id, kindList, compNone, size, list); err != nil {
 			return ID{}, 0, nil, err
 		}
+		s.trustList(id, list)
 	}
 	return id, size, append(ids, id), nil
 }
+
+// discardHash stands in for the hash when the ID is known.
+type discardHash struct{}
+
+func (discardHash) Write(p []byte) (int, error) { return len(p), nil }
+func (discardHash) Sum(b []byte) []byte         { return b }
+func (discardHash) Reset()                      {}
+func (discardHash) Size() int                   { return sha256.Size }
+func (discardHash) BlockSize() int              { return sha256.BlockSize }
 
 // Holes lists the ranges of the blob that its chunk list records as holes
 // (none for a blob stored whole); a writer restoring the blob may leave
@@ -211,4 +295,129 @@ func (r *Reader) Holes() [][2]int64 {
 		}
 	}
 	return out
+}
+
+// racyMargin is how much older than the start of a hash a file's ctime
+// must be for fileIDs to keep what it hashed to: more than a kernel tick
+// (the coarse clock timestamps come from).
+const racyMargin = 50 * time.Millisecond
+
+// maxFileIDs bounds fileIDs; past it the map starts over.
+const maxFileIDs = 4096
+
+// fileKey is what identifies a file's content without reading it.
+type fileKey struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime unix.Timespec
+}
+
+func keyOf(st *unix.Stat_t) fileKey {
+	return fileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
+}
+
+// statKey is f's fileKey.
+func statKey(f *os.File) (fileKey, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fileKey{}, err
+	}
+	return keyOf(&st), nil
+}
+
+// knownFile is what the file at k hashed to, if fileIDs holds it.
+func (s *Store) knownFile(k fileKey) (ID, bool) {
+	s.mu.RLock()
+	id, ok := s.fileIDs[k]
+	s.mu.RUnlock()
+	return id, ok
+}
+
+// rememberFile keeps id for the file at k (whose hash began at start) if
+// its ctime is safely older than start.
+func (s *Store) rememberFile(k fileKey, id ID, start time.Time) {
+	if time.Unix(k.ctime.Unix()).After(start.Add(-racyMargin)) {
+		return
+	}
+	s.mu.Lock()
+	if len(s.fileIDs) >= maxFileIDs {
+		clear(s.fileIDs)
+	}
+	s.fileIDs[k] = id
+	s.mu.Unlock()
+}
+
+// HashFile is HashFile(f) for a workspace file, remembered for a sparse
+// one (see fileIDs above): hashing the same unchanged sparse file again,
+// or storing it with Put, reads only its data.
+func (s *Store) HashFile(f *os.File) (ID, int64, error) {
+	k, err := statKey(f)
+	if err != nil {
+		return ID{}, 0, err
+	}
+	if id, ok := s.knownFile(k); ok {
+		return id, k.size, nil
+	}
+	start := time.Now()
+	id, n, err := HashFile(f)
+	if err != nil {
+		return ID{}, 0, err
+	}
+	if _, sparse := dataExtents(f, n); sparse {
+		if k2, err := statKey(f); err == nil && k2 == k && n == k.size {
+			s.rememberFile(k, id, start)
+		}
+	}
+	return id, n, nil
+}
+
+// trustList remembers that the list record payload names blob id's
+// content correctly.
+func (s *Store) trustList(id ID, payload []byte) {
+	sum := sha256.Sum256(payload)
+	s.mu.Lock()
+	s.goodLists[id] = sum
+	s.mu.Unlock()
+}
+
+// listTrusted reports whether payload is the list record of id that this
+// Store found good.
+func (s *Store) listTrusted(id ID, payload []byte) bool {
+	s.mu.RLock()
+	sum, ok := s.goodLists[id]
+	s.mu.RUnlock()
+	return ok && sum == sha256.Sum256(payload)
+}
+
+// DataExtents lists the ranges of the blob that are not recorded holes,
+// when the blob is sparse and its list is known good (so that reading
+// just those ranges with ReadAt, each chunk checked against its own hash,
+// reads the blob's content); ok is false otherwise, and the caller reads
+// the whole blob with Read.
+func (r *Reader) DataExtents() (exts [][2]int64, ok bool) {
+	c, isList := r.ra.(*chunked)
+	if !isList || !r.trusted {
+		return nil, false
+	}
+	for _, ref := range c.refs {
+		if ref.isHole() {
+			continue
+		}
+		if k := len(exts); k > 0 && exts[k-1][1] == ref.off {
+			exts[k-1][1] = ref.off + ref.n
+			continue
+		}
+		exts = append(exts, [2]int64{ref.off, ref.off + ref.n})
+	}
+	return exts, true
+}
+
+// sparse reports whether the list has a hole entry.
+func (c *chunked) sparse() bool {
+	for _, ref := range c.refs {
+		if ref.isHole() {
+			return true
+		}
+	}
+	return false
 }

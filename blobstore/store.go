@@ -113,13 +113,20 @@ type Store struct {
 	active  *pack
 	retired []*pack
 
-	mu sync.RWMutex // guards index, packs, hashed, damaged
+	mu sync.RWMutex // guards index, packs, hashed, goodLists, fileIDs, damaged
 	// index says where each record is. A loose blob (the layout before
 	// packs) is not in it; see loosePath.
 	index map[ID]loc
 	packs map[string]*pack
 	// hashed holds loose blobs this Store hashed whole and found good.
 	hashed map[ID]bool
+	// goodLists holds, for sparse blobs (lists with holes) this Store
+	// wrote or read whole and found good, the sha256 of the list record:
+	// a list that still hashes to it needs no whole-content hash again
+	// (sparse.go).
+	goodLists map[ID][32]byte
+	// fileIDs remembers what sparse workspace files hashed to (sparse.go).
+	fileIDs map[fileKey]ID
 	// damaged lists the ranges of packs, found at Open, that hold no
 	// valid record.
 	damaged []Damage

@@ -33,29 +33,24 @@ func TestSparseFileRewindAllocatesOnlyItsData(t *testing.T) {
 	start := time.Now()
 	mustNobody(t, pub, "printf y | dd of=big bs=1 seek=104857600 conv=notrunc status=none")
 	capture := time.Since(start)
-	step(t, ws, "after")
+	s2 := step(t, ws, "after")
 	start = time.Now()
 	rewindTo(t, ws, s1)
 	t.Logf("1 GiB sparse file: capture with the write %v, rewind %v", capture, time.Since(start))
 	big := filepath.Join(pub, "big")
-	var st unix.Stat_t
-	if err := unix.Stat(big, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Size != size || st.Blocks*512 > 1<<20 {
-		t.Errorf("after rewind: size %d, %d bytes allocated; want %d, at most 1 MiB", st.Size, st.Blocks*512, size)
-	}
-	f, err := os.Open(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, 1)
-	for off, want := range map[int64]byte{536870912: 'x', 104857600: 0, 0: 0, size - 1: 0} {
-		if _, err := f.ReadAt(b, off); err != nil || b[0] != want {
-			t.Errorf("after rewind: byte %d = %q, %v; want %q", off, b[0], err, want)
-		}
-	}
+	x := map[int64]byte{536870912: 'x', 104857600: 0, 0: 0, size - 1: 0}
+	sparseAsRecorded(t, "after rewind", big, size, x)
+	// The rewind's own capture of the changed file, restored by an undo of
+	// the rewind (rewinding to just before it), is sparse too.
+	rewindTo(t, ws, s2)
+	xy := map[int64]byte{536870912: 'x', 104857600: 'y', 0: 0, size - 1: 0}
+	sparseAsRecorded(t, "after the rewind was undone", big, size, xy)
+	// A rewind of that path alone, and a fork of the state, likewise.
+	zerofsOK(t, ws, "rewind", itoa(s1), "--", "pub/big")
+	sparseAsRecorded(t, "after rewind -- pub/big", big, size, x)
+	fork := filepath.Join(t.TempDir(), "fork")
+	zerofsOK(t, ws, "fork", itoa(s2), fork)
+	sparseAsRecorded(t, "in a fork", filepath.Join(fork, "pub", "big"), size, xy)
 	// The store holds the data, not the holes.
 	out := zerofsOK(t, ws, "status")
 	m := regexp.MustCompile(`\((\d+) bytes\)`).FindStringSubmatch(out)
@@ -64,5 +59,30 @@ func TestSparseFileRewindAllocatesOnlyItsData(t *testing.T) {
 	}
 	if n, _ := strconv.ParseInt(m[1], 10, 64); n > 16<<20 {
 		t.Errorf("store holds %d bytes for a file with 2 bytes of data:\n%s", n, out)
+	}
+}
+
+// sparseAsRecorded fails unless the file at p has size bytes with the
+// given bytes at their offsets, and no more than 1 MiB allocated (its
+// recorded data is a page or two).
+func sparseAsRecorded(t *testing.T, when, p string, size int64, bytes map[int64]byte) {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		t.Fatalf("%s: %v", when, err)
+	}
+	if st.Size != size || st.Blocks*512 > 1<<20 {
+		t.Errorf("%s: size %d, %d bytes allocated; want %d, at most 1 MiB", when, st.Size, st.Blocks*512, size)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	for off, want := range bytes {
+		if _, err := f.ReadAt(b, off); err != nil || b[0] != want {
+			t.Errorf("%s: byte %d = %q, %v; want %q", when, off, b[0], err, want)
+		}
 	}
 }

@@ -212,7 +212,7 @@ func (e *Engine) hashLive(p string) (string, error) {
 		return "", fmt.Errorf("rewind: read %q: %w", p, err)
 	}
 	defer f.Close()
-	id, _, err := blobstore.HashFile(f) // a sparse file's holes are not read
+	id, _, err := e.blobs.HashFile(f) // a sparse file's holes are not read, and hashed once
 	if err != nil {
 		return "", fmt.Errorf("rewind: read %q: %w", p, err)
 	}
