@@ -391,6 +391,26 @@ func (n *wsNode) Rename(ctx context.Context, name string, newParent fusefs.Inode
 	} else if err != unix.ENOENT {
 		return sysErrno(err)
 	}
+	if oldDir && flags&unix.RENAME_EXCHANGE == 0 {
+		// A directory's rename may be recorded as one record, with the
+		// rename made by the engine between the record and its release.
+		var kept func(bool)
+		handled, err := n.fs.eng.RenameDir(ectx, who, oldPath, newPath, func() error {
+			kept = func(bool) {}
+			if newDir {
+				kept = np.holdRemoved(nfd, newName)
+			}
+			err := unix.Renameat2(ofd, name, nfd, newName, uint(flags))
+			kept(err == nil)
+			return err
+		})
+		if handled {
+			if err != nil && kept == nil {
+				return engineErrno(n.fs.log, "rename", oldPath, err, seqInvalid)
+			}
+			return sysErrno(err)
+		}
+	}
 	changes := []rewind.Change{
 		{Path: oldPath, Tree: oldDir, From: ifDir(newDir, newPath)},
 		// A plain rename removes what was at newPath: its inode may be

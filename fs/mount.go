@@ -40,8 +40,11 @@ type Options struct {
 	// of a tree sends no request per file. No passthrough then; .zero is
 	// a mount of its own (ctlmount.go).
 	NoOpen bool
-	Logger *slog.Logger
-	Debug  bool // go-fuse request tracing
+	// RenameRecords records a directory's rename as one rename record
+	// instead of a capture of its subtree (rewind.Options.RenameRecords).
+	RenameRecords bool
+	Logger        *slog.Logger
+	Debug         bool // go-fuse request tracing
 }
 
 // Mounted is a mounted workspace, as Mount returns it. (The brief named this
@@ -124,13 +127,14 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	writers := &writerSet{m: map[*wsFile]struct{}{}}
 	wopen := newWriteOpens()
 	eng, err := rewind.Open(ctx, root, rewind.Options{
-		StoreDir:     procPath(int(store.Fd())),
-		Sync:         opts.Sync,
-		AutoStep:     opts.AutoStep,
-		MaxStoreSize: opts.MaxStore,
-		Logger:       logger,
-		OpenWriters:  writers.paths,
-		OpenForWrite: wopen.has,
+		StoreDir:      procPath(int(store.Fd())),
+		Sync:          opts.Sync,
+		AutoStep:      opts.AutoStep,
+		MaxStoreSize:  opts.MaxStore,
+		Logger:        logger,
+		OpenWriters:   writers.paths,
+		OpenForWrite:  wopen.has,
+		RenameRecords: opts.RenameRecords,
 	})
 	if err != nil {
 		root.Close()

@@ -152,7 +152,7 @@ func (v *viewNode) fill(a *fuse.Attr, ent rewind.Entry) {
 	a.Blocks = (a.Size + 511) / 512
 	if ent.Live {
 		var x unix.Statx_t
-		fd, done, err := v.fs.ws.node(v.path)
+		fd, done, err := v.fs.ws.node(st.Path) // where a rename record took it, maybe
 		if err == nil {
 			if statx(fd, "", &x) == nil && uint32(x.Mode)&syscall.S_IFMT == kind {
 				fillAttr(&x, a)
@@ -161,6 +161,15 @@ func (v *viewNode) fill(a *fuse.Attr, ent rewind.Entry) {
 		}
 	}
 	a.Ino = viewIno(v.t, v.path)
+}
+
+// livePath is the workspace path whose present content the node shows:
+// its own, or where a rename record took it.
+func (v *viewNode) livePath() string {
+	if ent, err := v.current(); err == nil && ent.Live {
+		return ent.State.Path
+	}
+	return v.path
 }
 
 // current is the state of the node's path at T now: a live entry may since
@@ -192,7 +201,7 @@ func (v *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		// the pages one reader brought in: each lookup checks the
 		// reader against the present path, and the entry is kept for no
 		// time, so every path walk to it is such a lookup (noopen.go).
-		if errno := v.fs.presentAllows(ctx, p, unix.O_RDONLY); errno != 0 {
+		if errno := v.fs.presentAllows(ctx, ent.State.Path, unix.O_RDONLY); errno != 0 {
 			return nil, errno
 		}
 		out.SetEntryTimeout(time.Nanosecond) // 0 would be go-fuse's default
@@ -220,7 +229,7 @@ func (v *viewNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.A
 func (v *viewNode) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
 	if ent, err := v.current(); err == nil && ent.Live {
 		// The present names: the reader must be let in now too.
-		if errno := v.fs.presentAllows(ctx, v.path, unix.O_RDONLY|unix.O_DIRECTORY); errno != 0 {
+		if errno := v.fs.presentAllows(ctx, ent.State.Path, unix.O_RDONLY|unix.O_DIRECTORY); errno != 0 {
 			return nil, errno
 		}
 	}
@@ -248,7 +257,7 @@ func (v *viewNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 		return nil, engineErrno(v.fs.log, "readlink", v.path, err, seqNotFound)
 	}
 	if ent.Live {
-		if errno := v.fs.presentAllows(ctx, v.path, unix.O_PATH); errno != 0 {
+		if errno := v.fs.presentAllows(ctx, ent.State.Path, unix.O_PATH); errno != 0 {
 			return nil, errno
 		}
 	}
@@ -277,7 +286,7 @@ func (v *viewNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		return nil, 0, syscall.EIO
 	}
 	if ent.Live {
-		if errno := v.fs.presentAllows(ctx, v.path, unix.O_RDONLY); errno != 0 {
+		if errno := v.fs.presentAllows(ctx, ent.State.Path, unix.O_RDONLY); errno != 0 {
 			return nil, 0, errno
 		}
 	}
@@ -381,7 +390,7 @@ func (v *viewNode) Read(ctx context.Context, f fusefs.FileHandle, dest []byte, o
 	live := h.live
 	h.mu.Unlock()
 	if live {
-		if errno := v.fs.presentAllows(ctx, v.path, unix.O_RDONLY); errno != 0 {
+		if errno := v.fs.presentAllows(ctx, v.livePath(), unix.O_RDONLY); errno != 0 {
 			return nil, errno
 		}
 	}
@@ -490,7 +499,7 @@ func (v *viewNode) xattrs() (map[string][]byte, syscall.Errno) {
 	if !ent.Live {
 		return ent.State.Xattrs, 0
 	}
-	fd, done, err := v.fs.ws.node(v.path)
+	fd, done, err := v.fs.ws.node(ent.State.Path)
 	if err != nil {
 		return nil, sysErrno(err)
 	}

@@ -133,6 +133,7 @@ func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
 		}
 		out = append(out, c)
 	}
+	out = dirRenames(b, out)
 	out = findRenames(out)
 	out, err := similarRenames(src, b, out)
 	if err != nil {
@@ -304,4 +305,44 @@ func (c *Change) UnmarshalJSON(data []byte) error {
 	}
 	*c = Change(j.changeFields)
 	return nil
+}
+
+// dirRenames pairs each directory a rename record of b took away (deleted)
+// with the directory it became (added) into one rename: what lies beneath
+// moved with it and no record names it.
+func dirRenames(b *Block, cs []Change) []Change {
+	to := map[string]string{}
+	for _, f := range b.Files {
+		if f.RenamedTo != "" {
+			to[f.Path] = f.RenamedTo
+		}
+	}
+	if len(to) == 0 {
+		return cs
+	}
+	added := map[string]int{}
+	for i, c := range cs {
+		if c.Change == ChangeAdded && c.Kind == string(rewind.KindDir) {
+			added[c.Path] = i
+		}
+	}
+	drop := map[int]bool{}
+	for i, c := range cs {
+		if c.Change != ChangeDeleted || c.Kind != string(rewind.KindDir) || to[c.Path] == "" {
+			continue
+		}
+		j, ok := added[to[c.Path]]
+		if !ok || drop[j] {
+			continue
+		}
+		cs[j].Change, cs[j].From, cs[j].PID, cs[j].Comm = ChangeRenamed, c.Path, c.PID, c.Comm
+		drop[i] = true
+	}
+	var out []Change
+	for i, c := range cs {
+		if !drop[i] {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -131,10 +131,13 @@ func (e *Engine) autoStep(ctx context.Context) error {
 // CaptureLocked captures changes in the current step; the caller holds the
 // workspace lock through Begin.
 func (e *Engine) CaptureLocked(ctx context.Context, who Caller, changes ...Change) error {
+	e.mvMu.RLock()
+	defer e.mvMu.RUnlock()
 	paths, err := e.expand(changes)
 	if err != nil {
 		return err
 	}
+	paths = e.movedNames(paths)
 	var removed map[string]removal
 	for _, c := range changes {
 		if c.Removed {

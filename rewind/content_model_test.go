@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // TestContentModel is a property test of what the store keeps: files of
@@ -31,8 +33,12 @@ func TestContentModel(t *testing.T) {
 	}
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
-		e, ws := openRapid(rt, Options{Sync: rapid.Bool().Draw(rt, "sync"), NoCompress: rapid.Bool().Draw(rt, "nocompress")})
+		renames := rapid.Bool().Draw(rt, "rename records")
+		e, ws := openRapid(rt, Options{Sync: rapid.Bool().Draw(rt, "sync"), NoCompress: rapid.Bool().Draw(rt, "nocompress"), RenameRecords: renames})
 		names := []string{"a", "b", "d/c"}
+		// With rename records, the directory holding c is renamed between
+		// d and e (one record each way) among the edits.
+		all := []string{"a", "b", "d/c", "e/c"}
 		os.MkdirAll(filepath.Join(ws, "d"), 0o755)
 		cur := map[string][]byte{}
 		states := map[Seq]map[string][]byte{} // step boundary → contents
@@ -51,6 +57,27 @@ func TestContentModel(t *testing.T) {
 			}
 			states[s.Seq] = snapshot()
 			for range rapid.IntRange(1, 4).Draw(rt, "edits") {
+				if renames && rapid.IntRange(0, 2).Draw(rt, "mv") == 0 {
+					from, _ := index.SplitPath(names[2])
+					to := map[string]string{"d": "e", "e": "d"}[from]
+					release, _, err := e.Begin(ctx, Caller{})
+					if err != nil {
+						rt.Fatal(err)
+					}
+					handled, err := e.RenameDir(ctx, Caller{}, from, to, func() error {
+						return os.Rename(filepath.Join(ws, from), filepath.Join(ws, to))
+					})
+					release()
+					if !handled || err != nil {
+						rt.Fatalf("RenameDir(%s, %s) = %v, %v", from, to, handled, err)
+					}
+					if c, ok := cur[names[2]]; ok {
+						delete(cur, names[2])
+						cur[to+"/c"] = c
+					}
+					names[2] = to + "/c"
+					continue
+				}
 				p := rapid.SampledFrom(names).Draw(rt, "path")
 				next := edit(rt, cur[p])
 				release, _, err := e.Begin(ctx, Caller{}, Change{Path: p})
@@ -65,7 +92,7 @@ func TestContentModel(t *testing.T) {
 			}
 		}
 		for seq, want := range states {
-			for _, p := range names {
+			for _, p := range all {
 				checkContentAt(rt, e, p, seq, want[p])
 			}
 		}
@@ -78,7 +105,7 @@ func TestContentModel(t *testing.T) {
 		if _, err := e.Rewind(ctx, target); err != nil {
 			rt.Fatal(err)
 		}
-		for _, p := range names {
+		for _, p := range all {
 			got, err := os.ReadFile(filepath.Join(ws, p))
 			want, existed := states[target][p]
 			if !existed {

@@ -68,12 +68,14 @@ func crashChild(point string) {
 	if err != nil {
 		os.Exit(3)
 	}
-	e, err := Open(context.Background(), root, Options{StoreDir: os.Getenv("ZEROFS_TEST_STORE"), Sync: true})
+	e, err := Open(context.Background(), root, Options{StoreDir: os.Getenv("ZEROFS_TEST_STORE"), Sync: true, RenameRecords: true})
 	if err != nil {
 		os.Exit(4)
 	}
 	seq, _ := strconv.ParseUint(os.Getenv("ZEROFS_TEST_SEQ"), 10, 64)
 	switch form := os.Getenv("ZEROFS_TEST_FORM"); {
+	case form == "renamedir":
+		err = crashRenameDir(e, os.Getenv("ZEROFS_TEST_WS"))
 	case form == "thin":
 		_, err = e.GCWith(context.Background(), GCRequest{ThinBefore: Seq(seq)})
 	case strings.HasPrefix(point, "gc:"):

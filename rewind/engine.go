@@ -59,6 +59,9 @@ type Options struct {
 	// it is asked after the store registered the inode as being kept, and
 	// an open for writing registers its handle before it calls Detach.
 	OpenForWrite func(dev, ino uint64) bool
+	// RenameRecords records a directory's rename as one rename record
+	// (RenameDir) instead of a capture of both subtrees.
+	RenameRecords bool
 }
 
 // Step is the current step: the sequence that began it (its tool_call, or
@@ -169,6 +172,12 @@ type Engine struct {
 	// path waits for the first capture instead of capturing twice.
 	inflight     map[string]*capture
 	lastActivity time.Time
+	// moves are the rename records appended since the newest step began
+	// (rename.go).
+	moves []index.Rename
+	// mvMu excludes captures (read) while a rename record is appended and
+	// its rename made (write).
+	mvMu sync.RWMutex
 
 	// stepSeq mirrors step.Seq for lock-free reads on the write path.
 	stepSeq atomic.Uint64
@@ -289,6 +298,11 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		}
 	}
 	e.setStep(Step{Seq: log.Head()})
+	if err := e.recoverRename(ctx); err != nil {
+		blobs.Close()
+		log.Close()
+		return nil, err
+	}
 	if err := e.recoverRewind(ctx); err != nil {
 		blobs.Close()
 		log.Close()
@@ -344,6 +358,7 @@ func (e *Engine) HasState(t Seq) bool { return e.checkSeq(t) == nil }
 func (e *Engine) setStep(s Step) {
 	e.step = s
 	e.captured = map[string]Seq{}
+	e.moves = nil
 	e.stepSeq.Store(uint64(s.Seq))
 }
 

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -277,8 +278,22 @@ func (m *model) randomOp(rt *rapid.T) {
 			}
 			return ""
 		}
-		m.do(func() error { return os.Rename(m.abs(p), m.abs(q)) },
-			Change{Path: p, Tree: isDir, From: from(qdir, q)}, Change{Path: q, Tree: qdir, From: from(isDir, p)})
+		rename := func() error { return os.Rename(m.abs(p), m.abs(q)) }
+		if isDir && m.e.opts.RenameRecords {
+			// As the FUSE layer does: one record, when the engine takes it.
+			release, _, err := m.e.Begin(context.Background(), Caller{PID: 1, Comm: "model"})
+			if err != nil {
+				m.t.Fatalf("Begin: %v", err)
+			}
+			handled, err := m.e.RenameDir(context.Background(), Caller{PID: 1, Comm: "model"}, p, q, rename)
+			release()
+			m.t.Logf("rename dir %q -> %q: handled %v, %v (head %d)", p, q, handled, err, m.e.Head())
+			if handled {
+				modelRenameRecords.Add(1)
+				return
+			}
+		}
+		m.do(rename, Change{Path: p, Tree: isDir, From: from(qdir, q)}, Change{Path: q, Tree: qdir, From: from(isDir, p)})
 	case 7: // mkdir
 		m.do(func() error { return os.Mkdir(m.abs(p), 0o755) }, Change{Path: p})
 	case 8: // symlink
@@ -318,10 +333,20 @@ func (m *model) removeAll(p string) {
 // directory equal to it, and that rewinding to just before that rewind
 // brings the later tree back. The seed is printed on failure; rerun with
 // -rapid.seed=N. -rapid.checks=N runs more cases.
+// modelRenameRecords counts the directory renames TestModel recorded as one
+// record.
+var modelRenameRecords atomic.Int64
+
 func TestModel(t *testing.T) {
+	defer func() {
+		if modelRenameRecords.Load() == 0 {
+			t.Error("no directory rename was recorded as one record")
+		}
+	}()
 	rapid.Check(t, func(rt *rapid.T) {
 		sync := rapid.Bool().Draw(rt, "sync")
-		e, ws := openT(t, Options{Sync: sync})
+		renames := rapid.Bool().Draw(rt, "rename records")
+		e, ws := openT(t, Options{Sync: sync, RenameRecords: renames})
 		m := &model{t: rt, e: e, ws: ws, states: map[Seq]tree{0: {}}}
 		nops := rapid.IntRange(1, 80).Draw(rt, "ops")
 		for range nops {

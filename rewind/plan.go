@@ -71,14 +71,91 @@ func sortParentsFirst(ps []string) {
 }
 
 // plan compares the state at t (from records below limit) with the
-// workspace for every path a checkpoint after t names.
-func (e *Engine) plan(t, limit Seq) (*rewindPlan, error) {
-	return e.planPaths(t, limit, e.index.ChangedBetween(t, limit))
+// workspace for every path a checkpoint after t names (changedSince); pre
+// is as for planPaths.
+func (e *Engine) plan(t, limit Seq, pre ...Seq) (*rewindPlan, error) {
+	cands, err := e.changedSince(t, limit)
+	if err != nil {
+		return nil, err
+	}
+	return e.planPaths(t, limit, cands, pre...)
+}
+
+// changedSince lists the paths whose state at t (from records below limit)
+// may differ from the workspace's: those a checkpoint after t names, and
+// for each rename record after t, the paths beneath its source at t and
+// beneath its destination now (a rename record names neither).
+func (e *Engine) changedSince(t, limit Seq) ([]string, error) {
+	return e.changedIn(t, limit, limit)
+}
+
+// changedIn lists the paths whose state at t may differ from their state
+// at hi-1 (from records below limit; hi == limit means the workspace): as
+// changedSince, with the destinations of the rename records before hi
+// walked at hi-1.
+func (e *Engine) changedIn(t, hi, limit Seq) ([]string, error) {
+	cands := e.index.ChangedBetween(t, hi)
+	renames := e.index.RenamesBetween(t, hi)
+	if len(renames) == 0 {
+		return cands, nil
+	}
+	seen := map[string]bool{}
+	for _, p := range cands {
+		seen[p] = true
+	}
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			cands = append(cands, p)
+		}
+	}
+	var walkAt func(dir string, t Seq) error
+	walkAt = func(dir string, t Seq) error {
+		ents, err := e.readDirAt(dir, t, limit)
+		if err != nil {
+			return err
+		}
+		for _, de := range ents {
+			p := index.JoinPath(dir, de.Name)
+			add(p)
+			if de.Entry.State.Kind == KindDir {
+				if err := walkAt(p, t); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for _, r := range renames {
+		if ent, err := e.stateAt(r.From, t, limit); err != nil {
+			return nil, err
+		} else if ent.Exists && ent.State.Kind == KindDir {
+			if err := walkAt(r.From, t); err != nil {
+				return nil, err
+			}
+		}
+		if hi == limit {
+			if err := e.walk(r.To, add); err != nil {
+				return nil, err
+			}
+		} else if ent, err := e.stateAt(r.To, hi-1, limit); err != nil {
+			return nil, err
+		} else if ent.Exists && ent.State.Kind == KindDir {
+			if err := walkAt(r.To, hi-1); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return cands, nil
 }
 
 // planPaths plans the rewind of exactly cands to their state at t (from
-// records below limit).
-func (e *Engine) planPaths(t, limit Seq, cands []string) (*rewindPlan, error) {
+// records below limit). A state that is another path's content now (a
+// rename record took it there) is stored first, so that the plan restores
+// it from a blob like any recorded state: from the before-state the
+// rewind's own checkpoint pre recorded for that path, when pre is not 0
+// and it did (a recovering rewind, which may already have changed it).
+func (e *Engine) planPaths(t, limit Seq, cands []string, pre ...Seq) (*rewindPlan, error) {
 	cands = append([]string(nil), cands...)
 	sortParentsFirst(cands)
 	p := &rewindPlan{}
@@ -86,6 +163,14 @@ func (e *Engine) planPaths(t, limit Seq, cands []string) (*rewindPlan, error) {
 		tgt, err := e.stateAt(path, t, limit)
 		if err != nil {
 			return nil, err
+		}
+		if tgt.Exists && tgt.Live {
+			if tgt.State.Path == path {
+				continue // unchanged since t
+			}
+			if tgt, err = e.storeMoved(tgt.State.Path, pre...); err != nil {
+				return nil, err
+			}
 		}
 		cur, err := e.live(path)
 		if err != nil {
@@ -267,4 +352,24 @@ func under(p string, roots []string) bool {
 		}
 	}
 	return false
+}
+
+// storeMoved is the state of the workspace path at as a recorded state: its
+// before-state in checkpoint pre[0] when that names it, else its content
+// stored now.
+func (e *Engine) storeMoved(at string, pre ...Seq) (Entry, error) {
+	if len(pre) > 0 && pre[0] != 0 {
+		if rec, ok := e.index.At(at, pre[0]-1, pre[0]+1); ok {
+			rec, err := e.named(rec, pre[0]-1, pre[0]+1)
+			if err != nil {
+				return Entry{}, err
+			}
+			return Entry{Exists: !rec.State.Absent, State: rec.State, From: rec.Seq}, nil
+		}
+	}
+	st, err := e.readState(at, false, false)
+	if err != nil {
+		return Entry{}, err
+	}
+	return Entry{Exists: !st.Absent, State: st}, nil
 }

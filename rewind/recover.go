@@ -72,9 +72,9 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 				return &DamageError{File: intentName, Reason: fmt.Sprintf("names path %q: %v", p, err)}
 			}
 		}
-		plan, err = e.planPaths(in.Target, in.Checkpoint, in.Paths)
+		plan, err = e.planPaths(in.Target, in.Checkpoint, in.Paths, in.Checkpoint)
 	} else {
-		plan, err = e.plan(in.Target, in.Checkpoint)
+		plan, err = e.plan(in.Target, in.Checkpoint, in.Checkpoint)
 	}
 	if err != nil {
 		return err

@@ -261,8 +261,12 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 		plan, err = e.plan(req.Target, ^Seq(0))
 		return in, plan, nil, session, err
 	}
+	changed, err := e.changedSince(req.Target, ^Seq(0))
+	if err != nil {
+		return in, nil, nil, "", err
+	}
 	var cands []string
-	for _, p := range e.index.ChangedBetween(req.Target, ^Seq(0)) {
+	for _, p := range changed {
 		if under(p, roots) {
 			cands = append(cands, p)
 		}

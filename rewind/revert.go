@@ -1,6 +1,7 @@
 package rewind
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -21,6 +22,9 @@ func (c *ConflictError) Error() string {
 }
 
 func (c *ConflictError) Unwrap() error { return ErrConflict }
+
+// ErrRenameRecords: a form that does not resolve rename records yet.
+var ErrRenameRecords = errors.New("rewind: not supported across a directory rename record")
 
 // resolveRevert plans the revert of the step holding req.Revert.
 func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, conflicts []string, session string, err error) {
@@ -53,9 +57,17 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 	after := func(string) Seq { return sp.End }
 	bad := map[string]bool{}
 	var changed []string
+	if sc != nil && e.index.HasMoves() && len(e.index.RenamesBetween(sp.Before, ^Seq(0))) > 0 {
+		return fail(fmt.Errorf("%w: the revert of a step interleaved with another session's, with a directory rename recorded since, is not supported", ErrRenameRecords))
+	}
 	if sc == nil {
-		// The paths the step changed: captured in it, and different after it.
-		for _, p := range e.index.ChangedBetween(sp.Before, sp.End+1) {
+		// The paths the step changed: captured in it (or beneath a
+		// directory it renamed), and different after it.
+		inStep, err := e.changedIn(sp.Before, sp.End+1, ^Seq(0))
+		if err != nil {
+			return fail(err)
+		}
+		for _, p := range inStep {
 			differs, err := e.differsBetween(p, sp.Before, sp.End)
 			if err != nil {
 				return fail(err)
@@ -88,7 +100,10 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 	// A conflict is a path whose state now is not the one the step left:
 	// one of its paths, a path beneath one that the revert removes, or an
 	// ancestor that must become a directory again.
-	later := e.index.ChangedBetween(sp.End, ^Seq(0))
+	later, err := e.changedSince(sp.End, ^Seq(0))
+	if err != nil {
+		return fail(err)
+	}
 	if sc != nil {
 		later = e.index.ChangedBetween(sp.Before, ^Seq(0))
 	}

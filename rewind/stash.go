@@ -187,7 +187,7 @@ func (e *Engine) recoverStashes(ctx context.Context) error {
 
 // named returns rec with its blob, naming the stashes first if rec's is
 // not named yet.
-func (e *Engine) named(rec index.Record, p string, t, limit Seq) (index.Record, error) {
+func (e *Engine) named(rec index.Record, t, limit Seq) (index.Record, error) {
 	st := rec.State
 	if st.Kept == "" || st.Blob != "" || st.Absent || st.Skipped {
 		return rec, nil
@@ -195,7 +195,8 @@ func (e *Engine) named(rec index.Record, p string, t, limit Seq) (index.Record, 
 	if err := e.NameStashes(context.Background()); err != nil {
 		return rec, err
 	}
-	again, ok := e.index.At(p, t, limit)
+	p := st.Path
+	again, ok := e.index.At(p, rec.Seq-1, rec.Seq+1)
 	if !ok {
 		return rec, fmt.Errorf("rewind: %q at checkpoint %d: record gone while naming its stash", p, rec.Seq)
 	}

@@ -73,17 +73,20 @@ func (e *Engine) ChildAt(dir, name string, t Seq) (Entry, error) {
 	return e.childAt(p, t, ^Seq(0))
 }
 
-// childAt is p's own state at t: the first record after t below limit, or
-// the live state.
+// childAt is p's own state at t: the first record after t below limit
+// that decides it (p's own, or one found through the rename records of
+// p's ancestors: index.Resolve), or the live state of the path p's content
+// is at now (p, or where renames took it: then State.Path is that path).
 func (e *Engine) childAt(p string, t, limit Seq) (Entry, error) {
-	if rec, ok := e.index.At(p, t, limit); ok {
-		rec, err := e.named(rec, p, t, limit)
+	rec, ok, at := e.index.Resolve(p, t, limit)
+	if ok {
+		rec, err := e.named(rec, t, limit)
 		if err != nil {
 			return Entry{}, err
 		}
 		return Entry{Exists: !rec.State.Absent, State: rec.State, From: rec.Seq}, nil
 	}
-	return e.live(p)
+	return e.live(at)
 }
 
 // live is p as it is now in the workspace.
@@ -123,16 +126,17 @@ func (e *Engine) ReadDirAt(dir string, t Seq) ([]DirEntry, error) {
 }
 
 func (e *Engine) readDirAt(dir string, t, limit Seq) ([]DirEntry, error) {
-	names := map[string]bool{}
-	for _, n := range e.index.Names(dir) {
-		names[n] = true
-	}
-	liveNames, err := e.ws.readDirNames(dir)
-	if err != nil && !isMissing(err) {
-		return nil, fmt.Errorf("rewind: read directory %q: %w", dir, err)
-	}
-	for _, n := range liveNames {
-		names[n] = true
+	// The names recorded under dir, and under where renames after t took
+	// its content, and those directories' names now: each is resolved.
+	names, liveDirs := e.index.NamesAt(dir, t, limit)
+	for _, d := range liveDirs {
+		liveNames, err := e.ws.readDirNames(d)
+		if err != nil && !isMissing(err) {
+			return nil, fmt.Errorf("rewind: read directory %q: %w", d, err)
+		}
+		for _, n := range liveNames {
+			names[n] = true
+		}
 	}
 	var out []DirEntry
 	for n := range names {

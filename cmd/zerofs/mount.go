@@ -47,6 +47,9 @@ var mountCmd = &command{
   --no-open              serve files without OPEN, RELEASE and FLUSH requests: a
                          warm read of a tree costs no request per file; no
                          passthrough; .zero is a mount of its own (see README)
+  --rename-records       record a directory's rename as one record instead of a
+                         capture of everything beneath it (experimental; see
+                         README)
   --debug                log every FUSE request
 
 Without -f, zerofs starts itself again as a daemon (its log goes to
@@ -72,16 +75,17 @@ var mountStallTimeout = 60 * time.Second
 var mountNoteAfter = 5 * time.Second
 
 type mountFlags struct {
-	foreground bool
-	store      string
-	autoStep   time.Duration
-	allowOther bool
-	sync       string
-	debug      bool
-	maxStore   string
-	replicate  string
-	replicaKey string
-	noOpen     bool
+	foreground    bool
+	store         string
+	autoStep      time.Duration
+	allowOther    bool
+	sync          string
+	debug         bool
+	maxStore      string
+	replicate     string
+	replicaKey    string
+	noOpen        bool
+	renameRecords bool
 }
 
 func runMount(e *env, c *command, args []string) error {
@@ -95,6 +99,7 @@ func runMount(e *env, c *command, args []string) error {
 	fs.StringVar(&mf.sync, "sync", "batch", "")
 	fs.BoolVar(&mf.debug, "debug", false, "")
 	fs.BoolVar(&mf.noOpen, "no-open", false, "")
+	fs.BoolVar(&mf.renameRecords, "rename-records", false, "")
 	fs.StringVar(&mf.maxStore, "max-store-size", "0", "")
 	fs.StringVar(&mf.replicate, "replicate", "", "")
 	fs.StringVar(&mf.replicaKey, "replica-key", "", "")
@@ -139,14 +144,15 @@ func runMount(e *env, c *command, args []string) error {
 		return filepath.Join(e.cwd, p)
 	}
 	opts := zfs.Options{
-		Workspace:  abs(pos[0]),
-		StoreDir:   abs(mf.store),
-		Sync:       mf.sync == "always",
-		AutoStep:   mf.autoStep,
-		AllowOther: mf.allowOther,
-		Debug:      mf.debug,
-		MaxStore:   maxStore,
-		NoOpen:     mf.noOpen,
+		Workspace:     abs(pos[0]),
+		StoreDir:      abs(mf.store),
+		Sync:          mf.sync == "always",
+		AutoStep:      mf.autoStep,
+		AllowOther:    mf.allowOther,
+		Debug:         mf.debug,
+		MaxStore:      maxStore,
+		NoOpen:        mf.noOpen,
+		RenameRecords: mf.renameRecords,
 	}
 	if opts.StoreDir == "." {
 		opts.StoreDir = ""
@@ -256,6 +262,9 @@ func daemonArgs(mf mountFlags, opts zfs.Options) []string {
 	}
 	if mf.noOpen {
 		args = append(args, "--no-open")
+	}
+	if mf.renameRecords {
+		args = append(args, "--rename-records")
 	}
 	if opts.MaxStore > 0 {
 		args = append(args, "--max-store-size="+strconv.FormatInt(opts.MaxStore, 10))
