@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/rewind"
@@ -154,16 +155,23 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 		}
 		return RewindRequest{Target: t}, nil
 	}
+	if !utf8.Valid(s) {
+		// encoding/json would read each stray byte as U+FFFD: "bad\xff"
+		// would name "bad\uFFFD", another file. Such a name goes in
+		// pathsBytes.
+		return RewindRequest{}, badRequest("rewind request: not UTF-8 (give a path that is not UTF-8 in pathsBytes)")
+	}
 	var raw struct {
-		Target  *uint64         `json:"target"`
-		Revert  *uint64         `json:"revert"`
-		Paths   []string        `json:"paths"`
-		Force   bool            `json:"force"`
-		Undo    bool            `json:"undo"`
-		Redo    bool            `json:"redo"`
-		Turn    json.RawMessage `json:"turn"` // a sequence, or true beside "undo"
-		DryRun  bool            `json:"dryRun"`
-		Session string          `json:"session"`
+		Target     *uint64         `json:"target"`
+		Revert     *uint64         `json:"revert"`
+		Paths      []string        `json:"paths"`
+		PathsBytes []string        `json:"pathsBytes"`
+		Force      bool            `json:"force"`
+		Undo       bool            `json:"undo"`
+		Redo       bool            `json:"redo"`
+		Turn       json.RawMessage `json:"turn"` // a sequence, or true beside "undo"
+		DryRun     bool            `json:"dryRun"`
+		Session    string          `json:"session"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(s))
 	dec.DisallowUnknownFields()
@@ -173,7 +181,11 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 	if dec.More() {
 		return RewindRequest{}, badRequest("rewind request: more than one JSON value")
 	}
-	req := RewindRequest{Paths: raw.Paths, Force: raw.Force, Undo: raw.Undo, Redo: raw.Redo,
+	paths, err := rewind.FromBytesAll("paths", raw.Paths, raw.PathsBytes)
+	if err != nil {
+		return RewindRequest{}, badRequest("rewind request: %v", err)
+	}
+	req := RewindRequest{Paths: paths, Force: raw.Force, Undo: raw.Undo, Redo: raw.Redo,
 		DryRun: raw.DryRun, Session: raw.Session}
 	forms := 0
 	if raw.Target != nil {
@@ -223,7 +235,7 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 	case raw.Force && raw.Revert == nil:
 		return RewindRequest{}, badRequest("rewind request: force goes with a revert")
 	}
-	for _, p := range raw.Paths {
+	for _, p := range req.Paths {
 		if err := rewind.CleanPath(p); err != nil {
 			return RewindRequest{}, badRequest("rewind request: path %q is not a clean workspace path", p)
 		}
@@ -254,7 +266,10 @@ func FormatRewind(r RewindRequest) []byte {
 		obj["target"] = r.Target
 	}
 	if len(r.Paths) > 0 {
-		obj["paths"] = r.Paths
+		obj["paths"] = rewind.ReadableAll(r.Paths)
+		if b := rewind.ExactBytesAll(r.Paths); b != nil {
+			obj["pathsBytes"] = b
+		}
 	}
 	if r.Force {
 		obj["force"] = true
@@ -313,6 +328,42 @@ type RewindReport struct {
 	Undid *rewind.StepRef `json:"undid,omitempty"`
 	Redid *rewind.StepRef `json:"redid,omitempty"`
 	Refusal
+}
+
+// rewindReportJSON is a RewindReport as JSON carries it: paths and
+// conflicts that are not valid UTF-8 with their exact bytes beside them
+// (pathsBytes, conflictsBytes), as the log records names.
+type rewindReportJSON struct {
+	rewindReportFields
+	PathsBytes     []string `json:"pathsBytes,omitempty"`
+	ConflictsBytes []string `json:"conflictsBytes,omitempty"`
+}
+
+type rewindReportFields RewindReport
+
+// MarshalJSON writes the report with the exact bytes of odd names.
+func (r RewindReport) MarshalJSON() ([]byte, error) {
+	j := rewindReportJSON{rewindReportFields: rewindReportFields(r),
+		PathsBytes: rewind.ExactBytesAll(r.Paths), ConflictsBytes: rewind.ExactBytesAll(r.Conflicts)}
+	j.Paths, j.Conflicts = rewind.ReadableAll(r.Paths), rewind.ReadableAll(r.Conflicts)
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads a report, the exact bytes winning.
+func (r *RewindReport) UnmarshalJSON(data []byte) error {
+	var j rewindReportJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	var err error
+	if j.Paths, err = rewind.FromBytesAll("paths", j.Paths, j.PathsBytes); err != nil {
+		return err
+	}
+	if j.Conflicts, err = rewind.FromBytesAll("conflicts", j.Conflicts, j.ConflictsBytes); err != nil {
+		return err
+	}
+	*r = RewindReport(j.rewindReportFields)
+	return nil
 }
 
 // ErrorConflict is RewindReport.Error for a revert refused for conflicts.

@@ -1,9 +1,13 @@
 package control
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/zerofs/zerofs/rewind"
 )
 
 func TestParseRewind(t *testing.T) {
@@ -75,5 +79,41 @@ func TestStep(t *testing.T) {
 	}
 	if got := string(StepReport{Sequence: 4, Label: "a b"}.Format()); got != "4 a b\n" {
 		t.Errorf("step report: %q", got)
+	}
+}
+
+// TestNonUTF8PathsRoundTrip: issue 14, defect 4. A mounted `zerofs rewind
+// SEQ -- bad\xff` sent "bad\uFFFD" (encoding/json's stand-in for the byte)
+// and rewound that other file. Requests and reports carry such names by
+// their bytes (pathsBytes, conflictsBytes, skippedBytes, a preview's
+// pathBytes); a request that is not UTF-8 is refused, never guessed at.
+func TestNonUTF8PathsRoundTrip(t *testing.T) {
+	names := []string{"bad\xff", "bad\xfe", "bad\ufffd", "d/ok"}
+	req := RewindRequest{Target: 3, Paths: names, DryRun: true}
+	text := FormatRewind(req)
+	if !utf8.Valid(text) || !bytes.Contains(text, []byte(`"pathsBytes":["YmFk/w==","YmFk/g==","",""]`)) {
+		t.Errorf("FormatRewind = %s", text)
+	}
+	back, err := ParseRewind(text)
+	if err != nil || !reflect.DeepEqual(back, req) {
+		t.Errorf("ParseRewind(FormatRewind) = %q, %v; want %q", back.Paths, err, names)
+	}
+	for _, bad := range []string{"{\"target\": 1, \"paths\": [\"bad\xff\"]}", `{"target": 1, "paths": ["a"], "pathsBytes": ["", "YQ=="]}`,
+		`{"target": 1, "paths": ["a"], "pathsBytes": ["!"]}`, `{"target": 1, "paths": ["a"], "pathsBytes": ["Li4="]}`} {
+		if got, err := ParseRewind([]byte(bad)); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("ParseRewind(%q) = %q, %v; want ErrBadRequest", bad, got.Paths, err)
+		}
+	}
+	rep := RewindReport{TargetSequence: 3, Paths: names, Conflicts: names[:2],
+		Report:  rewind.Report{Restored: 1, Skipped: names[1:]},
+		Preview: []rewind.PathChange{{Path: "bad\xff", Action: rewind.ActionRestore, Kind: rewind.KindFile}},
+		Foreign: []rewind.Foreign{{Path: "bad\xfe", Seq: 2, Why: "outside"}}}
+	b, err := JSONLine(rep)
+	if err != nil || !utf8.Valid(b) {
+		t.Fatalf("JSONLine = %q, %v", b, err)
+	}
+	got, err := ParseRewindReport(b)
+	if err != nil || !reflect.DeepEqual(got, rep) {
+		t.Errorf("report round trip:\n got %+v, %v\nwant %+v\njson %s", got, err, rep, b)
 	}
 }

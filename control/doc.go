@@ -32,6 +32,14 @@
 // any of them with "dryRun": true (report and preview, change nothing) and
 // "session": "<agent session id>" (whose changes count as the agent's).
 //
+// Names are bytes and JSON strings are UTF-8: a path that is not valid
+// UTF-8 goes as its readable form in "paths" and its exact bytes, base64,
+// at the same position of "pathsBytes" ("" for a path that is UTF-8), as
+// the event log's pathBytes. A request whose text is not UTF-8 is refused:
+// encoding/json would read each odd byte as U+FFFD, another name. Reports
+// carry names the same way (pathsBytes, conflictsBytes, skippedBytes, and
+// pathBytes in a preview's or a foreign change's entry).
+//
 // Undo and redo are resolved by the engine under its workspace lock, so no
 // change or step can land between choosing the target and rewinding to it,
 // and two concurrent undos undo two different steps. A handle that made a

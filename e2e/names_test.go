@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -122,5 +125,98 @@ func TestNonUTF8NamesStayApart(t *testing.T) {
 		if strings.Count(diff, "diff --git "+q) != 1 {
 			t.Errorf("diff %d %d: want one header for %s:\n%s", s1, s2, q, diff)
 		}
+	}
+}
+
+// TestNonUTF8NamesThroughEveryRequest: issue 14, defect 4, the requests.
+// On a mounted workspace `zerofs rewind SEQ -- bad\xff` went to the daemon
+// as JSON with "bad\uFFFD" in it and rewound that other file. Each front
+// end that names a path (rewind -- PATH and its dry run, .zero/rewind with
+// pathsBytes, revert's conflicts, diff and show of a path, log --json of
+// the rewind) keeps the name's bytes and prints it quoted; a request that
+// is not UTF-8 is refused (EINVAL), never read as another name.
+func TestNonUTF8NamesThroughEveryRequest(t *testing.T) {
+	ws := sharedWS(t)
+	pub := filepath.Join(ws, "pub")
+	if err := os.Mkdir(pub, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(pub, 0o777)
+	names := []string{"pub/bad\xff", "pub/bad\xfe", "pub/bad\ufffd"}
+	mountWS(t, ws, "--allow-other")
+	write := func(what string) {
+		t.Helper()
+		mustNobody(t, pub, fmt.Sprintf(`for n in "$(printf 'bad\377')" "$(printf 'bad\376')" "$(printf 'bad\357\277\275')"; do printf %s > "$n"; done`, what))
+	}
+	contents := func() []string {
+		var out []string
+		for _, n := range names {
+			b, _ := os.ReadFile(filepath.Join(ws, n))
+			out = append(out, string(b))
+		}
+		return out
+	}
+	step(t, ws, "create")
+	write("one")
+	s1 := step(t, ws, "change")
+	write("two")
+	s2 := step(t, ws, "after")
+
+	dry := zerofsOK(t, ws, "rewind", "--dry-run", itoa(s1), "--", "pub/bad\xff")
+	noControls(t, "rewind --dry-run -- bad\\xff", dry)
+	if !strings.Contains(dry, `"pub/bad\377"`) || strings.Contains(dry, `\357\277\275`) || strings.Contains(dry, `\376`) {
+		t.Errorf("rewind --dry-run -- bad\\xff:\n%s", dry)
+	}
+	out := zerofsOK(t, ws, "rewind", itoa(s1), "--", "pub/bad\xff")
+	noControls(t, "rewind -- bad\\xff", out)
+	if want := fmt.Sprintf("rewound \"pub/bad\\377\" to %d: restored 1, deleted 0, skipped 0\n", s1); out != want {
+		t.Errorf("rewind -- bad\\xff said %q, want %q", out, want)
+	}
+	if got := contents(); !slices.Equal(got, []string{"one", "two", "two"}) {
+		t.Errorf("after rewind -- bad\\xff: contents %q, want only bad\\xff back", got)
+	}
+	// The session_rewind records the path by its bytes; log --json shows them.
+	if j := zerofsOK(t, ws, "log", "--json", "-n", "1"); !strings.Contains(j, `"pathsBytes": [`) || !strings.Contains(j, `"cHViL2JhZP8="`) {
+		t.Errorf("log --json of the path rewind lacks pathsBytes:\n%s", j)
+	}
+
+	// .zero/rewind with pathsBytes, as another client would write it.
+	req := fmt.Sprintf(`{"target": %d, "paths": ["pub/bad\ufffd"], "pathsBytes": ["cHViL2JhZP4="]}`, s1)
+	if err := os.WriteFile(filepath.Join(ws, ".zero", "rewind"), []byte(req), 0o600); err != nil {
+		t.Fatalf("write .zero/rewind %s: %v", req, err)
+	}
+	if got := contents(); !slices.Equal(got, []string{"one", "one", "two"}) {
+		t.Errorf("after .zero/rewind with pathsBytes for bad\\xfe: contents %q", got)
+	}
+	raw := fmt.Sprintf("{\"target\": %d, \"paths\": [\"pub/bad\xff\"]}", s2)
+	if err := os.WriteFile(filepath.Join(ws, ".zero", "rewind"), []byte(raw), 0o600); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("a request that is not UTF-8: %v, want EINVAL", err)
+	}
+	if got := contents(); !slices.Equal(got, []string{"one", "one", "two"}) {
+		t.Errorf("a refused request changed: contents %q", got)
+	}
+
+	// diff and show of one such path find that file alone.
+	diff := zerofsOK(t, ws, "diff", itoa(s1), "--", "pub/bad\xfe")
+	noControls(t, "diff -- bad\\xfe", diff)
+	if strings.Count(diff, "diff --git ") != 0 {
+		t.Errorf("diff %d -- bad\\xfe (unchanged since): %s", s1, diff)
+	}
+	diff = zerofsOK(t, ws, "diff", itoa(s1), "--", "pub/bad\ufffd")
+	if strings.Count(diff, "diff --git ") != 1 || !strings.Contains(diff, `diff --git "a/pub/bad\357\277\275"`) {
+		t.Errorf("diff %d -- bad\\uFFFD:\n%s", s1, diff)
+	}
+	if got := zerofsOK(t, ws, "show", itoa(s2), "pub/bad\xff"); got != "two" {
+		t.Errorf("show %d bad\\xff = %q, want two", s2, got)
+	}
+
+	// A revert whose paths changed since names them quoted, by their bytes.
+	step(t, ws, "more")
+	write("three")
+	step(t, ws, "last")
+	res, err := zerofs(t, ws, "revert", itoa(s1))
+	noControls(t, "revert conflict", res)
+	if exitCode(err) != 1 || !strings.Contains(res, `"pub/bad\377"`) || !strings.Contains(res, `"pub/bad\376"`) {
+		t.Errorf("revert %d with later changes: %v\n%s", s1, err, res)
 	}
 }

@@ -79,6 +79,10 @@ type FileDiff struct {
 	From   string `json:"from,omitempty"`
 	Text   string `json:"text"`
 	Binary bool   `json:"binary,omitempty"`
+	// PathBytes and FromBytes are the exact bytes of a name that is not
+	// UTF-8 (Path and From then hold readable forms), as the log has them.
+	PathBytes string `json:"pathBytes,omitempty"`
+	FromBytes string `json:"fromBytes,omitempty"`
 }
 
 // RewindAnswer is /api/rewind's answer: the report, and the one-line
@@ -387,7 +391,8 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 					fds, err := history.Diff(src, a, b, paths)
 					for _, fd := range fds {
 						_, _, bin := history.CountLines(fd.Text)
-						out = append(out, FileDiff{Path: fd.Path, From: fd.From, Text: fd.Text, Binary: bin})
+						out = append(out, FileDiff{Path: rewind.Readable(fd.Path), From: rewind.Readable(fd.From), Text: fd.Text, Binary: bin,
+							PathBytes: rewind.ExactBytes(fd.Path), FromBytes: rewind.ExactBytes(fd.From)})
 					}
 					return err
 				})

@@ -559,3 +559,52 @@ func TestLogTurns(t *testing.T) {
 		t.Errorf("rewind to before the prompt: %d %s; a is %q", rep.Code, rep.Body, w.read("a"))
 	}
 }
+
+// TestNonUTF8Names: issue 14, defect 4. The timeline restored and diffed
+// a name that is not UTF-8 by its readable form, which names another file
+// (bad\xff read as bad\uFFFD). The log gives the exact bytes (pathBytes);
+// a restore sends them back (pathsBytes), a diff asks by the bytes
+// (path=bad%FF), and each answer names the file by its bytes.
+func TestNonUTF8Names(t *testing.T) {
+	w := newWorkspace(t)
+	names := []string{"bad\xff", "bad\xfe", "bad\ufffd"}
+	w.step("one")
+	for _, n := range names {
+		w.write("sh", n, "1\n")
+	}
+	two := w.step("two")
+	for _, n := range names {
+		w.write("sh", n, "2\n")
+	}
+	w.step("three")
+	s := w.server()
+	raw := do(t, s, "GET", "/api/log?limit=10", token, "").Body.String()
+	if !strings.Contains(raw, `"pathBytes":"YmFk/w=="`) || !strings.Contains(raw, `"pathBytes":"YmFk/g=="`) {
+		t.Errorf("log lacks the exact bytes: %s", raw)
+	}
+	rec := do(t, s, "GET", fmt.Sprintf("/api/diff?a=%d&path=bad%%FF", two-1), token, "")
+	if rec.Code != 200 {
+		t.Fatalf("diff: %d %s", rec.Code, rec.Body)
+	}
+	fds := decode[[]timeline.FileDiff](t, rec)
+	if len(fds) != 1 || fds[0].PathBytes != "YmFk/w==" {
+		t.Errorf("diff of bad\\xff = %+v, want one diff named by its bytes", fds)
+	}
+	rec = do(t, s, "POST", "/api/rewind", token, fmt.Sprintf(`{"target":%d,"paths":["bad\ufffd"],"pathsBytes":["YmFk/w=="]}`, two-1))
+	if rec.Code != 200 {
+		t.Fatalf("rewind: %d %s", rec.Code, rec.Body)
+	}
+	if !strings.Contains(rec.Body.String(), `"pathsBytes":["YmFk/w=="]`) {
+		t.Errorf("rewind answer lacks the path's bytes: %s", rec.Body)
+	}
+	for i, n := range names {
+		if got, want := w.read(n), map[bool]string{true: "1\n", false: "2\n"}[i == 0]; got != want {
+			t.Errorf("after restoring bad\\xff: %q = %q, want %q", n, got, want)
+		}
+	}
+	// Not UTF-8 in the JSON itself: refused, not read as another name.
+	rec = do(t, s, "POST", "/api/rewind", token, fmt.Sprintf("{\"target\":%d,\"paths\":[\"bad\xfe\"]}", two-1))
+	if rec.Code != http.StatusBadRequest || w.read("bad\xfe") != "2\n" || w.read("bad\ufffd") != "2\n" {
+		t.Errorf("a request with raw bytes: %d %s", rec.Code, rec.Body)
+	}
+}

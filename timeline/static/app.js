@@ -29,6 +29,13 @@ function el(tag, cls, text) {
 // non-UTF-8 character as \ooo. b64, when given (the JSON's pathBytes),
 // is the name's exact bytes. Names are put in the page with textContent
 // only, never as HTML.
+// nameParam is a name as a URL query value, from its exact bytes when it
+// has them (a name that is not UTF-8).
+function nameParam(s, b64) {
+  if (!b64) return encodeURIComponent(s);
+  return Array.from(atob(b64), (ch) => "%" + ch.charCodeAt(0).toString(16).padStart(2, "0")).join("");
+}
+
 function quoteName(s, b64) {
   if (s === undefined || s === null) return s;
   let bytes;
@@ -203,7 +210,7 @@ function baseTitle(e) {
   if (e.type === "rewind") {
     const rw = e.rewind || {};
     const form = rw.form || (rw.revertOf ? "revert" : rw.paths && rw.paths.length ? "paths" : "rewind");
-    const paths = () => (rw.paths || []).map((p) => quoteName(p.path || p, p.pathBytes)).join(", ");
+    const paths = () => (rw.paths || []).map((p, i) => quoteName(p.path || p, p.pathBytes || (rw.pathsBytes || [])[i])).join(", ");
     switch (form) {
       case "revert": return "Revert of " + stepCalled(rw.revertOf || rw.step);
       case "paths": return "Restore " + paths() + " to " + stateCalled(rw.targetSequence);
@@ -343,14 +350,19 @@ function fileEl(e, c) {
   li.append(info);
   if (e.type === "step" && c.change !== "skipped" && c.change !== "unknown") {
     const paths = c.from ? [c.path, c.from] : [c.path];
-    const names = paths.map((p) => quoteName(p)).join(" and ");
+    // A name that is not UTF-8 goes by its exact bytes: its readable form
+    // (each odd byte U+FFFD) may name another file.
+    const pathsBytes = c.from ? [c.pathBytes || "", c.fromBytes || ""] : [c.pathBytes || ""];
+    const names = paths.map((p, i) => quoteName(p, pathsBytes[i])).join(" and ");
     // Restoring a path the step added removes it: say so.
     const [label, what] = c.change === "added"
       ? ["Remove (as before the step)", "Remove " + names + ", as before " + stepName(e)]
       : c.change === "renamed"
-        ? ["Restore (undo the move)", "Move " + quoteName(c.path) + " back to " + quoteName(c.from) + ", as before " + stepName(e)]
+        ? ["Restore (undo the move)", "Move " + quoteName(c.path, c.pathBytes) + " back to " + quoteName(c.from, c.fromBytes) + ", as before " + stepName(e)]
         : ["Restore", "Restore " + names + " as it was before " + stepName(e)];
-    const b = button(label, "restore", () => preview(what, {target: e.before, paths}));
+    const req = {target: e.before, paths};
+    if (pathsBytes.some((b) => b)) req.pathsBytes = pathsBytes;
+    const b = button(label, "restore", () => preview(what, req));
     b.title = what;
     li.append(b);
   } else {
@@ -367,9 +379,9 @@ async function showDiff(e, c, li) {
   document.querySelectorAll(".file.selected").forEach((x) => x.classList.remove("selected"));
   if (li) li.classList.add("selected");
   const q = new URLSearchParams({a: e.before, b: e.end});
-  q.append("path", c.path);
-  if (c.from) q.append("path", c.from);
-  const r = await api("/api/diff?" + q);
+  let qs = q.toString() + "&path=" + nameParam(c.path, c.pathBytes);
+  if (c.from) qs += "&path=" + nameParam(c.from, c.fromBytes);
+  const r = await api("/api/diff?" + qs);
   $("placeholder").hidden = true;
   $("diff").hidden = false;
   $("diff-title").textContent = (c.from ? quoteName(c.from, c.fromBytes) + " \u2192 " : "") + quoteName(c.path, c.pathBytes) + "  \u00b7  " + baseTitle(e);
@@ -386,7 +398,7 @@ function drawDiff() {
   if (lastDiff.length === 0) { body.append(el("p", "muted", "No difference (a directory, or it ended as it began).")); return; }
   for (const fd of lastDiff) {
     const box = el("div", "filediff");
-    box.append(el("div", "fdhead", (fd.from ? quoteName(fd.from) + " \u2192 " : "") + quoteName(fd.path)));
+    box.append(el("div", "fdhead", (fd.from ? quoteName(fd.from, fd.fromBytes) + " \u2192 " : "") + quoteName(fd.path, fd.pathBytes)));
     if (fd.from) {
       const sim = /^similarity index (\d+)%/m.exec(fd.text);
       box.append(el("div", "fdnote", "renamed" + (sim ? ", " + sim[1] + "% alike" : "")));
@@ -514,15 +526,15 @@ async function preview(what, req) {
   const ul = $("preview-list");
   for (const c of rep.preview || []) {
     const li = el("li", "pv " + c.action);
-    li.append(el("span", "act", c.action), el("span", "path", quoteName(c.path) + (c.kind === "dir" ? "/" : "")));
+    li.append(el("span", "act", c.action), el("span", "path", quoteName(c.path, c.pathBytes) + (c.kind === "dir" ? "/" : "")));
     if (c.lines && (c.lines.added || c.lines.removed)) {
       li.append(el("span", "add", "+" + c.lines.added), el("span", "del", "\u2212" + c.lines.removed));
     }
     ul.append(li);
   }
-  for (const p of rr.skipped || []) ul.append(el("li", "pv skip", "skip " + quoteName(p) + " (its earlier state was not kept)"));
-  for (const f of rep.foreign || []) ul.append(el("li", "pv foreign", "overwrites " + quoteName(f.path) + ", changed " + f.why + " by " + quoteName(f.comm) + " (" + f.pid + ")"));
-  for (const p of rep.conflicts || []) ul.append(el("li", "pv conflict", "conflict: " + quoteName(p) + " changed later"));
+  (rr.skipped || []).forEach((p, i) => ul.append(el("li", "pv skip", "skip " + quoteName(p, (rr.skippedBytes || [])[i]) + " (its earlier state was not kept)")));
+  for (const f of rep.foreign || []) ul.append(el("li", "pv foreign", "overwrites " + quoteName(f.path, f.pathBytes) + ", changed " + f.why + " by " + quoteName(f.comm) + " (" + f.pid + ")"));
+  (rep.conflicts || []).forEach((p, i) => ul.append(el("li", "pv conflict", "conflict: " + quoteName(p, (rep.conflictsBytes || [])[i]) + " changed later")));
   if ((rep.preview || []).length === 0 && !r.data.error) ul.append(el("li", "muted", "nothing to change"));
   const applyBtn = $("preview-apply");
   applyBtn.textContent = "Apply";
@@ -556,7 +568,7 @@ async function apply() {
   $("preview").close();
   const rep = r.data.report;
   const rr = rep.report;
-  let msg = req.revert ? "Reverted " + stepCalled(req.revert) : req.paths ? "Restored " + req.paths.map((p) => quoteName(p)).join(", ") : "Rewound to " + stateCalled(rep.targetSequence);
+  let msg = req.revert ? "Reverted " + stepCalled(req.revert) : req.paths ? "Restored " + req.paths.map((p, i) => quoteName(p, (req.pathsBytes || [])[i])).join(", ") : "Rewound to " + stateCalled(rep.targetSequence);
   msg += ": restored " + rr.restored + ", deleted " + rr.deleted + ".";
   toast(msg, rep.checkpointSequence > 0 ? rep.checkpointSequence - 1 : null);
   await loadTop();

@@ -101,3 +101,145 @@ func (s *FileState) UnmarshalJSON(data []byte) error {
 	*s = FileState(j.fileStateFields)
 	return nil
 }
+
+// Lists of names (a rewind's paths, skipped paths, conflicts) travel the
+// same way: the list holds the readable forms, and a sibling list named
+// after it with "Bytes" ("pathsBytes", "skippedBytes") holds, for each name
+// at the same position, its exact bytes in base64, or "" for a name that
+// is valid UTF-8. The sibling is left out when every name is UTF-8.
+
+// ReadableAll is Readable of each name (nil stays nil).
+func ReadableAll(names []string) []string {
+	if names == nil {
+		return nil
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = Readable(n)
+	}
+	return out
+}
+
+// ExactBytesAll is the "...Bytes" sibling of names: nil when every name is
+// valid UTF-8.
+func ExactBytesAll(names []string) []string {
+	var out []string
+	for i, n := range names {
+		if b := ExactBytes(n); b != "" {
+			if out == nil {
+				out = make([]string, len(names))
+			}
+			out[i] = b
+		}
+	}
+	return out
+}
+
+// FromBytesAll is the list of names that texts and their "...Bytes"
+// sibling b64 stand for (texts itself when b64 is empty).
+func FromBytesAll(field string, texts, b64 []string) ([]string, error) {
+	if len(b64) == 0 {
+		return texts, nil
+	}
+	if len(b64) != len(texts) {
+		return nil, fmt.Errorf("index: %sBytes has %d names for %d", field, len(b64), len(texts))
+	}
+	out := make([]string, len(texts))
+	for i := range texts {
+		n, err := FromBytes(field, texts[i], b64[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// reportJSON is Report as JSON holds it.
+type reportJSON struct {
+	reportFields
+	SkippedBytes []string `json:"skippedBytes,omitempty"`
+}
+
+type reportFields Report
+
+// MarshalJSON writes the report with skippedBytes when a skipped name is
+// not valid UTF-8.
+func (r Report) MarshalJSON() ([]byte, error) {
+	j := reportJSON{reportFields: reportFields(r), SkippedBytes: ExactBytesAll(r.Skipped)}
+	j.Skipped = ReadableAll(r.Skipped)
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads a report, the exact bytes winning.
+func (r *Report) UnmarshalJSON(data []byte) error {
+	var j reportJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	var err error
+	if j.Skipped, err = FromBytesAll("skipped", j.Skipped, j.SkippedBytes); err != nil {
+		return err
+	}
+	*r = Report(j.reportFields)
+	return nil
+}
+
+// rewindPayloadJSON is RewindPayload as JSON holds it.
+type rewindPayloadJSON struct {
+	rewindPayloadFields
+	PathsBytes []string `json:"pathsBytes,omitempty"`
+}
+
+type rewindPayloadFields RewindPayload
+
+// MarshalJSON writes the payload with pathsBytes when a path is not valid
+// UTF-8.
+func (p RewindPayload) MarshalJSON() ([]byte, error) {
+	j := rewindPayloadJSON{rewindPayloadFields: rewindPayloadFields(p), PathsBytes: ExactBytesAll(p.Paths)}
+	j.Paths = ReadableAll(p.Paths)
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads a payload, the exact bytes winning.
+func (p *RewindPayload) UnmarshalJSON(data []byte) error {
+	var j rewindPayloadJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	var err error
+	if j.Paths, err = FromBytesAll("paths", j.Paths, j.PathsBytes); err != nil {
+		return err
+	}
+	*p = RewindPayload(j.rewindPayloadFields)
+	return nil
+}
+
+// foreignJSON is Foreign as JSON holds it.
+type foreignJSON struct {
+	foreignFields
+	PathBytes string `json:"pathBytes,omitempty"`
+}
+
+type foreignFields Foreign
+
+// MarshalJSON writes the path with pathBytes when it is not valid UTF-8.
+func (f Foreign) MarshalJSON() ([]byte, error) {
+	j := foreignJSON{foreignFields: foreignFields(f), PathBytes: ExactBytes(f.Path)}
+	j.Path = Readable(f.Path)
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads a Foreign, the exact bytes winning.
+func (f *Foreign) UnmarshalJSON(data []byte) error {
+	var j foreignJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	var err error
+	if j.Path, err = FromBytes("path", j.Path, j.PathBytes); err != nil {
+		return err
+	}
+	*f = Foreign(j.foreignFields)
+	return nil
+}
