@@ -71,3 +71,99 @@ func TestXattrsAndACLsAreRecordedViewedAndRewound(t *testing.T) {
 	// And nobody, whom the ACL lets write, still may.
 	mustNobody(t, ws, "echo by-acl >> shared/notes")
 }
+
+// TestForkKeepsXattrs: issue 14, defect 7, for fork. `zerofs fork` wrote
+// every file and directory without its xattrs: user.*, the ACLs (a shared
+// directory's default ACL too) and capabilities were gone in the fork. A
+// fork keeps them as a rewind does, and keeps a capability only under the
+// rule of a setuid bit: the fork's files are the forking user's, so root's
+// fork keeps the capability (and setuid bit) of root's tool and neither
+// of nobody's nbtool (a setuid, capable program of nobody's must not
+// become root's). Both ways: from the mount's view, and from the store
+// when unmounted.
+func TestForkKeepsXattrs(t *testing.T) {
+	ws := sharedWS(t)
+	if err := os.Mkdir(filepath.Join(ws, "pub"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(ws, "pub"), 0o777)
+	mountWS(t, ws, "--allow-other")
+	mustNobody(t, filepath.Join(ws, "pub"), "cp /bin/true nbtool && chmod 755 nbtool")
+	sh(t, ws, `
+		mkdir shared && echo v1 > shared/notes && cp /bin/true tool
+		chmod 755 shared && chmod 644 shared/notes
+		setfattr -n user.origin -v alpha shared/notes
+		setfacl -m u:65534:rw shared/notes
+		setfacl -d -m u:65534:rwx shared && setfacl -m u:65534:rx shared
+		setcap cap_net_bind_service+ep tool && chmod 4755 tool
+		setcap cap_net_bind_service+ep pub/nbtool`)
+	mustNobody(t, filepath.Join(ws, "pub"), "chmod 4755 nbtool && setfattr -n user.by -v nobody nbtool")
+	s1 := step(t, ws, "state")
+	sh(t, ws, `setfattr -x user.origin shared/notes && setfacl -b shared/notes && setfacl -k shared && setcap -r tool && rm pub/nbtool`)
+	step(t, ws, "after")
+	paths := []string{"shared", "shared/notes", "tool", "pub/nbtool"}
+	at := xattrDump(t, view(ws, s1), paths...)
+	for _, x := range []string{"user.origin", "user:65534:rw-", "default:user:65534:rwx", "security.capability", "user.by"} {
+		if !strings.Contains(at, x) {
+			t.Fatalf("setup: @%d lacks %q:\n%s", s1, x, at)
+		}
+	}
+	if strings.Count(at, "security.capability") != 2 {
+		t.Fatalf("setup: @%d shows the capabilities:\n%s", s1, at)
+	}
+	// What root's fork must hold: nbtool's capability gone, and every
+	// file root's.
+	want := withoutCapabilityOf(at, "pub/nbtool")
+	check := func(how, fork string) {
+		t.Helper()
+		if got := xattrDump(t, fork, paths...); noOwners(got) != noOwners(want) {
+			t.Errorf("%s: the fork's xattrs:\n%s\nwant\n%s", how, got, want)
+		}
+		for p, setuid := range map[string]bool{"tool": true, "pub/nbtool": false} {
+			fi, err := os.Stat(filepath.Join(fork, p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode()&os.ModeSetuid != 0; got != setuid {
+				t.Errorf("%s: %s is %v, setuid want %v", how, p, fi.Mode(), setuid)
+			}
+		}
+	}
+	top := filepath.Dir(ws)
+	mounted := filepath.Join(top, "fork-mounted")
+	zerofsOK(t, ws, "fork", itoa(s1), mounted)
+	check("fork of the mount", mounted)
+	zerofsOK(t, "/", "umount", ws)
+	unmounted := filepath.Join(top, "fork-unmounted")
+	zerofsOK(t, ws, "fork", itoa(s1), unmounted)
+	check("fork of the store", unmounted)
+}
+
+// withoutCapabilityOf is an xattrDump without the security.capability
+// line of file p.
+func withoutCapabilityOf(dump, p string) string {
+	var out []string
+	in := false
+	for _, l := range strings.SplitAfter(dump, "\n") {
+		if strings.HasPrefix(l, "# file: ") {
+			in = strings.TrimSpace(strings.TrimPrefix(l, "# file: ")) == p
+		}
+		if in && strings.HasPrefix(l, "security.capability=") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "")
+}
+
+// noOwners is a dump without getfacl's "# owner:", "# group:" and
+// "# flags:" lines (the set-id bits are checked on their own).
+func noOwners(dump string) string {
+	var out []string
+	for _, l := range strings.SplitAfter(dump, "\n") {
+		if !strings.HasPrefix(l, "# owner:") && !strings.HasPrefix(l, "# group:") && !strings.HasPrefix(l, "# flags:") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
+}

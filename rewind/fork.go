@@ -81,7 +81,7 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 			case st.Skipped:
 				w.res.Skipped = append(w.res.Skipped, p)
 			case st.Kind == KindDir:
-				if err := w.mkdir(p, copyMode(st)); err != nil {
+				if err := w.mkdir(p, copyMode(st), st); err != nil {
 					return err
 				}
 				if err := walk(p); err != nil {
@@ -100,7 +100,7 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 				if err != nil {
 					return err
 				}
-				err = w.file(p, f, copyMode(st))
+				err = w.file(p, f, copyMode(st), st)
 				f.Close()
 				if err != nil {
 					return err
@@ -112,7 +112,7 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 	if err := walk(""); err != nil {
 		return w.abort(err)
 	}
-	return w.finish(ctx, copyMode(root.State), e.log.SessionID())
+	return w.finish(ctx, copyMode(root.State), root.State, e.log.SessionID())
 }
 
 // ForkDir forks from a directory that shows a past state (a mount's @T/,
@@ -143,10 +143,14 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 			if err != nil {
 				return fmt.Errorf("rewind: fork: %w", err)
 			}
-			mode := copyMode(shownState(fi))
+			shown := shownState(fi)
+			mode := copyMode(shown)
 			switch {
 			case fi.IsDir():
-				if err := w.mkdir(p, mode); err != nil {
+				if shown.Xattrs, err = viewXattrs(abs); err != nil {
+					return err
+				}
+				if err := w.mkdir(p, mode, shown); err != nil {
 					return err
 				}
 				if err := walk(p); err != nil {
@@ -165,7 +169,11 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 				if err != nil {
 					return fmt.Errorf("rewind: fork: %w", err)
 				}
-				err = w.file(p, f, mode)
+				if shown.Xattrs, err = readXattrs(int(f.Fd())); err != nil {
+					f.Close()
+					return fmt.Errorf("rewind: fork: %q: %w", p, err)
+				}
+				err = w.file(p, f, mode, shown)
 				f.Close()
 				if err != nil {
 					return err
@@ -179,7 +187,25 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 	if err := walk(""); err != nil {
 		return w.abort(err)
 	}
-	return w.finish(ctx, copyMode(shownState(fi)), "")
+	rootState := shownState(fi)
+	if rootState.Xattrs, err = viewXattrs(from); err != nil {
+		return ForkResult{}, err
+	}
+	return w.finish(ctx, copyMode(rootState), rootState, "")
+}
+
+// viewXattrs reads the kept xattrs of a directory a view shows.
+func viewXattrs(p string) (map[string][]byte, error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("rewind: fork: %w", err)
+	}
+	defer unix.Close(fd)
+	xs, err := readXattrs(fd)
+	if err != nil {
+		return nil, fmt.Errorf("rewind: fork: %s: %w", p, err)
+	}
+	return xs, nil
 }
 
 // modeBits is the setuid, setgid and sticky bits of m as permission bits.
@@ -217,6 +243,8 @@ type forkWriter struct {
 type dirMode struct {
 	path string
 	mode uint32
+	// want holds the xattrs to give the directory (restoreXattrs).
+	want FileState
 }
 
 func newForkWriter(dir, source string, t Seq) (*forkWriter, error) {
@@ -237,12 +265,12 @@ func newForkWriter(dir, source string, t Seq) (*forkWriter, error) {
 	return &forkWriter{dir: abs, root: root, res: ForkResult{Dir: abs, Source: source, Sequence: t, Skipped: []string{}}}, nil
 }
 
-func (w *forkWriter) mkdir(p string, mode uint32) error {
+func (w *forkWriter) mkdir(p string, mode uint32, want FileState) error {
 	err := w.root.WithParent(p, func(fd int, name string) error { return unix.Mkdirat(fd, name, 0o700) })
 	if err != nil {
 		return fmt.Errorf("rewind: fork: mkdir %q: %w", p, err)
 	}
-	w.dirs = append(w.dirs, dirMode{p, mode})
+	w.dirs = append(w.dirs, dirMode{p, mode, want})
 	w.res.Dirs++
 	return nil
 }
@@ -273,8 +301,11 @@ func (w *forkWriter) create(p string) (*os.File, error) {
 
 // file writes src at p: a reflink where the filesystem can (src is a
 // workspace file, or a loose blob), else a copy that leaves blocks of
-// zeros as holes (a sparse file stays sparse).
-func (w *forkWriter) file(p string, src Content, mode uint32) error {
+// zeros as holes (a sparse file stays sparse). It gets want's xattrs as a
+// rewind gives them (restoreXattrs): user.*, the ACLs, and a capability
+// only as root and when the fork's owner, this process, is the owner it
+// was recorded with (the rule copyMode applies to a setuid bit).
+func (w *forkWriter) file(p string, src Content, mode uint32, want FileState) error {
 	dst, err := w.create(p)
 	if err != nil {
 		return fmt.Errorf("rewind: fork: %q: %w", p, err)
@@ -301,6 +332,10 @@ func (w *forkWriter) file(p string, src Content, mode uint32) error {
 	if err := dst.Chmod(os.FileMode(mode&0o777) | fileModeBits(mode)); err != nil {
 		dst.Close()
 		return fmt.Errorf("rewind: fork: %w", err)
+	}
+	if err := restoreXattrs(int(dst.Fd()), want); err != nil {
+		dst.Close()
+		return fmt.Errorf("rewind: fork: %q: %w", p, err)
 	}
 	if err := dst.Sync(); err != nil {
 		dst.Close()
@@ -335,7 +370,7 @@ func fileModeBits(mode uint32) os.FileMode {
 // written through /proc/self/fd of its own directory's descriptor, so the
 // event log lands in the directory the fork made whatever its path names
 // by now.
-func (w *forkWriter) finish(ctx context.Context, rootMode uint32, session string) (ForkResult, error) {
+func (w *forkWriter) finish(ctx context.Context, rootMode uint32, root FileState, session string) (ForkResult, error) {
 	if err := unix.Mkdirat(w.root.Fd(), StoreName, 0o700); err != nil {
 		return w.abort(err)
 	}
@@ -372,13 +407,16 @@ func (w *forkWriter) finish(ctx context.Context, rootMode uint32, session string
 		return w.abort(err)
 	}
 	sort.SliceStable(w.dirs, func(i, j int) bool { return depth(w.dirs[i].path) > depth(w.dirs[j].path) })
-	w.dirs = append(w.dirs, dirMode{"", rootMode})
+	w.dirs = append(w.dirs, dirMode{"", rootMode, root})
 	for _, d := range w.dirs {
 		fd, err := w.root.Open(d.path, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			return w.abort(err)
 		}
 		err = unix.Fchmod(fd, d.mode&0o7777)
+		if err == nil {
+			err = restoreXattrs(fd, d.want)
+		}
 		if err == nil {
 			err = unix.Fsync(fd)
 		}
