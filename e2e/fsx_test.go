@@ -26,14 +26,19 @@ import (
 // daemon, so that this process may mmap) and to a plain directory on the
 // backing file system. Every call's result and errno must be the same on
 // both; after every call, so must the two trees: the paths, kinds,
-// permission bits, owners, sizes, link counts, contents, user xattrs, and
-// the mtime of a file whose mtime was last set explicitly (utimensat).
+// permission bits, owners, sizes, link counts, contents, xattrs (user.*,
+// trusted.*, security.capability and the POSIX ACLs), and the mtime of a
+// file whose mtime was last set explicitly (utimensat). The calls include
+// setxattr/removexattr of those, access and default ACLs, writes far past
+// a hole (sparse files), and creates with set-id bits as nobody.
 //
 // On the mount side, steps begin and rewinds run in between. At every step
 // boundary the mount's tree is recorded; a rewind must show @T and then the
-// workspace exactly as recorded at T (contents, kinds, permission bits),
-// after which the plain directory is reset to the mount's tree and the
-// sequence goes on.
+// workspace exactly as recorded at T (contents, kinds, permission bits,
+// xattrs), every file it wrote allocating no more than its data, after
+// which the plain directory is reset to the mount's tree and the sequence
+// goes on. Before a third of the rewinds the mount is forked at T and the
+// fork checked against @T (forkCheck).
 //
 // ZEROFS_FSX_SEED and ZEROFS_FSX_OPS choose the seed (default: from the
 // clock, printed) and the number of calls (default 1000, some seconds).
@@ -65,8 +70,8 @@ func TestFSX(t *testing.T) {
 	for i := 0; i < ops; i++ {
 		x.stepOnce(i)
 	}
-	t.Logf("fsx seed %d: %d calls compared (%d failed alike on both sides), %d steps, %d rewinds checked (%d hard-linked paths left out), %d rewound files checked sparse",
-		seed, x.compared, x.failed, x.steps, x.rewinds, x.skipped, x.sparseChecked)
+	t.Logf("fsx seed %d: %d calls compared (%d failed alike on both sides), %d steps, %d rewinds checked (%d hard-linked paths left out), %d rewound files checked sparse, %d forks checked",
+		seed, x.compared, x.failed, x.steps, x.rewinds, x.skipped, x.sparseChecked, x.forks)
 	var oc []string
 	for k, n := range x.outcomes {
 		oc = append(oc, fmt.Sprintf("%s: %d", k, n))
@@ -117,6 +122,7 @@ type fsx struct {
 	log                              []string // the calls so far, for a failure
 	compared, failed, steps, rewinds int
 	sparseChecked                    int // files a rewind wrote, checked to allocate no more than their data
+	forks                            int // forks checked against @T
 }
 
 func newFSX(t *testing.T, seed uint64) *fsx {
@@ -1048,6 +1054,9 @@ func (x *fsx) rewind() {
 	if d := x.diffXattrs(T, xattrTree(x.t, view(ws, T))); len(d) > 0 {
 		x.fatalf("@%d shows other xattrs than recorded at %d:\n%s", T, T, strings.Join(d, "\n"))
 	}
+	if x.rng.IntN(3) == 0 {
+		x.forkCheck(T)
+	}
 	inos := inodes(ws)
 	if err := os.WriteFile(filepath.Join(ws, ".zero/rewind"), []byte(strconv.FormatInt(T, 10)), 0); err != nil {
 		x.fatalf("rewind to %d: %v", T, err)
@@ -1075,6 +1084,76 @@ func (x *fsx) rewind() {
 	x.compare("rewind")
 }
 
+// forkCheck forks the mount at T (`zerofs fork`, from the view @T) and
+// checks the fork against @T: the same paths, kinds, contents, modes and
+// xattrs (ACLs, user.*, trusted.*), with every file the forking user's
+// (root's), so a setuid bit and a capability stay only where @T shows
+// root as the owner, and a setgid bit only where it shows root's group
+// (the rule a rewind follows). Fork leaves FIFOs and the like out.
+func (x *fsx) forkCheck(T int64) {
+	ws := x.roots[0]
+	dir := filepath.Join(x.t.TempDir(), "fork")
+	defer os.RemoveAll(dir)
+	if out, err := zerofs(x.t, ws, "fork", strconv.FormatInt(T, 10), dir); err != nil {
+		x.fatalf("fork %d: %v\n%s", T, err, out)
+	}
+	x.log = append(x.log, fmt.Sprintf("fork %d", T))
+	v := view(ws, T)
+	owners := map[string][2]uint32{}
+	want := x.exact(T, snapshot(x.t, v))
+	for p, e := range want {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(v, p), &st); err != nil {
+			x.fatalf("fork %d: stat @%d/%s: %v", T, T, p, err)
+		}
+		owners[p] = [2]uint32{st.Uid, st.Gid}
+		if e.Kind == "other" {
+			delete(want, p)
+			continue
+		}
+		if st.Uid != 0 {
+			e.Mode &^= os.ModeSetuid
+		}
+		if st.Gid != 0 {
+			e.Mode &^= os.ModeSetgid
+		}
+		want[p] = e
+	}
+	got := x.exact(T, snapshot(x.t, dir))
+	for p := range got {
+		if p == ".zero" || strings.HasPrefix(p, ".zero/") {
+			delete(got, p) // the fork's own store
+		}
+	}
+	if d := diffTrees(want, got); len(d) > 0 {
+		x.fatalf("the fork of %d differs from @%d:\n%s", T, T, strings.Join(d, "\n"))
+	}
+	wantX := map[string]string{}
+	for p := range want {
+		xs := xattrs(filepath.Join(v, p))
+		if owners[p][0] != 0 {
+			delete(xs, "security.capability")
+		}
+		wantX[p] = xattrString(xs)
+	}
+	for p := range want {
+		if g := xattrString(xattrs(filepath.Join(dir, p))); g != wantX[p] {
+			x.fatalf("the fork of %d: %s has xattrs %q, want %q (as @%d, owned by %d)", T, p, g, wantX[p], T, owners[p][0])
+		}
+	}
+	x.forks++
+}
+
+// xattrString is xs as one string, sorted by name.
+func xattrString(xs map[string]string) string {
+	var keys []string
+	for k, v := range xs {
+		keys = append(keys, fmt.Sprintf("%s=%x", k, v))
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
+}
+
 // inodes maps each regular file under root to its inode number.
 func inodes(root string) map[string]uint64 {
 	out := map[string]uint64{}
@@ -1092,8 +1171,11 @@ func inodes(root string) map[string]uint64 {
 	return out
 }
 
-// overAllocated says how file p allocates more than its data (its 4 KiB
-// blocks that are not all zeros, and one block of slack), or "".
+// overAllocated says how file p allocates more than its data: more than
+// the file system itself gives the same content written sparsely (its
+// 4 KiB blocks that are not all zeros written, the rest left holes; that
+// counts the file system's own extent blocks) and one block of slack, or
+// "".
 func overAllocated(p string) string {
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -1103,18 +1185,48 @@ func overAllocated(p string) string {
 	if err := unix.Stat(p, &st); err != nil {
 		return ""
 	}
-	data := int64(0)
+	native, data, err := nativeSparse(b)
+	if err != nil {
+		return "cannot be compared: " + err.Error()
+	}
+	if st.Blocks*512 > native+4096 {
+		return fmt.Sprintf("allocates %d bytes for %d bytes of data blocks (size %d), where the same content written sparsely allocates %d", st.Blocks*512, data, st.Size, native)
+	}
+	return ""
+}
+
+// nativeSparse writes b's blocks that are not all zeros into a new file on
+// the temporary directory's file system and says what that allocates, and
+// how many bytes of data blocks it wrote.
+func nativeSparse(b []byte) (allocated, data int64, err error) {
+	f, err := os.CreateTemp("", "fsx-sparse-")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
 	zero := make([]byte, 4096)
 	for i := 0; i < len(b); i += 4096 {
 		blk := b[i:min(i+4096, len(b))]
-		if !bytes.Equal(blk, zero[:len(blk)]) {
-			data++
+		if bytes.Equal(blk, zero[:len(blk)]) {
+			continue
 		}
+		if _, err := f.WriteAt(blk, int64(i)); err != nil {
+			return 0, 0, err
+		}
+		data += 4096
 	}
-	if st.Blocks*512 > (data+1)*4096 {
-		return fmt.Sprintf("allocates %d bytes for %d bytes of data blocks (size %d)", st.Blocks*512, data*4096, st.Size)
+	if err := f.Truncate(int64(len(b))); err != nil {
+		return 0, 0, err
 	}
-	return ""
+	if err := f.Sync(); err != nil {
+		return 0, 0, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return 0, 0, err
+	}
+	return st.Blocks * 512, data, nil
 }
 
 // resetPlain makes the plain directory a copy of the mount: files with
