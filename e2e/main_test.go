@@ -78,6 +78,9 @@ func mountWS(t *testing.T, ws string, flags ...string) {
 	if os.Getenv("ZEROFS_TEST_NOOPEN") == "1" {
 		flags = append(flags, "--no-open") // every mount of the e2e tests without OPEN
 	}
+	if os.Getenv("ZEROFS_TEST_RENAME_RECORDS") == "1" {
+		flags = append(flags, "--rename-records") // every mount of the e2e tests with rename records
+	}
 	args := append(append([]string{"mount"}, flags...), ws)
 	out, err := zerofs(t, "/", args...)
 	// Registered before checking err: a mount that half-succeeded is

@@ -54,6 +54,9 @@ func mountT(t *testing.T, opts Options) *Mounted {
 	if os.Getenv("ZEROFS_TEST_NOOPEN") == "1" {
 		opts.NoOpen = true // every mount of the package's tests without OPEN
 	}
+	if os.Getenv("ZEROFS_TEST_RENAME_RECORDS") == "1" {
+		opts.RenameRecords = true // every mount of the package's tests with rename records
+	}
 	m, err := Mount(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("Mount: %v", err)

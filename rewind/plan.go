@@ -360,7 +360,7 @@ func under(p string, roots []string) bool {
 func (e *Engine) storeMoved(at string, pre ...Seq) (Entry, error) {
 	if len(pre) > 0 && pre[0] != 0 {
 		if rec, ok := e.index.At(at, pre[0]-1, pre[0]+1); ok {
-			rec, err := e.named(rec, pre[0]-1, pre[0]+1)
+			rec, err := e.named(rec)
 			if err != nil {
 				return Entry{}, err
 			}

@@ -187,7 +187,7 @@ func (e *Engine) recoverStashes(ctx context.Context) error {
 
 // named returns rec with its blob, naming the stashes first if rec's is
 // not named yet.
-func (e *Engine) named(rec index.Record, t, limit Seq) (index.Record, error) {
+func (e *Engine) named(rec index.Record) (index.Record, error) {
 	st := rec.State
 	if st.Kept == "" || st.Blob != "" || st.Absent || st.Skipped {
 		return rec, nil

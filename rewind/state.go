@@ -80,7 +80,7 @@ func (e *Engine) ChildAt(dir, name string, t Seq) (Entry, error) {
 func (e *Engine) childAt(p string, t, limit Seq) (Entry, error) {
 	rec, ok, at := e.index.Resolve(p, t, limit)
 	if ok {
-		rec, err := e.named(rec, t, limit)
+		rec, err := e.named(rec)
 		if err != nil {
 			return Entry{}, err
 		}

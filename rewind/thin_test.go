@@ -217,7 +217,7 @@ func TestThinModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
 		clock := &fakeClock{t: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rapid.IntRange(0, 23).Draw(rt, "hour")) * time.Hour)}
-		e, ws := openT(t, Options{Now: clock.now})
+		e, ws := openT(t, Options{Now: clock.now, RenameRecords: rapid.Bool().Draw(rt, "rename records")})
 		m := &model{t: rt, e: e, ws: ws, states: map[Seq]tree{0: {}}}
 		stepTimes := map[Seq]time.Time{}
 		m.tick = func(rt *rapid.T) {
