@@ -2,10 +2,8 @@ package replicate
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"io"
 	"time"
 	"unicode/utf8"
 
@@ -95,17 +93,18 @@ type baseMaker struct {
 }
 
 // makeBase writes down the workspace at seq, uploading every blob it
-// names that the replica lacks.
-func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (Base, error) {
+// names that the replica lacks. next is what it read live, for the cache
+// once the base is written.
+func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (_ Base, next map[string]liveBlob, err error) {
 	m := &baseMaker{r: r, ctx: ctx, seq: seq, cache: r.liveCache, prev: r.liveCacheSeq, next: map[string]liveBlob{}}
 	m.out = Base{Format: 1, Sequence: seq}
 	root, err := r.eng.StateAt("", seq)
 	if err != nil {
-		return Base{}, err
+		return Base{}, nil, err
 	}
 	m.out.Root = newEntry("", root)
 	if err := m.walk(""); err != nil {
-		return Base{}, err
+		return Base{}, nil, err
 	}
 	// Every path read as it is now is looked up again: one that a
 	// checkpoint after seq names by now changed while it was read (or
@@ -115,7 +114,7 @@ func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (Base, erro
 		if e.live {
 			ent, err := r.eng.StateAt(e.name(), seq)
 			if err != nil {
-				return Base{}, err
+				return Base{}, nil, err
 			}
 			if !ent.Exists {
 				continue
@@ -124,15 +123,14 @@ func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (Base, erro
 				delete(m.next, e.name())
 				e = newEntry(e.name(), ent)
 				if err := m.fill(&e, ent); err != nil {
-					return Base{}, err
+					return Base{}, nil, err
 				}
 			}
 		}
 		files = append(files, e)
 	}
 	m.out.Files = files
-	r.liveCache, r.liveCacheSeq = m.next, seq
-	return m.out, nil
+	return m.out, m.next, nil
 }
 
 func (m *baseMaker) walk(dir string) error {
@@ -184,7 +182,7 @@ func (m *baseMaker) fill(e *BaseEntry, ent rewind.Entry) error {
 			if err != nil {
 				return err
 			}
-			return m.r.uploadBlob(m.ctx, id, 0)
+			return m.r.uploadBlob(m.ctx, id)
 		}
 		p := e.name()
 		if c, ok := m.cache[p]; ok && c.bytes == e.Bytes {
@@ -198,16 +196,12 @@ func (m *baseMaker) fill(e *BaseEntry, ent rewind.Entry) error {
 		if err != nil {
 			return err
 		}
-		data, err := io.ReadAll(f)
+		id, n, err := m.r.putLive(m.ctx, f, e.Bytes)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("replicate: read %q: %w", p, err)
 		}
-		id := blobstore.ID(sha256.Sum256(data))
-		if err := m.r.putBlob(m.ctx, id, data); err != nil {
-			return err
-		}
-		e.Blob, e.Bytes = id.String(), int64(len(data))
+		e.Blob, e.Bytes = id.String(), n
 		m.next[p] = liveBlob{blob: e.Blob, bytes: e.Bytes}
 	}
 	return nil

@@ -3,6 +3,7 @@ package replicate
 import (
 	"context"
 	"errors"
+	"io"
 )
 
 // Bucket is where a replica's objects live: the seam (STYLE rule 16)
@@ -13,10 +14,17 @@ type Bucket interface {
 	// PutNew writes the object name only if no object has that name
 	// (If-None-Match: *); ErrExists if one does.
 	PutNew(ctx context.Context, name string, body []byte) error
+	// PutNewReader is PutNew of size bytes read from body (rewound and
+	// read again when a request is retried): a large object is sent
+	// without being held in memory.
+	PutNewReader(ctx context.Context, name string, body io.ReadSeeker, size int64) error
 	// Get reads the object name; ErrNotFound if there is none.
 	Get(ctx context.Context, name string) ([]byte, error)
 	// List names every object whose name starts with prefix, sorted.
 	List(ctx context.Context, prefix string) ([]string, error)
+	// Delete removes the object name; one that does not exist is no
+	// error (a run that died mid-deletion deletes again).
+	Delete(ctx context.Context, name string) error
 }
 
 // Errors a Bucket returns, for errors.Is.

@@ -16,9 +16,9 @@ var compactEvery = 16
 // that reaches furthest from each point (chain), so reading the log up to
 // any state takes at most compactEvery-1 segments per level, a number that
 // grows with the log's logarithm, not its length, while each event is
-// uploaded once per level. The merged segments are kept (deleting them is
-// gc's work, not done yet): objects are never overwritten, and a restore
-// that listed them can still read them.
+// uploaded once per level. The merged segments are deleted afterwards
+// (collect.go): objects are never overwritten, and a restore that listed
+// them and finds one gone lists again.
 func (r *Replicator) compact(ctx context.Context) error {
 	for {
 		run, _ := chain(r.segs)
@@ -56,5 +56,6 @@ func (r *Replicator) compact(ctx context.Context) error {
 			return err
 		}
 		r.segs = append(r.segs, segment{Name: name, First: first, Last: last, Hash: hashHex(body), Level: level + 1})
+		r.collectDue = true // the merged segments are superseded
 	}
 }

@@ -109,18 +109,22 @@ func (c *codec) seal(logical string, plain []byte) []byte {
 		return z
 	}
 	nonce := make([]byte, c.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		panic(err) // crypto/rand does not fail on Linux
-	}
+	randRead(nonce)
 	out := append(append([]byte(nil), sealMagic...), nonce...)
 	return c.aead.Seal(out, nonce, z, []byte(logical))
 }
 
-// open undoes seal, refusing a body that is not what object (whose
+func randRead(b []byte) {
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+}
+
+// open undoes seal (and sealStream), refusing a body that is not what object (whose
 // logical name is logical) should hold, or that decodes to more than
 // limit bytes.
 func (c *codec) open(object, logical string, body []byte, limit int64) ([]byte, error) {
-	sealed := bytes.HasPrefix(body, sealMagic)
+	sealed := bytes.HasPrefix(body, sealMagic) || bytes.HasPrefix(body, sealMagic2)
 	if c == nil {
 		if sealed {
 			return nil, fmt.Errorf("%w: %s is encrypted; give its --replica-key", ErrKey, object)
@@ -129,6 +133,13 @@ func (c *codec) open(object, logical string, body []byte, limit int64) ([]byte, 
 	}
 	if !sealed {
 		return nil, &DamageError{Object: object, Why: "not sealed with a replica key"}
+	}
+	if rest, ok := bytes.CutPrefix(body, sealMagic2); ok {
+		z, err := c.openChunks(object, logical, rest)
+		if err != nil {
+			return nil, err
+		}
+		return decompress(object, z, limit)
 	}
 	rest := body[len(sealMagic):]
 	if len(rest) < c.aead.NonceSize() {

@@ -3,6 +3,7 @@ package replicate
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -33,6 +34,24 @@ func (m *memBucket) PutNew(_ context.Context, name string, body []byte) error {
 		return ErrExists
 	}
 	m.objs[name] = append([]byte(nil), body...)
+	return nil
+}
+
+func (m *memBucket) PutNewReader(ctx context.Context, name string, body io.ReadSeeker, size int64) error {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	if int64(len(b)) != size {
+		return errors.New("memBucket: body is not size bytes")
+	}
+	return m.PutNew(ctx, name, b)
+}
+
+func (m *memBucket) Delete(_ context.Context, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.objs, name)
 	return nil
 }
 

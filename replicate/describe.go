@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind"
 )
 
 // Summary is what a replica holds, read without restoring it.
@@ -19,8 +21,12 @@ type Summary struct {
 	Logged   eventlog.Seq `json:"logged"`
 	Segments int          `json:"segments"`
 	// Bases are the sequences of the bases within the log; states up to
-	// the newest can be restored.
-	Bases []eventlog.Seq `json:"bases"`
+	// the newest can be restored, from PrunedBefore on (the start of the
+	// history the newest base's log keeps: gc's cut), except those in
+	// Thinned.
+	Bases        []eventlog.Seq        `json:"bases"`
+	PrunedBefore eventlog.Seq          `json:"prunedBefore"`
+	Thinned      []rewind.ThinInterval `json:"thinned,omitempty"`
 	// Steps are the log's steps and rewinds, oldest first.
 	Steps []SummaryStep `json:"steps"`
 }
@@ -36,12 +42,29 @@ type SummaryStep struct {
 // Describe reads what the replica u holds: its lease, its log (every
 // segment checked as a restore checks it) and its bases. key is the
 // replica key (nil: none).
+// A segment gone while it is read (the writer compacted the log) sends it
+// back to the listing, as a restore does.
 func Describe(ctx context.Context, b Bucket, u URL, key []byte) (Summary, error) {
+	var err error
+	for range relist {
+		var sum Summary
+		sum, err = describe(ctx, b, u, key)
+		if !errors.Is(err, ErrNotFound) || errors.Is(err, ErrNoState) {
+			return sum, err
+		}
+	}
+	return Summary{}, changing(u, err)
+}
+
+func describe(ctx context.Context, b Bucket, u URL, key []byte) (Summary, error) {
 	c, err := newCodec(key)
 	if err != nil {
 		return Summary{}, err
 	}
 	lease, err := readLease(ctx, b, u)
+	if errors.Is(err, ErrNotFound) {
+		return Summary{}, fmt.Errorf("%w: %s holds no replica (no %s)", ErrNoState, u, leaseName)
+	}
 	if err != nil {
 		return Summary{}, err
 	}
@@ -59,6 +82,8 @@ func Describe(ctx context.Context, b Bucket, u URL, key []byte) (Summary, error)
 			sum.Bases = append(sum.Bases, br.Seq)
 		}
 	}
+	newest, _ := newestBase(bases, end)
+	ret := rewind.NewRetention()
 	next := eventlog.Seq(1)
 	for _, s := range run {
 		body, err := b.Get(ctx, s.Name)
@@ -93,6 +118,15 @@ func Describe(ctx context.Context, b Bucket, u URL, key []byte) (Summary, error)
 				continue
 			}
 			next = ev.Seq + 1
+			if ev.Seq <= newest.Seq && (ev.Type == eventlog.TypeHistoryPruned || ev.Type == eventlog.TypeHistoryThinned) {
+				var full eventlog.Event
+				if err := json.Unmarshal(line, &full); err != nil {
+					return Summary{}, &DamageError{Object: s.Name, Why: err.Error()}
+				}
+				if err := ret.Add(full); err != nil {
+					return Summary{}, &DamageError{Object: s.Name, Why: err.Error()}
+				}
+			}
 			switch ev.Type {
 			case eventlog.TypeToolCall:
 				sum.Steps = append(sum.Steps, SummaryStep{Seq: ev.Seq, Type: ev.Type, At: ev.At, Label: ev.Payload.Name})
@@ -102,5 +136,6 @@ func Describe(ctx context.Context, b Bucket, u URL, key []byte) (Summary, error)
 			}
 		}
 	}
+	sum.PrunedBefore, sum.Thinned = ret.Pruned(), ret.Thinned()
 	return sum, nil
 }

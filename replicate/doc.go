@@ -29,12 +29,24 @@
 // object that exists is never overwritten; finding one with our name means
 // an earlier run wrote it). Content first: a segment is written only after
 // every blob its checkpoints name, a base only after its blobs and the
-// segments up to its sequence. So at every moment the replica is a
-// consistent prefix of the history: restoring reads only objects that
-// exist. Objects read back are untrusted: a blob must hash to its name, a
+// segments up to its sequence, and every blob the history up to it keeps
+// (the log folded as the engine folds it). So at every moment the replica
+// is a consistent prefix of the history: restoring reads only objects
+// that exist. (A segment may name a blob the bucket lacks: one a local gc
+// removed before it was uploaded; no base whose states need it is made.) Objects read back are untrusted: a blob must hash to its name, a
 // segment and a base to the hash in theirs, segments must chain by sequence,
 // and the events pass rewind's checks (CheckEvent) when the restored store
 // is opened.
+//
+// gc and thinning propagate (collect.go): once a base is written, what no
+// state its history offers needs (blobs only states a local gc cut or
+// thinned needed, segments merged by compaction, older bases) is deleted,
+// never before the base that makes it unneeded exists. A restore that
+// finds an object gone under it lists the replica again.
+//
+// Large content (streamAbove, upload.go) is compressed and sealed into an
+// unlinked temporary file and sent from it: no blob is held whole in
+// memory on its way up. Sealed, it is sealed in chunks (sealMagic2).
 //
 // One writer per prefix: lease.json (created by a conditional write) names
 // the store that replicates there; another store is refused (LeaseError).

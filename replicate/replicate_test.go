@@ -16,6 +16,7 @@ import (
 func TestMain(m *testing.M) {
 	testsupport.RunChild(map[string]func(string) int{
 		"replicate-and-change": childReplicateAndChange,
+		"collect-and-hang":     childCollectAndHang,
 	})
 	os.Exit(m.Run())
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,9 +55,21 @@ type Replicator struct {
 	saved        time.Time       // when replica.json was last written
 	known        map[string]bool // the blob objects the replica holds
 	segs         []segment       // the replica's segments
+	bases        []baseRef       // the replica's bases
 	lastBase     time.Time
 	liveCache    map[string]liveBlob
 	liveCacheSeq eventlog.Seq
+	// base is the newest base (the one a restore reads) and baseBlobs
+	// the blob objects it names (nil: not read yet); collectDue says the
+	// replica may hold objects no state it offers needs (collect.go).
+	base       baseRef
+	baseBlobs  map[string]bool
+	collectDue bool
+	// ret folds the local log up to retSeq, as the engine does (the log
+	// the replica holds is the local log's prefix): which before-states
+	// a base's history keeps, so which blobs it needs.
+	ret    *rewind.Retention
+	retSeq eventlog.Seq
 }
 
 // Open prepares replication of eng's history (its store in storeDir) to
@@ -162,14 +175,48 @@ func (r *Replicator) attempt(ctx context.Context, final bool) (err error) {
 			break
 		}
 	}
-	step := r.eng.Step().Seq
+	at, err := r.baseAt()
+	if err != nil {
+		return err
+	}
 	st := r.State()
-	if (!st.Based || step > st.Base) && step <= st.Logged && (final || time.Since(r.lastBase) >= r.opts.BaseEvery) {
-		if err := r.uploadBase(ctx, step); err != nil {
+	if (!st.Based || at > st.Base) && at <= st.Logged && (final || time.Since(r.lastBase) >= r.opts.BaseEvery) {
+		if err := r.uploadBase(ctx, at); err != nil {
 			return err
 		}
 	}
+	if r.collectDue && r.State().Based {
+		return r.collect(ctx)
+	}
 	return nil
+}
+
+// baseAt is the sequence the next base is made at: the current step's
+// start, or later when every event after it, up to the replicated log's
+// end, changes no path (gc's cuts and thins, stashes named). The state
+// there is the step's start, and a base there carries a cut made during
+// the step, so the bucket can forget what it cut without waiting for the
+// next step.
+func (r *Replicator) baseAt() (eventlog.Seq, error) {
+	at, logged := r.eng.Step().Seq, r.State().Logged
+	if at >= logged {
+		return at, nil
+	}
+	for ev, err := range r.eng.Log().Events(at + 1) {
+		if err != nil {
+			return 0, err
+		}
+		if ev.Seq > logged {
+			break
+		}
+		switch ev.Type {
+		case eventlog.TypeHistoryPruned, eventlog.TypeHistoryThinned, eventlog.TypeStashNamed:
+			at = ev.Seq
+		default:
+			return at, nil
+		}
+	}
+	return at, nil
 }
 
 // begin takes the lease and learns what the replica holds: a run that died
@@ -192,20 +239,30 @@ func (r *Replicator) begin(ctx context.Context) error {
 		return err
 	}
 	_, end := chain(segs)
-	var base eventlog.Seq
-	based := false
-	for _, b := range bases {
-		if b.Seq <= end && (!based || b.Seq > base) {
-			base, based = b.Seq, true
-		}
-	}
+	base, based := newestBase(bases, end)
 	r.mu.Lock()
 	// The bucket is the truth about what it holds; replica.json may lag
 	// it by the object written just before a crash.
-	r.st.Logged, r.st.Base, r.st.Based = end, base, based
+	r.st.Logged, r.st.Base, r.st.Based = end, base.Seq, based
 	r.mu.Unlock()
-	r.known, r.segs, r.claimed = known, segs, true
+	r.known, r.segs, r.bases, r.claimed = known, segs, bases, true
+	// A run that died while deleting left objects no state needs: the
+	// first attempt deletes them.
+	r.base, r.baseBlobs, r.collectDue = base, nil, based
 	return nil
+}
+
+// newestBase is the base a restore reads: the newest within the log's
+// end (of two at one sequence, the first by name).
+func newestBase(bases []baseRef, end eventlog.Seq) (baseRef, bool) {
+	var out baseRef
+	found := false
+	for _, b := range bases {
+		if b.Seq <= end && (!found || b.Seq > out.Seq || b.Seq == out.Seq && b.Name < out.Name) {
+			out, found = b, true
+		}
+	}
+	return out, found
 }
 
 // listReplica lists the segments and bases of a replica.
@@ -286,64 +343,115 @@ func (r *Replicator) uploadSegment(ctx context.Context) (more bool, err error) {
 	return more, r.compact(ctx)
 }
 
-// uploadNamed uploads the blobs an event's checkpoint names. A blob gone
-// from the store belongs to history a gc cut (its state no longer exists
-// anywhere): it is left out.
+// uploadNamed uploads the blobs an event names (a checkpoint's records, a
+// stash_named event's stashes). A blob gone from the store belongs to
+// history a gc cut or thinned (its states no longer exist here): it is
+// left out, and a base whose history still offers those states is not
+// made (uploadBase), so no restore ever needs it.
 func (r *Replicator) uploadNamed(ctx context.Context, ev eventlog.Event) error {
-	if ev.Type != eventlog.TypeCheckpoint {
-		return nil
+	ids, err := blobsOf(ev)
+	if err != nil {
+		return err
 	}
-	var cp rewind.Checkpoint
-	if err := json.Unmarshal(ev.Payload, &cp); err != nil {
-		return fmt.Errorf("replicate: event %d: %w", ev.Seq, err)
-	}
-	for _, f := range cp.Files {
-		if f.Blob == "" {
-			continue
-		}
-		id, err := blobstore.ParseID(f.Blob)
-		if err != nil {
-			return fmt.Errorf("replicate: event %d: %w", ev.Seq, err)
-		}
-		if err := r.uploadBlob(ctx, id, ev.Seq); err != nil {
+	for _, id := range ids {
+		if err := r.uploadBlob(ctx, id); err != nil && !errors.Is(err, errGone) {
 			return err
 		}
 	}
 	return nil
 }
 
-// uploadBlob uploads blob id from the store unless the replica holds it.
-// at is the event naming it (0: a base).
-func (r *Replicator) uploadBlob(ctx context.Context, id blobstore.ID, at eventlog.Seq) error {
+// blobsOf is the blobs an event names: a checkpoint's records', a
+// stash_named event's.
+func blobsOf(ev eventlog.Event) ([]blobstore.ID, error) {
+	var names []string
+	switch ev.Type {
+	case eventlog.TypeCheckpoint:
+		var cp rewind.Checkpoint
+		if err := json.Unmarshal(ev.Payload, &cp); err != nil {
+			return nil, fmt.Errorf("replicate: event %d: %w", ev.Seq, err)
+		}
+		for _, f := range cp.Files {
+			names = append(names, f.Blob)
+		}
+	case eventlog.TypeStashNamed:
+		var np struct {
+			Named []struct {
+				Blob string `json:"blob"`
+			} `json:"named"`
+		}
+		if err := json.Unmarshal(ev.Payload, &np); err != nil {
+			return nil, fmt.Errorf("replicate: event %d: %w", ev.Seq, err)
+		}
+		for _, n := range np.Named {
+			names = append(names, n.Blob)
+		}
+	}
+	var ids []blobstore.ID
+	for _, n := range names {
+		if n == "" {
+			continue
+		}
+		id, err := blobstore.ParseID(n)
+		if err != nil {
+			return nil, fmt.Errorf("replicate: event %d: %w", ev.Seq, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// errGone: a blob the log names is no longer in the store.
+var errGone = errors.New("replicate: blob gone from the store")
+
+// uploadBlob uploads blob id from the store unless the replica holds it
+// (errGone when the store no longer has it).
+func (r *Replicator) uploadBlob(ctx context.Context, id blobstore.ID) error {
 	if r.known[r.codec.blobName(id)] {
 		return nil
 	}
-	data, err := r.eng.Blobs().Get(id)
-	if errors.Is(err, blobstore.ErrNotFound) && at > 0 && at < r.eng.PrunedBefore() {
-		return nil
+	err := r.putStored(ctx, id)
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return fmt.Errorf("%w: %s", errGone, id.Short())
 	}
 	if err != nil {
 		return fmt.Errorf("replicate: blob %s: %w", id.Short(), err)
 	}
-	return r.putBlob(ctx, id, data)
-}
-
-// putBlob uploads content data, whose sha256 is id.
-func (r *Replicator) putBlob(ctx context.Context, id blobstore.ID, data []byte) error {
-	name := r.codec.blobName(id)
-	if r.known[name] {
-		return nil
-	}
-	if err := r.put(ctx, name, r.codec.seal(name, data)); err != nil {
-		return err
-	}
-	r.known[name] = true
 	return nil
 }
 
-// uploadBase writes the base at seq, after every blob it names.
+// uploadBase writes the base at seq, after every blob it names and every
+// blob the history up to seq keeps (the states it offers need them). A
+// base that cannot be whole yet is not made: one whose history names a
+// stash not yet named (its stash_named event comes after seq), or a blob
+// gone from the store (a gc after seq cut or thinned the states that need
+// it; a base after that gc will not need it).
 func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) error {
-	b, err := r.makeBase(ctx, seq)
+	ret, err := r.foldTo(seq)
+	if err != nil {
+		return err
+	}
+	if ret.Index().HasUnnamed() {
+		r.opts.Logger.Debug("replicate: base waits: a removed file before it is not named yet", "at", seq)
+		return nil
+	}
+	var need []blobstore.ID
+	ret.Records(func(_ eventlog.Seq, fs rewind.FileState) {
+		if id, err := blobstore.ParseID(fs.Blob); err == nil {
+			need = append(need, id)
+		}
+	})
+	for _, id := range need {
+		err := r.uploadBlob(ctx, id)
+		if errors.Is(err, errGone) && (r.eng.PrunedBefore() > ret.Pruned() || !slices.Equal(r.eng.Thinned(), ret.Thinned())) {
+			r.opts.Logger.Info("replicate: base waits for a base after the gc that removed what its states need", "at", seq, "err", err)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	b, next, err := r.makeBase(ctx, seq)
 	if err != nil {
 		return err
 	}
@@ -352,14 +460,57 @@ func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) error {
 		return err
 	}
 	body := r.codec.seal(baseLogical(seq), raw)
-	if err := r.put(ctx, baseName(seq, body), body); err != nil {
+	name := baseName(seq, body)
+	if err := r.put(ctx, name, body); err != nil {
 		return err
 	}
+	r.liveCache, r.liveCacheSeq = next, seq
 	r.lastBase = time.Now()
+	ref, _ := parseBase(name)
+	r.bases = append(r.bases, ref)
+	r.base, r.baseBlobs, r.collectDue = ref, r.blobNames(b), true
 	r.mu.Lock()
 	r.st.Base, r.st.Based = seq, true
 	r.mu.Unlock()
 	return r.save()
+}
+
+// blobNames is the blob objects base b names.
+func (r *Replicator) blobNames(b Base) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range b.Files {
+		if id, err := blobstore.ParseID(e.Blob); err == nil && e.Kind == rewind.KindFile && !e.Skipped {
+			out[r.codec.blobName(id)] = true
+		}
+	}
+	return out
+}
+
+// foldTo folds the local log into r.ret up to seq (never back: bases only
+// move forward) and returns it.
+func (r *Replicator) foldTo(seq eventlog.Seq) (*rewind.Retention, error) {
+	if r.ret == nil {
+		r.ret, r.retSeq = rewind.NewRetention(), 0
+	}
+	if seq <= r.retSeq {
+		return r.ret, nil
+	}
+	for ev, err := range r.eng.Log().Events(r.retSeq + 1) {
+		if err != nil {
+			return nil, err
+		}
+		if ev.Seq > seq {
+			break
+		}
+		if err := r.ret.Add(ev); err != nil {
+			return nil, err
+		}
+		r.retSeq = ev.Seq
+	}
+	if r.retSeq < seq {
+		return nil, fmt.Errorf("replicate: the log ends at %d, before %d", r.retSeq, seq)
+	}
+	return r.ret, nil
 }
 
 // put writes a new object; one that exists already (an earlier run wrote

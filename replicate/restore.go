@@ -64,10 +64,51 @@ const maxDecoded = 1 << 30
 // state before it is then reached by a rewind, recorded in the new
 // store's log like any other. Everything is written beneath one directory
 // descriptor; on failure nothing is left.
+//
+// The replica's writer deletes what a newer base makes unneeded (collect):
+// a restore that listed the replica before finds an object gone, and
+// begins again from a new listing; if that keeps happening it fails,
+// saying so.
 func Restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptions) (RestoreResult, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+	var err error
+	prev := ""
+	for range relist {
+		var res RestoreResult
+		var base string
+		res, err = restore(ctx, b, u, dir, opts, &base)
+		if !errors.Is(err, ErrNotFound) {
+			return res, err
+		}
+		if base == prev {
+			// The same base as the attempt before: the replica lacks
+			// an object it needs, nobody is deleting it under us.
+			return RestoreResult{}, fmt.Errorf("replicate: %s is damaged: its base %s needs an object it lacks: %w", u, base, err)
+		}
+		prev = base
+		opts.logger().Info("replicate: restore: an object is gone (the replica's writer deleted what a newer base no longer needs); listing again", "err", err)
 	}
+	return RestoreResult{}, changing(u, err)
+}
+
+// relist is how many listings a restore or a describe reads before it
+// gives up on a replica whose objects keep going away under it.
+const relist = 4
+
+func changing(u URL, err error) error {
+	return fmt.Errorf("replicate: %s changed while it was read %d times in a row (its writer deleted objects a newer base no longer needs); try again: %w", u, relist, err)
+}
+
+func (o RestoreOptions) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
+}
+
+// restore is one attempt of Restore from one listing; *used is the base
+// it read.
+func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptions, used *string) (RestoreResult, error) {
+	opts.Logger = opts.logger()
 	c, err := newCodec(opts.Key)
 	if err != nil {
 		return RestoreResult{}, err
@@ -87,16 +128,11 @@ func Restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 		return RestoreResult{}, err
 	}
 	run, end := chain(segs)
-	var base baseRef
-	found := false
-	for _, br := range bases {
-		if br.Seq <= end && (!found || br.Seq > base.Seq) {
-			base, found = br, true
-		}
-	}
+	base, found := newestBase(bases, end)
 	if !found {
 		return RestoreResult{}, fmt.Errorf("%w: %s holds no restorable state yet (no base)", ErrNoState, u)
 	}
+	*used = base.Name
 	at := base.Seq
 	if opts.HasAt {
 		if opts.At > base.Seq {
@@ -137,7 +173,7 @@ func Restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	defer unix.Close(sfd)
 	store := "/proc/self/fd/" + strconv.Itoa(sfd)
 
-	need, cut, err := writeLog(ctx, b, c, run, base.Seq, sfd)
+	ret, err := writeLog(ctx, b, c, run, base.Seq, sfd)
 	if err != nil {
 		return fail(err)
 	}
@@ -145,17 +181,22 @@ func Restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	if err != nil {
 		return fail(err)
 	}
+	// The blobs of the base, and those of the before-states the history
+	// keeps (what its cuts and thins dropped, no state needs).
+	need := map[blobstore.ID]bool{}
 	for _, e := range bs.Files {
 		if e.Kind == rewind.KindFile && !e.Skipped {
 			id, _ := blobstore.ParseID(e.Blob)
-			need[id] = ^eventlog.Seq(0)
+			need[id] = true
 		}
 	}
-	for id, seq := range need {
-		err := fetchBlob(ctx, b, c, blobs, id)
-		if errors.Is(err, ErrNotFound) && seq < cut {
-			continue // history a gc cut: no state needs it
+	ret.Records(func(_ eventlog.Seq, fs rewind.FileState) {
+		if id, err := blobstore.ParseID(fs.Blob); err == nil {
+			need[id] = true
 		}
+	})
+	for id := range need {
+		err := fetchBlob(ctx, b, c, blobs, id)
 		if err != nil {
 			blobs.Close()
 			return fail(err)
@@ -280,94 +321,72 @@ func fetchBase(ctx context.Context, b Bucket, c *codec, ref baseRef) (Base, erro
 }
 
 // writeLog writes events 1..upto from the segments of run into the
-// store's events.jsonl (beneath sfd) and returns the blobs their
-// checkpoints name (with the first event naming each) and the gc cut the
-// history ends with. Each segment must hash to its name and hold exactly
-// the sequences it names, in order.
-func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto eventlog.Seq, sfd int) (map[blobstore.ID]eventlog.Seq, eventlog.Seq, error) {
+// store's events.jsonl (beneath sfd) and returns them folded as the
+// engine folds them (which before-states survive, so which blobs the
+// history needs). Each segment must hash to its name and hold exactly the
+// sequences it names, in order, and each event must be one zerofs writes.
+func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto eventlog.Seq, sfd int) (*rewind.Retention, error) {
 	fd, err := unix.Openat(sfd, rewind.LogName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), rewind.LogName)
 	defer f.Close()
-	need := map[blobstore.ID]eventlog.Seq{}
-	var cut, next eventlog.Seq = 0, 1
+	ret := rewind.NewRetention()
+	var next eventlog.Seq = 1
 	for _, s := range run {
 		if next > upto {
 			break
 		}
 		body, err := b.Get(ctx, s.Name)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if hashHex(body) != s.Hash {
-			return nil, 0, &DamageError{Object: s.Name, Why: "its bytes do not hash to its name"}
+			return nil, &DamageError{Object: s.Name, Why: "its bytes do not hash to its name"}
 		}
 		raw, err := c.open(s.Name, segmentLogical(s.First, s.Last), body, maxDecoded)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		want := s.First
 		for len(raw) > 0 {
 			i := bytes.IndexByte(raw, '\n')
 			if i < 0 {
-				return nil, 0, &DamageError{Object: s.Name, Why: "its last line has no newline"}
+				return nil, &DamageError{Object: s.Name, Why: "its last line has no newline"}
 			}
 			line := raw[:i+1]
 			raw = raw[i+1:]
-			var ev struct {
-				Seq     eventlog.Seq    `json:"sequence"`
-				Type    string          `json:"type"`
-				Payload json.RawMessage `json:"payload"`
-			}
+			var ev eventlog.Event
 			if err := json.Unmarshal(line, &ev); err != nil || ev.Seq != want {
-				return nil, 0, &DamageError{Object: s.Name, Why: fmt.Sprintf("line of sequence %d: not the event it should be (%v)", want, err)}
+				return nil, &DamageError{Object: s.Name, Why: fmt.Sprintf("line of sequence %d: not the event it should be (%v)", want, err)}
 			}
 			want++
 			if ev.Seq < next || ev.Seq > upto {
 				continue // overlap with the segment before, or past the base
 			}
-			switch ev.Type {
-			case eventlog.TypeCheckpoint:
-				var cp rewind.Checkpoint
-				if err := json.Unmarshal(ev.Payload, &cp); err != nil {
-					return nil, 0, &DamageError{Object: s.Name, Why: fmt.Sprintf("event %d: %v", ev.Seq, err)}
-				}
-				for _, fs := range cp.Files {
-					if fs.Blob == "" {
-						continue
-					}
-					id, err := blobstore.ParseID(fs.Blob)
-					if err != nil {
-						return nil, 0, &DamageError{Object: s.Name, Why: fmt.Sprintf("event %d: %v", ev.Seq, err)}
-					}
-					if _, ok := need[id]; !ok {
-						need[id] = ev.Seq
-					}
-				}
-			case eventlog.TypeHistoryPruned:
-				var pp rewind.PrunedPayload
-				if json.Unmarshal(ev.Payload, &pp) == nil && pp.Before > cut {
-					cut = pp.Before
-				}
+			if err := rewind.CheckEvent(s.Name, ev); err != nil {
+				return nil, &DamageError{Object: s.Name, Why: err.Error()}
+			}
+			if err := ret.Add(ev); err != nil {
+				return nil, &DamageError{Object: s.Name, Why: err.Error()}
 			}
 			if _, err := f.Write(line); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 			next = ev.Seq + 1
 		}
 		if want != s.Last+1 {
-			return nil, 0, &DamageError{Object: s.Name, Why: fmt.Sprintf("it ends at sequence %d, its name says %d", want-1, s.Last)}
+			return nil, &DamageError{Object: s.Name, Why: fmt.Sprintf("it ends at sequence %d, its name says %d", want-1, s.Last)}
 		}
 	}
 	if next != upto+1 {
-		return nil, 0, fmt.Errorf("%w: the replica's log ends at %d, before its base at %d", ErrNoState, next-1, upto)
+		return nil, fmt.Errorf("%w: the replica's log ends at %d, before its base at %d", ErrNoState, next-1, upto)
 	}
 	if err := f.Sync(); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	return need, cut, nil
+	return ret, nil
 }
 
 // fetchBlob copies blob id from the replica into the store, verified.

@@ -52,11 +52,15 @@ func OpenS3(ctx context.Context, u URL) (Bucket, error) {
 }
 
 func (b *s3Bucket) PutNew(ctx context.Context, name string, body []byte) error {
+	return b.PutNewReader(ctx, name, bytes.NewReader(body), int64(len(body)))
+}
+
+func (b *s3Bucket) PutNewReader(ctx context.Context, name string, body io.ReadSeeker, size int64) error {
 	_, err := b.c.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(b.url.Bucket),
 		Key:           aws.String(b.url.key(name)),
-		Body:          bytes.NewReader(body),
-		ContentLength: aws.Int64(int64(len(body))),
+		Body:          body,
+		ContentLength: aws.Int64(size),
 		IfNoneMatch:   aws.String("*"),
 	})
 	if err != nil {
@@ -111,6 +115,17 @@ func (b *s3Bucket) List(ctx context.Context, prefix string) ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+func (b *s3Bucket) Delete(ctx context.Context, name string) error {
+	_, err := b.c.DeleteObject(ctx, &s3.DeleteObjectInput{
+		Bucket: aws.String(b.url.Bucket),
+		Key:    aws.String(b.url.key(name)),
+	})
+	if err != nil && status(err) != http.StatusNotFound {
+		return fmt.Errorf("replicate: delete %s: %w", name, err)
+	}
+	return nil
 }
 
 // status is the HTTP status of a failed S3 call (0 when it never got one).

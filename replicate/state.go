@@ -48,6 +48,11 @@ type State struct {
 	// replica.
 	Objects int64 `json:"objects"`
 	Bytes   int64 `json:"bytes"`
+	// Streamed counts the objects sent from a temporary file (content too
+	// large to hold in memory); Deleted the objects deleted because no
+	// state the replica offers needs them any more (collect.go).
+	Streamed int64 `json:"streamed,omitempty"`
+	Deleted  int64 `json:"deleted,omitempty"`
 	// LastSuccess is when an attempt last finished with the replica up to
 	// date; LastError and LastErrorAt the last failure (cleared by a
 	// success).

@@ -105,7 +105,9 @@ func (w *workspace) change(t testing.TB, rng *rand.Rand) {
 		if err == nil && fi.IsDir() {
 			do(func() error { return os.RemoveAll(abs) }, rewind.Change{Path: p, Tree: true, Removed: true})
 		} else {
-			do(func() error { return os.Remove(abs) }, rewind.Change{Path: p, Removed: true})
+			// As the mount unlinks: the file is stashed, and named later
+			// (a stash_named event).
+			do(func() error { return os.Remove(abs) }, rewind.Change{Path: p, Removed: true, Stash: true})
 		}
 	default:
 		q := names[rng.IntN(len(names))]

@@ -273,7 +273,10 @@ func logReplica(e *env, c *command, url, keyFile string, asJSON bool) error {
 	}
 	restorable := "none yet"
 	if n := len(sum.Bases); n > 0 {
-		restorable = fmt.Sprintf("0..%d", sum.Bases[n-1])
+		restorable = fmt.Sprintf("%d..%d", sum.PrunedBefore, sum.Bases[n-1])
+		if len(sum.Thinned) > 0 {
+			restorable += fmt.Sprintf(" (%d intervals thinned to one state a day)", len(sum.Thinned))
+		}
 	}
 	fmt.Fprintf(e.stdout, "replica %s: events 1..%d in %d segments, %d bases; restorable %s\n",
 		u, sum.Logged, sum.Segments, len(sum.Bases), restorable)

@@ -1,0 +1,245 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/zerofs/zerofs/blobstore"
+)
+
+// streamAbove: content larger than this is never held in memory whole. It
+// is compressed (and sealed, chunk by chunk) into a temporary file in the
+// store, unlinked at once so a crash leaves nothing, and sent from there
+// with its length known. A variable for tests.
+var streamAbove int64 = 8 << 20
+
+// putStored uploads blob id from the store as object name (its content
+// is verified as it streams: blobstore.Store.Open).
+func (r *Replicator) putStored(ctx context.Context, id blobstore.ID) error {
+	name := r.codec.blobName(id)
+	if r.known[name] {
+		return nil
+	}
+	rd, err := r.eng.Blobs().Open(id)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	return r.putContent(ctx, name, rd, rd.Size())
+}
+
+// putContent uploads size bytes of content read from src as the blob
+// object name.
+func (r *Replicator) putContent(ctx context.Context, name string, src io.Reader, size int64) error {
+	if r.known[name] {
+		return nil
+	}
+	if size <= streamAbove {
+		data, err := io.ReadAll(src)
+		if err != nil {
+			return err
+		}
+		if err := r.put(ctx, name, r.codec.seal(name, data)); err != nil {
+			return err
+		}
+	} else {
+		f, err := r.tempFile()
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := r.codec.sealStream(f, name, src); err != nil {
+			return err
+		}
+		n, err := f.Seek(0, io.SeekCurrent)
+		if err == nil {
+			_, err = f.Seek(0, io.SeekStart)
+		}
+		if err != nil {
+			return err
+		}
+		if err := r.putReader(ctx, name, f, n); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.st.Streamed++
+		r.mu.Unlock()
+	}
+	r.known[name] = true
+	return nil
+}
+
+// putLive uploads the content read from f (a file as it is now) and
+// returns its blob id and length: a large one is copied aside first (its
+// hash, so its object's name, is known only at its end).
+func (r *Replicator) putLive(ctx context.Context, f io.Reader, size int64) (blobstore.ID, int64, error) {
+	if size <= streamAbove {
+		data, err := io.ReadAll(f)
+		if err != nil {
+			return blobstore.ID{}, 0, err
+		}
+		id := blobstore.ID(sha256.Sum256(data))
+		return id, int64(len(data)), r.putContent(ctx, r.codec.blobName(id), bytes.NewReader(data), int64(len(data)))
+	}
+	tmp, err := r.tempFile()
+	if err != nil {
+		return blobstore.ID{}, 0, err
+	}
+	defer tmp.Close()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), f)
+	if err != nil {
+		return blobstore.ID{}, 0, err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return blobstore.ID{}, 0, err
+	}
+	id := blobstore.ID(h.Sum(nil))
+	return id, n, r.putContent(ctx, r.codec.blobName(id), tmp, n)
+}
+
+// tempFile is a new file in the store, already unlinked.
+func (r *Replicator) tempFile() (*os.File, error) {
+	f, err := os.CreateTemp(r.dir, "replica-upload-*")
+	if err != nil {
+		return nil, fmt.Errorf("replicate: %w", err)
+	}
+	os.Remove(f.Name())
+	return f, nil
+}
+
+// putReader writes a new object from body (size bytes), as put does.
+func (r *Replicator) putReader(ctx context.Context, name string, body io.ReadSeeker, size int64) error {
+	err := r.b.PutNewReader(ctx, name, body, size)
+	if errors.Is(err, ErrExists) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.st.Objects++
+	r.st.Bytes += size
+	r.mu.Unlock()
+	return nil
+}
+
+// A streamed sealed body (crypt.go) is sealMagic2, a 16-byte random nonce
+// prefix, then the compressed content in chunks of sealChunk bytes, each
+// sealed on its own with the nonce prefix||counter (big-endian, the top bit
+// set on the last chunk) and the object's logical name: chunks cannot be
+// reordered, dropped or cut off, and no nonce repeats. Only the last chunk
+// is shorter than sealChunk (it may be empty).
+var sealMagic2 = []byte("zerofs-sealed-2\n")
+
+const sealChunk = 64 << 10
+
+// sealStream writes what seal makes of src's content to w, holding a
+// chunk at a time.
+func (c *codec) sealStream(w io.Writer, logical string, src io.Reader) error {
+	out := w
+	var cw *chunkSealer
+	if c != nil {
+		cw = &chunkSealer{c: c, w: w, ad: []byte(logical)}
+		if err := cw.start(); err != nil {
+			return err
+		}
+		out = cw
+	}
+	z, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(z, src); err != nil {
+		z.Close()
+		return err
+	}
+	if err := z.Close(); err != nil {
+		return err
+	}
+	if cw != nil {
+		return cw.close()
+	}
+	return nil
+}
+
+type chunkSealer struct {
+	c      *codec
+	w      io.Writer
+	ad     []byte
+	prefix []byte
+	n      uint64
+	buf    []byte
+}
+
+func (s *chunkSealer) start() error {
+	s.prefix = make([]byte, 16)
+	randRead(s.prefix)
+	_, err := s.w.Write(append(append([]byte(nil), sealMagic2...), s.prefix...))
+	return err
+}
+
+func (s *chunkSealer) nonce(last bool) []byte {
+	ctr := s.n
+	if last {
+		ctr |= 1 << 63
+	}
+	return binary.BigEndian.AppendUint64(append([]byte(nil), s.prefix...), ctr)
+}
+
+// Write seals every full chunk but one: the last chunk is sealed by close.
+func (s *chunkSealer) Write(p []byte) (int, error) {
+	s.buf = append(s.buf, p...)
+	for len(s.buf) > sealChunk {
+		if _, err := s.w.Write(s.c.aead.Seal(nil, s.nonce(false), s.buf[:sealChunk], s.ad)); err != nil {
+			return 0, err
+		}
+		s.n++
+		s.buf = append(s.buf[:0], s.buf[sealChunk:]...)
+	}
+	return len(p), nil
+}
+
+func (s *chunkSealer) close() error {
+	_, err := s.w.Write(s.c.aead.Seal(nil, s.nonce(true), s.buf, s.ad))
+	return err
+}
+
+// openChunks undoes a streamed seal (body without its magic).
+func (c *codec) openChunks(object, logical string, body []byte) ([]byte, error) {
+	if len(body) < 16 {
+		return nil, &DamageError{Object: object, Why: "too short"}
+	}
+	prefix, rest := body[:16], body[16:]
+	var out []byte
+	ct := sealChunk + c.aead.Overhead()
+	for n := uint64(0); ; n++ {
+		last := len(rest) <= ct
+		chunk := rest
+		if !last {
+			chunk = rest[:ct]
+		}
+		ctr := n
+		if last {
+			ctr |= 1 << 63
+		}
+		nonce := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), ctr)
+		var err error
+		out, err = c.aead.Open(out, nonce, chunk, []byte(logical))
+		if err != nil {
+			return nil, &DamageError{Object: object, Why: "it does not authenticate with this key (tampered, cut short, or another object's)"}
+		}
+		if last {
+			return out, nil
+		}
+		rest = rest[ct:]
+	}
+}
