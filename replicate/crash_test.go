@@ -122,7 +122,7 @@ func TestSIGKILLMidUpload(t *testing.T) {
 			t.Fatalf("kill %d: resume: %v", kill, err)
 		}
 		st := r.State()
-		if st.Logged != w.eng.Head() || st.Base != w.eng.Step().Seq {
+		if st.Logged != w.eng.Head() || st.Base < w.eng.Step().Seq {
 			t.Fatalf("kill %d: after resuming the replica is at %d (base %d), want %d (%d)", kill, st.Logged, st.Base, w.eng.Head(), w.eng.Step().Seq)
 		}
 		at := rewind.Seq(rng.IntN(int(st.Base) + 1))

@@ -156,8 +156,8 @@ func TestChain(t *testing.T) {
 }
 
 // TestGroupedAndIdle: while the workspace changes, Run writes about one
-// segment per attempt (not one per event); while it is idle, it writes
-// nothing at all.
+// segment per attempt (not one per event); once it pauses, one base, and
+// then, idle, nothing at all.
 func TestGroupedAndIdle(t *testing.T) {
 	dir := t.TempDir()
 	w := openWorkspace(t, dir)
@@ -193,6 +193,13 @@ func TestGroupedAndIdle(t *testing.T) {
 	// One attempt per 100 ms over about a second (and the catching up).
 	if segs > 20 || head < 50 {
 		t.Errorf("%d events in %d segments, want them grouped (about 10)", head, segs)
+	}
+	// A pause makes one base (three quiet attempts), and then nothing.
+	if err := testsupport.Poll(10*time.Second, func() bool {
+		st := r.State()
+		return st.Based && st.Base >= w.eng.Step().Seq && st.Logged == w.eng.Head()
+	}); err != nil {
+		t.Fatalf("no base after a pause: %+v, step %d", r.State(), w.eng.Step().Seq)
 	}
 	b.mu.Lock()
 	before := b.puts

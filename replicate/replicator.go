@@ -23,8 +23,11 @@ type Options struct {
 	// one log segment is written per Every while history is being made,
 	// none while it is not.
 	Every time.Duration
-	// BaseEvery is the least time between two bases (default 30s): a base
-	// is what makes the newest history restorable (doc.go).
+	// BaseEvery is the least time between two bases while history is
+	// being made (default 30s): a base is what makes the newest history
+	// restorable (doc.go). Once the log has not grown for three Every, a
+	// base is made at once: a pause (an agent thinking, a session over)
+	// leaves the replica restorable up to its last step.
 	BaseEvery time.Duration
 	// SegmentBytes caps a segment's uncompressed size (default 8 MiB).
 	SegmentBytes int
@@ -57,6 +60,8 @@ type Replicator struct {
 	segs         []segment       // the replica's segments
 	bases        []baseRef       // the replica's bases
 	lastBase     time.Time
+	lastHead     eventlog.Seq // the head at an attempt, and since when
+	quietSince   time.Time
 	liveCache    map[string]liveBlob
 	liveCacheSeq eventlog.Seq
 	// base is the newest base (the one a restore reads) and baseBlobs
@@ -166,29 +171,51 @@ func (r *Replicator) attempt(ctx context.Context, final bool) (err error) {
 			return err
 		}
 	}
-	for {
-		more, err := r.uploadSegment(ctx)
-		if err != nil {
-			return err
-		}
-		if !more {
-			break
-		}
+	if err := r.uploadLog(ctx); err != nil {
+		return err
 	}
 	at, err := r.baseAt()
 	if err != nil {
 		return err
 	}
+	if h := r.eng.Head(); h != r.lastHead || r.quietSince.IsZero() {
+		r.lastHead, r.quietSince = h, time.Now()
+	}
+	quiet := time.Since(r.quietSince) >= 3*r.opts.Every
 	st := r.State()
-	if (!st.Based || at > st.Base) && at <= st.Logged && (final || time.Since(r.lastBase) >= r.opts.BaseEvery) {
-		if err := r.uploadBase(ctx, at); err != nil {
+	if (!st.Based || at > st.Base) && at <= st.Logged && (final || quiet || time.Since(r.lastBase) >= r.opts.BaseEvery) {
+		again, err := r.uploadBase(ctx, at)
+		if err != nil {
 			return err
+		}
+		if again { // stashes named just now: their event, then a base after it
+			if err := r.uploadLog(ctx); err != nil {
+				return err
+			}
+			if at, err = r.baseAt(); err != nil {
+				return err
+			}
+			if at > r.State().Base {
+				if _, err := r.uploadBase(ctx, at); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if r.collectDue && r.State().Based {
 		return r.collect(ctx)
 	}
 	return nil
+}
+
+// uploadLog uploads the log up to its head, in segments.
+func (r *Replicator) uploadLog(ctx context.Context) error {
+	for {
+		more, err := r.uploadSegment(ctx)
+		if err != nil || !more {
+			return err
+		}
+	}
 }
 
 // baseAt is the sequence the next base is made at: the current step's
@@ -425,15 +452,16 @@ func (r *Replicator) uploadBlob(ctx context.Context, id blobstore.ID) error {
 // base that cannot be whole yet is not made: one whose history names a
 // stash not yet named (its stash_named event comes after seq), or a blob
 // gone from the store (a gc after seq cut or thinned the states that need
-// it; a base after that gc will not need it).
-func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) error {
+// it; a base after that gc will not need it). For the first, it names the
+// stashes now (as the engine's namer would soon) and says to try again: a
+// base after their stash_named event can be made.
+func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) (again bool, err error) {
 	ret, err := r.foldTo(seq)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if ret.Index().HasUnnamed() {
-		r.opts.Logger.Debug("replicate: base waits: a removed file before it is not named yet", "at", seq)
-		return nil
+		return true, r.eng.NameStashes(ctx)
 	}
 	var need []blobstore.ID
 	ret.Records(func(_ eventlog.Seq, fs rewind.FileState) {
@@ -445,24 +473,24 @@ func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) error {
 		err := r.uploadBlob(ctx, id)
 		if errors.Is(err, errGone) && (r.eng.PrunedBefore() > ret.Pruned() || !slices.Equal(r.eng.Thinned(), ret.Thinned())) {
 			r.opts.Logger.Info("replicate: base waits for a base after the gc that removed what its states need", "at", seq, "err", err)
-			return nil
+			return false, nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
 	b, next, err := r.makeBase(ctx, seq)
 	if err != nil {
-		return err
+		return false, err
 	}
 	raw, err := encodeBase(b)
 	if err != nil {
-		return err
+		return false, err
 	}
 	body := r.codec.seal(baseLogical(seq), raw)
 	name := baseName(seq, body)
 	if err := r.put(ctx, name, body); err != nil {
-		return err
+		return false, err
 	}
 	r.liveCache, r.liveCacheSeq = next, seq
 	r.lastBase = time.Now()
@@ -472,7 +500,7 @@ func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) error {
 	r.mu.Lock()
 	r.st.Base, r.st.Based = seq, true
 	r.mu.Unlock()
-	return r.save()
+	return false, r.save()
 }
 
 // blobNames is the blob objects base b names.

@@ -154,7 +154,8 @@ func (c *codec) sealStream(w io.Writer, logical string, src io.Reader) error {
 		}
 		out = cw
 	}
-	z, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	z, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1),
+		zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
 	if err != nil {
 		return err
 	}
@@ -178,6 +179,7 @@ type chunkSealer struct {
 	prefix []byte
 	n      uint64
 	buf    []byte
+	out    []byte
 }
 
 func (s *chunkSealer) start() error {
@@ -199,7 +201,8 @@ func (s *chunkSealer) nonce(last bool) []byte {
 func (s *chunkSealer) Write(p []byte) (int, error) {
 	s.buf = append(s.buf, p...)
 	for len(s.buf) > sealChunk {
-		if _, err := s.w.Write(s.c.aead.Seal(nil, s.nonce(false), s.buf[:sealChunk], s.ad)); err != nil {
+		s.out = s.c.aead.Seal(s.out[:0], s.nonce(false), s.buf[:sealChunk], s.ad)
+		if _, err := s.w.Write(s.out); err != nil {
 			return 0, err
 		}
 		s.n++

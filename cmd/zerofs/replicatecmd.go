@@ -84,6 +84,9 @@ func runReplicate(e *env, c *command, args []string) error {
 		return err
 	}
 	ws, err := history.Find(e.cwd)
+	if errors.Is(err, history.ErrNoWorkspace) {
+		return fmt.Errorf("%v: a workspace has a store from its first mount on; run 'zerofs mount --replicate %s DIR' (it replicates while it records), or run zerofs replicate inside a workspace mounted before", err, u)
+	}
 	if err != nil {
 		return err
 	}
