@@ -102,10 +102,13 @@ func (d *differ) stat(p string, t Seq) (Node, error) {
 // changedPaths lists, sorted, the non-directory paths that may differ
 // between a and b: a path can differ only if a checkpoint between them
 // names it, or if it lies under a directory that exists on one side only
-// (a renamed directory's new subtree is named by no checkpoint).
+// (a renamed directory's new subtree is named by no checkpoint), or under
+// a side of a rename record (a directory renamed away and back, or onto
+// an empty directory, is a directory on both sides).
 func (d *differ) changedPaths(filters []string) ([]string, error) {
 	lo, hi := min(d.a, d.b), max(d.a, d.b)
 	cands := map[string]bool{}
+	deep := map[string]bool{} // directories to expand even when on both sides
 	for ev, err := range d.src.Events() {
 		if err != nil {
 			return nil, err
@@ -120,6 +123,9 @@ func (d *differ) changedPaths(filters []string) ([]string, error) {
 		for _, f := range cp.Files {
 			if matches(filters, f.Path) {
 				cands[f.Path] = true
+				if f.RenamedTo != "" || f.RenamedFrom != "" {
+					deep[f.Path] = true
+				}
 			}
 		}
 	}
@@ -128,6 +134,7 @@ func (d *differ) changedPaths(filters []string) ([]string, error) {
 		queue = append(queue, p)
 	}
 	var files []string
+	listed := map[string]bool{}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
@@ -140,7 +147,8 @@ func (d *differ) changedPaths(filters []string) ([]string, error) {
 			return nil, err
 		}
 		if (na.Exists && na.Kind != rewind.KindDir) || (nb.Exists && nb.Kind != rewind.KindDir) {
-			if Under(p, filters) || len(filters) == 0 {
+			if (Under(p, filters) || len(filters) == 0) && !listed[p] {
+				listed[p] = true
 				files = append(files, p)
 			}
 		}
@@ -149,7 +157,7 @@ func (d *differ) changedPaths(filters []string) ([]string, error) {
 			n, other Node
 			t        Seq
 		}{{na, nb, d.a}, {nb, na, d.b}} {
-			if side.n.Kind != rewind.KindDir || side.other.Kind == rewind.KindDir {
+			if side.n.Kind != rewind.KindDir || (side.other.Kind == rewind.KindDir && !deep[p]) {
 				continue
 			}
 			names, err := d.src.List(p, side.t)
@@ -158,8 +166,9 @@ func (d *differ) changedPaths(filters []string) ([]string, error) {
 			}
 			for _, name := range names {
 				c := path.Join(p, name)
-				if !cands[c] && matches(filters, c) {
+				if matches(filters, c) && (!cands[c] || (deep[p] && !deep[c])) {
 					cands[c] = true
+					deep[c] = deep[c] || deep[p]
 					queue = append(queue, c)
 				}
 			}

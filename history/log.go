@@ -148,11 +148,20 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 	return entries, nil
 }
 
-// touches reports whether b captured a path under one of paths.
+// touches reports whether b captured a path under one of paths, or
+// recorded the rename of a directory one of paths lies under (a rename
+// record names no path beneath it).
 func touches(b *Block, paths []string) bool {
 	for _, f := range b.Files {
 		if Under(f.Path, paths) {
 			return true
+		}
+		if f.RenamedTo != "" || f.RenamedFrom != "" {
+			for _, p := range paths {
+				if Under(p, []string{f.Path}) {
+					return true
+				}
+			}
 		}
 	}
 	return false
@@ -161,7 +170,7 @@ func touches(b *Block, paths []string) bool {
 func filterChanges(cs []Change, paths []string) []Change {
 	var out []Change
 	for _, c := range cs {
-		if Under(c.Path, paths) || (c.From != "" && Under(c.From, paths)) {
+		if Under(c.Path, paths) || (c.From != "" && Under(c.From, paths)) || (c.Change == ChangeRenamed && c.Kind == string(rewind.KindDir) && beneath(paths, c.Path, c.From)) {
 			out = append(out, c)
 		}
 	}
@@ -202,4 +211,15 @@ func inThinned(ivs []rewind.ThinInterval, t Seq) bool {
 // paths (an editor's temporary files among them) say nothing any more.
 func (b *Block) Forgotten(prunedBefore Seq) bool {
 	return b.Type != BlockPruned && b.End < prunedBefore
+}
+
+// beneath reports whether one of paths lies beneath dir or from (a
+// directory's rename moved it).
+func beneath(paths []string, dir, from string) bool {
+	for _, p := range paths {
+		if strings.HasPrefix(p, dir+"/") || strings.HasPrefix(p, from+"/") {
+			return true
+		}
+	}
+	return false
 }
