@@ -1,8 +1,6 @@
 package history
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"sort"
@@ -144,7 +142,7 @@ func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
 }
 
 // contentID is the blob id of a file's content at t: recorded, or hashed
-// now ("" when unreadable, which then compares as changed).
+// now, streamed ("" when unreadable, which then compares as changed).
 func contentID(src Source, path string, t Seq, n Node) string {
 	if n.Blob != "" {
 		return n.Blob
@@ -152,12 +150,11 @@ func contentID(src Source, path string, t Seq, n Node) string {
 	if n.Skipped {
 		return ""
 	}
-	b, err := src.Content(path, t)
+	id, err := hashContent(src, path, t)
 	if err != nil {
 		return ""
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return id
 }
 
 // findRenames pairs each deleted file with an added file of the same
@@ -225,6 +222,9 @@ func similarRenames(src Source, b *Block, cs []Change) ([]Change, error) {
 		return cs, nil
 	}
 	read := func(p string, t Seq) []byte {
+		if n, err := src.Stat(p, t); err != nil || big(n) {
+			return nil // a big file is renamed only with its content unchanged (findRenames)
+		}
 		c, err := src.Content(p, t)
 		if err != nil {
 			return nil

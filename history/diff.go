@@ -257,6 +257,9 @@ func (d *differ) pair(p string, na, nb Node) (string, error) {
 	if !na.Exists && !nb.Exists {
 		return "", nil
 	}
+	if big(na) || big(nb) {
+		return d.bigPair(p, na, nb)
+	}
 	ca, err := d.content(p, d.a, na)
 	if err != nil {
 		return "", err
@@ -307,6 +310,47 @@ func (d *differ) pair(p string, na, nb Node) (string, error) {
 	return hdr.String() + body, nil
 }
 
+// bigPair is pair for a file over bigFile on either side: compared by
+// sha256 (streamed, never read whole) and shown as binary.
+func (d *differ) bigPair(p string, na, nb Node) (string, error) {
+	for _, side := range []struct {
+		n Node
+		t Seq
+	}{{na, d.a}, {nb, d.b}} {
+		if side.n.Exists && side.n.Skipped {
+			_, err := d.content(p, side.t, side.n) // the error that says why
+			return "", err
+		}
+	}
+	qa, qb := quote.Name("a/"+p), quote.Name("b/"+p)
+	var out strings.Builder
+	fmt.Fprintf(&out, "diff --git %s %s\n", qa, qb)
+	bf, bt := qa, qb
+	same := false
+	switch {
+	case !na.Exists:
+		fmt.Fprintf(&out, "new file mode %06o\n", gitMode(nb))
+		bf = "/dev/null"
+	case !nb.Exists:
+		fmt.Fprintf(&out, "deleted file mode %06o\n", gitMode(na))
+		bt = "/dev/null"
+	default:
+		if na.Kind == nb.Kind {
+			ia, ib := contentID(d.src, p, d.a, na), contentID(d.src, p, d.b, nb)
+			same = ia != "" && ia == ib
+		}
+		if gitMode(na) != gitMode(nb) {
+			fmt.Fprintf(&out, "old mode %06o\nnew mode %06o\n", gitMode(na), gitMode(nb))
+		} else if same {
+			return "", nil
+		}
+	}
+	if !same {
+		fmt.Fprintf(&out, "Binary files %s and %s differ\n", bf, bt)
+	}
+	return out.String(), nil
+}
+
 // isBinary is git's test: a NUL byte in the first 8000 bytes.
 func isBinary(b []byte) bool {
 	if len(b) > 8000 {
@@ -328,6 +372,8 @@ func (d *differ) renames(files []string) (map[string]string, error) {
 		na, _ := d.stat(p, d.a)
 		nb, _ := d.stat(p, d.b)
 		switch {
+		case big(na) || big(nb):
+			// Never read whole: a big file shows as deleted and added.
 		case na.Exists && na.Kind == rewind.KindFile && !na.Skipped && !nb.Exists:
 			deleted = append(deleted, p)
 		case nb.Exists && nb.Kind == rewind.KindFile && !nb.Skipped && !na.Exists:

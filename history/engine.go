@@ -8,6 +8,7 @@ import (
 	"io"
 	"iter"
 	"os"
+	"strings"
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/eventlog"
@@ -73,26 +74,40 @@ func (h *engineSource) Stat(path string, t Seq) (Node, error) {
 }
 
 func (h *engineSource) Content(path string, t Seq) ([]byte, error) {
+	var out []byte
+	err := h.withContent(path, t, func(r io.Reader) (err error) {
+		out, err = io.ReadAll(r)
+		return err
+	})
+	return out, err
+}
+
+// withContent calls fn with a reader of path's content at t (streamed:
+// see contentStreamer).
+func (h *engineSource) withContent(path string, t Seq, fn func(io.Reader) error) error {
 	ent, err := h.entry(path, t)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !ent.Exists {
-		return nil, os.ErrNotExist
+		return os.ErrNotExist
 	}
 	if ent.State.Skipped {
-		return nil, fmt.Errorf("%s: %w (%s)", quote.Name(path), rewind.ErrSkipped, quote.Name(ent.State.Reason))
+		return fmt.Errorf("%s: %w (%s)", quote.Name(path), rewind.ErrSkipped, quote.Name(ent.State.Reason))
 	}
 	if ent.State.Kind == rewind.KindSymlink {
 		target, err := h.eng.ReadLink(ent)
-		return []byte(target), err
+		if err != nil {
+			return err
+		}
+		return fn(strings.NewReader(target))
 	}
 	f, err := h.eng.OpenContent(ent)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	return io.ReadAll(f)
+	return fn(f)
 }
 
 func (h *engineSource) List(dir string, t Seq) ([]string, error) {

@@ -178,6 +178,16 @@ func readlinkat(dirfd int, name string) (string, error) {
 
 func (m *mountSource) Content(path string, t Seq) ([]byte, error) {
 	var out []byte
+	err := m.withContent(path, t, func(r io.Reader) (err error) {
+		out, err = io.ReadAll(r)
+		return err
+	})
+	return out, err
+}
+
+// withContent calls fn with a reader of path's content at t (streamed:
+// see contentStreamer).
+func (m *mountSource) withContent(path string, t Seq, fn func(io.Reader) error) error {
 	err := m.at(path, t, func(dirfd int, name string) error {
 		var st unix.Stat_t
 		if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -186,8 +196,10 @@ func (m *mountSource) Content(path string, t Seq) ([]byte, error) {
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFLNK:
 			target, err := readlinkat(dirfd, name)
-			out = []byte(target)
-			return err
+			if err != nil {
+				return err
+			}
+			return fn(strings.NewReader(target))
 		case unix.S_IFREG:
 		default:
 			return fmt.Errorf("%s is not a regular file", quote.Name(path))
@@ -198,13 +210,12 @@ func (m *mountSource) Content(path string, t Seq) ([]byte, error) {
 		}
 		f := os.NewFile(uintptr(fd), path)
 		defer f.Close()
-		out, err = io.ReadAll(f)
-		return err
+		return fn(f)
 	})
 	if missing(err) {
-		return nil, fmt.Errorf("%s: %w", quote.Name(path), os.ErrNotExist)
+		return fmt.Errorf("%s: %w", quote.Name(path), os.ErrNotExist)
 	}
-	return out, err
+	return err
 }
 
 func (m *mountSource) List(dir string, t Seq) ([]string, error) {
