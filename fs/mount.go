@@ -237,7 +237,9 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 // serve mounts f's root at mp and serves it: directories without OPENDIR
 // where the kernel allows (dirlessFS), negative entries kept (negativeFS).
 func serve(mp string, f *fsys, opts *fusefs.Options) (*fuse.Server, *dirlessFS, error) {
-	opts.MountOptions.ExtraCapabilities |= fuse.CAP_NO_OPENDIR_SUPPORT
+	// HANDLE_KILLPRIV_V2: the daemon clears set-id bits (killpriv.go), and
+	// a write sends no GETXATTR of security.capability first.
+	opts.MountOptions.ExtraCapabilities |= fuse.CAP_NO_OPENDIR_SUPPORT | fuse.CAP_HANDLE_KILLPRIV_V2
 	raw := &dirlessFS{RawFileSystem: &openlessFS{RawFileSystem: fusefs.NewNodeFS(f.root, opts), on: f.noOpen, opens: &f.opens}}
 	front := &negativeFS{RawFileSystem: raw, rw: &f.rw, timeout: *opts.EntryTimeout, missed: &f.missed}
 	server, err := fuse.NewServer(front, mp, &opts.MountOptions)

@@ -327,7 +327,10 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 	var changes []rewind.Change
 	_, hasATime := in.GetATime()
 	_, hasMTime := in.GetMTime()
-	if (hasSize || hasMode || hasUID || hasGID || hasATime || hasMTime) && ok {
+	// The kernel asks the daemon to clear set-id bits (killpriv.go); an
+	// explicit mode wins.
+	kill := killRequested(in) && !hasMode
+	if (hasSize || hasMode || hasUID || hasGID || hasATime || hasMTime || kill) && ok {
 		changes = n.changes(p)
 	}
 	release, step, errno := n.begin(ctx, "setattr", changes...)
@@ -398,6 +401,11 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 			err = unix.Truncate(proc, int64(size))
 		}
 		if err != nil {
+			return sysErrno(err)
+		}
+	}
+	if kill {
+		if err := killSetID(ctx, fd, proc); err != nil {
 			return sysErrno(err)
 		}
 	}
