@@ -73,11 +73,15 @@ func (e *Engine) namer() {
 				break
 			}
 		}
-		// Hold the workspace lock for reading, as a change does: a
-		// rewind or a step boundary waits for a batch, never sees half.
-		e.wsMu.RLock()
+		// Without the workspace lock: naming changes no path, so a step
+		// boundary (which takes that lock for writing) need not wait for
+		// a batch, seconds of hashing after an rm -rf of a large tree;
+		// everything that reads a record names its stash first, and
+		// waits for a batch under way through nameMu (NameStashes). The
+		// index snapshot is the one writer that must not see half a
+		// batch: it is written only when no record is unnamed, which
+		// stays true until the batch's stash_named event is folded in.
 		err := e.NameStashes(context.Background())
-		e.wsMu.RUnlock()
 		if err != nil && e.syncFailed() == nil {
 			e.opts.Logger.Warn("rewind: naming removed files' stashes failed; they are named at the next read or mount", "err", err)
 		}

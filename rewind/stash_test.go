@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
@@ -348,4 +350,70 @@ func lastRecord(t *testing.T, store, p string) FileState {
 		t.Fatalf("%s: no stash recorded", p)
 	}
 	return out
+}
+
+// TestStepDoesNotWaitForNaming: a step boundary does not wait for the
+// namer's batch (seconds of hashing after an rm -rf of a large tree, during
+// which every change through the mount waited behind the step too): with
+// the namer held after hashing, BeginStep returns, and once the namer goes
+// on every removed file reads back at the step before.
+func TestStepDoesNotWaitForNaming(t *testing.T) {
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	crashPoint = func(name string) {
+		if name == "stash:hashed" {
+			once.Do(func() { close(held); <-release })
+		}
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
+	os.Mkdir(ws, 0o755)
+	files := stashFiles()
+	for p, c := range files {
+		os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
+	}
+	root, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	e, err := Open(ctx, root, Options{StoreDir: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { crashPoint = func(string) {} }) // after Close: the namer has stopped
+	defer e.Close()
+	defer once.Do(func() {})
+	ev, err := e.BeginStep(ctx, "rm", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range files {
+		unlinkStashed(t, e, ws, p)
+	}
+	// A liveness bound, not a timing assertion: without the change the
+	// step waits until the namer is released, which only the test does.
+	const bound = time.Minute
+	select {
+	case <-held:
+	case <-time.After(bound):
+		t.Fatal("the namer never began a batch")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.BeginStep(ctx, "next", nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(bound):
+		close(release)
+		t.Fatal("the step boundary waited for the namer's batch")
+	}
+	close(release)
+	checkStashed(t, e, files, ev.Seq)
 }
