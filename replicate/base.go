@@ -37,6 +37,9 @@ type BaseEntry struct {
 	MTime       *time.Time  `json:"mtime,omitempty"`
 	Target      string      `json:"target,omitempty"`
 	TargetBytes []byte      `json:"targetBytes,omitempty"`
+	// Xattrs are the path's kept xattrs (rewind/xattr.go): nil says
+	// nothing about them (a restore then sets none).
+	Xattrs map[string][]byte `json:"xattrs,omitempty"`
 	// Skipped: the path's state could not be kept (Reason says why); a
 	// restore leaves it out and names it.
 	Skipped bool   `json:"skipped,omitempty"`
@@ -63,7 +66,7 @@ func (b BaseEntry) target() string {
 func newEntry(p string, ent rewind.Entry) BaseEntry {
 	st := ent.State
 	e := BaseEntry{Path: p, Kind: st.Kind, Bytes: st.Bytes, Mode: st.Mode & 0o7777,
-		UID: st.UID, GID: st.GID, MTime: st.MTime, Skipped: st.Skipped, Reason: st.Reason, live: ent.Live}
+		UID: st.UID, GID: st.GID, MTime: st.MTime, Skipped: st.Skipped, Reason: st.Reason, Xattrs: st.Xattrs, live: ent.Live}
 	if !utf8.ValidString(p) {
 		e.Path, e.PathBytes = rewind.Readable(p), []byte(p)
 	}
@@ -75,8 +78,9 @@ func newEntry(p string, ent rewind.Entry) BaseEntry {
 
 // liveBlob is what an earlier base read of a path as it was then.
 type liveBlob struct {
-	blob  string
-	bytes int64
+	blob   string
+	bytes  int64
+	xattrs map[string][]byte
 }
 
 // baseMaker makes one base.
@@ -187,7 +191,7 @@ func (m *baseMaker) fill(e *BaseEntry, ent rewind.Entry) error {
 		p := e.name()
 		if c, ok := m.cache[p]; ok && c.bytes == e.Bytes {
 			if old, err := m.r.eng.StateAt(p, m.prev); err == nil && old.Live && old.Exists {
-				e.Blob = c.blob
+				e.Blob, e.Xattrs = c.blob, c.xattrs
 				m.next[p] = c
 				return nil
 			}
@@ -196,13 +200,21 @@ func (m *baseMaker) fill(e *BaseEntry, ent rewind.Entry) error {
 		if err != nil {
 			return err
 		}
+		// Its xattrs as it is now (a change to them is captured, as a
+		// change to its content is).
+		if fd, ok := f.(interface{ Fd() uintptr }); ok {
+			if e.Xattrs, err = rewind.ReadXattrs(int(fd.Fd())); err != nil {
+				f.Close()
+				return fmt.Errorf("replicate: xattrs of %q: %w", p, err)
+			}
+		}
 		id, n, err := m.r.putLive(m.ctx, f, e.Bytes)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("replicate: read %q: %w", p, err)
 		}
 		e.Blob, e.Bytes = id.String(), n
-		m.next[p] = liveBlob{blob: e.Blob, bytes: e.Bytes}
+		m.next[p] = liveBlob{blob: e.Blob, bytes: e.Bytes, xattrs: e.Xattrs}
 	}
 	return nil
 }

@@ -299,6 +299,9 @@ func fetchBase(ctx context.Context, b Bucket, c *codec, ref baseRef) (Base, erro
 		if e.Mode > 0o7777 {
 			return Base{}, &DamageError{Object: ref.Name, Why: fmt.Sprintf("path %q: mode %#o", p, e.Mode)}
 		}
+		if why := rewind.CheckXattrs(e.Xattrs); why != "" {
+			return Base{}, &DamageError{Object: ref.Name, Why: fmt.Sprintf("path %q: %s", p, why)}
+		}
 		if e.Skipped {
 			continue
 		}

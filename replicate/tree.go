@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/internal/wsdir"
+	"github.com/zerofs/zerofs/rewind"
 )
 
 // treeWriter writes a base's tree beneath one directory descriptor (SPEC,
@@ -53,16 +54,19 @@ func (w *treeWriter) write(e BaseEntry, content io.Reader) error {
 			f := os.NewFile(uintptr(fd), p)
 			n, err := io.Copy(f, content)
 			if err == nil {
+				err = w.meta(dfd, name, e, false)
+			}
+			if err == nil {
+				err = w.xattrs(fd, e)
+			}
+			if err == nil {
 				err = f.Sync()
 			}
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
-			if err != nil {
-				return err
-			}
 			w.res.Bytes += n
-			return w.meta(dfd, name, e, false)
+			return err
 		})
 		if err != nil {
 			return fmt.Errorf("replicate: restore: %q: %w", p, err)
@@ -94,6 +98,15 @@ func (w *treeWriter) meta(dfd int, name string, e BaseEntry, link bool) error {
 	return nil
 }
 
+// xattrs gives the file or directory open at fd e's xattrs (after its
+// owner and mode: a chown clears a capability), as a rewind would.
+func (w *treeWriter) xattrs(fd int, e BaseEntry) error {
+	if e.Xattrs == nil {
+		return nil
+	}
+	return rewind.RestoreXattrs(fd, rewind.FileState{Path: e.name(), Kind: e.Kind, Mode: e.Mode, UID: e.UID, GID: e.GID, Xattrs: e.Xattrs})
+}
+
 // finish gives the directories (the root last) their owners, modes and
 // times, deepest first, and makes each durable.
 func (w *treeWriter) finish(root BaseEntry) error {
@@ -104,9 +117,12 @@ func (w *treeWriter) finish(root BaseEntry) error {
 		p := d.name()
 		fd, err := w.root.Open(p, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err == nil {
-			err = unix.Fsync(fd)
+			err = w.meta(fd, ".", d, false)
 			if err == nil {
-				err = w.meta(fd, ".", d, false)
+				err = w.xattrs(fd, d)
+			}
+			if err == nil {
+				err = unix.Fsync(fd)
 			}
 			unix.Close(fd)
 		}

@@ -107,6 +107,15 @@ func (w *workspace) xattrs(p string) (map[string][]byte, error) {
 // path served from the present file shows these).
 func ReadXattrs(fd int) (map[string][]byte, error) { return readXattrs(fd) }
 
+// RestoreXattrs gives the file or directory open at fd the kept xattrs of
+// want as a rewind gives them (a capability only under want's owner), for
+// a writer of a tree outside the engine (replicate's restore).
+func RestoreXattrs(fd int, want FileState) error { return restoreXattrs(fd, want) }
+
+// CheckXattrs says what is wrong with xattrs read from an untrusted
+// source ("" when nothing): the bounds a record's xattrs must keep.
+func CheckXattrs(xs map[string][]byte) string { return checkXattrs(xs) }
+
 // listXattrs lists the xattr names of path (which is followed).
 func listXattrs(path string) ([]string, error) {
 	size := 1024

@@ -116,6 +116,7 @@ func runReplicate(e *env, c *command, args []string) error {
 	}
 	defer r.Close()
 	if *once {
+		deleted := r.State().Deleted
 		if err := r.Once(e.ctx); err != nil {
 			return err
 		}
@@ -124,7 +125,11 @@ func runReplicate(e *env, c *command, args []string) error {
 		if st.Logged > 0 {
 			events = fmt.Sprintf("events 1..%d", st.Logged)
 		}
-		fmt.Fprintf(e.stdout, "replicated to %s: %s, restorable up to %d\n", u, events, st.Base)
+		fmt.Fprintf(e.stdout, "replicated to %s: %s, restorable up to %d", u, events, st.Base)
+		if n := st.Deleted - deleted; n > 0 {
+			fmt.Fprintf(e.stdout, "; deleted %d objects no replicated state needs", n)
+		}
+		fmt.Fprintln(e.stdout)
 		return nil
 	}
 	ctx, stop := signal.NotifyContext(e.ctx, syscall.SIGINT, syscall.SIGTERM)
