@@ -313,15 +313,18 @@ type RewindReport struct {
 	TargetSequence Seq `json:"targetSequence"`
 	// CheckpointSequence holds what the rewind replaced (0: it changed
 	// nothing); rewinding to CheckpointSequence-1 undoes it.
-	CheckpointSequence Seq                 `json:"checkpointSequence"`
-	Report             rewind.Report       `json:"report"`
-	Paths              []string            `json:"paths,omitempty"`
-	RevertOf           Seq                 `json:"revertOf,omitempty"`
-	Force              bool                `json:"force,omitempty"`
-	DryRun             bool                `json:"dryRun,omitempty"`
-	Preview            []rewind.PathChange `json:"preview,omitempty"`
-	Foreign            []rewind.Foreign    `json:"foreign,omitempty"`
-	Conflicts          []string            `json:"conflicts,omitempty"`
+	CheckpointSequence Seq           `json:"checkpointSequence"`
+	Report             rewind.Report `json:"report"`
+	Paths              []string      `json:"paths,omitempty"`
+	RevertOf           Seq           `json:"revertOf,omitempty"`
+	Force              bool          `json:"force,omitempty"`
+	DryRun             bool          `json:"dryRun,omitempty"`
+	// Unchanged: the workspace already was as the rewind would make it, so
+	// nothing was changed or recorded (sequence 0).
+	Unchanged bool                `json:"unchanged,omitempty"`
+	Preview   []rewind.PathChange `json:"preview,omitempty"`
+	Foreign   []rewind.Foreign    `json:"foreign,omitempty"`
+	Conflicts []string            `json:"conflicts,omitempty"`
 	// Form is what the rewind was (rewind, paths, revert, undo, redo).
 	Form string `json:"form,omitempty"`
 	// Undid names what an undo took back; Redid what a redo brought back.
@@ -377,7 +380,7 @@ func ReportOf(res rewind.Result, err error) RewindReport {
 	rep := RewindReport{Sequence: res.Seq, TargetSequence: p.TargetSequence,
 		CheckpointSequence: p.CheckpointSequence, Report: res.Report,
 		Paths: p.Paths, RevertOf: p.RevertOf, Force: p.Force, Form: p.Form,
-		DryRun: res.DryRun, Preview: res.Preview, Foreign: res.Foreign, Conflicts: res.Conflicts,
+		DryRun: res.DryRun, Unchanged: res.Unchanged, Preview: res.Preview, Foreign: res.Foreign, Conflicts: res.Conflicts,
 		Undid: res.Undid, Redid: res.Redid}
 	if err != nil {
 		rep.Refusal = RefusalOf(err)

@@ -11,7 +11,7 @@ import (
 // from the control file that took it (.zero/rewind, .zero/gc, .zero/step)
 // carries it: Error is the refusal's name (rewind.Refusal: "nothing-to-undo",
 // "nothing-to-redo", "no-turn", "no-such-seq", "pruned", "thinned", "conflict",
-// "bad-request", "failed"), Message says it in words, and the other fields
+// "no-such-path", "bad-request", "failed"), Message says it in words, and the other fields
 // are its details. A client needs nothing else to say why: no re-reading of
 // head, status or the log. The write itself fails with an errno as before
 // (EINVAL, ENOENT, EBUSY, EIO), for clients that only look at that.
@@ -24,6 +24,7 @@ type Refusal struct {
 	Interval     *rewind.ThinInterval `json:"thinnedInterval,omitempty"`
 	Op           string               `json:"op,omitempty"`
 	Step         *rewind.StepRef      `json:"step,omitempty"`
+	Missing      []string             `json:"missing,omitempty"`
 }
 
 // RefusalOf is the refusal err stands for (the zero Refusal for nil).
@@ -37,7 +38,7 @@ func RefusalOf(err error) Refusal {
 	}
 	var re *rewind.RefusedError
 	if errors.As(err, &re) {
-		r.Requested, r.Head, r.PrunedBefore, r.Interval, r.Op, r.Step = re.Seq, re.Head, re.PrunedBefore, re.Thinned, re.Op, re.Step
+		r.Requested, r.Head, r.PrunedBefore, r.Interval, r.Op, r.Step, r.Missing = re.Seq, re.Head, re.PrunedBefore, re.Thinned, re.Op, re.Step, re.Missing
 	}
 	return r
 }
@@ -49,7 +50,7 @@ func (r Refusal) Err() error {
 		return nil
 	}
 	return &rewind.RefusedError{Refusal: rewind.Refusal(r.Error), Seq: r.Requested, Head: r.Head,
-		PrunedBefore: r.PrunedBefore, Thinned: r.Interval, Op: r.Op, Step: r.Step, Msg: r.Message}
+		PrunedBefore: r.PrunedBefore, Thinned: r.Interval, Op: r.Op, Step: r.Step, Missing: r.Missing, Msg: r.Message}
 }
 
 // ParseRefusal parses a refusal read back from a control file whose

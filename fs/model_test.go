@@ -272,7 +272,18 @@ func (m *mountModel) lastRewind() control.RewindReport {
 func (m *mountModel) rewind(seq rewind.Seq, want map[string]node) control.RewindReport {
 	m.t.Helper()
 	before := snapshot(m.t, m.mp)
+	head := headOf(m.t, m.mp)
 	rewindT(m.t, m.mp, seq)
+	if headOf(m.t, m.mp) == head {
+		// A rewind that changes nothing records nothing: .zero/rewind
+		// still shows the last rewind recorded.
+		m.t.Logf("rewind to %d changed nothing, recorded nothing", seq)
+		if d := diffTrees(before, want); d != "" {
+			m.t.Fatalf("rewind to %d recorded nothing, yet the tree should change:\n%s", seq, d)
+		}
+		m.check(fmt.Sprintf("after rewinding to %d", seq), want)
+		return control.RewindReport{TargetSequence: seq, Unchanged: true}
+	}
 	rep := m.lastRewind()
 	m.t.Logf("rewind to %d: %+v", seq, rep)
 	if rep.TargetSequence != seq || !m.boundaryHead(rep.Sequence) {
@@ -505,8 +516,9 @@ func (m *mountModel) randomOp() {
 		if len(m.linked()) > 0 {
 			return
 		}
-		rep := m.rewind(seq, m.states[seq])
-		m.states[rep.Sequence] = m.states[seq]
+		if rep := m.rewind(seq, m.states[seq]); !rep.Unchanged {
+			m.states[rep.Sequence] = m.states[seq]
+		}
 	}
 }
 

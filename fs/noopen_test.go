@@ -91,7 +91,13 @@ func TestNoOpenHeldWriterAcrossStep(t *testing.T) {
 	if _, err := g.WriteAt([]byte("B"), 1); err != nil {
 		t.Fatal(err)
 	}
-	rewindT(t, mp, headOf(t, mp)) // a rewind that changes nothing is a boundary too
+	// A rewind is a boundary too (one that changes something: a rewind
+	// that changes nothing records nothing).
+	pre := headOf(t, mp)
+	if err := os.WriteFile(filepath.Join(mp, "other"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rewindT(t, mp, pre)
 	t2 := stepSeqOf(t, mp)
 	if _, err := g.WriteAt([]byte("C"), 0); err != nil {
 		t.Fatal(err)

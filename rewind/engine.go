@@ -112,6 +112,10 @@ type Result struct {
 	Conflicts []string
 	// DryRun: nothing was changed or recorded (Seq is 0).
 	DryRun bool
+	// Unchanged: the rewind, path rewind or revert found the workspace
+	// already as it would make it, so it changed and recorded nothing
+	// (Seq is 0; Report may still list skipped paths).
+	Unchanged bool
 	// Record is the session_rewind payload written (for a dry run, the one
 	// that would be).
 	Record RewindPayload

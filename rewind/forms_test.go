@@ -261,7 +261,8 @@ func TestForeignChanges(t *testing.T) {
 	w("mine.txt", "agent A")
 	s2, _ := e.BeginStep(ctx, "Edit", json.RawMessage(`{"agentSession":"B"}`))
 	w("theirs.txt", "agent B")
-	if _, err := e.Apply(ctx, Request{Target: s2.Seq, Paths: []string{"nothing"}}); err != nil {
+	w("scratch", "B's scratch file")
+	if _, err := e.Apply(ctx, Request{Target: s2.Seq, Paths: []string{"scratch"}}); err != nil {
 		t.Fatal(err) // a rewind ends the step: what follows is between steps
 	}
 	w("person.txt", "typed by hand")
@@ -294,5 +295,59 @@ func TestForeignChanges(t *testing.T) {
 	}
 	if last, _, _ := e.LastRewind(); len(last.Foreign) != 2 || last.Foreign[1].Path != "person.txt" {
 		t.Fatalf("the session_rewind does not record what it overwrote: %+v", last)
+	}
+}
+
+// TestNothingToChangeRecordsNothing: a rewind, path rewind or revert that
+// finds the workspace already as it would make it changes nothing and
+// appends no event (nothing to undo, the step goes on); a path rewind
+// whose path is neither at the target nor now is refused, typed, and
+// appends nothing either.
+func TestNothingToChangeRecordsNothing(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	steps, _ := history3(t, e, ws)
+	head := e.Head()
+	for _, req := range []Request{
+		{Target: head},
+		{Target: steps[2], Paths: []string{"a.txt"}},
+	} {
+		res, err := e.Apply(ctx, req)
+		if err != nil {
+			t.Fatalf("%+v: %v", req, err)
+		}
+		if !res.Unchanged || res.Seq != 0 || e.Head() != head {
+			t.Errorf("%+v: unchanged %v, seq %d, head %d: want unchanged, no event (head %d)", req, res.Unchanged, res.Seq, e.Head(), head)
+		}
+	}
+	// Revert a step that changed nothing (a read-only tool call).
+	ev, err := e.BeginStep(ctx, "Read", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head = e.Head()
+	res, err := e.Apply(ctx, Request{Revert: ev.Seq})
+	if err != nil || !res.Unchanged || e.Head() != head {
+		t.Errorf("revert of a step that changed nothing: unchanged %v, err %v, head %d: want unchanged, head %d", res.Unchanged, err, e.Head(), head)
+	}
+	for _, paths := range [][]string{{"nonexistent"}, {"a.txt", "no/such"}} {
+		_, err := e.Apply(ctx, Request{Target: 0, Paths: paths})
+		var re *RefusedError
+		if !errors.As(err, &re) || re.Refusal != RefusedNoSuchPath || !errors.Is(err, ErrNoSuchPath) || RefusalOf(err) != RefusedNoSuchPath {
+			t.Fatalf("paths %q: err %v, want a no-such-path refusal", paths, err)
+		}
+		if want := paths[len(paths)-1]; len(re.Missing) != 1 || re.Missing[0] != want {
+			t.Errorf("paths %q: missing %q, want [%q]", paths, re.Missing, want)
+		}
+		if e.Head() != head {
+			t.Errorf("paths %q: refused, yet head moved to %d (was %d)", paths, e.Head(), head)
+		}
+	}
+	// A path that existed only at the target, or only now, matches.
+	if _, err := e.Apply(ctx, Request{Target: 0, Paths: []string{"b.txt"}}); err != nil {
+		t.Errorf("a path that exists now: %v", err)
+	}
+	if _, err := e.Apply(ctx, Request{Target: head, Paths: []string{"b.txt"}}); err != nil {
+		t.Errorf("a path that existed at the target: %v", err)
 	}
 }

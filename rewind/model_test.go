@@ -378,8 +378,8 @@ func TestModel(t *testing.T) {
 				rt.Fatalf("Rewind(%d) skipped %v", s, res.Report.Skipped)
 			}
 			last, _, _ := e.LastRewind()
-			if last.CheckpointSequence == 0 {
-				continue // nothing changed
+			if res.Unchanged || last.CheckpointSequence == 0 {
+				continue // nothing changed (and nothing was recorded)
 			}
 			if _, err := e.Rewind(context.Background(), last.CheckpointSequence-1); err != nil {
 				rt.Fatalf("undo Rewind(%d): %v", s, err)
@@ -552,10 +552,10 @@ func unionKeys(a, b tree) map[string]bool {
 func (m *model) checkForms(rt *rapid.T, seqs, from []Seq) {
 	ctx := context.Background()
 	e, ws := m.e, m.ws
-	undo := func(what string, want tree) {
+	undo := func(what string, want tree, res Result) {
 		last, _, _ := e.LastRewind()
-		if last.CheckpointSequence == 0 {
-			return
+		if res.Unchanged || last.CheckpointSequence == 0 {
+			return // nothing changed, nothing was recorded
 		}
 		if _, err := e.Rewind(ctx, last.CheckpointSequence-1); err != nil {
 			rt.Fatalf("undo %s: %v", what, err)
@@ -593,7 +593,7 @@ func (m *model) checkForms(rt *rapid.T, seqs, from []Seq) {
 				if d := diffTrees(diskTree(rt, ws), cur); d != "" || e.Head() != head {
 					rt.Fatalf("a refused revert of step %d changed the workspace:\n%s", step, d)
 				}
-				if _, err := e.Apply(ctx, Request{Revert: step, Force: true}); err != nil {
+				if res, err = e.Apply(ctx, Request{Revert: step, Force: true}); err != nil {
 					rt.Fatalf("forced revert of step %d: %v", step, err)
 				}
 			case err != nil:
@@ -605,7 +605,7 @@ func (m *model) checkForms(rt *rapid.T, seqs, from []Seq) {
 			if len(res.Report.Skipped) > 0 {
 				rt.Fatalf("revert skipped %v", res.Report.Skipped)
 			}
-			undo(fmt.Sprintf("the revert of step %d", step), cur)
+			undo(fmt.Sprintf("the revert of step %d", step), cur, res)
 		}
 	paths:
 		t := rapid.SampledFrom(seqs).Draw(rt, "target")
@@ -615,6 +615,28 @@ func (m *model) checkForms(rt *rapid.T, seqs, from []Seq) {
 		}
 		roots, _ = cleanRoots(roots)
 		want := modelRewindPaths(m.states[t], cur, roots)
+		var missing []string
+		for _, r := range roots {
+			if _, at := m.states[t][r]; !at {
+				if _, now := cur[r]; !now {
+					missing = append(missing, r)
+				}
+			}
+		}
+		if len(missing) > 0 {
+			// A path that matches nothing is refused, dry or not.
+			for _, dry := range []bool{true, false} {
+				_, err := e.Apply(ctx, Request{Target: t, Paths: roots, DryRun: dry})
+				var re *RefusedError
+				if !errors.As(err, &re) || re.Refusal != RefusedNoSuchPath || !reflect.DeepEqual(re.Missing, missing) {
+					rt.Fatalf("rewinding %v to %d (missing %v): %v, want a no-such-path refusal", roots, t, missing, err)
+				}
+			}
+			if d := diffTrees(diskTree(rt, ws), cur); d != "" {
+				rt.Fatalf("a refused rewind changed the workspace:\n%s", d)
+			}
+			continue
+		}
 		dry, err := e.Apply(ctx, Request{Target: t, Paths: roots, DryRun: true})
 		if err != nil {
 			rt.Fatalf("dry run of rewinding %v to %d: %v", roots, t, err)
@@ -632,6 +654,6 @@ func (m *model) checkForms(rt *rapid.T, seqs, from []Seq) {
 		if !reflect.DeepEqual(dry.Report, res.Report) {
 			rt.Fatalf("dry run reported %+v, the rewind %+v", dry.Report, res.Report)
 		}
-		undo(fmt.Sprintf("rewinding %v to %d", roots, t), cur)
+		undo(fmt.Sprintf("rewinding %v to %d", roots, t), cur, res)
 	}
 }

@@ -27,7 +27,11 @@ func TestOpenWritersCapturedAtBoundaries(t *testing.T) {
 			return ev.Seq
 		}},
 		{"rewind", func(t *testing.T, e *Engine, ws string) Seq {
-			res, err := e.Rewind(ctx, e.Head())
+			// A rewind that changes something (one that changes nothing
+			// records nothing and ends no step).
+			before := e.Head()
+			change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "g"), nil, 0o644) }, Change{Path: "g"})
+			res, err := e.Rewind(ctx, before)
 			if err != nil {
 				t.Fatal(err)
 			}

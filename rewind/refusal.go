@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -27,6 +28,7 @@ const (
 	RefusedPruned        Refusal = "pruned"          // the state was pruned by gc
 	RefusedThinned       Refusal = "thinned"         // the state was thinned away by gc
 	RefusedConflict      Refusal = "conflict"        // a revert over later changes
+	RefusedNoSuchPath    Refusal = "no-such-path"    // a path rewind's path is neither at the target nor now
 	RefusedBadRequest    Refusal = "bad-request"     // a request that makes no sense
 	RefusedFailed        Refusal = "failed"          // the store failed (see the message)
 )
@@ -41,6 +43,9 @@ var (
 	// ErrNoTurn: an undo of a whole turn found the action in effect in no
 	// turn (no prompt hook recorded one before it, or it is not a step).
 	ErrNoTurn = errors.New("no turn to undo")
+	// ErrNoSuchPath: a path rewind named a path that exists neither in the
+	// state it goes back to nor now, so it could match nothing.
+	ErrNoSuchPath = errors.New("rewind: no such path")
 )
 
 // RefusedError is a request the engine refused: why, and the details.
@@ -56,6 +61,9 @@ type RefusedError struct {
 	// Step what it would have acted on.
 	Op   string
 	Step *StepRef
+	// Missing lists a path rewind's paths that match nothing
+	// (RefusedNoSuchPath).
+	Missing []string
 	// Msg says it in words ("" for the default wording).
 	Msg string
 }
@@ -98,6 +106,8 @@ func (e *RefusedError) Error() string {
 		}
 	case RefusedNoSuchSeq:
 		return fmt.Sprintf("%v: %d%s (history is %d..%d)", ErrNoSuchSeq, e.Seq, what, e.PrunedBefore, e.Head)
+	case RefusedNoSuchPath:
+		return fmt.Sprintf("%v: %s (neither at %d nor now)", ErrNoSuchPath, quote.Names(e.Missing, ", "), e.Seq)
 	}
 	return fmt.Sprintf("rewind: refused (%s)", e.Refusal)
 }
@@ -117,6 +127,8 @@ func (e *RefusedError) Unwrap() error {
 		return ErrBadRequest
 	case RefusedConflict:
 		return ErrConflict
+	case RefusedNoSuchPath:
+		return ErrNoSuchPath
 	}
 	return nil
 }
@@ -148,6 +160,8 @@ func RefusalOf(err error) Refusal {
 		return RefusedNoTurn
 	case errors.Is(err, ErrNoSuchSeq):
 		return RefusedNoSuchSeq
+	case errors.Is(err, ErrNoSuchPath):
+		return RefusedNoSuchPath
 	case errors.Is(err, ErrBadRequest), errors.Is(err, ErrUnsafePath), errors.Is(err, ErrReserved):
 		return RefusedBadRequest
 	}

@@ -172,6 +172,15 @@ func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
 		}
 		e.opts.Logger.Warn("rewind: overwriting changes made outside the agent's steps", "paths", paths)
 	}
+	if plan.empty() && (in.Form == index.FormRewind || in.Form == index.FormPaths || in.Form == index.FormRevert) {
+		// A rewind, path rewind or revert that changes nothing records
+		// nothing: no event, nothing to undo, the step goes on. (An undo
+		// or redo always records: its stack is read back from the log.)
+		res := Result{Unchanged: true, Report: e.report(plan)}
+		res.Record = RewindPayload{TargetSequence: in.Target, Report: res.Report, Paths: in.Roots,
+			RevertOf: in.RevertOf, Force: in.Force, Form: in.Form}
+		return res, nil
+	}
 	in.Foreign = foreign
 	res, err := e.carryOut(ctx, in, plan)
 	res.Conflicts = conflicts
@@ -256,6 +265,9 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 	if err != nil {
 		return in, nil, nil, "", err
 	}
+	if err := e.refuseMissing(req.Target, roots); err != nil {
+		return in, nil, nil, "", err
+	}
 	in = intent{Target: req.Target, Form: req.form(), Step: what}
 	if roots == nil {
 		plan, err = e.plan(req.Target, ^Seq(0))
@@ -278,6 +290,34 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 	in.Narrow, in.Paths, in.Roots = true, cands, roots
 	plan, err = e.planPaths(req.Target, ^Seq(0), cands)
 	return in, plan, nil, session, err
+}
+
+// refuseMissing refuses a path rewind whose paths include one that exists
+// neither at t nor now: it can match nothing, so it is a mistake (a typo,
+// a path relative to the wrong directory), not a rewind that happens to
+// change nothing.
+func (e *Engine) refuseMissing(t Seq, roots []string) error {
+	var missing []string
+	for _, p := range roots {
+		at, err := e.stateAt(p, t, ^Seq(0))
+		if err != nil {
+			return err
+		}
+		if at.Exists {
+			continue
+		}
+		cur, err := e.live(p)
+		if err != nil {
+			return err
+		}
+		if !cur.Exists {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return &RefusedError{Refusal: RefusedNoSuchPath, Seq: t, Head: e.Head(), PrunedBefore: e.PrunedBefore(), Missing: missing}
 }
 
 // cleanRoots checks a path rewind's paths and drops those beneath another;

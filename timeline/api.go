@@ -114,7 +114,7 @@ func (s *Server) fail(w http.ResponseWriter, code int, err error) {
 func status(err error) int {
 	switch {
 	case errors.Is(err, rewind.ErrNoSuchSeq), errors.Is(err, control.ErrBadRequest),
-		errors.Is(err, rewind.ErrUnsafePath):
+		errors.Is(err, rewind.ErrUnsafePath), errors.Is(err, rewind.ErrNoSuchPath):
 		return http.StatusBadRequest
 	case errors.Is(err, history.ErrNothingToUndo), errors.Is(err, history.ErrNothingToRedo),
 		errors.Is(err, rewind.ErrConflict), errors.Is(err, history.ErrInUse):

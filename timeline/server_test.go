@@ -407,6 +407,20 @@ func TestActions(t *testing.T) {
 	if state() != start {
 		t.Errorf("refused requests changed the workspace: %q", state())
 	}
+
+	// A rewind that changes nothing records nothing; a path that matches
+	// nothing is refused, typed, and records nothing either.
+	stamp := decode[timeline.Head](t, do(t, s, "GET", "/api/head", token, "")).Stamp
+	headNow := func() string { return decode[timeline.Head](t, do(t, s, "GET", "/api/head", token, "")).Stamp }
+	rec := do(t, s, "POST", "/api/rewind", token, `{"target":`+stamp+`}`)
+	if ans := decode[answer](t, rec); rec.Code != 200 || !ans.Report.Unchanged || ans.Report.Sequence != 0 || headNow() != stamp {
+		t.Errorf("rewind to head: %d %s; head %s, want 200, unchanged, head %s", rec.Code, rec.Body, headNow(), stamp)
+	}
+	rec = do(t, s, "POST", "/api/rewind", token, `{"target":0,"paths":["nonexistent"]}`)
+	if ans := decode[answer](t, rec); rec.Code != http.StatusBadRequest || ans.Report.Error != "no-such-path" ||
+		!strings.Contains(ans.Error, "nonexistent") || headNow() != stamp {
+		t.Errorf("rewind of a path that matches nothing: %d %s; head %s, want 400, no-such-path, head %s", rec.Code, rec.Body, headNow(), stamp)
+	}
 }
 
 // TestPaging10000: with 10,000 steps (one in ten writing a file), the

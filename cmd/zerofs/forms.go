@@ -53,22 +53,18 @@ reflinked).
 // stderr (a dry run's preview lists those it would overwrite). A refused revert returns its report (with the
 // conflicts) and a *rewind.ConflictError.
 func applyWith(e *env, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
-	if !req.DryRun && !req.Undo && !req.Redo && req.Turn == 0 {
-		// A rewind, path rewind or revert that would change nothing says
-		// so and records nothing (no event, nothing on the redo stack).
-		// Undo, redo and turns always record: their stack is read back
-		// from the log.
-		dry := req
-		dry.DryRun = true
-		rep, err := doRewind(e.ctx, src, dry)
-		if err == nil && len(rep.Preview) == 0 && len(rep.Report.Skipped) == 0 && len(rep.Conflicts) == 0 {
-			fmt.Fprintf(e.stdout, "nothing to change: %s already as it would be\n", unchangedWhat(req))
-			return rep, errUnchanged
-		}
-	}
 	rep, err := doRewind(e.ctx, src, req)
 	if err != nil {
 		return rep, err
+	}
+	if rep.Unchanged {
+		// The engine found nothing to change and recorded nothing (no
+		// event, nothing on the redo stack): say so, and succeed.
+		fmt.Fprintf(e.stdout, "nothing to change: %s already as it would be\n", unchangedWhat(req))
+		for _, p := range rep.Report.Skipped {
+			fmt.Fprintf(e.stdout, "  skipped %s\n", quote.Name(p))
+		}
+		return rep, errUnchanged
 	}
 	if !req.DryRun { // a dry run lists them in its preview
 		writeForeign(e.stderr, rep.Foreign, "overwrote", map[string]bool{})

@@ -279,11 +279,48 @@ func TestRewindNamesAndNoops(t *testing.T) {
 	if entries[0].Title != "restore README.md to 0" || entries[1].Title != `revert of step `+itoa(bash)+` "Bash: rm -rf docs"` {
 		t.Errorf("log --json titles: %q, %q", entries[0].Title, entries[1].Title)
 	}
-	wantFail(t, s.ws, 1, "zerofs: nonexistent: no such path at 0 or now", "rewind", "0", "--", "nonexistent")
+	wantFail(t, s.ws, 1, "zerofs: no such path at 0 or now: nonexistent", "rewind", "0", "--", "nonexistent")
 	if out := mustRun(t, s.ws, "rewind", "0", "--", "README.md"); out != "nothing to change: README.md is already as it would be\n" {
 		t.Errorf("a rewind that changes nothing: %q", out)
 	}
 	if after := mustRun(t, s.ws, "log"); after != log {
 		t.Errorf("a rewind that changed nothing was recorded:\n%s\nwas:\n%s", after, log)
 	}
+}
+
+// TestRelativeRefsCountSteps: relative refs count steps as SPEC defines
+// them (tool calls), never rewinds: after a rewind, @ is still the last
+// step and -1 the step before it; the rewind itself is reached by its
+// sequence.
+func TestRelativeRefsCountSteps(t *testing.T) {
+	bothSourcesTidy(t, func(t *testing.T, ws string) {
+		before := map[string]string{}
+		for _, r := range []string{"@", "-1", "-2", "@-3"} {
+			before[r] = mustRun(t, ws, "show", r)
+		}
+		out := mustRun(t, ws, "rewind", "0", "--", "a.txt")
+		if !strings.HasPrefix(out, "rewound a.txt to 0: restored 1") {
+			t.Fatalf("rewind: %q", out)
+		}
+		for _, r := range []string{"@", "-1", "-2", "@-3"} {
+			// The step's line (its sequence and label) is the same.
+			if got := mustRun(t, ws, "show", r); firstLine(got) != firstLine(before[r]) {
+				t.Errorf("show %s after a rewind:\n%s\nwant the same step as before it:\n%s", r, got, before[r])
+			}
+		}
+		if !strings.Contains(before["@"], "  Tidy\n") || !strings.Contains(before["-1"], "  Read\n") || !strings.Contains(before["-2"], "  Bash\n") {
+			t.Errorf("@, -1, -2 are not Tidy, Read, Bash:\n%s\n%s\n%s", before["@"], before["-1"], before["-2"])
+		}
+		wantFail(t, ws, 1, "-4: the history holds only 4 steps (the oldest is @-3)", "show", "-4")
+		// The state -1 is the state before the current step: a.txt as
+		// Edit left it, whatever the rewind did since.
+		if got, want := mustRun(t, ws, "show", "-1", "a.txt"), mustRun(t, ws, "show", "@-1", "a.txt"); got != want || !strings.Contains(got, "BETA") {
+			t.Errorf("show -1 a.txt = %q (@-1: %q), want Edit's a.txt", got, want)
+		}
+	})
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

@@ -161,7 +161,7 @@ func exitCode(err error, c *command, stdout, stderr io.Writer) int {
 	case errors.As(err, &ee):
 		return ee.code
 	default:
-		fmt.Fprintf(stderr, "zerofs: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "zerofs: %s\n", oneLine(advise(err)))
 		return 1
 	}
 }

@@ -253,6 +253,13 @@ func TestMCPServer(t *testing.T) {
 	if got := readTrim(t, filepath.Join(ws, "main.go")); got != edited {
 		t.Fatalf("zerofs_undo after a rewind left main.go %q, want the rewind taken back", got)
 	}
+	// A rewind that changes nothing says so and records nothing.
+	_, st1 := c.ok("zerofs_status", map[string]any{})
+	unText, un := c.ok("zerofs_rewind", map[string]any{"seq": st1["head"]})
+	if _, st2 := c.ok("zerofs_status", map[string]any{}); un["unchanged"] != true || un["sequence"] != nil || st2["head"] != st1["head"] ||
+		!strings.Contains(unText, "nothing to change") {
+		t.Fatalf("zerofs_rewind to head: %s %v; head %v, was %v", unText, un, st2["head"], st1["head"])
+	}
 
 	// A change made outside any step, which a rewind overwrites: the
 	// warning is in the result.

@@ -142,6 +142,9 @@ type (
 		Before   uint64 `json:"before" jsonschema:"the last sequence before this action: zerofs_rewind to it takes the action back"`
 		Restored int    `json:"restored"`
 		Deleted  int    `json:"deleted"`
+		// Unchanged: the workspace already was as the action would make
+		// it; nothing was changed or recorded.
+		Unchanged bool `json:"unchanged,omitempty" jsonschema:"the workspace already was as the action would make it: nothing changed, nothing recorded"`
 		// Step is the step an undo, redo or revert acted on.
 		Step      *mcpStepRef  `json:"step,omitempty"`
 		Paths     []string     `json:"paths,omitempty"`
@@ -554,7 +557,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 		if req.DryRun {
 			out.Sequence = 0
 		}
-		out.Restored, out.Deleted = rep.Report.Restored, rep.Report.Deleted
+		out.Restored, out.Deleted, out.Unchanged = rep.Report.Restored, rep.Report.Deleted, rep.Unchanged
 		out.Skipped, out.Paths, out.Conflicts = rep.Report.Skipped, rep.Paths, rep.Conflicts
 		if len(out.Skipped) == 0 {
 			out.Skipped = nil
@@ -615,6 +618,8 @@ func actionText(o mcpActionOut) string {
 			}
 			b.WriteByte('\n')
 		}
+	} else if o.Unchanged {
+		fmt.Fprintf(&b, "%s: nothing to change, the workspace already is as it would make it (nothing recorded)\n", what)
 	} else {
 		fmt.Fprintf(&b, "%s done: restored %d, deleted %d; zerofs_rewind to %d takes it back\n", what, o.Restored, o.Deleted, o.Before)
 	}

@@ -12,7 +12,10 @@ import (
 // A ref is a sequence as the user wrote it: absolute ("42", "@42") or
 // relative to the current step, as jj writes it ("@" the current step,
 // "@-1" or "-1" the one before it, "@-2" or "-2" the one before that).
-// Steps here are what `zerofs log` lists: steps and rewinds, not gcs.
+// Relative refs count steps as SPEC defines them: tool calls (each begun
+// by a tool_call event), and the implicit step of changes made outside
+// any; a rewind or a gc is no step, so `-1` is the step before the
+// current one however many rewinds came between.
 // Used as a state, a relative ref is the state just after that step (so
 // "@-1" is the state before the current step and `zerofs diff @-1` shows
 // what the current step did); used as a step (show, revert), it is the
@@ -45,17 +48,20 @@ func parseRef(c *command, s string) (ref, error) {
 }
 
 // stepBlock is the block a ref names as a step: for an absolute ref, the
-// block holding that sequence; for a relative one, the step that many
-// before the current (last) one.
+// block holding that sequence (a step or a rewind); for a relative one,
+// the step that many before the current (last) one, counting steps only.
 func (r ref) stepBlock(src history.Source) (*history.Block, error) {
 	blocks, _, err := history.Blocks(src)
 	if err != nil {
 		return nil, err
 	}
-	var steps []*history.Block
+	var steps, all []*history.Block
 	for _, b := range blocks {
-		if b.Type != history.BlockPruned {
+		if b.Type == history.BlockStep {
 			steps = append(steps, b)
+		}
+		if b.Type != history.BlockPruned {
+			all = append(all, b)
 		}
 	}
 	if r.rel {
@@ -67,8 +73,9 @@ func (r ref) stepBlock(src history.Source) (*history.Block, error) {
 		}
 		return steps[len(steps)-1-r.back], nil
 	}
-	for i := len(steps) - 1; i >= 0; i-- {
-		if b := steps[i]; b.Start <= r.seq && r.seq <= b.End {
+	// An absolute ref names whatever holds it: a step, or a rewind.
+	for i := len(all) - 1; i >= 0; i-- {
+		if b := all[i]; b.Start <= r.seq && r.seq <= b.End {
 			return b, nil
 		}
 	}

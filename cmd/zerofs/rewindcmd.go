@@ -114,18 +114,23 @@ func runRewind(e *env, c *command, args []string) error {
 			}
 			req.Paths = append(req.Paths, rel)
 		}
-		// A path that is nowhere (not at t, not now) is a mistake, not a
-		// rewind that happens to change nothing.
-		for i, rel := range req.Paths {
-			at, err1 := src.Stat(rel, t)
-			cur, err2 := src.Stat(rel, now)
-			if err1 == nil && err2 == nil && !at.Exists && !cur.Exists {
-				return fmt.Errorf("%s: no such path at %d or now", quote.Name(paths[i]), t)
-			}
-		}
 		rep, err := applyWith(e, src, req)
 		if errors.Is(err, errUnchanged) {
 			return nil
+		}
+		var re *rewind.RefusedError
+		if errors.As(err, &re) && re.Refusal == rewind.RefusedNoSuchPath {
+			// Name the paths as they were typed (relative to this
+			// directory), not as the workspace names them.
+			typed := map[string]string{}
+			for i, rel := range req.Paths {
+				typed[rel] = paths[i]
+			}
+			for i, m := range re.Missing {
+				if p, ok := typed[m]; ok {
+					re.Missing[i] = p
+				}
+			}
 		}
 		if err != nil {
 			return err

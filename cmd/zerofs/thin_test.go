@@ -201,8 +201,8 @@ func TestGCThinAfterMounted(t *testing.T) {
 	}
 	seq := func(s rewind.Seq) string { return strconv.FormatUint(uint64(s), 10) }
 	// The CLI's words: the interval that holds the state, and the two kept.
-	if r := bin(t, ws, "", "rewind", seq(steps[1].seq)); r.code != 1 || r.stderr != fmt.Sprintf("zerofs: no sequence %d: history between %d and %d was thinned to one state a day (%d and %d remain)\n",
-		steps[1].seq, steps[0].seq, steps[3].seq, steps[0].seq, steps[3].seq) {
+	if r := bin(t, ws, "", "rewind", seq(steps[1].seq)); r.code != 1 || r.stderr != fmt.Sprintf("zerofs: no sequence %d: history between %d and %d was thinned to one state a day (%d and %d remain): zerofs rewind %d or %d goes to the nearest state kept\n",
+		steps[1].seq, steps[0].seq, steps[3].seq, steps[0].seq, steps[3].seq, steps[0].seq, steps[3].seq) {
 		t.Errorf("rewind to a state gone, mounted: exit %d, stderr %q", r.code, r.stderr)
 	}
 	if r := bin(t, ws, "", "revert", seq(steps[3].seq)); r.code != 1 || !strings.Contains(r.stderr, "were thinned to one state a day") {

@@ -551,7 +551,8 @@ async function preview(what, req) {
     return;
   }
   pending = req;
-  applyBtn.disabled = false;
+  // Nothing to apply: the engine would change and record nothing.
+  applyBtn.disabled = (rep.preview || []).length === 0 && !(rr.skipped || []).length;
 }
 
 async function apply() {
@@ -568,6 +569,11 @@ async function apply() {
   $("preview").close();
   const rep = r.data.report;
   const rr = rep.report;
+  if (rep.unchanged) {
+    toast("Nothing to change: the workspace is already as it would be (nothing recorded).", null);
+    await loadTop();
+    return;
+  }
   let msg = req.revert ? "Reverted " + stepCalled(req.revert) : req.paths ? "Restored " + req.paths.map((p, i) => quoteName(p, (req.pathsBytes || [])[i])).join(", ") : "Rewound to " + stateCalled(rep.targetSequence);
   msg += ": restored " + rr.restored + ", deleted " + rr.deleted + ".";
   toast(msg, rep.checkpointSequence > 0 ? rep.checkpointSequence - 1 : null);
