@@ -14,6 +14,7 @@ require (
 	github.com/klauspost/compress v1.20.4
 	github.com/moby/sys/mountinfo v0.7.2
 	github.com/restic/chunker v0.4.0
+	github.com/schollz/progressbar/v3 v3.19.1
 	golang.org/x/crypto v0.59.0
 	golang.org/x/sys v0.50.0
 	pgregory.net/rapid v1.3.0
@@ -36,6 +37,9 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/chromedp/cdproto v0.160.1 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
+	github.com/rivo/uniseg v0.4.7 // indirect
+	golang.org/x/term v0.48.0 // indirect
 )
 
 require (

@@ -45,7 +45,7 @@ func (e *Engine) carryOut(ctx context.Context, in intent, plan *rewindPlan) (Res
 			return Result{}, fmt.Errorf("rewind: write intent: %w", err)
 		}
 		crashPoint("rewind:intent")
-		if err := e.applyPlan(plan); err != nil {
+		if err := e.applyPlan(plan, progressOf(ctx)); err != nil {
 			return Result{}, e.rollBack(cp, err)
 		}
 		crashPoint("rewind:applied")
@@ -110,7 +110,7 @@ func (e *Engine) report(plan *rewindPlan) Report {
 func (e *Engine) rollBack(cp Seq, cause error) error {
 	back, err := e.plan(cp-1, ^Seq(0))
 	if err == nil {
-		err = e.applyPlan(back)
+		err = e.applyPlan(back, noProgress{})
 	}
 	if err == nil {
 		err = durable.Remove(e.opts.StoreDir, intentName)
@@ -157,10 +157,17 @@ func (e *Engine) captureForRewind(ctx context.Context, plan *rewindPlan) (Seq, e
 }
 
 // applyPlan carries plan out and makes it durable.
-func (e *Engine) applyPlan(plan *rewindPlan) error {
+func (e *Engine) applyPlan(plan *rewindPlan, pr Progress) error {
 	if err := plan.check(); err != nil {
 		return err
 	}
+	var bytes int64
+	for _, st := range plan.creates {
+		if st.Kind == KindFile {
+			bytes += st.Bytes
+		}
+	}
+	pr.Begin("rewind", int64(len(plan.removes)+len(plan.creates)+len(plan.chmods)), bytes)
 	dirs := map[string]bool{}
 	touch := func(p string) {
 		d, _ := index.SplitPath(p)
@@ -171,6 +178,7 @@ func (e *Engine) applyPlan(plan *rewindPlan) error {
 			return fmt.Errorf("rewind: remove %q: %w", p, err)
 		}
 		touch(p)
+		pr.Add(1, 0)
 	}
 	for i, st := range plan.creates {
 		if i == len(plan.creates)/2 {
@@ -180,6 +188,11 @@ func (e *Engine) applyPlan(plan *rewindPlan) error {
 			return err
 		}
 		touch(st.Path)
+		if st.Kind == KindFile {
+			pr.Add(1, st.Bytes)
+		} else {
+			pr.Add(1, 0)
+		}
 	}
 	for _, st := range plan.chmods {
 		if err := e.restoreMeta(st); err != nil {
@@ -189,6 +202,7 @@ func (e *Engine) applyPlan(plan *rewindPlan) error {
 		if st.Kind == KindDir {
 			dirs[st.Path] = true
 		}
+		pr.Add(1, 0)
 	}
 	for d := range dirs {
 		if err := e.ws.syncDir(d); err != nil && !isMissing(err) {

@@ -68,6 +68,8 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 	if err != nil {
 		return ForkResult{}, err
 	}
+	pr := progressOf(ctx)
+	pr.Begin("fork", 0, 0) // the total is known only at the end of the walk
 	var walk func(rel string) error
 	walk = func(rel string) error {
 		ents, err := e.readDirAt(rel, t, ^Seq(0))
@@ -105,7 +107,10 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 				if err != nil {
 					return err
 				}
+				pr.Add(1, st.Bytes)
+				continue
 			}
+			pr.Add(1, 0)
 		}
 		return nil
 	}
@@ -127,6 +132,8 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 	if err != nil {
 		return ForkResult{}, err
 	}
+	pr := progressOf(ctx)
+	pr.Begin("fork", 0, 0)
 	var walk func(rel string) error
 	walk = func(rel string) error {
 		ents, err := os.ReadDir(filepath.Join(from, rel))
@@ -178,9 +185,12 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 				if err != nil {
 					return err
 				}
+				pr.Add(1, fi.Size())
+				continue
 			default:
 				w.res.Skipped = append(w.res.Skipped, p)
 			}
+			pr.Add(1, 0)
 		}
 		return nil
 	}

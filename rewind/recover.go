@@ -79,7 +79,7 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := e.applyPlan(plan); err != nil {
+	if err := e.applyPlan(plan, noProgress{}); err != nil {
 		return err
 	}
 	// The report is what the whole rewind changed, not only what was left

@@ -321,7 +321,7 @@ func TestApplyPlanRefusesUnsafePaths(t *testing.T) {
 		{chmods: []FileState{{Path: "..", Kind: KindDir, Mode: 0o777}}},
 		{chmods: []FileState{{Path: ".zero", Kind: KindDir, Mode: 0o777}}},
 	} {
-		if err := e.applyPlan(plan); !errors.Is(err, ErrUnsafePath) {
+		if err := e.applyPlan(plan, noProgress{}); !errors.Is(err, ErrUnsafePath) {
 			t.Errorf("applyPlan(%+v): got %v, want ErrUnsafePath", *plan, err)
 		}
 	}

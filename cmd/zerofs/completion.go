@@ -92,7 +92,7 @@ _zerofs() {
 	fi
 }
 complete -o filenames -F _zerofs zerofs
-`, commandNames()+" --help --version -C", commandNames(), cases.String())
+`, commandNames()+" --help --version -C -q", commandNames(), cases.String())
 	return err
 }
 

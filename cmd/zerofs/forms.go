@@ -53,7 +53,15 @@ reflinked).
 // stderr (a dry run's preview lists those it would overwrite). A refused revert returns its report (with the
 // conflicts) and a *rewind.ConflictError.
 func applyWith(e *env, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
-	rep, err := doRewind(e.ctx, src, req)
+	ctx := e.ctx
+	if !req.DryRun {
+		// On a terminal, a bar on stderr while it runs (the engine's own
+		// counts when it runs here; a spinner while a daemon runs it).
+		p := startProgress(e, rewindVerb(req))
+		defer p.Done()
+		ctx = rewind.WithProgress(ctx, p)
+	}
+	rep, err := doRewind(ctx, src, req)
 	if err != nil {
 		return rep, err
 	}
@@ -70,6 +78,19 @@ func applyWith(e *env, src history.Source, req control.RewindRequest) (control.R
 		writeForeign(e.stderr, rep.Foreign, "overwrote", map[string]bool{})
 	}
 	return rep, nil
+}
+
+// rewindVerb names what req does, for its progress line.
+func rewindVerb(req control.RewindRequest) string {
+	switch {
+	case req.Undo:
+		return "undo"
+	case req.Redo:
+		return "redo"
+	case req.Revert != 0:
+		return "revert"
+	}
+	return "rewind"
 }
 
 // errUnchanged is applyWith's answer to a rewind that would change
@@ -225,7 +246,9 @@ func runFork(e *env, c *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		res, err := history.Fork(e.ctx, src, t, dir)
+		p := startProgress(e, "fork")
+		res, err := history.Fork(rewind.WithProgress(e.ctx, p), src, t, dir)
+		p.Done()
 		if err != nil {
 			return history.ExplainSeq(src, t, err)
 		}

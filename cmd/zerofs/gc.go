@@ -107,7 +107,9 @@ func runGC(e *env, c *command, args []string) error {
 				return err
 			}
 		}
-		res, err := h.GC(e.ctx, req)
+		p := startProgress(e, "gc")
+		res, err := h.GC(rewind.WithProgress(e.ctx, p), req)
+		p.Done()
 		if errors.Is(err, rewind.ErrNoSuchSeq) {
 			return history.ExplainSeq(h, cut, err)
 		}

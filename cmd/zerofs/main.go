@@ -31,6 +31,8 @@ type env struct {
 	stderr io.Writer
 	// cwd is the directory relative paths and workspace discovery start from.
 	cwd string
+	// quiet (zerofs -q) turns progress off.
+	quiet bool
 }
 
 // command is one subcommand: its usage line, its help text, and the function
@@ -86,9 +88,15 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code
 // run is main without the process: it returns the exit code instead of
 // exiting, so tests call it directly.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer, cwd string) int {
+	// -q: no progress on stderr, even on a terminal.
+	quiet := false
 	// -C DIR, as git's: run as if started in DIR (repeatable; each
 	// relative to the one before).
-	for len(args) > 0 && (args[0] == "-C" || strings.HasPrefix(args[0], "-C=")) {
+	for len(args) > 0 && (args[0] == "-C" || strings.HasPrefix(args[0], "-C=") || args[0] == "-q" || args[0] == "--quiet") {
+		if args[0] == "-q" || args[0] == "--quiet" {
+			quiet, args = true, args[1:]
+			continue
+		}
 		dir, rest := strings.TrimPrefix(args[0], "-C="), args[1:]
 		if args[0] == "-C" {
 			if len(rest) == 0 {
@@ -107,7 +115,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, cwd string) i
 		}
 		cwd, args = filepath.Clean(dir), rest
 	}
-	e := &env{ctx: context.Background(), stdin: stdin, stdout: stdout, stderr: stderr, cwd: cwd}
+	e := &env{ctx: context.Background(), stdin: stdin, stdout: stdout, stderr: stderr, cwd: cwd, quiet: quiet}
 	if len(args) == 0 {
 		printTopUsage(stderr)
 		return 2
@@ -172,7 +180,7 @@ func oneLine(s string) string {
 }
 
 func printTopUsage(w io.Writer) {
-	fmt.Fprintf(w, "zerofs: a time-travel workspace\n\nusage: zerofs [-C DIR] COMMAND [ARG...]\n")
+	fmt.Fprintf(w, "zerofs: a time-travel workspace\n\nusage: zerofs [-C DIR] [-q] COMMAND [ARG...]\n")
 	for _, c := range commands {
 		if len(c.usage) > 40 {
 			fmt.Fprintf(w, "    zerofs %s\n    %-47s %s\n", c.usage, "", c.summary)
@@ -180,7 +188,7 @@ func printTopUsage(w io.Writer) {
 		}
 		fmt.Fprintf(w, "    zerofs %-40s %s\n", c.usage, c.summary)
 	}
-	fmt.Fprintf(w, "\n-C DIR runs as if started in DIR. NO_COLOR=1 turns colour off.\n")
+	fmt.Fprintf(w, "\n-C DIR runs as if started in DIR. -q shows no progress (long operations show it on stderr when\nit is a terminal). NO_COLOR=1 turns colour off.\n")
 	fmt.Fprintf(w, "Run 'zerofs help CMD' for a command's flags. Exit codes: 0 success, 1 failure, 2 bad usage.\n")
 }
 

@@ -175,7 +175,9 @@ func runRestore(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := replicate.Restore(e.ctx, b, u, dir, opts)
+	p := startProgress(e, "restore")
+	res, err := replicate.Restore(rewind.WithProgress(e.ctx, p), b, u, dir, opts)
+	p.Done()
 	if err != nil {
 		return err
 	}

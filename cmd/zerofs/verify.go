@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/zerofs/zerofs/history"
 )
@@ -41,19 +40,21 @@ func runVerify(e *env, c *command, args []string) error {
 		return err
 	}
 	opts := history.VerifyOptions{Live: ws.Mounted}
-	if isTerminal(e.stderr) {
-		last := time.Now()
+	p := startProgress(e, "verify")
+	if p != nil {
+		begun := false
 		opts.Progress = func(done, total int) {
-			switch {
-			case done == total && total > 0:
-				fmt.Fprintf(e.stderr, "\r%*s\r", 40, "")
-			case time.Since(last) > 100*time.Millisecond:
-				fmt.Fprintf(e.stderr, "\rverifying blobs: %d/%d", done, total)
-				last = time.Now()
+			if !begun {
+				p.Begin("verify blobs", int64(total), 0)
+				begun = true
+			}
+			if done > 0 {
+				p.Add(1, 0)
 			}
 		}
 	}
 	res, err := history.Verify(store, opts)
+	p.Done()
 	if err != nil {
 		return err
 	}

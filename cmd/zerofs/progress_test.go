@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// progressHistory is an unmounted workspace whose last step wrote n files
+// of size bytes each: a rewind to -1 removes them, a revert puts them back.
+func progressHistory(t *testing.T, n, size int) *store {
+	t.Helper()
+	s := newStore(t, map[string]string{"keep": "k\n"})
+	s.step("write many")
+	s.change(func(ws string) error { return os.Mkdir(filepath.Join(ws, "d"), 0o755) }, "d")
+	for i := range n {
+		s.write(fmt.Sprintf("d/f%04d", i), strings.Repeat("x", size))
+	}
+	s.close()
+	return s
+}
+
+// runOnTTY runs the binary with stderr on a terminal (a pty) and stdout
+// on a pipe, and returns both as written.
+func runOnTTY(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	if binary == "" {
+		t.Fatal(buildErr)
+	}
+	ptm, tty := ptyPair(t)
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, tty
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close() // the child holds its own copy
+	var errb bytes.Buffer
+	done := make(chan struct{})
+	go func() { io.Copy(&errb, ptm); close(done) }() // ends with EIO once the child exits
+	err := cmd.Wait()
+	<-done
+	if xe, ok := err.(*exec.ExitError); ok {
+		code = xe.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// TestProgressOnTerminal: a long rewind, revert, fork and verify show a
+// bar on stderr when it is a terminal (files done of the total, the rate),
+// clear it before their report, and print it never on stdout; in a pipe,
+// or with -q, stderr stays empty. (The machinery: a pty, as a person's
+// terminal.)
+func TestProgressOnTerminal(t *testing.T) {
+	s := progressHistory(t, 400, 2000)
+	for _, tc := range []struct {
+		args []string
+		bar  string // what the bar says
+		out  string // the report's start, on stdout
+	}{
+		{[]string{"rewind", "-1"}, "rewind", "rewound to "},
+		{[]string{"revert", "@"}, "revert", "reverted step "},
+		{[]string{"verify"}, "verify blobs", "ok: "},
+		{[]string{"fork", "1", filepath.Join(t.TempDir(), "fork")}, "fork", "forked "},
+	} {
+		t.Run(tc.args[0], func(t *testing.T) {
+			stdout, stderr, code := runOnTTY(t, s.ws, tc.args...)
+			if code != 0 {
+				t.Fatalf("zerofs %s: exit %d\nstdout %q\nstderr %q", strings.Join(tc.args, " "), code, stdout, stderr)
+			}
+			if !strings.HasPrefix(stdout, tc.out) || strings.ContainsAny(stdout, "\r\x1b") || strings.Contains(stdout, "%") {
+				t.Errorf("stdout %q: want only the report (starting %q)", stdout, tc.out)
+			}
+			if !strings.Contains(stderr, tc.bar) || !strings.Contains(stderr, "files") || !strings.Contains(stderr, "\r") {
+				t.Errorf("stderr on a terminal %q: want a progress line for %q", stderr, tc.bar)
+			}
+			// The bar is cleared: after its last frame, the line is erased.
+			if i := strings.LastIndex(stderr, "\x1b[K"); i < 0 || strings.TrimSpace(strings.ReplaceAll(stderr[i+3:], "\r", "")) != "" {
+				t.Errorf("stderr does not end with the bar cleared: %q", stderr[max(0, len(stderr)-200):])
+			}
+			// Undo what it did, for the next case.
+			if tc.args[0] == "rewind" || tc.args[0] == "revert" {
+				mustRun(t, s.ws, "undo")
+			}
+		})
+	}
+	// In a pipe, and with -q on a terminal, nothing but the report.
+	r := bin(t, s.ws, "", "rewind", "-1")
+	if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "rewound to ") {
+		t.Errorf("rewind in a pipe: exit %d, stdout %q, stderr %q: want the report alone", r.code, r.stdout, r.stderr)
+	}
+	mustRun(t, s.ws, "undo")
+	stdout, stderr, code := runOnTTY(t, s.ws, "-q", "rewind", "-1")
+	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "rewound to ") {
+		t.Errorf("zerofs -q rewind on a terminal: exit %d, stdout %q, stderr %q: want no progress", code, stdout, stderr)
+	}
+}
