@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -81,15 +82,17 @@ func refusalExamples() []refusalExample {
 }
 
 // TestRefusalsCLIGolden: each refusal a person can meet from the command
-// line, as the command prints it, mounted (the daemon refuses, typed, and
-// the client words it) and unmounted (the engine refuses): one golden per
-// source, testdata/refusals-cli-{mounted,unmounted}.txt. None of them
-// records anything.
+// line, as the command prints it, unmounted (the engine refuses: the
+// golden, testdata/refusals-cli.txt) and mounted (the daemon refuses,
+// typed, and the client words it): the same words. (Mounted, a stash's
+// naming event may land anywhere among the steps, so there the sequence
+// numbers are masked.) None of them records anything.
 func TestRefusalsCLIGolden(t *testing.T) {
+	var unmounted string
 	bothSourcesTidy(t, func(t *testing.T, ws string) {
-		src := "unmounted"
+		mounted := false
 		if st, ok := history.ReadStatus(ws); ok && st.PID > 0 {
-			src = "mounted"
+			mounted = true
 		}
 		var b strings.Builder
 		say := func(code int, args ...string) {
@@ -119,7 +122,15 @@ func TestRefusalsCLIGolden(t *testing.T) {
 		say(1, "rewind", "3")
 		say(0, "undo")
 		say(1, "undo", "--dry-run")
-		golden(t, "refusals-cli-"+src+".txt", b.String())
+		if !mounted {
+			unmounted = b.String()
+			golden(t, "refusals-cli.txt", unmounted)
+			return
+		}
+		digits := regexp.MustCompile(`[0-9]+`)
+		if got, want := digits.ReplaceAllString(b.String(), "N"), digits.ReplaceAllString(unmounted, "N"); got != want {
+			t.Errorf("mounted, the refusals read differently:\n%s\nunmounted:\n%s", b.String(), unmounted)
+		}
 	})
 	// Nothing to undo: a workspace with no history yet.
 	t.Run("empty", func(t *testing.T) {
