@@ -488,6 +488,9 @@ type StatusReport struct {
 	// Warnings are what the daemon saw that a person should know: views
 	// that refused present content changed outside the mount.
 	Warnings []string `json:"warnings,omitempty"`
+	// Progress is how far the rewind or gc running now has come (nil when
+	// none runs): a client waiting on its write polls it for a progress bar.
+	Progress *rewind.ProgressReport `json:"progress,omitempty"`
 }
 
 // ParseStatus parses what reading "status" shows. A status without a pid

@@ -337,7 +337,11 @@ func (f *fsys) doRewind(ctx context.Context, data []byte) ([]byte, syscall.Errno
 	}
 	// Settled once the kernel was told what changed (rewinds.stale).
 	defer f.rw.begin()()
-	res, err := f.eng.Apply(engineCtx(ctx), req)
+	if !req.DryRun {
+		f.prog.Start("rewind")
+		defer f.prog.Stop()
+	}
+	res, err := f.eng.Apply(rewind.WithProgress(engineCtx(ctx), &f.prog), req)
 	out, _ := control.JSONLine(control.ReportOf(res, err))
 	if err != nil {
 		return out, engineErrno(f.log, "rewind", ".zero/rewind", err, seqInvalid)
@@ -355,7 +359,9 @@ func (f *fsys) doGC(ctx context.Context, data []byte) ([]byte, syscall.Errno) {
 		out, _ := control.JSONLine(control.GCReport{Refusal: control.RefusalOf(err)})
 		return out, syscall.EINVAL
 	}
-	res, err := f.eng.GCWith(engineCtx(ctx), req)
+	f.prog.Start("gc")
+	defer f.prog.Stop()
+	res, err := f.eng.GCWith(rewind.WithProgress(engineCtx(ctx), &f.prog), req)
 	if err != nil {
 		out, _ := control.JSONLine(control.GCReport{Refusal: control.RefusalOf(err)})
 		return out, engineErrno(f.log, "gc", ".zero/gc", err, seqInvalid)
@@ -412,6 +418,7 @@ func (f *fsys) report(name string) ([]byte, error) {
 			Thinned:  f.eng.Thinned(),
 			Captures: f.eng.CaptureMode(),
 			Warnings: f.notTsSeen.warnings(),
+			Progress: f.prog.Report(),
 		})
 	}
 	return nil, unix.ENOENT

@@ -37,6 +37,10 @@ type fsys struct {
 	// ctl is the control directory's inode, made once in the root's OnAdd.
 	ctl *fusefs.Inode
 
+	// prog counts the running rewind's or gc's progress, for .zero/status
+	// (read without any lock the work holds).
+	prog rewind.ProgressCounter
+
 	// Shown by .zero/status.
 	workspace, mountpoint, store string
 	sync                         bool

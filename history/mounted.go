@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -273,6 +274,9 @@ func (m *mountSource) BeginTurn(ctx context.Context, payload json.RawMessage) er
 // did, or why the daemon refused it (control.Refusal, as a typed error).
 func (m *mountSource) Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error) {
 	text := control.FormatRewind(req)
+	if !req.DryRun {
+		defer m.pollProgress(ctx)()
+	}
 	b, err := m.request(control.Rewind, text)
 	if err != nil {
 		rep, perr := control.ParseRewindReport(b)
@@ -286,6 +290,7 @@ func (m *mountSource) Rewind(ctx context.Context, req control.RewindRequest) (co
 }
 
 func (m *mountSource) GC(ctx context.Context, req control.GCRequest) (control.GCReport, error) {
+	defer m.pollProgress(ctx)()
 	b, err := m.request(control.GC, control.FormatGC(req))
 	if err != nil {
 		if r, ok := control.ParseRefusal(b); ok {
@@ -294,6 +299,54 @@ func (m *mountSource) GC(ctx context.Context, req control.GCRequest) (control.GC
 		return control.GCReport{}, err
 	}
 	return control.ParseGCReport(b)
+}
+
+// pollProgress, when ctx carries a rewind.Progress, reads the daemon's
+// progress (.zero/status) every 150 ms into it while the caller's request
+// runs, until the returned stop is called. A status read that waits only
+// leaves the bar as it was: nothing waits on it.
+func (m *mountSource) pollProgress(ctx context.Context) (stop func()) {
+	p := rewind.ProgressOf(ctx)
+	if p == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(150 * time.Millisecond)
+		defer tick.Stop()
+		var last rewind.ProgressReport
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			b, err := os.ReadFile(m.ctl(control.Status))
+			if err != nil {
+				continue
+			}
+			st, err := control.ParseStatus(b)
+			if err != nil || st.Progress == nil {
+				continue
+			}
+			r := *st.Progress
+			if r.What != last.What || r.Items != last.Items || r.Bytes != last.Bytes || r.DoneItems < last.DoneItems {
+				p.Begin(r.What, r.Items, r.Bytes)
+				last = rewind.ProgressReport{What: r.What, Items: r.Items, Bytes: r.Bytes}
+			}
+			p.Add(r.DoneItems-last.DoneItems, r.DoneBytes-last.DoneBytes)
+			last.DoneItems, last.DoneBytes = r.DoneItems, r.DoneBytes
+		}
+	}()
+	return func() {
+		close(done)
+		select {
+		case <-finished:
+		case <-time.After(time.Second): // a status read still waiting: leave it
+		}
+	}
 }
 
 // request writes one request to a control file through one open file, as

@@ -351,3 +351,65 @@ func TestNothingToChangeRecordsNothing(t *testing.T) {
 		t.Errorf("a path that existed at the target: %v", err)
 	}
 }
+
+// recProgress records what a Progress hears.
+type recProgress struct {
+	what          []string
+	items, bytes  int64
+	doneN, doneBy int64
+}
+
+func (r *recProgress) Begin(what string, items, bytes int64) {
+	r.what = append(r.what, what)
+	r.items, r.bytes = items, bytes
+}
+func (r *recProgress) Add(items, bytes int64) { r.doneN += items; r.doneBy += bytes }
+
+// TestProgressCounts: a rewind and a fork report their work to the
+// Progress their context carries: a rewind its changes and bytes, all of
+// them done by the end; a ProgressCounter (what the daemon shows in
+// .zero/status) reads the same while it runs, and nothing once stopped.
+func TestProgressCounts(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	steps, _ := history3(t, e, ws)
+	h0 := e.Head()
+	var r recProgress
+	if _, err := e.Apply(WithProgress(ctx, &r), Request{Target: steps[0]}); err != nil {
+		t.Fatal(err)
+	}
+	// Back to before step 1: a.txt, b.txt, c.txt and d (with what is in
+	// it) removed.
+	if len(r.what) != 1 || r.what[0] != "rewind" || r.items != 4 || r.doneN != r.items || r.doneBy != r.bytes {
+		t.Errorf("rewind progress: %+v, want one rewind of 4 changes, all done", r)
+	}
+	// Forward again: files come back with their bytes.
+	r = recProgress{}
+	if _, err := e.Apply(WithProgress(ctx, &r), Request{Target: h0}); err != nil {
+		t.Fatal(err)
+	}
+	if r.bytes == 0 || r.doneBy != r.bytes || r.doneN != r.items {
+		t.Errorf("rewind forward progress: %+v, want bytes counted, all done", r)
+	}
+	r = recProgress{}
+	if _, err := e.Fork(WithProgress(ctx, &r), e.Head(), filepath.Join(t.TempDir(), "fork"), ws); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.what) != 1 || r.what[0] != "fork" || r.doneN < 5 || r.doneBy == 0 {
+		t.Errorf("fork progress: %+v, want every path counted with its bytes", r)
+	}
+	var c ProgressCounter
+	if c.Report() != nil {
+		t.Errorf("an idle counter reports %+v", c.Report())
+	}
+	c.Start("rewind")
+	c.Begin("rewind", 10, 100)
+	c.Add(3, 30)
+	if got := c.Report(); got == nil || *got != (ProgressReport{What: "rewind", Items: 10, Bytes: 100, DoneItems: 3, DoneBytes: 30}) {
+		t.Errorf("counter report %+v", got)
+	}
+	c.Stop()
+	if c.Report() != nil {
+		t.Errorf("a stopped counter reports %+v", c.Report())
+	}
+}

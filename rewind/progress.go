@@ -1,6 +1,9 @@
 package rewind
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // Progress hears how far a long operation has come (a rewind's changes, a
 // fork's files), so that a command can show it to a person. Begin says
@@ -33,3 +36,68 @@ type noProgress struct{}
 
 func (noProgress) Begin(string, int64, int64) {}
 func (noProgress) Add(int64, int64)           {}
+
+// ProgressOf is the Progress ctx carries, or nil (a client that hands
+// the work to a daemon polls the daemon's counts into it).
+func ProgressOf(ctx context.Context) Progress {
+	if p, ok := ctx.Value(progressKey{}).(Progress); ok {
+		return p
+	}
+	return nil
+}
+
+// ProgressReport is how far a long operation has come, as the daemon shows
+// it in .zero/status while one runs: what it is, the totals (0 when not
+// known) and what is done.
+type ProgressReport struct {
+	What      string `json:"what"`
+	Items     int64  `json:"items"`
+	Bytes     int64  `json:"bytes"`
+	DoneItems int64  `json:"doneItems"`
+	DoneBytes int64  `json:"doneBytes"`
+}
+
+// ProgressCounter is a Progress that others may read while the work goes
+// on (Report), without a lock the work holds.
+type ProgressCounter struct {
+	what   atomic.Pointer[string]
+	items  atomic.Int64
+	bytes  atomic.Int64
+	doneN  atomic.Int64
+	doneB  atomic.Int64
+	active atomic.Bool
+}
+
+// Start marks the counter as running what (before any Begin).
+func (c *ProgressCounter) Start(what string) {
+	c.Begin(what, 0, 0)
+	c.active.Store(true)
+}
+
+// Stop marks the work as over: Report says nothing until the next Start.
+func (c *ProgressCounter) Stop() { c.active.Store(false) }
+
+func (c *ProgressCounter) Begin(what string, items, bytes int64) {
+	c.what.Store(&what)
+	c.items.Store(items)
+	c.bytes.Store(bytes)
+	c.doneN.Store(0)
+	c.doneB.Store(0)
+}
+
+func (c *ProgressCounter) Add(items, bytes int64) {
+	c.doneN.Add(items)
+	c.doneB.Add(bytes)
+}
+
+// Report is the counts now; nil when no work runs.
+func (c *ProgressCounter) Report() *ProgressReport {
+	if !c.active.Load() {
+		return nil
+	}
+	r := &ProgressReport{Items: c.items.Load(), Bytes: c.bytes.Load(), DoneItems: c.doneN.Load(), DoneBytes: c.doneB.Load()}
+	if w := c.what.Load(); w != nil {
+		r.What = *w
+	}
+	return r
+}

@@ -54,14 +54,15 @@ reflinked).
 // conflicts) and a *rewind.ConflictError.
 func applyWith(e *env, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
 	ctx := e.ctx
+	var p *progress
 	if !req.DryRun {
-		// On a terminal, a bar on stderr while it runs (the engine's own
-		// counts when it runs here; a spinner while a daemon runs it).
-		p := startProgress(e, rewindVerb(req))
-		defer p.Done()
+		// On a terminal, a bar on stderr while it runs: the engine's own
+		// counts, here or (polled from .zero/status) in the daemon.
+		p = startProgress(e, rewindVerb(req))
 		ctx = rewind.WithProgress(ctx, p)
 	}
 	rep, err := doRewind(ctx, src, req)
+	p.Done() // cleared before anything is printed
 	if err != nil {
 		return rep, err
 	}

@@ -104,3 +104,31 @@ func TestProgressOnTerminal(t *testing.T) {
 		t.Errorf("zerofs -q rewind on a terminal: exit %d, stdout %q, stderr %q: want no progress", code, stdout, stderr)
 	}
 }
+
+// TestProgressMounted: mounted, the daemon does the work; the command
+// polls its counts (.zero/status "progress", there only while a rewind or
+// gc runs) into the same bar, cleared before the report.
+func TestProgressMounted(t *testing.T) {
+	needFUSE(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	writeFile(t, filepath.Join(ws, "keep"), "k\n")
+	mountT(t, ws)
+	mustRun(t, ws, "step", "write many")
+	if err := os.Mkdir(filepath.Join(ws, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		writeFile(t, filepath.Join(ws, "d", fmt.Sprintf("f%03d", i)), strings.Repeat("y", 1000))
+	}
+	stdout, stderr, code := runOnTTY(t, ws, "rewind", "-1")
+	if code != 0 || !strings.HasPrefix(stdout, "rewound to ") || strings.ContainsAny(stdout, "\r\x1b") {
+		t.Fatalf("mounted rewind on a terminal: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "rewind") || !strings.HasSuffix(strings.ReplaceAll(stderr, "\r", ""), "\x1b[K") {
+		t.Errorf("stderr %q: want the bar, cleared", stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(ws, ".zero", "status"))
+	if err != nil || strings.Contains(string(b), `"progress"`) {
+		t.Errorf(".zero/status after the rewind: %s %v: want no progress", b, err)
+	}
+}
