@@ -59,7 +59,7 @@ func applyWith(e *env, src history.Source, req control.RewindRequest) (control.R
 		// On a terminal, a bar on stderr while it runs: the engine's own
 		// counts, here or (polled from .zero/status) in the daemon.
 		p = startProgress(e, rewindVerb(req))
-		ctx = rewind.WithProgress(ctx, p)
+		ctx = p.with(ctx)
 	}
 	rep, err := doRewind(ctx, src, req)
 	p.Done() // cleared before anything is printed
@@ -248,7 +248,7 @@ func runFork(e *env, c *command, args []string) error {
 			return err
 		}
 		p := startProgress(e, "fork")
-		res, err := history.Fork(rewind.WithProgress(e.ctx, p), src, t, dir)
+		res, err := history.Fork(p.with(e.ctx), src, t, dir)
 		p.Done()
 		if err != nil {
 			return history.ExplainSeq(src, t, err)

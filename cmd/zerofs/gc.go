@@ -108,7 +108,7 @@ func runGC(e *env, c *command, args []string) error {
 			}
 		}
 		p := startProgress(e, "gc")
-		res, err := h.GC(rewind.WithProgress(e.ctx, p), req)
+		res, err := h.GC(p.with(e.ctx), req)
 		p.Done()
 		if errors.Is(err, rewind.ErrNoSuchSeq) {
 			return history.ExplainSeq(h, cut, err)

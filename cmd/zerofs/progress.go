@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+
+	"github.com/zerofs/zerofs/rewind"
 )
 
 // A progress shows how far a long operation (a rewind, revert, undo or
@@ -68,6 +71,15 @@ func (p *progress) newBar(max int64, bytes bool) *progressbar.ProgressBar {
 	return progressbar.NewOptions64(max, opts...)
 }
 
+// with is ctx carrying p for the engine (and a mounted source, which polls
+// the daemon's counts into it); ctx itself when p shows nothing.
+func (p *progress) with(ctx context.Context) context.Context {
+	if p == nil {
+		return ctx
+	}
+	return rewind.WithProgress(ctx, p)
+}
+
 // Begin says how much there is to do: a bar over the bytes when there are
 // any (the files counted in its description), else over the files; with
 // neither known, the spinner goes on, counting.
@@ -116,7 +128,6 @@ func (p *progress) Add(items, bytes int64) {
 
 // describe puts the file count in the description when the bar counts
 // bytes (and the bytes when a spinner counts files).
-
 func (p *progress) describe() {
 	switch {
 	case p.bytes > 0:

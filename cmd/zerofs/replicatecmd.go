@@ -176,7 +176,7 @@ func runRestore(e *env, c *command, args []string) error {
 		return err
 	}
 	p := startProgress(e, "restore")
-	res, err := replicate.Restore(rewind.WithProgress(e.ctx, p), b, u, dir, opts)
+	res, err := replicate.Restore(p.with(e.ctx), b, u, dir, opts)
 	p.Done()
 	if err != nil {
 		return err
