@@ -117,3 +117,21 @@ func TestNonUTF8PathsRoundTrip(t *testing.T) {
 		t.Errorf("report round trip:\n got %+v, %v\nwant %+v\njson %s", got, err, rep, b)
 	}
 }
+
+// A no-such-path refusal names its paths by their bytes across the
+// daemon's report: a name that is not UTF-8 comes back exactly.
+func TestRefusalMissingBytes(t *testing.T) {
+	err := &rewind.RefusedError{Refusal: rewind.RefusedNoSuchPath, Missing: []string{"ok.txt", "bad\xff"}}
+	b, jerr := JSONLine(ReportOf(rewind.Result{}, err))
+	if jerr != nil {
+		t.Fatal(jerr)
+	}
+	rep, perr := ParseRewindReport(b)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	var re *rewind.RefusedError
+	if !errors.As(rep.Err(), &re) || re.Refusal != rewind.RefusedNoSuchPath || len(re.Missing) != 2 || re.Missing[1] != "bad\xff" || re.Missing[0] != "ok.txt" {
+		t.Errorf("round trip of %q: %+v (%s)", err.Missing, re, b)
+	}
+}

@@ -25,6 +25,9 @@ type Refusal struct {
 	Op           string               `json:"op,omitempty"`
 	Step         *rewind.StepRef      `json:"step,omitempty"`
 	Missing      []string             `json:"missing,omitempty"`
+	// MissingBytes holds, at the same position, the exact bytes (base64)
+	// of a missing path that is not UTF-8 ("" for one that is).
+	MissingBytes []string `json:"missingBytes,omitempty"`
 }
 
 // RefusalOf is the refusal err stands for (the zero Refusal for nil).
@@ -39,6 +42,7 @@ func RefusalOf(err error) Refusal {
 	var re *rewind.RefusedError
 	if errors.As(err, &re) {
 		r.Requested, r.Head, r.PrunedBefore, r.Interval, r.Op, r.Step, r.Missing = re.Seq, re.Head, re.PrunedBefore, re.Thinned, re.Op, re.Step, re.Missing
+		r.MissingBytes = rewind.ExactBytesAll(re.Missing)
 	}
 	return r
 }
@@ -49,8 +53,12 @@ func (r Refusal) Err() error {
 	if r.Error == "" {
 		return nil
 	}
+	missing := r.Missing
+	if m, err := rewind.FromBytesAll("missing", r.Missing, r.MissingBytes); err == nil {
+		missing = m
+	}
 	return &rewind.RefusedError{Refusal: rewind.Refusal(r.Error), Seq: r.Requested, Head: r.Head,
-		PrunedBefore: r.PrunedBefore, Thinned: r.Interval, Op: r.Op, Step: r.Step, Missing: r.Missing, Msg: r.Message}
+		PrunedBefore: r.PrunedBefore, Thinned: r.Interval, Op: r.Op, Step: r.Step, Missing: missing, Msg: r.Message}
 }
 
 // ParseRefusal parses a refusal read back from a control file whose
