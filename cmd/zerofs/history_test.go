@@ -72,6 +72,14 @@ func buildMounted(t *testing.T, tidy bool) string {
 	for p, content := range initialFiles {
 		writeFile(t, filepath.Join(ws, p), content)
 	}
+	// A second link outside the workspace makes gone.txt's removal a copy
+	// of its content, as buildHistory's capture is, not a stash the namer
+	// names whenever the load lets it: a stash_named event at a moment the
+	// machine decides would move every later sequence in the goldens.
+	// (Stashes have their own tests: rewind/TestStashedRemovals, TestStashCrash.)
+	if err := os.Link(filepath.Join(ws, "gone.txt"), filepath.Join(filepath.Dir(ws), "gone.link")); err != nil {
+		t.Fatal(err)
+	}
 	mountT(t, ws)
 	p := func(name string) string { return filepath.Join(ws, name) }
 	check := func(err error) {
