@@ -110,7 +110,9 @@ func (m *midWrite) Read(p []byte) (int, error) {
 
 // buildHistory makes a workspace with enough history that a rewind changes
 // many paths: it returns the sequence to rewind to and the trees before.
-func buildHistory(t *testing.T) (ws, store string, target Seq, atTarget, now tree) {
+// With renameRecords, d holds files before the step too, and its rename
+// is one rename record: a rewind restores them from where they are now.
+func buildHistory(t *testing.T, renameRecords bool) (ws, store string, target Seq, atTarget, now tree) {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -121,7 +123,7 @@ func buildHistory(t *testing.T) (ws, store string, target Seq, atTarget, now tre
 		t.Fatal(err)
 	}
 	defer root.Close()
-	e, err := Open(ctx, root, Options{StoreDir: store, Sync: true})
+	e, err := Open(ctx, root, Options{StoreDir: store, Sync: true, RenameRecords: renameRecords})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +132,12 @@ func buildHistory(t *testing.T) (ws, store string, target Seq, atTarget, now tre
 		change(t, e, func() error { return os.WriteFile(filepath.Join(ws, p), []byte("old "+p), 0o644) }, Change{Path: p})
 	}
 	change(t, e, func() error { return os.Mkdir(filepath.Join(ws, "d"), 0o755) }, Change{Path: "d"})
+	if renameRecords {
+		for i := range 5 {
+			q := "d/old" + strconv.Itoa(i)
+			change(t, e, func() error { return os.WriteFile(filepath.Join(ws, q), []byte("old "+q), 0o644) }, Change{Path: q})
+		}
+	}
 	ev, err := e.BeginStep(ctx, "agent edits", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +150,11 @@ func buildHistory(t *testing.T) (ws, store string, target Seq, atTarget, now tre
 		q := "d/new" + strconv.Itoa(i)
 		change(t, e, func() error { return os.WriteFile(filepath.Join(ws, q), []byte(q), 0o644) }, Change{Path: q})
 	}
-	change(t, e, func() error { return os.Rename(filepath.Join(ws, "d"), filepath.Join(ws, "e")) }, Change{Path: "d", Tree: true}, Change{Path: "e"})
+	if renameRecords {
+		renameDir(t, e, ws, "d", "e")
+	} else {
+		change(t, e, func() error { return os.Rename(filepath.Join(ws, "d"), filepath.Join(ws, "e")) }, Change{Path: "d", Tree: true}, Change{Path: "e"})
+	}
 	now = diskTree(t, ws)
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
@@ -169,13 +181,33 @@ func TestRewindCrash(t *testing.T) {
 			if form != "" {
 				name = form + "/" + tc.point
 			}
-			t.Run(name, func(t *testing.T) { testRewindCrash(t, form, tc.point, tc.rewound) })
+			t.Run(name, func(t *testing.T) { testRewindCrash(t, form, tc.point, tc.rewound, false) })
 		}
 	}
 }
 
-func testRewindCrash(t *testing.T, form, point string, rewound bool) {
-	ws, store, target, atTarget, now := buildHistory(t)
+// TestRewindCrashAcrossRenameRecord: as TestRewindCrash, for a rewind and a
+// revert across a directory's rename record, whose files are restored from
+// their present names (or, recovering, from the rewind's own checkpoint).
+func TestRewindCrashAcrossRenameRecord(t *testing.T) {
+	for _, form := range []string{"", "revert"} {
+		for _, tc := range []struct {
+			point   string
+			rewound bool
+		}{
+			{"rewind:captured", false},
+			{"rewind:intent", true},
+			{"rewind:half", true},
+			{"rewind:write", true},
+			{"rewind:applied", true},
+		} {
+			t.Run(form+"/"+tc.point, func(t *testing.T) { testRewindCrash(t, form, tc.point, tc.rewound, true) })
+		}
+	}
+}
+
+func testRewindCrash(t *testing.T, form, point string, rewound, renameRecords bool) {
+	ws, store, target, atTarget, now := buildHistory(t, renameRecords)
 	if form != "" && form != "revert" {
 		// A path rewind: those paths as at the target, the rest as now.
 		atTarget = modelRewindPaths(atTarget, now, strings.Split(form, ","))

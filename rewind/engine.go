@@ -182,6 +182,12 @@ type Engine struct {
 	// mvMu excludes captures (read) while a rename record is appended and
 	// its rename made (write).
 	mvMu sync.RWMutex
+	// recovering is the checkpoint of the rewind Open is finishing (0
+	// otherwise): the present content a rename record sends a state to
+	// is the before-state that checkpoint recorded, when it recorded one
+	// (the interrupted rewind may have changed it). Set only while Open
+	// runs alone.
+	recovering Seq
 
 	// stepSeq mirrors step.Seq for lock-free reads on the write path.
 	stepSeq atomic.Uint64

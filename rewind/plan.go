@@ -71,14 +71,13 @@ func sortParentsFirst(ps []string) {
 }
 
 // plan compares the state at t (from records below limit) with the
-// workspace for every path a checkpoint after t names (changedSince); pre
-// is as for planPaths.
-func (e *Engine) plan(t, limit Seq, pre ...Seq) (*rewindPlan, error) {
+// workspace for every path a checkpoint after t names (changedSince).
+func (e *Engine) plan(t, limit Seq) (*rewindPlan, error) {
 	cands, err := e.changedSince(t, limit)
 	if err != nil {
 		return nil, err
 	}
-	return e.planPaths(t, limit, cands, pre...)
+	return e.planPaths(t, limit, cands)
 }
 
 // changedSince lists the paths whose state at t (from records below limit)
@@ -152,10 +151,9 @@ func (e *Engine) changedIn(t, hi, limit Seq) ([]string, error) {
 // planPaths plans the rewind of exactly cands to their state at t (from
 // records below limit). A state that is another path's content now (a
 // rename record took it there) is stored first, so that the plan restores
-// it from a blob like any recorded state: from the before-state the
-// rewind's own checkpoint pre recorded for that path, when pre is not 0
-// and it did (a recovering rewind, which may already have changed it).
-func (e *Engine) planPaths(t, limit Seq, cands []string, pre ...Seq) (*rewindPlan, error) {
+// it from a blob like any recorded state. (A recovering rewind finds such
+// content in its own checkpoint where it recorded it: childAt.)
+func (e *Engine) planPaths(t, limit Seq, cands []string) (*rewindPlan, error) {
 	cands = append([]string(nil), cands...)
 	sortParentsFirst(cands)
 	p := &rewindPlan{}
@@ -168,7 +166,7 @@ func (e *Engine) planPaths(t, limit Seq, cands []string, pre ...Seq) (*rewindPla
 			if tgt.State.Path == path {
 				continue // unchanged since t
 			}
-			if tgt, err = e.storeMoved(tgt.State.Path, pre...); err != nil {
+			if tgt, err = e.storeMoved(tgt.State.Path); err != nil {
 				return nil, err
 			}
 		}
@@ -354,19 +352,9 @@ func under(p string, roots []string) bool {
 	return false
 }
 
-// storeMoved is the state of the workspace path at as a recorded state: its
-// before-state in checkpoint pre[0] when that names it, else its content
+// storeMoved is the workspace path at as a recorded state: its content
 // stored now.
-func (e *Engine) storeMoved(at string, pre ...Seq) (Entry, error) {
-	if len(pre) > 0 && pre[0] != 0 {
-		if rec, ok := e.index.At(at, pre[0]-1, pre[0]+1); ok {
-			rec, err := e.named(rec)
-			if err != nil {
-				return Entry{}, err
-			}
-			return Entry{Exists: !rec.State.Absent, State: rec.State, From: rec.Seq}, nil
-		}
-	}
+func (e *Engine) storeMoved(at string) (Entry, error) {
 	st, err := e.readState(at, false, false)
 	if err != nil {
 		return Entry{}, err

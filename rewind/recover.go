@@ -62,6 +62,8 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 		return durable.Remove(e.opts.StoreDir, intentName)
 	}
 	e.opts.Logger.Warn("rewind: finishing a rewind interrupted by a crash", "target", in.Target, "checkpoint", in.Checkpoint)
+	e.recovering = in.Checkpoint
+	defer func() { e.recovering = 0 }()
 	if err := e.sweepTemp(in); err != nil {
 		return err
 	}
@@ -72,9 +74,9 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 				return &DamageError{File: intentName, Reason: fmt.Sprintf("names path %q: %v", p, err)}
 			}
 		}
-		plan, err = e.planPaths(in.Target, in.Checkpoint, in.Paths, in.Checkpoint)
+		plan, err = e.planPaths(in.Target, in.Checkpoint, in.Paths)
 	} else {
-		plan, err = e.plan(in.Target, in.Checkpoint, in.Checkpoint)
+		plan, err = e.plan(in.Target, in.Checkpoint)
 	}
 	if err != nil {
 		return err

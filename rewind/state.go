@@ -79,6 +79,9 @@ func (e *Engine) ChildAt(dir, name string, t Seq) (Entry, error) {
 // is at now (p, or where renames took it: then State.Path is that path).
 func (e *Engine) childAt(p string, t, limit Seq) (Entry, error) {
 	rec, ok, at := e.index.Resolve(p, t, limit)
+	if !ok && at != p && e.recovering != 0 {
+		rec, ok = e.index.At(at, e.recovering-1, e.recovering+1)
+	}
 	if ok {
 		rec, err := e.named(rec)
 		if err != nil {
