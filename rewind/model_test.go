@@ -266,6 +266,13 @@ func (m *model) randomOp(rt *rapid.T) {
 		}
 		m.removeAll(p)
 	case 5, 6: // rename
+		if m.e.opts.RenameRecords && !isDir {
+			// Mostly a directory, when there are some: random paths
+			// seldom name one.
+			if dirs := m.dirs(); len(dirs) > 0 && rapid.Bool().Draw(rt, "rename a directory") {
+				p, isDir, isLink = rapid.SampledFrom(dirs).Draw(rt, "dir"), true, false
+			}
+		}
 		q := m.genPath(rt, "to")
 		if !m.reachable(q) || q == p || strings.HasPrefix(q, p+"/") {
 			return
@@ -313,6 +320,20 @@ func (m *model) randomOp(rt *rapid.T) {
 	}
 }
 
+// dirs lists the workspace's directories below its root.
+func (m *model) dirs() []string {
+	var out []string
+	filepath.WalkDir(m.ws, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && path != m.ws {
+			rel, _ := filepath.Rel(m.ws, path)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out
+}
+
 func (m *model) removeAll(p string) {
 	fi, ok := m.lstat(p)
 	if !ok {
@@ -327,16 +348,16 @@ func (m *model) removeAll(p string) {
 	m.do(func() error { return os.Remove(m.abs(p)) }, Change{Path: p})
 }
 
+// modelRenameRecords counts the directory renames TestModel recorded as one
+// record.
+var modelRenameRecords atomic.Int64
+
 // TestModel runs random operations in random steps on a real directory,
 // records the tree at every step boundary, then checks for every recorded
 // sequence T that the index computes that tree, that Rewind(T) makes the
 // directory equal to it, and that rewinding to just before that rewind
 // brings the later tree back. The seed is printed on failure; rerun with
 // -rapid.seed=N. -rapid.checks=N runs more cases.
-// modelRenameRecords counts the directory renames TestModel recorded as one
-// record.
-var modelRenameRecords atomic.Int64
-
 func TestModel(t *testing.T) {
 	defer func() {
 		if modelRenameRecords.Load() == 0 {
@@ -348,6 +369,13 @@ func TestModel(t *testing.T) {
 		renames := rapid.Bool().Draw(rt, "rename records")
 		e, ws := openT(t, Options{Sync: sync, RenameRecords: renames})
 		m := &model{t: rt, e: e, ws: ws, states: map[Seq]tree{0: {}}}
+		if renames {
+			// Directories to rename from the start (random paths seldom
+			// name one).
+			m.do(func() error { return os.Mkdir(m.abs("a"), 0o755) }, Change{Path: "a"})
+			m.do(func() error { return os.WriteFile(m.abs("a/b"), []byte("x"), 0o644) }, Change{Path: "a/b"})
+			m.do(func() error { return os.Mkdir(m.abs("c"), 0o755) }, Change{Path: "c"})
+		}
 		nops := rapid.IntRange(1, 80).Draw(rt, "ops")
 		for range nops {
 			m.randomOp(rt)
