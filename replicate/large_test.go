@@ -39,11 +39,8 @@ func TestLargeBlobStreams(t *testing.T) {
 			u := URL{Bucket: "replicas", Prefix: "large-" + name}
 			r := replicator(t, w, u, Options{BaseEvery: time.Nanosecond, Key: key})
 			big := filepath.Join(dir, "big.bin")
-			rng := rand.New(rand.NewPCG(1, 2))
 			data := make([]byte, size)
-			for i := range data {
-				data[i] = byte(rng.Uint32()) // incompressible
-			}
+			rand.NewChaCha8([32]byte{1}).Read(data) // incompressible
 			write := func() {
 				release, _, err := w.eng.Begin(context.Background(), rewind.Caller{PID: 1}, rewind.Change{Path: "big.bin"})
 				if err != nil {

@@ -200,14 +200,16 @@ func (s *chunkSealer) nonce(last bool) []byte {
 // Write seals every full chunk but one: the last chunk is sealed by close.
 func (s *chunkSealer) Write(p []byte) (int, error) {
 	s.buf = append(s.buf, p...)
-	for len(s.buf) > sealChunk {
-		s.out = s.c.aead.Seal(s.out[:0], s.nonce(false), s.buf[:sealChunk], s.ad)
+	off := 0
+	for len(s.buf)-off > sealChunk {
+		s.out = s.c.aead.Seal(s.out[:0], s.nonce(false), s.buf[off:off+sealChunk], s.ad)
 		if _, err := s.w.Write(s.out); err != nil {
 			return 0, err
 		}
 		s.n++
-		s.buf = append(s.buf[:0], s.buf[sealChunk:]...)
+		off += sealChunk
 	}
+	s.buf = append(s.buf[:0], s.buf[off:]...) // one move per Write, not one per chunk
 	return len(p), nil
 }
 
