@@ -413,3 +413,26 @@ func TestProgressCounts(t *testing.T) {
 		t.Errorf("a stopped counter reports %+v", c.Report())
 	}
 }
+
+// TestNothingToChangeEndsTheStepsCaptures: the state just before a rewind
+// that changes nothing stays what it was: a path the step had captured and
+// changes again after it is captured again (as after any rewind, which
+// ends the step), so @head-before-it does not show the later content.
+// e2e/TestFSX found this (seed 1796395561946588390).
+func TestNothingToChangeEndsTheStepsCaptures(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	history3(t, e, ws)
+	w := func(content string) {
+		change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "c.txt"), []byte(content), 0o644) }, Change{Path: "c.txt"})
+	}
+	w("before the no-op rewind\n") // c.txt was captured in this step already
+	head := e.Head()
+	if res, err := e.Apply(ctx, Request{Target: head}); err != nil || !res.Unchanged {
+		t.Fatalf("rewind to head: unchanged %v, %v", res.Unchanged, err)
+	}
+	w("after it\n")
+	if got, _ := readAt(t, e, "c.txt", head); got != "before the no-op rewind\n" {
+		t.Errorf("@%d c.txt = %q, want what it held before the no-op rewind", head, got)
+	}
+}

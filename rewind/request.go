@@ -174,8 +174,16 @@ func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
 	}
 	if plan.empty() && (in.Form == index.FormRewind || in.Form == index.FormPaths || in.Form == index.FormRevert) {
 		// A rewind, path rewind or revert that changes nothing records
-		// nothing: no event, nothing to undo, the step goes on. (An undo
-		// or redo always records: its stack is read back from the log.)
+		// nothing: no event, nothing to undo. (An undo or redo always
+		// records: its stack is read back from the log.) It still ends
+		// the step's captures, as a rewind ends a step (SPEC, Rewind):
+		// every path changed after it is captured again, so the state
+		// just before it stays what @head showed then (a write after it
+		// to a path the step had captured would otherwise change that
+		// state unrecorded: e2e/TestFSX, seed 1796395561946588390).
+		e.capMu.Lock()
+		e.captured = map[string]Seq{}
+		e.capMu.Unlock()
 		res := Result{Unchanged: true, Report: e.report(plan)}
 		res.Record = RewindPayload{TargetSequence: in.Target, Report: res.Report, Paths: in.Roots,
 			RevertOf: in.RevertOf, Force: in.Force, Form: in.Form}
