@@ -14,11 +14,11 @@ import (
 
 // ctlRequest writes a request to .zero/rewind on a handle open for reading
 // and writing, and reads back that handle's result.
-func ctlRequest(t *testing.T, mp, req string) (control.RewindReport, error) {
+func ctlRequest(t fatalT, mp, req string) (control.RewindReport, error) {
 	t.Helper()
 	f, err := os.OpenFile(filepath.Join(mp, ".zero", "rewind"), os.O_RDWR, 0)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	defer f.Close()
 	_, werr := f.Write([]byte(req + "\n"))
