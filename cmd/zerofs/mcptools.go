@@ -32,27 +32,33 @@ type mcpTools struct{ dir string }
 type (
 	mcpNoArgs  struct{}
 	mcpLogArgs struct {
-		N       int      `json:"n,omitempty" jsonschema:"how many entries to return, newest first (default 20)"`
-		Paths   []string `json:"paths,omitempty" jsonschema:"only the steps that changed these workspace paths (relative to the workspace root; a directory stands for everything under it)"`
-		All     bool     `json:"all,omitempty" jsonschema:"also list the steps that changed nothing (read-only tool calls)"`
-		Details bool     `json:"details,omitempty" jsonschema:"also return each step's payload (the tool's input, which may be large) and each change's blob id"`
+		N     int      `json:"n,omitempty" jsonschema:"how many entries to return, newest first (default 20)"`
+		Paths []string `json:"paths,omitempty" jsonschema:"only the steps that changed these workspace paths (relative to the workspace root; a directory stands for everything under it)"`
+		// PathsBytes, here and in every tool that takes paths, names a
+		// path that is not UTF-8 by its exact bytes (mcpArgPaths).
+		PathsBytes []string `json:"paths_bytes,omitempty" jsonschema:"paths that are not UTF-8, by their exact bytes in base64 (as paths_bytes or path_bytes in a result gives them): one for each entry of paths, empty for a path given as text there; or alone, every path as bytes"`
+		All        bool     `json:"all,omitempty" jsonschema:"also list the steps that changed nothing (read-only tool calls)"`
+		Details    bool     `json:"details,omitempty" jsonschema:"also return each step's payload (the tool's input, which may be large) and each change's blob id"`
 	}
 	mcpDiffArgs struct {
-		From  uint64   `json:"from" jsonschema:"the sequence to diff from (a sequence zerofs_log shows)"`
-		To    *uint64  `json:"to,omitempty" jsonschema:"the sequence to diff to; omitted: the workspace as it is now"`
-		Paths []string `json:"paths,omitempty" jsonschema:"only these workspace paths (relative to the workspace root)"`
+		From       uint64   `json:"from" jsonschema:"the sequence to diff from (a sequence zerofs_log shows)"`
+		To         *uint64  `json:"to,omitempty" jsonschema:"the sequence to diff to; omitted: the workspace as it is now"`
+		Paths      []string `json:"paths,omitempty" jsonschema:"only these workspace paths (relative to the workspace root)"`
+		PathsBytes []string `json:"paths_bytes,omitempty" jsonschema:"paths that are not UTF-8, by their exact bytes in base64 (as paths_bytes or path_bytes in a result gives them): one for each entry of paths, empty for a path given as text there; or alone, every path as bytes"`
 	}
 	mcpShowArgs struct {
-		Seq  uint64 `json:"seq" jsonschema:"the sequence"`
-		Path string `json:"path" jsonschema:"the workspace path, relative to the workspace root (empty: the root directory)"`
+		Seq       uint64 `json:"seq" jsonschema:"the sequence"`
+		Path      string `json:"path,omitempty" jsonschema:"the workspace path, relative to the workspace root (empty or omitted: the root directory)"`
+		PathBytes string `json:"path_bytes,omitempty" jsonschema:"a path that is not UTF-8: its exact bytes in base64 (as path_bytes in a result gives them); it wins over path"`
 	}
 	mcpStepArgs struct {
 		Label string `json:"label" jsonschema:"what you are about to do, one line (e.g. Edit app.py)"`
 	}
 	mcpRewindArgs struct {
-		Seq    uint64   `json:"seq" jsonschema:"the sequence to roll back to: the workspace (or the paths) become as they were then"`
-		Paths  []string `json:"paths,omitempty" jsonschema:"restore only these workspace paths (a directory with everything under it); omitted: the whole workspace"`
-		DryRun bool     `json:"dry_run,omitempty" jsonschema:"only say what would be restored, deleted and created; change nothing"`
+		Seq        uint64   `json:"seq" jsonschema:"the sequence to roll back to: the workspace (or the paths) become as they were then"`
+		Paths      []string `json:"paths,omitempty" jsonschema:"restore only these workspace paths (a directory with everything under it); omitted: the whole workspace"`
+		PathsBytes []string `json:"paths_bytes,omitempty" jsonschema:"paths that are not UTF-8, by their exact bytes in base64 (as paths_bytes or path_bytes in a result gives them): one for each entry of paths, empty for a path given as text there; or alone, every path as bytes"`
+		DryRun     bool     `json:"dry_run,omitempty" jsonschema:"only say what would be restored, deleted and created; change nothing"`
 	}
 	mcpUndoArgs struct {
 		DryRun bool `json:"dry_run,omitempty" jsonschema:"only say what would change; change nothing"`
@@ -64,18 +70,27 @@ type (
 	}
 )
 
-// The tools' structured results (each tool's output schema).
+// The tools' structured results (each tool's output schema). A name that
+// is not UTF-8 travels as the log and `log --json` carry it (SPEC,
+// pathBytes): the name field holds a readable form (U+FFFD for each byte
+// that is not UTF-8) and a sibling "..._bytes" field its exact bytes in
+// base64, left out when the name is UTF-8; a list of names has a sibling
+// list with an entry for each name ("" for one that is UTF-8), left out
+// when every name is. JSON cannot carry such a name as it is: encoding it
+// would make "bad\xff" and "bad\xfe" one name.
 type (
 	mcpStepRef struct {
 		Sequence uint64 `json:"sequence"`
 		Label    string `json:"label"`
 	}
 	mcpStatusOut struct {
-		Workspace  string `json:"workspace"`
-		Mounted    bool   `json:"mounted"`
-		Recording  bool   `json:"recording" jsonschema:"whether changes to the workspace are recorded now (only a mounted workspace records them)"`
-		Mountpoint string `json:"mountpoint,omitempty"`
-		Head       uint64 `json:"head" jsonschema:"the last sequence written"`
+		Workspace       string `json:"workspace"`
+		WorkspaceBytes  string `json:"workspace_bytes,omitempty" jsonschema:"the workspace's exact bytes in base64, when its path is not UTF-8"`
+		Mounted         bool   `json:"mounted"`
+		Recording       bool   `json:"recording" jsonschema:"whether changes to the workspace are recorded now (only a mounted workspace records them)"`
+		Mountpoint      string `json:"mountpoint,omitempty"`
+		MountpointBytes string `json:"mountpoint_bytes,omitempty" jsonschema:"the mountpoint's exact bytes in base64, when it is not UTF-8"`
+		Head            uint64 `json:"head" jsonschema:"the last sequence written"`
 		// Step is the current step.
 		Step         *mcpStepRef `json:"step,omitempty"`
 		Steps        int         `json:"steps" jsonschema:"how many steps were recorded"`
@@ -84,10 +99,12 @@ type (
 		Warnings     []string    `json:"warnings,omitempty"`
 	}
 	mcpChange struct {
-		Path   string `json:"path"`
-		Change string `json:"change" jsonschema:"added, deleted, modified, mode, renamed, skipped or unknown"`
-		From   string `json:"from,omitempty" jsonschema:"a renamed path's old name"`
-		Blob   string `json:"blob,omitempty"`
+		Path      string `json:"path" jsonschema:"the workspace path (a readable form when it is not UTF-8: path_bytes then holds it)"`
+		PathBytes string `json:"path_bytes,omitempty" jsonschema:"the path's exact bytes in base64, when it is not UTF-8 (pass it back as path_bytes or paths_bytes)"`
+		Change    string `json:"change" jsonschema:"added, deleted, modified, mode, renamed, skipped or unknown"`
+		From      string `json:"from,omitempty" jsonschema:"a renamed path's old name"`
+		FromBytes string `json:"from_bytes,omitempty" jsonschema:"the old name's exact bytes in base64, when it is not UTF-8"`
+		Blob      string `json:"blob,omitempty"`
 	}
 	mcpEntry struct {
 		Type         string         `json:"type" jsonschema:"step, rewind, gc or turn"`
@@ -115,24 +132,28 @@ type (
 		Diff string  `json:"diff" jsonschema:"a unified diff, empty when nothing changed"`
 	}
 	mcpShowOut struct {
-		Seq    uint64 `json:"seq"`
-		Path   string `json:"path"`
-		Exists bool   `json:"exists"`
-		Kind   string `json:"kind,omitempty" jsonschema:"file, dir or symlink"`
-		Bytes  int64  `json:"bytes,omitempty"`
+		Seq       uint64 `json:"seq"`
+		Path      string `json:"path"`
+		PathBytes string `json:"path_bytes,omitempty" jsonschema:"the path's exact bytes in base64, when it is not UTF-8"`
+		Exists    bool   `json:"exists"`
+		Kind      string `json:"kind,omitempty" jsonschema:"file, dir or symlink"`
+		Bytes     int64  `json:"bytes,omitempty"`
 		// Content is a text file's content; ContentBase64 a binary one's.
 		Content       string   `json:"content,omitempty"`
 		ContentBase64 string   `json:"content_base64,omitempty"`
 		Truncated     bool     `json:"truncated,omitempty" jsonschema:"the content was cut at 1 MiB"`
 		Target        string   `json:"target,omitempty" jsonschema:"a symlink's target"`
+		TargetBytes   string   `json:"target_bytes,omitempty" jsonschema:"the target's exact bytes in base64, when it is not UTF-8"`
 		Entries       []string `json:"entries,omitempty" jsonschema:"a directory's names"`
+		EntriesBytes  []string `json:"entries_bytes,omitempty" jsonschema:"when a name in entries is not UTF-8: each name's exact bytes in base64, at its position in entries (empty for a name that is UTF-8)"`
 	}
 	mcpPreview struct {
-		Action  string `json:"action" jsonschema:"restore, delete or create"`
-		Path    string `json:"path"`
-		Kind    string `json:"kind"`
-		Added   int    `json:"added,omitempty"`
-		Removed int    `json:"removed,omitempty"`
+		Action    string `json:"action" jsonschema:"restore, delete or create"`
+		Path      string `json:"path"`
+		PathBytes string `json:"path_bytes,omitempty" jsonschema:"the path's exact bytes in base64, when it is not UTF-8"`
+		Kind      string `json:"kind"`
+		Added     int    `json:"added,omitempty"`
+		Removed   int    `json:"removed,omitempty"`
 	}
 	mcpActionOut struct {
 		Action   string `json:"action" jsonschema:"rewind, undo, redo or revert"`
@@ -146,12 +167,15 @@ type (
 		// it; nothing was changed or recorded.
 		Unchanged bool `json:"unchanged,omitempty" jsonschema:"the workspace already was as the action would make it: nothing changed, nothing recorded"`
 		// Step is the step an undo, redo or revert acted on.
-		Step      *mcpStepRef  `json:"step,omitempty"`
-		Paths     []string     `json:"paths,omitempty"`
-		Skipped   []string     `json:"skipped,omitempty" jsonschema:"paths whose earlier state was not kept"`
-		Preview   []mcpPreview `json:"preview,omitempty"`
-		Conflicts []string     `json:"conflicts,omitempty"`
-		Warnings  []string     `json:"warnings,omitempty" jsonschema:"changes made by someone else (a person, another agent session) that this action overwrites"`
+		Step           *mcpStepRef  `json:"step,omitempty"`
+		Paths          []string     `json:"paths,omitempty"`
+		PathsBytes     []string     `json:"paths_bytes,omitempty" jsonschema:"when a name in paths is not UTF-8: each name's exact bytes in base64, at its position in paths (empty for a name that is UTF-8)"`
+		Skipped        []string     `json:"skipped,omitempty" jsonschema:"paths whose earlier state was not kept"`
+		SkippedBytes   []string     `json:"skipped_bytes,omitempty" jsonschema:"when a name in skipped is not UTF-8: each name's exact bytes in base64, at its position in skipped (empty for a name that is UTF-8)"`
+		Preview        []mcpPreview `json:"preview,omitempty"`
+		Conflicts      []string     `json:"conflicts,omitempty"`
+		ConflictsBytes []string     `json:"conflicts_bytes,omitempty" jsonschema:"when a name in conflicts is not UTF-8: each name's exact bytes in base64, at its position in conflicts (empty for a name that is UTF-8)"`
+		Warnings       []string     `json:"warnings,omitempty" jsonschema:"changes made by someone else (a person, another agent session) that this action overwrites"`
 	}
 )
 
@@ -175,13 +199,15 @@ func (t *mcpTools) register(s *mcp.Server, schemas map[string]*jsonschema.Schema
 	addTool(s, schemas, &mcp.Tool{Name: "zerofs_log", Title: "History", Annotations: readOnly,
 		Description: "The workspace's history, newest first: steps (tool calls) with the paths each changed, rewinds, gcs, and turns (a person's prompt; each step names its turn). " +
 			"By default the last 20 entries, without the steps that changed nothing, and without payloads and blob ids (details: true adds them). " +
+			"A path that is not UTF-8 comes as a readable form with its exact bytes (base64) in path_bytes (from_bytes for a rename's old name): pass those back in paths_bytes. " +
 			"Use a step's sequence with zerofs_diff, zerofs_show, zerofs_revert or zerofs_rewind."},
 		map[string]mcpProp{"n": {min: floatp(1), max: 1000, def: "20"}}, t.log)
 	addTool(s, schemas, &mcp.Tool{Name: "zerofs_diff", Title: "Diff", Annotations: readOnly,
 		Description: "A unified diff of the workspace from sequence `from` to sequence `to` (omitted: the workspace now), optionally only of some paths. To see what the step at sequence S did: from S-1 to the step's end (the next entry's sequence minus one), or from S-1 to now."},
 		nil, t.diff)
 	addTool(s, schemas, &mcp.Tool{Name: "zerofs_show", Title: "A file at a sequence", Annotations: readOnly,
-		Description: "A workspace path as it was at a sequence: a file's content (text, or base64 for binary, cut at 1 MiB), a symlink's target, or a directory's names."},
+		Description: "A workspace path as it was at a sequence: a file's content (text, or base64 for binary, cut at 1 MiB), a symlink's target, or a directory's names. " +
+			"Name a path that is not UTF-8 by path_bytes, its exact bytes in base64 (as zerofs_log's path_bytes gives them); a name in the result that is not UTF-8 has its bytes beside it (path_bytes, target_bytes, entries_bytes)."},
 		nil, t.show)
 	addTool(s, schemas, &mcp.Tool{Name: "zerofs_step", Title: "Begin a step", Annotations: additive,
 		Description: "Begin a new step before changing files, labelled with what you are about to do (one line). Every change until the next step belongs to it, and zerofs_undo or zerofs_revert can take it back on its own. Not needed when the client's hooks begin steps (zerofs hooks install)."},
@@ -241,12 +267,13 @@ func (t *mcpTools) status(ctx context.Context, _ *mcp.CallToolRequest, _ mcpNoAr
 		}
 		return nil, mcpStatusOut{}, mcpError(err)
 	}
-	out := mcpStatusOut{Workspace: st.Workspace.Root, Mounted: st.Workspace.Mounted, Recording: st.Workspace.Mounted,
+	out := mcpStatusOut{Workspace: rewind.Readable(st.Workspace.Root), WorkspaceBytes: rewind.ExactBytes(st.Workspace.Root), Mounted: st.Workspace.Mounted, Recording: st.Workspace.Mounted,
 		Head: uint64(st.Head), Steps: st.Steps, PrunedBefore: uint64(st.Pruned), StoreBytes: st.StoreBytes}
 	if st.Workspace.Mounted {
-		out.Mountpoint = st.Workspace.Status.Mountpoint
+		mp := st.Workspace.Status.Mountpoint
+		out.Mountpoint, out.MountpointBytes = rewind.Readable(mp), rewind.ExactBytes(mp)
 	} else {
-		w := "not mounted: changes made now are not recorded, and undo cannot take them back (zerofs mount " + st.Workspace.Root + ")"
+		w := "not mounted: changes made now are not recorded, and undo cannot take them back (zerofs mount " + quote.Name(st.Workspace.Root) + ")"
 		if st.DaemonElsewhere > 0 {
 			w = fmt.Sprintf("mounted elsewhere (pid %d), not here: changes made through this path are not recorded", st.DaemonElsewhere)
 		}
@@ -256,7 +283,7 @@ func (t *mcpTools) status(ctx context.Context, _ *mcp.CallToolRequest, _ mcpNoAr
 		out.Step = &mcpStepRef{Sequence: uint64(st.Step.Sequence), Label: st.Step.Label}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "workspace %s: ", quote.Name(out.Workspace))
+	fmt.Fprintf(&b, "workspace %s: ", quote.Name(st.Workspace.Root))
 	if out.Recording {
 		fmt.Fprintf(&b, "mounted, recording")
 	} else {
@@ -278,7 +305,7 @@ func (t *mcpTools) log(ctx context.Context, _ *mcp.CallToolRequest, a mcpLogArgs
 	}
 	var out mcpLogOut
 	err := t.with(ctx, func(ws *history.Workspace, src history.Source) error {
-		paths, err := mcpPaths(a.Paths)
+		paths, err := mcpArgPaths(a.Paths, a.PathsBytes)
 		if err != nil {
 			return err
 		}
@@ -326,7 +353,8 @@ func compactEntry(e history.Entry, details bool) mcpEntry {
 		m.Target, m.Restored, m.Deleted = uint64(r.TargetSequence), r.Report.Restored, r.Report.Deleted
 	}
 	for _, c := range e.Changes {
-		mc := mcpChange{Path: c.Path, Change: c.Change, From: c.From}
+		mc := mcpChange{Path: rewind.Readable(c.Path), PathBytes: rewind.ExactBytes(c.Path), Change: c.Change,
+			From: rewind.Readable(c.From), FromBytes: rewind.ExactBytes(c.From)}
 		if details {
 			mc.Blob = c.Blob
 		}
@@ -358,16 +386,16 @@ func writeEntryLine(b *strings.Builder, e mcpEntry) {
 		fmt.Fprintf(b, "%s%s %d %s %s\n", ind, e.Type, e.Sequence, e.Time, quote.Line(e.Label))
 	}
 	for _, c := range e.Changes {
-		name := quote.Name(c.Path)
+		name := quote.Name(exactName(c.Path, c.PathBytes))
 		if c.From != "" {
-			name = quote.Name(c.From) + " -> " + name
+			name = quote.Name(exactName(c.From, c.FromBytes)) + " -> " + name
 		}
 		fmt.Fprintf(b, "    %-8s %s\n", c.Change, name)
 	}
 }
 
 func (t *mcpTools) diff(ctx context.Context, _ *mcp.CallToolRequest, a mcpDiffArgs) (*mcp.CallToolResult, mcpDiffOut, error) {
-	paths, err := mcpPaths(a.Paths)
+	paths, err := mcpArgPaths(a.Paths, a.PathsBytes)
 	if err != nil {
 		return nil, mcpDiffOut{}, err
 	}
@@ -401,31 +429,39 @@ func (t *mcpTools) diff(ctx context.Context, _ *mcp.CallToolRequest, a mcpDiffAr
 const maxShow = 1 << 20
 
 func (t *mcpTools) show(ctx context.Context, _ *mcp.CallToolRequest, a mcpShowArgs) (*mcp.CallToolResult, mcpShowOut, error) {
-	out := mcpShowOut{Seq: a.Seq, Path: a.Path}
-	if a.Path != "" {
-		if err := rewind.CleanPath(a.Path); err != nil {
-			return nil, out, fmt.Errorf("path %s is not a workspace path: give it relative to the workspace root, without . or .. (%v)", quote.Name(a.Path), err)
+	p, err := mcpArgPath(a.Path, a.PathBytes)
+	if err != nil {
+		return nil, mcpShowOut{}, err
+	}
+	out := mcpShowOut{Seq: a.Seq, Path: rewind.Readable(p), PathBytes: rewind.ExactBytes(p)}
+	if p != "" {
+		if err := rewind.CleanPath(p); err != nil {
+			return nil, out, fmt.Errorf("path %s is not a workspace path: give it relative to the workspace root, without . or .. (%v)", quote.Name(p), err)
 		}
 	}
-	err := t.with(ctx, func(ws *history.Workspace, src history.Source) error {
+	var entries []string // exact names
+	var target string
+	err = t.with(ctx, func(ws *history.Workspace, src history.Source) error {
 		seq := history.Seq(a.Seq)
-		n, err := src.Stat(a.Path, seq)
+		n, err := src.Stat(p, seq)
 		if err != nil {
 			return mcpError(history.ExplainSeq(src, seq, err))
 		}
 		if !n.Exists {
-			return fmt.Errorf("%s did not exist at %d (path)", quote.Name(a.Path), a.Seq)
+			return fmt.Errorf("%s did not exist at %d (path)", quote.Name(p), a.Seq)
 		}
 		out.Exists, out.Kind, out.Bytes = true, string(n.Kind), n.Bytes
 		switch n.Kind {
 		case rewind.KindDir:
-			out.Entries, err = src.List(a.Path, seq)
+			entries, err = src.List(p, seq)
+			out.Entries, out.EntriesBytes = rewind.ReadableAll(entries), rewind.ExactBytesAll(entries)
 			return mcpError(err)
 		case rewind.KindSymlink:
-			out.Target = n.Target
+			target = n.Target
+			out.Target, out.TargetBytes = rewind.Readable(target), rewind.ExactBytes(target)
 			return nil
 		}
-		b, err := src.Content(a.Path, seq)
+		b, err := src.Content(p, seq)
 		if err != nil {
 			return mcpError(err)
 		}
@@ -445,9 +481,9 @@ func (t *mcpTools) show(ctx context.Context, _ *mcp.CallToolRequest, a mcpShowAr
 	msg := out.Content
 	switch {
 	case out.Kind == string(rewind.KindDir):
-		msg = strings.Join(quoteAll(out.Entries), "\n")
+		msg = strings.Join(quoteAll(entries), "\n")
 	case out.Kind == string(rewind.KindSymlink):
-		msg = "symlink to " + quote.Name(out.Target)
+		msg = "symlink to " + quote.Name(target)
 	case out.ContentBase64 != "":
 		msg = fmt.Sprintf("binary file of %d bytes (content_base64 holds it)", out.Bytes)
 	}
@@ -492,11 +528,11 @@ func (t *mcpTools) step(ctx context.Context, _ *mcp.CallToolRequest, a mcpStepAr
 }
 
 func (t *mcpTools) rewind(ctx context.Context, _ *mcp.CallToolRequest, a mcpRewindArgs) (*mcp.CallToolResult, mcpActionOut, error) {
-	paths, err := mcpPaths(a.Paths)
+	paths, err := mcpArgPaths(a.Paths, a.PathsBytes)
 	if err != nil {
 		return nil, mcpActionOut{}, err
 	}
-	if a.Paths != nil && len(paths) == 0 {
+	if (a.Paths != nil || a.PathsBytes != nil) && len(paths) == 0 {
 		return nil, mcpActionOut{}, errors.New("paths is empty: omit it to rewind the whole workspace")
 	}
 	return t.act(ctx, "rewind", control.RewindRequest{Target: history.Seq(a.Seq), Paths: paths, DryRun: a.DryRun})
@@ -558,10 +594,11 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 			out.Sequence = 0
 		}
 		out.Restored, out.Deleted, out.Unchanged = rep.Report.Restored, rep.Report.Deleted, rep.Unchanged
-		out.Skipped, out.Paths, out.Conflicts = rep.Report.Skipped, rep.Paths, rep.Conflicts
-		if len(out.Skipped) == 0 {
-			out.Skipped = nil
+		if len(rep.Report.Skipped) > 0 {
+			out.Skipped, out.SkippedBytes = rewind.ReadableAll(rep.Report.Skipped), rewind.ExactBytesAll(rep.Report.Skipped)
 		}
+		out.Paths, out.PathsBytes = rewind.ReadableAll(rep.Paths), rewind.ExactBytesAll(rep.Paths)
+		out.Conflicts, out.ConflictsBytes = rewind.ReadableAll(rep.Conflicts), rewind.ExactBytesAll(rep.Conflicts)
 		switch {
 		case rep.Undid != nil:
 			out.Step = &mcpStepRef{Sequence: uint64(rep.Undid.Sequence), Label: rep.Undid.Label}
@@ -571,7 +608,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 			out.Step = revertedStep(src, req.Revert)
 		}
 		for _, c := range rep.Preview {
-			p := mcpPreview{Action: string(c.Action), Path: c.Path, Kind: string(c.Kind)}
+			p := mcpPreview{Action: string(c.Action), Path: rewind.Readable(c.Path), PathBytes: rewind.ExactBytes(c.Path), Kind: string(c.Kind)}
 			if c.Lines != nil {
 				p.Added, p.Removed = c.Lines.Added, c.Lines.Removed
 			}
@@ -612,7 +649,7 @@ func actionText(o mcpActionOut) string {
 	if o.DryRun {
 		fmt.Fprintf(&b, "would %s: restore %d, delete %d\n", what, o.Restored, o.Deleted)
 		for _, p := range o.Preview {
-			fmt.Fprintf(&b, "  %-8s %s", p.Action, quote.Name(p.Path))
+			fmt.Fprintf(&b, "  %-8s %s", p.Action, quote.Name(exactName(p.Path, p.PathBytes)))
 			if p.Added > 0 || p.Removed > 0 {
 				fmt.Fprintf(&b, "  +%d -%d", p.Added, p.Removed)
 			}
@@ -623,7 +660,8 @@ func actionText(o mcpActionOut) string {
 	} else {
 		fmt.Fprintf(&b, "%s done: restored %d, deleted %d; zerofs_rewind to %d takes it back\n", what, o.Restored, o.Deleted, o.Before)
 	}
-	for _, p := range o.Skipped {
+	skipped, _ := rewind.FromBytesAll("skipped", o.Skipped, o.SkippedBytes)
+	for _, p := range skipped {
 		fmt.Fprintf(&b, "  skipped %s (its earlier state was not kept)\n", quote.Name(p))
 	}
 	for _, w := range o.Warnings {
@@ -653,6 +691,59 @@ func foreignWarnings(fs []rewind.Foreign, verb string, seen map[string]bool) []s
 		out = append(out, fmt.Sprintf("this %s %s, changed %s%s after sequence %d", verb, quote.Name(f.Path), why, who, f.Seq))
 	}
 	return out
+}
+
+// exactName is the name a result's readable form and "..._bytes" field
+// stand for (its text's own form when the field is empty).
+func exactName(text, b64 string) string {
+	if n, err := rewind.FromBytes("path", text, b64); err == nil {
+		return n
+	}
+	return text
+}
+
+// mcpArgPath is the path a tool's path and path_bytes arguments name: the
+// exact bytes when given (a name that is not UTF-8, as a result's
+// path_bytes gives it), the text otherwise.
+func mcpArgPath(path, b64 string) (string, error) {
+	if b64 == "" {
+		return path, nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return "", fmt.Errorf("path_bytes: not base64 (give a path's exact bytes in base64, as path_bytes in a result has them): %v", err)
+	}
+	return string(raw), nil
+}
+
+// mcpArgPaths checks the workspace paths a tool's paths and paths_bytes
+// arguments name: paths_bytes holds, at each path's position, the exact
+// bytes in base64 of a path that is not UTF-8 ("" for one given as text in
+// paths), as a result's paths_bytes does; or, with no paths, every path.
+func mcpArgPaths(paths, b64 []string) ([]string, error) {
+	if len(b64) == 0 {
+		return mcpPaths(paths)
+	}
+	alone := len(paths) == 0
+	if !alone && len(paths) != len(b64) {
+		return nil, fmt.Errorf("paths_bytes has %d entries for %d paths: give one for each entry of paths (empty for a path given as text), or give paths_bytes alone", len(b64), len(paths))
+	}
+	out := make([]string, len(b64))
+	for i, b := range b64 {
+		switch {
+		case b != "":
+			raw, err := base64.StdEncoding.DecodeString(b)
+			if err != nil {
+				return nil, fmt.Errorf("paths_bytes[%d]: not base64 (give a path's exact bytes in base64, as path_bytes in a result has them): %v", i, err)
+			}
+			out[i] = string(raw)
+		case alone:
+			return nil, fmt.Errorf("paths_bytes[%d] is empty: with no paths, give every path's bytes", i)
+		default:
+			out[i] = paths[i]
+		}
+	}
+	return mcpPaths(out)
 }
 
 // mcpPaths checks workspace paths given as an argument.
