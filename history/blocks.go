@@ -44,6 +44,9 @@ type Block struct {
 	// Turn is the sequence of the turn the block belongs to (the last turn
 	// event before it), 0 before the first turn.
 	Turn Seq
+	// after is the block's last sequence at which something of its own
+	// happened (After).
+	after Seq
 	// Last is set when the block's sequences interleave with another
 	// step's (several agent sessions at once: rewind/session.go): for each
 	// path, the block's last capture of it. The path's state just after
@@ -88,6 +91,19 @@ func (b *Block) Before() Seq {
 		return b.First - 1
 	}
 	return b.Start - 1
+}
+
+// After is the earliest sequence whose state is the workspace just after
+// the block: End, less the events at its tail that change no file and are
+// not the block's doing (a stash_named, which the namer or the next rewind
+// writes when it comes to it; a turn; a gc), so that `show` labels a
+// step's after-state with the step's own last sequence, not with the
+// naming a rewind after it wrote first.
+func (b *Block) After() Seq {
+	if b.after == 0 || b.after > b.End {
+		return b.End
+	}
+	return b.after
 }
 
 // Blocks reads the whole history of src into blocks, oldest first, and
@@ -280,6 +296,22 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 		}
 		b.End = end
 		end = b.Start - 1
+	}
+	// And its after-state is named by its last event that is its own.
+	quiet := map[Seq]bool{} // events that change no file: namings, turns, gcs
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeStashNamed || ev.Type == eventlog.TypeTurn || ev.Type == eventlog.TypeHistoryPruned || ev.Type == eventlog.TypeHistoryThinned {
+			quiet[ev.Seq] = true
+		}
+	}
+	for _, b := range blocks {
+		if b.Type == BlockPruned {
+			continue
+		}
+		b.after = b.End
+		for b.after > b.Start && quiet[b.after] {
+			b.after--
+		}
 	}
 	return blocks, turns, head, nil
 }

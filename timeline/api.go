@@ -51,6 +51,9 @@ type Item struct {
 	// before the entry: the diff's left side, what "rewind to before" and
 	// "restore" go back to.
 	Before Seq `json:"before"`
+	// After is the earliest sequence whose state is the workspace just
+	// after the entry (history.Block.After): the diff's right side.
+	After Seq `json:"after,omitempty"`
 	// Procs are the processes that made the changes, in order of first
 	// change.
 	Procs []Proc `json:"procs"`
@@ -247,7 +250,7 @@ func LogWith(src history.Source, before Seq, limit int, all bool) (Page, error) 
 		}
 		it := Item{Entry: history.Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End,
 			Time: b.Time, Label: b.Label, Implicit: b.Implicit, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn,
-			Changes: []history.Change{}}, Before: b.Before(), Procs: []Proc{}}
+			Changes: []history.Change{}}, Before: b.Before(), After: b.After(), Procs: []Proc{}}
 		if b.Pruned != nil {
 			it.PrunedBefore = &b.Pruned.Before
 		}
@@ -267,7 +270,7 @@ func LogWith(src history.Source, before Seq, limit int, all bool) (Page, error) 
 				it.Changes = cs
 			}
 			it.Procs = procs(cs)
-			it.Lines = lines(src, it.Before, b.End, cs)
+			it.Lines = lines(src, it.Before, it.After, cs)
 		}
 		page.Entries = append(page.Entries, it)
 	}

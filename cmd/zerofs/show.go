@@ -88,7 +88,7 @@ func showStep(e *env, h history.Source, r ref) error {
 		ent = &history.Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End, Time: b.Time, Label: b.Label, Implicit: b.Implicit, Rewind: b.Rewind}
 	}
 	color := useColor(e.stdout)
-	diffs, derr := history.Diff(h, b.Before(), b.End, nil)
+	diffs, derr := history.Diff(h, b.Before(), b.After(), nil)
 	return withPager(e, func(w io.Writer) error {
 		if err := writeLog(w, []history.Entry{*ent}, true, color); err != nil {
 			return err

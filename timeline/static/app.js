@@ -378,7 +378,7 @@ function oct(m) { return m ? "0" + (m & 0o7777).toString(8) : "?"; }
 async function showDiff(e, c, li) {
   document.querySelectorAll(".file.selected").forEach((x) => x.classList.remove("selected"));
   if (li) li.classList.add("selected");
-  const q = new URLSearchParams({a: e.before, b: e.end});
+  const q = new URLSearchParams({a: e.before, b: e.after || e.end});
   let qs = q.toString() + "&path=" + nameParam(c.path, c.pathBytes);
   if (c.from) qs += "&path=" + nameParam(c.from, c.fromBytes);
   const r = await api("/api/diff?" + qs);
