@@ -25,6 +25,13 @@ type faultProxy struct {
 	held atomic.Int64
 }
 
+// faultTimeout bounds one attempt of the replicator under test: short, so
+// that requests the proxy holds time out within the test, yet long enough
+// for an attempt's uploads to finish on a loaded machine under -race (at
+// one second an attempt that uploaded a segment never finished at load 24,
+// so the replica never caught up).
+const faultTimeout = 4 * time.Second
+
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.hits.Add(1)
 	switch p.mode.Load().(string) {
@@ -35,7 +42,7 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.held.Add(1)
 		defer p.held.Add(-1)
 		select {
-		case <-time.After(3 * time.Second):
+		case <-time.After(2 * faultTimeout):
 		case <-r.Context().Done():
 			return
 		}
@@ -74,7 +81,7 @@ func TestFaultyEndpoint(t *testing.T) {
 	w := openWorkspace(t, dir)
 	defer w.close()
 	u := URL{Bucket: "replicas", Prefix: "faulty"}
-	r := replicator(t, w, u, Options{Every: 50 * time.Millisecond, BaseEvery: 100 * time.Millisecond, Timeout: time.Second, Logger: quiet})
+	r := replicator(t, w, u, Options{Every: 50 * time.Millisecond, BaseEvery: 100 * time.Millisecond, Timeout: faultTimeout, Logger: quiet})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
