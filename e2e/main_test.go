@@ -119,6 +119,10 @@ func unmountT(t *testing.T, ws string, pid int) {
 	if !fuseMounted(ws) {
 		return
 	}
+	if t.Failed() && pid > 0 {
+		dumpDaemon(t, ws, pid)
+		return
+	}
 	if out, err := zerofsCtx(t, 30*time.Second, "/", "umount", ws); err != nil {
 		t.Errorf("zerofs umount %s: %v\n%s", ws, err, out)
 	}
@@ -132,6 +136,36 @@ func unmountT(t *testing.T, ws string, pid int) {
 	if fuseMounted(ws) {
 		t.Errorf("%s is still mounted after umount -l", ws)
 	}
+}
+
+// dumpDaemon, for a test that failed with its daemon still mounted, asks
+// the daemon for its goroutines (SIGQUIT: the Go runtime prints every
+// goroutine's stack to the daemon's log and exits), detaches the mount and
+// logs the dump. A test that failed for "deadlock?" (a writer that did not
+// finish, a command that timed out) then says where the daemon waited, or
+// shows that it waited nowhere and the machine was only slow.
+func dumpDaemon(t *testing.T, ws string, pid int) {
+	t.Helper()
+	logPath := filepath.Join(ws, ".zero", "daemon.log") // the backing store, once detached
+	syscall.Kill(pid, syscall.SIGQUIT)
+	gone := testsupport.Poll(10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
+	if gone != nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	detach(t, ws)
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Logf("the daemon's log after SIGQUIT: %v", err)
+		return
+	}
+	const most = 256 << 10
+	if i := bytes.LastIndex(b, []byte("SIGQUIT")); i >= 0 {
+		b = b[i:]
+	}
+	if len(b) > most {
+		b = b[:most]
+	}
+	t.Logf("the daemon's goroutines (pid %d, SIGQUIT after the test failed):\n%s", pid, b)
 }
 
 // detach lazily unmounts ws (umount -l) and waits until it is gone.
