@@ -20,6 +20,9 @@ type Bucket interface {
 	PutNewReader(ctx context.Context, name string, body io.ReadSeeker, size int64) error
 	// Get reads the object name; ErrNotFound if there is none.
 	Get(ctx context.Context, name string) ([]byte, error)
+	// GetReader is Get as a stream, for objects too large to hold in
+	// memory (the caller closes it).
+	GetReader(ctx context.Context, name string) (io.ReadCloser, error)
 	// List names every object whose name starts with prefix, sorted.
 	List(ctx context.Context, prefix string) ([]string, error)
 	// Delete removes the object name; one that does not exist is no

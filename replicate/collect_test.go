@@ -3,6 +3,7 @@ package replicate
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -183,6 +184,11 @@ type hookBucket struct {
 func (h *hookBucket) Get(ctx context.Context, name string) ([]byte, error) {
 	h.beforeGet(name)
 	return h.Bucket.Get(ctx, name)
+}
+
+func (h *hookBucket) GetReader(ctx context.Context, name string) (io.ReadCloser, error) {
+	h.beforeGet(name)
+	return h.Bucket.GetReader(ctx, name)
 }
 
 // childCollectAndHang replicates the store in arg ("DIR PREFIX K") after

@@ -1,7 +1,6 @@
 package replicate
 
 import (
-	"bytes"
 	"crypto/cipher"
 	"crypto/hkdf"
 	"crypto/hmac"
@@ -118,36 +117,4 @@ func randRead(b []byte) {
 	if _, err := rand.Read(b); err != nil {
 		panic(err) // crypto/rand does not fail on Linux
 	}
-}
-
-// open undoes seal (and sealStream), refusing a body that is not what object (whose
-// logical name is logical) should hold, or that decodes to more than
-// limit bytes.
-func (c *codec) open(object, logical string, body []byte, limit int64) ([]byte, error) {
-	sealed := bytes.HasPrefix(body, sealMagic) || bytes.HasPrefix(body, sealMagic2)
-	if c == nil {
-		if sealed {
-			return nil, fmt.Errorf("%w: %s is encrypted; give its --replica-key", ErrKey, object)
-		}
-		return decompress(object, body, limit)
-	}
-	if !sealed {
-		return nil, &DamageError{Object: object, Why: "not sealed with a replica key"}
-	}
-	if rest, ok := bytes.CutPrefix(body, sealMagic2); ok {
-		z, err := c.openChunks(object, logical, rest)
-		if err != nil {
-			return nil, err
-		}
-		return decompress(object, z, limit)
-	}
-	rest := body[len(sealMagic):]
-	if len(rest) < c.aead.NonceSize() {
-		return nil, &DamageError{Object: object, Why: "too short"}
-	}
-	z, err := c.aead.Open(nil, rest[:c.aead.NonceSize()], rest[c.aead.NonceSize():], []byte(logical))
-	if err != nil {
-		return nil, &DamageError{Object: object, Why: "it does not authenticate with this key (tampered, or another object's)"}
-	}
-	return decompress(object, z, limit)
 }

@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -63,6 +64,14 @@ func (m *memBucket) Get(_ context.Context, name string) ([]byte, error) {
 		return nil, ErrNotFound
 	}
 	return append([]byte(nil), b...), nil
+}
+
+func (m *memBucket) GetReader(ctx context.Context, name string) (io.ReadCloser, error) {
+	b, err := m.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(b)), nil
 }
 
 func (m *memBucket) List(_ context.Context, prefix string) ([]string, error) {

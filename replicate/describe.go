@@ -1,7 +1,6 @@
 package replicate
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,21 +85,7 @@ func describe(ctx context.Context, b Bucket, u URL, key []byte) (Summary, error)
 	ret := rewind.NewRetention()
 	next := eventlog.Seq(1)
 	for _, s := range run {
-		body, err := b.Get(ctx, s.Name)
-		if err != nil {
-			return Summary{}, err
-		}
-		if hashHex(body) != s.Hash {
-			return Summary{}, &DamageError{Object: s.Name, Why: "its bytes do not hash to its name"}
-		}
-		raw, err := c.open(s.Name, segmentLogical(s.First, s.Last), body, maxDecoded)
-		if err != nil {
-			return Summary{}, err
-		}
-		for _, line := range bytes.SplitAfter(raw, []byte("\n")) {
-			if len(line) == 0 {
-				continue
-			}
+		err := eachLine(ctx, b, c, s, "", func(line []byte) error {
 			var ev struct {
 				Seq     eventlog.Seq `json:"sequence"`
 				Type    string       `json:"type"`
@@ -112,19 +97,19 @@ func describe(ctx context.Context, b Bucket, u URL, key []byte) (Summary, error)
 				} `json:"payload"`
 			}
 			if err := json.Unmarshal(line, &ev); err != nil {
-				return Summary{}, &DamageError{Object: s.Name, Why: err.Error()}
+				return &DamageError{Object: s.Name, Why: err.Error()}
 			}
 			if ev.Seq < next {
-				continue
+				return nil
 			}
 			next = ev.Seq + 1
 			if ev.Seq <= newest.Seq && (ev.Type == eventlog.TypeHistoryPruned || ev.Type == eventlog.TypeHistoryThinned) {
 				var full eventlog.Event
 				if err := json.Unmarshal(line, &full); err != nil {
-					return Summary{}, &DamageError{Object: s.Name, Why: err.Error()}
+					return &DamageError{Object: s.Name, Why: err.Error()}
 				}
 				if err := ret.Add(full); err != nil {
-					return Summary{}, &DamageError{Object: s.Name, Why: err.Error()}
+					return &DamageError{Object: s.Name, Why: err.Error()}
 				}
 			}
 			switch ev.Type {
@@ -134,6 +119,10 @@ func describe(ctx context.Context, b Bucket, u URL, key []byte) (Summary, error)
 				sum.Steps = append(sum.Steps, SummaryStep{Seq: ev.Seq, Type: ev.Type, At: ev.At,
 					Label: fmt.Sprintf("%s to %d", ev.Payload.Form, ev.Payload.Target)})
 			}
+			return nil
+		})
+		if err != nil {
+			return Summary{}, err
 		}
 	}
 	sum.PrunedBefore, sum.Thinned = ret.Pruned(), ret.Thinned()

@@ -46,7 +46,9 @@
 //
 // Large content (streamAbove, upload.go) is compressed and sealed into an
 // unlinked temporary file and sent from it: no blob is held whole in
-// memory on its way up. Sealed, it is sealed in chunks (sealMagic2).
+// memory on its way up. Sealed, it is sealed in chunks (sealMagic2). A
+// restore streams what it reads (download.go): no large blob is held
+// whole, and nothing read is used before all of it is checked.
 //
 // One writer per prefix: lease.json (created by a conditional write) names
 // the store that replicates there; another store is refused (LeaseError).

@@ -21,22 +21,9 @@ const (
 
 var (
 	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
-	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxObject))
 )
 
 func compress(b []byte) []byte { return encoder.EncodeAll(b, nil) }
-
-// decompress decodes an object's body, refusing more than limit bytes.
-func decompress(name string, body []byte, limit int64) ([]byte, error) {
-	out, err := decoder.DecodeAll(body, nil)
-	if err != nil {
-		return nil, &DamageError{Object: name, Why: "not zstd: " + err.Error()}
-	}
-	if int64(len(out)) > limit {
-		return nil, &DamageError{Object: name, Why: fmt.Sprintf("decodes to %d bytes, more than %d", len(out), limit)}
-	}
-	return out, nil
-}
 
 // DamageError is an object of the replica that is not what its name says.
 type DamageError struct {

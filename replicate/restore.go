@@ -1,12 +1,13 @@
 package replicate
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -173,7 +174,7 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	defer unix.Close(sfd)
 	store := "/proc/self/fd/" + strconv.Itoa(sfd)
 
-	ret, err := writeLog(ctx, b, c, run, base.Seq, sfd)
+	ret, err := writeLog(ctx, b, c, run, base.Seq, sfd, store)
 	if err != nil {
 		return fail(err)
 	}
@@ -183,20 +184,21 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	}
 	// The blobs of the base, and those of the before-states the history
 	// keeps (what its cuts and thins dropped, no state needs).
-	need := map[blobstore.ID]bool{}
+	// Each with the largest length a state gives it: more is refused.
+	need := map[blobstore.ID]int64{}
 	for _, e := range bs.Files {
 		if e.Kind == rewind.KindFile && !e.Skipped {
 			id, _ := blobstore.ParseID(e.Blob)
-			need[id] = true
+			need[id] = max(need[id], e.Bytes)
 		}
 	}
 	ret.Records(func(_ eventlog.Seq, fs rewind.FileState) {
 		if id, err := blobstore.ParseID(fs.Blob); err == nil {
-			need[id] = true
+			need[id] = max(need[id], fs.Bytes)
 		}
 	})
-	for id := range need {
-		err := fetchBlob(ctx, b, c, blobs, id)
+	for id, size := range need {
+		err := fetchBlob(ctx, b, c, blobs, id, size, store)
 		if err != nil {
 			blobs.Close()
 			return fail(err)
@@ -266,21 +268,27 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	return res, nil
 }
 
-// fetchBase reads and checks a base.
+// fetchBase reads and checks a base (spooled to the system's temporary
+// directory: the restore's own does not exist yet).
 func fetchBase(ctx context.Context, b Bucket, c *codec, ref baseRef) (Base, error) {
-	body, err := b.Get(ctx, ref.Name)
+	r, err := readChecked(ctx, b, c, ref.Name, ref.Hash, baseLogical(ref.Seq), "")
 	if err != nil {
 		return Base{}, err
 	}
-	if hashHex(body) != ref.Hash {
-		return Base{}, &DamageError{Object: ref.Name, Why: "its bytes do not hash to its name"}
-	}
-	raw, err := c.open(ref.Name, baseLogical(ref.Seq), body, maxDecoded)
-	if err != nil {
-		return Base{}, err
-	}
+	defer r.Close()
 	var bs Base
-	if err := json.Unmarshal(raw, &bs); err != nil {
+	dec := json.NewDecoder(r)
+	err = dec.Decode(&bs)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("more after the base")
+		}
+	}
+	if err != nil {
+		var de *DamageError
+		if errors.As(err, &de) {
+			return Base{}, err
+		}
 		return Base{}, &DamageError{Object: ref.Name, Why: err.Error()}
 	}
 	if bs.Sequence != ref.Seq || bs.Format != 1 {
@@ -328,7 +336,7 @@ func fetchBase(ctx context.Context, b Bucket, c *codec, ref baseRef) (Base, erro
 // engine folds them (which before-states survive, so which blobs the
 // history needs). Each segment must hash to its name and hold exactly the
 // sequences it names, in order, and each event must be one zerofs writes.
-func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto eventlog.Seq, sfd int) (*rewind.Retention, error) {
+func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto eventlog.Seq, sfd int, store string) (*rewind.Retention, error) {
 	fd, err := unix.Openat(sfd, rewind.LogName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, err
@@ -341,43 +349,30 @@ func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto event
 		if next > upto {
 			break
 		}
-		body, err := b.Get(ctx, s.Name)
-		if err != nil {
-			return nil, err
-		}
-		if hashHex(body) != s.Hash {
-			return nil, &DamageError{Object: s.Name, Why: "its bytes do not hash to its name"}
-		}
-		raw, err := c.open(s.Name, segmentLogical(s.First, s.Last), body, maxDecoded)
-		if err != nil {
-			return nil, err
-		}
 		want := s.First
-		for len(raw) > 0 {
-			i := bytes.IndexByte(raw, '\n')
-			if i < 0 {
-				return nil, &DamageError{Object: s.Name, Why: "its last line has no newline"}
-			}
-			line := raw[:i+1]
-			raw = raw[i+1:]
+		err := eachLine(ctx, b, c, s, store, func(line []byte) error {
 			var ev eventlog.Event
 			if err := json.Unmarshal(line, &ev); err != nil || ev.Seq != want {
-				return nil, &DamageError{Object: s.Name, Why: fmt.Sprintf("line of sequence %d: not the event it should be (%v)", want, err)}
+				return &DamageError{Object: s.Name, Why: fmt.Sprintf("line of sequence %d: not the event it should be (%v)", want, err)}
 			}
 			want++
 			if ev.Seq < next || ev.Seq > upto {
-				continue // overlap with the segment before, or past the base
+				return nil // overlap with the segment before, or past the base
 			}
 			if err := rewind.CheckEvent(s.Name, ev); err != nil {
-				return nil, &DamageError{Object: s.Name, Why: err.Error()}
+				return &DamageError{Object: s.Name, Why: err.Error()}
 			}
 			if err := ret.Add(ev); err != nil {
-				return nil, &DamageError{Object: s.Name, Why: err.Error()}
+				return &DamageError{Object: s.Name, Why: err.Error()}
 			}
 			if _, err := f.Write(line); err != nil {
-				return nil, err
+				return err
 			}
 			next = ev.Seq + 1
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 		if want != s.Last+1 {
 			return nil, &DamageError{Object: s.Name, Why: fmt.Sprintf("it ends at sequence %d, its name says %d", want-1, s.Last)}
@@ -392,24 +387,70 @@ func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto event
 	return ret, nil
 }
 
-// fetchBlob copies blob id from the replica into the store, verified.
-func fetchBlob(ctx context.Context, b Bucket, c *codec, blobs *blobstore.Store, id blobstore.ID) error {
+// eachLine gives fn each line of segment s (spooled to a temporary file
+// in tmp and checked whole first: readChecked), one at a time.
+func eachLine(ctx context.Context, b Bucket, c *codec, s segment, tmp string, fn func(line []byte) error) error {
+	r, err := readChecked(ctx, b, c, s.Name, s.Hash, segmentLogical(s.First, s.Last), tmp)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if err == io.EOF {
+			if len(line) > 0 {
+				return &DamageError{Object: s.Name, Why: "its last line has no newline"}
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(line); err != nil {
+			return err
+		}
+	}
+}
+
+// fetchBlob copies blob id (of at most size bytes) from the replica into
+// the store: decoded into a temporary file in dir, it is stored only once
+// all of it hashes to id.
+func fetchBlob(ctx context.Context, b Bucket, c *codec, blobs *blobstore.Store, id blobstore.ID, size int64, dir string) error {
 	if blobs.Has(id) {
 		return nil
 	}
 	name := c.blobName(id)
-	body, err := b.Get(ctx, name)
+	body, err := b.GetReader(ctx, name)
 	if err != nil {
 		return err
 	}
-	data, err := c.open(name, name, body, maxObject)
+	defer body.Close()
+	plain, err := c.openReader(name, name, body, size)
 	if err != nil {
 		return err
 	}
-	if blobstore.ID(sha256.Sum256(data)) != id {
+	defer plain.Close()
+	tmp, err := tempIn(dir)
+	if err != nil {
+		return err
+	}
+	defer tmp.Close()
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), plain); err != nil {
+		var de *DamageError
+		if errors.As(err, &de) || errors.Is(err, ErrKey) {
+			return err
+		}
+		return fmt.Errorf("replicate: get %s: %w", name, err)
+	}
+	if blobstore.ID(h.Sum(nil)) != id {
 		return &DamageError{Object: name, Why: "its content does not hash to its name"}
 	}
-	got, _, err := blobs.Put(bytes.NewReader(data))
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	got, _, err := blobs.Put(tmp)
 	if err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ func (b *s3Bucket) PutNewReader(ctx context.Context, name string, body io.ReadSe
 	return nil
 }
 
-func (b *s3Bucket) Get(ctx context.Context, name string) ([]byte, error) {
+func (b *s3Bucket) GetReader(ctx context.Context, name string) (io.ReadCloser, error) {
 	out, err := b.c.GetObject(ctx, &s3.GetObjectInput{
 		Bucket: aws.String(b.url.Bucket),
 		Key:    aws.String(b.url.key(name)),
@@ -83,8 +83,16 @@ func (b *s3Bucket) Get(ctx context.Context, name string) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("replicate: get %s: %w", name, err)
 	}
-	defer out.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(out.Body, maxObject+1))
+	return out.Body, nil
+}
+
+func (b *s3Bucket) Get(ctx context.Context, name string) ([]byte, error) {
+	body, err := b.GetReader(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	data, err := io.ReadAll(io.LimitReader(body, maxObject+1))
 	if err != nil {
 		return nil, fmt.Errorf("replicate: get %s: %w", name, err)
 	}

@@ -217,34 +217,3 @@ func (s *chunkSealer) close() error {
 	_, err := s.w.Write(s.c.aead.Seal(nil, s.nonce(true), s.buf, s.ad))
 	return err
 }
-
-// openChunks undoes a streamed seal (body without its magic).
-func (c *codec) openChunks(object, logical string, body []byte) ([]byte, error) {
-	if len(body) < 16 {
-		return nil, &DamageError{Object: object, Why: "too short"}
-	}
-	prefix, rest := body[:16], body[16:]
-	var out []byte
-	ct := sealChunk + c.aead.Overhead()
-	for n := uint64(0); ; n++ {
-		last := len(rest) <= ct
-		chunk := rest
-		if !last {
-			chunk = rest[:ct]
-		}
-		ctr := n
-		if last {
-			ctr |= 1 << 63
-		}
-		nonce := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), ctr)
-		var err error
-		out, err = c.aead.Open(out, nonce, chunk, []byte(logical))
-		if err != nil {
-			return nil, &DamageError{Object: object, Why: "it does not authenticate with this key (tampered, cut short, or another object's)"}
-		}
-		if last {
-			return out, nil
-		}
-		rest = rest[ct:]
-	}
-}
