@@ -25,9 +25,10 @@
 // after B names it by then, its recorded before-state is used instead (a
 // change is always captured before it reaches the workspace).
 //
-// Invariants: every object is written once, with If-None-Match: * (an
-// object that exists is never overwritten; finding one with our name means
-// an earlier run wrote it). Content first: a segment is written only after
+// Invariants: every object is written once, with If-None-Match: * on its
+// PUT, or on the completion of its multipart upload when it is larger
+// than multipartAbove (s3.go): an object that exists is never
+// overwritten; finding one with our name means an earlier run wrote it. Content first: a segment is written only after
 // every blob its checkpoints name, a base only after its blobs and the
 // segments up to its sequence, and every blob the history up to it keeps
 // (the log folded as the engine folds it). So at every moment the replica

@@ -253,6 +253,16 @@ func (r *Replicator) begin(ctx context.Context) error {
 	if err := claim(ctx, r.b, r.url, st.Store, r.codec.keyCheck()); err != nil {
 		return err
 	}
+	// Multipart uploads a crash cut short (ours: the lease says so).
+	if a, ok := r.b.(interface {
+		AbortStale(context.Context) (int, error)
+	}); ok {
+		if n, err := a.AbortStale(ctx); err != nil {
+			r.opts.Logger.Warn("replicate: cannot abort unfinished multipart uploads", "url", r.url.String(), "err", err)
+		} else if n > 0 {
+			r.opts.Logger.Info("replicate: aborted unfinished multipart uploads of an earlier run", "url", r.url.String(), "uploads", n)
+		}
+	}
 	blobs, err := r.b.List(ctx, blobsDir)
 	if err != nil {
 		return err

@@ -8,10 +8,12 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 )
 
@@ -55,7 +57,22 @@ func (b *s3Bucket) PutNew(ctx context.Context, name string, body []byte) error {
 	return b.PutNewReader(ctx, name, bytes.NewReader(body), int64(len(body)))
 }
 
+// multipartAbove: an object larger than this goes up in parts of
+// partSize bytes (S3 takes at most 5 GiB in one PUT, and a failed part is
+// sent again alone); at most maxParts of them, larger when the object
+// needs it. Variables for tests (S3 wants parts of at least 5 MiB but the
+// last).
+var (
+	multipartAbove int64 = 128 << 20
+	partSize       int64 = 16 << 20
+)
+
+const maxParts = 10000
+
 func (b *s3Bucket) PutNewReader(ctx context.Context, name string, body io.ReadSeeker, size int64) error {
+	if size > multipartAbove {
+		return b.putMultipart(ctx, name, body, size)
+	}
 	_, err := b.c.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(b.url.Bucket),
 		Key:           aws.String(b.url.key(name)),
@@ -84,6 +101,107 @@ func (b *s3Bucket) GetReader(ctx context.Context, name string) (io.ReadCloser, e
 		return nil, fmt.Errorf("replicate: get %s: %w", name, err)
 	}
 	return out.Body, nil
+}
+
+// putMultipart is PutNewReader in parts. The object appears only when the
+// upload is completed, and completing it is conditional as a PUT is
+// (If-None-Match: *, which S3 and versitygw honour on
+// CompleteMultipartUpload): an object of that name is never overwritten.
+// An upload that fails is aborted (its parts deleted); one that a crash
+// cut short is aborted by the next run (AbortStale).
+func (b *s3Bucket) putMultipart(ctx context.Context, name string, body io.ReadSeeker, size int64) (err error) {
+	key := aws.String(b.url.key(name))
+	// An object of that name is found before anything is sent (the
+	// conditional completion is what guarantees it, this saves the
+	// upload).
+	if _, herr := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.url.Bucket), Key: key}); herr == nil {
+		return fmt.Errorf("%w: %s", ErrExists, name)
+	} else if status(herr) != http.StatusNotFound {
+		return fmt.Errorf("replicate: put %s: %w", name, herr)
+	}
+	ra, ok := body.(io.ReaderAt)
+	if !ok {
+		ra = &seekReaderAt{r: body}
+	}
+	ps := max(partSize, (size+maxParts-1)/maxParts)
+	up, err := b.c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(b.url.Bucket), Key: key})
+	if err != nil {
+		return fmt.Errorf("replicate: put %s: start a multipart upload: %w", name, err)
+	}
+	defer func() {
+		if err != nil {
+			// Aborted even when ctx was cancelled (for a while).
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			b.c.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{Bucket: aws.String(b.url.Bucket), Key: key, UploadId: up.UploadId})
+		}
+	}()
+	var parts []types.CompletedPart
+	for off, n := int64(0), int32(1); off < size; off, n = off+ps, n+1 {
+		out, err := b.c.UploadPart(ctx, &s3.UploadPartInput{
+			Bucket:        aws.String(b.url.Bucket),
+			Key:           key,
+			UploadId:      up.UploadId,
+			PartNumber:    aws.Int32(n),
+			Body:          io.NewSectionReader(ra, off, min(ps, size-off)),
+			ContentLength: aws.Int64(min(ps, size-off)),
+		})
+		if err != nil {
+			return fmt.Errorf("replicate: put %s: part %d: %w", name, n, err)
+		}
+		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)})
+	}
+	_, err = b.c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket:          aws.String(b.url.Bucket),
+		Key:             key,
+		UploadId:        up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+		IfNoneMatch:     aws.String("*"),
+	})
+	if err != nil {
+		if st := status(err); st == http.StatusPreconditionFailed || st == http.StatusConflict {
+			return fmt.Errorf("%w: %s", ErrExists, name)
+		}
+		return fmt.Errorf("replicate: put %s: complete a multipart upload: %w", name, err)
+	}
+	return nil
+}
+
+// seekReaderAt reads at an offset by seeking (parts are read one at a
+// time).
+type seekReaderAt struct{ r io.ReadSeeker }
+
+func (s *seekReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if _, err := s.r.Seek(off, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return io.ReadFull(s.r, p)
+}
+
+// AbortStale aborts the multipart uploads under the replica's prefix: the
+// lease makes this store its one writer, so any is one of its own runs'
+// that a crash cut short (it holds parts the bucket bills for, and would
+// never be completed).
+func (b *s3Bucket) AbortStale(ctx context.Context) (int, error) {
+	p := s3.NewListMultipartUploadsPaginator(b.c, &s3.ListMultipartUploadsInput{
+		Bucket: aws.String(b.url.Bucket),
+		Prefix: aws.String(b.url.key("")),
+	})
+	n := 0
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return n, fmt.Errorf("replicate: list multipart uploads: %w", err)
+		}
+		for _, u := range page.Uploads {
+			_, err := b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(b.url.Bucket), Key: u.Key, UploadId: u.UploadId})
+			if err != nil && status(err) != http.StatusNotFound {
+				return n, fmt.Errorf("replicate: abort the multipart upload of %s: %w", aws.ToString(u.Key), err)
+			}
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (b *s3Bucket) Get(ctx context.Context, name string) ([]byte, error) {
