@@ -107,6 +107,9 @@ func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (_ Base, ne
 		return Base{}, nil, err
 	}
 	m.out.Root = newEntry("", root)
+	if err := m.fill(&m.out.Root, root); err != nil {
+		return Base{}, nil, err
+	}
 	if err := m.walk(""); err != nil {
 		return Base{}, nil, err
 	}
@@ -165,12 +168,21 @@ func (m *baseMaker) walk(dir string) error {
 }
 
 // fill completes e: a symlink's target, a file's blob (read and uploaded
-// if the file is read as it is now).
+// if the file is read as it is now), the xattrs of a directory as it is
+// now.
 func (m *baseMaker) fill(e *BaseEntry, ent rewind.Entry) error {
 	if e.Skipped {
 		return nil
 	}
 	switch e.Kind {
+	case rewind.KindDir:
+		if ent.Live {
+			xs, err := m.r.eng.DirXattrs(ent)
+			if err != nil {
+				return err
+			}
+			e.Xattrs = xs
+		}
 	case rewind.KindSymlink:
 		t, err := m.r.eng.ReadLink(ent)
 		if err != nil {

@@ -146,16 +146,19 @@ func heapGrowth(fn func() error) (int64, error) {
 	return int64(peak) - int64(base), err
 }
 
-// TestXattrsRestored: a file unchanged since before replication (read
-// live by the base) and a directory's recorded state keep their xattrs
-// through a restore; so does a file's recorded before-state.
+// TestXattrsRestored: a file and a directory unchanged since before
+// replication (read live by the base), the workspace's root, and a
+// directory's and a file's recorded before-states keep their xattrs
+// through a restore.
 func TestXattrsRestored(t *testing.T) {
 	startS3(t)
 	dir := t.TempDir()
 	seedTree(t, dir)
 	same := filepath.Join(dir, "src/pkg0/f0.go")
 	changed := filepath.Join(dir, "src/pkg1/f1.go")
-	for _, p := range []string{same, changed} {
+	sameDir := filepath.Join(dir, "src/pkg0")
+	changedDir := filepath.Join(dir, "src/pkg1")
+	for _, p := range []string{same, changed, sameDir, changedDir, dir} {
 		if err := unix.Setxattr(p, "user.note", []byte("kept "+filepath.Base(p)), 0); err != nil {
 			t.Skipf("no user xattrs here: %v", err)
 		}
@@ -177,6 +180,17 @@ func TestXattrsRestored(t *testing.T) {
 	os.Remove(changed)
 	os.WriteFile(changed, []byte("new\n"), 0o644)
 	release()
+	// changedDir's xattr changes: its before-state (a record) carries
+	// the old one, the base reads the new one live.
+	release, _, err = w.eng.Begin(context.Background(), rewind.Caller{PID: 1}, rewind.Change{Path: "src/pkg1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = unix.Setxattr(changedDir, "user.note", []byte("changed"), 0)
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := w.eng.BeginStep(context.Background(), "two", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -191,15 +205,28 @@ func TestXattrsRestored(t *testing.T) {
 		}
 		return string(buf[:n])
 	}
+	root := filepath.Base(dir)
 	newest := restoreAt(t, u, r.State().Base)
-	if got := get(filepath.Join(newest, "src/pkg0/f0.go")); got != "kept f0.go" {
-		t.Errorf("an unchanged file's xattr after a restore: %s", got)
-	}
 	older := restoreAt(t, u, first.Seq)
-	if got := get(filepath.Join(older, "src/pkg1/f1.go")); got != "kept f1.go" {
-		t.Errorf("a recorded before-state's xattr after a restore --at %d: %s", first.Seq, got)
-	}
-	if got := get(filepath.Join(older, "src/pkg0/f0.go")); got != "kept f0.go" {
-		t.Errorf("an unchanged file's xattr after a restore --at %d: %s", first.Seq, got)
+	for _, c := range []struct {
+		dir, path, want, what string
+	}{
+		{newest, "src/pkg0/f0.go", "kept f0.go", "an unchanged file"},
+		{newest, "src/pkg0", "kept pkg0", "an unchanged directory"},
+		{newest, "src/pkg1", "changed", "a changed directory"},
+		{newest, "", "kept " + root, "the root"},
+		{older, "src/pkg1/f1.go", "kept f1.go", "a file's recorded before-state"},
+		{older, "src/pkg1", "kept pkg1", "a directory's recorded before-state"},
+		{older, "src/pkg0/f0.go", "kept f0.go", "an unchanged file"},
+		{older, "src/pkg0", "kept pkg0", "an unchanged directory"},
+		{older, "", "kept " + root, "the root"},
+	} {
+		at := "the newest state"
+		if c.dir == older {
+			at = "--at " + itoa(first.Seq)
+		}
+		if got := get(filepath.Join(c.dir, c.path)); got != c.want {
+			t.Errorf("%s's xattr (%q) after a restore of %s: %s, want %q", c.what, c.path, at, got, c.want)
+		}
 	}
 }

@@ -195,6 +195,23 @@ func (e *Engine) OpenContent(ent Entry) (Content, error) {
 	return f, nil
 }
 
+// DirXattrs is a directory's kept xattrs at a state: those recorded, or
+// for a live one those it has now, read as a capture reads them (nil
+// where they cannot be read).
+func (e *Engine) DirXattrs(ent Entry) (map[string][]byte, error) {
+	if !ent.Exists || ent.State.Kind != KindDir {
+		return nil, fmt.Errorf("rewind: %q is not a directory at that sequence", ent.State.Path)
+	}
+	if !ent.Live {
+		return ent.State.Xattrs, nil
+	}
+	xs, err := e.ws.xattrs(ent.State.Path)
+	if err != nil {
+		return nil, fmt.Errorf("rewind: xattrs of %q: %w", ent.State.Path, err)
+	}
+	return xs, nil
+}
+
 // ReadLink is a symlink's target at a state (recorded or live).
 func (e *Engine) ReadLink(ent Entry) (string, error) {
 	if !ent.Exists || ent.State.Kind != KindSymlink {
