@@ -2,11 +2,17 @@ package replicate
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/rewind"
@@ -149,5 +155,135 @@ func dumpAfter(t testing.TB, w *workspace, from rewind.Seq, paths ...string) {
 				break
 			}
 		}
+	}
+}
+
+// childReplicateLarge writes a large file in each round (arg "DIR PREFIX
+// MODE") and replicates it in parts, until it is killed. With MODE
+// "stop", it stops dead after the first part of an upload is sent and
+// says so ("part sent").
+func childReplicateLarge(arg string) int {
+	f := strings.Fields(arg)
+	streamAbove, multipartAbove, partSize = 1<<20, 6<<20, 5<<20
+	if f[2] == "stop" {
+		partSent = func(name string, n int32) {
+			fmt.Println("part sent")
+			select {}
+		}
+	}
+	t := &childT{}
+	w := openWorkspace(t, f[0])
+	u := URL{Bucket: "replicas", Prefix: f[1]}
+	b, err := OpenS3(context.Background(), u)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	r, err := Open(w.eng, b, u, w.store, Options{BaseEvery: time.Nanosecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	rng := testsupport.ChildRand()
+	data := make([]byte, 7<<20) // two parts
+	for round := 0; ; round++ {
+		var seed [32]byte
+		binary.LittleEndian.PutUint64(seed[:], rng.Uint64())
+		rand.NewChaCha8(seed).Read(data)
+		p := fmt.Sprintf("big-%d.bin", round%2)
+		release, _, err := w.eng.Begin(context.Background(), rewind.Caller{PID: 1}, rewind.Change{Path: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = os.WriteFile(filepath.Join(f[0], p), data, 0o644)
+		release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.change(t, rng)
+		w.eng.BeginStep(context.Background(), "child round", nil)
+		fmt.Printf("uploading %d\n", round)
+		if err := r.Once(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "replicate:", err)
+			return 1
+		}
+	}
+}
+
+// TestSIGKILLMidMultipart: a process replicating large files in parts is
+// SIGKILLed in the middle of a multipart upload (once right after a part
+// was sent, then at random moments): the replica as it is restores to a
+// state the workspace had, byte for byte (an object appears only when its
+// upload completes), and the next run aborts the upload the kill left,
+// resumes and brings the replica up to date.
+func TestSIGKILLMidMultipart(t *testing.T) {
+	startS3(t)
+	rng := testsupport.Rand(t)
+	dir := t.TempDir()
+	seedTree(t, dir)
+	const prefix = "crash-multipart"
+	u := URL{Bucket: "replicas", Prefix: prefix}
+	bk, err := OpenS3(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bk.(*s3Bucket)
+	uploads := func() int {
+		out, err := b.c.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: aws.String(u.Bucket), Prefix: aws.String(u.key(""))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Uploads)
+	}
+	kills := 3
+	if raceOn {
+		kills = 2
+	}
+	for kill := 0; kill < kills; kill++ {
+		mode := "run"
+		if kill == 0 {
+			mode = "stop"
+		}
+		c := testsupport.StartChild(t, "replicate-large", dir+" "+prefix+" "+mode, testsupport.ChildOptions{Seed: rng.Uint64()})
+		c.Expect(t, "uploading ")
+		if mode == "stop" {
+			c.Expect(t, "part sent")
+		} else {
+			time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		}
+		c.Kill(t)
+		left := uploads()
+		if mode == "stop" && left != 1 {
+			t.Errorf("kill %d: %d multipart uploads left by a kill after a part was sent, want 1", kill, left)
+		}
+
+		w := openWorkspace(t, dir)
+		segs, bases, err := listReplica(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, end := chain(segs)
+		newest, based := newestBase(bases, end)
+		t.Logf("kill %d: %d uploads left; the replica holds events 1..%d, base %d (local head %d)", kill, left, end, newest.Seq, w.eng.Head())
+		if based {
+			sameTree(t, fmt.Sprintf("kill %d: the replica as the kill left it, at %d", kill, newest.Seq), treeOf(t, restoreAt(t, u, newest.Seq)), stateAt(t, w.eng, newest.Seq))
+		}
+		r := replicator(t, w, u, Options{BaseEvery: time.Nanosecond, Logger: quiet})
+		if _, err := w.eng.BeginStep(context.Background(), "after kill", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Once(context.Background()); err != nil {
+			t.Fatalf("kill %d: resume: %v", kill, err)
+		}
+		if n := uploads(); n != 0 {
+			t.Errorf("kill %d: %d multipart uploads after resuming, want none", kill, n)
+		}
+		st := r.State()
+		if st.Logged != w.eng.Head() || st.Base < w.eng.Step().Seq {
+			t.Fatalf("kill %d: after resuming the replica is at %d (base %d), want %d (%d)", kill, st.Logged, st.Base, w.eng.Head(), w.eng.Step().Seq)
+		}
+		sameTree(t, fmt.Sprintf("kill %d: restore after resuming", kill), treeOf(t, restoreAt(t, u, st.Base)), stateAt(t, w.eng, st.Base))
+		r.Close()
+		w.close()
 	}
 }

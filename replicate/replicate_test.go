@@ -17,6 +17,7 @@ func TestMain(m *testing.M) {
 	testsupport.RunChild(map[string]func(string) int{
 		"replicate-and-change": childReplicateAndChange,
 		"collect-and-hang":     childCollectAndHang,
+		"replicate-large":      childReplicateLarge,
 	})
 	os.Exit(m.Run())
 }

@@ -69,6 +69,9 @@ var (
 
 const maxParts = 10000
 
+// partSent, when set (by tests), is called after each part is sent.
+var partSent func(name string, part int32)
+
 func (b *s3Bucket) PutNewReader(ctx context.Context, name string, body io.ReadSeeker, size int64) error {
 	if size > multipartAbove {
 		return b.putMultipart(ctx, name, body, size)
@@ -150,6 +153,9 @@ func (b *s3Bucket) putMultipart(ctx context.Context, name string, body io.ReadSe
 			return fmt.Errorf("replicate: put %s: part %d: %w", name, n, err)
 		}
 		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)})
+		if partSent != nil {
+			partSent(name, n)
+		}
 	}
 	_, err = b.c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
 		Bucket:          aws.String(b.url.Bucket),
@@ -178,27 +184,30 @@ func (s *seekReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	return io.ReadFull(s.r, p)
 }
 
-// AbortStale aborts the multipart uploads under the replica's prefix: the
-// lease makes this store its one writer, so any is one of its own runs'
-// that a crash cut short (it holds parts the bucket bills for, and would
-// never be completed).
+// AbortStale aborts the multipart uploads of objects of the replica
+// (under PREFIX/blobs/, log/ and bases/; nothing else, even in a replica
+// at a bucket's root): the lease makes this store their one writer, so
+// any is one of its own runs' that a crash cut short (it holds parts the
+// bucket bills for, and would never be completed).
 func (b *s3Bucket) AbortStale(ctx context.Context) (int, error) {
-	p := s3.NewListMultipartUploadsPaginator(b.c, &s3.ListMultipartUploadsInput{
-		Bucket: aws.String(b.url.Bucket),
-		Prefix: aws.String(b.url.key("")),
-	})
 	n := 0
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return n, fmt.Errorf("replicate: list multipart uploads: %w", err)
-		}
-		for _, u := range page.Uploads {
-			_, err := b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(b.url.Bucket), Key: u.Key, UploadId: u.UploadId})
-			if err != nil && status(err) != http.StatusNotFound {
-				return n, fmt.Errorf("replicate: abort the multipart upload of %s: %w", aws.ToString(u.Key), err)
+	for _, dir := range []string{blobsDir, logDir, basesDir} {
+		p := s3.NewListMultipartUploadsPaginator(b.c, &s3.ListMultipartUploadsInput{
+			Bucket: aws.String(b.url.Bucket),
+			Prefix: aws.String(b.url.key(dir)),
+		})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return n, fmt.Errorf("replicate: list multipart uploads: %w", err)
 			}
-			n++
+			for _, u := range page.Uploads {
+				_, err := b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(b.url.Bucket), Key: u.Key, UploadId: u.UploadId})
+				if err != nil && status(err) != http.StatusNotFound {
+					return n, fmt.Errorf("replicate: abort the multipart upload of %s: %w", aws.ToString(u.Key), err)
+				}
+				n++
+			}
 		}
 	}
 	return n, nil
