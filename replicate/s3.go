@@ -116,11 +116,10 @@ func (b *s3Bucket) putMultipart(ctx context.Context, name string, body io.ReadSe
 	key := aws.String(b.url.key(name))
 	// An object of that name is found before anything is sent (the
 	// conditional completion is what guarantees it, this saves the
-	// upload).
+	// upload; a HEAD that fails otherwise, as a 403 where listing is not
+	// allowed, says nothing).
 	if _, herr := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.url.Bucket), Key: key}); herr == nil {
 		return fmt.Errorf("%w: %s", ErrExists, name)
-	} else if status(herr) != http.StatusNotFound {
-		return fmt.Errorf("replicate: put %s: %w", name, herr)
 	}
 	ra, ok := body.(io.ReaderAt)
 	if !ok {
