@@ -26,7 +26,7 @@ func mountForeground(t *testing.T, ws string, flags ...string) *fgMount {
 	t.Helper()
 	needFUSE(t)
 	m := &fgMount{exited: make(chan struct{})}
-	m.cmd = exec.Command(binary, append(append([]string{"mount", "-f"}, flags...), ws)...)
+	m.cmd = exec.Command(binary, append(append([]string{"mount", "-f"}, recordsFlags(flags)...), ws)...)
 	m.cmd.Stdout, m.cmd.Stderr = &m.stderr, &m.stderr
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)

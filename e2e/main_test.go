@@ -78,10 +78,7 @@ func mountWS(t *testing.T, ws string, flags ...string) {
 	if os.Getenv("ZEROFS_TEST_NOOPEN") == "1" {
 		flags = append(flags, "--no-open") // every mount of the e2e tests without OPEN
 	}
-	if os.Getenv("ZEROFS_TEST_RENAME_RECORDS") == "1" {
-		flags = append(flags, "--rename-records") // every mount of the e2e tests with rename records
-	}
-	args := append(append([]string{"mount"}, flags...), ws)
+	args := append(append([]string{"mount"}, recordsFlags(flags)...), ws)
 	out, err := zerofs(t, "/", args...)
 	// Registered before checking err: a mount that half-succeeded is
 	// still cleaned up.
@@ -93,6 +90,28 @@ func mountWS(t *testing.T, ws string, flags ...string) {
 	// The daemon's pid is read now, while the mount answers: cleanup may
 	// find it hung, and reading .zero/status then would hang too.
 	pid = statusPID(t, ws)
+}
+
+// recordsFlags is flags with --rename-records=false added when
+// ZEROFS_TEST_RENAME_RECORDS=0 asks every mount of the e2e tests to be
+// without rename records, unless flags already say --rename-records either
+// way (a test of that mode).
+func recordsFlags(flags []string) []string {
+	if os.Getenv("ZEROFS_TEST_RENAME_RECORDS") == "0" && !pinsRenameRecords(flags) {
+		return append(append([]string(nil), flags...), "--rename-records=false")
+	}
+	return flags
+}
+
+// pinsRenameRecords reports whether flags say --rename-records either way:
+// such a test asserts that mode, whatever ZEROFS_TEST_RENAME_RECORDS says.
+func pinsRenameRecords(flags []string) bool {
+	for _, f := range flags {
+		if f == "--rename-records" || strings.HasPrefix(f, "--rename-records=") {
+			return true
+		}
+	}
+	return false
 }
 
 // statusPID reads the daemon's pid from .zero/status.

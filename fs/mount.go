@@ -40,11 +40,13 @@ type Options struct {
 	// of a tree sends no request per file. No passthrough then; .zero is
 	// a mount of its own (ctlmount.go).
 	NoOpen bool
-	// RenameRecords records a directory's rename as one rename record
-	// instead of a capture of its subtree (rewind.Options.RenameRecords).
-	RenameRecords bool
-	Logger        *slog.Logger
-	Debug         bool // go-fuse request tracing
+	// NoRenameRecords captures a renamed directory's whole subtree, on
+	// both sides, as before rename records. Without it (the default) a
+	// directory's rename is one rename record (rewind.Options.
+	// RenameRecords; --rename-records=false sets it).
+	NoRenameRecords bool
+	Logger          *slog.Logger
+	Debug           bool // go-fuse request tracing
 }
 
 // Mounted is a mounted workspace, as Mount returns it. (The brief named this
@@ -134,7 +136,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		Logger:        logger,
 		OpenWriters:   writers.paths,
 		OpenForWrite:  wopen.has,
-		RenameRecords: opts.RenameRecords,
+		RenameRecords: !opts.NoRenameRecords,
 	})
 	if err != nil {
 		root.Close()

@@ -39,7 +39,25 @@ func testLogger() *slog.Logger {
 
 // mountT mounts opts (a fresh workspace and a separate mountpoint unless
 // given) and always unmounts when the test ends, failed or not.
+// ZEROFS_TEST_NOOPEN=1 mounts it with NoOpen, ZEROFS_TEST_RENAME_RECORDS=0
+// with NoRenameRecords.
 func mountT(t *testing.T, opts Options) *Mounted {
+	t.Helper()
+	return mountEnvT(t, opts, os.Getenv("ZEROFS_TEST_RENAME_RECORDS") == "0")
+}
+
+// mountRecordsT is mountT with rename records whatever
+// ZEROFS_TEST_RENAME_RECORDS says: for the tests of rename records.
+func mountRecordsT(t *testing.T, opts Options) *Mounted {
+	t.Helper()
+	if opts.NoRenameRecords {
+		t.Fatal("mountRecordsT with NoRenameRecords")
+	}
+	return mountEnvT(t, opts, false)
+}
+
+// mountEnvT is mountT, with NoRenameRecords set when noRecords.
+func mountEnvT(t *testing.T, opts Options, noRecords bool) *Mounted {
 	t.Helper()
 	requireFUSE(t)
 	if opts.Workspace == "" {
@@ -54,8 +72,8 @@ func mountT(t *testing.T, opts Options) *Mounted {
 	if os.Getenv("ZEROFS_TEST_NOOPEN") == "1" {
 		opts.NoOpen = true // every mount of the package's tests without OPEN
 	}
-	if os.Getenv("ZEROFS_TEST_RENAME_RECORDS") == "1" {
-		opts.RenameRecords = true // every mount of the package's tests with rename records
+	if noRecords {
+		opts.NoRenameRecords = true // every mount of the package's tests without rename records
 	}
 	m, err := Mount(context.Background(), opts)
 	if err != nil {

@@ -10,13 +10,13 @@ import (
 	"github.com/zerofs/zerofs/rewind"
 )
 
-// TestRenameRecordThroughMount: with RenameRecords, mv of a directory and
+// TestRenameRecordThroughMount: with rename records, mv of a directory and
 // back through the mount appends one record each (no capture of the
 // files beneath), @T reads every file under its name at T, edits inside
 // the moved directory in later steps are kept apart, and a rewind puts
 // the names back.
 func TestRenameRecordThroughMount(t *testing.T) {
-	m := mountT(t, Options{RenameRecords: true})
+	m := mountRecordsT(t, Options{})
 	mp := m.Mountpoint()
 	for i := range 60 {
 		p := filepath.Join(mp, "src", fmt.Sprintf("d%d", i%6), fmt.Sprintf("f%d", i))

@@ -48,8 +48,8 @@ var mountCmd = &command{
                          warm read of a tree costs no request per file; no
                          passthrough; .zero is a mount of its own (see README)
   --rename-records       record a directory's rename as one record instead of a
-                         capture of everything beneath it (experimental; see
-                         README)
+                         capture of everything beneath it (on by default;
+                         --rename-records=false turns it off; see README)
   --debug                log every FUSE request
 
 Without -f, zerofs starts itself again as a daemon (its log goes to
@@ -99,7 +99,7 @@ func runMount(e *env, c *command, args []string) error {
 	fs.StringVar(&mf.sync, "sync", "batch", "")
 	fs.BoolVar(&mf.debug, "debug", false, "")
 	fs.BoolVar(&mf.noOpen, "no-open", false, "")
-	fs.BoolVar(&mf.renameRecords, "rename-records", false, "")
+	fs.BoolVar(&mf.renameRecords, "rename-records", true, "")
 	fs.StringVar(&mf.maxStore, "max-store-size", "0", "")
 	fs.StringVar(&mf.replicate, "replicate", "", "")
 	fs.StringVar(&mf.replicaKey, "replica-key", "", "")
@@ -144,15 +144,15 @@ func runMount(e *env, c *command, args []string) error {
 		return filepath.Join(e.cwd, p)
 	}
 	opts := zfs.Options{
-		Workspace:     abs(pos[0]),
-		StoreDir:      abs(mf.store),
-		Sync:          mf.sync == "always",
-		AutoStep:      mf.autoStep,
-		AllowOther:    mf.allowOther,
-		Debug:         mf.debug,
-		MaxStore:      maxStore,
-		NoOpen:        mf.noOpen,
-		RenameRecords: mf.renameRecords,
+		Workspace:       abs(pos[0]),
+		StoreDir:        abs(mf.store),
+		Sync:            mf.sync == "always",
+		AutoStep:        mf.autoStep,
+		AllowOther:      mf.allowOther,
+		Debug:           mf.debug,
+		MaxStore:        maxStore,
+		NoOpen:          mf.noOpen,
+		NoRenameRecords: !mf.renameRecords,
 	}
 	if opts.StoreDir == "." {
 		opts.StoreDir = ""
@@ -263,8 +263,8 @@ func daemonArgs(mf mountFlags, opts zfs.Options) []string {
 	if mf.noOpen {
 		args = append(args, "--no-open")
 	}
-	if mf.renameRecords {
-		args = append(args, "--rename-records")
+	if !mf.renameRecords {
+		args = append(args, "--rename-records=false")
 	}
 	if opts.MaxStore > 0 {
 		args = append(args, "--max-store-size="+strconv.FormatInt(opts.MaxStore, 10))

@@ -236,6 +236,38 @@ func TestMounted(t *testing.T) {
 	}
 }
 
+// A directory's rename is one rename record by default, and
+// --rename-records=false reaches the daemon and captures everything beneath
+// the directory instead (log --stat names each file's rename).
+func TestRenameRecordsDefault(t *testing.T) {
+	needFUSE(t)
+	for _, tc := range []struct {
+		flags []string
+		want  []string
+	}{
+		{nil, []string{"renamed   src -> dst/"}},
+		{[]string{"--rename-records=false"}, []string{"renamed   src/a -> dst/a", "renamed   src/d/b -> dst/d/b", "deleted   src/d/"}},
+	} {
+		ws := filepath.Join(t.TempDir(), "ws")
+		os.MkdirAll(filepath.Join(ws, "src", "d"), 0o755)
+		writeFile(t, filepath.Join(ws, "src", "a"), "a\n")
+		writeFile(t, filepath.Join(ws, "src", "d", "b"), "b\n")
+		mountT(t, ws, tc.flags...)
+		binOK(t, ws, "step", "mv")
+		sh(t, ws, "mv src dst")
+		stat := binOK(t, ws, "log", "--stat")
+		for _, want := range tc.want {
+			if !strings.Contains(stat, want) {
+				t.Errorf("mount %v: log --stat lacks %q:\n%s", tc.flags, want, stat)
+			}
+		}
+		if len(tc.flags) == 0 && strings.Contains(stat, "src/a") {
+			t.Errorf("mount without flags captured the files beneath the renamed directory:\n%s", stat)
+		}
+		binOK(t, "/", "umount", ws)
+	}
+}
+
 func daemonPIDOf(t *testing.T, ws string) int {
 	t.Helper()
 	st, ok := history.ReadStatus(ws)
