@@ -27,6 +27,20 @@ type PruneResult struct {
 	Absorbed int
 }
 
+// Progress hears how far a Prune has come, phase by phase: Begin says
+// what a phase is and how much it has to do (items and bytes), Add what of
+// it got done. rewind.Progress is one (the same methods), so a gc's bar
+// shows the store's work.
+type Progress interface {
+	Begin(what string, items, bytes int64)
+	Add(items, bytes int64)
+}
+
+type noProgress struct{}
+
+func (noProgress) Begin(string, int64, int64) {}
+func (noProgress) Add(int64, int64)           {}
+
 // Prune removes every blob for which keep is false, with the chunks no kept
 // blob uses. A pack left with nothing kept is deleted; one that is holding anything
 // else is rewritten: what is kept is copied into a new pack, which is
@@ -34,6 +48,16 @@ type PruneResult struct {
 // between leaves two copies, never none). No Put may run meanwhile (the
 // caller holds the workspace lock).
 func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
+	return s.PruneWith(keep, nil)
+}
+
+// PruneWith is Prune telling pr (nil: nobody) how far it has come: the
+// loose blobs it removes, the records it copies out of packs it rewrites,
+// and the kept blobs it absorbs, each a phase with its count and bytes.
+func (s *Store) PruneWith(keep func(ID) bool, pr Progress) (PruneResult, error) {
+	if pr == nil {
+		pr = noProgress{}
+	}
 	var res PruneResult
 	if s.opts.ReadOnly {
 		return res, ErrReadOnly
@@ -55,16 +79,22 @@ func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
 	// Loose and kept blobs.
 	type file struct {
 		id   ID
+		size int64
 		path string
 	}
 	var loose []file
-	if err := s.walkLoose(func(id ID, _ int64, path string) error {
+	var looseBytes int64
+	if err := s.walkLoose(func(id ID, n int64, path string) error {
 		if !keep(id) {
-			loose = append(loose, file{id, path})
+			loose = append(loose, file{id, n, path})
+			looseBytes += n
 		}
 		return nil
 	}); err != nil {
 		return res, err
+	}
+	if len(loose) > 0 {
+		pr.Begin("gc: remove blobs", int64(len(loose)), looseBytes)
 	}
 	gone := map[ID]bool{}
 	for _, lf := range loose {
@@ -83,6 +113,7 @@ func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
 		}
 		gone[id] = true
 		hook("prune:removed-loose", lf.path)
+		pr.Add(1, lf.size)
 	}
 	s.forgetKept(gone)
 	// Packs: per pack, the bytes still live.
@@ -99,6 +130,12 @@ func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
 		}
 	}
 	var drop []*pack
+	type rewrite struct {
+		recs []scanned
+		live int64
+	}
+	var rewrites []rewrite
+	var copyRecs, copyBytes int64
 	for _, p := range packs {
 		recs := byPack[p]
 		var liveBytes int64
@@ -112,12 +149,21 @@ func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
 			// Anything dead in a pack is rewritten away, so that what
 			// Prune reports removed is gone (an index rebuilt from the
 			// pack would bring it back).
-			if err := s.repack(recs); err != nil {
-				return res, err
-			}
-			res.Repacked++
+			rewrites = append(rewrites, rewrite{recs, liveBytes})
+			copyRecs += int64(len(recs))
+			copyBytes += liveBytes
 			drop = append(drop, p)
 		}
+	}
+	if len(rewrites) > 0 {
+		pr.Begin("gc: repack", copyRecs, copyBytes)
+	}
+	for _, w := range rewrites {
+		if err := s.repack(w.recs); err != nil {
+			return res, err
+		}
+		res.Repacked++
+		pr.Add(int64(len(w.recs)), w.live)
 	}
 	if err := s.Sync(); err != nil {
 		return res, err
@@ -161,7 +207,7 @@ func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
 		}
 	}
 	sort.Slice(res.Removed, func(i, j int) bool { return res.Removed[i].String() < res.Removed[j].String() })
-	n, err := s.absorbKept(keep)
+	n, err := s.absorbKept(keep, pr)
 	if err != nil {
 		return res, err
 	}
@@ -178,38 +224,38 @@ func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
 // once they are durable, removes its link: the copy, compression and
 // chunking a capture skipped happen here, off the hot path. A kept blob
 // whose content does not hash to its name is left for verify to report.
-func (s *Store) absorbKept(keep func(ID) bool) (int, error) {
+func (s *Store) absorbKept(keep func(ID) bool, pr Progress) (int, error) {
 	// Where clones work, a large kept blob may share its extents with
 	// the workspace or other clones: copying it would only cost space.
 	s.kmu.Lock()
 	shares := s.clone.works
 	s.kmu.Unlock()
 	var ids []ID
+	sizes := map[ID]int64{}
+	var total int64
 	if err := s.walkLoose(func(id ID, n int64, path string) error {
 		if filepath.Base(filepath.Dir(path)) == keptDirName && keep(id) && !(shares && n > s.opts.ChunkAbove) {
 			ids = append(ids, id)
+			sizes[id] = n
+			total += n
 		}
 		return nil
 	}); err != nil {
 		return 0, err
 	}
+	if len(ids) > 0 {
+		pr.Begin("gc: absorb kept blobs", int64(len(ids)), total)
+	}
 	var done []ID
 	for _, id := range ids {
-		if _, inPack := s.lookup(id); !inPack {
-			f, err := os.Open(s.keptPath(id))
-			if err != nil {
-				continue
-			}
-			got, _, err := s.Put(f)
-			f.Close()
-			if err != nil {
-				return 0, fmt.Errorf("blobstore: absorb kept %s: %w", id.Short(), err)
-			}
-			if got != id {
-				continue // damaged: verify reports it; the pack keeps the copy of what was read, which gc drops
-			}
+		ok, err := s.absorbOne(id)
+		if err != nil {
+			return 0, err
 		}
-		done = append(done, id)
+		if ok {
+			done = append(done, id)
+		}
+		pr.Add(1, sizes[id])
 	}
 	if len(done) == 0 {
 		return 0, nil
@@ -236,6 +282,26 @@ func (s *Store) absorbKept(keep func(ID) bool) (int, error) {
 	}
 	s.forgetKept(gone)
 	return len(gone), nil
+}
+
+// absorbOne copies kept blob id into the packs unless it is there
+// already; ok is false when it could not be read or did not hash to id
+// (damaged: verify reports it; the pack keeps the copy of what was read,
+// which gc drops).
+func (s *Store) absorbOne(id ID) (ok bool, err error) {
+	if _, inPack := s.lookup(id); inPack {
+		return true, nil
+	}
+	f, err := os.Open(s.keptPath(id))
+	if err != nil {
+		return false, nil
+	}
+	got, _, err := s.Put(f)
+	f.Close()
+	if err != nil {
+		return false, fmt.Errorf("blobstore: absorb kept %s: %w", id.Short(), err)
+	}
+	return got == id, nil
 }
 
 // liveSet is what is live (kept blobs and the chunks of kept lists) in a

@@ -178,6 +178,25 @@ func (s *Store) lookup(id ID) (loc, bool) {
 	return l, ok
 }
 
+// BlobSize is blob id's length as the store records it (it neither reads
+// nor verifies the content): what a progress counts before the work.
+func (s *Store) BlobSize(id ID) (int64, error) {
+	if l, ok := s.lookup(id); ok {
+		return l.raw, nil
+	}
+	fi, err := os.Lstat(s.keptPath(id))
+	if errors.Is(err, os.ErrNotExist) {
+		fi, err = os.Lstat(s.loosePath(id))
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("blobstore: size of %s: %w", id.Short(), err)
+	}
+	return fi.Size(), nil
+}
+
 // Has reports whether blob id exists (it does not verify it).
 func (s *Store) Has(id ID) bool {
 	if _, ok := s.lookup(id); ok {

@@ -127,8 +127,58 @@ func (r *Replicator) State() State {
 
 // Once brings the replica up to date with the history as it is now, a
 // base at the current step's start included, and returns the first error.
+// A rewind.Progress in ctx hears how far it has come: first the blobs the
+// new events name that the replica lacks ("replicate", with their count
+// and bytes), then the base ("replicate base": the files it uploads,
+// counted as they go, as their number is known only at the end).
 func (r *Replicator) Once(ctx context.Context) error {
+	if pr := rewind.ProgressOf(ctx); pr != nil {
+		n, bytes, err := r.toUpload()
+		if err != nil {
+			return err
+		}
+		pr.Begin("replicate", n, bytes)
+	}
 	return r.attempt(ctx, true)
+}
+
+// uploaded tells the Progress in ctx, if any, that a blob of size bytes
+// went up.
+func uploaded(ctx context.Context, size int64) {
+	if pr := rewind.ProgressOf(ctx); pr != nil {
+		pr.Add(1, size)
+	}
+}
+
+// toUpload counts the blobs the events not yet replicated name and the
+// replica does not hold, and their bytes.
+func (r *Replicator) toUpload() (n, bytes int64, err error) {
+	from := r.State().Logged + 1
+	if r.eng.Head() < from {
+		return 0, 0, nil
+	}
+	seen := map[blobstore.ID]bool{}
+	for ev, err := range r.eng.Log().Events(from) {
+		if err != nil {
+			return 0, 0, err
+		}
+		ids, err := blobsOf(ev)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, id := range ids {
+			if seen[id] || r.known[r.codec.blobName(id)] {
+				continue
+			}
+			seen[id] = true
+			size, err := r.eng.Blobs().BlobSize(id)
+			if err != nil {
+				continue // gone (a gc cut its states): not uploaded either
+			}
+			n, bytes = n+1, bytes+size
+		}
+	}
+	return n, bytes, nil
 }
 
 // Run replicates until ctx ends: an attempt every Options.Every, and after
@@ -184,6 +234,9 @@ func (r *Replicator) attempt(ctx context.Context, final bool) (err error) {
 	quiet := time.Since(r.quietSince) >= 3*r.opts.Every
 	st := r.State()
 	if (!st.Based || at > st.Base) && at <= st.Logged && (final || quiet || time.Since(r.lastBase) >= r.opts.BaseEvery) {
+		if pr := rewind.ProgressOf(ctx); pr != nil {
+			pr.Begin("replicate base", 0, 0)
+		}
 		again, err := r.uploadBase(ctx, at)
 		if err != nil {
 			return err

@@ -74,6 +74,7 @@ func (r *Replicator) putContent(ctx context.Context, name string, src io.Reader,
 		r.mu.Unlock()
 	}
 	r.known[name] = true
+	uploaded(ctx, size)
 	return nil
 }
 

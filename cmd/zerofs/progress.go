@@ -12,7 +12,7 @@ import (
 )
 
 // A progress shows how far a long operation (a rewind, revert, undo or
-// redo, fork, verify, gc, restore) has come, as rsync, restic and git do:
+// redo, fork, verify, gc, restore, replicate --once) has come, as rsync, restic and git do:
 // a bar on stderr with the files and bytes done of the total, the rate and
 // the time left, drawn by a well-kept library (schollz/progressbar). Only
 // when stderr is a terminal and -q was not given: never on stdout, nothing

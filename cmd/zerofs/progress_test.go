@@ -7,8 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // progressHistory is an unmounted workspace whose last step wrote n files
@@ -130,5 +134,70 @@ func TestProgressMounted(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(ws, ".zero", "status"))
 	if err != nil || strings.Contains(string(b), `"progress"`) {
 		t.Errorf(".zero/status after the rewind: %s %v: want no progress", b, err)
+	}
+}
+
+// TestProgressGCAndReplicate: issue 18, "Long work shows progress": `gc`
+// showed only a spinner with the time spent (the store's prune had no
+// hook) and `replicate --once` nothing at all. On a terminal each now
+// shows a bar with what it has done of its total (gc: a phase of the
+// store's work; replicate: the blobs the new events need, then the
+// base), cleared before the report; in a pipe and with -q, nothing.
+func TestProgressGCAndReplicate(t *testing.T) {
+	testsupport.StartS3(t)
+	const n = 300
+	files := map[string]string{}
+	for i := range n {
+		files[fmt.Sprintf("f%03d", i)] = fmt.Sprintf("%d %s\n", i, strings.Repeat("a", 3000))
+	}
+	s := newStore(t, files)
+	s.step("rewrite all")
+	for i := range n {
+		s.write(fmt.Sprintf("f%03d", i), fmt.Sprintf("%d %s\n", i, strings.Repeat("b", 2000)))
+	}
+	s.step("one more")
+	s.write("f000", "c\n")
+	s.close()
+
+	bar := func(what, stderr string) {
+		t.Helper()
+		if !strings.Contains(stderr, "\r") {
+			t.Errorf("%s: no progress line on the terminal: %q", what, stderr)
+		}
+		if i := strings.LastIndex(stderr, "\x1b[K"); i < 0 || strings.TrimSpace(strings.ReplaceAll(stderr[i+3:], "\r", "")) != "" {
+			t.Errorf("%s: stderr does not end with the bar cleared: %q", what, stderr[max(0, len(stderr)-200):])
+		}
+	}
+	const url = "s3://replicas/progress"
+	stdout, stderr, code := runOnTTY(t, s.ws, "replicate", "--once", url)
+	if code != 0 || !strings.HasPrefix(stdout, "replicated to ") || strings.ContainsAny(stdout, "\r\x1b") {
+		t.Fatalf("replicate --once on a terminal: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	bar("replicate --once", stderr)
+	// The blobs the events name (each file's two earlier contents), of
+	// their total, with their bytes; then the base.
+	m := regexp.MustCompile(`replicate: (\d+)/(\d+) files`).FindAllStringSubmatch(stderr, -1)
+	if len(m) == 0 {
+		t.Fatalf("replicate --once: no count of the blobs to upload in %q", stderr)
+	}
+	if total, _ := strconv.Atoi(m[0][2]); total < n {
+		t.Errorf("replicate --once counts %d blobs to upload, want at least %d: %q", total, n, m[0][0])
+	}
+	if !strings.Contains(stderr, "KiB") || !strings.Contains(stderr, "replicate base") {
+		t.Errorf("replicate --once: want the bytes, then the base, in %q", stderr)
+	}
+	if r := bin(t, s.ws, "", "replicate", "--once", url); r.code != 0 || r.stderr != "" {
+		t.Errorf("replicate --once in a pipe: exit %d, stderr %q: want the report alone", r.code, r.stderr)
+	}
+
+	stdout, stderr, code = runOnTTY(t, s.ws, "gc", "--keep-steps", "1")
+	if code != 0 || !strings.HasPrefix(stdout, "pruned history before ") || strings.ContainsAny(stdout, "\r\x1b") {
+		t.Fatalf("gc on a terminal: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	bar("gc", stderr)
+	// A phase of the store's work over its total (a percentage, or the
+	// count of its total), not only the spinner it was.
+	if !regexp.MustCompile(`gc: (remove blobs|repack|absorb kept blobs)(: \d+/\d+ files| +\d+% \|)`).MatchString(stderr) {
+		t.Errorf("gc: want a phase of the store's work over its total, in %q", stderr)
 	}
 }

@@ -117,7 +117,10 @@ func runReplicate(e *env, c *command, args []string) error {
 	defer r.Close()
 	if *once {
 		deleted := r.State().Deleted
-		if err := r.Once(e.ctx); err != nil {
+		p := startProgress(e, "replicate")
+		err := r.Once(p.with(e.ctx))
+		p.Done()
+		if err != nil {
 			return err
 		}
 		st := r.State()
