@@ -36,7 +36,7 @@ var flagsOf = map[string]string{
 	"redo":      "--dry-run",
 	"mcp":       "--workspace",
 	"ui":        "--listen",
-	"hooks":     "--user --project --dry-run --no-prompt",
+	"hooks":     "--user --project --dry-run --no-prompt --zerofs",
 	"replicate": "--once --replica-key",
 	"restore":   "--at --replica-key",
 }
