@@ -53,10 +53,13 @@ type keptInode struct {
 	detached bool
 	// stash is the inode's name in kept/ while it is a stash (stash.go):
 	// "" when it is none. named says id is its content's hash; stashBytes
-	// is its size as Stash counted it.
-	stash      string
-	named      bool
-	stashBytes int64
+	// is its size as Stash counted it; stashStored is what the stash
+	// adds to the store's size (its length, or a sparse copy's allocated
+	// bytes), taken off again by Unstash.
+	stash       string
+	named       bool
+	stashBytes  int64
+	stashStored int64
 }
 
 // keptState is the store's kept blobs (see Store.kmu).

@@ -24,6 +24,9 @@ import (
 // sha256 of its whole logical content: the holes are hashed as zeros from
 // memory, so capturing a 10 GiB file with one byte of data reads one page
 // and hashes 10 GiB at CPU speed, and stores one small chunk and a list.
+// A writer need not wait for that hash: StashCopy (stash.go) copies a
+// large file that is mostly holes by its data alone, and Name stores the
+// copy as such a list after the request.
 // Reads of a hole entry are zeros, never a record read; prune, verify and
 // Chunks skip hole entries (they name no record).
 //

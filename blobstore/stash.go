@@ -5,10 +5,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -87,7 +89,7 @@ func (s *Store) Stash(f *os.File, writing func(dev, ino uint64) bool) (name stri
 		return "", 0, false, nil
 	}
 	hook("kept:stashed", filepath.Join(s.dir, keptDirName, name))
-	ki.stash, ki.stashBytes = name, st.Size
+	ki.stash, ki.stashBytes, ki.stashStored = name, st.Size, st.Size
 	s.kmu.Lock()
 	s.kept.stash[name] = ki
 	if !s.opts.Sync {
@@ -160,6 +162,19 @@ func (s *Store) Name(name string) (ID, int64, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return ID{}, 0, fmt.Errorf("%w: stash %s is not a regular file", ErrCorrupt, name)
+	}
+	if mostlyHoles(&st) && (s.opts.MaxSize <= 0 || st.Size <= s.opts.MaxSize) {
+		// A large sparse file (StashCopy's copies, or an unlinked one) is
+		// stored with its holes recorded, not linked: a blob that is a
+		// list is read, verified and restored by its data alone.
+		id, n, err := s.Put(f)
+		if err != nil {
+			return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
+		}
+		if ki != nil {
+			ki.id, ki.named = id, true
+		}
+		return id, n, nil
 	}
 	id, n, err := HashFile(f)
 	if err != nil {
@@ -266,7 +281,7 @@ func (s *Store) Unstash(names []string) error {
 				delete(s.kept.ino, ki.ino)
 			}
 			s.mu.Lock()
-			s.looseBytes -= ki.stashBytes
+			s.looseBytes -= ki.stashStored
 			s.mu.Unlock()
 		}
 		s.kmu.Unlock()
@@ -302,4 +317,158 @@ func (s *Store) HasStash(name string) bool {
 	var st unix.Stat_t
 	err := unix.Lstat(filepath.Join(s.dir, keptDirName, name), &st)
 	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
+}
+
+// A workspace file about to be written that is large and mostly holes (a
+// disk image, a sparse database) is stashed by a copy of its data, not
+// hashed: its sha256 covers its whole logical length, holes hashed as
+// zeros, seconds for 10 GiB, which a writer's open would wait for.
+// StashCopy copies its data extents (SEEK_DATA/SEEK_HOLE,
+// copy_file_range) into a new file of the store's, kept/p-<hex>, sets its
+// length, and registers it as a stash: the caller records it by that name
+// and names it later (Name), as it does an unlinked file's stash. The
+// copy's inode is the store's alone: nothing writes it, so it is never
+// detached.
+
+// sparseStashFrom is the least size of a file StashCopy copies.
+const sparseStashFrom = 64 << 20
+
+// mostlyHoles reports whether st is a regular file of at least
+// sparseStashFrom bytes of which at most a quarter is allocated.
+func mostlyHoles(st *unix.Stat_t) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size >= sparseStashFrom && st.Blocks*512 <= st.Size/4
+}
+
+// stashCopied counts the bytes StashCopy copied (tests read it).
+var stashCopied atomic.Int64
+
+// StashCopy stashes a copy of f, an open regular workspace file about to
+// be written, when f is large and mostly holes: only its data is read and
+// copied, nothing is hashed, and the copy keeps f's holes. n is f's size.
+// ok is false, and nothing is stored, for any other file (or a store with
+// no kept directory, or a file larger than Options.MaxSize): the caller
+// stores it with Put.
+//
+// With Options.Sync the copy's data and its entry in kept/ are durable
+// when StashCopy returns; without it, Sync makes them so.
+func (s *Store) StashCopy(f *os.File) (name string, n int64, ok bool, err error) {
+	if s.opts.ReadOnly {
+		return "", 0, false, ErrReadOnly
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return "", 0, false, fmt.Errorf("blobstore: stash copy: %w", err)
+	}
+	if !mostlyHoles(&st) || (s.opts.MaxSize > 0 && st.Size > s.opts.MaxSize) {
+		return "", 0, false, nil
+	}
+	s.kmu.Lock()
+	dir := s.kept.dir
+	s.kmu.Unlock()
+	if dir == nil {
+		return "", 0, false, nil
+	}
+	name = newStashName()
+	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return "", 0, false, fmt.Errorf("blobstore: stash copy: %w", err)
+	}
+	out := os.NewFile(uintptr(fd), filepath.Join(s.dir, keptDirName, name))
+	defer out.Close()
+	fail := func(err error) (string, int64, bool, error) {
+		unix.Unlinkat(int(dir.Fd()), name, 0)
+		return "", 0, false, fmt.Errorf("blobstore: stash copy of %s: %w", f.Name(), err)
+	}
+	size := st.Size
+	exts, _ := dataExtents(f, size)
+	var data int64
+	for _, e := range exts {
+		if err := copyRange(out, f, e.off, e.n); err != nil {
+			return fail(err)
+		}
+		data += e.n
+	}
+	if err := out.Truncate(size); err != nil {
+		return fail(err)
+	}
+	// What was copied is the file's content only if nothing follows.
+	var b [1]byte
+	if k, _ := f.ReadAt(b[:], size); k > 0 {
+		return fail(errors.New("it grew while it was copied"))
+	}
+	stashCopied.Add(data)
+	var ost unix.Stat_t
+	if err := unix.Fstat(fd, &ost); err != nil {
+		return fail(err)
+	}
+	if s.opts.Sync {
+		if err := fdatasync(out); err != nil {
+			return fail(err)
+		}
+		if err := syncDirFile(dir); err != nil {
+			return fail(err)
+		}
+	} else if data >= DefaultChunkAbove {
+		durable.StartWriteback(out)
+	}
+	hook("kept:copied", out.Name())
+	// The store's size counts what the copy allocates, not its length:
+	// a 10 GiB copy of a few blocks must not look like 10 GiB to
+	// --max-store-size.
+	stored := ost.Blocks * 512
+	ki := &keptInode{ino: ost.Ino, stash: name, stashBytes: size, stashStored: stored}
+	s.kmu.Lock()
+	s.kept.stash[name] = ki
+	if s.kept.ino[ost.Ino] == nil {
+		s.kept.ino[ost.Ino] = ki
+	}
+	if !s.opts.Sync {
+		s.kept.pending = append(s.kept.pending, name)
+	}
+	s.kmu.Unlock()
+	s.mu.Lock()
+	s.looseBytes += stored
+	s.mu.Unlock()
+	return name, size, true, nil
+}
+
+// copyRange copies [off, off+n) of src to the same place in dst, with
+// copy_file_range where the kernel can, else by reading and writing.
+func copyRange(dst, src *os.File, off, n int64) error {
+	roff, woff := off, off
+	end := off + n
+	for roff < end {
+		k, err := unix.CopyFileRange(int(src.Fd()), &roff, int(dst.Fd()), &woff, int(min(end-roff, 1<<30)), 0)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+				break // copied by hand from roff
+			}
+			return err
+		}
+		if k == 0 {
+			return fmt.Errorf("read %d bytes of a %d-byte extent (the file shrank)", roff-off, n)
+		}
+	}
+	if roff >= end {
+		return nil
+	}
+	buf := make([]byte, min(end-roff, 1<<20))
+	for roff < end {
+		b := buf[:min(int64(len(buf)), end-roff)]
+		k, err := src.ReadAt(b, roff)
+		if k < len(b) && err != nil {
+			if err == io.EOF {
+				return fmt.Errorf("read %d bytes of a %d-byte extent (the file shrank)", roff+int64(k)-off, n)
+			}
+			return err
+		}
+		if _, err := dst.WriteAt(b, roff); err != nil {
+			return err
+		}
+		roff += int64(len(b))
+	}
+	return nil
 }

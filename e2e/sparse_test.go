@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +37,39 @@ func TestSparseFileRewindAllocatesOnlyItsData(t *testing.T) {
 	start := time.Now()
 	mustNobody(t, pub, "printf y | dd of=big bs=1 seek=104857600 conv=notrunc status=none")
 	capture := time.Since(start)
+	// The write's capture is a copy of the file's data (a stash), named
+	// after the request: @s1 reads the state before the write, as nobody,
+	// before the stash is named (the view names it) and after.
+	atS1 := filepath.Join(view(ws, s1), "pub", "big")
+	// The log says which: the write's checkpoint names a stash ("kept"),
+	// and a stash_named event names its blob once the namer ran.
+	stashed := func() (recorded, named bool) {
+		for _, ev := range readLog(t, filepath.Join(ws, ".zero", "log")) {
+			if ev.Sequence > s1 && strings.HasSuffix(ev.Type, "checkpoint") && strings.Contains(string(ev.Payload), `"kept":"p-`) {
+				recorded = true
+			}
+			if ev.Sequence > s1 && ev.Type == "stash_named" {
+				named = true
+			}
+		}
+		return recorded, named
+	}
+	recorded, named := stashed()
+	if !recorded {
+		for _, ev := range readLog(t, filepath.Join(ws, ".zero", "log")) {
+			t.Logf("%d %s %s", ev.Sequence, ev.Type, ev.Payload)
+		}
+		t.Fatalf("the write's checkpoint names no stash: the sparse file was hashed on the request path")
+	}
+	t.Logf("the write's stash named before @s1 was read: %v", named)
+	viewAsRecorded(t, "@s1 read right after the write", pub, atS1, size, map[int64]byte{536870912: 'x', 104857600: 0, 0: 0, size - 1: 0})
+	for deadline := time.Now().Add(2 * time.Minute); !named; time.Sleep(100 * time.Millisecond) {
+		_, named = stashed()
+		if time.Now().After(deadline) {
+			t.Fatalf("the write's stash was not named in 2 minutes")
+		}
+	}
+	viewAsRecorded(t, "@s1 after naming", pub, atS1, size, map[int64]byte{536870912: 'x', 104857600: 0, 0: 0, size - 1: 0})
 	s2 := step(t, ws, "after")
 	start = time.Now()
 	rewindTo(t, ws, s1)
@@ -84,5 +121,21 @@ func sparseAsRecorded(t *testing.T, when, p string, size int64, bytes map[int64]
 		if _, err := f.ReadAt(b, off); err != nil || b[0] != want {
 			t.Errorf("%s: byte %d = %q, %v; want %q", when, off, b[0], err, want)
 		}
+	}
+}
+
+// viewAsRecorded reads, as nobody, the file at p (a view's) and fails
+// unless it has size bytes with the given bytes at their offsets.
+func viewAsRecorded(t *testing.T, when, dir, p string, size int64, bytes map[int64]byte) {
+	t.Helper()
+	script := "stat -c %s " + p
+	want := []string{strconv.FormatInt(size, 10)}
+	for _, off := range slices.Sorted(maps.Keys(bytes)) {
+		script += fmt.Sprintf(" && dd if=%s bs=1 skip=%d count=1 status=none | od -An -tu1", p, off)
+		want = append(want, strconv.Itoa(int(bytes[off])))
+	}
+	out := strings.Fields(mustNobody(t, dir, script))
+	if strings.Join(out, " ") != strings.Join(want, " ") {
+		t.Errorf("%s: size and bytes %v; want %v", when, out, want)
 	}
 }

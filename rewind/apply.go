@@ -140,7 +140,7 @@ func (e *Engine) captureForRewind(ctx context.Context, plan *rewindPlan) (Seq, e
 	}
 	files := make([]FileState, 0, len(paths))
 	for _, p := range paths {
-		st, err := e.readState(p, false, false)
+		st, err := e.readState(p, false, false, false)
 		if err != nil {
 			return 0, err
 		}

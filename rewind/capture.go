@@ -276,7 +276,7 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 	stashed := 0
 	for _, p := range paths {
 		r, gone := removed[p]
-		st, err := e.readState(p, gone, r.stash)
+		st, err := e.readState(p, gone, r.stash, true)
 		if err != nil {
 			e.unstashFailed(files)
 			return err
@@ -325,8 +325,11 @@ func (e *Engine) appendCheckpoint(ctx context.Context, cp Checkpoint) (eventlog.
 // readState reads path p's current state from the workspace, storing a
 // regular file's content as a blob: kept (its inode linked into the store)
 // when removed says its name is about to go and the store can keep it,
-// else copied.
-func (e *Engine) readState(p string, removed, stash bool) (FileState, error) {
+// else copied. With sparse, a file about to be written that is large and
+// mostly holes is stashed by a copy of its data (blobstore.Store.StashCopy),
+// named later like an unlinked file's stash; only a capture that wakes the
+// namer (captureClaimed) asks for it.
+func (e *Engine) readState(p string, removed, stash, sparse bool) (FileState, error) {
 	st, err := e.ws.lstat(p)
 	if isMissing(err) {
 		return FileState{Path: p, Absent: true}, nil
@@ -380,6 +383,18 @@ func (e *Engine) readState(p string, removed, stash bool) (FileState, error) {
 			}
 			if ok {
 				fs.Blob, fs.Bytes = id.String(), n
+				return fs, nil
+			}
+		}
+		// A large file mostly holes is copied by its data, not hashed:
+		// its holes would be hashed as zeros on the writer's open.
+		if sparse {
+			name, n, ok, err := e.blobs.StashCopy(f)
+			if err != nil {
+				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			}
+			if ok {
+				fs.Kept, fs.Bytes = name, n
 				return fs, nil
 			}
 		}

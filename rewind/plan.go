@@ -355,7 +355,7 @@ func under(p string, roots []string) bool {
 // storeMoved is the workspace path at as a recorded state: its content
 // stored now.
 func (e *Engine) storeMoved(at string) (Entry, error) {
-	st, err := e.readState(at, false, false)
+	st, err := e.readState(at, false, false, false)
 	if err != nil {
 		return Entry{}, err
 	}

@@ -83,11 +83,11 @@ func (e *Engine) RenameDir(ctx context.Context, who Caller, from, to string, ren
 // other files from now on).
 func (e *Engine) appendRename(ctx context.Context, who Caller, from, to string) error {
 	who = who.resolved()
-	src, err := e.readState(from, false, false)
+	src, err := e.readState(from, false, false, false)
 	if err != nil {
 		return err
 	}
-	dst, err := e.readState(to, false, false)
+	dst, err := e.readState(to, false, false, false)
 	if err != nil {
 		return err
 	}

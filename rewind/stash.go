@@ -30,6 +30,13 @@ import (
 // first (NameStashes), so no reader ever sees a file record without a blob.
 // A stash the store no longer holds, or holds damaged, is named lost: its
 // record becomes skipped with the reason, never invented content.
+//
+// A file about to be written that is large and mostly holes is stashed the
+// same way, by a copy of its data (blobstore.Store.StashCopy, readState):
+// its sha256 spans its whole length, holes hashed as zeros, seconds for a
+// 10 GiB file that the writer's open would otherwise wait for. The copy
+// is the store's own file, so nothing writes it; everything above holds
+// for it as for an unlinked file's stash.
 
 // namerBatch bounds the stashes one stash_named event names.
 const namerBatch = 4096
