@@ -34,8 +34,45 @@ while [ $i -le $n ]; do
 done
 `
 
+// A deadlock is told from a slow machine by progress, not by time: these
+// tests fail when the workspace's head stops moving for stuckAfter while
+// commands still run. A fixed deadline for the whole work (two minutes)
+// failed them at load 19-24, where the same work takes four. commandsBound
+// only keeps a hung command from outliving the test.
+const (
+	stuckAfter    = 90 * time.Second
+	commandsBound = 15 * time.Minute
+)
+
+// waitWhileProgressing waits for n results on done and returns them. It
+// fails the test when head stays put for stuckAfter while some are still
+// running (a deadlock: every writer's work appends events), or when ctx
+// ends.
+func waitWhileProgressing[R any](t *testing.T, ctx context.Context, ws string, n int, done <-chan R, what string) []R {
+	t.Helper()
+	var out []R
+	last, since := head(t, ws), time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for len(out) < n {
+		select {
+		case r := <-done:
+			out = append(out, r)
+		case <-tick.C:
+			if h := head(t, ws); h != last {
+				last, since = h, time.Now()
+			} else if time.Since(since) > stuckAfter {
+				t.Fatalf("%s: head stayed at %d for %v with %d of %d still running: deadlock?", what, last, stuckAfter, n-len(out), n)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: still running after %v", what, commandsBound)
+		}
+	}
+	return out
+}
+
 // TestParallelWritersAndRewinds: four shell writers run while steps begin
-// and rewinds run. Nothing deadlocks (every command has a deadline), and
+// and rewinds run. Nothing deadlocks (the work keeps moving), and
 // every view of a recorded step shows writer files in a state a writer
 // could have left, the same whether read while the writers ran or
 // afterwards.
@@ -58,7 +95,7 @@ func parallelWriters(t *testing.T, mode string) {
 	}
 	step(t, ws, "start")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), commandsBound)
 	defer cancel()
 	done := make(chan error, writers)
 	for k := range writers {
@@ -79,8 +116,8 @@ func parallelWriters(t *testing.T, mode string) {
 	waitProgress := func() {
 		t.Helper()
 		h0 := head(t, ws)
-		if err := poll(30*time.Second, func() bool { return head(t, ws) >= h0+30 }); err != nil {
-			t.Fatalf("head stayed near %d for 30 s: the writers are stuck", h0)
+		if err := poll(stuckAfter, func() bool { return head(t, ws) >= h0+30 }); err != nil {
+			t.Fatalf("head stayed near %d for %v: the writers are stuck", h0, stuckAfter)
 		}
 	}
 	for r := range rounds {
@@ -92,14 +129,9 @@ func parallelWriters(t *testing.T, mode string) {
 		target := heads[max(0, r-1)]
 		rewindTo(t, ws, target)
 	}
-	for range writers {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("writer: %v", err)
-			}
-		case <-ctx.Done():
-			t.Fatalf("writers did not finish in time: deadlock?")
+	for _, err := range waitWhileProgressing(t, ctx, ws, writers, done, "writers") {
+		if err != nil {
+			t.Errorf("writer: %v", err)
 		}
 	}
 
@@ -186,7 +218,7 @@ func TestCreatorsWaitForRewinds(t *testing.T) {
 	stop := filepath.Join(t.TempDir(), "stop")
 	step(t, ws, "start")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), commandsBound)
 	defer cancel()
 	type result struct {
 		stdout, stderr string
@@ -219,8 +251,8 @@ func TestCreatorsWaitForRewinds(t *testing.T) {
 	waitProgress := func() {
 		t.Helper()
 		h0 := head(t, ws)
-		if err := poll(30*time.Second, func() bool { return head(t, ws) >= h0+20 }); err != nil {
-			t.Fatalf("head stayed near %d for 30 s: the creators are stuck", h0)
+		if err := poll(stuckAfter, func() bool { return head(t, ws) >= h0+20 }); err != nil {
+			t.Fatalf("head stayed near %d for %v: the creators are stuck", h0, stuckAfter)
 		}
 	}
 	var heads []int64
@@ -233,28 +265,23 @@ func TestCreatorsWaitForRewinds(t *testing.T) {
 	stopOnce()
 
 	total, failed := 0, 0
-	for range creators {
-		select {
-		case r := <-done:
-			if r.err != nil {
-				t.Errorf("creator: %v\n%s", r.err, r.stderr)
+	for _, r := range waitWhileProgressing(t, ctx, ws, creators, done, "creators") {
+		if r.err != nil {
+			t.Errorf("creator: %v\n%s", r.err, r.stderr)
+		}
+		n, ok := strings.CutPrefix(strings.TrimSpace(r.stdout), "DONE ")
+		k, err := strconv.Atoi(n)
+		if !ok || err != nil {
+			t.Errorf("creator printed %q, want DONE <count>", r.stdout)
+		}
+		total += k
+		for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+			if line == "" {
+				continue
 			}
-			n, ok := strings.CutPrefix(strings.TrimSpace(r.stdout), "DONE ")
-			k, err := strconv.Atoi(n)
-			if !ok || err != nil {
-				t.Errorf("creator printed %q, want DONE <count>", r.stdout)
+			if failed++; failed <= 10 {
+				t.Errorf("%s", line)
 			}
-			total += k
-			for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
-				if line == "" {
-					continue
-				}
-				if failed++; failed <= 10 {
-					t.Errorf("%s", line)
-				}
-			}
-		case <-ctx.Done():
-			t.Fatal("creators did not finish in time: deadlock?")
 		}
 	}
 	t.Logf("%d creates during %d rewinds, %d failed", total, rewinds, failed)
