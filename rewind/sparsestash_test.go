@@ -98,14 +98,22 @@ func TestSparseWriteStashed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Hold the namer back, as a loaded machine would.
+			// Hold the namer back, as a loaded machine would (and let it
+			// go before Close, which names, if the test fails).
 			e.nameMu.Lock()
+			held := true
+			defer func() {
+				if held {
+					e.nameMu.Unlock()
+				}
+			}()
 			release, _, err := e.Begin(ctx, Caller{}, Change{Path: "big"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			un := e.index.Unnamed()
 			if len(un) != 1 || un[0].Path != "big" {
+				release()
 				t.Fatalf("unnamed records after the capture: %v; want big's stash", un)
 			}
 			f, err := os.OpenFile(filepath.Join(ws, "big"), os.O_WRONLY, 0)
@@ -116,6 +124,7 @@ func TestSparseWriteStashed(t *testing.T) {
 			f.Close()
 			release()
 			e.nameMu.Unlock()
+			held = false
 			readAt := func(what string) {
 				t.Helper()
 				ent, err := e.StateAt("big", ev.Seq)
