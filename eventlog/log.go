@@ -303,6 +303,14 @@ func (l *Log) Head() Seq {
 	return l.head
 }
 
+// Synced is the last sequence known durable: every line up to it has been
+// fdatasynced (or was found in the file at open).
+func (l *Log) Synced() Seq {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	return l.synced
+}
+
 // Append writes one event with the next sequence. payload is marshalled to
 // JSON (a json.RawMessage is used as is). With Options.Sync it returns only
 // once the line is durable.

@@ -471,6 +471,7 @@ func (e *Engine) beginStepLocked(ctx context.Context, label string, payload map[
 	if err != nil {
 		return eventlog.Event{}, err
 	}
+	e.markAppended()
 	e.setStep(Step{Seq: ev.Seq, Label: label})
 	e.state.AddStep(ev)
 	return ev, nil
@@ -494,6 +495,16 @@ func (e *Engine) Sync() error {
 		e.opts.Logger.Warn("rewind: slow fsync", "took", d)
 	}
 	return nil
+}
+
+// markAppended, in batch mode, has the flusher make an event that is no
+// checkpoint (a step's tool_call, a turn) durable within its window too.
+// Left for the next step's Sync, every step paid an fdatasync for the one
+// before it (~1.4 ms of a 1.9 ms step here), however long ago that began.
+func (e *Engine) markAppended() {
+	if !e.opts.Sync {
+		e.markDirty()
+	}
 }
 
 // markDirty tells the batch flusher there is something to fsync.

@@ -15,7 +15,8 @@ import (
 // before them (Cursor). Each path is captured again in the new step, so the
 // state just before the turn stays reachable by sequence: rewinding to the
 // turn's sequence minus one takes back everything done since the prompt.
-// The event is durable when BeginTurn returns.
+// The event is durable when BeginTurn returns with Options.Sync, and
+// within the flusher's window (BatchDelay) without it, as a capture is.
 func (e *Engine) BeginTurn(ctx context.Context, payload json.RawMessage) (eventlog.Event, error) {
 	return e.BeginTurnAs(ctx, Caller{}, payload)
 }
@@ -57,6 +58,7 @@ func (e *Engine) beginTurnLocked(ctx context.Context, payload map[string]any) (e
 	if err != nil {
 		return eventlog.Event{}, err
 	}
+	e.markAppended()
 	e.setStep(Step{Seq: ev.Seq})
 	e.state.AddStep(ev)
 	return ev, nil

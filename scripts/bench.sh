@@ -310,7 +310,9 @@ chmod 755 "$BASE"
 CACHE=$BASE/cache
 cleanup() {
 	# Nothing of ours stays mounted, whatever happened.
-	grep " fuse.zerofs " /proc/mounts | awk '{print $2}' | grep "^$BASE/" | while read -r m; do
+	# (|| true: with nothing mounted grep fails, and under set -e and
+	# pipefail that ended the trap here, leaving $BASE behind and exit 1.)
+	{ grep " fuse.zerofs " /proc/mounts | awk '{print $2}' | grep "^$BASE/" || true; } | while read -r m; do
 		umount -l "$m" 2>/dev/null || true
 	done
 	if [[ -n ${FUSE_MODE:-} ]]; then chmod "$FUSE_MODE" /dev/fuse; fi
