@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -227,35 +226,12 @@ func TestSparseStashCrash(t *testing.T) {
 		for _, point := range []string{"kept:copied", "checkpointed", "written", "stash:hashed", "stash:named"} {
 			t.Run(point+"/sync="+sync, func(t *testing.T) {
 				ctx := context.Background()
-				dir := t.TempDir()
-				ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
-				os.Mkdir(ws, 0o755)
-				want := sparseWS(t, ws)
-				root, err := os.Open(ws)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer root.Close()
-				e, err := Open(ctx, root, Options{StoreDir: store, Sync: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ev, err := e.BeginStep(ctx, "w", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := e.Close(); err != nil {
-					t.Fatal(err)
-				}
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), sparseCrashEnv+"="+point, "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_SYNC="+sync)
-				err = cmd.Run()
-				if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
-					t.Fatalf("child: %v; want it killed at %s", err, point)
-				}
+				var want []byte
+				k := killInStep(t, sparseCrashEnv, point, sync, "w", func(ws string) { want = sparseWS(t, ws) })
+				ws, store, root, ev := k.ws, k.store, k.root, k.step
 				kept, _ := os.ReadDir(filepath.Join(store, BlobsName, "kept"))
 				t.Logf("killed at %s: %d names in kept/", point, len(kept))
-				e, err = Open(ctx, root, Options{StoreDir: store, Sync: sync == "1"})
+				e, err := Open(ctx, root, Options{StoreDir: store, Sync: sync == "1"})
 				if err != nil {
 					t.Fatal(err)
 				}

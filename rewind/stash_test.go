@@ -200,35 +200,13 @@ func TestStashCrash(t *testing.T) {
 		for _, point := range []string{"kept:stashed", "checkpointed", "unlinked", "stash:hashed", "stash:named"} {
 			t.Run(point+"/sync="+sync, func(t *testing.T) {
 				ctx := context.Background()
-				dir := t.TempDir()
-				ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
-				os.Mkdir(ws, 0o755)
 				files := stashFiles()
-				for p, c := range files {
-					os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
-				}
-				root, err := os.Open(ws)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer root.Close()
-				e, err := Open(ctx, root, Options{StoreDir: store, Sync: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ev, err := e.BeginStep(ctx, "rm", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := e.Close(); err != nil {
-					t.Fatal(err)
-				}
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), stashCrashEnv+"="+point, "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_SYNC="+sync)
-				err = cmd.Run()
-				if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
-					t.Fatalf("child: %v; want it killed at %s", err, point)
-				}
+				k := killInStep(t, stashCrashEnv, point, sync, "rm", func(ws string) {
+					for p, c := range files {
+						os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
+					}
+				})
+				ws, store, root, ev := k.ws, k.store, k.root, k.step
 				stashes, _ := os.ReadDir(filepath.Join(store, BlobsName, "kept"))
 				left := 0
 				for p := range files {
@@ -237,7 +215,7 @@ func TestStashCrash(t *testing.T) {
 					}
 				}
 				t.Logf("killed at %s: %d of %d files left, %d names in kept/", point, left, len(files), len(stashes))
-				e, err = Open(ctx, root, Options{StoreDir: store, Sync: sync == "1"})
+				e, err := Open(ctx, root, Options{StoreDir: store, Sync: sync == "1"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -254,6 +232,50 @@ func TestStashCrash(t *testing.T) {
 			})
 		}
 	}
+}
+
+// crashed is a workspace whose child process was SIGKILLed in a step:
+// its directories, its root (open) and the step's tool_call.
+type crashed struct {
+	ws, store string
+	root      *os.File
+	step      eventlog.Event
+}
+
+// killInStep makes a workspace (fill writes its files), begins a step
+// with --sync always, closes the engine and runs this test binary as a
+// child with env=point, which must end killed by SIGKILL there (the crash
+// tests' children: stashCrashChild, sparseCrashChild).
+func killInStep(t *testing.T, env, point, sync, label string, fill func(ws string)) crashed {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := crashed{ws: filepath.Join(dir, "ws"), store: filepath.Join(dir, "store")}
+	os.Mkdir(c.ws, 0o755)
+	fill(c.ws)
+	root, err := os.Open(c.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	c.root = root
+	e, err := Open(ctx, root, Options{StoreDir: c.store, Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.step, err = e.BeginStep(ctx, label, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+point, "ZEROFS_TEST_WS="+c.ws, "ZEROFS_TEST_STORE="+c.store, "ZEROFS_TEST_SYNC="+sync)
+	err = cmd.Run()
+	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
+		t.Fatalf("child: %v; want it killed at %s", err, point)
+	}
+	return c
 }
 
 // TestStashTampered: the store is untrusted. A stash a record names that is
