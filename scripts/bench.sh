@@ -231,6 +231,22 @@ if [[ ${WORKER:-} == 1 ]]; then
 				record rewind10 abs 0 $((t1 - t0))
 			done
 			;;
+		stepalone)
+			# A step by itself: one write to .zero/step, 20 ms after the
+			# step before (an agent's steps are further apart still), 200
+			# times per round; the median round's mean (absolute time).
+			for ((i = 1; i <= REPS; i++)); do
+				tot=0
+				for ((k = 0; k < 200; k++)); do
+					sleep 0.02
+					t0=${EPOCHREALTIME/./}
+					printf 'step %s\n' "$k" >"$MP/.zero/step"
+					t1=${EPOCHREALTIME/./}
+					tot=$((tot + t1 - t0))
+				done
+				record stepalone abs 0 $((tot / 200))
+			done
+			;;
 		onestep-*)
 			# One step that edits one file under the mount of an N-file
 			# workspace, against one shadow-git snapshot (add -A && commit)
@@ -362,7 +378,7 @@ mkdir "$CACHE/vet"
 git archive HEAD | tar -x -C "$CACHE/vet"
 (cd "$CACHE/vet" && GOFLAGS= go mod vendor)
 
-ALL=(find grep rg gitstatus tarx rmsame rmown rmnm readcold readwarm write gitcommit vet small fio mv rewind10 onestep-1k onestep-10k)
+ALL=(find grep rg gitstatus tarx rmsame rmown rmnm readcold readwarm write gitcommit vet small fio mv rewind10 stepalone onestep-1k onestep-10k)
 CAPTURE=(tarx rmsame rmown rmnm write gitcommit small mv rewind10 onestep-10k)
 if [[ $SIZE == full ]]; then
 	ALL+=(onestep-50k)
@@ -439,6 +455,7 @@ names = {
     "fio": ("fio 4 KiB random read+write, 32 MiB", ""),
     "mv": ("mv of Go's src (11k files) and back", "<= 2x"),
     "rewind10": ("rewind of a 10-file step", ""),
+    "stepalone": ("a step alone (mean of 200, 20 ms apart)", ""),
     "onestep-1k": ("one-file step vs shadow git, 1k files", ">= 100x cheaper"),
     "onestep-10k": ("one-file step vs shadow git, 10k files", ">= 200x cheaper"),
     "onestep-50k": ("one-file step vs shadow git, 50k files", ">= 100x cheaper"),
