@@ -272,27 +272,9 @@ func readFile(t *testing.T, p string) string {
 // ZEROFS_REQUIRE_MCP_TS=1.
 func runTSCalls(t *testing.T, dir string, calls []mcpCall) []mcpResult {
 	t.Helper()
-	sdk := os.Getenv("ZEROFS_MCP_TS_SDK")
-	node, err := exec.LookPath("node")
-	if sdk == "" || err != nil {
-		if os.Getenv("ZEROFS_REQUIRE_MCP_TS") == "1" {
-			t.Fatal("ZEROFS_MCP_TS_SDK is not set or node is missing")
-		}
-		t.Skip("set ZEROFS_MCP_TS_SDK to a directory with @modelcontextprotocol/sdk in node_modules (and install node) to run the TypeScript client")
-	}
-	tmp := t.TempDir()
-	script, err := os.ReadFile(filepath.Join("testdata", "mcp-ts", "calls.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "calls.mjs"), script, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Join(sdk, "node_modules"), filepath.Join(tmp, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
+	node, script := tsClient(t, "calls.mjs")
 	in, _ := json.Marshal(calls)
-	cmd := exec.Command(node, filepath.Join(tmp, "calls.mjs"), binary, dir)
+	cmd := exec.Command(node, script, binary, dir)
 	cmd.Stdin = bytes.NewReader(in)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -20,34 +20,16 @@ import (
 // there). Without them it skips, saying so; ZEROFS_REQUIRE_MCP_TS=1 makes
 // that a failure.
 func TestMCPTypeScriptClient(t *testing.T) {
-	sdk := os.Getenv("ZEROFS_MCP_TS_SDK")
-	node, err := exec.LookPath("node")
-	if sdk == "" || err != nil {
-		if os.Getenv("ZEROFS_REQUIRE_MCP_TS") == "1" {
-			t.Fatal("ZEROFS_MCP_TS_SDK is not set or node is missing")
-		}
-		t.Skip("set ZEROFS_MCP_TS_SDK to a directory with @modelcontextprotocol/sdk in node_modules (and install node) to run the TypeScript client")
-	}
 	s := newStore(t, map[string]string{"a.txt": "one\n"})
 	s.step("Edit a.txt")
 	s.write("a.txt", "two\n")
 	s.close()
 
-	dir := t.TempDir()
-	script, err := os.ReadFile(filepath.Join("testdata", "mcp-ts", "client.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "client.mjs"), script, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Join(sdk, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(node, filepath.Join(dir, "client.mjs"), binary, s.ws)
+	node, script := tsClient(t, "client.mjs")
+	cmd := exec.Command(node, script, binary, s.ws)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	var last map[string]any
 	calls := 0
 	for line := range strings.Lines(stdout.String()) {
@@ -67,4 +49,32 @@ func TestMCPTypeScriptClient(t *testing.T) {
 	if calls != 15 {
 		t.Errorf("the TypeScript client made %d checked calls, want 15", calls)
 	}
+}
+
+// tsClient returns node and the path of testdata/mcp-ts/NAME copied into a
+// temporary directory beside the SDK's node_modules (ZEROFS_MCP_TS_SDK).
+// Without node or the SDK it skips, or fails under ZEROFS_REQUIRE_MCP_TS=1.
+func tsClient(t *testing.T, name string) (node, script string) {
+	t.Helper()
+	sdk := os.Getenv("ZEROFS_MCP_TS_SDK")
+	node, err := exec.LookPath("node")
+	if sdk == "" || err != nil {
+		if os.Getenv("ZEROFS_REQUIRE_MCP_TS") == "1" {
+			t.Fatal("ZEROFS_MCP_TS_SDK is not set or node is missing")
+		}
+		t.Skip("set ZEROFS_MCP_TS_SDK to a directory with @modelcontextprotocol/sdk in node_modules (and install node) to run the TypeScript client")
+	}
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join("testdata", "mcp-ts", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script = filepath.Join(dir, name)
+	if err := os.WriteFile(script, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(sdk, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	return node, script
 }
