@@ -99,6 +99,12 @@ var (
 )
 
 func (c *ctlFile) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	c.fs.ctlAttrs.Add(1)
+	return c.attr(out)
+}
+
+// attr fills a control file's attributes, which never change.
+func (c *ctlFile) attr(out *fuse.AttrOut) syscall.Errno {
 	mode := uint32(0o600)
 	if c.name == control.Head {
 		mode = 0o644
@@ -121,7 +127,12 @@ func (c *ctlFile) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.Set
 	if _, ok := in.GetSize(); ok && !c.writable {
 		return syscall.EACCES
 	}
-	return c.Getattr(ctx, f, out)
+	// The attributes never change, so they are kept as a GETATTR's are:
+	// go-fuse sets no timeout on a SETATTR reply, and without one the
+	// kernel asked for them again (and then for security.capability)
+	// at every "echo label > .zero/step", two round trips of eight.
+	out.SetTimeout(wsCacheTimeout)
+	return c.attr(out)
 }
 
 // ctlHandle is an open control file: the report generated at open (or the

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -356,5 +357,26 @@ func TestCtlUndoRedo(t *testing.T) {
 	wantErrno(t, "redo past the end", ctlWrite(mp, "rewind", `{"redo": true}`), syscall.ENOENT)
 	for _, bad := range []string{`{"undo": true, "redo": true}`, `{"undo": false}`, `{"target": "x"}`, `{"target": 1, "paths": ["../x"]}`} {
 		wantErrno(t, "rewind "+bad, ctlWrite(mp, "rewind", bad), syscall.EINVAL)
+	}
+}
+
+// TestCtlStepAsksNoAttributes: a shell's "echo label > .zero/step" opens
+// with O_TRUNC, a SETATTR of size 0. Its reply's attributes are kept, so
+// the steps after the first send no GETATTR (the kernel asked again at
+// every step while the reply carried no timeout).
+func TestCtlStepAsksNoAttributes(t *testing.T) {
+	m := mountT(t, Options{})
+	mp := m.Mountpoint()
+	if err := ctlWrite(mp, "step", "first\n"); err != nil {
+		t.Fatal(err)
+	}
+	before := m.fs.ctlAttrs.Load()
+	for i := range 5 {
+		if err := ctlWrite(mp, "step", fmt.Sprintf("step %d\n", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.fs.ctlAttrs.Load() - before; n != 0 {
+		t.Errorf("5 steps written with O_TRUNC sent %d GETATTR requests of .zero/step, want 0", n)
 	}
 }

@@ -79,6 +79,8 @@ type fsys struct {
 	missed atomic.Int64
 	// opens counts OPEN requests (noopen.go; for tests).
 	opens atomic.Int64
+	// ctlAttrs counts GETATTR requests of control files (for tests).
+	ctlAttrs atomic.Int64
 
 	writers *writerSet  // passthrough handles open for writing
 	fds     openFds     // every backing descriptor its nodes hold (held.go)
