@@ -109,7 +109,8 @@ func BenchmarkOpenHistory(b *testing.B) {
 
 // TestWriteSyntheticStore writes a synthetic history for scripts/bench.sh
 // when ZEROFS_SYNTHETIC_STORE names a directory (and skips otherwise):
-// ZEROFS_SYNTHETIC_EVENTS events (default 1,000,000) over 10,000 paths.
+// ZEROFS_SYNTHETIC_EVENTS events (default 1,000,000) over
+// ZEROFS_SYNTHETIC_PATHS paths (default 10,000).
 func TestWriteSyntheticStore(t *testing.T) {
 	dir := os.Getenv("ZEROFS_SYNTHETIC_STORE")
 	if dir == "" {
@@ -122,7 +123,14 @@ func TestWriteSyntheticStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	writeSyntheticLog(t, dir, n, 10_000)
+	paths := 10_000
+	if s := os.Getenv("ZEROFS_SYNTHETIC_PATHS"); s != "" {
+		var err error
+		if paths, err = strconv.Atoi(s); err != nil || paths < 1 {
+			t.Fatalf("ZEROFS_SYNTHETIC_PATHS=%q: want a positive number", s)
+		}
+	}
+	writeSyntheticLog(t, dir, n, paths)
 	// The first open reads the whole log and writes the index snapshot.
 	ws := t.TempDir()
 	root, err := os.Open(ws)

@@ -10,18 +10,23 @@
 # it with the real daemon three times, each starting from the snapshot.
 # Needs root and /dev/fuse.
 #
-#   scripts/bench-history.sh [EVENTS]
+#   scripts/bench-history.sh [EVENTS [PATHS]]
+#
+# PATHS (default 10,000) is how many distinct paths the checkpoints touch:
+# 900000 with 1M events is the history of a workspace that saw nearly
+# every checkpoint name a new path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 events=${1:-1000000}
+paths=${2:-10000}
 tmp=$(mktemp -d /tmp/zerofs-bench-history.XXXXXX)
 trap 'zerofs_bin=$tmp/zerofs; [ -x "$zerofs_bin" ] && "$zerofs_bin" umount "$tmp/ws" >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 go build -o "$tmp/zerofs" ./cmd/zerofs
 mkdir -p "$tmp/ws" "$tmp/store"
-first=$(ZEROFS_SYNTHETIC_STORE=$tmp/store ZEROFS_SYNTHETIC_EVENTS=$events \
+first=$(ZEROFS_SYNTHETIC_STORE=$tmp/store ZEROFS_SYNTHETIC_EVENTS=$events ZEROFS_SYNTHETIC_PATHS=$paths \
 	go test -count=1 -v -run '^TestWriteSyntheticStore$' ./rewind/ | grep '^first open')
 log_mb=$(( $(stat -c %s "$tmp/store/events.jsonl") / 1048576 ))
-echo "history: $events events, ${log_mb} MiB log ($(date -u +%F), $(uname -r), $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
+echo "history: $events events over $paths paths, ${log_mb} MiB log ($(date -u +%F), $(uname -r), $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
 echo "$first"
 for run in 1 2 3; do
 	start=$(date +%s%N)
