@@ -32,7 +32,7 @@ for run in 1 2 3; do
 	start=$(date +%s%N)
 	"$tmp/zerofs" mount --store "$tmp/store" "$tmp/ws"
 	end=$(date +%s%N)
-	pid=$(cat "$tmp/store/daemon.pid")
+	read -r pid _ <"$tmp/store/daemon.pid" # "PID START-TIME"
 	cat "$tmp/ws/.zero/head" >/dev/null # one request served
 	sleep 1                             # the daemon returns its start-up memory
 	rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status")
