@@ -269,37 +269,22 @@ func (d *differ) pair(p string, na, nb Node) (string, error) {
 		return "", err
 	}
 	var hdr strings.Builder
-	// Names are quoted as git quotes them ("a/x\ny"): a name can never
-	// split a header or smuggle a line into the diff.
-	qa, qb := quote.Name("a/"+p), quote.Name("b/"+p)
-	fmt.Fprintf(&hdr, "diff --git %s %s\n", qa, qb)
+	qa, qb, ok := header(&hdr, p, na, nb, bytes.Equal(ca, cb))
+	if !ok {
+		return "", nil // identical: the capture changed nothing in the end
+	}
 	from, to := fmt.Sprintf("%s\t(%s)", qa, Label(d.a)), fmt.Sprintf("%s\t(%s)", qb, Label(d.b))
-	switch {
-	case !na.Exists:
-		fmt.Fprintf(&hdr, "new file mode %06o\n", gitMode(nb))
+	if !na.Exists {
 		from = "/dev/null"
-	case !nb.Exists:
-		fmt.Fprintf(&hdr, "deleted file mode %06o\n", gitMode(na))
+	}
+	if !nb.Exists {
 		to = "/dev/null"
-	default:
-		if gitMode(na) != gitMode(nb) {
-			fmt.Fprintf(&hdr, "old mode %06o\nnew mode %06o\n", gitMode(na), gitMode(nb))
-		} else if bytes.Equal(ca, cb) {
-			return "", nil // identical: the capture changed nothing in the end
-		}
 	}
 	var body string
 	switch {
 	case bytes.Equal(ca, cb):
 	case isBinary(ca) || isBinary(cb):
-		bf, bt := qa, qb
-		if !na.Exists {
-			bf = "/dev/null"
-		}
-		if !nb.Exists {
-			bt = "/dev/null"
-		}
-		body = fmt.Sprintf("Binary files %s and %s differ\n", bf, bt)
+		body = binaryLine(qa, qb, na, nb)
 	default:
 		sa, sb := string(ca), string(cb)
 		body, err = udiff.ToUnified(from, to, sa, udiff.Lines(sa, sb), udiff.DefaultContextLines)
@@ -322,33 +307,53 @@ func (d *differ) bigPair(p string, na, nb Node) (string, error) {
 			return "", err
 		}
 	}
-	qa, qb := quote.Name("a/"+p), quote.Name("b/"+p)
-	var out strings.Builder
-	fmt.Fprintf(&out, "diff --git %s %s\n", qa, qb)
-	bf, bt := qa, qb
 	same := false
-	switch {
-	case !na.Exists:
-		fmt.Fprintf(&out, "new file mode %06o\n", gitMode(nb))
-		bf = "/dev/null"
-	case !nb.Exists:
-		fmt.Fprintf(&out, "deleted file mode %06o\n", gitMode(na))
-		bt = "/dev/null"
-	default:
-		if na.Kind == nb.Kind {
-			ia, ib := contentID(d.src, p, d.a, na), contentID(d.src, p, d.b, nb)
-			same = ia != "" && ia == ib
-		}
-		if gitMode(na) != gitMode(nb) {
-			fmt.Fprintf(&out, "old mode %06o\nnew mode %06o\n", gitMode(na), gitMode(nb))
-		} else if same {
-			return "", nil
-		}
+	if na.Exists && nb.Exists && na.Kind == nb.Kind {
+		ia, ib := contentID(d.src, p, d.a, na), contentID(d.src, p, d.b, nb)
+		same = ia != "" && ia == ib
+	}
+	var out strings.Builder
+	qa, qb, ok := header(&out, p, na, nb, same)
+	if !ok {
+		return "", nil
 	}
 	if !same {
-		fmt.Fprintf(&out, "Binary files %s and %s differ\n", bf, bt)
+		out.WriteString(binaryLine(qa, qb, na, nb))
 	}
 	return out.String(), nil
+}
+
+// header writes the git header of p's pair to w: "diff --git", then "new
+// file mode", "deleted file mode" or a mode change. Names are quoted as git
+// quotes them ("a/x\ny"): a name can never split a header or smuggle a line
+// into the diff. ok is false when there is nothing to show: both sides exist
+// with the same mode and, as the caller compared them, the same content.
+func header(w *strings.Builder, p string, na, nb Node, same bool) (qa, qb string, ok bool) {
+	qa, qb = quote.Name("a/"+p), quote.Name("b/"+p)
+	switch {
+	case na.Exists && nb.Exists && gitMode(na) == gitMode(nb) && same:
+		return qa, qb, false
+	case !na.Exists:
+		fmt.Fprintf(w, "diff --git %s %s\nnew file mode %06o\n", qa, qb, gitMode(nb))
+	case !nb.Exists:
+		fmt.Fprintf(w, "diff --git %s %s\ndeleted file mode %06o\n", qa, qb, gitMode(na))
+	case gitMode(na) != gitMode(nb):
+		fmt.Fprintf(w, "diff --git %s %s\nold mode %06o\nnew mode %06o\n", qa, qb, gitMode(na), gitMode(nb))
+	default:
+		fmt.Fprintf(w, "diff --git %s %s\n", qa, qb)
+	}
+	return qa, qb, true
+}
+
+// binaryLine is git's line for a binary pair; a missing side is /dev/null.
+func binaryLine(qa, qb string, na, nb Node) string {
+	if !na.Exists {
+		qa = "/dev/null"
+	}
+	if !nb.Exists {
+		qb = "/dev/null"
+	}
+	return fmt.Sprintf("Binary files %s and %s differ\n", qa, qb)
 }
 
 // isBinary is git's test: a NUL byte in the first 8000 bytes.
