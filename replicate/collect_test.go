@@ -290,3 +290,54 @@ func TestSIGKILLMidDeletion(t *testing.T) {
 	}
 	checkOffered(t, w, u, steps, r.State().Base)
 }
+
+// TestThinPropagates: a local gc that thins (one state a day kept before
+// a cut, here every step of today's history but the first) reaches the
+// bucket as a gc does: the blobs only the thinned states needed are
+// deleted, every state the replica still offers restores as the local @T,
+// and a thinned state is refused.
+func TestThinPropagates(t *testing.T) {
+	startS3(t)
+	dir := t.TempDir()
+	seedTree(t, dir)
+	w := openWorkspace(t, dir)
+	defer w.close()
+	u := URL{Bucket: "replicas", Prefix: "thin"}
+	r := replicator(t, w, u, Options{BaseEvery: time.Nanosecond, Logger: quiet})
+	steps := buildHistory(t, w, r, 6)
+	before := countBucket(t, u)
+	res, err := w.eng.GCWith(context.Background(), rewind.GCRequest{ThinBefore: steps[4]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Thinned == nil || len(w.eng.Thinned()) == 0 {
+		t.Fatalf("the gc thinned nothing: %+v", res)
+	}
+	if err := r.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after := countBucket(t, u)
+	st := r.State()
+	t.Logf("thin before %d: bucket %+v -> %+v, thinned %v, base %d", steps[4], before, after, w.eng.Thinned(), st.Base)
+	if after.blobs >= before.blobs {
+		t.Errorf("the bucket holds %d blobs after the thin, %d before: nothing was deleted", after.blobs, before.blobs)
+	}
+	if st.Base < res.ThinSeq {
+		t.Errorf("the base is at %d, before the thin's event %d", st.Base, res.ThinSeq)
+	}
+	checkOffered(t, w, u, steps, st.Base)
+	thinned := 0
+	for _, at := range steps {
+		if w.eng.HasState(at) {
+			continue
+		}
+		thinned++
+		b, _ := OpenS3(context.Background(), u)
+		if _, err := Restore(context.Background(), b, u, t.TempDir()+"/thinned", RestoreOptions{At: at, HasAt: true, Logger: quiet}); err == nil || !strings.Contains(err.Error(), "thinned") {
+			t.Errorf("restore --at %d, a thinned state: got %v, want a refusal naming the thin", at, err)
+		}
+	}
+	if thinned == 0 {
+		t.Errorf("no step's state was thinned away (steps %v, thinned %v)", steps, w.eng.Thinned())
+	}
+}

@@ -222,3 +222,69 @@ func TestGroupedAndIdle(t *testing.T) {
 	}
 	t.Logf("%d events in %d segments", head, segs)
 }
+
+// stopBucket fails every PUT while failing is set, and calls afterPut
+// after each PUT that succeeds.
+type stopBucket struct {
+	Bucket
+	failing  bool
+	afterPut func(name string)
+}
+
+func (s *stopBucket) PutNew(ctx context.Context, name string, body []byte) error {
+	if s.failing {
+		return errors.New("stopBucket: endpoint down")
+	}
+	err := s.Bucket.PutNew(ctx, name, body)
+	if err == nil && s.afterPut != nil {
+		s.afterPut(name)
+	}
+	return err
+}
+
+func (s *stopBucket) PutNewReader(ctx context.Context, name string, body io.ReadSeeker, size int64) error {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	return s.PutNew(ctx, name, b)
+}
+
+// TestStopAfterProgress: a stop (unmount, Ctrl-C) that ends Run right
+// after an attempt uploaded a base is not a failure, and what the
+// attempt did is in replica.json: the replica caught up, nothing pending,
+// and the failure recorded before it (the endpoint was down) gone, not
+// shown by status as the last word.
+func TestStopAfterProgress(t *testing.T) {
+	w := openWorkspace(t, t.TempDir())
+	defer w.close()
+	os.WriteFile(filepath.Join(w.dir, "f"), []byte("content\n"), 0o644)
+	w.eng.BeginStep(context.Background(), "s", nil)
+	b := &stopBucket{Bucket: newMemBucket(), failing: true}
+	r, err := Open(w.eng, b, URL{Bucket: "b"}, w.store, Options{Every: 10 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Once(context.Background()); err == nil {
+		t.Fatal("an attempt against a failing endpoint succeeded")
+	}
+	if st, _ := ReadState(w.store); st.LastError == "" || st.Pending == 0 {
+		t.Fatalf("after a failure replica.json says %+v, want the error and what is pending", st)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.failing = false
+	b.afterPut = func(name string) {
+		if strings.HasPrefix(name, basesDir) {
+			cancel()
+		}
+	}
+	r.Run(ctx)
+	st, err := ReadState(w.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Based || st.Base < w.eng.Step().Seq || st.Logged != w.eng.Head() || st.Pending != 0 || st.LastError != "" {
+		t.Errorf("after a stop that followed a base, replica.json says %+v: want the base, nothing pending, no error", st)
+	}
+}

@@ -211,9 +211,17 @@ func (r *Replicator) attempt(ctx context.Context, final bool) (err error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
+	start := r.State()
 	defer func() {
-		if parent.Err() == nil { // a stop (unmount, Ctrl-C) is not a failure
+		switch {
+		case err == nil || parent.Err() == nil:
 			r.record(err, final)
+		default:
+			// A stop (unmount, Ctrl-C) cut the attempt short: not a
+			// failure. What it uploaded before is noted, and an earlier
+			// failure it got past is no longer the last word.
+			st := r.State()
+			r.recordStop(st.Logged > start.Logged || st.Base > start.Base || st.Deleted > start.Deleted)
 		}
 	}()
 	if !r.claimed {
@@ -652,6 +660,26 @@ func (r *Replicator) record(err error, force bool) {
 	}
 	if serr := r.save(); serr != nil {
 		r.opts.Logger.Warn("replicate: cannot write the state", "err", serr)
+	}
+}
+
+// recordStop notes in replica.json what the replica lacks when a stop
+// cut an attempt short; an earlier error is cleared when the attempt had
+// got past it (uploaded or deleted something).
+func (r *Replicator) recordStop(progressed bool) {
+	pending := r.pending()
+	r.mu.Lock()
+	changed := pending != r.st.Pending || progressed && r.st.LastError != ""
+	r.st.Pending = pending
+	if progressed {
+		r.st.LastError, r.st.LastErrorAt = "", time.Time{}
+	}
+	r.mu.Unlock()
+	if !changed {
+		return
+	}
+	if err := r.save(); err != nil {
+		r.opts.Logger.Warn("replicate: cannot write the state", "err", err)
 	}
 }
 

@@ -2,16 +2,20 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/replicate"
+	"github.com/zerofs/zerofs/rewind"
 )
 
 // TestReplicateAndRestoreCLI: replicate --once an unmounted store,
@@ -151,4 +155,90 @@ func modes(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return string(out)
+}
+
+// TestReplicateContinuousCLI: with its endpoint absent (nothing listens
+// there) replication fails and status says so: how far behind, and the
+// last error. `zerofs replicate URL` without --once then runs until
+// SIGTERM, brings the replica up to date (status: behind by 0, the error
+// gone) and exits 0.
+func TestReplicateContinuousCLI(t *testing.T) {
+	if binary == "" {
+		t.Fatal(buildErr)
+	}
+	srv := testsupport.StartS3(t)
+	s := newStore(t, map[string]string{"a.txt": "one\n"})
+	s.step("one")
+	s.write("a.txt", "two\n")
+	s.write("b.txt", strings.Repeat("b", 5000))
+	last := s.step("two")
+	s.close()
+	const url = "s3://replicas/continuous"
+
+	// Absent: a port nothing listens on.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	absent := "http://" + l.Addr().String()
+	l.Close()
+	t.Setenv("AWS_ENDPOINT_URL", absent)
+	wantFail(t, s.ws, 1, "replicate", "replicate", "--once", url)
+	st := mustRun(t, s.ws, "status")
+	if !regexp.MustCompile(`(?m)^replica:   `+url+`: events 1..0 replicated, restorable up to 0; behind by [1-9]\d* events, [1-9][\d.]* (B|KiB)$`).MatchString(st) ||
+		!strings.Contains(st, "replica:   last error ") || strings.Contains(st, "last success") {
+		t.Errorf("status with the endpoint absent: want the replica behind and its last error:\n%s", st)
+	}
+
+	t.Setenv("AWS_ENDPOINT_URL", srv.Endpoint)
+	cmd := exec.Command(binary, "replicate", url)
+	cmd.Dir = s.ws
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	// Up to date, said by replica.json (which status reads) and by the
+	// bucket (log --replica).
+	if err := testsupport.Poll(60*time.Second, func() bool {
+		rs, err := replicate.ReadState(filepath.Join(s.ws, rewind.StoreName))
+		return err == nil && rs.Base >= last && !rs.LastSuccess.IsZero() && rs.LastError == ""
+	}); err != nil {
+		rs, err := replicate.ReadState(filepath.Join(s.ws, rewind.StoreName))
+		t.Fatalf("zerofs replicate did not bring the replica up to %d: %+v %v", last, rs, err)
+	}
+	if lr := mustRun(t, "/", "log", "--replica", url); !strings.Contains(lr, fmt.Sprintf("restorable 0..%d", last)) {
+		t.Errorf("log --replica after catching up:\n%s", lr)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("zerofs replicate after SIGTERM: %v, stderr %q", err, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("zerofs replicate did not exit after SIGTERM")
+	}
+	if !strings.Contains(errb.String(), "replicating to "+url) {
+		t.Errorf("zerofs replicate said %q", errb.String())
+	}
+	st = mustRun(t, s.ws, "status")
+	if !strings.Contains(st, "behind by 0 events, 0 B") || !strings.Contains(st, "last success") || strings.Contains(st, "last error") {
+		t.Errorf("status after catching up:\n%s", st)
+	}
+	dir := filepath.Join(t.TempDir(), "r")
+	mustRun(t, "/", "restore", url, dir)
+	if got := readTrim(t, filepath.Join(dir, "a.txt")); got != "two" {
+		t.Errorf("restored a.txt = %q, want two", got)
+	}
 }
