@@ -77,12 +77,37 @@ func checkOffered(t *testing.T, w *workspace, u URL, steps []rewind.Seq, base re
 		t.Fatalf("only %d states compared (cut %d, base %d, steps %v)", n, cut, base, steps)
 	}
 	if cut > 1 {
-		b, _ := OpenS3(context.Background(), u)
-		_, err := Restore(context.Background(), b, u, t.TempDir()+"/below", RestoreOptions{At: cut - 1, HasAt: true})
+		err := restoreRefused(t, u, cut-1)
 		if err == nil || !strings.Contains(err.Error(), "pruned") {
 			t.Errorf("restore --at %d, below the cut %d: got %v, want a refusal naming the pruned history", cut-1, cut, err)
 		}
 	}
+}
+
+// restoreRefused restores u at a state the replica no longer offers and
+// returns the error; the refusal must come from the log alone, before
+// any base or blob is read.
+func restoreRefused(t *testing.T, u URL, at rewind.Seq) error {
+	t.Helper()
+	b, err := OpenS3(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read []string
+	hook := &hookBucket{Bucket: b, beforeGet: func(name string) {
+		if !strings.HasPrefix(name, logDir) && name != leaseName {
+			read = append(read, name)
+		}
+	}}
+	dir := t.TempDir() + "/refused"
+	_, err = Restore(context.Background(), hook, u, dir, RestoreOptions{At: at, HasAt: true, Logger: quiet})
+	if len(read) > 0 {
+		t.Errorf("restore --at %d, a state the replica does not offer, read %d objects besides the log before refusing (%s ...)", at, len(read), read[0])
+	}
+	if _, serr := os.Lstat(dir); !os.IsNotExist(serr) {
+		t.Errorf("a refused restore left %s behind (%v)", dir, serr)
+	}
+	return err
 }
 
 // TestGCPropagates: a local gc --before N reaches the bucket: the blobs
@@ -332,8 +357,7 @@ func TestThinPropagates(t *testing.T) {
 			continue
 		}
 		thinned++
-		b, _ := OpenS3(context.Background(), u)
-		if _, err := Restore(context.Background(), b, u, t.TempDir()+"/thinned", RestoreOptions{At: at, HasAt: true, Logger: quiet}); err == nil || !strings.Contains(err.Error(), "thinned") {
+		if err := restoreRefused(t, u, at); err == nil || !strings.Contains(err.Error(), "thinned") {
 			t.Errorf("restore --at %d, a thinned state: got %v, want a refusal naming the thin", at, err)
 		}
 	}

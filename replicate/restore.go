@@ -141,10 +141,6 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 		}
 		at = opts.At
 	}
-	bs, err := fetchBase(ctx, b, c, base)
-	if err != nil {
-		return RestoreResult{}, err
-	}
 
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -175,6 +171,15 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	store := "/proc/self/fd/" + strconv.Itoa(sfd)
 
 	ret, err := writeLog(ctx, b, c, run, base.Seq, sfd, store)
+	if err != nil {
+		return fail(err)
+	}
+	// A state a gc cut or thinned away is refused now, from the log
+	// alone: before the base and the blobs are fetched for nothing.
+	if r := refuseAt(ret, at, base.Seq); r != nil {
+		return fail(fmt.Errorf("replicate: restore: rewind to %d: %w", at, r))
+	}
+	bs, err := fetchBase(ctx, b, c, base)
 	if err != nil {
 		return fail(err)
 	}
@@ -266,6 +271,21 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	}
 	root.Close()
 	return res, nil
+}
+
+// refuseAt is the engine's refusal (rewind.Engine.HasState) of state at
+// in a history up to head folded into ret: nil when the history offers it.
+func refuseAt(ret *rewind.Retention, at, head eventlog.Seq) *rewind.RefusedError {
+	pruned := ret.Pruned()
+	if at < pruned {
+		return &rewind.RefusedError{Refusal: rewind.RefusedPruned, Seq: at, Head: head, PrunedBefore: pruned}
+	}
+	for _, iv := range ret.Thinned() {
+		if iv.After < at && at < iv.Before {
+			return &rewind.RefusedError{Refusal: rewind.RefusedThinned, Seq: at, Head: head, PrunedBefore: pruned, Thinned: &iv}
+		}
+	}
+	return nil
 }
 
 // fetchBase reads and checks a base (spooled to the system's temporary
