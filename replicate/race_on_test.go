@@ -2,6 +2,6 @@
 
 package replicate
 
-// raceOn: under the race detector the keyed half of TestLargeBlobStreams
-// seals a smaller file (sealing 24 MiB took 250 s there).
+// raceOn: under the race detector TestSIGKILLMidMultipart kills its child
+// twice, not three times (each round uploads 7 MiB files in parts).
 const raceOn = true
