@@ -228,3 +228,74 @@ func TestXattrsRestored(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnersRestored: owners come back through a restore (as root): of a
+// file and a directory unchanged since before replication (read live by
+// the base), of a file whose owner changed (its before-state, a record,
+// at the older state; its new owner at the newest), and of a symlink.
+func TestOwnersRestored(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("owners are restored only as root")
+	}
+	startS3(t)
+	dir := t.TempDir()
+	seedTree(t, dir)
+	owners := map[string][2]int{
+		"src/pkg0/f0.go": {65534, 65534},
+		"src/pkg1/f1.go": {1000, 1001},
+		"src/pkg2":       {1002, 1003},
+		"p1":             {1004, 1005}, // the symlink itself
+	}
+	for p, o := range owners {
+		if err := os.Lchown(filepath.Join(dir, p), o[0], o[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := openWorkspace(t, dir)
+	defer w.close()
+	u := URL{Bucket: "replicas", Prefix: "owners"}
+	r := replicator(t, w, u, Options{BaseEvery: time.Nanosecond, Logger: quiet})
+	first, err := w.eng.BeginStep(context.Background(), "one", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, _, err := w.eng.Begin(context.Background(), rewind.Caller{PID: 1}, rewind.Change{Path: "src/pkg1/f1.go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = os.Lchown(filepath.Join(dir, "src/pkg1/f1.go"), 2000, 2001)
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.eng.BeginStep(context.Background(), "two", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	owner := func(p string) [2]int {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return [2]int{int(st.Uid), int(st.Gid)}
+	}
+	newest := restoreAt(t, u, r.State().Base)
+	older := restoreAt(t, u, first.Seq)
+	for p, o := range owners {
+		for _, d := range []string{newest, older} {
+			want := o
+			if p == "src/pkg1/f1.go" && d == newest {
+				want = [2]int{2000, 2001}
+			}
+			if got := owner(filepath.Join(d, p)); got != want {
+				at := "the newest state"
+				if d == older {
+					at = "--at " + itoa(first.Seq)
+				}
+				t.Errorf("%s's owner after a restore of %s: %v, want %v", p, at, got, want)
+			}
+		}
+	}
+}
