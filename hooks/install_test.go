@@ -192,3 +192,69 @@ func TestInstallRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenCodePluginSends runs the installed OpenCode plugin in node (where
+// node is installed) with the arguments OpenCode 1.18.33 passes its hooks
+// (@opencode-ai/plugin's Hooks type) and a zerofs that keeps its stdin:
+// what the plugin sends is byte for byte the payload captured from the
+// same plugin inside OpenCode itself (testdata/payloads), and Parse reads
+// it as that tool call or prompt.
+func TestOpenCodePluginSends(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "app")
+	os.Mkdir(ws, 0o755)
+	out := filepath.Join(dir, "sent")
+	fake := filepath.Join(dir, "zerofs")
+	os.WriteFile(fake, []byte("#!/bin/sh\ncat >> '"+out+"'\necho >> '"+out+"'\n"), 0o755)
+	a, _ := Lookup("opencode")
+	plugin := filepath.Join(dir, "zerofs.mjs")
+	os.WriteFile(plugin, []byte(opencodePlugin(a, InstallOptions{Zerofs: fake})), 0o644)
+	driver := filepath.Join(dir, "driver.mjs")
+	os.WriteFile(driver, []byte(`
+import { ZerofsPlugin } from "./zerofs.mjs"
+const ws = process.argv[2]
+const hooks = await ZerofsPlugin({ directory: ws, worktree: ws })
+const sessionID = "ses_dbdb81147ffeK2X48seNTvOU5p"
+await hooks["chat.message"](
+  { sessionID, agent: "build", model: { providerID: "mock", modelID: "m" }, messageID: "msg_1" },
+  { message: { id: "msg_1", sessionID, role: "user" }, parts: [
+    { id: "prt_1", sessionID, messageID: "msg_1", type: "text", text: "\"Say hello instead of hi\"" },
+    { id: "prt_2", sessionID, messageID: "msg_1", type: "text", text: "<system-reminder>", synthetic: true },
+    { id: "prt_3", sessionID, messageID: "msg_1", type: "file", mime: "text/plain", url: "file:///x" },
+  ] })
+await hooks["tool.execute.before"](
+  { tool: "bash", sessionID, callID: "call_b1e445e6c5eb" },
+  { args: { command: "go test ./...", description: "Runs the tests" } })
+await hooks["tool.execute.before"](
+  { tool: "edit", sessionID, callID: "call_96cf8bd9f379" },
+  { args: { filePath: ws + "/app.py", oldString: "hi", newString: "hello" } })
+`), 0o644)
+	if b, err := exec.Command(node, driver, ws).CombinedOutput(); err != nil {
+		t.Fatalf("node: %v\n%s", err, b)
+	}
+	sent, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(sent)), "\n")
+	fixtures := []string{"opencode-chat.message.json", "opencode-tool.execute.before-bash.json", "opencode-tool.execute.before-edit.json"}
+	if len(lines) != len(fixtures) {
+		t.Fatalf("the plugin sent %d payloads, want %d:\n%s", len(lines), len(fixtures), sent)
+	}
+	for i, f := range fixtures {
+		want, err := os.ReadFile(filepath.Join("testdata", "payloads", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.ReplaceAll(lines[i], ws, "/work/app"); got != strings.TrimSpace(string(want)) {
+			t.Errorf("%s: the plugin sent\n%s\nwant\n%s", f, got, want)
+		}
+		if c, err := Parse([]byte(lines[i]), "opencode"); err != nil || c.Session != "ses_dbdb81147ffeK2X48seNTvOU5p" || c.Cwd != ws {
+			t.Errorf("%s: Parse: %+v, %v", f, c, err)
+		}
+	}
+}

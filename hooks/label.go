@@ -30,19 +30,8 @@ func Label(c Call) string {
 	if tool == "" {
 		tool = "hook"
 	}
-	var in map[string]json.RawMessage
-	if len(c.Input) > 0 {
-		json.Unmarshal(c.Input, &in)
-	}
-	str := func(keys ...string) string {
-		for _, k := range keys {
-			var s string
-			if json.Unmarshal(in[k], &s) == nil && strings.TrimSpace(s) != "" {
-				return s
-			}
-		}
-		return ""
-	}
+	in := inputFields(c.Input)
+	str := func(keys ...string) string { return in.str(keys...) }
 	// A patch names its files; its text is in "command" (Codex), "input",
 	// "patch" or "patchText" (OpenCode).
 	if patch := str("command", "input", "patch", "patchText"); strings.Contains(patch, "*** Begin Patch") {
@@ -53,13 +42,46 @@ func Label(c Call) string {
 	if cmd := str("command", "cmd", "command_line"); cmd != "" {
 		return cut(tool + ": " + cutCommand(cmd))
 	}
-	if p := str("file_path", "filePath", "notebook_path", "absolute_path", "path"); p != "" {
+	if p := str(pathKeys...); p != "" {
 		return cut(tool + " " + relPath(c.Cwd, p))
 	}
 	if q := str("pattern", "query", "url", "description", "prompt"); q != "" {
 		return cut(tool + ": " + cutCommand(q))
 	}
 	return cut(tool)
+}
+
+// pathKeys are the input fields that name the file a tool acts on, in the
+// agents' own words: Claude Code's, Codex's, Gemini CLI's and Windsurf's
+// file_path, OpenCode's filePath.
+var pathKeys = []string{"file_path", "filePath", "notebook_path", "absolute_path", "path"}
+
+// Path is the file a tool call names in its input (an Edit's or a
+// write_file's file_path, OpenCode's filePath), as the agent gave it, or ""
+// when the input names none.
+func Path(c Call) string { return inputFields(c.Input).str(pathKeys...) }
+
+// fields are a tool input's top-level fields; an input that is not a JSON
+// object has none.
+type fields map[string]json.RawMessage
+
+func inputFields(input json.RawMessage) fields {
+	var in fields
+	if len(input) > 0 {
+		json.Unmarshal(input, &in)
+	}
+	return in
+}
+
+// str is the first of keys that holds a string with more than blanks.
+func (in fields) str(keys ...string) string {
+	for _, k := range keys {
+		var s string
+		if json.Unmarshal(in[k], &s) == nil && strings.TrimSpace(s) != "" {
+			return s
+		}
+	}
+	return ""
 }
 
 // patchFiles lists the files an apply_patch envelope adds, updates, deletes

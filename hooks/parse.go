@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -76,10 +77,14 @@ type rawPayload struct {
 
 // Parse reads one hook's JSON. agent, when not "", names the agent that
 // sent it (the installed hook command says so); otherwise the payload's
-// shape tells. An event zerofs does not record is KindOther, not an error.
+// shape tells. An event zerofs does not record is KindOther, not an error;
+// so is a field of another type than zerofs expects (it is left out, the
+// rest is read), since agents add and change fields between versions.
 func Parse(raw []byte, agent string) (Call, error) {
 	var p rawPayload
-	if err := json.Unmarshal(raw, &p); err != nil {
+	var typeErr *json.UnmarshalTypeError
+	if err := json.Unmarshal(raw, &p); err != nil && (!errors.As(err, &typeErr) || typeErr.Field == "") {
+		// A syntax error, or JSON that is not an object at all.
 		return Call{}, fmt.Errorf("hooks: not a hook's JSON object: %w", err)
 	}
 	if agent == "" {
@@ -122,6 +127,12 @@ func parseClaudeLike(c *Call, p *rawPayload) {
 	c.Event, c.Session, c.Cwd = p.HookEventName, p.SessionID, p.Cwd
 	switch p.HookEventName {
 	case "UserPromptSubmit", "BeforeAgent", "chat.message":
+		if p.HookEventName == "UserPromptSubmit" && strings.HasPrefix(p.Prompt, "<task-notification>") {
+			// Claude Code tells itself that a background agent finished
+			// with a prompt of its own, through the same hook: no person
+			// wrote it, so it begins no turn.
+			return
+		}
 		c.Kind, c.Prompt = KindPrompt, p.Prompt
 		return
 	}
@@ -132,7 +143,8 @@ func parseClaudeLike(c *Call, p *rawPayload) {
 }
 
 // parseCursor reads Cursor's payloads: the shell command is a field of its
-// own, and the working directory is cwd or the first workspace root.
+// own, and the working directory is cwd or, when cwd is "" (as Cursor
+// sends it for many commands), the first workspace root.
 func parseCursor(c *Call, p *rawPayload) {
 	c.Event, c.Session, c.Cwd = p.HookEventName, p.ConversationID, p.Cwd
 	if c.Cwd == "" && len(p.WorkspaceRoots) > 0 {
@@ -143,7 +155,7 @@ func parseCursor(c *Call, p *rawPayload) {
 		c.Kind, c.Prompt = KindPrompt, p.Prompt
 	case "beforeShellExecution":
 		c.Kind, c.Tool = KindTool, "Shell"
-		c.Input, _ = json.Marshal(map[string]string{"command": p.Command, "cwd": p.Cwd})
+		c.Input, _ = json.Marshal(map[string]string{"command": p.Command, "cwd": c.Cwd})
 	case "preToolUse":
 		if p.ToolName != "" {
 			c.Kind, c.Tool, c.Input, c.ToolUseID = KindTool, p.ToolName, p.ToolInput, p.ToolUseID
@@ -152,7 +164,8 @@ func parseCursor(c *Call, p *rawPayload) {
 }
 
 // parseWindsurf reads Windsurf Cascade's payloads: everything about the
-// action is in tool_info, and the event names the tool.
+// action is in tool_info, and the event names the tool. Only
+// pre_run_command says where the agent works (tool_info.cwd).
 func parseWindsurf(c *Call, p *rawPayload) {
 	c.Event, c.Session, c.ToolUseID = p.AgentActionName, p.TrajectoryID, p.ExecutionID
 	ti := &p.ToolInfo

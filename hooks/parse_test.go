@@ -4,37 +4,75 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
-// TestParseRealPayloads maps each agent's real hook payload (testdata, in
-// the shapes each agent's documentation gives) to the call zerofs records:
-// its kind, agent, session, and the label a person reads.
+// TestParseRealPayloads maps every real hook payload in testdata (what
+// each agent sent, captured from the agents themselves: see
+// testdata/payloads/SOURCES.md) to the call zerofs records: its kind,
+// agent, session, directory and tool call id, and the label a person reads
+// (or the prompt, for a turn). Every file there is in the table.
 func TestParseRealPayloads(t *testing.T) {
-	for _, tc := range []struct {
+	const (
+		claude    = "9f26d0b2-1db8-4ea5-acdb-3c76457a4735"
+		claudeSub = "7e413420-7ae3-473e-8e51-7f7ac2fbd349"
+		codex     = "01a24245-babe-7a71-ba43-8424b07c8482"
+		gemini    = "4df9cd7d-1a30-4696-9bed-7a88217fc246"
+		opencode  = "ses_dbdb81147ffeK2X48seNTvOU5p"
+		cursor    = "91bb80bf-54e5-4858-9f98-65e8b42d308b"
+		windsurf  = "64944513-a64d-410b-af09-426251271f8b"
+		ws        = "/work/app"
+	)
+	cases := []struct {
 		file                 string
 		kind                 Kind
-		agent, session, want string // want: the label, or the prompt for KindPrompt
+		agent, session, want string // want: the label, or the prompt (its start, ending in "…") for KindPrompt
+		cwd, id              string
 	}{
-		{"claude-PreToolUse-Edit.json", KindTool, "claude", "9f0c3c2e-5b1a-4c7e-8a55-0d4b3f1e2a10", "Edit app.py"},
-		{"claude-PreToolUse-Bash.json", KindTool, "claude", "9f0c3c2e-5b1a-4c7e-8a55-0d4b3f1e2a10", "Bash: rm -rf docs …"},
-		{"claude-PreToolUse-Write.json", KindTool, "claude", "9f0c3c2e-5b1a-4c7e-8a55-0d4b3f1e2a10", "Write src/util.py"},
-		{"claude-UserPromptSubmit.json", KindPrompt, "claude", "9f0c3c2e-5b1a-4c7e-8a55-0d4b3f1e2a10", "Rename hello to greet everywhere and fix the tests"},
-		{"codex-PreToolUse-Bash.json", KindTool, "codex", "019a6f2e-7c1d-7b52-9a3e-5d1c0b8e4f21", "Bash: cargo test -p core"},
-		{"codex-PreToolUse-apply_patch.json", KindTool, "codex", "019a6f2e-7c1d-7b52-9a3e-5d1c0b8e4f21", "apply_patch: src/a.go, src/b.go"},
-		{"codex-UserPromptSubmit.json", KindPrompt, "codex", "019a6f2e-7c1d-7b52-9a3e-5d1c0b8e4f21", "Make B return 2"},
-		{"gemini-BeforeTool-write_file.json", KindTool, "gemini", "c2a7b9d4-1e3f-4a5b-8c6d-7e8f9a0b1c2d", "write_file app.py"},
-		{"gemini-BeforeTool-run_shell_command.json", KindTool, "gemini", "c2a7b9d4-1e3f-4a5b-8c6d-7e8f9a0b1c2d", "run_shell_command: npm test -- --watch=false"},
-		{"gemini-BeforeAgent.json", KindPrompt, "gemini", "c2a7b9d4-1e3f-4a5b-8c6d-7e8f9a0b1c2d", "Add a greeting to app.py"},
-		{"cursor-beforeShellExecution.json", KindTool, "cursor", "5b9e3c1a-8d2f-4e6b-a7c0-1f2e3d4c5b6a", "Shell: npm install left-pad"},
-		{"cursor-beforeSubmitPrompt.json", KindPrompt, "cursor", "5b9e3c1a-8d2f-4e6b-a7c0-1f2e3d4c5b6a", "Pad the output with left-pad"},
-		{"windsurf-pre_run_command.json", KindTool, "windsurf", "b7c8d9e0-f1a2-4b3c-8d4e-5f6a7b8c9d0e", "run_command: make clean && make"},
-		{"windsurf-pre_write_code.json", KindTool, "windsurf", "b7c8d9e0-f1a2-4b3c-8d4e-5f6a7b8c9d0e", "write_code /work/app/src/main.c"},
-		{"windsurf-pre_user_prompt.json", KindPrompt, "windsurf", "b7c8d9e0-f1a2-4b3c-8d4e-5f6a7b8c9d0e", "Make main take no arguments"},
-		{"opencode-tool.execute.before-edit.json", KindTool, "opencode", "ses_5c1f2e3d4a5bXyZ", "edit app.py"},
-		{"opencode-tool.execute.before-bash.json", KindTool, "opencode", "ses_5c1f2e3d4a5bXyZ", "bash: go test ./..."},
-		{"opencode-chat.message.json", KindPrompt, "opencode", "ses_5c1f2e3d4a5bXyZ", "Say hello instead of hi"},
-	} {
+		{"claude-UserPromptSubmit.json", KindPrompt, "claude", claude, "Rename hello to greet everywhere and fix the tests", ws, ""},
+		{"claude-PreToolUse-Bash.json", KindTool, "claude", claude, "Bash: rm -rf docs …", ws, "toolu_01a44e0975e6cb41cc922189"},
+		{"claude-PreToolUse-Edit.json", KindTool, "claude", claude, "Edit app.py", ws, "toolu_01bfd173abf4484483ac8090"},
+		{"claude-PreToolUse-Write.json", KindTool, "claude", claude, "Write src/util.py", ws, "toolu_01a6a0eef882bf48aabaa8b3"},
+		// A subagent's tool call: its agent's session (agent_id and agent_type say which subagent).
+		{"claude-PreToolUse-Bash-subagent.json", KindTool, "claude", claudeSub, "Bash: ls docs", ws, "toolu_0109800c9765634aa5a0b005"},
+		// Claude Code's own message that a background agent finished: no turn.
+		{"claude-UserPromptSubmit-task-notification.json", KindOther, "claude", claudeSub, "", ws, ""},
+		{"codex-UserPromptSubmit.json", KindPrompt, "codex", codex, "Make B return 2", ws, ""},
+		{"codex-PreToolUse-Bash.json", KindTool, "codex", codex, "Bash: cargo test -p core", ws, "call_4a6d1ce02a714d33"},
+		{"codex-PreToolUse-apply_patch.json", KindTool, "codex", codex, "apply_patch: src/a.go, src/b.go", ws, "call_ccc7fb82b2614677"},
+		{"gemini-BeforeAgent.json", KindPrompt, "gemini", gemini, "Add a greeting to app.py", ws, ""},
+		{"gemini-BeforeTool-run_shell_command.json", KindTool, "gemini", gemini, "run_shell_command: npm test -- --watch=false", ws, ""},
+		{"gemini-BeforeTool-write_file.json", KindTool, "gemini", gemini, "write_file app.py", ws, ""},
+		{"gemini-BeforeTool-replace.json", KindTool, "gemini", gemini, "replace app.py", ws, ""},
+		// OpenCode's `run` quotes a message that has spaces; the plugin sends the text it gets.
+		{"opencode-chat.message.json", KindPrompt, "opencode", opencode, `"Say hello instead of hi"`, ws, ""},
+		{"opencode-tool.execute.before-bash.json", KindTool, "opencode", opencode, "bash: go test ./...", ws, "call_b1e445e6c5eb"},
+		{"opencode-tool.execute.before-edit.json", KindTool, "opencode", opencode, "edit app.py", ws, "call_96cf8bd9f379"},
+		{"cursor-beforeSubmitPrompt.json", KindPrompt, "cursor", cursor, "run the grafana app", ws, ""},
+		{"cursor-beforeShellExecution.json", KindTool, "cursor", cursor, "Shell: make run", ws, ""},
+		// Cursor sends "cwd":"" for many commands: the workspace root stands in.
+		{"cursor-beforeShellExecution-nocwd.json", KindTool, "cursor", cursor, "Shell: curl -I http://localhost:3000/", ws, ""},
+		{"windsurf-pre_user_prompt.json", KindPrompt, "windsurf", windsurf, "This is a sanctioned diagnostic test of MY OWN editor hooks…", "", "0b8ee740-32eb-4415-a31b-6da673e21988"},
+		{"windsurf-pre_run_command.json", KindTool, "windsurf", windsurf, "run_command: echo rosetta-hook-probe", ws, "0b8ee740-32eb-4415-a31b-6da673e21988"},
+		// pre_write_code says no cwd: the label names the file as given (the
+		// hook makes it relative to the workspace it finds).
+		{"windsurf-pre_write_code.json", KindTool, "windsurf", windsurf, "write_code /work/app/docs/hooks/_ws_write_probe.txt", "", "0b8ee740-32eb-4415-a31b-6da673e21988"},
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "payloads", "*.json"))
+	listed := map[string]bool{}
+	for _, tc := range cases {
+		listed[tc.file] = true
+	}
+	for _, f := range files {
+		if !listed[filepath.Base(f)] {
+			t.Errorf("%s is not in the table", f)
+		}
+	}
+	if len(files) != len(cases) {
+		t.Errorf("%d payload files, %d cases", len(files), len(cases))
+	}
+	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join("testdata", "payloads", tc.file))
 			if err != nil {
@@ -47,21 +85,53 @@ func TestParseRealPayloads(t *testing.T) {
 			if c.Kind != tc.kind || c.Agent != tc.agent || c.Session != tc.session {
 				t.Fatalf("got kind %v agent %q session %q, want %v %q %q", c.Kind, c.Agent, c.Session, tc.kind, tc.agent, tc.session)
 			}
+			if c.Cwd != tc.cwd || c.ToolUseID != tc.id {
+				t.Errorf("got cwd %q tool use id %q, want %q %q", c.Cwd, c.ToolUseID, tc.cwd, tc.id)
+			}
 			got := c.Prompt
 			if c.Kind == KindTool {
 				got = Label(c)
 				if len(c.Input) == 0 || !json.Valid(c.Input) {
 					t.Errorf("tool input %q is not kept as JSON", c.Input)
 				}
+				// A command's directory, where zerofs spells it out, is the one the call runs in.
+				if d := inputFields(c.Input).str("cwd"); tc.agent == "cursor" && d != c.Cwd {
+					t.Errorf("the recorded input says cwd %q, the call %q", d, c.Cwd)
+				}
 			}
-			if got != tc.want {
+			if prefix, ok := strings.CutSuffix(tc.want, "…"); ok && c.Kind == KindPrompt {
+				if !strings.HasPrefix(got, prefix) {
+					t.Errorf("got %q, want it to start with %q", got, prefix)
+				}
+			} else if got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 			// The hint the installed command passes agrees with the shape.
-			if c2, _ := Parse(raw, tc.agent); c2.Kind != c.Kind || Label(c2) != Label(c) {
+			if c2, _ := Parse(raw, tc.agent); c2.Kind != c.Kind || c2.Session != c.Session || Label(c2) != Label(c) || c2.Prompt != c.Prompt {
 				t.Errorf("with the agent named, got %+v, want %+v", c2, c)
 			}
 		})
+	}
+}
+
+// TestParseTolerates: a field of another type than zerofs reads is left
+// out and the rest is read (agents change their fields between versions);
+// JSON that is not an object is an error.
+func TestParseTolerates(t *testing.T) {
+	c, err := Parse([]byte(`{"session_id":"s","cwd":42,"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"tool_use_id":7}`), "claude")
+	if err != nil || c.Kind != KindTool || Label(c) != "Bash: ls" || c.Session != "s" || c.Cwd != "" {
+		t.Errorf("got %+v, %v; want the Bash step of session s", c, err)
+	}
+	for _, raw := range []string{`[]`, `"PreToolUse"`, `42`, `null x`} {
+		if _, err := Parse([]byte(raw), ""); err == nil {
+			t.Errorf("Parse took %s", raw)
+		}
+	}
+	if p := Path(Call{Input: json.RawMessage(`{"filePath":"/w/a.go"}`)}); p != "/w/a.go" {
+		t.Errorf("Path: %q", p)
+	}
+	if p := Path(Call{Input: json.RawMessage(`"a string"`)}); p != "" {
+		t.Errorf("Path of an input that is no object: %q", p)
 	}
 }
 

@@ -120,8 +120,8 @@ func TestHookTurnsMounted(t *testing.T) {
 	log := binOK(t, ws, "log")
 	for _, want := range []string{
 		`"Rename hello to greet everywhere and fix the tests" (claude)`,
-		`"Pad the output with left-pad" (cursor)`,
-		"  step ", "Edit app.py", "Bash: rm -rf docs …", "Shell: npm install left-pad", "(no step)",
+		`"run the grafana app" (cursor)`,
+		"  step ", "Edit app.py", "Bash: rm -rf docs …", "Shell: make run", "(no step)",
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
@@ -138,7 +138,7 @@ func TestHookTurnsMounted(t *testing.T) {
 			turns = append(turns, e)
 		}
 	}
-	if len(turns) != 2 || turns[0].Agent != "cursor" || turns[1].AgentSession != "9f0c3c2e-5b1a-4c7e-8a55-0d4b3f1e2a10" {
+	if len(turns) != 2 || turns[0].Agent != "cursor" || turns[1].AgentSession != "9f26d0b2-1db8-4ea5-acdb-3c76457a4735" {
 		t.Fatalf("log --json turns: %+v", turns)
 	}
 	for _, e := range entries {
@@ -175,7 +175,7 @@ func TestHookTurnsMounted(t *testing.T) {
 		t.Fatalf("a dry run changed app.py to %q", got)
 	}
 	out := binOK(t, ws, "undo", "--turn")
-	if !strings.Contains(out, "Pad the output") {
+	if !strings.Contains(out, "run the grafana app") {
 		t.Errorf("undo --turn: %q, want it to name the turn", out)
 	}
 	if got := readTrim(t, filepath.Join(ws, "app.py")); got != "print('hello')" {
@@ -216,6 +216,102 @@ func must(b []byte, err error) []byte {
 	return b
 }
 
+// TestEveryRealPayloadMounted runs every real payload in the hooks
+// package's testdata through `zerofs step --hook --agent AGENT` on a
+// mounted workspace, as the installed hooks run it, and reads back from
+// `log --json` each step's label and agent session and each turn's prompt,
+// agent and session. The hooks run from / so that the payload alone says
+// where the workspace is (Windsurf's pre_write_code names only the file it
+// writes), except Windsurf's prompt: its payload names no directory, and
+// Windsurf runs its hooks in the workspace.
+func TestEveryRealPayloadMounted(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "app")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountT(t, ws)
+	files, err := filepath.Glob(filepath.Join("..", "..", "hooks", "testdata", "payloads", "*.json"))
+	if err != nil || len(files) < 22 {
+		t.Fatalf("payload fixtures: %v %v", files, err)
+	}
+	for _, f := range files {
+		name := filepath.Base(f)
+		agent, _, _ := strings.Cut(name, "-")
+		dir := "/"
+		if name == "windsurf-pre_user_prompt.json" {
+			dir = ws
+		}
+		r := bin(t, dir, fixture(t, name, ws), "step", "--hook", "--agent", agent)
+		if r.code != 0 || strings.Contains(r.stderr, "not recorded") {
+			t.Fatalf("%s: exit %d: %s", name, r.code, r.stderr)
+		}
+	}
+	const (
+		claude    = "9f26d0b2-1db8-4ea5-acdb-3c76457a4735"
+		claudeSub = "7e413420-7ae3-473e-8e51-7f7ac2fbd349"
+		codex     = "01a24245-babe-7a71-ba43-8424b07c8482"
+		gemini    = "4df9cd7d-1a30-4696-9bed-7a88217fc246"
+		opencode  = "ses_dbdb81147ffeK2X48seNTvOU5p"
+		cursor    = "91bb80bf-54e5-4858-9f98-65e8b42d308b"
+		windsurf  = "64944513-a64d-410b-af09-426251271f8b"
+	)
+	wantSteps := map[string]string{ // label: agent session
+		"Bash: rm -rf docs …":                          claude,
+		"Edit app.py":                                  claude,
+		"Write src/util.py":                            claude,
+		"Bash: ls docs":                                claudeSub, // a subagent's
+		"Bash: cargo test -p core":                     codex,
+		"apply_patch: src/a.go, src/b.go":              codex,
+		"run_shell_command: npm test -- --watch=false": gemini,
+		"write_file app.py":                            gemini,
+		"replace app.py":                               gemini,
+		"bash: go test ./...":                          opencode,
+		"edit app.py":                                  opencode,
+		"Shell: make run":                              cursor,
+		"Shell: curl -I http://localhost:3000/":        cursor,
+		"run_command: echo rosetta-hook-probe":         windsurf,
+		"write_code docs/hooks/_ws_write_probe.txt":    windsurf,
+	}
+	wantTurns := map[string]string{ // agent: session
+		"claude": claude, "codex": codex, "gemini": gemini, "opencode": opencode, "cursor": cursor, "windsurf": windsurf,
+	}
+	var entries []history.Entry
+	if err := json.Unmarshal([]byte(binOK(t, ws, "log", "--json", "--all")), &entries); err != nil {
+		t.Fatal(err)
+	}
+	steps, turns := map[string]string{}, map[string]string{}
+	nturns := 0
+	for _, e := range entries {
+		switch e.Type {
+		case "turn":
+			// Claude Code's task-notification (a background agent finished) is no person's prompt.
+			if e.Prompt == "" || strings.Contains(e.Prompt, "task-notification") {
+				t.Errorf("%s's turn: prompt %q", e.Agent, e.Prompt)
+			}
+			nturns++
+			turns[e.Agent] = e.AgentSession
+		case "step":
+			var p map[string]any
+			json.Unmarshal(e.Payload, &p)
+			s, _ := p["agentSession"].(string)
+			steps[e.Label] = s
+		}
+	}
+	for label, session := range wantSteps {
+		if got, ok := steps[label]; !ok || got != session {
+			t.Errorf("step %q: session %q (recorded: %v), want %q", label, got, ok, session)
+		}
+	}
+	for agent, session := range wantTurns {
+		if turns[agent] != session {
+			t.Errorf("%s's turn: session %q, want %q", agent, turns[agent], session)
+		}
+	}
+	if len(steps) != len(wantSteps) || nturns != len(wantTurns) {
+		t.Errorf("got steps %v and turns %v", steps, turns)
+	}
+}
+
 // TestTwoSessionsMounted: two agent sessions (Claude Code and Codex) work
 // in one mounted workspace, their prompts and tool calls interleaved. Each
 // step records its own session and belongs to its own session's turn, and
@@ -234,7 +330,7 @@ func TestTwoSessionsMounted(t *testing.T) {
 			t.Fatalf("%s: exit %d: %s", name, r.code, r.stderr)
 		}
 	}
-	const claude, codex = "9f0c3c2e-5b1a-4c7e-8a55-0d4b3f1e2a10", "019a6f2e-7c1d-7b52-9a3e-5d1c0b8e4f21"
+	const claude, codex = "9f26d0b2-1db8-4ea5-acdb-3c76457a4735", "01a24245-babe-7a71-ba43-8424b07c8482"
 	hook("claude-UserPromptSubmit.json")
 	hook("codex-UserPromptSubmit.json")
 	hook("claude-PreToolUse-Edit.json")
@@ -321,7 +417,7 @@ echo b2 > b2.txt`)
 	if err := b.Wait(); err != nil {
 		t.Fatalf("session B: %v\n%s", err, outB)
 	}
-	const claude, codex = "9f0c3c2e-5b1a-4c7e-8a55-0d4b3f1e2a10", "019a6f2e-7c1d-7b52-9a3e-5d1c0b8e4f21"
+	const claude, codex = "9f26d0b2-1db8-4ea5-acdb-3c76457a4735", "01a24245-babe-7a71-ba43-8424b07c8482"
 	var entries []history.Entry
 	if err := json.Unmarshal([]byte(binOK(t, ws, "log", "--json", "--all")), &entries); err != nil {
 		t.Fatal(err)

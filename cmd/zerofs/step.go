@@ -135,12 +135,27 @@ func runHook(e *env, agent string, noPrompt bool) error {
 		return nil
 	}
 	dir := e.cwd
-	if filepath.IsAbs(call.Cwd) {
-		if fi, err := os.Stat(call.Cwd); err == nil && fi.IsDir() {
-			dir = call.Cwd
-		}
+	if filepath.IsAbs(call.Cwd) && isDir(call.Cwd) {
+		dir = call.Cwd
 	}
 	ws, err := history.Find(dir)
+	if p := hooks.Path(call); call.Cwd == "" && filepath.IsAbs(p) &&
+		(errors.Is(err, history.ErrNoWorkspace) || errors.Is(err, history.ErrNotYours)) {
+		// The payload says nowhere where the agent works (Windsurf's
+		// pre_write_code) and the hook runs outside the workspace: the
+		// file the tool writes is in it.
+		for d := filepath.Dir(filepath.Clean(p)); ; d = filepath.Dir(d) {
+			if isDir(d) {
+				if w, ferr := history.Find(d); ferr == nil {
+					ws, err = w, nil
+				}
+				break
+			}
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
+	}
 	if errors.Is(err, history.ErrNoWorkspace) || errors.Is(err, history.ErrNotYours) {
 		what := "step"
 		if call.Kind == hooks.KindPrompt {
@@ -175,6 +190,12 @@ func runHook(e *env, agent string, noPrompt bool) error {
 		return err
 	}
 	return beginStep(e, ws, label, payload)
+}
+
+// isDir says whether p is a directory.
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 // hookPayload is what a hook's tool_call records besides its label: the
