@@ -64,7 +64,7 @@ var Agents = []Agent{
 		Limits: "OpenCode loads the plugin at start: restart it after installing."},
 	{Name: "cursor", Title: "Cursor", ToolEvents: []string{"beforeShellExecution"}, PromptEvents: []string{"beforeSubmitPrompt"},
 		userFile: ".cursor/hooks.json", projectFile: ".cursor/hooks.json", kind: kindFlat,
-		Limits: "zerofs installs no hook before a Cursor file edit (Cursor 3.1 sends only afterFileEdit; its newer preToolUse is not used yet): Cursor's edits are recorded (every change under the mount is), but they belong to the prompt's turn as one unnamed step, or to the shell command's step before them, not to a step of their own."},
+		Limits: "zerofs installs no hook before a Cursor file edit (afterFileEdit is too late; Cursor's newer preToolUse is not used yet): Cursor's edits are recorded (every change under the mount is), but they belong to the prompt's turn as one unnamed step, or to the shell command's step before them, not to a step of their own."},
 	{Name: "windsurf", Title: "Windsurf", ToolEvents: []string{"pre_run_command", "pre_write_code"}, PromptEvents: []string{"pre_user_prompt"},
 		userFile: ".codeium/windsurf/hooks.json", projectFile: ".windsurf/hooks.json", kind: kindFlat,
 		Limits: "Windsurf's hooks see commands and code writes; a tool that changes files any other way belongs to the step before it."},
