@@ -69,8 +69,10 @@
 // packs holding anything dead are rewritten, their kept records copied into
 // a new pack that is made durable and indexed before the old pack is
 // deleted, so a crash leaves two copies, never none. PruneWith tells a
-// Progress each phase (loose blobs removed, records repacked, kept blobs
-// absorbed) with its count and bytes, and what of it is done.
+// Progress each phase (loose blobs removed, records repacked, packs
+// deleted, kept blobs absorbed) with its count and bytes, and what of it
+// is done; a Progress that has BeginCounting (rewind.Counting) hears what
+// the items are ("blobs", "records", "packs").
 //
 // Reads verify: Open returns a reader whose sequential Read fails with
 // ErrCorrupt at the end if the content does not hash to its ID; a record

@@ -36,6 +36,19 @@ type Progress interface {
 	Add(items, bytes int64)
 }
 
+// beginCounting begins a phase of pr whose items are nouns ("blobs",
+// "records", "packs"), when pr can be told (rewind.Counting); else it
+// begins it as a count of files.
+func beginCounting(pr Progress, what, noun string, items, bytes int64) {
+	if c, ok := pr.(interface {
+		BeginCounting(what, noun string, items, bytes int64)
+	}); ok {
+		c.BeginCounting(what, noun, items, bytes)
+		return
+	}
+	pr.Begin(what, items, bytes)
+}
+
 type noProgress struct{}
 
 func (noProgress) Begin(string, int64, int64) {}
@@ -53,7 +66,9 @@ func (s *Store) Prune(keep func(ID) bool) (PruneResult, error) {
 
 // PruneWith is Prune telling pr (nil: nobody) how far it has come: the
 // loose blobs it removes, the records it copies out of packs it rewrites,
-// and the kept blobs it absorbs, each a phase with its count and bytes.
+// the packs it deletes (those left with nothing kept, and those it
+// rewrote), and the kept blobs it absorbs, each a phase with its count
+// and bytes.
 func (s *Store) PruneWith(keep func(ID) bool, pr Progress) (PruneResult, error) {
 	if pr == nil {
 		pr = noProgress{}
@@ -94,7 +109,7 @@ func (s *Store) PruneWith(keep func(ID) bool, pr Progress) (PruneResult, error) 
 		return res, err
 	}
 	if len(loose) > 0 {
-		pr.Begin("gc: remove blobs", int64(len(loose)), looseBytes)
+		beginCounting(pr, "gc: remove blobs", "blobs", int64(len(loose)), looseBytes)
 	}
 	gone := map[ID]bool{}
 	for _, lf := range loose {
@@ -156,7 +171,7 @@ func (s *Store) PruneWith(keep func(ID) bool, pr Progress) (PruneResult, error) 
 		}
 	}
 	if len(rewrites) > 0 {
-		pr.Begin("gc: repack", copyRecs, copyBytes)
+		beginCounting(pr, "gc: repack", "records", copyRecs, copyBytes)
 	}
 	for _, w := range rewrites {
 		if err := s.repack(w.recs); err != nil {
@@ -190,6 +205,13 @@ func (s *Store) PruneWith(keep func(ID) bool, pr Progress) (PruneResult, error) 
 		delete(s.packs, p.name)
 	}
 	s.mu.Unlock()
+	if len(drop) > 0 {
+		var dropBytes int64
+		for _, p := range drop {
+			dropBytes += p.size
+		}
+		beginCounting(pr, "gc: delete packs", "packs", int64(len(drop)), dropBytes)
+	}
 	for i, p := range drop {
 		p.f.Close()
 		for _, ext := range []string{".idx", ".pack"} {
@@ -200,6 +222,7 @@ func (s *Store) PruneWith(keep func(ID) bool, pr Progress) (PruneResult, error) 
 		if i == 0 {
 			hook("prune:removing", p.path(s.packDir))
 		}
+		pr.Add(1, p.size)
 	}
 	if len(drop) > 0 || len(loose) > 0 {
 		if err := durable.SyncDir(s.packDir); err != nil {
@@ -244,7 +267,7 @@ func (s *Store) absorbKept(keep func(ID) bool, pr Progress) (int, error) {
 		return 0, err
 	}
 	if len(ids) > 0 {
-		pr.Begin("gc: absorb kept blobs", int64(len(ids)), total)
+		beginCounting(pr, "gc: absorb kept blobs", "blobs", int64(len(ids)), total)
 	}
 	var done []ID
 	for _, id := range ids {

@@ -332,9 +332,9 @@ func (m *mountSource) pollProgress(ctx context.Context) (stop func()) {
 				continue
 			}
 			r := *st.Progress
-			if r.What != last.What || r.Items != last.Items || r.Bytes != last.Bytes || r.DoneItems < last.DoneItems {
-				p.Begin(r.What, r.Items, r.Bytes)
-				last = rewind.ProgressReport{What: r.What, Items: r.Items, Bytes: r.Bytes}
+			if r.What != last.What || r.Noun != last.Noun || r.Items != last.Items || r.Bytes != last.Bytes || r.DoneItems < last.DoneItems {
+				rewind.BeginCounting(p, r.What, r.Noun, r.Items, r.Bytes)
+				last = rewind.ProgressReport{What: r.What, Noun: r.Noun, Items: r.Items, Bytes: r.Bytes}
 			}
 			p.Add(r.DoneItems-last.DoneItems, r.DoneBytes-last.DoneBytes)
 			last.DoneItems, last.DoneBytes = r.DoneItems, r.DoneBytes

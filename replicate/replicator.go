@@ -137,7 +137,7 @@ func (r *Replicator) Once(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		pr.Begin("replicate", n, bytes)
+		rewind.BeginCounting(pr, "replicate", "blobs", n, bytes)
 	}
 	return r.attempt(ctx, true)
 }

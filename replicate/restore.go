@@ -70,6 +70,12 @@ const maxDecoded = 1 << 30
 // a restore that listed the replica before finds an object gone, and
 // begins again from a new listing; if that keeps happening it fails,
 // saying so.
+//
+// A rewind.Progress in ctx hears how far it has come, phase by phase,
+// with the totals the listing gives: the history's objects (the base and
+// the segments up to it: rewind.Counting's "objects"), the blobs they
+// name ("blobs", with their bytes, heard as they come), the paths it
+// writes with their bytes, then the rewind to opts.At.
 func Restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptions) (RestoreResult, error) {
 	var err error
 	prev := ""
@@ -141,6 +147,12 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 		}
 		at = opts.At
 	}
+	// What it downloads is known from the listing: the segments up to
+	// the base and the base (their sizes are not: a count of objects),
+	// then, from those, the blobs with their lengths.
+	pr := progressIn(ctx)
+	run = upTo(run, base.Seq)
+	rewind.BeginCounting(pr, "restore: download history", "objects", int64(len(run)+1), 0)
 
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -183,6 +195,7 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	if err != nil {
 		return fail(err)
 	}
+	pr.Add(1, 0)
 	blobs, err := blobstore.Open(filepath.Join(store, rewind.BlobsName), blobstore.Options{})
 	if err != nil {
 		return fail(err)
@@ -202,18 +215,32 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 			need[id] = max(need[id], fs.Bytes)
 		}
 	})
+	var needBytes int64
+	for _, size := range need {
+		needBytes += size
+	}
+	rewind.BeginCounting(pr, "restore: download blobs", "blobs", int64(len(need)), needBytes)
 	for id, size := range need {
 		err := fetchBlob(ctx, b, c, blobs, id, size, store)
 		if err != nil {
 			blobs.Close()
 			return fail(err)
 		}
+		pr.Add(1, 0) // its bytes as they came (fetchBlob)
 		res.Blobs++
 	}
 	if err := blobs.Sync(); err != nil {
 		blobs.Close()
 		return fail(err)
 	}
+	var paths, bytes int64
+	for _, e := range bs.Files {
+		if !e.Skipped {
+			paths++
+			bytes += e.Bytes
+		}
+	}
+	pr.Begin("restore: write", paths, bytes)
 	w := &treeWriter{root: root, res: &res}
 	for _, e := range bs.Files {
 		if e.Skipped {
@@ -239,6 +266,7 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 			blobs.Close()
 			return fail(werr)
 		}
+		pr.Add(1, e.Bytes)
 	}
 	if err := blobs.Close(); err != nil {
 		return fail(err)
@@ -351,6 +379,41 @@ func fetchBase(ctx context.Context, b Bucket, c *codec, ref baseRef) (Base, erro
 	return bs, nil
 }
 
+// upTo is the start of run (a chain) that writeLog reads to reach event
+// upto.
+func upTo(run []segment, upto eventlog.Seq) []segment {
+	var next eventlog.Seq = 1
+	for i, s := range run {
+		if next > upto {
+			return run[:i]
+		}
+		next = max(next, min(s.Last, upto)+1)
+	}
+	return run
+}
+
+// progressIn is the rewind.Progress ctx carries, or one that hears
+// nothing.
+func progressIn(ctx context.Context) rewind.Progress {
+	if p := rewind.ProgressOf(ctx); p != nil {
+		return p
+	}
+	return noProgress{}
+}
+
+type noProgress struct{}
+
+func (noProgress) Begin(string, int64, int64) {}
+func (noProgress) Add(int64, int64)           {}
+
+// progressWriter tells pr of the bytes written through it.
+type progressWriter struct{ pr rewind.Progress }
+
+func (w progressWriter) Write(b []byte) (int, error) {
+	w.pr.Add(0, int64(len(b)))
+	return len(b), nil
+}
+
 // writeLog writes events 1..upto from the segments of run into the
 // store's events.jsonl (beneath sfd) and returns them folded as the
 // engine folds them (which before-states survive, so which blobs the
@@ -364,6 +427,7 @@ func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto event
 	f := os.NewFile(uintptr(fd), rewind.LogName)
 	defer f.Close()
 	ret := rewind.NewRetention()
+	pr := progressIn(ctx)
 	var next eventlog.Seq = 1
 	for _, s := range run {
 		if next > upto {
@@ -397,6 +461,7 @@ func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto event
 		if want != s.Last+1 {
 			return nil, &DamageError{Object: s.Name, Why: fmt.Sprintf("it ends at sequence %d, its name says %d", want-1, s.Last)}
 		}
+		pr.Add(1, 0)
 	}
 	if next != upto+1 {
 		return nil, fmt.Errorf("%w: the replica's log ends at %d, before its base at %d", ErrNoState, next-1, upto)
@@ -435,7 +500,8 @@ func eachLine(ctx context.Context, b Bucket, c *codec, s segment, tmp string, fn
 
 // fetchBlob copies blob id (of at most size bytes) from the replica into
 // the store: decoded into a temporary file in dir, it is stored only once
-// all of it hashes to id.
+// all of it hashes to id. The Progress in ctx hears its bytes as they
+// come.
 func fetchBlob(ctx context.Context, b Bucket, c *codec, blobs *blobstore.Store, id blobstore.ID, size int64, dir string) error {
 	if blobs.Has(id) {
 		return nil
@@ -457,7 +523,7 @@ func fetchBlob(ctx context.Context, b Bucket, c *codec, blobs *blobstore.Store, 
 	}
 	defer tmp.Close()
 	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tmp, h), plain); err != nil {
+	if _, err := io.Copy(io.MultiWriter(tmp, h, progressWriter{progressIn(ctx)}), plain); err != nil {
 		var de *DamageError
 		if errors.As(err, &de) || errors.Is(err, ErrKey) {
 			return err

@@ -16,6 +16,23 @@ type Progress interface {
 	Add(items, bytes int64)
 }
 
+// Counting is a Progress that can be told what Begin's items are when
+// they are not files ("objects", "blobs", "packs"): BeginCounting is Begin
+// with that noun.
+type Counting interface {
+	BeginCounting(what, noun string, items, bytes int64)
+}
+
+// BeginCounting begins a phase of p whose items are nouns: p's
+// BeginCounting when it has one, else its Begin (which counts files).
+func BeginCounting(p Progress, what, noun string, items, bytes int64) {
+	if c, ok := p.(Counting); ok {
+		c.BeginCounting(what, noun, items, bytes)
+		return
+	}
+	p.Begin(what, items, bytes)
+}
+
 type progressKey struct{}
 
 // WithProgress is ctx carrying p: the engine's long operations run with
@@ -48,9 +65,11 @@ func ProgressOf(ctx context.Context) Progress {
 
 // ProgressReport is how far a long operation has come, as the daemon shows
 // it in .zero/status while one runs: what it is, the totals (0 when not
-// known) and what is done.
+// known) and what is done. Noun is what the items are when they are not
+// files.
 type ProgressReport struct {
 	What      string `json:"what"`
+	Noun      string `json:"noun,omitempty"`
 	Items     int64  `json:"items"`
 	Bytes     int64  `json:"bytes"`
 	DoneItems int64  `json:"doneItems"`
@@ -61,6 +80,7 @@ type ProgressReport struct {
 // on (Report), without a lock the work holds.
 type ProgressCounter struct {
 	what   atomic.Pointer[string]
+	noun   atomic.Pointer[string]
 	items  atomic.Int64
 	bytes  atomic.Int64
 	doneN  atomic.Int64
@@ -78,7 +98,12 @@ func (c *ProgressCounter) Start(what string) {
 func (c *ProgressCounter) Stop() { c.active.Store(false) }
 
 func (c *ProgressCounter) Begin(what string, items, bytes int64) {
+	c.BeginCounting(what, "", items, bytes)
+}
+
+func (c *ProgressCounter) BeginCounting(what, noun string, items, bytes int64) {
 	c.what.Store(&what)
+	c.noun.Store(&noun)
 	c.items.Store(items)
 	c.bytes.Store(bytes)
 	c.doneN.Store(0)
@@ -98,6 +123,9 @@ func (c *ProgressCounter) Report() *ProgressReport {
 	r := &ProgressReport{Items: c.items.Load(), Bytes: c.bytes.Load(), DoneItems: c.doneN.Load(), DoneBytes: c.doneB.Load()}
 	if w := c.what.Load(); w != nil {
 		r.What = *w
+	}
+	if n := c.noun.Load(); n != nil {
+		r.Noun = *n
 	}
 	return r
 }

@@ -28,6 +28,7 @@ type progress struct {
 	mu    sync.Mutex // guards the fields below; the bar is drawn under it
 	e     *env
 	what  string
+	noun  string // what the items are: "files" unless Begun otherwise
 	bar   *progressbar.ProgressBar
 	items int64 // the total, 0 when not known
 	bytes int64
@@ -42,7 +43,7 @@ func startProgress(e *env, what string) *progress {
 	if e.quiet || !isTerminal(e.stderr) {
 		return nil
 	}
-	p := &progress{e: e, what: what}
+	p := &progress{e: e, what: what, noun: "files"}
 	p.bar = p.newBar(-1, false)
 	return p
 }
@@ -50,7 +51,7 @@ func startProgress(e *env, what string) *progress {
 func (p *progress) newBar(max int64, bytes bool) *progressbar.ProgressBar {
 	opts := []progressbar.Option{
 		progressbar.OptionSetWriter(p.e.stderr),
-		progressbar.OptionSetDescription(p.what),
+		progressbar.OptionSetDescription(p.label()),
 		progressbar.OptionThrottle(100 * time.Millisecond),
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionSetElapsedTime(true),
@@ -64,9 +65,10 @@ func (p *progress) newBar(max int64, bytes bool) *progressbar.ProgressBar {
 		progressbar.OptionSetRenderBlankState(true),
 	}
 	if bytes {
-		opts = append(opts, progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true))
+		// The bytes done of the total (OptionShowCount shows them), the rate.
+		opts = append(opts, progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true), progressbar.OptionShowCount())
 	} else {
-		opts = append(opts, progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("files"))
+		opts = append(opts, progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString(p.noun))
 	}
 	return progressbar.NewOptions64(max, opts...)
 }
@@ -84,6 +86,12 @@ func (p *progress) with(ctx context.Context) context.Context {
 // any (the files counted in its description), else over the files; with
 // neither known, the spinner goes on, counting.
 func (p *progress) Begin(what string, items, bytes int64) {
+	p.BeginCounting(what, "files", items, bytes)
+}
+
+// BeginCounting is Begin of items that are nouns ("objects", "blobs",
+// "packs"; "" is files): a rewind.Counting.
+func (p *progress) BeginCounting(what, noun string, items, bytes int64) {
 	if p == nil {
 		return
 	}
@@ -92,7 +100,10 @@ func (p *progress) Begin(what string, items, bytes int64) {
 	if p.ended {
 		return
 	}
-	p.what, p.items, p.bytes, p.doneN, p.doneB = what, items, bytes, 0, 0
+	if noun == "" {
+		noun = "files"
+	}
+	p.what, p.noun, p.items, p.bytes, p.doneN, p.doneB = what, noun, items, bytes, 0, 0
 	p.end()
 	switch {
 	case bytes > 0:
@@ -102,7 +113,6 @@ func (p *progress) Begin(what string, items, bytes int64) {
 	default:
 		p.bar = p.newBar(-1, false)
 	}
-	p.describe()
 }
 
 // Add says that items more files and bytes more bytes are done.
@@ -117,24 +127,24 @@ func (p *progress) Add(items, bytes int64) {
 	}
 	p.doneN += items
 	p.doneB += bytes
+	p.bar.Describe(p.label())
 	if p.bytes > 0 {
-		p.describe()
 		p.bar.Add64(bytes)
 		return
 	}
-	p.describe()
 	p.bar.Add64(items)
 }
 
-// describe puts the file count in the description when the bar counts
-// bytes (and the bytes when a spinner counts files).
-func (p *progress) describe() {
+// label is the bar's description: what, with the count of items when the
+// bar counts bytes (and the bytes when a spinner counts items).
+func (p *progress) label() string {
 	switch {
 	case p.bytes > 0:
-		p.bar.Describe(fmt.Sprintf("%s: %d/%d files", p.what, p.doneN, p.items))
+		return fmt.Sprintf("%s: %d/%d %s", p.what, p.doneN, p.items, p.noun)
 	case p.items == 0 && p.doneN > 0:
-		p.bar.Describe(fmt.Sprintf("%s: %d files, %s", p.what, p.doneN, humanBytes(p.doneB)))
+		return fmt.Sprintf("%s: %d %s, %s", p.what, p.doneN, p.noun, humanBytes(p.doneB))
 	}
+	return p.what
 }
 
 // Done clears the line (the command's own report follows).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
@@ -176,7 +178,7 @@ func TestProgressGCAndReplicate(t *testing.T) {
 	bar("replicate --once", stderr)
 	// The blobs the events name (each file's two earlier contents), of
 	// their total, with their bytes; then the base.
-	m := regexp.MustCompile(`replicate: (\d+)/(\d+) files`).FindAllStringSubmatch(stderr, -1)
+	m := regexp.MustCompile(`replicate: (\d+)/(\d+) blobs`).FindAllStringSubmatch(stderr, -1)
 	if len(m) == 0 {
 		t.Fatalf("replicate --once: no count of the blobs to upload in %q", stderr)
 	}
@@ -197,7 +199,98 @@ func TestProgressGCAndReplicate(t *testing.T) {
 	bar("gc", stderr)
 	// A phase of the store's work over its total (a percentage, or the
 	// count of its total), not only the spinner it was.
-	if !regexp.MustCompile(`gc: (remove blobs|repack|absorb kept blobs)(: \d+/\d+ files| +\d+% \|)`).MatchString(stderr) {
+	if !regexp.MustCompile(`gc: (remove blobs: \d+/\d+ blobs|repack: \d+/\d+ records|delete packs: \d+/\d+ packs|absorb kept blobs: \d+/\d+ blobs)`).MatchString(stderr) {
 		t.Errorf("gc: want a phase of the store's work over its total, in %q", stderr)
+	}
+}
+
+// TestProgressRestore: issue 18, "Long work shows progress": `restore`
+// showed a spinner through its download. On a terminal it now shows what
+// it downloads of the total the replica's listing gives: the history's
+// objects (the base and the segments up to it, counted: their sizes are
+// not listed), then the blobs they name with their bytes, then the files
+// it writes; then the rewind to --at. The bar is cleared before the
+// report; stdout is the report alone; in a pipe and with -q, nothing.
+func TestProgressRestore(t *testing.T) {
+	testsupport.StartS3(t)
+	const n = 200
+	files := map[string]string{}
+	for i := range n {
+		files[fmt.Sprintf("f%03d", i)] = fmt.Sprintf("%d %s\n", i, strings.Repeat("a", 3000))
+	}
+	s := newStore(t, files)
+	s.step("rewrite all")
+	for i := range n {
+		s.write(fmt.Sprintf("f%03d", i), fmt.Sprintf("%d %s\n", i, strings.Repeat("b", 2000)))
+	}
+	s.step("one more")
+	s.write("f000", "c\n")
+	s.close()
+	const url = "s3://replicas/restore"
+	mustRun(t, s.ws, "replicate", "--once", url)
+
+	// The objects it lists: the base, and the segments up to it (one
+	// --once: all of them).
+	var sum struct {
+		Segments int            `json:"segments"`
+		Bases    []eventlog.Seq `json:"bases"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, s.ws, "log", "--replica", url, "--json")), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Bases) != 1 {
+		t.Fatalf("replica: %+v, want one base", sum)
+	}
+	dir := filepath.Join(t.TempDir(), "restored")
+	stdout, stderr, code := runOnTTY(t, s.ws, "restore", url, dir, "--at", "1")
+	if code != 0 || !strings.HasPrefix(stdout, "restored @1 of ") || strings.ContainsAny(stdout, "\r\x1b") {
+		t.Fatalf("restore on a terminal: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if i := strings.LastIndex(stderr, "\x1b[K"); i < 0 || strings.TrimSpace(strings.ReplaceAll(stderr[i+3:], "\r", "")) != "" {
+		t.Errorf("restore: stderr does not end with the bar cleared: %q", stderr[max(0, len(stderr)-200):])
+	}
+	total := func(re string) int {
+		t.Helper()
+		m := regexp.MustCompile(re).FindStringSubmatch(stderr)
+		if m == nil {
+			t.Fatalf("restore: no %s in %q", re, stderr)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	if got := total(`restore: download history .*\(\d+/(\d+), [\d.]+ objects/`); got != 1+sum.Segments {
+		t.Errorf("restore counts %d objects of history to download, want %d (a base, %d segments)", got, 1+sum.Segments, sum.Segments)
+	}
+	// The blobs: as many as the restored store holds, with their bytes.
+	blobs := total(`restore: download blobs: \d+/(\d+) blobs`)
+	v := mustRun(t, dir, "verify")
+	if want := fmt.Sprintf(" %d blobs verified", blobs); !strings.Contains(v, want) {
+		t.Errorf("restore counts %d blobs to download; verify of what it restored: %q", blobs, v)
+	}
+	if blobs < n {
+		t.Errorf("restore counts %d blobs to download, want at least %d", blobs, n)
+	}
+	// Their bytes done of the total (about 1 MiB: each file's two
+	// contents).
+	if !regexp.MustCompile(`restore: download blobs: \d+/\d+ blobs .*\( ?[\d.]+( B| KiB)?/9\d\d KiB`).MatchString(stderr) {
+		t.Errorf("restore: the blobs' bar does not count their bytes of the total: %q", stderr)
+	}
+	// The files it writes: the state of the base (the files and the
+	// workspace's own), then the rewind to 1.
+	if got := total(`restore: write: \d+/(\d+) files`); got < n {
+		t.Errorf("restore counts %d files to write, want at least %d", got, n)
+	}
+	if !strings.Contains(stderr, "rewind") {
+		t.Errorf("restore --at 1: no bar for the rewind in %q", stderr)
+	}
+
+	// In a pipe, and with -q on a terminal, the report alone.
+	r := bin(t, s.ws, "", "restore", url, filepath.Join(t.TempDir(), "piped"))
+	if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "restored @") {
+		t.Errorf("restore in a pipe: exit %d, stdout %q, stderr %q: want the report alone", r.code, r.stdout, r.stderr)
+	}
+	stdout, stderr, code = runOnTTY(t, s.ws, "-q", "restore", url, filepath.Join(t.TempDir(), "quiet"))
+	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "restored @") {
+		t.Errorf("zerofs -q restore on a terminal: exit %d, stdout %q, stderr %q: want no progress", code, stdout, stderr)
 	}
 }
