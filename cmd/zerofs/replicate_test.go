@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/replicate"
 	"github.com/zerofs/zerofs/rewind"
@@ -240,5 +241,118 @@ func TestReplicateContinuousCLI(t *testing.T) {
 	mustRun(t, "/", "restore", url, dir)
 	if got := readTrim(t, filepath.Join(dir, "a.txt")); got != "two" {
 		t.Errorf("restored a.txt = %q, want two", got)
+	}
+}
+
+// TestMountReplicateSIGKILL: the daemon of `mount --replicate` is
+// SIGKILLed at a random moment while a shell writes and steps through the
+// mount (so while it uploads): the replica as the kill left it restores
+// to what the mount's @T shows, byte for byte (diff -r, modes), and the
+// next daemon resumes and brings the replica up to date.
+func TestMountReplicateSIGKILL(t *testing.T) {
+	needFUSE(t)
+	testsupport.StartS3(t)
+	rng := testsupport.Rand(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, "src/main.go"), "package main\n")
+	const url = "s3://replicas/killed"
+	restoredAt := regexp.MustCompile(`restored @(\d+) of `)
+	// compare restores the replica's newest state and checks it against
+	// the mount's @T of it.
+	compare := func(what string, mp string) int {
+		t.Helper()
+		dir := filepath.Join(t.TempDir(), "restored")
+		out := binOK(t, "/", "restore", url, dir)
+		m := restoredAt.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("%s: restore said %q", what, out)
+		}
+		view := filepath.Join(mp, "@"+m[1])
+		if out, err := exec.Command("diff", "-r", "--no-dereference", "--exclude=.zero", view, dir).CombinedOutput(); err != nil {
+			t.Errorf("%s: @%s and its restore differ: %v\n%s", what, m[1], err, out)
+		}
+		if a, b := modes(t, view), modes(t, dir); a != b {
+			t.Errorf("%s: @%s modes:\n%s\nrestored:\n%s", what, m[1], a, b)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	prev := 0 // the newest state the replica offered before this round
+	for kill := 0; kill < 2; kill++ {
+		mp := mountT(t, ws, "--replicate", url)
+		pid := daemonPIDOf(t, ws)
+		// Changes and steps through the mount until the daemon dies
+		// under them (then every command fails: that ends the loop).
+		work := exec.Command("/bin/sh", "-c", `i=0; while :; do i=$((i+1))
+			echo "$i $RANDOM" > "f$((i % 17))" || exit 0
+			mkdir -p "d$((i % 5))" && echo "$i" > "d$((i % 5))/g$((i % 3))" || exit 0
+			chmod "6$((i % 5))0" "f$((i % 17))" || exit 0
+			[ $((i % 7)) -ne 0 ] || rm -f "f$((i % 11))" || exit 0
+			[ $((i % 10)) -ne 0 ] || "$ZEROFS" step "round $i" >/dev/null || exit 0
+			[ $((i % 25)) -ne 0 ] || sleep 0.3
+			[ $i -ne 40 ] || sleep 8 # a pause: the daemon makes a base
+		done`)
+		work.Dir = mp
+		work.Env = append(os.Environ(), "ZEROFS="+binary)
+		if err := work.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Killed once the replica offers a state the work made (after
+		// its pause), at a random moment of the work after it.
+		restorable := regexp.MustCompile(`restorable up to (\d+);`)
+		if err := testsupport.Poll(60*time.Second, func() bool {
+			m := restorable.FindStringSubmatch(bin(t, mp, "", "status").stdout)
+			n := 0
+			if m != nil {
+				n, _ = strconv.Atoi(m[1])
+			}
+			return n > prev
+		}); err != nil {
+			t.Fatalf("kill %d: the replica never offered a state of the work:\n%s", kill, bin(t, mp, "", "status").stdout)
+		}
+		time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
+		syscall.Kill(pid, syscall.SIGKILL)
+		for i := 0; i < 250 && history.ProcessAlive(pid); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		work.Process.Kill()
+		work.Wait()
+		if r := bin(t, "/", "", "umount", mp); r.code != 0 {
+			t.Fatalf("kill %d: umount of the dead mount: exit %d: %s", kill, r.code, r.stderr)
+		}
+		// The replica as the kill left it, against the store's @T.
+		mp = mountT(t, ws)
+		if r := bin(t, "/", "", "log", "--replica", url); r.code == 0 && strings.Contains(r.stdout, " bases; restorable") && !strings.Contains(r.stdout, " 0 bases") {
+			at := compare(fmt.Sprintf("kill %d: the replica as left", kill), mp)
+			t.Logf("kill %d: the replica as the kill left it restores @%d (head %s)", kill, at, readTrim(t, filepath.Join(mp, ".zero/head")))
+		} else {
+			t.Logf("kill %d: no base in the replica yet: %s %s", kill, r.stdout, r.stderr)
+		}
+		binOK(t, "/", "umount", mp)
+
+		// The next daemon resumes: the replica catches up.
+		mp = mountT(t, ws, "--replicate", url)
+		binOK(t, mp, "step", fmt.Sprintf("after kill %d", kill))
+		want, _ := strconv.Atoi(readTrim(t, filepath.Join(mp, ".zero/head")))
+		upTo := regexp.MustCompile(`restorable up to (\d+);`)
+		if err := testsupport.Poll(90*time.Second, func() bool {
+			m := upTo.FindStringSubmatch(binOK(t, mp, "status"))
+			n := 0
+			if m != nil {
+				n, _ = strconv.Atoi(m[1])
+			}
+			return n >= want
+		}); err != nil {
+			t.Fatalf("kill %d: the next daemon did not bring the replica up to %d:\n%s", kill, want, binOK(t, mp, "status"))
+		}
+		at := compare(fmt.Sprintf("kill %d: after resuming", kill), mp)
+		if at < want {
+			t.Errorf("kill %d: the newest restorable state is %d, want at least %d", kill, at, want)
+		}
+		prev = at
+		binOK(t, "/", "umount", mp)
 	}
 }
