@@ -25,15 +25,21 @@ type Record struct {
 // instead of living as a FileState with its strings. A lookup decodes the
 // one record it returns.
 type Index struct {
-	mu sync.RWMutex // guards ids, paths, children, arena
+	mu sync.RWMutex // guards ids, paths, children, slab, arena
 	// ids maps a workspace path to its entry in paths.
 	ids map[string]uint32
 	// paths holds every path ever recorded, with its records.
 	paths []pathRecords
-	// children maps a directory path ("" is the root) to every name ever
-	// recorded directly under it.
-	children map[string]map[string]struct{}
-	arena    arena
+	// children maps a directory path ("" is the root) to the entries in
+	// paths of every path ever recorded directly under it. It is built on
+	// first use (childrenRLock), not when the index is loaded: a mount
+	// needs it only to list a directory of the past, and at a million
+	// paths building it is a large part of the load. nil until then.
+	children map[string][]uint32
+	// slab is the unused rest of the block that paths with few records
+	// take their records from (newRecs).
+	slab  []rec
+	arena arena
 	// moves holds the rename sides recorded per path, sorted by sequence
 	// (renames.go); nil while there are none.
 	moves map[string][]move
@@ -42,18 +48,67 @@ type Index struct {
 	unnamed map[string]unnamedRec
 }
 
-// pathRecords are one path's records: seqs[i] is the sequence of the i-th
-// checkpoint naming it and offs[i] where that checkpoint's state of it is in
-// the arena. Both are sorted by sequence.
+// pathRecords are one path's records, sorted by sequence.
 type pathRecords struct {
 	path string
-	seqs []Seq
-	offs []uint64
+	recs []rec
+}
+
+// rec is one record: the sequence of the checkpoint naming the path, and
+// where that checkpoint's state of it is in the arena.
+type rec struct {
+	seq Seq
+	off uint64
+}
+
+// search is the index of pr's first record with seq > after (len(pr.recs)
+// if none).
+func (pr *pathRecords) search(after Seq) int {
+	return sort.Search(len(pr.recs), func(i int) bool { return pr.recs[i].seq > after })
+}
+
+// seqs is a copy of pr's sequences.
+func (pr *pathRecords) seqs() []Seq {
+	out := make([]Seq, len(pr.recs))
+	for i, r := range pr.recs {
+		out[i] = r.seq
+	}
+	return out
+}
+
+// slabBlock is how many records a slab block holds; a path with more than
+// slabBlock/8 records at once gets a slice of its own.
+const slabBlock = 4096
+
+// newRecs returns a slice of n records (n > 0) whose capacity is n, so an
+// append to it copies and never writes into a neighbour's. Most paths have
+// one record or a few: taking them from shared blocks saves an allocation
+// per path (a million paths are a million small objects for the GC).
+func (ix *Index) newRecs(n int) []rec {
+	if n > slabBlock/8 {
+		return make([]rec, n)
+	}
+	if len(ix.slab) < n {
+		ix.slab = make([]rec, slabBlock)
+	}
+	out := ix.slab[:n:n]
+	ix.slab = ix.slab[n:]
+	return out
+}
+
+// appendRec appends r to pr's records.
+func (ix *Index) appendRec(pr *pathRecords, r rec) {
+	if cap(pr.recs) == 0 {
+		pr.recs = ix.newRecs(1)
+		pr.recs[0] = r
+		return
+	}
+	pr.recs = append(pr.recs, r)
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{ids: map[string]uint32{}, children: map[string]map[string]struct{}{}}
+	return &Index{ids: map[string]uint32{}}
 }
 
 // Add records a checkpoint. seq must be above every seq added before. Every
@@ -69,8 +124,7 @@ func (ix *Index) Add(seq Seq, files []FileState) error {
 	defer ix.mu.Unlock()
 	for _, f := range files {
 		pr := ix.entryLocked(f.Path)
-		pr.seqs = append(pr.seqs, seq)
-		pr.offs = append(pr.offs, ix.arena.add(f))
+		ix.appendRec(pr, rec{seq: seq, off: ix.arena.add(f)})
 		ix.addMoveLocked(seq, f)
 		if f.Kept != "" && f.Blob == "" && !f.Absent && !f.Skipped {
 			if ix.unnamed == nil {
@@ -82,24 +136,55 @@ func (ix *Index) Add(seq Seq, files []FileState) error {
 	return nil
 }
 
-// entryLocked returns p's records, adding p (and its name under its
-// directory) when it is new.
+// entryLocked returns p's records, adding p when it is new.
 func (ix *Index) entryLocked(p string) *pathRecords {
 	if id, ok := ix.ids[p]; ok {
 		return &ix.paths[id]
 	}
-	ix.ids[p] = uint32(len(ix.paths))
-	ix.paths = append(ix.paths, pathRecords{path: p})
-	if p != "" {
-		dir, name := SplitPath(p)
-		names := ix.children[dir]
-		if names == nil {
-			names = map[string]struct{}{}
-			ix.children[dir] = names
-		}
-		names[name] = struct{}{}
+	pr, _ := ix.newEntryLocked(p)
+	return pr
+}
+
+// newEntryLocked adds p (and its name under its directory, once children
+// is built) with no records, in one map access; if p was there already it
+// returns false, with ids no longer to be trusted (a snapshot that names a
+// path twice is dropped whole).
+func (ix *Index) newEntryLocked(p string) (*pathRecords, bool) {
+	n, id := len(ix.ids), uint32(len(ix.paths))
+	ix.ids[p] = id
+	if len(ix.ids) == n {
+		return nil, false
 	}
-	return &ix.paths[len(ix.paths)-1]
+	ix.paths = append(ix.paths, pathRecords{path: p})
+	if p != "" && ix.children != nil {
+		dir, _ := SplitPath(p)
+		ix.children[dir] = append(ix.children[dir], id)
+	}
+	return &ix.paths[id], true
+}
+
+// childrenRLock takes the read lock with children built: the first caller
+// builds it under the write lock. children is never unset, so it is still
+// there when the read lock is taken again.
+func (ix *Index) childrenRLock() {
+	ix.mu.RLock()
+	if ix.children != nil {
+		return
+	}
+	ix.mu.RUnlock()
+	ix.mu.Lock()
+	if ix.children == nil {
+		ch := map[string][]uint32{}
+		for i := range ix.paths {
+			if p := ix.paths[i].path; p != "" {
+				dir, _ := SplitPath(p)
+				ch[dir] = append(ch[dir], uint32(i))
+			}
+		}
+		ix.children = ch
+	}
+	ix.mu.Unlock()
+	ix.mu.RLock()
 }
 
 // At returns the before-state recorded by the first checkpoint with
@@ -117,21 +202,22 @@ func (ix *Index) atLocked(p string, after, limit Seq) (Record, bool) {
 		return Record{}, false
 	}
 	pr := &ix.paths[id]
-	i := sort.Search(len(pr.seqs), func(i int) bool { return pr.seqs[i] > after })
-	if i == len(pr.seqs) || pr.seqs[i] >= limit {
+	i := pr.search(after)
+	if i == len(pr.recs) || pr.recs[i].seq >= limit {
 		return Record{}, false
 	}
-	st := ix.arena.get(pr.offs[i])
+	st := ix.arena.get(pr.recs[i].off)
 	st.Path = pr.path
-	return Record{Seq: pr.seqs[i], State: st}, true
+	return Record{Seq: pr.recs[i].seq, State: st}, true
 }
 
 // Names returns the names ever recorded directly under dir.
 func (ix *Index) Names(dir string) []string {
-	ix.mu.RLock()
+	ix.childrenRLock()
 	defer ix.mu.RUnlock()
 	out := make([]string, 0, len(ix.children[dir]))
-	for n := range ix.children[dir] {
+	for _, id := range ix.children[dir] {
+		_, n := SplitPath(ix.paths[id].path)
 		out = append(out, n)
 	}
 	return out
@@ -144,10 +230,10 @@ func (ix *Index) ChangedBetween(after, limit Seq) []string {
 	defer ix.mu.RUnlock()
 	var out []string
 	for i := range ix.paths {
-		seqs := ix.paths[i].seqs
-		j := sort.Search(len(seqs), func(j int) bool { return seqs[j] > after })
-		if j < len(seqs) && seqs[j] < limit {
-			out = append(out, ix.paths[i].path)
+		pr := &ix.paths[i]
+		j := pr.search(after)
+		if j < len(pr.recs) && pr.recs[j].seq < limit {
+			out = append(out, pr.path)
 		}
 	}
 	return out
@@ -161,12 +247,11 @@ func (ix *Index) Prune(before Seq) {
 	defer ix.mu.Unlock()
 	for i := range ix.paths {
 		pr := &ix.paths[i]
-		j := sort.Search(len(pr.seqs), func(j int) bool { return pr.seqs[j] > before })
+		j := pr.search(before)
 		if j == 0 {
 			continue
 		}
-		pr.seqs = append([]Seq(nil), pr.seqs[j:]...)
-		pr.offs = append([]uint64(nil), pr.offs[j:]...)
+		pr.recs = append([]rec(nil), pr.recs[j:]...)
 	}
 	ix.pruneMovesLocked(before)
 }
@@ -194,14 +279,14 @@ func (ix *Index) Last(p string) (Record, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	id, ok := ix.ids[p]
-	if !ok || len(ix.paths[id].seqs) == 0 {
+	if !ok || len(ix.paths[id].recs) == 0 {
 		return Record{}, false
 	}
 	pr := &ix.paths[id]
-	n := len(pr.seqs) - 1
-	st := ix.arena.get(pr.offs[n])
+	r := pr.recs[len(pr.recs)-1]
+	st := ix.arena.get(r.off)
 	st.Path = pr.path
-	return Record{Seq: pr.seqs[n], State: st}, true
+	return Record{Seq: r.seq, State: st}, true
 }
 
 // Each calls fn for every path with its live records, in the order the
@@ -212,18 +297,19 @@ func (ix *Index) Each(fn func(p string, seqs []Seq, states func(i int) FileState
 	defer ix.mu.RUnlock()
 	for i := range ix.paths {
 		pr := &ix.paths[i]
-		fn(pr.path, pr.seqs, func(j int) FileState { return ix.arena.get(pr.offs[j]) })
+		fn(pr.path, pr.seqs(), func(j int) FileState { return ix.arena.get(pr.recs[j].off) })
 	}
 }
 
 // Children is a copy of every directory's names ever recorded (for tests
 // comparing two indexes).
 func (ix *Index) Children() map[string][]string {
-	ix.mu.RLock()
+	ix.childrenRLock()
 	defer ix.mu.RUnlock()
 	out := make(map[string][]string, len(ix.children))
-	for d, names := range ix.children {
-		for n := range names {
+	for d, ids := range ix.children {
+		for _, id := range ids {
+			_, n := SplitPath(ix.paths[id].path)
 			out[d] = append(out[d], n)
 		}
 		sort.Strings(out[d])

@@ -87,12 +87,12 @@ func (ix *Index) Name(names []Named) {
 			continue
 		}
 		pr := &ix.paths[u.id]
-		i := sort.Search(len(pr.seqs), func(i int) bool { return pr.seqs[i] >= u.seq })
-		if i == len(pr.seqs) || pr.seqs[i] != u.seq {
+		i := sort.Search(len(pr.recs), func(i int) bool { return pr.recs[i].seq >= u.seq })
+		if i == len(pr.recs) || pr.recs[i].seq != u.seq {
 			delete(ix.unnamed, n.Kept)
 			continue
 		}
-		st := ix.arena.get(pr.offs[i])
+		st := ix.arena.get(pr.recs[i].off)
 		if st.Kept != n.Kept || st.Blob != "" {
 			delete(ix.unnamed, n.Kept)
 			continue
@@ -102,7 +102,7 @@ func (ix *Index) Name(names []Named) {
 		} else {
 			st.Blob, st.Bytes = n.Blob, n.Bytes
 		}
-		pr.offs[i] = ix.arena.add(st)
+		pr.recs[i].off = ix.arena.add(st)
 		delete(ix.unnamed, n.Kept)
 	}
 }

@@ -65,7 +65,11 @@ func CleanPath(p string) error {
 	if strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
 		return ErrUnsafePath
 	}
-	for i, c := range strings.Split(p, "/") {
+	// Component by component without splitting (no allocation: every path
+	// of a snapshot is checked at load).
+	for i, rest, more := 0, p, true; more; i++ {
+		var c string
+		c, rest, more = strings.Cut(rest, "/")
 		if c == "" || c == "." || c == ".." {
 			return ErrUnsafePath
 		}

@@ -86,13 +86,13 @@ func (ix *Index) loadMoves() {
 	ix.moves = nil
 	for i := range ix.paths {
 		pr := &ix.paths[i]
-		for j, off := range pr.offs {
-			if flags, _ := binary.Uvarint(ix.arena.packed(off)); flags&stateRenamed == 0 {
+		for _, r := range pr.recs {
+			if flags, _ := binary.Uvarint(ix.arena.packed(r.off)); flags&stateRenamed == 0 {
 				continue
 			}
-			f := ix.arena.get(off)
+			f := ix.arena.get(r.off)
 			f.Path = pr.path
-			ix.addMoveLocked(pr.seqs[j], f)
+			ix.addMoveLocked(r.seq, f)
 		}
 	}
 }
@@ -173,13 +173,14 @@ func (ix *Index) Resolve(p string, after, limit Seq) (rec Record, ok bool, live 
 // and the directories whose live listing may add names (dir, and where
 // those renames took it). Each name still needs resolving.
 func (ix *Index) NamesAt(dir string, after, limit Seq) (names map[string]bool, liveDirs []string) {
-	ix.mu.RLock()
+	ix.childrenRLock()
 	defer ix.mu.RUnlock()
 	names = map[string]bool{}
 	liveDirs = []string{dir}
 	cur := dir
 	for {
-		for n := range ix.children[cur] {
+		for _, id := range ix.children[cur] {
+			_, n := SplitPath(ix.paths[id].path)
 			names[n] = true
 		}
 		m, anc, moved := ix.ancestorMove(cur, true, after, limit)
@@ -231,7 +232,7 @@ func (ix *Index) thinKeepLocked(pr *pathRecords, lo, hi int, renames []Rename) m
 	}
 	for _, m := range ix.moves[pr.path] {
 		for j := lo; j < hi; j++ {
-			if pr.seqs[j] == m.seq {
+			if pr.recs[j].seq == m.seq {
 				mark(j)
 			}
 		}
@@ -240,7 +241,7 @@ func (ix *Index) thinKeepLocked(pr *pathRecords, lo, hi int, renames []Rename) m
 		if !strings.HasPrefix(pr.path, r.To+"/") {
 			continue
 		}
-		j := sort.Search(len(pr.seqs), func(j int) bool { return pr.seqs[j] > r.Seq })
+		j := pr.search(r.Seq)
 		if j >= lo && j < hi {
 			mark(j)
 		}

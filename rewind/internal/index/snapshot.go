@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+	"unsafe"
 
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/durable"
@@ -175,12 +176,12 @@ func encodeSnapshot(w *bufio.Writer, r eventlog.Resume, st snapshotState, ix *In
 	for i := range ix.paths {
 		pr := &ix.paths[i]
 		b = appendString(b[:0], pr.path)
-		b = binary.AppendUvarint(b, uint64(len(pr.seqs)))
+		b = binary.AppendUvarint(b, uint64(len(pr.recs)))
 		var prevSeq Seq
-		for j, s := range pr.seqs {
-			b = binary.AppendUvarint(b, uint64(s-prevSeq))
-			prevSeq = s
-			packed := ix.arena.packed(pr.offs[j])
+		for _, r := range pr.recs {
+			b = binary.AppendUvarint(b, uint64(r.seq-prevSeq))
+			prevSeq = r.seq
+			packed := ix.arena.packed(r.off)
 			packed = packed[:stateSize(packed)]
 			b = binary.AppendUvarint(b, uint64(len(packed)))
 			b = append(b, packed...)
@@ -249,25 +250,39 @@ func readSnapshot(dir string) (*Index, eventlog.Resume, snapshotState, error) {
 			return nil, r, st, fmt.Errorf("%w: %s", errSnapshot, why)
 		}
 	}
-	ix := NewIndex()
 	npaths := d.count(2)
+	// Sized once from the count (bounded by the file's size like every
+	// count): growing them path by path copied the table and the slice
+	// again and again, and doubled the peak memory of a load.
+	ix := &Index{ids: make(map[string]uint32, npaths), paths: make([]pathRecords, 0, npaths)}
 	for range npaths {
 		if d.err != nil {
 			break
 		}
-		p := string(d.next(d.count(1)))
+		pb := d.next(d.count(1))
+		// The path is not copied: it points into data, which the index
+		// keeps for good as its arena's first chunk (below) and which
+		// nothing writes to (new states go to chunks of their own), so the
+		// string's bytes never change, as a string's must not. A million
+		// paths are a million allocations saved.
+		p := ""
+		if len(pb) > 0 {
+			p = unsafe.String(&pb[0], len(pb))
+		}
 		if why := CheckRecordPath(p); why != "" || d.err != nil {
 			return nil, r, st, fmt.Errorf("%w: path %q: %s", errSnapshot, p, why)
 		}
-		if _, dup := ix.ids[p]; dup {
+		pr, added := ix.newEntryLocked(p)
+		if !added {
 			return nil, r, st, fmt.Errorf("%w: path %q twice", errSnapshot, p)
 		}
-		pr := ix.entryLocked(p)
 		nrec := d.count(2)
-		pr.seqs = make([]Seq, 0, nrec)
-		pr.offs = make([]uint64, 0, nrec)
+		if nrec == 0 || d.err != nil {
+			continue
+		}
+		pr.recs = ix.newRecs(nrec)
 		var seq Seq
-		for range nrec {
+		for i := range pr.recs {
 			delta := Seq(d.uvarint())
 			n := d.count(1)
 			at := len(body) - len(d.b) // d.b is a suffix of body, which starts data: the state is at data[at:]
@@ -283,8 +298,7 @@ func readSnapshot(dir string) (*Index, eventlog.Resume, snapshotState, error) {
 				return nil, r, st, fmt.Errorf("%w: path %q: %s", errSnapshot, p, why)
 			}
 			seq += delta
-			pr.seqs = append(pr.seqs, seq)
-			pr.offs = append(pr.offs, uint64(at)) // in chunk 0, the file itself
+			pr.recs[i] = rec{seq: seq, off: uint64(at)} // in chunk 0, the file itself
 		}
 	}
 	if d.err != nil || len(d.b) != 0 {

@@ -180,11 +180,10 @@ func (ix *Index) thinLocked(after, before Seq, drop bool) int {
 	}
 	for i := range ix.paths {
 		pr := &ix.paths[i]
-		if len(pr.seqs) < 2 {
+		if len(pr.recs) < 2 {
 			continue // most paths: nothing to thin
 		}
-		lo := sort.Search(len(pr.seqs), func(j int) bool { return pr.seqs[j] > after })
-		hi := sort.Search(len(pr.seqs), func(j int) bool { return pr.seqs[j] > before })
+		lo, hi := pr.search(after), pr.search(before)
 		if hi-lo < 2 {
 			continue
 		}
@@ -196,18 +195,17 @@ func (ix *Index) thinLocked(after, before Seq, drop bool) int {
 		if !drop {
 			continue
 		}
-		seqs := append(pr.seqs[:lo+1:lo+1], pr.seqs[hi:]...)
-		offs := append(pr.offs[:lo+1:lo+1], pr.offs[hi:]...)
+		recs := append(pr.recs[:lo+1:lo+1], pr.recs[hi:]...)
 		if len(keep) > 0 {
-			seqs, offs = append([]Seq(nil), pr.seqs[:lo+1]...), append([]uint64(nil), pr.offs[:lo+1]...)
+			recs = append([]rec(nil), pr.recs[:lo+1]...)
 			for j := lo + 1; j < hi; j++ {
 				if keep[j] {
-					seqs, offs = append(seqs, pr.seqs[j]), append(offs, pr.offs[j])
+					recs = append(recs, pr.recs[j])
 				}
 			}
-			seqs, offs = append(seqs, pr.seqs[hi:]...), append(offs, pr.offs[hi:]...)
+			recs = append(recs, pr.recs[hi:]...)
 		}
-		pr.seqs, pr.offs = seqs, offs
+		pr.recs = recs
 	}
 	return n
 }
@@ -236,11 +234,10 @@ func (ix *Index) RecordsAfter(after Seq, fn func(seq Seq, st FileState) error) e
 	defer ix.mu.RUnlock()
 	for i := range ix.paths {
 		pr := &ix.paths[i]
-		j := sort.Search(len(pr.seqs), func(j int) bool { return pr.seqs[j] > after })
-		for ; j < len(pr.seqs); j++ {
-			st := ix.arena.get(pr.offs[j])
+		for _, r := range pr.recs[pr.search(after):] {
+			st := ix.arena.get(r.off)
 			st.Path = pr.path
-			if err := fn(pr.seqs[j], st); err != nil {
+			if err := fn(r.seq, st); err != nil {
 				return err
 			}
 		}
