@@ -94,12 +94,20 @@ type baseMaker struct {
 	cache map[string]liveBlob
 	prev  eventlog.Seq
 	next  map[string]liveBlob
+	// ents are the entries of out.Files as walk listed them, for fill.
+	ents []rewind.Entry
 }
 
 // makeBase writes down the workspace at seq, uploading every blob it
 // names that the replica lacks. next is what it read live, for the cache
-// once the base is written.
+// once the base is written. It lists the tree first, then fills each
+// path (a file read, its blob uploaded): the Progress in ctx, if any,
+// hears the paths and bytes of the whole tree ("replicate base"), then
+// each path filled.
 func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (_ Base, next map[string]liveBlob, err error) {
+	pr := progressIn(ctx)
+	// Its uploads are counted here, path by path, not blob by blob.
+	ctx = rewind.WithProgress(ctx, nil)
 	m := &baseMaker{r: r, ctx: ctx, seq: seq, cache: r.liveCache, prev: r.liveCacheSeq, next: map[string]liveBlob{}}
 	m.out = Base{Format: 1, Sequence: seq}
 	root, err := r.eng.StateAt("", seq)
@@ -113,6 +121,28 @@ func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (_ Base, ne
 	if err := m.walk(""); err != nil {
 		return Base{}, nil, err
 	}
+	var bytes int64
+	for _, e := range m.out.Files {
+		if e.Kind == rewind.KindFile && !e.Skipped {
+			bytes += e.Bytes
+		}
+	}
+	pr.Begin("replicate base", int64(len(m.out.Files)), bytes)
+	for i := range m.out.Files {
+		if err := ctx.Err(); err != nil {
+			return Base{}, nil, err
+		}
+		e := &m.out.Files[i]
+		n := int64(0)
+		if e.Kind == rewind.KindFile && !e.Skipped {
+			n = e.Bytes
+		}
+		if err := m.fill(e, m.ents[i]); err != nil {
+			return Base{}, nil, err
+		}
+		pr.Add(1, n)
+	}
+	m.ents = nil
 	// Every path read as it is now is looked up again: one that a
 	// checkpoint after seq names by now changed while it was read (or
 	// after), and its record is the state at seq.
@@ -154,10 +184,8 @@ func (m *baseMaker) walk(dir string) error {
 			p = de.Name
 		}
 		e := newEntry(p, de.Entry)
-		if err := m.fill(&e, de.Entry); err != nil {
-			return err
-		}
 		m.out.Files = append(m.out.Files, e)
+		m.ents = append(m.ents, de.Entry)
 		if !e.Skipped && e.Kind == rewind.KindDir {
 			if err := m.walk(p); err != nil {
 				return err

@@ -129,8 +129,10 @@ func (r *Replicator) State() State {
 // base at the current step's start included, and returns the first error.
 // A rewind.Progress in ctx hears how far it has come: first the blobs the
 // new events name that the replica lacks ("replicate", with their count
-// and bytes), then the base ("replicate base": the files it uploads,
-// counted as they go, as their number is known only at the end).
+// and bytes), then the base ("replicate base": first the blobs its
+// history's before-states name, counted as they go up, then the paths of
+// the tree it writes down with their bytes, of the total its listing
+// gives).
 func (r *Replicator) Once(ctx context.Context) error {
 	if pr := rewind.ProgressOf(ctx); pr != nil {
 		n, bytes, err := r.toUpload()

@@ -185,8 +185,17 @@ func TestProgressGCAndReplicate(t *testing.T) {
 	if total, _ := strconv.Atoi(m[0][2]); total < n {
 		t.Errorf("replicate --once counts %d blobs to upload, want at least %d: %q", total, n, m[0][0])
 	}
-	if !strings.Contains(stderr, "KiB") || !strings.Contains(stderr, "replicate base") {
-		t.Errorf("replicate --once: want the bytes, then the base, in %q", stderr)
+	if !strings.Contains(stderr, "KiB") {
+		t.Errorf("replicate --once: want the bytes in %q", stderr)
+	}
+	// Then the base: the paths of the tree it writes down (the n files),
+	// of their total, with their bytes (it was a spinner counting up).
+	b := regexp.MustCompile(`replicate base: \d+/(\d+) files .*\( ?[\d.]+( B| KiB)?/[\d.]+ KiB`).FindStringSubmatch(stderr)
+	if b == nil {
+		t.Fatalf("replicate --once: no bar of the base's paths of their total in %q", stderr)
+	}
+	if total, _ := strconv.Atoi(b[1]); total != n {
+		t.Errorf("replicate --once: the base counts %d paths, want %d: %q", total, n, b[0])
 	}
 	if r := bin(t, s.ws, "", "replicate", "--once", url); r.code != 0 || r.stderr != "" {
 		t.Errorf("replicate --once in a pipe: exit %d, stderr %q: want the report alone", r.code, r.stderr)
