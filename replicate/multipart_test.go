@@ -6,8 +6,13 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -197,4 +202,89 @@ func (h *hookReader) Seek(off int64, whence int) (int64, error) {
 		h.seek(off)
 	}
 	return h.r.Seek(off, whence)
+}
+
+// partProxy passes requests on to the S3 server, counting the most
+// UploadParts in flight at once; until two were, it holds each until
+// another arrives (or a while has passed).
+type partProxy struct {
+	rp      *httputil.ReverseProxy
+	mu      sync.Mutex
+	now     int
+	most    int
+	arrived chan struct{}
+}
+
+func (p *partProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPut && r.URL.Query().Has("partNumber") {
+		p.mu.Lock()
+		p.now++
+		p.most = max(p.most, p.now)
+		hold := p.most < 2
+		p.mu.Unlock()
+		select {
+		case p.arrived <- struct{}{}: // wakes the part held
+		default:
+		}
+		if hold {
+			select {
+			case <-p.arrived:
+			case <-time.After(5 * time.Second):
+			}
+		}
+		defer func() {
+			p.mu.Lock()
+			p.now--
+			p.mu.Unlock()
+		}()
+	}
+	p.rp.ServeHTTP(w, r)
+}
+
+// TestPartsAtOnce: the parts of a multipart upload read from a file go
+// up several at once (partsAtOnce), not one after another, and the
+// object is whole.
+func TestPartsAtOnce(t *testing.T) {
+	srv := startS3(t)
+	defer func(a, p int64) { multipartAbove, partSize = a, p }(multipartAbove, partSize)
+	multipartAbove, partSize = 6<<20, 5<<20
+	target, _ := url.Parse(srv.Endpoint)
+	proxy := &partProxy{rp: httputil.NewSingleHostReverseProxy(target), arrived: make(chan struct{})}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: proxy}
+	go hs.Serve(l)
+	defer hs.Close()
+	t.Setenv("AWS_ENDPOINT_URL", "http://"+l.Addr().String())
+	ctx := context.Background()
+	b, err := OpenS3(ctx, URL{Bucket: "replicas", Prefix: "parts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 16<<20) // four parts
+	rand.NewChaCha8([32]byte{4}).Read(data)
+	f, err := os.CreateTemp(t.TempDir(), "body")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	f.Seek(0, io.SeekStart)
+	if err := b.PutNewReader(ctx, "blobs/big", f, int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Get(ctx, "blobs/big"); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("the object: %d bytes (%v), want its %d bytes", len(got), err, len(data))
+	}
+	proxy.mu.Lock()
+	most := proxy.most
+	proxy.mu.Unlock()
+	if most < 2 {
+		t.Errorf("at most %d parts in flight at once, want several", most)
+	}
+	t.Logf("%d parts in flight at once at most", most)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -138,23 +139,9 @@ func (b *s3Bucket) putMultipart(ctx context.Context, name string, body io.ReadSe
 			b.c.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{Bucket: aws.String(b.url.Bucket), Key: key, UploadId: up.UploadId})
 		}
 	}()
-	var parts []types.CompletedPart
-	for off, n := int64(0), int32(1); off < size; off, n = off+ps, n+1 {
-		out, err := b.c.UploadPart(ctx, &s3.UploadPartInput{
-			Bucket:        aws.String(b.url.Bucket),
-			Key:           key,
-			UploadId:      up.UploadId,
-			PartNumber:    aws.Int32(n),
-			Body:          io.NewSectionReader(ra, off, min(ps, size-off)),
-			ContentLength: aws.Int64(min(ps, size-off)),
-		})
-		if err != nil {
-			return fmt.Errorf("replicate: put %s: part %d: %w", name, n, err)
-		}
-		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)})
-		if partSent != nil {
-			partSent(name, n)
-		}
+	parts, err := b.putParts(ctx, name, key, up.UploadId, ra, size, ps, ok)
+	if err != nil {
+		return err
 	}
 	_, err = b.c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
 		Bucket:          aws.String(b.url.Bucket),
@@ -170,6 +157,78 @@ func (b *s3Bucket) putMultipart(ctx context.Context, name string, body io.ReadSe
 		return fmt.Errorf("replicate: put %s: complete a multipart upload: %w", name, err)
 	}
 	return nil
+}
+
+// partsAtOnce is how many parts of one multipart upload go up at once,
+// each read from the body where it lies (no part is held in memory).
+var partsAtOnce = 4
+
+// putParts sends the parts of upload id (size bytes of ra, ps bytes
+// each but the last), partsAtOnce at a time when ra reads at any offset
+// at once (concurrent: a file), else one at a time. The first failure
+// stops the others and is the error.
+func (b *s3Bucket) putParts(ctx context.Context, name string, key, id *string, ra io.ReaderAt, size, ps int64, concurrent bool) ([]types.CompletedPart, error) {
+	count := int((size + ps - 1) / ps)
+	workers := 1
+	if concurrent {
+		workers = min(partsAtOnce, count)
+	}
+	parts := make([]types.CompletedPart, count)
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	next := make(chan int32)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range next {
+				off := int64(n-1) * ps
+				out, err := b.c.UploadPart(pctx, &s3.UploadPartInput{
+					Bucket:        aws.String(b.url.Bucket),
+					Key:           key,
+					UploadId:      id,
+					PartNumber:    aws.Int32(n),
+					Body:          io.NewSectionReader(ra, off, min(ps, size-off)),
+					ContentLength: aws.Int64(min(ps, size-off)),
+				})
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("replicate: put %s: part %d: %w", name, n, err)
+					}
+					mu.Unlock()
+					stop()
+					continue
+				}
+				parts[n-1] = types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)}
+				if partSent != nil {
+					partSent(name, n)
+				}
+			}
+		}()
+	}
+feed:
+	for n := int32(1); int(n) <= count; n++ {
+		select {
+		case next <- n:
+		case <-pctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first != nil {
+		return nil, first
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("replicate: put %s: %w", name, err)
+	}
+	return parts, nil
 }
 
 // seekReaderAt reads at an offset by seeking (parts are read one at a
