@@ -356,3 +356,60 @@ func TestMountReplicateSIGKILL(t *testing.T) {
 		binOK(t, "/", "umount", mp)
 	}
 }
+
+// TestMountSecondWriterRefused: a second daemon replicating to a prefix
+// another store holds is refused, and says so in status (one writer per
+// prefix, naming the holder); its workspace goes on as ever, and the first
+// daemon's replication is untouched.
+func TestMountSecondWriterRefused(t *testing.T) {
+	needFUSE(t)
+	testsupport.StartS3(t)
+	const url = "s3://replicas/one-writer"
+	ws1, ws2 := filepath.Join(t.TempDir(), "ws1"), filepath.Join(t.TempDir(), "ws2")
+	writeFile(t, filepath.Join(ws1, "a"), "one\n")
+	writeFile(t, filepath.Join(ws2, "b"), "two\n")
+	mp1 := mountT(t, ws1, "--replicate", url)
+	if err := testsupport.Poll(60*time.Second, func() bool {
+		return strings.Contains(binOK(t, mp1, "status"), "last success")
+	}); err != nil {
+		t.Fatalf("the first daemon never replicated:\n%s", binOK(t, mp1, "status"))
+	}
+	mp2 := mountT(t, ws2, "--replicate", url)
+	sh(t, mp2, "echo more >> b")
+	binOK(t, mp2, "step", "goes on")
+	if err := testsupport.Poll(60*time.Second, func() bool {
+		return strings.Contains(binOK(t, mp2, "status"), "one writer per prefix")
+	}); err != nil {
+		t.Fatalf("the second daemon's status does not say it was refused:\n%s", binOK(t, mp2, "status"))
+	}
+	st2 := binOK(t, mp2, "status")
+	if !strings.Contains(st2, "replica:   last error ") || !strings.Contains(st2, "is the replica of another store") {
+		t.Errorf("second daemon's status:\n%s", st2)
+	}
+	if got := readTrim(t, filepath.Join(mp2, "b")); got != "two\nmore" {
+		t.Errorf("the refused daemon's workspace: b = %q", got)
+	}
+	sh(t, mp1, "echo again >> a")
+	binOK(t, mp1, "step", "first goes on")
+	head, _ := strconv.Atoi(readTrim(t, filepath.Join(mp1, ".zero/head")))
+	upTo := regexp.MustCompile(`restorable up to (\d+);`)
+	if err := testsupport.Poll(60*time.Second, func() bool {
+		st := binOK(t, mp1, "status")
+		m := upTo.FindStringSubmatch(st)
+		n := 0
+		if m != nil {
+			n, _ = strconv.Atoi(m[1])
+		}
+		return n >= head && !strings.Contains(st, "last error")
+	}); err != nil {
+		t.Fatalf("the first daemon's replication after the refusal:\n%s", binOK(t, mp1, "status"))
+	}
+	dir := filepath.Join(t.TempDir(), "r")
+	binOK(t, "/", "restore", url, dir)
+	if got := readTrim(t, filepath.Join(dir, "a")); got != "one\nagain" {
+		t.Errorf("the replica is the first store's: a = %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "b")); !os.IsNotExist(err) {
+		t.Errorf("the replica holds the second store's b (%v)", err)
+	}
+}
