@@ -4,6 +4,7 @@ import (
 	"path"
 	"sort"
 	"sync"
+	"unsafe"
 )
 
 // Record is one checkpoint's before-state of one path.
@@ -26,8 +27,8 @@ type Record struct {
 // one record it returns.
 type Index struct {
 	mu sync.RWMutex // guards ids, paths, children, slab, arena
-	// ids maps a workspace path to its entry in paths.
-	ids map[string]uint32
+	// ids maps a workspace path to its entry in paths (pathtable.go).
+	ids pathTable
 	// paths holds every path ever recorded, with its records.
 	paths []pathRecords
 	// children maps a directory path ("" is the root) to the entries in
@@ -48,11 +49,21 @@ type Index struct {
 	unnamed map[string]unnamedRec
 }
 
-// pathRecords are one path's records, sorted by sequence.
+// pathRecords are one path's records, sorted by sequence (list). Most
+// paths have one record: it is kept in the entry itself, so such a path
+// costs no slice (a header and an allocation) besides its entry.
 type pathRecords struct {
 	path string
-	recs []rec
+	// one is the only record when more is nil; its off is noRec when
+	// there is none.
+	one rec
+	// more holds every record (one unused) when there are two or more, or
+	// were once.
+	more *[]rec
 }
+
+// noRec is one.off of a path without records: no arena holds 2^32 chunks.
+const noRec = ^uint64(0)
 
 // rec is one record: the sequence of the checkpoint naming the path, and
 // where that checkpoint's state of it is in the arena.
@@ -61,16 +72,44 @@ type rec struct {
 	off uint64
 }
 
-// search is the index of pr's first record with seq > after (len(pr.recs)
+// list is pr's records. Setting an element's off changes pr's record;
+// appending to it does not add one (appendRec and setRecs do). It is not
+// to be kept past a change of the index (a path's one record lives in
+// Index.paths, which an added path may move).
+func (pr *pathRecords) list() []rec {
+	switch {
+	case pr.more != nil:
+		return *pr.more
+	case pr.one.off == noRec:
+		return nil
+	}
+	return unsafe.Slice(&pr.one, 1) // no copy: a change of off is pr's
+}
+
+// setRecs makes recs pr's records (pr keeps the slice).
+func (pr *pathRecords) setRecs(recs []rec) {
+	switch len(recs) {
+	case 0:
+		pr.one, pr.more = rec{off: noRec}, nil
+	case 1:
+		pr.one, pr.more = recs[0], nil
+	default:
+		pr.one, pr.more = rec{off: noRec}, &recs
+	}
+}
+
+// search is the index of pr's first record with seq > after (len(list)
 // if none).
 func (pr *pathRecords) search(after Seq) int {
-	return sort.Search(len(pr.recs), func(i int) bool { return pr.recs[i].seq > after })
+	recs := pr.list()
+	return sort.Search(len(recs), func(i int) bool { return recs[i].seq > after })
 }
 
 // seqs is a copy of pr's sequences.
 func (pr *pathRecords) seqs() []Seq {
-	out := make([]Seq, len(pr.recs))
-	for i, r := range pr.recs {
+	recs := pr.list()
+	out := make([]Seq, len(recs))
+	for i, r := range recs {
 		out[i] = r.seq
 	}
 	return out
@@ -81,9 +120,8 @@ func (pr *pathRecords) seqs() []Seq {
 const slabBlock = 4096
 
 // newRecs returns a slice of n records (n > 0) whose capacity is n, so an
-// append to it copies and never writes into a neighbour's. Most paths have
-// one record or a few: taking them from shared blocks saves an allocation
-// per path (a million paths are a million small objects for the GC).
+// append to it copies and never writes into a neighbour's. Paths with a
+// few records take them from shared blocks: an allocation per path saved.
 func (ix *Index) newRecs(n int) []rec {
 	if n > slabBlock/8 {
 		return make([]rec, n)
@@ -98,17 +136,20 @@ func (ix *Index) newRecs(n int) []rec {
 
 // appendRec appends r to pr's records.
 func (ix *Index) appendRec(pr *pathRecords, r rec) {
-	if cap(pr.recs) == 0 {
-		pr.recs = ix.newRecs(1)
-		pr.recs[0] = r
-		return
+	switch {
+	case pr.more != nil:
+		*pr.more = append(*pr.more, r)
+	case pr.one.off == noRec:
+		pr.one = r
+	default:
+		more := []rec{pr.one, r}
+		pr.one, pr.more = rec{off: noRec}, &more
 	}
-	pr.recs = append(pr.recs, r)
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{ids: map[string]uint32{}}
+	return &Index{ids: newPathTable(0)}
 }
 
 // Add records a checkpoint. seq must be above every seq added before. Every
@@ -123,44 +164,43 @@ func (ix *Index) Add(seq Seq, files []FileState) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, f := range files {
-		pr := ix.entryLocked(f.Path)
+		id := ix.entryLocked(f.Path)
+		pr := &ix.paths[id]
 		ix.appendRec(pr, rec{seq: seq, off: ix.arena.add(f)})
 		ix.addMoveLocked(seq, f)
 		if f.Kept != "" && f.Blob == "" && !f.Absent && !f.Skipped {
 			if ix.unnamed == nil {
 				ix.unnamed = map[string]unnamedRec{}
 			}
-			ix.unnamed[f.Kept] = unnamedRec{id: ix.ids[f.Path], seq: seq}
+			ix.unnamed[f.Kept] = unnamedRec{id: id, seq: seq}
 		}
 	}
 	return nil
 }
 
-// entryLocked returns p's records, adding p when it is new.
-func (ix *Index) entryLocked(p string) *pathRecords {
-	if id, ok := ix.ids[p]; ok {
-		return &ix.paths[id]
+// entryLocked returns p's entry in paths, adding p when it is new.
+func (ix *Index) entryLocked(p string) uint32 {
+	if id, ok := ix.ids.find(ix.paths, p); ok {
+		return id
 	}
-	pr, _ := ix.newEntryLocked(p)
-	return pr
+	id, _ := ix.newEntryLocked(p)
+	return id
 }
 
 // newEntryLocked adds p (and its name under its directory, once children
-// is built) with no records, in one map access; if p was there already it
-// returns false, with ids no longer to be trusted (a snapshot that names a
-// path twice is dropped whole).
-func (ix *Index) newEntryLocked(p string) (*pathRecords, bool) {
-	n, id := len(ix.ids), uint32(len(ix.paths))
-	ix.ids[p] = id
-	if len(ix.ids) == n {
-		return nil, false
+// is built) with no records; if p was there already it adds nothing and
+// returns false.
+func (ix *Index) newEntryLocked(p string) (id uint32, added bool) {
+	id = uint32(len(ix.paths))
+	if !ix.ids.add(ix.paths, p, id) {
+		return 0, false
 	}
-	ix.paths = append(ix.paths, pathRecords{path: p})
+	ix.paths = append(ix.paths, pathRecords{path: p, one: rec{off: noRec}})
 	if p != "" && ix.children != nil {
 		dir, _ := SplitPath(p)
 		ix.children[dir] = append(ix.children[dir], id)
 	}
-	return &ix.paths[id], true
+	return id, true
 }
 
 // childrenRLock takes the read lock with children built: the first caller
@@ -197,18 +237,19 @@ func (ix *Index) At(p string, after, limit Seq) (Record, bool) {
 }
 
 func (ix *Index) atLocked(p string, after, limit Seq) (Record, bool) {
-	id, ok := ix.ids[p]
+	id, ok := ix.ids.find(ix.paths, p)
 	if !ok {
 		return Record{}, false
 	}
 	pr := &ix.paths[id]
+	recs := pr.list()
 	i := pr.search(after)
-	if i == len(pr.recs) || pr.recs[i].seq >= limit {
+	if i == len(recs) || recs[i].seq >= limit {
 		return Record{}, false
 	}
-	st := ix.arena.get(pr.recs[i].off)
+	st := ix.arena.get(recs[i].off)
 	st.Path = pr.path
-	return Record{Seq: pr.recs[i].seq, State: st}, true
+	return Record{Seq: recs[i].seq, State: st}, true
 }
 
 // Names returns the names ever recorded directly under dir.
@@ -231,8 +272,9 @@ func (ix *Index) ChangedBetween(after, limit Seq) []string {
 	var out []string
 	for i := range ix.paths {
 		pr := &ix.paths[i]
+		recs := pr.list()
 		j := pr.search(after)
-		if j < len(pr.recs) && pr.recs[j].seq < limit {
+		if j < len(recs) && recs[j].seq < limit {
 			out = append(out, pr.path)
 		}
 	}
@@ -251,7 +293,7 @@ func (ix *Index) Prune(before Seq) {
 		if j == 0 {
 			continue
 		}
-		pr.recs = append([]rec(nil), pr.recs[j:]...)
+		pr.setRecs(append([]rec(nil), pr.list()[j:]...))
 	}
 	ix.pruneMovesLocked(before)
 }
@@ -278,12 +320,13 @@ func JoinPath(dir, name string) string {
 func (ix *Index) Last(p string) (Record, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	id, ok := ix.ids[p]
-	if !ok || len(ix.paths[id].recs) == 0 {
+	id, ok := ix.ids.find(ix.paths, p)
+	if !ok || len(ix.paths[id].list()) == 0 {
 		return Record{}, false
 	}
 	pr := &ix.paths[id]
-	r := pr.recs[len(pr.recs)-1]
+	recs := pr.list()
+	r := recs[len(recs)-1]
 	st := ix.arena.get(r.off)
 	st.Path = pr.path
 	return Record{Seq: r.seq, State: st}, true
@@ -297,7 +340,7 @@ func (ix *Index) Each(fn func(p string, seqs []Seq, states func(i int) FileState
 	defer ix.mu.RUnlock()
 	for i := range ix.paths {
 		pr := &ix.paths[i]
-		fn(pr.path, pr.seqs(), func(j int) FileState { return ix.arena.get(pr.recs[j].off) })
+		fn(pr.path, pr.seqs(), func(j int) FileState { return ix.arena.get(pr.list()[j].off) })
 	}
 }
 

@@ -87,12 +87,13 @@ func (ix *Index) Name(names []Named) {
 			continue
 		}
 		pr := &ix.paths[u.id]
-		i := sort.Search(len(pr.recs), func(i int) bool { return pr.recs[i].seq >= u.seq })
-		if i == len(pr.recs) || pr.recs[i].seq != u.seq {
+		recs := pr.list()
+		i := sort.Search(len(recs), func(i int) bool { return recs[i].seq >= u.seq })
+		if i == len(recs) || recs[i].seq != u.seq {
 			delete(ix.unnamed, n.Kept)
 			continue
 		}
-		st := ix.arena.get(pr.recs[i].off)
+		st := ix.arena.get(recs[i].off)
 		if st.Kept != n.Kept || st.Blob != "" {
 			delete(ix.unnamed, n.Kept)
 			continue
@@ -102,7 +103,7 @@ func (ix *Index) Name(names []Named) {
 		} else {
 			st.Blob, st.Bytes = n.Blob, n.Bytes
 		}
-		pr.recs[i].off = ix.arena.add(st)
+		recs[i].off = ix.arena.add(st) // recs is pr's own: this changes pr's record
 		delete(ix.unnamed, n.Kept)
 	}
 }

@@ -86,7 +86,7 @@ func (ix *Index) loadMoves() {
 	ix.moves = nil
 	for i := range ix.paths {
 		pr := &ix.paths[i]
-		for _, r := range pr.recs {
+		for _, r := range pr.list() {
 			if flags, _ := binary.Uvarint(ix.arena.packed(r.off)); flags&stateRenamed == 0 {
 				continue
 			}
@@ -232,7 +232,7 @@ func (ix *Index) thinKeepLocked(pr *pathRecords, lo, hi int, renames []Rename) m
 	}
 	for _, m := range ix.moves[pr.path] {
 		for j := lo; j < hi; j++ {
-			if pr.recs[j].seq == m.seq {
+			if pr.list()[j].seq == m.seq {
 				mark(j)
 			}
 		}

@@ -180,7 +180,8 @@ func (ix *Index) thinLocked(after, before Seq, drop bool) int {
 	}
 	for i := range ix.paths {
 		pr := &ix.paths[i]
-		if len(pr.recs) < 2 {
+		recs := pr.list()
+		if len(recs) < 2 {
 			continue // most paths: nothing to thin
 		}
 		lo, hi := pr.search(after), pr.search(before)
@@ -195,17 +196,17 @@ func (ix *Index) thinLocked(after, before Seq, drop bool) int {
 		if !drop {
 			continue
 		}
-		recs := append(pr.recs[:lo+1:lo+1], pr.recs[hi:]...)
+		kept := append(recs[:lo+1:lo+1], recs[hi:]...)
 		if len(keep) > 0 {
-			recs = append([]rec(nil), pr.recs[:lo+1]...)
+			kept = append([]rec(nil), recs[:lo+1]...)
 			for j := lo + 1; j < hi; j++ {
 				if keep[j] {
-					recs = append(recs, pr.recs[j])
+					kept = append(kept, recs[j])
 				}
 			}
-			recs = append(recs, pr.recs[hi:]...)
+			kept = append(kept, recs[hi:]...)
 		}
-		pr.recs = recs
+		pr.setRecs(kept)
 	}
 	return n
 }
@@ -234,7 +235,7 @@ func (ix *Index) RecordsAfter(after Seq, fn func(seq Seq, st FileState) error) e
 	defer ix.mu.RUnlock()
 	for i := range ix.paths {
 		pr := &ix.paths[i]
-		for _, r := range pr.recs[pr.search(after):] {
+		for _, r := range pr.list()[pr.search(after):] {
 			st := ix.arena.get(r.off)
 			st.Path = pr.path
 			if err := fn(r.seq, st); err != nil {
