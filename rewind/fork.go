@@ -68,56 +68,82 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 	if err != nil {
 		return ForkResult{}, err
 	}
-	pr := progressOf(ctx)
-	pr.Begin("fork", 0, 0) // the total is known only at the end of the walk
-	var walk func(rel string) error
-	walk = func(rel string) error {
+	// The tree is listed first (parents before children), so that the
+	// Progress hears the total before the copy begins.
+	type item struct {
+		p   string
+		ent Entry
+	}
+	var items []item
+	var bytes int64
+	var list func(rel string) error
+	list = func(rel string) error {
 		ents, err := e.readDirAt(rel, t, ^Seq(0))
 		if err != nil {
 			return err
 		}
 		for _, de := range ents {
 			p := index.JoinPath(rel, de.Name)
+			items = append(items, item{p, de.Entry})
 			st := de.Entry.State
 			switch {
 			case st.Skipped:
-				w.res.Skipped = append(w.res.Skipped, p)
 			case st.Kind == KindDir:
-				if err := w.mkdir(p, copyMode(st), st); err != nil {
-					return err
-				}
-				if err := walk(p); err != nil {
-					return err
-				}
-			case st.Kind == KindSymlink:
-				target, err := e.ReadLink(de.Entry)
-				if err != nil {
-					return err
-				}
-				if err := w.symlink(p, target); err != nil {
+				if err := list(p); err != nil {
 					return err
 				}
 			case st.Kind == KindFile:
-				f, err := e.OpenContent(de.Entry)
-				if err != nil {
-					return err
-				}
-				err = w.file(p, f, copyMode(st), st)
-				f.Close()
-				if err != nil {
-					return err
-				}
-				pr.Add(1, st.Bytes)
-				continue
+				bytes += st.Bytes
 			}
-			pr.Add(1, 0)
 		}
 		return nil
 	}
-	if err := walk(""); err != nil {
+	if err := list(""); err != nil {
 		return w.abort(err)
 	}
+	pr := progressOf(ctx)
+	pr.Begin("fork", int64(len(items)), bytes)
+	for _, it := range items {
+		if err := e.forkOne(w, it.p, it.ent, pr); err != nil {
+			return w.abort(err)
+		}
+	}
 	return w.finish(ctx, copyMode(root.State), root.State, e.log.SessionID())
+}
+
+// forkOne writes path p, whose state is ent, into the fork, and tells pr.
+func (e *Engine) forkOne(w *forkWriter, p string, ent Entry, pr Progress) error {
+	st := ent.State
+	switch {
+	case st.Skipped:
+		w.res.Skipped = append(w.res.Skipped, p)
+	case st.Kind == KindDir:
+		if err := w.mkdir(p, copyMode(st), st); err != nil {
+			return err
+		}
+	case st.Kind == KindSymlink:
+		target, err := e.ReadLink(ent)
+		if err != nil {
+			return err
+		}
+		if err := w.symlink(p, target); err != nil {
+			return err
+		}
+	case st.Kind == KindFile:
+		f, err := e.OpenContent(ent)
+		if err != nil {
+			return err
+		}
+		err = w.file(p, f, copyMode(st), st)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		pr.Add(1, st.Bytes)
+		return nil
+	}
+	pr.Add(1, 0)
+	return nil
 }
 
 // ForkDir forks from a directory that shows a past state (a mount's @T/,
@@ -132,10 +158,16 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 	if err != nil {
 		return ForkResult{}, err
 	}
-	pr := progressOf(ctx)
-	pr.Begin("fork", 0, 0)
-	var walk func(rel string) error
-	walk = func(rel string) error {
+	// The tree is listed first (parents before children), so that the
+	// Progress hears the total before the copy begins.
+	type item struct {
+		p  string
+		fi os.FileInfo
+	}
+	var items []item
+	var bytes int64
+	var list func(rel string) error
+	list = func(rel string) error {
 		ents, err := os.ReadDir(filepath.Join(from, rel))
 		if err != nil {
 			return fmt.Errorf("rewind: fork: %w", err)
@@ -145,57 +177,74 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 				continue
 			}
 			p := index.JoinPath(rel, de.Name())
-			abs := filepath.Join(from, p)
-			fi, err := os.Lstat(abs)
+			fi, err := os.Lstat(filepath.Join(from, p))
 			if err != nil {
 				return fmt.Errorf("rewind: fork: %w", err)
 			}
-			shown := shownState(fi)
-			mode := copyMode(shown)
+			items = append(items, item{p, fi})
 			switch {
 			case fi.IsDir():
-				if shown.Xattrs, err = viewXattrs(abs); err != nil {
-					return err
-				}
-				if err := w.mkdir(p, mode, shown); err != nil {
-					return err
-				}
-				if err := walk(p); err != nil {
-					return err
-				}
-			case fi.Mode()&os.ModeSymlink != 0:
-				target, err := os.Readlink(abs)
-				if err != nil {
-					return fmt.Errorf("rewind: fork: %w", err)
-				}
-				if err := w.symlink(p, target); err != nil {
+				if err := list(p); err != nil {
 					return err
 				}
 			case fi.Mode().IsRegular():
-				f, err := os.Open(abs)
-				if err != nil {
-					return fmt.Errorf("rewind: fork: %w", err)
-				}
-				if shown.Xattrs, err = readXattrs(int(f.Fd())); err != nil {
-					f.Close()
-					return fmt.Errorf("rewind: fork: %q: %w", p, err)
-				}
-				err = w.file(p, f, mode, shown)
-				f.Close()
-				if err != nil {
-					return err
-				}
-				pr.Add(1, fi.Size())
-				continue
-			default:
-				w.res.Skipped = append(w.res.Skipped, p)
+				bytes += fi.Size()
 			}
-			pr.Add(1, 0)
 		}
 		return nil
 	}
-	if err := walk(""); err != nil {
+	if err := list(""); err != nil {
 		return w.abort(err)
+	}
+	pr := progressOf(ctx)
+	pr.Begin("fork", int64(len(items)), bytes)
+	one := func(p string, fi os.FileInfo) error {
+		abs := filepath.Join(from, p)
+		var err error
+		shown := shownState(fi)
+		mode := copyMode(shown)
+		switch {
+		case fi.IsDir():
+			if shown.Xattrs, err = viewXattrs(abs); err != nil {
+				return err
+			}
+			if err := w.mkdir(p, mode, shown); err != nil {
+				return err
+			}
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(abs)
+			if err != nil {
+				return fmt.Errorf("rewind: fork: %w", err)
+			}
+			if err := w.symlink(p, target); err != nil {
+				return err
+			}
+		case fi.Mode().IsRegular():
+			f, err := os.Open(abs)
+			if err != nil {
+				return fmt.Errorf("rewind: fork: %w", err)
+			}
+			if shown.Xattrs, err = readXattrs(int(f.Fd())); err != nil {
+				f.Close()
+				return fmt.Errorf("rewind: fork: %q: %w", p, err)
+			}
+			err = w.file(p, f, mode, shown)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			pr.Add(1, fi.Size())
+			return nil
+		default:
+			w.res.Skipped = append(w.res.Skipped, p)
+		}
+		pr.Add(1, 0)
+		return nil
+	}
+	for _, it := range items {
+		if err := one(it.p, it.fi); err != nil {
+			return w.abort(err)
+		}
 	}
 	rootState := shownState(fi)
 	if rootState.Xattrs, err = viewXattrs(from); err != nil {

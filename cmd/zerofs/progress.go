@@ -64,11 +64,15 @@ func (p *progress) newBar(max int64, bytes bool) *progressbar.ProgressBar {
 		// operation says what it is doing.
 		progressbar.OptionSetRenderBlankState(true),
 	}
-	if bytes {
+	switch {
+	case bytes:
 		// The bytes done of the total (OptionShowCount shows them), the rate.
 		opts = append(opts, progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true), progressbar.OptionShowCount())
-	} else {
+	case max > 0:
 		opts = append(opts, progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString(p.noun))
+	default:
+		// A spinner: its label says what it counted ("0/-, 0 files/hr"
+		// said nothing).
 	}
 	return progressbar.NewOptions64(max, opts...)
 }

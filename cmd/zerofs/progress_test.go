@@ -76,7 +76,7 @@ func TestProgressOnTerminal(t *testing.T) {
 		{[]string{"rewind", "-1"}, "rewind", "rewound to "},
 		{[]string{"revert", "@"}, "revert", "reverted step "},
 		{[]string{"verify"}, "verify blobs", "ok: "},
-		{[]string{"fork", "1", filepath.Join(t.TempDir(), "fork")}, "fork", "forked "},
+		{[]string{"fork", "@", filepath.Join(t.TempDir(), "fork")}, "fork", "forked "},
 	} {
 		t.Run(tc.args[0], func(t *testing.T) {
 			stdout, stderr, code := runOnTTY(t, s.ws, tc.args...)
@@ -88,6 +88,13 @@ func TestProgressOnTerminal(t *testing.T) {
 			}
 			if !strings.Contains(stderr, tc.bar) || !strings.Contains(stderr, "files") || !strings.Contains(stderr, "\r") {
 				t.Errorf("stderr on a terminal %q: want a progress line for %q", stderr, tc.bar)
+			}
+			if tc.args[0] == "fork" {
+				// Of the total: the tree now (keep, d and its files),
+				// listed before the copy (it was a spinner).
+				if !regexp.MustCompile(`fork: \d+/402 files `).MatchString(stderr) {
+					t.Errorf("fork: want a bar of the 402 paths in %q", stderr)
+				}
 			}
 			// The bar is cleared: after its last frame, the line is erased.
 			if i := strings.LastIndex(stderr, "\x1b[K"); i < 0 || strings.TrimSpace(strings.ReplaceAll(stderr[i+3:], "\r", "")) != "" {
@@ -113,7 +120,8 @@ func TestProgressOnTerminal(t *testing.T) {
 
 // TestProgressMounted: mounted, the daemon does the work; the command
 // polls its counts (.zero/status "progress", there only while a rewind or
-// gc runs) into the same bar, cleared before the report.
+// gc runs) into the same bar, cleared before the report. A fork copies
+// the mount's @T/ itself, with a bar of the paths it listed.
 func TestProgressMounted(t *testing.T) {
 	needFUSE(t)
 	ws := filepath.Join(t.TempDir(), "ws")
@@ -126,7 +134,16 @@ func TestProgressMounted(t *testing.T) {
 	for i := range 300 {
 		writeFile(t, filepath.Join(ws, "d", fmt.Sprintf("f%03d", i)), strings.Repeat("y", 1000))
 	}
-	stdout, stderr, code := runOnTTY(t, ws, "rewind", "-1")
+	// A fork of the mount copies @T/: the tree's paths (keep, d and its
+	// files) of their total, listed before the copy (it was a spinner).
+	stdout, stderr, code := runOnTTY(t, ws, "fork", "@", filepath.Join(t.TempDir(), "fork"))
+	if code != 0 || !strings.HasPrefix(stdout, "forked ") || strings.ContainsAny(stdout, "\r\x1b") {
+		t.Fatalf("mounted fork on a terminal: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if !regexp.MustCompile(`fork: \d+/302 files `).MatchString(stderr) || !strings.HasSuffix(strings.ReplaceAll(stderr, "\r", ""), "\x1b[K") {
+		t.Errorf("mounted fork: stderr %q: want a bar of the 302 paths, cleared", stderr)
+	}
+	stdout, stderr, code = runOnTTY(t, ws, "rewind", "-1")
 	if code != 0 || !strings.HasPrefix(stdout, "rewound to ") || strings.ContainsAny(stdout, "\r\x1b") {
 		t.Fatalf("mounted rewind on a terminal: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
