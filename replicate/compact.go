@@ -1,9 +1,15 @@
 package replicate
 
 import (
-	"bytes"
+	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"io"
+
+	"github.com/zerofs/zerofs/eventlog"
 )
 
 // compactEvery is how many segments of one level compaction merges into
@@ -35,27 +41,67 @@ func (r *Replicator) compact(ctx context.Context) error {
 			return nil
 		}
 		first, last := run[i].First, run[n-1].Last
-		var buf bytes.Buffer
-		for ev, err := range r.eng.Log().Events(first) {
-			if err != nil {
-				return err
+		name, hash, err := r.putMerged(ctx, first, last, level+1)
+		if err != nil {
+			return err
+		}
+		r.segs = append(r.segs, segment{Name: name, First: first, Last: last, Hash: hash, Level: level + 1})
+		r.collectDue = true // the merged segments are superseded
+	}
+}
+
+// putMerged uploads the segment of events first..last at level. It may
+// be large (a level covers compactEvery times the one below): its lines
+// are compressed (and sealed, in chunks) as they are read from the log
+// into an unlinked temporary file, hashed on the way, and sent from
+// there, so it is never held in memory.
+func (r *Replicator) putMerged(ctx context.Context, first, last eventlog.Seq, level int) (name, hash string, err error) {
+	f, err := r.tempFile()
+	if err != nil {
+		return "", "", err
+	}
+	defer f.Close()
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		bw := bufio.NewWriterSize(pw, 64<<10)
+		var err error
+		for ev, rerr := range r.eng.Log().Events(first) {
+			if err = rerr; err != nil {
+				break
 			}
 			if ev.Seq > last {
 				break
 			}
-			line, err := json.Marshal(ev)
-			if err != nil {
-				return err
+			var line []byte
+			if line, err = json.Marshal(ev); err != nil {
+				break
 			}
-			buf.Write(line)
-			buf.WriteByte('\n')
+			if _, err = bw.Write(append(line, '\n')); err != nil {
+				break
+			}
 		}
-		body := r.codec.seal(segmentLogical(first, last), buf.Bytes())
-		name := segmentName(first, last, level+1, body)
-		if err := r.put(ctx, name, body); err != nil {
-			return err
+		if err == nil {
+			err = bw.Flush()
 		}
-		r.segs = append(r.segs, segment{Name: name, First: first, Last: last, Hash: hashHex(body), Level: level + 1})
-		r.collectDue = true // the merged segments are superseded
+		pw.CloseWithError(err)
+	}()
+	h := sha256.New()
+	err = r.codec.sealStream(io.MultiWriter(f, h), segmentLogical(first, last), pr)
+	pr.CloseWithError(errors.New("replicate: compaction stopped")) // ends the reader if sealing failed
+	<-done
+	if err != nil {
+		return "", "", err
 	}
+	size, err := f.Seek(0, io.SeekCurrent)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	hash = hex.EncodeToString(h.Sum(nil))
+	name = segmentNameHashed(first, last, level, hash)
+	return name, hash, r.putReader(ctx, name, f, size)
 }

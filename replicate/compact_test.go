@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"testing"
@@ -16,13 +17,25 @@ func TestCompaction(t *testing.T) {
 	old := compactEvery
 	compactEvery = 4
 	defer func() { compactEvery = old }()
+	for _, key := range [][]byte{nil, make([]byte, 32)} {
+		name := "plain"
+		if key != nil {
+			name = "keyed"
+		}
+		t.Run(name, func(t *testing.T) { compaction(t, key) })
+	}
+}
+
+// compaction is TestCompaction with the replica key key (nil: none). A
+// merged segment is written as a stream (compact.go): sealed, in chunks.
+func compaction(t *testing.T, key []byte) {
 	dir := t.TempDir()
 	seedTree(t, dir)
 	w := openWorkspace(t, dir)
 	defer w.close()
 	b := newMemBucket()
 	u := URL{Bucket: "b", Prefix: "c"}
-	r, err := Open(w.eng, b, u, w.store, Options{Logger: quiet})
+	r, err := Open(w.eng, b, u, w.store, Options{Logger: quiet, Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +63,15 @@ func TestCompaction(t *testing.T) {
 		t.Fatalf("%d segments in the bucket: chain of %d to %d (head %d), %d levels", len(segs), len(run), end, w.eng.Head(), levels)
 	}
 	t.Logf("%d segments in the bucket, a restore reads %d (levels 0..%d)", len(segs), len(run), levels)
+	for _, s := range run {
+		body := b.objs[s.Name]
+		if s.Level > 0 && key != nil && !bytes.HasPrefix(body, sealMagic2) {
+			t.Errorf("merged segment %s is not sealed in chunks", s.Name)
+		}
+	}
 	at := w.eng.Step().Seq
 	got := filepath.Join(t.TempDir(), "r")
-	if _, err := Restore(ctx, b, u, got, RestoreOptions{Logger: quiet}); err != nil {
+	if _, err := Restore(ctx, b, u, got, RestoreOptions{Logger: quiet, Key: key}); err != nil {
 		t.Fatal(err)
 	}
 	sameTree(t, "restore after compaction", treeOf(t, got), stateAt(t, w.eng, at))

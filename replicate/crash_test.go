@@ -22,6 +22,7 @@ import (
 // and replicates it, round after round, until it is killed.
 func childReplicateAndChange(arg string) int {
 	dir, prefix, _ := strings.Cut(arg, " ")
+	compactEvery = 3 // merged segments go up (streamed) in most rounds: kills land in them too
 	t := &childT{}
 	w := openWorkspace(t, dir)
 	b, err := OpenS3(context.Background(), URL{Bucket: "replicas", Prefix: prefix})
@@ -98,7 +99,11 @@ func TestSIGKILLMidUpload(t *testing.T) {
 				newest = br.Seq
 			}
 		}
-		t.Logf("kill %d: the replica holds events 1..%d and bases up to %d (local head %d)", kill, end, newest, w.eng.Head())
+		level := 0
+		for _, s := range segs {
+			level = max(level, s.Level)
+		}
+		t.Logf("kill %d: the replica holds events 1..%d (segments merged up to level %d) and bases up to %d (local head %d)", kill, end, level, newest, w.eng.Head())
 		if newest > 0 {
 			got := treeOf(t, restoreAt(t, u, newest))
 			want := stateAt(t, w.eng, newest)

@@ -61,10 +61,15 @@ func segmentLogical(first, last eventlog.Seq) string {
 func baseLogical(seq eventlog.Seq) string { return fmt.Sprintf("%s%020d", basesDir, seq) }
 
 func segmentName(first, last eventlog.Seq, level int, body []byte) string {
+	return segmentNameHashed(first, last, level, hashHex(body))
+}
+
+// segmentNameHashed is segmentName of a body whose sha256 is hash (hex).
+func segmentNameHashed(first, last eventlog.Seq, level int, hash string) string {
 	if level > 0 {
-		return fmt.Sprintf("%s%020d-%020d-L%d-%s.jsonl.zst", logDir, first, last, level, hashHex(body))
+		return fmt.Sprintf("%s%020d-%020d-L%d-%s.jsonl.zst", logDir, first, last, level, hash)
 	}
-	return fmt.Sprintf("%s%020d-%020d-%s.jsonl.zst", logDir, first, last, hashHex(body))
+	return fmt.Sprintf("%s%020d-%020d-%s.jsonl.zst", logDir, first, last, hash)
 }
 
 // parseSegment parses a segment's name; ok is false for any other name.
