@@ -121,12 +121,12 @@ func runGC(e *env, c *command, args []string) error {
 			return nil
 		}
 		if res.Seq == 0 {
-			fmt.Fprintf(e.stdout, "history already starts at %d: removed %d unneeded blobs, %s\n",
-				res.Before, res.BlobsRemoved, freedWords(res.BytesFreed))
+			fmt.Fprintf(e.stdout, "history already starts at %d: removed %s, %s\n",
+				res.Before, plural(res.BlobsRemoved, "unneeded blob"), freedWords(res.BytesFreed))
 			return nil
 		}
-		fmt.Fprintf(e.stdout, "pruned history before %d: removed %d blobs, %s; the states of %d steps went\n",
-			res.Before, res.BlobsRemoved, freedWords(res.BytesFreed), res.Steps)
+		fmt.Fprintf(e.stdout, "pruned history before %d: removed %s, %s; the states of %s went\n",
+			res.Before, plural(res.BlobsRemoved, "blob"), freedWords(res.BytesFreed), plural(res.Steps, "step"))
 		return nil
 	})
 }
@@ -154,7 +154,7 @@ func keepStepsCut(h history.Source, n int) (Seq, error) {
 func printThinGC(e *env, res control.GCReport, thinBefore Seq) {
 	w := e.stdout
 	if res.Seq != 0 {
-		fmt.Fprintf(w, "pruned history before %d; the states of %d steps went\n", res.Before, res.Steps)
+		fmt.Fprintf(w, "pruned history before %d; the states of %s went\n", res.Before, plural(res.Steps, "step"))
 	}
 	tp := res.Thinned
 	if tp == nil {
@@ -198,11 +198,11 @@ func previewGC(e *env, ws *history.Workspace, h history.Source, cut Seq) error {
 		return err
 	}
 	if p.Before <= pruned {
-		fmt.Fprintf(e.stdout, "would forget nothing (history starts at %d); would remove %d unneeded blobs, free %s\n",
-			pruned, len(p.Freed.Removed), humanBytes(max(p.Freed.BytesFreed, 0)))
+		fmt.Fprintf(e.stdout, "would forget nothing (history starts at %d); would remove %s, free %s\n",
+			pruned, plural(len(p.Freed.Removed), "unneeded blob"), humanBytes(max(p.Freed.BytesFreed, 0)))
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "would prune history before %d: the states of %d steps would go; would remove %d blobs, free %s\n",
-		p.Before, p.Steps, len(p.Freed.Removed), humanBytes(max(p.Freed.BytesFreed, 0)))
+	fmt.Fprintf(e.stdout, "would prune history before %d: the states of %s would go; would remove %s, free %s\n",
+		p.Before, plural(p.Steps, "step"), plural(len(p.Freed.Removed), "blob"), humanBytes(max(p.Freed.BytesFreed, 0)))
 	return nil
 }

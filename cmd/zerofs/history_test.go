@@ -329,7 +329,7 @@ func TestGC(t *testing.T) {
 	if out := mustRun(t, s.ws, "gc", "--keep-steps", "5"); !strings.HasPrefix(out, "history already starts at 0:") {
 		t.Errorf("gc --keep-steps 5 of 3: %q", out)
 	}
-	if out := mustRun(t, s.ws, "gc", "--keep-steps", "2"); !strings.Contains(out, "the states of 1 steps went") {
+	if out := mustRun(t, s.ws, "gc", "--keep-steps", "2"); !strings.Contains(out, "the states of 1 step went") {
 		t.Errorf("gc --keep-steps 2 of 3: %q", out)
 	}
 	head := strings.Fields(mustRun(t, s.ws, "log"))[1]
