@@ -45,7 +45,7 @@ func runVerify(e *env, c *command, args []string) error {
 		begun := false
 		opts.Progress = func(done, total int) {
 			if !begun {
-				p.Begin("verify blobs", int64(total), 0)
+				p.BeginCounting("verify blobs", "blobs", int64(total), 0)
 				begun = true
 			}
 			if done > 0 {
