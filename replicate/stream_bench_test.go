@@ -23,7 +23,12 @@ func BenchmarkStream(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		// The body open reads, made here so that open runs alone too.
 		var body bytes.Buffer
+		if err := c.sealStream(&body, "blobs/x", bytes.NewReader(data)); err != nil {
+			b.Fatal(err)
+		}
+		sealed := bytes.Clone(body.Bytes())
 		b.Run(name+"/seal", func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
@@ -36,7 +41,7 @@ func BenchmarkStream(b *testing.B) {
 		b.Run(name+"/open", func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
-				r, err := c.openReader("blobs/x", "blobs/x", bytes.NewReader(body.Bytes()), int64(len(data)))
+				r, err := c.openReader("blobs/x", "blobs/x", bytes.NewReader(sealed), int64(len(data)))
 				if err != nil {
 					b.Fatal(err)
 				}
