@@ -30,7 +30,7 @@ type Index struct {
 	// ids maps a workspace path to its entry in paths (pathtable.go).
 	ids pathTable
 	// paths holds every path ever recorded, with its records.
-	paths []pathRecords
+	paths pathList
 	// children maps a directory path ("" is the root) to the entries in
 	// paths of every path ever recorded directly under it. It is built on
 	// first use (childrenRLock), not when the index is loaded: a mount
@@ -74,8 +74,7 @@ type rec struct {
 
 // list is pr's records. Setting an element's off changes pr's record;
 // appending to it does not add one (appendRec and setRecs do). It is not
-// to be kept past a change of the index (a path's one record lives in
-// Index.paths, which an added path may move).
+// to be kept past a change of pr's records.
 func (pr *pathRecords) list() []rec {
 	switch {
 	case pr.more != nil:
@@ -165,7 +164,7 @@ func (ix *Index) Add(seq Seq, files []FileState) error {
 	defer ix.mu.Unlock()
 	for _, f := range files {
 		id := ix.entryLocked(f.Path)
-		pr := &ix.paths[id]
+		pr := ix.paths.at(id)
 		ix.appendRec(pr, rec{seq: seq, off: ix.arena.add(f)})
 		ix.addMoveLocked(seq, f)
 		if f.Kept != "" && f.Blob == "" && !f.Absent && !f.Skipped {
@@ -180,7 +179,7 @@ func (ix *Index) Add(seq Seq, files []FileState) error {
 
 // entryLocked returns p's entry in paths, adding p when it is new.
 func (ix *Index) entryLocked(p string) uint32 {
-	if id, ok := ix.ids.find(ix.paths, p); ok {
+	if id, ok := ix.ids.find(&ix.paths, p); ok {
 		return id
 	}
 	id, _ := ix.newEntryLocked(p)
@@ -191,11 +190,11 @@ func (ix *Index) entryLocked(p string) uint32 {
 // is built) with no records; if p was there already it adds nothing and
 // returns false.
 func (ix *Index) newEntryLocked(p string) (id uint32, added bool) {
-	id = uint32(len(ix.paths))
-	if !ix.ids.add(ix.paths, p, id) {
+	id = ix.paths.n
+	if !ix.ids.add(&ix.paths, p, id) {
 		return 0, false
 	}
-	ix.paths = append(ix.paths, pathRecords{path: p, one: rec{off: noRec}})
+	ix.paths.add(pathRecords{path: p, one: rec{off: noRec}})
 	if p != "" && ix.children != nil {
 		dir, _ := SplitPath(p)
 		ix.children[dir] = append(ix.children[dir], id)
@@ -215,10 +214,10 @@ func (ix *Index) childrenRLock() {
 	ix.mu.Lock()
 	if ix.children == nil {
 		ch := map[string][]uint32{}
-		for i := range ix.paths {
-			if p := ix.paths[i].path; p != "" {
+		for i := range ix.paths.n {
+			if p := ix.paths.at(i).path; p != "" {
 				dir, _ := SplitPath(p)
-				ch[dir] = append(ch[dir], uint32(i))
+				ch[dir] = append(ch[dir], i)
 			}
 		}
 		ix.children = ch
@@ -237,11 +236,11 @@ func (ix *Index) At(p string, after, limit Seq) (Record, bool) {
 }
 
 func (ix *Index) atLocked(p string, after, limit Seq) (Record, bool) {
-	id, ok := ix.ids.find(ix.paths, p)
+	id, ok := ix.ids.find(&ix.paths, p)
 	if !ok {
 		return Record{}, false
 	}
-	pr := &ix.paths[id]
+	pr := ix.paths.at(id)
 	recs := pr.list()
 	i := pr.search(after)
 	if i == len(recs) || recs[i].seq >= limit {
@@ -258,7 +257,7 @@ func (ix *Index) Names(dir string) []string {
 	defer ix.mu.RUnlock()
 	out := make([]string, 0, len(ix.children[dir]))
 	for _, id := range ix.children[dir] {
-		_, n := SplitPath(ix.paths[id].path)
+		_, n := SplitPath(ix.paths.at(id).path)
 		out = append(out, n)
 	}
 	return out
@@ -270,8 +269,8 @@ func (ix *Index) ChangedBetween(after, limit Seq) []string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	var out []string
-	for i := range ix.paths {
-		pr := &ix.paths[i]
+	for i := range ix.paths.n {
+		pr := ix.paths.at(i)
 		recs := pr.list()
 		j := pr.search(after)
 		if j < len(recs) && recs[j].seq < limit {
@@ -287,8 +286,8 @@ func (ix *Index) ChangedBetween(after, limit Seq) []string {
 func (ix *Index) Prune(before Seq) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	for i := range ix.paths {
-		pr := &ix.paths[i]
+	for i := range ix.paths.n {
+		pr := ix.paths.at(i)
 		j := pr.search(before)
 		if j == 0 {
 			continue
@@ -320,11 +319,11 @@ func JoinPath(dir, name string) string {
 func (ix *Index) Last(p string) (Record, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	id, ok := ix.ids.find(ix.paths, p)
-	if !ok || len(ix.paths[id].list()) == 0 {
+	id, ok := ix.ids.find(&ix.paths, p)
+	if !ok || len(ix.paths.at(id).list()) == 0 {
 		return Record{}, false
 	}
-	pr := &ix.paths[id]
+	pr := ix.paths.at(id)
 	recs := pr.list()
 	r := recs[len(recs)-1]
 	st := ix.arena.get(r.off)
@@ -338,8 +337,8 @@ func (ix *Index) Last(p string) (Record, bool) {
 func (ix *Index) Each(fn func(p string, seqs []Seq, states func(i int) FileState)) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	for i := range ix.paths {
-		pr := &ix.paths[i]
+	for i := range ix.paths.n {
+		pr := ix.paths.at(i)
 		fn(pr.path, pr.seqs(), func(j int) FileState { return ix.arena.get(pr.list()[j].off) })
 	}
 }
@@ -352,7 +351,7 @@ func (ix *Index) Children() map[string][]string {
 	out := make(map[string][]string, len(ix.children))
 	for d, ids := range ix.children {
 		for _, id := range ids {
-			_, n := SplitPath(ix.paths[id].path)
+			_, n := SplitPath(ix.paths.at(id).path)
 			out[d] = append(out[d], n)
 		}
 		sort.Strings(out[d])

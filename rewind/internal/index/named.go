@@ -83,10 +83,10 @@ func (ix *Index) Name(names []Named) {
 	defer ix.mu.Unlock()
 	for _, n := range names {
 		u, ok := ix.unnamed[n.Kept]
-		if !ok || u.seq != n.Sequence || int(u.id) >= len(ix.paths) {
+		if !ok || u.seq != n.Sequence || u.id >= ix.paths.n {
 			continue
 		}
-		pr := &ix.paths[u.id]
+		pr := ix.paths.at(u.id)
 		recs := pr.list()
 		i := sort.Search(len(recs), func(i int) bool { return recs[i].seq >= u.seq })
 		if i == len(recs) || recs[i].seq != u.seq {
@@ -114,7 +114,7 @@ func (ix *Index) Unnamed() []Unnamed {
 	defer ix.mu.RUnlock()
 	out := make([]Unnamed, 0, len(ix.unnamed))
 	for kept, u := range ix.unnamed {
-		out = append(out, Unnamed{Seq: u.seq, Path: ix.paths[u.id].path, Kept: kept})
+		out = append(out, Unnamed{Seq: u.seq, Path: ix.paths.at(u.id).path, Kept: kept})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].Seq < out[j].Seq || (out[i].Seq == out[j].Seq && out[i].Kept < out[j].Kept)

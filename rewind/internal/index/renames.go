@@ -84,8 +84,8 @@ func (ix *Index) addMoveLocked(seq Seq, f FileState) {
 // is read): only a record's flags are read unless it has a side.
 func (ix *Index) loadMoves() {
 	ix.moves = nil
-	for i := range ix.paths {
-		pr := &ix.paths[i]
+	for i := range ix.paths.n {
+		pr := ix.paths.at(i)
 		for _, r := range pr.list() {
 			if flags, _ := binary.Uvarint(ix.arena.packed(r.off)); flags&stateRenamed == 0 {
 				continue
@@ -180,7 +180,7 @@ func (ix *Index) NamesAt(dir string, after, limit Seq) (names map[string]bool, l
 	cur := dir
 	for {
 		for _, id := range ix.children[cur] {
-			_, n := SplitPath(ix.paths[id].path)
+			_, n := SplitPath(ix.paths.at(id).path)
 			names[n] = true
 		}
 		m, anc, moved := ix.ancestorMove(cur, true, after, limit)

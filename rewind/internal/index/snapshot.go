@@ -170,12 +170,12 @@ func encodeSnapshot(w *bufio.Writer, r eventlog.Resume, st snapshotState, ix *In
 	b = appendString(b, string(js))
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	b = binary.AppendUvarint(b, uint64(len(ix.paths)))
+	b = binary.AppendUvarint(b, uint64(ix.paths.n))
 	if _, err := w.Write(b); err != nil {
 		return err
 	}
-	for i := range ix.paths {
-		pr := &ix.paths[i]
+	for i := range ix.paths.n {
+		pr := ix.paths.at(i)
 		b = appendString(b[:0], pr.path)
 		recs := pr.list()
 		b = binary.AppendUvarint(b, uint64(len(recs)))
@@ -280,10 +280,10 @@ func parseSnapshot(data, body []byte) (*Index, eventlog.Resume, snapshotState, e
 		}
 	}
 	npaths := d.count(2)
-	// Sized once from the count (bounded by the file's size like every
-	// count): growing them path by path copied the table and the slice
-	// again and again, and doubled the peak memory of a load.
-	ix := &Index{ids: newPathTable(npaths), paths: make([]pathRecords, 0, npaths)}
+	// The table is sized once from the count (bounded by the file's size
+	// like every count): growing it path by path rehashed it again and
+	// again.
+	ix := &Index{ids: newPathTable(npaths)}
 	for range npaths {
 		if d.err != nil {
 			break
@@ -305,7 +305,7 @@ func parseSnapshot(data, body []byte) (*Index, eventlog.Resume, snapshotState, e
 		if !added {
 			return nil, r, st, fmt.Errorf("%w: path %q twice", errSnapshot, p)
 		}
-		pr := &ix.paths[id]
+		pr := ix.paths.at(id)
 		nrec := d.count(2)
 		if nrec == 0 || d.err != nil {
 			continue

@@ -271,6 +271,9 @@ func (d *stateDecoder) string() string {
 // arena holds packed states, appended and never moved: chunks of
 // arenaChunk bytes (a larger state gets a chunk of its own). An offset is
 // the chunk's number in the upper 32 bits and the position in the lower.
+// An index read from a snapshot has the file's bytes as chunk 0, and its
+// paths are strings pointing into them (readSnapshot): chunk 0 is never
+// written (its capacity is its length, so addPacked starts a new chunk).
 type arena struct {
 	chunks [][]byte
 	// scratch is reused to encode one state before it is copied in.

@@ -178,8 +178,8 @@ func (ix *Index) thinLocked(after, before Seq, drop bool) int {
 	if len(ix.moves) > 0 {
 		renames = ix.renamesBetweenLocked(after, before+1)
 	}
-	for i := range ix.paths {
-		pr := &ix.paths[i]
+	for i := range ix.paths.n {
+		pr := ix.paths.at(i)
 		recs := pr.list()
 		if len(recs) < 2 {
 			continue // most paths: nothing to thin
@@ -233,8 +233,8 @@ func (ix *Index) BlobsAfter(after Seq) (map[blobstore.ID]bool, error) {
 func (ix *Index) RecordsAfter(after Seq, fn func(seq Seq, st FileState) error) error {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	for i := range ix.paths {
-		pr := &ix.paths[i]
+	for i := range ix.paths.n {
+		pr := ix.paths.at(i)
 		for _, r := range pr.list()[pr.search(after):] {
 			st := ix.arena.get(r.off)
 			st.Path = pr.path
