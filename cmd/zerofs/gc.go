@@ -160,14 +160,14 @@ func printThinGC(e *env, res control.GCReport, thinBefore Seq) {
 	if tp == nil {
 		fmt.Fprintf(w, "history before %d already keeps at most one state a day: nothing thinned\n", max(thinBefore, res.Before))
 	} else {
-		fmt.Fprintf(w, "thinned history before %d to one state a day: %d intervals went (the states of %d steps, %d before-states)\n",
-			tp.Before, len(tp.Intervals), tp.Steps, tp.Records)
+		fmt.Fprintf(w, "thinned history before %d to one state a day: %s went (the states of %s, %s)\n",
+			tp.Before, plural(len(tp.Intervals), "interval"), plural(tp.Steps, "step"), plural(tp.Records, "before-state"))
 		for _, iv := range tp.Intervals {
-			fmt.Fprintf(w, "  gone: @%d..@%d (kept @%d and @%d): %d steps, %d before-states\n",
-				iv.After+1, iv.Before-1, iv.After, iv.Before, iv.Steps, iv.Records)
+			fmt.Fprintf(w, "  gone: @%d..@%d (kept @%d and @%d): %s, %s\n",
+				iv.After+1, iv.Before-1, iv.After, iv.Before, plural(iv.Steps, "step"), plural(iv.Records, "before-state"))
 		}
 	}
-	fmt.Fprintf(w, "removed %d blobs, %s\n", res.BlobsRemoved, freedWords(res.BytesFreed))
+	fmt.Fprintf(w, "removed %s, %s\n", plural(res.BlobsRemoved, "blob"), freedWords(res.BytesFreed))
 }
 
 // freedWords says what a gc freed. Repacking the blobs kept can make the
@@ -198,11 +198,11 @@ func previewGC(e *env, ws *history.Workspace, h history.Source, cut Seq) error {
 		return err
 	}
 	if p.Before <= pruned {
-		fmt.Fprintf(e.stdout, "would forget nothing (history starts at %d); would remove %s, free %s\n",
+		fmt.Fprintf(e.stdout, "would forget nothing (history starts at %d); would remove %s, free up to %s\n",
 			pruned, plural(len(p.Freed.Removed), "unneeded blob"), humanBytes(max(p.Freed.BytesFreed, 0)))
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "would prune history before %d: the states of %s would go; would remove %s, free %s\n",
+	fmt.Fprintf(e.stdout, "would prune history before %d: the states of %s would go; would remove %s, free up to %s\n",
 		p.Before, plural(p.Steps, "step"), plural(len(p.Freed.Removed), "blob"), humanBytes(max(p.Freed.BytesFreed, 0)))
 	return nil
 }

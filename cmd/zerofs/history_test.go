@@ -404,7 +404,7 @@ func TestStoreInUse(t *testing.T) {
 func TestStatusStoreFigures(t *testing.T) {
 	s := buildHistory(t)
 	out := mustRun(t, s.ws, "status")
-	for _, want := range []string{"(dedup ", "(compression ", "packs, 0 loose", "gc:        would free 0 B (0 blobs no state since 0 needs)"} {
+	for _, want := range []string{"(dedup ", "(compression ", "packs, 0 loose", "gc:        would free up to 0 B (0 blobs no state since 0 needs)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
@@ -419,7 +419,7 @@ func TestStatusStoreFigures(t *testing.T) {
 	if err := bs.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if out := mustRun(t, s.ws, "status"); !strings.Contains(out, "(1 blobs no state since 0 needs)") {
+	if out := mustRun(t, s.ws, "status"); !strings.Contains(out, "(1 blob no state since 0 needs)") {
 		t.Errorf("status with an orphan blob:\n%s", out)
 	}
 }

@@ -181,8 +181,8 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 			}
 		case history.BlockPruned:
 			if tp := ent.Thinned; tp != nil {
-				what = fmt.Sprintf("thinned history before %d to one state a day: %d intervals, the states of %d steps went",
-					tp.Before, len(tp.Intervals), tp.Steps)
+				what = fmt.Sprintf("thinned history before %d to one state a day: %s, the states of %s went",
+					tp.Before, plural(len(tp.Intervals), "interval"), plural(tp.Steps, "step"))
 				break
 			}
 			what = fmt.Sprintf("pruned history before %d", *ent.PrunedBefore)

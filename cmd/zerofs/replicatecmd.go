@@ -288,7 +288,7 @@ func logReplica(e *env, c *command, url, keyFile string, asJSON bool) error {
 	if n := len(sum.Bases); n > 0 {
 		restorable = fmt.Sprintf("%d..%d", sum.PrunedBefore, sum.Bases[n-1])
 		if len(sum.Thinned) > 0 {
-			restorable += fmt.Sprintf(" (%d intervals thinned to one state a day)", len(sum.Thinned))
+			restorable += fmt.Sprintf(" (%s thinned to one state a day)", plural(len(sum.Thinned), "interval"))
 		}
 	}
 	fmt.Fprintf(e.stdout, "replica %s: events 1..%d in %d segments, %d bases; restorable %s\n",

@@ -77,13 +77,13 @@ func runStatus(e *env, c *command, args []string) error {
 			fmt.Fprintf(w, "warning:   %s\n", warn)
 		}
 	}
-	fmt.Fprintf(w, "gc:        would free %s (%d blobs no state since %d needs)\n", humanBytes(st.Reclaimable.BytesFreed), len(st.Reclaimable.Removed), st.Pruned)
+	fmt.Fprintf(w, "gc:        would free up to %s (%s no state since %d needs)\n", humanBytes(st.Reclaimable.BytesFreed), plural(len(st.Reclaimable.Removed), "blob"), st.Pruned)
 	if n := len(st.Thinned); n > 0 {
 		steps := 0
 		for _, iv := range st.Thinned {
 			steps += int(iv.Before - iv.After - 1)
 		}
-		fmt.Fprintf(w, "thinned:   %d intervals of old history keep one state a day (%d sequences gone)\n", n, steps)
+		fmt.Fprintf(w, "thinned:   %s of old history keep one state a day (%s gone)\n", plural(n, "interval"), plural(steps, "sequence"))
 	}
 	if st.ThinAfter > 0 {
 		if len(st.Thin) == 0 {
@@ -94,8 +94,9 @@ func runStatus(e *env, c *command, args []string) error {
 				steps += iv.Steps
 				recs += iv.Records
 			}
-			fmt.Fprintf(w, "thin:      gc --thin-after %s would give up the states of %d steps (%d before-states) in %d intervals and free %s (%d blobs)\n",
-				formatDuration(st.ThinAfter), steps, recs, len(st.Thin), humanBytes(st.ThinReclaimable.BytesFreed), len(st.ThinReclaimable.Removed))
+			fmt.Fprintf(w, "thin:      gc --thin-after %s would give up the states of %s (%s) in %s and free up to %s (%s)\n",
+				formatDuration(st.ThinAfter), plural(steps, "step"), plural(recs, "before-state"), plural(len(st.Thin), "interval"),
+				humanBytes(st.ThinReclaimable.BytesFreed), plural(len(st.ThinReclaimable.Removed), "blob"))
 		}
 	}
 	return nil
