@@ -45,8 +45,15 @@ type Options struct {
 	// directory's rename is one rename record (rewind.Options.
 	// RenameRecords; --rename-records=false sets it).
 	NoRenameRecords bool
-	Logger          *slog.Logger
-	Debug           bool // go-fuse request tracing
+	// BeforeClose, when set, is called once serving has ended (the mount
+	// takes no more changes, however it was unmounted) with the engine
+	// still open, its removed files' stashes named and its log synced:
+	// the history is final. The engine closes when it returns, and Wait
+	// and Unmount return after that. The daemon makes its last
+	// replication attempt here.
+	BeforeClose func()
+	Logger      *slog.Logger
+	Debug       bool // go-fuse request tracing
 }
 
 // Mounted is a mounted workspace, as Mount returns it. (The brief named this
@@ -62,6 +69,7 @@ type Mounted struct {
 	store   *os.File   // the store directory, opened before mounting
 	mp      string
 
+	served    chan struct{} // closed when serving ended
 	done      chan struct{} // closed when serving ended and the engine is closed
 	closeOnce sync.Once
 	closeErr  error // from closing the engine, set once
@@ -216,7 +224,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	if !opts.NoPassthrough && !opts.NoOpen {
 		f.passthrough.Store(probePassthrough(server, int(store.Fd()), logger))
 	}
-	m := &Mounted{fs: f, server: server, dirs: dirs, root: root, store: store, mp: mp, done: make(chan struct{})}
+	m := &Mounted{fs: f, server: server, dirs: dirs, root: root, store: store, mp: mp, served: make(chan struct{}), done: make(chan struct{})}
 	if opts.NoOpen {
 		if m.ctl, err = mountCtl(mp, f, fopts); err != nil {
 			server.Unmount()
@@ -229,7 +237,11 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	}
 	go func() {
 		server.Wait()
+		close(m.served)
 		m.unmountCtl() // gone with the workspace's mount, unless it was not busy
+		if opts.BeforeClose != nil {
+			m.finalize(opts.BeforeClose)
+		}
 		m.close()
 		close(m.done)
 	}()
@@ -305,6 +317,18 @@ func (m *Mounted) Engine() *rewind.Engine { return m.fs.eng }
 // (umount(8)), and the engine is closed.
 func (m *Mounted) Wait() { <-m.done }
 
+// finalize makes the history final (what Close would append before
+// closing: the removed files' stashes named; the log synced) and calls f.
+func (m *Mounted) finalize(f func()) {
+	if err := m.fs.eng.NameStashes(context.Background()); err != nil {
+		m.fs.log.Warn("zerofs: naming stashes at unmount failed", "err", err)
+	}
+	if err := m.fs.eng.Sync(); err != nil {
+		m.fs.log.Warn("zerofs: flush at unmount failed", "err", err)
+	}
+	f()
+}
+
 // close closes the engine and the descriptors, once.
 func (m *Mounted) close() error {
 	m.closeOnce.Do(func() {
@@ -339,14 +363,14 @@ func (m *Mounted) Unmount() error {
 			return fmt.Errorf("fs: detach %s: %w", m.mp, err)
 		}
 		select {
-		case <-m.done:
+		case <-m.served:
 		case <-time.After(2 * time.Second):
 			// Processes still hold files open in the detached mount:
 			// end the connection so serving stops.
 			if statErr == nil {
 				abortConnection(st.Dev, m.fs.log)
 			}
-			<-m.done
+			<-m.served
 		}
 	}
 	<-m.done

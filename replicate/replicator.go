@@ -144,6 +144,26 @@ func (r *Replicator) Once(ctx context.Context) error {
 	return r.attempt(ctx, true)
 }
 
+// Final is the last attempt at a clean stop (an unmount), once the
+// history is final: it uploads everything not yet replicated, a base at
+// the current step's start included, with its network calls bounded
+// together by timeout. Run must have returned. A timeout or an endpoint's
+// failure is recorded in replica.json as any failed attempt is (status
+// then says what the replica lacks); ctx's end (a second signal) is a
+// stop. It returns the attempt's error and what was left behind: the
+// events not replicated and the bytes the replica lacks (Pending).
+func (r *Replicator) Final(ctx context.Context, timeout time.Duration) (behind uint64, pending int64, err error) {
+	if timeout > 0 && timeout < r.opts.Timeout {
+		r.opts.Timeout = timeout // the last attempt this Replicator makes
+	}
+	err = r.attempt(ctx, true)
+	st := r.State()
+	if h := r.eng.Head(); h > st.Logged {
+		behind = uint64(h - st.Logged)
+	}
+	return behind, st.Pending, err
+}
+
 // uploaded tells the Progress in ctx, if any, that a blob of size bytes
 // went up.
 func uploaded(ctx context.Context, size int64) {

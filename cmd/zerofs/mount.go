@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	rtdebug "runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -470,6 +472,30 @@ func mountForeground(e *env, opts zfs.Options, store string, debug bool, replica
 	if err != nil {
 		return err
 	}
+	// The last replication attempt runs once the mount takes no more
+	// changes and the engine's log is synced, before the engine closes
+	// (an unmount by umount, a signal, or from outside alike). A second
+	// SIGINT or SIGTERM abandons it.
+	var repl atomic.Pointer[daemonReplication]
+	opts.BeforeClose = func() {
+		d := repl.Load()
+		if d == nil {
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		finished := make(chan struct{})
+		defer close(finished)
+		go func() {
+			select {
+			case s := <-sigs:
+				logger.Info("zerofs: abandoning the last replication attempt", "signal", s.String())
+				cancel()
+			case <-finished:
+			}
+		}()
+		d.final(ctx, finalReplicationTimeout)
+	}
 	m, err := zfs.Mount(e.ctx, opts)
 	if err != nil {
 		storeFD.Close()
@@ -480,19 +506,21 @@ func mountForeground(e *env, opts zfs.Options, store string, debug bool, replica
 		logger.Warn("zerofs: cannot write the pid file", "err", perr)
 	}
 	defer pidFile.remove(logger)
-	stopReplication := func() {}
 	if replicateURL != "" {
 		// The store's path may lead into the mount now: its descriptor
 		// names it.
-		stop, err := startReplication(e, m.Engine(), replicateURL, replicaKey, "/proc/self/fd/"+strconv.Itoa(int(storeFD.Fd())), logger)
+		d, err := startReplication(e, m.Engine(), replicateURL, replicaKey, "/proc/self/fd/"+strconv.Itoa(int(storeFD.Fd())), logger)
 		if err != nil {
 			if uerr := m.Unmount(); uerr != nil {
 				logger.Warn("zerofs: unmount after a failed start", "err", uerr)
 			}
 			return err
 		}
-		// Stopped before the unmount closes the engine it reads.
-		stopReplication = stop
+		// Ended by its last attempt, before the unmount closes the
+		// engine it reads (opts.BeforeClose); stopped here only if the
+		// mount ended before it was set.
+		repl.Store(d)
+		defer d.stop()
 		logger.Info("zerofs: replicating", "url", replicateURL)
 	}
 	logger.Info("zerofs: mounted", "workspace", opts.Workspace, "mountpoint", m.Mountpoint(), "store", store, "pid", os.Getpid())
@@ -511,13 +539,11 @@ func mountForeground(e *env, opts zfs.Options, store string, debug bool, replica
 	select {
 	case s := <-sigs:
 		logger.Info("zerofs: unmounting", "signal", s.String())
-		stopReplication()
 		if err := m.Unmount(); err != nil {
 			return fmt.Errorf("unmount %s: %w", m.Mountpoint(), err)
 		}
 	case <-done:
 		logger.Info("zerofs: unmounted from outside", "mountpoint", m.Mountpoint())
-		stopReplication()
 		if err := m.Unmount(); err != nil { // only waits, and reports the engine's close
 			return err
 		}

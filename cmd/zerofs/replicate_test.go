@@ -413,3 +413,86 @@ func TestMountSecondWriterRefused(t *testing.T) {
 		t.Errorf("the replica holds the second store's b (%v)", err)
 	}
 }
+
+// TestMountReplicateAtUnmount: a change and a step made just before the
+// unmount (well within the replicator's 2 s between attempts) reach the
+// replica anyway: the daemon makes a last attempt once its mount takes no
+// more changes, and umount returns only after it. The replica then lists
+// the last step and restores the last file, and status (unmounted) says
+// the replica is not behind.
+func TestMountReplicateAtUnmount(t *testing.T) {
+	needFUSE(t)
+	testsupport.StartS3(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	writeFile(t, filepath.Join(ws, "a.txt"), "one\n")
+	const url = "s3://replicas/at-unmount"
+	mp := mountT(t, ws, "--replicate", url)
+	binOK(t, mp, "step", "first")
+	sh(t, mp, "echo last > last.txt; echo two >> a.txt")
+	binOK(t, mp, "step", "the very last")
+	head := readTrim(t, filepath.Join(mp, ".zero/head"))
+	binOK(t, "/", "umount", mp)
+
+	dlog, err := os.ReadFile(filepath.Join(ws, rewind.StoreName, "daemon.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(dlog), "replicate: last attempt before unmounting") || !strings.Contains(string(dlog), "replicate: replica up to date at unmount") {
+		t.Errorf("the daemon's log does not tell of its last attempt:\n%s", dlog)
+	}
+	lr := binOK(t, "/", "log", "--replica", url)
+	if !strings.Contains(lr, "events 1.."+head+" ") || !strings.Contains(lr, "restorable 0.."+head) || !strings.Contains(lr, "the very last") {
+		t.Errorf("log --replica after the unmount, head %s:\n%s", head, lr)
+	}
+	dir := filepath.Join(t.TempDir(), "r")
+	binOK(t, "/", "restore", url, dir)
+	if got := readTrim(t, filepath.Join(dir, "last.txt")); got != "last" {
+		t.Errorf("restored last.txt = %q, want last", got)
+	}
+	if got := readTrim(t, filepath.Join(dir, "a.txt")); got != "one\ntwo" {
+		t.Errorf("restored a.txt = %q", got)
+	}
+	if st := binOK(t, ws, "status"); !strings.Contains(st, "behind by 0 events, 0 B") || strings.Contains(st, "last error") {
+		t.Errorf("status after the unmount:\n%s", st)
+	}
+}
+
+// TestMountReplicateAtUnmountAbsent: with the endpoint absent (nothing
+// listens there) the last attempt fails, the unmount completes all the
+// same (umount's own bound on the daemon's exit holds), the daemon's log
+// says what was left behind, and status says the replica is behind.
+func TestMountReplicateAtUnmountAbsent(t *testing.T) {
+	needFUSE(t)
+	testsupport.StartS3(t) // credentials and region; the endpoint is replaced
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ENDPOINT_URL", "http://"+l.Addr().String())
+	l.Close()
+	ws := filepath.Join(t.TempDir(), "ws")
+	writeFile(t, filepath.Join(ws, "a.txt"), "one\n")
+	const url = "s3://replicas/absent-at-unmount"
+	mp := mountT(t, ws, "--replicate", url)
+	sh(t, mp, "echo last > last.txt")
+	binOK(t, mp, "step", "last")
+	binOK(t, "/", "umount", mp)
+	if testsupport.FUSEMounted(mp) {
+		t.Fatalf("%s still mounted after umount", mp)
+	}
+	dlog, err := os.ReadFile(filepath.Join(ws, rewind.StoreName, "daemon.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`replicate: last attempt failed; left behind until the next mount or 'zerofs replicate'.* events=[1-9]\d* bytes=[1-9]\d*`).Match(dlog) {
+		t.Errorf("the daemon's log does not say what its last attempt left behind:\n%s", dlog)
+	}
+	if !strings.Contains(string(dlog), "zerofs: unmounted cleanly") {
+		t.Errorf("the daemon did not finish its unmount:\n%s", dlog)
+	}
+	st := binOK(t, ws, "status")
+	if !regexp.MustCompile(`(?m)^replica:   `+url+`: events 1..0 replicated, restorable up to 0; behind by [1-9]\d* events, [1-9][\d.]* (B|KiB)$`).MatchString(st) ||
+		!strings.Contains(st, "replica:   last error ") || strings.Contains(st, "last success") {
+		t.Errorf("status after the unmount with the endpoint absent:\n%s", st)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -195,11 +196,26 @@ func runRestore(e *env, c *command, args []string) error {
 	return nil
 }
 
+// finalReplicationTimeout bounds the last replication attempt a daemon
+// makes at unmount (daemonReplication.final).
+var finalReplicationTimeout = 30 * time.Second
+
+// daemonReplication is a mounted engine's replicator, run in the
+// background.
+type daemonReplication struct {
+	r      *replicate.Replicator
+	url    string
+	logger *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returned
+	once   sync.Once
+}
+
 // startReplication runs a replicator for a mounted engine in the
-// background; the returned stop ends it and waits (before the engine
-// closes). It never waits for the network: a slow or absent endpoint only
-// delays replication.
-func startReplication(e *env, eng *rewind.Engine, url, keyFile, store string, logger *slog.Logger) (stop func(), err error) {
+// background. It never waits for the network: a slow or absent endpoint
+// only delays replication. final (at unmount, before the engine closes)
+// or stop ends it.
+func startReplication(e *env, eng *rewind.Engine, url, keyFile, store string, logger *slog.Logger) (*daemonReplication, error) {
 	u, err := replicate.ParseURL(url)
 	if err != nil {
 		return nil, err
@@ -217,19 +233,59 @@ func startReplication(e *env, eng *rewind.Engine, url, keyFile, store string, lo
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	d := &daemonReplication{r: r, url: u.String(), logger: logger, cancel: cancel, done: make(chan struct{})}
 	go func() {
-		defer close(done)
+		defer close(d.done)
 		r.Run(ctx)
 	}()
-	return func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
+	return d, nil
+}
+
+// halt ends Run and waits for it (a while: an upload cut short returns at
+// once, a stuck one may not); ok says it returned.
+func (d *daemonReplication) halt() (ok bool) {
+	d.cancel()
+	select {
+	case <-d.done:
+		return true
+	case <-time.After(30 * time.Second):
+		d.logger.Warn("replicate: the replicator did not stop", "url", d.url)
+		return false
+	}
+}
+
+// final ends Run and makes one last attempt, bounded by timeout (ctx's
+// end abandons it), that uploads whatever is not replicated yet: the
+// history is final (the mount takes no more changes, the log is synced).
+// The daemon's log says how it went and what it left behind; status says
+// it too, from replica.json.
+func (d *daemonReplication) final(ctx context.Context, timeout time.Duration) {
+	d.once.Do(func() {
+		defer d.r.Close()
+		if !d.halt() {
+			return // still running: not two attempts at once
 		}
-		r.Close()
-	}, nil
+		d.logger.Info("replicate: last attempt before unmounting", "url", d.url, "timeout", timeout)
+		start := time.Now()
+		behind, pending, err := d.r.Final(ctx, timeout)
+		took := time.Since(start).Round(time.Millisecond)
+		switch {
+		case err == nil:
+			d.logger.Info("replicate: replica up to date at unmount", "url", d.url, "events", d.r.State().Logged, "took", took)
+		case ctx.Err() != nil:
+			d.logger.Warn("replicate: last attempt abandoned; left behind until the next mount or 'zerofs replicate'", "url", d.url, "events", behind, "bytes", pending, "took", took)
+		default:
+			d.logger.Warn("replicate: last attempt failed; left behind until the next mount or 'zerofs replicate'", "url", d.url, "events", behind, "bytes", pending, "err", err, "took", took)
+		}
+	})
+}
+
+// stop ends Run without a last attempt (nothing is done if final ran).
+func (d *daemonReplication) stop() {
+	d.once.Do(func() {
+		d.halt()
+		d.r.Close()
+	})
 }
 
 // replicationLines is what status says of replication, from the store's

@@ -24,9 +24,12 @@ var umountCmd = &command{
 	summary: "flush, unmount, wait for the daemon to exit",
 	help: `Asks the daemon serving MOUNTPOINT (default: the mounted workspace around
 the current directory) to unmount, and waits until it has exited and its
-mount is gone. A dead mount (its daemon killed) at MOUNTPOINT is detached,
-and a live zerofs mount under it, or over it, is unmounted too: umount
-succeeds only once no zerofs mount, live or dead, is left there.
+mount is gone. A daemon that replicates (mount --replicate) makes a last
+attempt, of at most 30s, to upload what it has not replicated yet, after
+its mount is gone and before it exits: umount waits for that too. A dead
+mount (its daemon killed) at MOUNTPOINT is detached, and a live zerofs
+mount under it, or over it, is unmounted too: umount succeeds only once
+no zerofs mount, live or dead, is left there.
 `,
 	run: runUmount,
 }
@@ -34,6 +37,11 @@ succeeds only once no zerofs mount, live or dead, is left there.
 // umountTimeout bounds the wait for the daemon: it flushes and unmounts,
 // retrying while the mount is busy, then detaches.
 var umountTimeout = 30 * time.Second
+
+// exitTimeout bounds the wait for the daemon to exit once its mount is
+// gone: it closes the store, after its last replication attempt (which
+// finalReplicationTimeout bounds) when it replicates.
+var exitTimeout = finalReplicationTimeout + 30*time.Second
 
 // probeTimeout bounds how long a FUSE mount may take to answer statfs
 // before it counts as hung (neither alive nor dead).
@@ -292,11 +300,22 @@ func unmountLive(e *env, mp string, id int, st control.StatusReport) error {
 		return fmt.Errorf("zerofs (pid %d): %w", st.PID, err)
 	}
 	deadline := time.Now().Add(umountTimeout)
+	var exitBy time.Time // once the mount is gone, the daemon exits by then
 	for {
 		alive := control.SameProcess(st.PID, st.Start)
 		present, err := mountPresent(id)
 		if err != nil {
 			return err
+		}
+		if alive && !present {
+			if exitBy.IsZero() {
+				exitBy = time.Now().Add(exitTimeout)
+			}
+			if time.Now().After(exitBy) {
+				return fmt.Errorf("zerofs (pid %d) unmounted %s but has not exited after %v (see its daemon.log)", st.PID, mp, exitTimeout)
+			}
+			time.Sleep(20 * time.Millisecond)
+			continue
 		}
 		switch {
 		case !alive && !present:
