@@ -496,3 +496,47 @@ func TestMountReplicateAtUnmountAbsent(t *testing.T) {
 		t.Errorf("status after the unmount with the endpoint absent:\n%s", st)
 	}
 }
+
+// TestMountReplicateAtUnmountHung: an endpoint that accepts connections
+// and never answers holds the last attempt until its bound
+// (finalReplicationTimeout, 30 s): umount waits for it and then succeeds,
+// the daemon's log says what was left behind, status says behind.
+func TestMountReplicateAtUnmountHung(t *testing.T) {
+	needFUSE(t)
+	testsupport.StartS3(t) // credentials and region; the endpoint is replaced
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var held []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c) // never answered
+		}
+	}()
+	t.Setenv("AWS_ENDPOINT_URL", "http://"+l.Addr().String())
+	ws := filepath.Join(t.TempDir(), "ws")
+	writeFile(t, filepath.Join(ws, "a.txt"), "one\n")
+	const url = "s3://replicas/hung-at-unmount"
+	mp := mountT(t, ws, "--replicate", url)
+	sh(t, mp, "echo last > last.txt")
+	binOK(t, mp, "step", "last")
+	binOK(t, "/", "umount", mp)
+	dlog, err := os.ReadFile(filepath.Join(ws, rewind.StoreName, "daemon.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`replicate: last attempt failed; left behind until the next mount or 'zerofs replicate'.* events=[1-9]\d* bytes=[1-9]\d*`).Match(dlog) ||
+		!strings.Contains(string(dlog), "zerofs: unmounted cleanly") {
+		t.Errorf("the daemon's log after its last attempt timed out:\n%s", dlog)
+	}
+	st := binOK(t, ws, "status")
+	if !strings.Contains(st, ": events 1..0 replicated") || !regexp.MustCompile(`behind by [1-9]\d* events`).MatchString(st) || !strings.Contains(st, "replica:   last error ") {
+		t.Errorf("status after the last attempt timed out:\n%s", st)
+	}
+}

@@ -95,9 +95,10 @@ func runUmount(e *env, c *command, args []string) error {
 			return err
 		}
 		ours, fuse := false, false
+		var entry mountEntry
 		for _, m := range ms {
 			if m.id == top.id {
-				fuse, ours = true, m.fstype == zerofsType
+				fuse, ours, entry = true, m.fstype == zerofsType, m
 			}
 		}
 		if !fuse {
@@ -114,7 +115,7 @@ func runUmount(e *env, c *command, args []string) error {
 			// The held descriptor would keep the mount busy: the daemon's
 			// unmount must not wait on us.
 			top.close()
-			err = unmountLive(e, mp, top.id, st)
+			err = unmountLive(e, mp, entry, st)
 			if err != nil {
 				return err
 			}
@@ -287,7 +288,8 @@ func (m heldMount) detach(mp string) error {
 // still the one mp reaches). The
 // signal goes through a pidfd opened while the pid still names that daemon
 // (pid and start time): never to a process that got its pid since.
-func unmountLive(e *env, mp string, id int, st control.StatusReport) error {
+func unmountLive(e *env, mp string, entry mountEntry, st control.StatusReport) error {
+	id := entry.id
 	pfd, err := unix.PidfdOpen(st.PID, 0)
 	if err == nil {
 		defer unix.Close(pfd)
@@ -301,12 +303,15 @@ func unmountLive(e *env, mp string, id int, st control.StatusReport) error {
 	}
 	deadline := time.Now().Add(umountTimeout)
 	var exitBy time.Time // once the mount is gone, the daemon exits by then
+	gone := false        // once gone, a mount given its id and device is another
 	for {
 		alive := control.SameProcess(st.PID, st.Start)
-		present, err := mountPresent(id)
+		present, err := mountPresent(entry)
 		if err != nil {
 			return err
 		}
+		gone = gone || !present
+		present = !gone
 		if alive && !present {
 			if exitBy.IsZero() {
 				exitBy = time.Now().Add(exitTimeout)
@@ -371,8 +376,9 @@ func probeMount(p string) (alive bool, err error) {
 
 // mountEntry is one line of /proc/self/mountinfo.
 type mountEntry struct {
-	id, parent int
-	fstype     string
+	id, parent   int
+	major, minor int // the device: with id, tells the mount from a later one given its id
+	fstype       string
 }
 
 // zerofsType is the filesystem type of zerofs's mounts in mountinfo.
@@ -390,15 +396,19 @@ func fuseMountsAt(dir string) ([]mountEntry, error) {
 	})
 	out := make([]mountEntry, len(infos))
 	for i, m := range infos {
-		out[i] = mountEntry{id: m.ID, parent: m.Parent, fstype: m.FSType}
+		out[i] = mountEntry{id: m.ID, parent: m.Parent, major: m.Major, minor: m.Minor, fstype: m.FSType}
 	}
 	return out, err
 }
 
-// mountPresent reports whether the mount with this id still exists.
-func mountPresent(id int) (bool, error) {
+// mountPresent reports whether the mount still exists: the mount with its
+// id and device. The kernel gives a freed mount id to the next mount, and
+// a daemon may outlive its mount by its last replication attempt, while
+// other mounts come and go.
+func mountPresent(e mountEntry) (bool, error) {
 	infos, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
-		return m.ID != id, m.ID == id
+		found := m.ID == e.id && m.Major == e.major && m.Minor == e.minor
+		return !found, found
 	})
 	return len(infos) > 0, err
 }
