@@ -540,3 +540,98 @@ func TestMountReplicateAtUnmountHung(t *testing.T) {
 		t.Errorf("status after the last attempt timed out:\n%s", st)
 	}
 }
+
+// TestMountReplicateSIGKILLAtUnmount: the daemon is SIGKILLed at a random
+// moment of its last attempt (a few MiB of new content going up): the
+// replica as the kill left it restores to what the store's @T of that
+// state shows, byte for byte, and the next daemon brings it up to date.
+func TestMountReplicateSIGKILLAtUnmount(t *testing.T) {
+	needFUSE(t)
+	testsupport.StartS3(t)
+	rng := testsupport.Rand(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	writeFile(t, filepath.Join(ws, "a.txt"), "one\n")
+	const url = "s3://replicas/killed-at-unmount"
+	restoredAt := regexp.MustCompile(`restored @(\d+) of `)
+	compare := func(what, mp string) int {
+		t.Helper()
+		dir := filepath.Join(t.TempDir(), "restored")
+		out := binOK(t, "/", "restore", url, dir)
+		m := restoredAt.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("%s: restore said %q", what, out)
+		}
+		view := filepath.Join(mp, "@"+m[1])
+		if out, err := exec.Command("diff", "-r", "--no-dereference", "--exclude=.zero", view, dir).CombinedOutput(); err != nil {
+			t.Errorf("%s: @%s and its restore differ: %v\n%s", what, m[1], err, out)
+		}
+		if a, b := modes(t, view), modes(t, dir); a != b {
+			t.Errorf("%s: @%s modes:\n%s\nrestored:\n%s", what, m[1], a, b)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	mp := mountT(t, ws, "--replicate", url)
+	if err := testsupport.Poll(60*time.Second, func() bool {
+		return strings.Contains(binOK(t, mp, "status"), "last success")
+	}); err != nil {
+		t.Fatalf("the daemon never replicated:\n%s", binOK(t, mp, "status"))
+	}
+	pid := daemonPIDOf(t, ws)
+	binOK(t, mp, "step", "big")
+	sh(t, mp, "for i in 1 2 3 4 5 6; do head -c 1500000 /dev/urandom > big$i; done; echo two >> a.txt; ln -s big1 link")
+	binOK(t, mp, "step", "after big")
+	head := readTrim(t, filepath.Join(mp, ".zero/head"))
+
+	umount := exec.Command(binary, "umount", mp)
+	umount.Dir = "/"
+	var uerr strings.Builder
+	umount.Stderr = &uerr
+	if err := umount.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Killed once the last attempt began, at a random moment of it.
+	logPath := filepath.Join(ws, rewind.StoreName, "daemon.log")
+	if err := testsupport.Poll(60*time.Second, func() bool {
+		b, _ := os.ReadFile(logPath)
+		return strings.Contains(string(b), "replicate: last attempt before unmounting")
+	}); err != nil {
+		t.Fatalf("the daemon never began its last attempt")
+	}
+	time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
+	syscall.Kill(pid, syscall.SIGKILL)
+	if err := umount.Wait(); err != nil {
+		t.Logf("umount with its daemon killed: %v %s", err, uerr.String())
+	}
+	unmountT(t, mp)
+	b, _ := os.ReadFile(logPath)
+	killedEarly := !strings.Contains(string(b), "unmounted cleanly")
+	t.Logf("killed during the last attempt: %v (head %s); umount said %q", killedEarly, head, uerr.String())
+
+	// The replica as the kill left it, against the store's @T.
+	mp = mountT(t, ws)
+	t.Logf("the replica as the kill left it restores @%d", compare("as the kill left it", mp))
+	binOK(t, "/", "umount", mp)
+
+	// The next daemon resumes; its own unmount brings the replica up to
+	// the last step.
+	mp = mountT(t, ws, "--replicate", url)
+	binOK(t, "/", "umount", mp)
+	lr := binOK(t, "/", "log", "--replica", url)
+	if !strings.Contains(lr, "after big") {
+		t.Errorf("log --replica after the next daemon's unmount:\n%s", lr)
+	}
+	mp = mountT(t, ws)
+	if at, want := compare("after resuming", mp), atoi(t, head); at < want {
+		t.Errorf("after resuming the newest restorable state is %d, want at least %d", at, want)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
