@@ -427,7 +427,7 @@ CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 cat <<EOF
 zerofs bench: $START, $(git -C "$REPO" rev-parse --short HEAD), took $((SECONDS - T0)) s
 machine: $(nproc) cores ($CPU), $(free -g | awk '/Mem:/{print $2}') GiB; kernel $(uname -r); filesystem $FS on $DEV
-command: scripts/bench.sh $SIZE $WHO $REPS (median of $REPS alternating runs; ratio = zerofs / native)
+command: ${BENCH_MOUNT_FLAGS:+BENCH_MOUNT_FLAGS="$BENCH_MOUNT_FLAGS" }scripts/bench.sh $SIZE $WHO $REPS (median of $REPS alternating runs; ratio = zerofs / native)
 
 EOF
 "$PY" - "$BASE/results.tsv" <<'EOF'
