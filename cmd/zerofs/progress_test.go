@@ -166,18 +166,7 @@ func TestProgressMounted(t *testing.T) {
 func TestProgressGCAndReplicate(t *testing.T) {
 	testsupport.StartS3(t)
 	const n = 300
-	files := map[string]string{}
-	for i := range n {
-		files[fmt.Sprintf("f%03d", i)] = fmt.Sprintf("%d %s\n", i, strings.Repeat("a", 3000))
-	}
-	s := newStore(t, files)
-	s.step("rewrite all")
-	for i := range n {
-		s.write(fmt.Sprintf("f%03d", i), fmt.Sprintf("%d %s\n", i, strings.Repeat("b", 2000)))
-	}
-	s.step("one more")
-	s.write("f000", "c\n")
-	s.close()
+	s := rewrittenStore(t, n)
 
 	bar := func(what, stderr string) {
 		t.Helper()
@@ -241,18 +230,7 @@ func TestProgressGCAndReplicate(t *testing.T) {
 func TestProgressRestore(t *testing.T) {
 	testsupport.StartS3(t)
 	const n = 200
-	files := map[string]string{}
-	for i := range n {
-		files[fmt.Sprintf("f%03d", i)] = fmt.Sprintf("%d %s\n", i, strings.Repeat("a", 3000))
-	}
-	s := newStore(t, files)
-	s.step("rewrite all")
-	for i := range n {
-		s.write(fmt.Sprintf("f%03d", i), fmt.Sprintf("%d %s\n", i, strings.Repeat("b", 2000)))
-	}
-	s.step("one more")
-	s.write("f000", "c\n")
-	s.close()
+	s := rewrittenStore(t, n)
 	const url = "s3://replicas/restore"
 	mustRun(t, s.ws, "replicate", "--once", url)
 
@@ -320,4 +298,24 @@ func TestProgressRestore(t *testing.T) {
 	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "restored @") {
 		t.Errorf("zerofs -q restore on a terminal: exit %d, stdout %q, stderr %q: want no progress", code, stdout, stderr)
 	}
+}
+
+// rewrittenStore is a closed, unmounted store of n files of 3 KB, each
+// rewritten in a step ("rewrite all") and one of them again after it ("one
+// more"): a history whose gc, replication and restore have n blobs to count.
+func rewrittenStore(t *testing.T, n int) *store {
+	t.Helper()
+	files := map[string]string{}
+	for i := range n {
+		files[fmt.Sprintf("f%03d", i)] = fmt.Sprintf("%d %s\n", i, strings.Repeat("a", 3000))
+	}
+	s := newStore(t, files)
+	s.step("rewrite all")
+	for i := range n {
+		s.write(fmt.Sprintf("f%03d", i), fmt.Sprintf("%d %s\n", i, strings.Repeat("b", 2000)))
+	}
+	s.step("one more")
+	s.write("f000", "c\n")
+	s.close()
+	return s
 }

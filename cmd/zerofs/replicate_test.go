@@ -259,27 +259,7 @@ func TestMountReplicateSIGKILL(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(ws, "src/main.go"), "package main\n")
 	const url = "s3://replicas/killed"
-	restoredAt := regexp.MustCompile(`restored @(\d+) of `)
-	// compare restores the replica's newest state and checks it against
-	// the mount's @T of it.
-	compare := func(what string, mp string) int {
-		t.Helper()
-		dir := filepath.Join(t.TempDir(), "restored")
-		out := binOK(t, "/", "restore", url, dir)
-		m := restoredAt.FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("%s: restore said %q", what, out)
-		}
-		view := filepath.Join(mp, "@"+m[1])
-		if out, err := exec.Command("diff", "-r", "--no-dereference", "--exclude=.zero", view, dir).CombinedOutput(); err != nil {
-			t.Errorf("%s: @%s and its restore differ: %v\n%s", what, m[1], err, out)
-		}
-		if a, b := modes(t, view), modes(t, dir); a != b {
-			t.Errorf("%s: @%s modes:\n%s\nrestored:\n%s", what, m[1], a, b)
-		}
-		n, _ := strconv.Atoi(m[1])
-		return n
-	}
+	compare := func(what, mp string) int { return restoreMatchesView(t, url, what, mp) }
 	prev := 0 // the newest state the replica offered before this round
 	for kill := 0; kill < 2; kill++ {
 		mp := mountT(t, ws, "--replicate", url)
@@ -552,25 +532,7 @@ func TestMountReplicateSIGKILLAtUnmount(t *testing.T) {
 	ws := filepath.Join(t.TempDir(), "ws")
 	writeFile(t, filepath.Join(ws, "a.txt"), "one\n")
 	const url = "s3://replicas/killed-at-unmount"
-	restoredAt := regexp.MustCompile(`restored @(\d+) of `)
-	compare := func(what, mp string) int {
-		t.Helper()
-		dir := filepath.Join(t.TempDir(), "restored")
-		out := binOK(t, "/", "restore", url, dir)
-		m := restoredAt.FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("%s: restore said %q", what, out)
-		}
-		view := filepath.Join(mp, "@"+m[1])
-		if out, err := exec.Command("diff", "-r", "--no-dereference", "--exclude=.zero", view, dir).CombinedOutput(); err != nil {
-			t.Errorf("%s: @%s and its restore differ: %v\n%s", what, m[1], err, out)
-		}
-		if a, b := modes(t, view), modes(t, dir); a != b {
-			t.Errorf("%s: @%s modes:\n%s\nrestored:\n%s", what, m[1], a, b)
-		}
-		n, _ := strconv.Atoi(m[1])
-		return n
-	}
+	compare := func(what, mp string) int { return restoreMatchesView(t, url, what, mp) }
 	mp := mountT(t, ws, "--replicate", url)
 	if err := testsupport.Poll(60*time.Second, func() bool {
 		return strings.Contains(binOK(t, mp, "status"), "last success")
@@ -633,5 +595,28 @@ func atoi(t *testing.T, s string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return n
+}
+
+var restoredAt = regexp.MustCompile(`restored @(\d+) of `)
+
+// restoreMatchesView restores the replica at url's newest state and checks
+// it against the mount's @T of that state (diff -r, then modes), returning T.
+func restoreMatchesView(t *testing.T, url, what, mp string) int {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "restored")
+	out := binOK(t, "/", "restore", url, dir)
+	m := restoredAt.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("%s: restore said %q", what, out)
+	}
+	view := filepath.Join(mp, "@"+m[1])
+	if out, err := exec.Command("diff", "-r", "--no-dereference", "--exclude=.zero", view, dir).CombinedOutput(); err != nil {
+		t.Errorf("%s: @%s and its restore differ: %v\n%s", what, m[1], err, out)
+	}
+	if a, b := modes(t, view), modes(t, dir); a != b {
+		t.Errorf("%s: @%s modes:\n%s\nrestored:\n%s", what, m[1], a, b)
+	}
+	n, _ := strconv.Atoi(m[1])
 	return n
 }
