@@ -212,6 +212,27 @@ func TestDamagedSnapshotRebuilds(t *testing.T) {
 			copy(body[i+1:], "../af")
 			return forge(body)
 		}, `path "../af"`},
+		{"forged mark", func(t *testing.T, _ string, b []byte) []byte {
+			// A step's mark (kind 0, label "step") gets a kind the fold
+			// never makes; the checksum is fixed.
+			body := slices.Clone(b[:len(b)-32])
+			i := indexOf(body, []byte("\x00\x04step"))
+			if i < 0 {
+				t.Fatal("no mark labelled 'step' in the snapshot")
+			}
+			body[i] = 9
+			return forge(body)
+		}, "not a mark"},
+		{"marks out of order", func(t *testing.T, _ string, b []byte) []byte {
+			// The first step's mark gets a sequence past the head.
+			body := slices.Clone(b[:len(b)-32])
+			i := indexOf(body, []byte("\x00\x04step"))
+			if i < 1 || body[i-1] >= 0x80 {
+				t.Fatal("no one-byte sequence before the mark labelled 'step'")
+			}
+			body[i-1] = 0x7f
+			return forge(body)
+		}, "past the head"},
 		{"log changed since", func(t *testing.T, store string, b []byte) []byte {
 			// Same length, one byte of an early line's id changed.
 			f, err := os.OpenFile(filepath.Join(store, "events.jsonl"), os.O_RDWR, 0)

@@ -2,7 +2,6 @@ package index
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
@@ -12,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -61,7 +61,7 @@ const (
 	SnapshotName = "index.snapshot"
 	// SnapshotMagic begins it, and SnapshotVersion follows.
 	SnapshotMagic   = "zerofs index snapshot\n"
-	SnapshotVersion = 10
+	SnapshotVersion = 11
 )
 
 // snapshotState is what the fold derives from the log besides the index.
@@ -72,47 +72,72 @@ type snapshotState struct {
 	LastRewindAt Seq            `json:"lastRewindAt"`
 	Pruned       Seq            `json:"pruned"`
 	Thinned      []ThinInterval `json:"thinned,omitempty"`
-	Marks        []snapshotMark `json:"marks"`
-	First0       Seq            `json:"first0,omitempty"`
-	Redo         []RedoEntry    `json:"redo,omitempty"`
+	// Marks are kept after the JSON in a binary form of their own
+	// (appendMarks): a mark per step, and a long history's hundred
+	// thousand took a fifth of a mount's time as JSON.
+	Marks  []Mark      `json:"-"`
+	First0 Seq         `json:"first0,omitempty"`
+	Redo   []RedoEntry `json:"redo,omitempty"`
 }
 
-// snapshotMark is a Mark as the snapshot keeps it.
-type snapshotMark struct {
-	Seq     Seq      `json:"s"`
-	Kind    MarkKind `json:"k"`
-	Label   string   `json:"l,omitempty"`
-	Session string   `json:"a,omitempty"`
-	At      int64    `json:"t,omitempty"` // Unix nanoseconds, MarkStep only
-	First   Seq      `json:"f,omitempty"`
-	Target  Seq      `json:"g,omitempty"`
-	Form    string   `json:"m,omitempty"`
-	Back    bool     `json:"b,omitempty"`
-}
-
-// saveMarks and loadMarks convert marks to and from their snapshot form.
-func saveMarks(ms []Mark) []snapshotMark {
-	out := make([]snapshotMark, len(ms))
-	for i, m := range ms {
-		out[i] = snapshotMark{Seq: m.Seq, Kind: m.Kind, Label: m.Label, Session: m.Session,
-			First: m.First, Target: m.Target, Form: m.Form, Back: m.Back}
+// appendMarks appends the marks' snapshot form to b: their count, then per
+// mark its seq, kind, label, session, start time (Unix nanoseconds, 0 for
+// none), first, target, form and back.
+func appendMarks(b []byte, ms []Mark) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ms)))
+	for _, m := range ms {
+		b = binary.AppendUvarint(b, uint64(m.Seq))
+		b = append(b, byte(m.Kind))
+		b = appendString(b, m.Label)
+		b = appendString(b, m.Session)
+		var at int64
 		if !m.At.IsZero() {
-			out[i].At = m.At.UnixNano()
+			at = m.At.UnixNano()
 		}
+		b = binary.AppendVarint(b, at)
+		b = binary.AppendUvarint(b, uint64(m.First))
+		b = binary.AppendUvarint(b, uint64(m.Target))
+		b = appendString(b, m.Form)
+		back := byte(0)
+		if m.Back {
+			back = 1
+		}
+		b = append(b, back)
 	}
-	return out
+	return b
 }
 
-func loadMarks(ms []snapshotMark) []Mark {
-	out := make([]Mark, len(ms))
-	for i, m := range ms {
-		out[i] = Mark{Seq: m.Seq, Kind: m.Kind, Label: m.Label, Session: m.Session,
-			First: m.First, Target: m.Target, Form: m.Form, Back: m.Back}
-		if m.At != 0 {
-			out[i].At = time.Unix(0, m.At).UTC()
+// marks reads what appendMarks wrote, checking what the fold would have
+// made: kinds it knows, sequences in increasing order and none past head.
+func (d *snapReader) marks(head Seq) ([]Mark, string) {
+	n := d.count(9) // a mark takes at least 9 bytes
+	out := make([]Mark, n)
+	var prev Seq
+	for i := range out {
+		m := &out[i]
+		m.Seq = Seq(d.uvarint())
+		m.Kind = MarkKind(d.byte())
+		m.Label = string(d.next(d.count(1)))
+		m.Session = string(d.next(d.count(1)))
+		if at := d.varint(); at != 0 {
+			m.At = time.Unix(0, at).UTC()
 		}
+		m.First = Seq(d.uvarint())
+		m.Target = Seq(d.uvarint())
+		m.Form = string(d.next(d.count(1)))
+		back := d.byte()
+		m.Back = back == 1
+		switch {
+		case d.err != nil:
+			return nil, "marks cut short"
+		case m.Kind > MarkTurn || back > 1:
+			return nil, fmt.Sprintf("mark %d: not a mark", m.Seq)
+		case m.Seq <= prev && i > 0, m.Seq > head, m.First > head, m.Target > head:
+			return nil, fmt.Sprintf("mark %d: out of order or past the head %d", m.Seq, head)
+		}
+		prev = m.Seq
 	}
-	return out
+	return out, ""
 }
 
 // errSnapshot marks a snapshot that cannot be used (it is then rebuilt).
@@ -129,7 +154,7 @@ func WriteSnapshot(dir string, r eventlog.Resume, s *State) error {
 	h := sha256.New()
 	w := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<16)
 	s.mu.Lock()
-	st := snapshotState{LastRewind: s.lastRewind, LastRewindAt: s.lastRewindAt, Pruned: s.Pruned(), Thinned: s.Thinned(), Marks: saveMarks(s.marks),
+	st := snapshotState{LastRewind: s.lastRewind, LastRewindAt: s.lastRewindAt, Pruned: s.Pruned(), Thinned: s.Thinned(), Marks: slices.Clone(s.marks),
 		First0: s.first0, Redo: s.redo}
 	s.mu.Unlock()
 	err = encodeSnapshot(w, r, st, s.ix)
@@ -168,6 +193,7 @@ func encodeSnapshot(w *bufio.Writer, r eventlog.Resume, st snapshotState, ix *In
 		return err
 	}
 	b = appendString(b, string(js))
+	b = appendMarks(b, st.Marks)
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	b = binary.AppendUvarint(b, uint64(ix.paths.n))
@@ -206,7 +232,7 @@ func ReadSnapshot(dir string) (*State, eventlog.Resume, error) {
 	if err != nil {
 		return nil, r, err
 	}
-	s := &State{ix: ix, head: r.Head, marks: loadMarks(st.Marks), lastRewind: st.LastRewind, lastRewindAt: st.LastRewindAt,
+	s := &State{ix: ix, head: r.Head, marks: st.Marks, lastRewind: st.LastRewind, lastRewindAt: st.LastRewindAt,
 		first0: st.First0, redo: st.Redo}
 	s.pruned.Store(uint64(st.Pruned))
 	s.setThinned(st.Thinned)
@@ -267,11 +293,6 @@ func parseSnapshot(data, body []byte) (*Index, eventlog.Resume, snapshotState, e
 		r.Offsets = append(r.Offsets, off)
 	}
 	if js := d.next(d.count(1)); d.err == nil {
-		// A mark per step: a long history has a hundred thousand. Unmarshal
-		// appends to the capacity it finds, so give it about what it needs
-		// (a mark's JSON starts with its "s") instead of growing it
-		// element by element.
-		st.Marks = make([]snapshotMark, 0, bytes.Count(js, []byte(`{"s":`)))
 		if err := json.Unmarshal(js, &st); err != nil {
 			return nil, r, st, fmt.Errorf("%w: state: %v", errSnapshot, err)
 		}
@@ -279,6 +300,11 @@ func parseSnapshot(data, body []byte) (*Index, eventlog.Resume, snapshotState, e
 			return nil, r, st, fmt.Errorf("%w: %s", errSnapshot, why)
 		}
 	}
+	marks, why := d.marks(r.Head)
+	if why != "" {
+		return nil, r, st, fmt.Errorf("%w: %s", errSnapshot, why)
+	}
+	st.Marks = marks
 	npaths := d.count(2)
 	// The table is sized once from the count (bounded by the file's size
 	// like every count): growing it path by path rehashed it again and
@@ -365,6 +391,26 @@ func (d *snapReader) next(n int) []byte {
 	out := d.b[:n:n]
 	d.b = d.b[n:]
 	return out
+}
+
+func (d *snapReader) byte() byte {
+	if b := d.next(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (d *snapReader) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = io.ErrUnexpectedEOF
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
 }
 
 func (d *snapReader) uvarint() uint64 {
