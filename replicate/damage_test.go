@@ -187,9 +187,11 @@ func TestGroupedAndIdle(t *testing.T) {
 		w.change(t, rng)
 	}
 	w.eng.Sync()
+	// At least head: the engine may append after it (a stash_named event
+	// the namer writes for a removed file), and the replica then follows.
 	head := w.eng.Head()
-	if err := testsupport.Poll(10*time.Second, func() bool { return r.State().Logged == head }); err != nil {
-		t.Fatalf("replica at %d, want %d", r.State().Logged, head)
+	if err := testsupport.Poll(10*time.Second, func() bool { return r.State().Logged >= head }); err != nil {
+		t.Fatalf("replica at %d, want %d or more", r.State().Logged, head)
 	}
 	b.mu.Lock()
 	segs := 0
