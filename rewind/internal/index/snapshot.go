@@ -461,9 +461,9 @@ func stateSize(b []byte) int {
 	case flags&stateBlobText != 0:
 		d.next(d.count(1))
 	}
-	d.varintSkip()
+	d.varint()
 	d.uvarint()
-	d.varintSkip()
+	d.varint()
 	for range 3 {
 		d.next(d.count(1))
 	}
@@ -474,7 +474,7 @@ func stateSize(b []byte) int {
 		d.uvarint()
 	}
 	if flags&stateMTime != 0 {
-		d.varintSkip()
+		d.varint()
 		if ns := d.uvarint(); ns >= 1e9 {
 			return -1
 		}
@@ -498,16 +498,4 @@ func stateSize(b []byte) int {
 		return -1
 	}
 	return len(b) - len(d.b)
-}
-
-func (d *snapReader) varintSkip() {
-	if d.err != nil {
-		return
-	}
-	_, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = io.ErrUnexpectedEOF
-		return
-	}
-	d.b = d.b[n:]
 }
