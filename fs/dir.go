@@ -145,6 +145,13 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 			unix.Close(fd)
 			return errno
 		}
+		if !created {
+			if errno := killOnTrunc(ctx, fd, flags); errno != 0 {
+				n.fs.endWrite(h)
+				unix.Close(fd)
+				return errno
+			}
+		}
 		if created {
 			chownNew(ctx, dfd, name, fd)
 			if err := setIDAfterChown(ctx, fd, mode); err != nil {

@@ -68,7 +68,7 @@ const writeFlags = syscall.O_WRONLY | syscall.O_RDWR | syscall.O_TRUNC
 // kernel writes back through an O_APPEND handle would append them; no tool
 // we know mixes the two.)
 func openFlags(flags uint32) int {
-	f := int(flags) &^ (fuse.FMODE_EXEC | syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY)
+	f := int(flags&^openKillSetID) &^ (fuse.FMODE_EXEC | syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY)
 	return f | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
 }
 
@@ -97,6 +97,11 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	h.fd = fd
 	if h.write {
 		if errno := n.fs.beginWrite(h, p, fl&syscall.O_TRUNC != 0); errno != 0 {
+			unix.Close(fd)
+			return nil, 0, errno
+		}
+		if errno := killOnTrunc(ctx, fd, flags); errno != 0 {
+			n.fs.endWrite(h)
 			unix.Close(fd)
 			return nil, 0, errno
 		}

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"slices"
+	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -38,6 +39,41 @@ import (
 // WRITE_KILL_SUIDGID needs nothing more: the empty SETATTR comes first,
 // decided on the same cached mode as without HANDLE_KILLPRIV.
 
+// The mount also asks for FUSE_ATOMIC_O_TRUNC (serve, not with --no-open):
+// an open(2) with O_TRUNC of an existing file then carries O_TRUNC in its
+// OPEN, which truncates (beginWrite), instead of a SETATTR of the size after
+// it: a shell's `printf x > file` (and `printf label > .zero/step`) costs a
+// round trip less. What the SETATTR carried as FATTR_KILL_SUIDGID comes as
+// FUSE_OPEN_KILL_SUIDGID in the OPEN's (or a CREATE's) open flags, which
+// go-fuse does not hand a node: killprivFS carries it in as openKillSetID,
+// and Open and Create clear the bits as Setattr does. (With --no-open there
+// is no OPEN to truncate in: the kernel would take the truncation as done
+// and drop it.)
+
+// openKillSetID is the bit killprivFS sets in the open flags a node's Open
+// or Create sees when the kernel asks for the set-id bits to go with an
+// O_TRUNC. No open(2) flag uses bit 31; openFlags strips it.
+const openKillSetID = 1 << 31
+
+// killprivFS hands FUSE_OPEN_KILL_SUIDGID to the nodes as openKillSetID.
+type killprivFS struct {
+	fuse.RawFileSystem
+}
+
+func (k *killprivFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	if in.Mode&fuse.OPEN_KILL_SUIDGID != 0 { // OpenIn.Mode holds the open flags
+		in.Flags |= openKillSetID
+	}
+	return k.RawFileSystem.Open(cancel, in, out)
+}
+
+func (k *killprivFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	if in.OpenFlags&fuse.OPEN_KILL_SUIDGID != 0 {
+		in.Flags |= openKillSetID
+	}
+	return k.RawFileSystem.Create(cancel, in, name, out)
+}
+
 // killRequested reports whether a SETATTR asks the daemon to clear the
 // file's set-id bits.
 func killRequested(in *fuse.SetAttrIn) bool {
@@ -45,6 +81,18 @@ func killRequested(in *fuse.SetAttrIn) bool {
 		return true
 	}
 	return in.Valid&^(fuse.FATTR_FH|fuse.FATTR_LOCKOWNER) == 0
+}
+
+// killOnTrunc clears the set-id bits of the file open at fd when the open
+// flags carry openKillSetID (an unprivileged O_TRUNC, truncated already).
+func killOnTrunc(ctx context.Context, fd int, flags uint32) syscall.Errno {
+	if flags&openKillSetID == 0 || flags&syscall.O_TRUNC == 0 {
+		return 0
+	}
+	if err := killSetID(ctx, fd, procPath(fd)); err != nil {
+		return sysErrno(err)
+	}
+	return 0
 }
 
 // killSetID clears the set-id bits a write or chown by the caller of ctx

@@ -253,8 +253,13 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 func serve(mp string, f *fsys, opts *fusefs.Options) (*fuse.Server, *dirlessFS, error) {
 	// HANDLE_KILLPRIV_V2: the daemon clears set-id bits (killpriv.go), and
 	// a write sends no GETXATTR of security.capability first.
+	// ATOMIC_O_TRUNC: an O_TRUNC open truncates in its OPEN (killpriv.go).
 	opts.MountOptions.ExtraCapabilities |= fuse.CAP_NO_OPENDIR_SUPPORT | fuse.CAP_HANDLE_KILLPRIV_V2
-	raw := &dirlessFS{RawFileSystem: &openlessFS{RawFileSystem: fusefs.NewNodeFS(f.root, opts), on: f.noOpen, opens: &f.opens}}
+	if !f.noOpen {
+		opts.MountOptions.ExtraCapabilities |= fuse.CAP_ATOMIC_O_TRUNC
+	}
+	nodes := &killprivFS{RawFileSystem: fusefs.NewNodeFS(f.root, opts)}
+	raw := &dirlessFS{RawFileSystem: &openlessFS{RawFileSystem: nodes, on: f.noOpen, opens: &f.opens}}
 	front := &negativeFS{RawFileSystem: raw, rw: &f.rw, timeout: *opts.EntryTimeout, missed: &f.missed}
 	server, err := fuse.NewServer(front, mp, &opts.MountOptions)
 	if err != nil {
