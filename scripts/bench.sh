@@ -2,7 +2,7 @@
 # scripts/bench.sh: the mount against the native directory, workload by
 # workload, and prints the table the README shows.
 #
-#   scripts/bench.sh [quick|full] [root|user|both|always] [REPS]
+#   scripts/bench.sh [quick|full] [root|user|both|always|loopback] [REPS]
 #   scripts/bench.sh go [go test -bench flags...]   # the Go benchmarks (log, blobs, engine)
 #   scripts/bench.sh profile [--no-passthrough] 'COMMAND' [REPS]   # pprof of the daemon
 #
@@ -18,7 +18,11 @@
 # skips those. Needs root, fio, ripgrep, git, fuse3 (installed with
 # apt-get when missing). Work happens under $BENCH_DIR (default /var/tmp);
 # BENCH_WORKLOADS="find grep ..." runs only those; BENCH_MOUNT_FLAGS="--no-open"
-# adds flags to every mount.
+# adds flags to every mount. "loopback" runs the workloads as root under
+# go-fuse's plain loopback (scripts/loopmount, zerofs's mount settings, none
+# of its code) instead of zerofs: the floor of what the kernel's FUSE
+# requests cost, no steps, no captures (rewind10, stepalone and onestep-*
+# need zerofs and are left out; BENCH_MOUNT_FLAGS does not apply).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -71,6 +75,7 @@ if [[ ${WORKER:-} == 1 ]]; then
 	shift 5
 	WORKLOADS=("$@")
 	BIN=$BASE/zerofs
+	LOOPMOUNT=$BASE/loopmount # the loopback pass's daemon
 	CACHE=$BASE/cache
 	P=$BASE/$PASS
 	NAT=$P/native WS=$P/ws MP=$P/mnt
@@ -85,26 +90,51 @@ if [[ ${WORKER:-} == 1 ]]; then
 		COLD_MB=128 WARM_MB=64 WRITE_MB=256 TARX=cmd.tar
 	fi
 	mounted=()
+	declare -A loopers=() # the loopback pass: mount point -> loopmount's pid
 	cleanup() {
 		for m in "${mounted[@]}"; do
+			if [[ $PASS == loopback ]]; then
+				kill -TERM "${loopers[$m]}" 2>/dev/null && wait "${loopers[$m]}" 2>/dev/null || true
+				continue
+			fi
 			"$BIN" umount "$m" >/dev/null 2>&1 || true
 		done
 	}
 	trap cleanup EXIT
 
 	mountws() { # mountws WS MP
+		if [[ $PASS == loopback ]]; then
+			# go-fuse's plain loopback, in the background until umountws.
+			"$LOOPMOUNT" "$1" "$2" >"$2.ready" &
+			loopers[$2]=$!
+			until grep -q ready "$2.ready" 2>/dev/null; do
+				if ! kill -0 "${loopers[$2]}" 2>/dev/null; then
+					echo "bench: loopmount $1 $2 failed" >&2
+					return 1
+				fi
+				sleep 0.05
+			done
+			mounted+=("$2")
+			return
+		fi
 		# shellcheck disable=SC2086 # BENCH_MOUNT_FLAGS="--no-open": more flags
 		"$BIN" mount --sync "$SYNC" ${BENCH_MOUNT_FLAGS:-} "$1" "$2" >/dev/null
 		mounted+=("$2")
 	}
 	umountws() {
-		"$BIN" umount "$1" >/dev/null
+		if [[ $PASS == loopback ]]; then
+			kill -TERM "${loopers[$1]}"
+			wait "${loopers[$1]}" # loopmount exits 0 once unmounted
+		else
+			"$BIN" umount "$1" >/dev/null
+		fi
 		local keep=()
 		for m in "${mounted[@]}"; do [[ $m == "$1" ]] || keep+=("$m"); done
 		mounted=("${keep[@]}")
 	}
-	# step LABEL: begin a step on the mount (native: nothing to do).
-	step() { [[ $side == nat ]] || printf '%s\n' "$1" >"$MP/.zero/step"; }
+	# step LABEL: begin a step on the mount (native, or the loopback pass,
+	# which has no .zero: nothing to do).
+	step() { [[ $side == nat || $PASS == loopback ]] || printf '%s\n' "$1" >"$MP/.zero/step"; }
 	# dropcache FILE...: drop the page cache of files (fadvise DONTNEED).
 	dropcache() { for f in "$@"; do dd if="$f" iflag=nocache count=0 status=none; done; }
 	record() { printf '%s\t%s\t%s\t%s\t%s\n' "$PASS" "$1" "$2" "$3" "$4" >>"$BASE/results.tsv"; }
@@ -192,6 +222,13 @@ if [[ ${WORKER:-} == 1 ]]; then
 
 	workload() {
 		local w=$1
+		if [[ $PASS == loopback ]]; then
+			case $w in rewind10 | stepalone | onestep-*)
+				echo "bench: $w needs zerofs (.zero); the loopback pass skips it" >&2
+				return 0
+				;;
+			esac
+		fi
 		case $w in
 		find | grep | rg | gitstatus)
 			need_src
@@ -328,7 +365,7 @@ cleanup() {
 	# Nothing of ours stays mounted, whatever happened.
 	# (|| true: with nothing mounted grep fails, and under set -e and
 	# pipefail that ended the trap here, leaving $BASE behind and exit 1.)
-	{ grep " fuse.zerofs " /proc/mounts | awk '{print $2}' | grep "^$BASE/" || true; } | while read -r m; do
+	{ grep -E " fuse\.(zerofs|loopmount) " /proc/mounts | awk '{print $2}' | grep "^$BASE/" || true; } | while read -r m; do
 		umount -l "$m" 2>/dev/null || true
 	done
 	if [[ -n ${FUSE_MODE:-} ]]; then chmod "$FUSE_MODE" /dev/fuse; fi
@@ -341,6 +378,10 @@ echo "bench: building zerofs and the inputs in $BASE" >&2
 go build -o "$BASE/zerofs" ./cmd/zerofs
 cp scripts/bench.sh "$BASE/bench.sh"
 chmod 755 "$BASE/zerofs" "$BASE/bench.sh"
+if [[ $WHO == loopback ]]; then
+	go build -o "$BASE/loopmount" ./scripts/loopmount
+	chmod 755 "$BASE/loopmount"
+fi
 GOSRC=$(go env GOROOT)/src
 tar -cf "$CACHE/src.tar" -C "$GOSRC" .
 tar -cf "$CACHE/cmd.tar" -C "$GOSRC" cmd
@@ -420,6 +461,15 @@ fi
 if [[ $WHO == user || $WHO == both ]]; then
 	pass user nobody batch "${ALL[@]}"
 fi
+if [[ $WHO == loopback ]]; then # the floor: go-fuse's plain loopback, as root
+	LOOP=()
+	for w in "${ALL[@]}"; do
+		case $w in rewind10 | stepalone | onestep-*) ;; *) LOOP+=("$w") ;; esac
+	done
+	pass loopback root n/a "${LOOP[@]}"
+fi
+RATIO="zerofs / native"
+if [[ $WHO == loopback ]]; then RATIO="loopback / native"; fi
 
 FS=$(stat -f -c %T "$BASE")
 DEV=$(df --output=source "$BASE" | tail -1)
@@ -427,7 +477,7 @@ CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 cat <<EOF
 zerofs bench: $START, $(git -C "$REPO" rev-parse --short HEAD), took $((SECONDS - T0)) s
 machine: $(nproc) cores ($CPU), $(free -g | awk '/Mem:/{print $2}') GiB; kernel $(uname -r); filesystem $FS on $DEV
-command: ${BENCH_MOUNT_FLAGS:+BENCH_MOUNT_FLAGS="$BENCH_MOUNT_FLAGS" }scripts/bench.sh $SIZE $WHO $REPS (median of $REPS alternating runs; ratio = zerofs / native)
+command: ${BENCH_MOUNT_FLAGS:+BENCH_MOUNT_FLAGS="$BENCH_MOUNT_FLAGS" }scripts/bench.sh $SIZE $WHO $REPS (median of $REPS alternating runs; ratio = $RATIO)
 
 EOF
 "$PY" - "$BASE/results.tsv" <<'EOF'
@@ -466,10 +516,12 @@ for (p, w, kind), v in rows.items():
     passes.setdefault(p, []).append((w, kind, v))
 titles = {"root": "as root: mount(2), FUSE passthrough, --sync batch",
           "root-always": "as root, --sync always",
-          "user": "as nobody: fusermount3, no passthrough, --sync batch"}
+          "user": "as nobody: fusermount3, no passthrough, --sync batch",
+          "loopback": "as root: plain go-fuse loopback (scripts/loopmount: zerofs's mount settings, passthrough, no zerofs), the floor"}
 for p, ws in passes.items():
     print(f"{titles.get(p, p)}\n")
-    print("| workload | native | zerofs | ratio (median) | ratio (min-max) | goal |")
+    col = "loopback" if p == "loopback" else "zerofs"
+    print(f"| workload | native | {col} | ratio (median) | ratio (min-max) | goal |")
     print("|---|---|---|---|---|---|")
     for w, kind, v in ws:
         label, goal = names.get(w, (w, ""))

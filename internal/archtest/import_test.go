@@ -42,6 +42,10 @@ var allowed = map[string][]string{
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
 	"scripts/profmount": {"fs", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	// scripts/loopmount is the benchmark's floor: go-fuse's plain loopback
+	// with zerofs's mount settings and none of zerofs's code, so it
+	// imports none of ours and, like cmd, may use go-fuse directly.
+	"scripts/loopmount": {},
 }
 
 // storeModules are what the blob store may use beyond x/sys: restic's
