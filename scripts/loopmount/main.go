@@ -2,7 +2,9 @@
 // WORKSPACE at MOUNTPOINT with go-fuse's plain loopback (fs.NewLoopbackRoot)
 // and nothing of zerofs, tuned as zerofs tunes its mount (fs/mount.go), so
 // that `scripts/bench.sh quick loopback` measures what the kernel's FUSE
-// requests alone cost a workload: what no work of zerofs's own can go below.
+// requests cost a workload when the daemon only passes them on: the floor for
+// zerofs's own work on the request path. zerofs goes below it only where it
+// spares requests the loopback answers (no FLUSH for readers, no OPENDIR).
 //
 //	loopmount WORKSPACE MOUNTPOINT
 //
