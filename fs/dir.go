@@ -141,16 +141,9 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 			return sysErrno(err)
 		}
 		h = &wsFile{fd: fd, write: true, step: step}
-		if errno := n.fs.beginWrite(h, p, fl&syscall.O_TRUNC != 0 && !created); errno != 0 {
+		if errno := n.fs.beginWrite(ctx, h, p, fl&syscall.O_TRUNC != 0 && !created, flags); errno != 0 {
 			unix.Close(fd)
 			return errno
-		}
-		if !created {
-			if errno := killOnTrunc(ctx, fd, flags); errno != 0 {
-				n.fs.endWrite(h)
-				unix.Close(fd)
-				return errno
-			}
 		}
 		if created {
 			chownNew(ctx, dfd, name, fd)

@@ -96,12 +96,7 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	}
 	h.fd = fd
 	if h.write {
-		if errno := n.fs.beginWrite(h, p, fl&syscall.O_TRUNC != 0); errno != 0 {
-			unix.Close(fd)
-			return nil, 0, errno
-		}
-		if errno := killOnTrunc(ctx, fd, flags); errno != 0 {
-			n.fs.endWrite(h)
+		if errno := n.fs.beginWrite(ctx, h, p, fl&syscall.O_TRUNC != 0, flags); errno != 0 {
 			unix.Close(fd)
 			return nil, 0, errno
 		}

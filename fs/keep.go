@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"context"
 	"sync"
 	"syscall"
 
@@ -62,8 +63,9 @@ func (w *writeOpens) has(dev, ino uint64) bool {
 // from the store if it is a kept blob, before h is handed out; then, when
 // trunc is set (the open asked for O_TRUNC, which the caller left out of
 // its open so that nothing is written before the detach), it truncates a
-// regular file. On error the registration is undone.
-func (f *fsys) beginWrite(h *wsFile, p string, trunc bool) syscall.Errno {
+// regular file, and clears its set-id bits when flags carry openKillSetID
+// (killpriv.go). On error the registration is undone.
+func (f *fsys) beginWrite(ctx context.Context, h *wsFile, p string, trunc bool, flags uint32) syscall.Errno {
 	key, mode, ok := f.wopen.addStat(h.fd)
 	if !ok {
 		return syscall.EIO
@@ -78,6 +80,9 @@ func (f *fsys) beginWrite(h *wsFile, p string, trunc bool) syscall.Errno {
 			err = unix.Ftruncate(h.fd, 0)
 		} else {
 			err = unix.Truncate(procPath(h.fd), 0) // O_RDONLY|O_TRUNC
+		}
+		if err == nil && flags&openKillSetID != 0 {
+			err = killSetID(ctx, h.fd, procPath(h.fd))
 		}
 		if err != nil {
 			f.wopen.remove(key)

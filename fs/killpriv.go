@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"slices"
-	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -46,7 +45,8 @@ import (
 // round trip less. What the SETATTR carried as FATTR_KILL_SUIDGID comes as
 // FUSE_OPEN_KILL_SUIDGID in the OPEN's (or a CREATE's) open flags, which
 // go-fuse does not hand a node: killprivFS carries it in as openKillSetID,
-// and Open and Create clear the bits as Setattr does. (With --no-open there
+// and the truncation of Open and Create (beginWrite) clears the bits as
+// Setattr does. (With --no-open there
 // is no OPEN to truncate in: the kernel would take the truncation as done
 // and drop it.)
 
@@ -81,18 +81,6 @@ func killRequested(in *fuse.SetAttrIn) bool {
 		return true
 	}
 	return in.Valid&^(fuse.FATTR_FH|fuse.FATTR_LOCKOWNER) == 0
-}
-
-// killOnTrunc clears the set-id bits of the file open at fd when the open
-// flags carry openKillSetID (an unprivileged O_TRUNC, truncated already).
-func killOnTrunc(ctx context.Context, fd int, flags uint32) syscall.Errno {
-	if flags&openKillSetID == 0 || flags&syscall.O_TRUNC == 0 {
-		return 0
-	}
-	if err := killSetID(ctx, fd, procPath(fd)); err != nil {
-		return sysErrno(err)
-	}
-	return 0
 }
 
 // killSetID clears the set-id bits a write or chown by the caller of ctx
