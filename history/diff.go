@@ -268,8 +268,9 @@ func (d *differ) pair(p string, na, nb Node) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	same := bytes.Equal(ca, cb)
 	var hdr strings.Builder
-	qa, qb, ok := header(&hdr, p, na, nb, bytes.Equal(ca, cb))
+	qa, qb, ok := header(&hdr, p, na, nb, same)
 	if !ok {
 		return "", nil // identical: the capture changed nothing in the end
 	}
@@ -282,7 +283,7 @@ func (d *differ) pair(p string, na, nb Node) (string, error) {
 	}
 	var body string
 	switch {
-	case bytes.Equal(ca, cb):
+	case same:
 	case isBinary(ca) || isBinary(cb):
 		body = binaryLine(qa, qb, na, nb)
 	default:

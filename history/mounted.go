@@ -316,7 +316,9 @@ func (m *mountSource) pollProgress(ctx context.Context) (stop func()) {
 		defer close(finished)
 		tick := time.NewTicker(150 * time.Millisecond)
 		defer tick.Stop()
-		var last rewind.ProgressReport
+		// task is the report last begun with its counts done zeroed;
+		// passed, the report whose counts done were passed on last.
+		var task, passed rewind.ProgressReport
 		for {
 			select {
 			case <-done:
@@ -332,12 +334,15 @@ func (m *mountSource) pollProgress(ctx context.Context) (stop func()) {
 				continue
 			}
 			r := *st.Progress
-			if r.What != last.What || r.Noun != last.Noun || r.Items != last.Items || r.Bytes != last.Bytes || r.DoneItems < last.DoneItems {
+			// A new task is any change but the counts done going up.
+			head := r
+			head.DoneItems, head.DoneBytes = 0, 0
+			if head != task || r.DoneItems < passed.DoneItems {
 				rewind.BeginCounting(p, r.What, r.Noun, r.Items, r.Bytes)
-				last = rewind.ProgressReport{What: r.What, Noun: r.Noun, Items: r.Items, Bytes: r.Bytes}
+				task, passed = head, rewind.ProgressReport{}
 			}
-			p.Add(r.DoneItems-last.DoneItems, r.DoneBytes-last.DoneBytes)
-			last.DoneItems, last.DoneBytes = r.DoneItems, r.DoneBytes
+			p.Add(r.DoneItems-passed.DoneItems, r.DoneBytes-passed.DoneBytes)
+			passed = r
 		}
 	}()
 	return func() {

@@ -204,17 +204,27 @@ func TestOpenCodePluginSends(t *testing.T) {
 	if err != nil {
 		t.Skip("node is not installed")
 	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "app")
-	os.Mkdir(ws, 0o755)
+	must(os.Mkdir(ws, 0o755))
 	out := filepath.Join(dir, "sent")
-	fake := filepath.Join(dir, "zerofs")
-	os.WriteFile(fake, []byte("#!/bin/sh\ncat >> '"+out+"'\necho >> '"+out+"'\n"), 0o755)
-	a, _ := Lookup("opencode")
+	// The capture runs' stand-in for zerofs keeps each payload a line.
+	fake, err := filepath.Abs(filepath.Join("testdata", "capture", "keep-stdin.sh"))
+	must(err)
+	a, ok := Lookup("opencode")
+	if !ok {
+		t.Fatal("no agent opencode")
+	}
 	plugin := filepath.Join(dir, "zerofs.mjs")
-	os.WriteFile(plugin, []byte(opencodePlugin(a, InstallOptions{Zerofs: fake})), 0o644)
+	must(os.WriteFile(plugin, []byte(opencodePlugin(a, InstallOptions{Zerofs: fake})), 0o644))
 	driver := filepath.Join(dir, "driver.mjs")
-	os.WriteFile(driver, []byte(`
+	must(os.WriteFile(driver, []byte(`
 import { ZerofsPlugin } from "./zerofs.mjs"
 const ws = process.argv[2]
 const hooks = await ZerofsPlugin({ directory: ws, worktree: ws })
@@ -232,8 +242,10 @@ await hooks["tool.execute.before"](
 await hooks["tool.execute.before"](
   { tool: "edit", sessionID, callID: "call_96cf8bd9f379" },
   { args: { filePath: ws + "/app.py", oldString: "hi", newString: "hello" } })
-`), 0o644)
-	if b, err := exec.Command(node, driver, ws).CombinedOutput(); err != nil {
+`), 0o644))
+	cmd := exec.Command(node, driver, ws)
+	cmd.Env = append(os.Environ(), "ZEROFS_CAPTURE="+out)
+	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("node: %v\n%s", err, b)
 	}
 	sent, err := os.ReadFile(out)

@@ -31,21 +31,20 @@ func Label(c Call) string {
 		tool = "hook"
 	}
 	in := inputFields(c.Input)
-	str := func(keys ...string) string { return in.str(keys...) }
 	// A patch names its files; its text is in "command" (Codex), "input",
 	// "patch" or "patchText" (OpenCode).
-	if patch := str("command", "input", "patch", "patchText"); strings.Contains(patch, "*** Begin Patch") {
+	if patch := in.str("command", "input", "patch", "patchText"); strings.Contains(patch, "*** Begin Patch") {
 		if files := patchFiles(patch); len(files) > 0 {
 			return cut(tool + ": " + joinPaths(c.Cwd, files))
 		}
 	}
-	if cmd := str("command", "cmd", "command_line"); cmd != "" {
+	if cmd := in.str("command", "cmd", "command_line"); cmd != "" {
 		return cut(tool + ": " + cutCommand(cmd))
 	}
-	if p := str(pathKeys...); p != "" {
+	if p := in.str(pathKeys...); p != "" {
 		return cut(tool + " " + relPath(c.Cwd, p))
 	}
-	if q := str("pattern", "query", "url", "description", "prompt"); q != "" {
+	if q := in.str("pattern", "query", "url", "description", "prompt"); q != "" {
 		return cut(tool + ": " + cutCommand(q))
 	}
 	return cut(tool)

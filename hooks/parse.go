@@ -62,7 +62,6 @@ type rawPayload struct {
 	// Windsurf.
 	AgentActionName string `json:"agent_action_name"`
 	TrajectoryID    string `json:"trajectory_id"`
-	ExecutionID     string `json:"execution_id"`
 	ToolInfo        struct {
 		CommandLine string          `json:"command_line"`
 		Cwd         string          `json:"cwd"`
@@ -127,7 +126,7 @@ func parseClaudeLike(c *Call, p *rawPayload) {
 	c.Event, c.Session, c.Cwd = p.HookEventName, p.SessionID, p.Cwd
 	switch p.HookEventName {
 	case "UserPromptSubmit", "BeforeAgent", "chat.message":
-		if p.HookEventName == "UserPromptSubmit" && strings.HasPrefix(p.Prompt, "<task-notification>") {
+		if c.Agent == "claude" && strings.HasPrefix(p.Prompt, "<task-notification>") {
 			// Claude Code tells itself that a background agent finished
 			// with a prompt of its own, through the same hook: no person
 			// wrote it, so it begins no turn.
@@ -165,9 +164,11 @@ func parseCursor(c *Call, p *rawPayload) {
 
 // parseWindsurf reads Windsurf Cascade's payloads: everything about the
 // action is in tool_info, and the event names the tool. Only
-// pre_run_command says where the agent works (tool_info.cwd).
+// pre_run_command says where the agent works (tool_info.cwd). Its
+// execution_id names no tool call: the captured prompt and the tool calls
+// minutes after it carry the same one.
 func parseWindsurf(c *Call, p *rawPayload) {
-	c.Event, c.Session, c.ToolUseID = p.AgentActionName, p.TrajectoryID, p.ExecutionID
+	c.Event, c.Session = p.AgentActionName, p.TrajectoryID
 	ti := &p.ToolInfo
 	c.Cwd = ti.Cwd
 	switch p.AgentActionName {

@@ -53,11 +53,11 @@ func TestParseRealPayloads(t *testing.T) {
 		{"cursor-beforeShellExecution.json", KindTool, "cursor", cursor, "Shell: make run", ws, ""},
 		// Cursor sends "cwd":"" for many commands: the workspace root stands in.
 		{"cursor-beforeShellExecution-nocwd.json", KindTool, "cursor", cursor, "Shell: curl -I http://localhost:3000/", ws, ""},
-		{"windsurf-pre_user_prompt.json", KindPrompt, "windsurf", windsurf, "This is a sanctioned diagnostic test of MY OWN editor hooks…", "", "0b8ee740-32eb-4415-a31b-6da673e21988"},
-		{"windsurf-pre_run_command.json", KindTool, "windsurf", windsurf, "run_command: echo rosetta-hook-probe", ws, "0b8ee740-32eb-4415-a31b-6da673e21988"},
+		{"windsurf-pre_user_prompt.json", KindPrompt, "windsurf", windsurf, "This is a sanctioned diagnostic test of MY OWN editor hooks…", "", ""},
+		{"windsurf-pre_run_command.json", KindTool, "windsurf", windsurf, "run_command: echo rosetta-hook-probe", ws, ""},
 		// pre_write_code says no cwd: the label names the file as given (the
 		// hook makes it relative to the workspace it finds).
-		{"windsurf-pre_write_code.json", KindTool, "windsurf", windsurf, "write_code /work/app/docs/hooks/_ws_write_probe.txt", "", "0b8ee740-32eb-4415-a31b-6da673e21988"},
+		{"windsurf-pre_write_code.json", KindTool, "windsurf", windsurf, "write_code /work/app/docs/hooks/_ws_write_probe.txt", "", ""},
 	}
 	files, _ := filepath.Glob(filepath.Join("testdata", "payloads", "*.json"))
 	listed := map[string]bool{}

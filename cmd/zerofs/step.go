@@ -143,17 +143,10 @@ func runHook(e *env, agent string, noPrompt bool) error {
 		(errors.Is(err, history.ErrNoWorkspace) || errors.Is(err, history.ErrNotYours)) {
 		// The payload says nowhere where the agent works (Windsurf's
 		// pre_write_code) and the hook runs outside the workspace: the
-		// file the tool writes is in it.
-		for d := filepath.Dir(filepath.Clean(p)); ; d = filepath.Dir(d) {
-			if isDir(d) {
-				if w, ferr := history.Find(d); ferr == nil {
-					ws, err = w, nil
-				}
-				break
-			}
-			if d == filepath.Dir(d) {
-				break
-			}
+		// file the tool writes is in it (which may not exist yet: Find
+		// walks up past missing directories).
+		if w, ferr := history.Find(filepath.Dir(filepath.Clean(p))); ferr == nil {
+			ws, err = w, nil
 		}
 	}
 	if errors.Is(err, history.ErrNoWorkspace) || errors.Is(err, history.ErrNotYours) {
