@@ -21,13 +21,6 @@ func (p *progressRec) BeginCounting(what, noun string, items, bytes int64) {
 	p.phases = append(p.phases, phaseRec{what: what, noun: noun, items: items, bytes: bytes})
 }
 
-// packCount is how many packs s has.
-func packCount(s *Store) int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.packs)
-}
-
 func (p *progressRec) Add(items, bytes int64) {
 	ph := &p.phases[len(p.phases)-1]
 	ph.doneN += items
@@ -65,7 +58,11 @@ func TestPruneProgress(t *testing.T) {
 	for _, id := range append(packedKeep, kept...) {
 		keep[id] = true
 	}
-	packs := packCount(s)
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	packs := st.Packs
 	var pr progressRec
 	res, err := s.PruneWith(func(id ID) bool { return keep[id] }, &pr)
 	if err != nil {

@@ -105,7 +105,7 @@ type baseMaker struct {
 // hears the paths and bytes of the whole tree ("replicate base"), then
 // each path filled.
 func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (_ Base, next map[string]liveBlob, err error) {
-	pr := progressIn(ctx)
+	pr := rewind.ProgressIn(ctx)
 	// Its uploads are counted here, path by path, not blob by blob.
 	ctx = rewind.WithProgress(ctx, nil)
 	m := &baseMaker{r: r, ctx: ctx, seq: seq, cache: r.liveCache, prev: r.liveCacheSeq, next: map[string]liveBlob{}}

@@ -150,7 +150,7 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	// What it downloads is known from the listing: the segments up to
 	// the base and the base (their sizes are not: a count of objects),
 	// then, from those, the blobs with their lengths.
-	pr := progressIn(ctx)
+	pr := rewind.ProgressIn(ctx)
 	run = upTo(run, base.Seq)
 	rewind.BeginCounting(pr, "restore: download history", "objects", int64(len(run)+1), 0)
 
@@ -188,7 +188,7 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	}
 	// A state a gc cut or thinned away is refused now, from the log
 	// alone: before the base and the blobs are fetched for nothing.
-	if r := refuseAt(ret, at, base.Seq); r != nil {
+	if r := rewind.Refuse(at, base.Seq, ret.Pruned(), ret.Thinned()); r != nil {
 		return fail(fmt.Errorf("replicate: restore: rewind to %d: %w", at, r))
 	}
 	bs, err := fetchBase(ctx, b, c, base)
@@ -301,21 +301,6 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	return res, nil
 }
 
-// refuseAt is the engine's refusal (rewind.Engine.HasState) of state at
-// in a history up to head folded into ret: nil when the history offers it.
-func refuseAt(ret *rewind.Retention, at, head eventlog.Seq) *rewind.RefusedError {
-	pruned := ret.Pruned()
-	if at < pruned {
-		return &rewind.RefusedError{Refusal: rewind.RefusedPruned, Seq: at, Head: head, PrunedBefore: pruned}
-	}
-	for _, iv := range ret.Thinned() {
-		if iv.After < at && at < iv.Before {
-			return &rewind.RefusedError{Refusal: rewind.RefusedThinned, Seq: at, Head: head, PrunedBefore: pruned, Thinned: &iv}
-		}
-	}
-	return nil
-}
-
 // fetchBase reads and checks a base (spooled to the system's temporary
 // directory: the restore's own does not exist yet).
 func fetchBase(ctx context.Context, b Bucket, c *codec, ref baseRef) (Base, error) {
@@ -392,20 +377,6 @@ func upTo(run []segment, upto eventlog.Seq) []segment {
 	return run
 }
 
-// progressIn is the rewind.Progress ctx carries, or one that hears
-// nothing.
-func progressIn(ctx context.Context) rewind.Progress {
-	if p := rewind.ProgressOf(ctx); p != nil {
-		return p
-	}
-	return noProgress{}
-}
-
-type noProgress struct{}
-
-func (noProgress) Begin(string, int64, int64) {}
-func (noProgress) Add(int64, int64)           {}
-
 // progressWriter tells pr of the bytes written through it.
 type progressWriter struct{ pr rewind.Progress }
 
@@ -427,7 +398,7 @@ func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto event
 	f := os.NewFile(uintptr(fd), rewind.LogName)
 	defer f.Close()
 	ret := rewind.NewRetention()
-	pr := progressIn(ctx)
+	pr := rewind.ProgressIn(ctx)
 	var next eventlog.Seq = 1
 	for _, s := range run {
 		if next > upto {
@@ -523,7 +494,7 @@ func fetchBlob(ctx context.Context, b Bucket, c *codec, blobs *blobstore.Store, 
 	}
 	defer tmp.Close()
 	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tmp, h, progressWriter{progressIn(ctx)}), plain); err != nil {
+	if _, err := io.Copy(io.MultiWriter(tmp, h, progressWriter{rewind.ProgressIn(ctx)}), plain); err != nil {
 		var de *DamageError
 		if errors.As(err, &de) || errors.Is(err, ErrKey) {
 			return err

@@ -45,7 +45,7 @@ func (e *Engine) carryOut(ctx context.Context, in intent, plan *rewindPlan) (Res
 			return Result{}, fmt.Errorf("rewind: write intent: %w", err)
 		}
 		crashPoint("rewind:intent")
-		if err := e.applyPlan(plan, progressOf(ctx)); err != nil {
+		if err := e.applyPlan(plan, ProgressIn(ctx)); err != nil {
 			return Result{}, e.rollBack(cp, err)
 		}
 		crashPoint("rewind:applied")

@@ -101,7 +101,7 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 	if err := list(""); err != nil {
 		return w.abort(err)
 	}
-	pr := progressOf(ctx)
+	pr := ProgressIn(ctx)
 	pr.Begin("fork", int64(len(items)), bytes)
 	for _, it := range items {
 		if err := e.forkOne(w, it.p, it.ent, pr); err != nil {
@@ -196,7 +196,7 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 	if err := list(""); err != nil {
 		return w.abort(err)
 	}
-	pr := progressOf(ctx)
+	pr := ProgressIn(ctx)
 	pr.Begin("fork", int64(len(items)), bytes)
 	one := func(p string, fi os.FileInfo) error {
 		abs := filepath.Join(from, p)

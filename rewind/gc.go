@@ -110,7 +110,7 @@ func (e *Engine) gc(ctx context.Context, req GCRequest, pp PrunedPayload) (GCRes
 	if err != nil {
 		return res, err
 	}
-	pr, err := e.blobs.PruneWith(func(id blobstore.ID) bool { return keep[id] }, progressOf(ctx))
+	pr, err := e.blobs.PruneWith(func(id blobstore.ID) bool { return keep[id] }, ProgressIn(ctx))
 	res.BlobsRemoved, res.BytesFreed = len(pr.Removed), pr.BytesFreed
 	if err != nil {
 		return res, fmt.Errorf("rewind: gc: %w", err)

@@ -41,8 +41,8 @@ func WithProgress(ctx context.Context, p Progress) context.Context {
 	return context.WithValue(ctx, progressKey{}, p)
 }
 
-// progressOf is the Progress ctx carries, or one that hears nothing.
-func progressOf(ctx context.Context) Progress {
+// ProgressIn is the Progress ctx carries, or one that hears nothing.
+func ProgressIn(ctx context.Context) Progress {
 	if p, ok := ctx.Value(progressKey{}).(Progress); ok && p != nil {
 		return p
 	}

@@ -168,17 +168,24 @@ func RefusalOf(err error) Refusal {
 	return RefusedFailed
 }
 
-// refuseSeq is the refusal of the state t: above head (or below 0, which
-// cannot be), pruned or thinned; nil when t is in the history.
+// refuseSeq is the refusal of the state t in the engine's history.
 func (e *Engine) refuseSeq(t Seq) *RefusedError {
-	head, pruned := e.Head(), e.PrunedBefore()
+	return Refuse(t, e.Head(), e.PrunedBefore(), e.Thinned())
+}
+
+// Refuse is the refusal of the state t in a history up to head, cut before
+// pruned and thinned over thinned: above head (or below 0, which cannot
+// be), pruned or thinned; nil when the history has t. The engine and a
+// restore from a replica (which reads a history without an engine) refuse
+// by the same rules.
+func Refuse(t, head, pruned Seq, thinned []ThinInterval) *RefusedError {
 	switch {
 	case t > head:
 		return &RefusedError{Refusal: RefusedNoSuchSeq, Seq: t, Head: head, PrunedBefore: pruned}
 	case t < pruned:
 		return &RefusedError{Refusal: RefusedPruned, Seq: t, Head: head, PrunedBefore: pruned}
 	}
-	if iv, ok := index.ThinnedAt(e.Thinned(), t); ok {
+	if iv, ok := index.ThinnedAt(thinned, t); ok {
 		return &RefusedError{Refusal: RefusedThinned, Seq: t, Head: head, PrunedBefore: pruned, Thinned: &iv}
 	}
 	return nil

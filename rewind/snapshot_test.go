@@ -223,16 +223,28 @@ func TestDamagedSnapshotRebuilds(t *testing.T) {
 			body[i] = 9
 			return forge(body)
 		}, "not a mark"},
-		{"marks out of order", func(t *testing.T, _ string, b []byte) []byte {
-			// The first step's mark gets a sequence past the head.
+		{"mark past the head", func(t *testing.T, _ string, b []byte) []byte {
+			// The first step's mark (a one-byte sequence: the history is
+			// shorter than 128 events) gets a sequence past the head.
 			body := slices.Clone(b[:len(b)-32])
 			i := indexOf(body, []byte("\x00\x04step"))
-			if i < 1 || body[i-1] >= 0x80 {
-				t.Fatal("no one-byte sequence before the mark labelled 'step'")
+			if i < 1 {
+				t.Fatal("no mark labelled 'step' in the snapshot")
 			}
 			body[i-1] = 0x7f
 			return forge(body)
 		}, "past the head"},
+		{"marks out of order", func(t *testing.T, _ string, b []byte) []byte {
+			// The second step's mark gets the first one's sequence.
+			body := slices.Clone(b[:len(b)-32])
+			i := indexOf(body, []byte("\x00\x04step"))
+			j := indexOf(body[i+1:], []byte("\x00\x04step")) + i + 1
+			if i < 1 || j <= i {
+				t.Fatal("no two marks labelled 'step' in the snapshot")
+			}
+			body[j-1] = body[i-1]
+			return forge(body)
+		}, "out of order"},
 		{"log changed since", func(t *testing.T, store string, b []byte) []byte {
 			// Same length, one byte of an early line's id changed.
 			f, err := os.OpenFile(filepath.Join(store, "events.jsonl"), os.O_RDWR, 0)

@@ -299,8 +299,8 @@ func replicationLines(w io.Writer, store string, head eventlog.Seq) {
 	if head > st.Logged {
 		behind = uint64(head - st.Logged)
 	}
-	fmt.Fprintf(w, "replica:   %s: events 1..%d replicated, restorable up to %d; behind by %d events, %s\n",
-		st.URL, st.Logged, st.Base, behind, humanBytes(st.Pending))
+	fmt.Fprintf(w, "replica:   %s: events 1..%d replicated, restorable up to %d; behind by %s, %s\n",
+		st.URL, st.Logged, st.Base, plural(int(behind), "event"), humanBytes(st.Pending))
 	if !st.LastSuccess.IsZero() {
 		fmt.Fprintf(w, "replica:   last success %s\n", st.LastSuccess.Local().Format(time.DateTime))
 	}
@@ -347,8 +347,8 @@ func logReplica(e *env, c *command, url, keyFile string, asJSON bool) error {
 			restorable += fmt.Sprintf(" (%s thinned to one state a day)", plural(len(sum.Thinned), "interval"))
 		}
 	}
-	fmt.Fprintf(e.stdout, "replica %s: events 1..%d in %d segments, %d bases; restorable %s\n",
-		u, sum.Logged, sum.Segments, len(sum.Bases), restorable)
+	fmt.Fprintf(e.stdout, "replica %s: events 1..%d in %s, %s; restorable %s\n",
+		u, sum.Logged, plural(sum.Segments, "segment"), plural(len(sum.Bases), "base"), restorable)
 	fmt.Fprintf(e.stdout, "written by store %s on %s since %s\n", sum.Lease.Store, quote.Name(sum.Lease.Host), sum.Lease.Since.Local().Format(time.DateTime))
 	for i := len(sum.Steps) - 1; i >= 0; i-- {
 		st := sum.Steps[i]

@@ -57,8 +57,7 @@ type pathRecords struct {
 	// one is the only record when more is nil; its off is noRec when
 	// there is none.
 	one rec
-	// more holds every record (one unused) when there are two or more, or
-	// were once.
+	// more holds every record (one unused) when there are two or more.
 	more *[]rec
 }
 
@@ -249,18 +248,6 @@ func (ix *Index) atLocked(p string, after, limit Seq) (Record, bool) {
 	st := ix.arena.get(recs[i].off)
 	st.Path = pr.path
 	return Record{Seq: recs[i].seq, State: st}, true
-}
-
-// Names returns the names ever recorded directly under dir.
-func (ix *Index) Names(dir string) []string {
-	ix.childrenRLock()
-	defer ix.mu.RUnlock()
-	out := make([]string, 0, len(ix.children[dir]))
-	for _, id := range ix.children[dir] {
-		_, n := SplitPath(ix.paths.at(id).path)
-		out = append(out, n)
-	}
-	return out
 }
 
 // ChangedBetween returns every path named by a checkpoint with

@@ -34,7 +34,8 @@ import (
 //	magic "zerofs index snapshot\n", version uvarint
 //	resume: head, size uvarint; crc uint32 little-endian; n offsets, then
 //	        each offset as the delta to the previous one
-//	state:  length-prefixed JSON of snapshotState
+//	state:  length-prefixed JSON of snapshotState (its marks left out)
+//	marks:  the step marks in their binary form (appendMarks)
 //	paths:  n, then for each path (in the order first recorded): the path
 //	        as a string, n records, then for each a sequence delta and its
 //	        packed state (length-prefixed, statecodec.go's encoding)
@@ -44,8 +45,10 @@ import (
 // never half); the engine writes it at Close, after gc, and every so many
 // events.
 //
-// Version 10 added the records' stash names (FileState.Kept); a snapshot
-// is written only while every stash its records name is named (named.go).
+// Version 11 moved the step marks out of the JSON state into a binary form
+// checked as it is read (appendMarks, marks). Version 10 added the records'
+// stash names (FileState.Kept); a snapshot is written only while every
+// stash its records name is named (named.go).
 // Version 9 added to the turns' marks their agent session (undo of a
 // whole turn finds a step's turn as the log groups it).
 // Version 8 added the records' rename sides (renames.go). Version 7 added
@@ -132,8 +135,10 @@ func (d *snapReader) marks(head Seq) ([]Mark, string) {
 			return nil, "marks cut short"
 		case m.Kind > MarkTurn || back > 1:
 			return nil, fmt.Sprintf("mark %d: not a mark", m.Seq)
-		case m.Seq <= prev && i > 0, m.Seq > head, m.First > head, m.Target > head:
-			return nil, fmt.Sprintf("mark %d: out of order or past the head %d", m.Seq, head)
+		case m.Seq <= prev && i > 0:
+			return nil, fmt.Sprintf("mark %d: out of order (after %d)", m.Seq, prev)
+		case m.Seq > head, m.First > head, m.Target > head:
+			return nil, fmt.Sprintf("mark %d: past the head %d", m.Seq, head)
 		}
 		prev = m.Seq
 	}

@@ -156,8 +156,9 @@ func encodeState(b []byte, f FileState) []byte {
 }
 
 // decodeState is the inverse of encodeState. b comes from this process's
-// own encodeState (the arena, or a snapshot whose checksum matched), so a
-// short or malformed b is a bug: it panics like an index out of range.
+// own encodeState (the arena) or from a snapshot record whose layout
+// stateSize checked (the snapshot's checksum is summed beside the parse),
+// so a short or malformed b is a bug: it panics like an index out of range.
 func decodeState(b []byte) FileState {
 	d := stateDecoder{b: b}
 	var f FileState
