@@ -322,6 +322,10 @@ func (m *Mounted) Engine() *rewind.Engine { return m.fs.eng }
 // (umount(8)), and the engine is closed.
 func (m *Mounted) Wait() { <-m.done }
 
+// Served is closed once serving has ended, however it was unmounted: the
+// mount takes no more changes, and Options.BeforeClose is about to run.
+func (m *Mounted) Served() <-chan struct{} { return m.served }
+
 // finalize makes the history final (what Close would append before
 // closing: the removed files' stashes named; the log synced) and calls f.
 func (m *Mounted) finalize(f func()) {

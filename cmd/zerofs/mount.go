@@ -531,20 +531,18 @@ func mountForeground(e *env, opts zfs.Options, store string, debug bool, replica
 	// gets to it.
 	rtdebug.FreeOSMemory()
 
-	done := make(chan struct{})
-	go func() {
-		m.Wait()
-		close(done)
-	}()
+	// Waiting for serving to end, not for the engine to close: from then
+	// on a signal is the last replication attempt's (BeforeClose) alone.
 	select {
 	case s := <-sigs:
 		logger.Info("zerofs: unmounting", "signal", s.String())
 		if err := m.Unmount(); err != nil {
 			return fmt.Errorf("unmount %s: %w", m.Mountpoint(), err)
 		}
-	case <-done:
+	case <-m.Served():
 		logger.Info("zerofs: unmounted from outside", "mountpoint", m.Mountpoint())
-		if err := m.Unmount(); err != nil { // only waits, and reports the engine's close
+		m.Wait()
+		if err := m.Unmount(); err != nil { // only reports the engine's close
 			return err
 		}
 	}

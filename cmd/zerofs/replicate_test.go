@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -518,6 +519,78 @@ func TestMountReplicateAtUnmountHung(t *testing.T) {
 	st := binOK(t, ws, "status")
 	if !strings.Contains(st, ": events 1..0 replicated") || !regexp.MustCompile(`behind by [1-9]\d* events?`).MatchString(st) || !strings.Contains(st, "replica:   last error ") {
 		t.Errorf("status after the last attempt timed out:\n%s", st)
+	}
+}
+
+// TestMountReplicateAtUnmountAbandoned: after an unmount from outside
+// (umount(8), not zerofs umount), a SIGTERM while the last attempt hangs
+// on an endpoint that never answers abandons the attempt: the daemon says
+// so and exits well before the attempt's own 30 s bound. The daemon's main
+// loop stops reading signals once serving ends, so the signal cannot be
+// taken by it instead (it was, at times, and the daemon then waited out
+// the 30 s).
+func TestMountReplicateAtUnmountAbandoned(t *testing.T) {
+	needFUSE(t)
+	testsupport.StartS3(t) // credentials and region; the endpoint is replaced
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var mu sync.Mutex
+	var held []net.Conn
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // never answered
+			mu.Unlock()
+		}
+	}()
+	t.Setenv("AWS_ENDPOINT_URL", "http://"+l.Addr().String())
+	ws := filepath.Join(t.TempDir(), "ws")
+	writeFile(t, filepath.Join(ws, "a.txt"), "one\n")
+	mp := mountT(t, ws, "--replicate", "s3://replicas/abandoned-at-unmount")
+	sh(t, mp, "echo last > last.txt")
+	binOK(t, mp, "step", "last")
+	pid := daemonPIDOf(t, mp)
+	if out, err := exec.Command("umount", mp).CombinedOutput(); err != nil {
+		t.Fatalf("umount(8) %s: %v\n%s", mp, err, out)
+	}
+	dlogPath := filepath.Join(ws, rewind.StoreName, "daemon.log")
+	// The last attempt has begun once the daemon logged the unmount.
+	for i := 0; ; i++ {
+		b, _ := os.ReadFile(dlogPath)
+		if strings.Contains(string(b), "unmounted from outside") {
+			break
+		}
+		if i == 500 {
+			t.Fatalf("the daemon never saw the unmount:\n%s", b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 750 && history.ProcessAlive(pid); i++ { // 15 s, half the bound
+		time.Sleep(20 * time.Millisecond)
+	}
+	dlog, _ := os.ReadFile(dlogPath)
+	if history.ProcessAlive(pid) {
+		t.Fatalf("the daemon still runs 15 s after SIGTERM during its last attempt:\n%s", dlog)
+	}
+	if !strings.Contains(string(dlog), "abandoning the last replication attempt") {
+		t.Errorf("the daemon's log does not say it abandoned the attempt:\n%s", dlog)
 	}
 }
 
