@@ -307,11 +307,14 @@ func (ix *Index) Last(p string) (Record, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	id, ok := ix.ids.find(&ix.paths, p)
-	if !ok || len(ix.paths.at(id).list()) == 0 {
+	if !ok {
 		return Record{}, false
 	}
 	pr := ix.paths.at(id)
 	recs := pr.list()
+	if len(recs) == 0 {
+		return Record{}, false
+	}
 	r := recs[len(recs)-1]
 	st := ix.arena.get(r.off)
 	st.Path = pr.path
