@@ -166,6 +166,24 @@ func view(mp string, seq rewind.Seq) string {
 	return filepath.Join(mp, "@"+strconv.FormatUint(uint64(seq), 10))
 }
 
+// waitReleased waits until the daemon holds no file open for writing: the
+// kernel sends a close's RELEASE after close(2) has returned.
+func waitReleased(t *testing.T, m *Mounted) {
+	t.Helper()
+	for i := 0; ; i++ {
+		m.fs.writers.mu.Lock()
+		n := len(m.fs.writers.m)
+		m.fs.writers.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if i == 500 {
+			t.Fatalf("%d files still open for writing in the daemon 5 s after their close", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func writeFile(t *testing.T, p, content string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
