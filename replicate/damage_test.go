@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/rewind"
 )
 
 // memBucket is an in-memory Bucket for unit tests (the integration tests
@@ -223,6 +225,79 @@ func TestGroupedAndIdle(t *testing.T) {
 		t.Errorf("an idle workspace made %d PUTs in a second, want none", after-before)
 	}
 	t.Logf("%d events in %d segments", head, segs)
+}
+
+// TestBaseNamesStashesAhead: a base is made at the current step's start.
+// A file removed before that start is stashed, and its stash may be named
+// after a change later in the step (the namer waits for removals to
+// pause): the base at the start still names it, from the stash_named event
+// ahead of it, rather than wait for the next step (it once waited for
+// ever, an idle workspace never got its base: TestGroupedAndIdle, seed
+// 1796424663482429762 in CI).
+func TestBaseNamesStashesAhead(t *testing.T) {
+	ctx := context.Background()
+	for try := 0; ; try++ {
+		dir := t.TempDir()
+		for _, n := range []string{"f", "g"} {
+			if err := os.WriteFile(filepath.Join(dir, n), []byte(n), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w := openWorkspace(t, dir)
+		remove := func(p string) eventlog.Seq {
+			release, _, err := w.eng.Begin(ctx, rewind.Caller{PID: 1, Comm: "test"}, rewind.Change{Path: p, Removed: true, Stash: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release()
+			if err := os.Remove(filepath.Join(dir, p)); err != nil {
+				t.Fatal(err)
+			}
+			return w.eng.Head()
+		}
+		removed := remove("f")
+		step, err := w.eng.BeginStep(ctx, "later", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := remove("g")
+		if err := w.eng.NameStashes(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The order wanted: f's stash named after g's removal, in the
+		// step. The namer names after a 50 ms pause in removals, so on a
+		// loaded machine it may have named f's before the step: again.
+		var namedAt eventlog.Seq
+		for ev, err := range w.eng.Log().Events(removed + 1) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Type == eventlog.TypeStashNamed && strings.Contains(string(ev.Payload), fmt.Sprintf(`"sequence":%d,`, removed)) {
+				namedAt = ev.Seq
+			}
+		}
+		if namedAt < changed {
+			w.close()
+			if try == 5 {
+				t.Fatalf("f's stash was named at %d, before g's removal at %d, in 6 tries", namedAt, changed)
+			}
+			continue
+		}
+		defer w.close()
+		r, err := Open(w.eng, newMemBucket(), URL{Bucket: "b"}, w.store, Options{Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if err := r.attempt(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		if st := r.State(); !st.Based || st.Base != step.Seq || st.Logged != w.eng.Head() {
+			t.Fatalf("after a final attempt: %+v, want a base at the step's start %d and the log to %d (f removed at %d, named at %d)",
+				st, step.Seq, w.eng.Head(), removed, namedAt)
+		}
+		return
+	}
 }
 
 // stopBucket fails every PUT while failing is set, and calls afterPut

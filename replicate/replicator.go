@@ -267,21 +267,23 @@ func (r *Replicator) attempt(ctx context.Context, final bool) (err error) {
 		if pr := rewind.ProgressOf(ctx); pr != nil {
 			pr.Begin("replicate base", 0, 0)
 		}
-		again, err := r.uploadBase(ctx, at)
-		if err != nil {
+		// Removed files' stashes the namer has not named yet (it waits
+		// for removals to pause) are named first and their event
+		// replicated, so that the base is made after it when nothing
+		// changed since the step began: one base, not one before the
+		// names and another after them.
+		if err := r.eng.NameStashes(ctx); err != nil {
 			return err
 		}
-		if again { // stashes named just now: their event, then a base after it
-			if err := r.uploadLog(ctx); err != nil {
+		if err := r.uploadLog(ctx); err != nil {
+			return err
+		}
+		if at, err = r.baseAt(); err != nil {
+			return err
+		}
+		if at <= r.State().Logged {
+			if err := r.uploadBase(ctx, at); err != nil {
 				return err
-			}
-			if at, err = r.baseAt(); err != nil {
-				return err
-			}
-			if at > r.State().Base {
-				if _, err := r.uploadBase(ctx, at); err != nil {
-					return err
-				}
 			}
 		}
 	}
@@ -542,19 +544,24 @@ func (r *Replicator) uploadBlob(ctx context.Context, id blobstore.ID) error {
 
 // uploadBase writes the base at seq, after every blob it names and every
 // blob the history up to seq keeps (the states it offers need them). A
-// base that cannot be whole yet is not made: one whose history names a
-// stash not yet named (its stash_named event comes after seq), or a blob
-// gone from the store (a gc after seq cut or thinned the states that need
-// it; a base after that gc will not need it). For the first, it names the
-// stashes now (as the engine's namer would soon) and says to try again: a
-// base after their stash_named event can be made.
-func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) (again bool, err error) {
+// base that cannot be whole yet is not made, and a later attempt makes
+// one at a later step: one whose history names a stash no stash_named
+// event names (nameAhead; a gc after seq cut the record), or a blob gone
+// from the store (a gc after seq cut or thinned the states that need it;
+// a base after that gc will not need it).
+func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) error {
 	ret, err := r.foldTo(seq)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if ret.Index().HasUnnamed() {
-		return true, r.eng.NameStashes(ctx)
+		if err := r.nameAhead(seq); err != nil {
+			return err
+		}
+		if ret.Index().HasUnnamed() {
+			r.opts.Logger.Info("replicate: base waits for a later step: a removed file's stash before it is named nowhere", "at", seq)
+			return nil
+		}
 	}
 	var need []blobstore.ID
 	ret.Records(func(_ eventlog.Seq, fs rewind.FileState) {
@@ -566,24 +573,24 @@ func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) (again bo
 		err := r.uploadBlob(ctx, id)
 		if errors.Is(err, errGone) && (r.eng.PrunedBefore() > ret.Pruned() || !slices.Equal(r.eng.Thinned(), ret.Thinned())) {
 			r.opts.Logger.Info("replicate: base waits for a base after the gc that removed what its states need", "at", seq, "err", err)
-			return false, nil
+			return nil
 		}
 		if err != nil {
-			return false, err
+			return err
 		}
 	}
 	b, next, err := r.makeBase(ctx, seq)
 	if err != nil {
-		return false, err
+		return err
 	}
 	raw, err := encodeBase(b)
 	if err != nil {
-		return false, err
+		return err
 	}
 	body := r.codec.seal(baseLogical(seq), raw)
 	name := baseName(seq, body)
 	if err := r.put(ctx, name, body); err != nil {
-		return false, err
+		return err
 	}
 	r.liveCache, r.liveCacheSeq = next, seq
 	r.lastBase = time.Now()
@@ -593,7 +600,24 @@ func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) (again bo
 	r.mu.Lock()
 	r.st.Base, r.st.Based = seq, true
 	r.mu.Unlock()
-	return false, r.save()
+	return r.save()
+}
+
+// nameAhead gives the fold at seq the names of stashes it holds unnamed
+// from the stash_named events after seq (rewind.Retention's NameAhead): a
+// file removed before the step began whose stash was named after a change
+// made in the step (the namer waits for removals to pause). A name changes
+// no state, so the base at seq may carry it.
+func (r *Replicator) nameAhead(seq eventlog.Seq) error {
+	for ev, err := range r.eng.Log().Events(seq + 1) {
+		if err != nil {
+			return err
+		}
+		if err := r.ret.NameAhead(ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // blobNames is the blob objects base b names.

@@ -59,6 +59,44 @@ func TestNamedFold(t *testing.T) {
 	}
 }
 
+// TestNameAhead: names taken ahead of the fold give the records their
+// blobs and nothing else (the head stays); folding the event in its turn
+// then changes nothing; a damaged event is refused, other events ignored.
+func TestNameAhead(t *testing.T) {
+	s := NewState()
+	if err := s.AddCheckpoint(1, 0, []FileState{{Path: "a", Kind: KindFile, Kept: stashA}}); err != nil {
+		t.Fatal(err)
+	}
+	ev := namedEvent(t, 5, Named{Sequence: 1, Kept: stashA, Blob: blobA, Bytes: 3})
+	if err := s.NameAhead(ev); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := s.Index().At("a", 0, ^Seq(0))
+	if s.Index().HasUnnamed() || a.State.Blob != blobA || a.State.Bytes != 3 {
+		t.Fatalf("a: %+v, unnamed %v: want its blob", a.State, s.Index().Unnamed())
+	}
+	if s.Head() != 1 {
+		t.Fatalf("head %d, want 1: a name ahead folds no sequence", s.Head())
+	}
+	if err := s.Add(namedEvent(t, 2, Named{Sequence: 1, Kept: stashA, Lost: "gone"})); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := s.Index().At("a", 0, ^Seq(0)); a.State.Blob != blobA || a.State.Skipped {
+		t.Fatalf("a: %+v after a later name: want the first one kept", a.State)
+	}
+	if err := s.Add(ev); err != nil || s.Head() != 5 {
+		t.Fatalf("folding the event in its turn: %v, head %d", err, s.Head())
+	}
+	bad := eventlog.Event{Seq: 6, Type: eventlog.TypeStashNamed, Payload: []byte(`{"named":[{"sequence":9,"kept":"x"}]}`)}
+	var de *DamageError
+	if err := s.NameAhead(bad); !errors.As(err, &de) {
+		t.Fatalf("a damaged stash_named: %v, want a DamageError", err)
+	}
+	if err := s.NameAhead(eventlog.Event{Seq: 7, Type: eventlog.TypeToolCall, Payload: []byte(`{}`)}); err != nil {
+		t.Fatalf("a step event: %v, want it ignored", err)
+	}
+}
+
 // TestNamedDamage: a stash_named event zerofs never writes is damage, and
 // so is a checkpoint record with a bad stash name.
 func TestNamedDamage(t *testing.T) {

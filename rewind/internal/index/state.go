@@ -92,6 +92,26 @@ func (s *State) AddNamed(seq Seq, p NamedPayload) {
 	s.setHead(seq)
 }
 
+// NameAhead takes only the names from ev, a stash_named event later in the
+// log than the fold has reached, and folds nothing else of it (not its
+// sequence). A name changes no path's state, it says what a removed file's
+// stash hashed to, so the state at the fold's point may carry it: a
+// replica's base made at a step's start names a stash removed before that
+// start and named after a change later in the step. Folding ev in its turn
+// then changes nothing more. Any other event is ignored; ev is untrusted
+// and checked as Add checks it.
+func (s *State) NameAhead(ev eventlog.Event) error {
+	if ev.Type != eventlog.TypeStashNamed {
+		return nil
+	}
+	v, err := DecodeEvent(LogName, ev)
+	if err != nil {
+		return err
+	}
+	s.ix.Name(v.(NamedPayload).Named)
+	return nil
+}
+
 // AddStep folds a tool_call the engine has just appended.
 func (s *State) AddStep(ev eventlog.Event) {
 	s.mu.Lock()
