@@ -1,7 +1,6 @@
 package eventlog
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -364,7 +363,7 @@ func (l *Log) AppendBatch(ctx context.Context, recs []Record) ([]Event, error) {
 		return nil, err
 	}
 	evs := make([]Event, len(recs))
-	var buf bytes.Buffer
+	var buf []byte
 	var starts []int64
 	for i, r := range recs {
 		evs[i] = Event{
@@ -375,17 +374,16 @@ func (l *Log) AppendBatch(ctx context.Context, recs []Record) ([]Event, error) {
 			CreatedAt: l.opts.Now().UTC(),
 			Payload:   payloads[i],
 		}
-		starts = append(starts, l.size+int64(buf.Len()))
-		line, err := json.Marshal(evs[i])
-		if err != nil {
+		starts = append(starts, l.size+int64(len(buf)))
+		var err error
+		if buf, err = evs[i].appendJSON(buf); err != nil {
 			l.mu.Unlock()
-			return nil, fmt.Errorf("eventlog: %w", err)
+			return nil, err
 		}
-		buf.Write(line)
-		buf.WriteByte('\n')
+		buf = append(buf, '\n')
 	}
-	n, err := writeAt(l.f, buf.Bytes(), l.size)
-	if err == nil && n != buf.Len() {
+	n, err := writeAt(l.f, buf, l.size)
+	if err == nil && n != len(buf) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
@@ -409,7 +407,7 @@ func (l *Log) AppendBatch(ctx context.Context, recs []Record) ([]Event, error) {
 		}
 	}
 	l.size += int64(n)
-	l.crc = crc32.Update(l.crc, castagnoli, buf.Bytes())
+	l.crc = crc32.Update(l.crc, castagnoli, buf)
 	l.head = evs[len(evs)-1].Seq
 	last := l.head
 	l.mu.Unlock()
@@ -426,14 +424,13 @@ func marshalPayload(p any) (json.RawMessage, error) {
 	case nil:
 		return json.RawMessage("{}"), nil
 	case json.RawMessage:
-		if !json.Valid(v) {
+		// Checked, compacted and HTML-escaped in one pass, as encoding/json
+		// writes a RawMessage field (the envelope once was one).
+		b, err := json.Marshal(v)
+		if err != nil || len(v) == 0 {
 			return nil, errors.New("invalid JSON")
 		}
-		var b bytes.Buffer
-		if err := json.Compact(&b, v); err != nil {
-			return nil, err
-		}
-		return b.Bytes(), nil
+		return b, nil
 	default:
 		return json.Marshal(p)
 	}
