@@ -284,7 +284,8 @@ func TestBaseNamesStashesAhead(t *testing.T) {
 			continue
 		}
 		defer w.close()
-		r, err := Open(w.eng, newMemBucket(), URL{Bucket: "b"}, w.store, Options{Logger: quiet})
+		b := newMemBucket()
+		r, err := Open(w.eng, b, URL{Bucket: "b"}, w.store, Options{Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,6 +296,14 @@ func TestBaseNamesStashesAhead(t *testing.T) {
 		if st := r.State(); !st.Based || st.Base != step.Seq || st.Logged != w.eng.Head() {
 			t.Fatalf("after a final attempt: %+v, want a base at the step's start %d and the log to %d (f removed at %d, named at %d)",
 				st, step.Seq, w.eng.Head(), removed, namedAt)
+		}
+		// The states before and after f's removal, from the replica alone.
+		for _, at := range []eventlog.Seq{removed - 1, step.Seq} {
+			out := filepath.Join(t.TempDir(), "restored")
+			if _, err := Restore(ctx, b, URL{Bucket: "b"}, out, RestoreOptions{At: at, HasAt: true, Logger: quiet}); err != nil {
+				t.Fatalf("restore at %d: %v", at, err)
+			}
+			sameTree(t, fmt.Sprintf("restored at %d", at), treeOf(t, out), stateAt(t, w.eng, at))
 		}
 		return
 	}

@@ -607,11 +607,17 @@ func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) error {
 // from the stash_named events after seq (rewind.Retention's NameAhead): a
 // file removed before the step began whose stash was named after a change
 // made in the step (the namer waits for removals to pause). A name changes
-// no state, so the base at seq may carry it.
+// no state, so the base at seq may carry it; only names the replica holds
+// are taken, since a restore from the base reads them from the segments
+// past it (restore.go: writeLog).
 func (r *Replicator) nameAhead(seq eventlog.Seq) error {
+	logged := r.State().Logged
 	for ev, err := range r.eng.Log().Events(seq + 1) {
 		if err != nil {
 			return err
+		}
+		if ev.Seq > logged {
+			break // a restore finds only names the replica holds (restore.go: writeLog)
 		}
 		if err := r.ret.NameAhead(ev); err != nil {
 			return err

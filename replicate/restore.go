@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -11,7 +12,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -151,8 +154,7 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	// the base and the base (their sizes are not: a count of objects),
 	// then, from those, the blobs with their lengths.
 	pr := rewind.ProgressIn(ctx)
-	run = upTo(run, base.Seq)
-	rewind.BeginCounting(pr, "restore: download history", "objects", int64(len(run)+1), 0)
+	rewind.BeginCounting(pr, "restore: download history", "objects", int64(len(upTo(run, base.Seq))+1), 0)
 
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -390,6 +392,14 @@ func (w progressWriter) Write(b []byte) (int, error) {
 // engine folds them (which before-states survive, so which blobs the
 // history needs). Each segment must hash to its name and hold exactly the
 // sequences it names, in order, and each event must be one zerofs writes.
+//
+// A base at a step's start may name a file removed before it whose stash
+// was named after it (Replicator.nameAhead): its stash_named event lies
+// past upto. While a record up to upto is unnamed, writeLog reads on in
+// run for such names, folds them (NameAhead) and writes them as one
+// stash_named event of the restore's own at upto+1, so that the restored
+// engine finds every record named (a stash the restore has not would be
+// named lost).
 func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto eventlog.Seq, sfd int, store string) (*rewind.Retention, error) {
 	fd, err := unix.Openat(sfd, rewind.LogName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
@@ -400,8 +410,9 @@ func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto event
 	ret := rewind.NewRetention()
 	pr := rewind.ProgressIn(ctx)
 	var next eventlog.Seq = 1
+	ahead := map[string]rewind.Named{} // names past upto, by stash
 	for _, s := range run {
-		if next > upto {
+		if next > upto && !ret.Index().HasUnnamed() {
 			break
 		}
 		want := s.First
@@ -411,8 +422,15 @@ func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto event
 				return &DamageError{Object: s.Name, Why: fmt.Sprintf("line of sequence %d: not the event it should be (%v)", want, err)}
 			}
 			want++
-			if ev.Seq < next || ev.Seq > upto {
-				return nil // overlap with the segment before, or past the base
+			if ev.Seq < next {
+				return nil // overlap with the segment before
+			}
+			if ev.Seq > upto {
+				next = ev.Seq + 1
+				if ev.Type != eventlog.TypeStashNamed {
+					return nil
+				}
+				return nameAhead(s.Name, ret, ev, upto, ahead)
 			}
 			if err := rewind.CheckEvent(s.Name, ev); err != nil {
 				return &DamageError{Object: s.Name, Why: err.Error()}
@@ -432,15 +450,64 @@ func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto event
 		if want != s.Last+1 {
 			return nil, &DamageError{Object: s.Name, Why: fmt.Sprintf("it ends at sequence %d, its name says %d", want-1, s.Last)}
 		}
-		pr.Add(1, 0)
+		if s.First <= upto {
+			pr.Add(1, 0) // (the segments read past upto were not counted)
+		}
 	}
-	if next != upto+1 {
+	if next <= upto {
 		return nil, fmt.Errorf("%w: the replica's log ends at %d, before its base at %d", ErrNoState, next-1, upto)
 	}
 	if err := f.Sync(); err != nil {
 		return nil, err
 	}
+	if len(ahead) > 0 {
+		if err := appendNamed(ctx, store, ahead); err != nil {
+			return nil, err
+		}
+	}
 	return ret, nil
+}
+
+// nameAhead folds the names stash_named event ev (past upto, in segment
+// obj) gives records up to upto, and keeps them in ahead.
+func nameAhead(obj string, ret *rewind.Retention, ev eventlog.Event, upto eventlog.Seq, ahead map[string]rewind.Named) error {
+	if err := rewind.CheckEvent(obj, ev); err != nil {
+		return &DamageError{Object: obj, Why: err.Error()}
+	}
+	var p rewind.NamedPayload
+	if err := json.Unmarshal(ev.Payload, &p); err != nil { // checked just above
+		return &DamageError{Object: obj, Why: err.Error()}
+	}
+	for _, n := range p.Named {
+		if n.Sequence <= upto {
+			ahead[n.Kept] = n
+		}
+	}
+	if err := ret.NameAhead(ev); err != nil {
+		return &DamageError{Object: obj, Why: err.Error()}
+	}
+	return nil
+}
+
+// appendNamed appends one stash_named event with names to the restored
+// log (store's events.jsonl), durable before the engine opens it.
+func appendNamed(ctx context.Context, store string, names map[string]rewind.Named) error {
+	p := rewind.NamedPayload{Named: make([]rewind.Named, 0, len(names))}
+	for _, n := range names {
+		p.Named = append(p.Named, n)
+	}
+	slices.SortFunc(p.Named, func(a, b rewind.Named) int {
+		return cmp.Or(cmp.Compare(a.Sequence, b.Sequence), strings.Compare(a.Kept, b.Kept))
+	})
+	l, err := eventlog.Open(filepath.Join(store, rewind.LogName), eventlog.Options{Sync: true})
+	if err != nil {
+		return err
+	}
+	if _, err := l.Append(ctx, eventlog.TypeStashNamed, p); err != nil {
+		l.Close()
+		return err
+	}
+	return l.Close()
 }
 
 // eachLine gives fn each line of segment s (spooled to a temporary file
