@@ -278,8 +278,8 @@ func TestBaseNamesStashesAhead(t *testing.T) {
 		}
 		if namedAt < changed {
 			w.close()
-			if try == 5 {
-				t.Fatalf("f's stash was named at %d, before g's removal at %d, in 6 tries", namedAt, changed)
+			if try == 19 {
+				t.Fatalf("f's stash was named at %d, before g's removal at %d, in 20 tries", namedAt, changed)
 			}
 			continue
 		}
