@@ -46,9 +46,8 @@ import (
 // FUSE_OPEN_KILL_SUIDGID in the OPEN's (or a CREATE's) open flags, which
 // go-fuse does not hand a node: killprivFS carries it in as openKillSetID,
 // and the truncation of Open and Create (beginWrite) clears the bits as
-// Setattr does. (With --no-open there
-// is no OPEN to truncate in: the kernel would take the truncation as done
-// and drop it.)
+// Setattr does. (With --no-open there is no OPEN to truncate in: the
+// kernel would take the truncation as done and drop it.)
 
 // openKillSetID is the bit killprivFS sets in the open flags a node's Open
 // or Create sees when the kernel asks for the set-id bits to go with an

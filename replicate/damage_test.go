@@ -3,6 +3,7 @@ package replicate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -304,6 +305,20 @@ func TestBaseNamesStashesAhead(t *testing.T) {
 				t.Fatalf("restore at %d: %v", at, err)
 			}
 			sameTree(t, fmt.Sprintf("restored at %d", at), treeOf(t, out), stateAt(t, w.eng, at))
+			if at != step.Seq {
+				continue
+			}
+			// No rewind at the base itself: the restored log ends with
+			// the restore's own stash_named event, at the base's next.
+			raw, err := os.ReadFile(filepath.Join(out, rewind.StoreName, rewind.LogName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+			var last eventlog.Event
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Seq != step.Seq+1 || last.Type != eventlog.TypeStashNamed {
+				t.Errorf("the restored log ends with %s (%v), want a stash_named event at %d", lines[len(lines)-1], err, step.Seq+1)
+			}
 		}
 		return
 	}

@@ -164,14 +164,6 @@ func (r *Replicator) Final(ctx context.Context, timeout time.Duration) (behind u
 	return behind, st.Pending, err
 }
 
-// uploaded tells the Progress in ctx, if any, that a blob of size bytes
-// went up.
-func uploaded(ctx context.Context, size int64) {
-	if pr := rewind.ProgressOf(ctx); pr != nil {
-		pr.Add(1, size)
-	}
-}
-
 // toUpload counts the blobs the events not yet replicated name and the
 // replica does not hold, and their bytes.
 func (r *Replicator) toUpload() (n, bytes int64, err error) {
@@ -264,9 +256,7 @@ func (r *Replicator) attempt(ctx context.Context, final bool) (err error) {
 	quiet := time.Since(r.quietSince) >= 3*r.opts.Every
 	st := r.State()
 	if (!st.Based || at > st.Base) && at <= st.Logged && (final || quiet || time.Since(r.lastBase) >= r.opts.BaseEvery) {
-		if pr := rewind.ProgressOf(ctx); pr != nil {
-			pr.Begin("replicate base", 0, 0)
-		}
+		rewind.ProgressIn(ctx).Begin("replicate base", 0, 0)
 		// Removed files' stashes the namer has not named yet (it waits
 		// for removals to pause) are named first and their event
 		// replicated, so that the base is made after it when nothing

@@ -412,7 +412,8 @@ func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto event
 	var next eventlog.Seq = 1
 	ahead := map[string]rewind.Named{} // names past upto, by stash
 	for _, s := range run {
-		if next > upto && !ret.Index().HasUnnamed() {
+		counted := next <= upto // as upTo counts the segments for the progress
+		if !counted && !ret.Index().HasUnnamed() {
 			break
 		}
 		want := s.First
@@ -450,8 +451,8 @@ func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto event
 		if want != s.Last+1 {
 			return nil, &DamageError{Object: s.Name, Why: fmt.Sprintf("it ends at sequence %d, its name says %d", want-1, s.Last)}
 		}
-		if s.First <= upto {
-			pr.Add(1, 0) // (the segments read past upto were not counted)
+		if counted {
+			pr.Add(1, 0)
 		}
 	}
 	if next <= upto {

@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/rewind"
 )
 
 // streamAbove: content larger than this is never held in memory whole. It
@@ -74,7 +75,7 @@ func (r *Replicator) putContent(ctx context.Context, name string, src io.Reader,
 		r.mu.Unlock()
 	}
 	r.known[name] = true
-	uploaded(ctx, size)
+	rewind.ProgressIn(ctx).Add(1, size) // a blob went up
 	return nil
 }
 

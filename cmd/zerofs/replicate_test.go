@@ -478,18 +478,16 @@ func TestMountReplicateAtUnmountAbsent(t *testing.T) {
 	}
 }
 
-// TestMountReplicateAtUnmountHung: an endpoint that accepts connections
-// and never answers holds the last attempt until its bound
-// (finalReplicationTimeout, 30 s): umount waits for it and then succeeds,
-// the daemon's log says what was left behind, status says behind.
-func TestMountReplicateAtUnmountHung(t *testing.T) {
-	needFUSE(t)
-	testsupport.StartS3(t) // credentials and region; the endpoint is replaced
+// hungEndpoint points AWS_ENDPOINT_URL at a listener that accepts
+// connections and never answers them. The returned stop closes the
+// listener and every connection it held.
+func hungEndpoint(t *testing.T) (stop func()) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	var mu sync.Mutex
 	var held []net.Conn
 	go func() {
 		for {
@@ -497,10 +495,30 @@ func TestMountReplicateAtUnmountHung(t *testing.T) {
 			if err != nil {
 				return
 			}
+			mu.Lock()
 			held = append(held, c) // never answered
+			mu.Unlock()
 		}
 	}()
 	t.Setenv("AWS_ENDPOINT_URL", "http://"+l.Addr().String())
+	return func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	}
+}
+
+// TestMountReplicateAtUnmountHung: an endpoint that accepts connections
+// and never answers holds the last attempt until its bound
+// (finalReplicationTimeout, 30 s): umount waits for it and then succeeds,
+// the daemon's log says what was left behind, status says behind.
+func TestMountReplicateAtUnmountHung(t *testing.T) {
+	needFUSE(t)
+	testsupport.StartS3(t) // credentials and region; the endpoint is replaced
+	defer hungEndpoint(t)()
 	ws := filepath.Join(t.TempDir(), "ws")
 	writeFile(t, filepath.Join(ws, "a.txt"), "one\n")
 	const url = "s3://replicas/hung-at-unmount"
@@ -532,32 +550,7 @@ func TestMountReplicateAtUnmountHung(t *testing.T) {
 func TestMountReplicateAtUnmountAbandoned(t *testing.T) {
 	needFUSE(t)
 	testsupport.StartS3(t) // credentials and region; the endpoint is replaced
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var mu sync.Mutex
-	var held []net.Conn
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range held {
-			c.Close()
-		}
-	}()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c) // never answered
-			mu.Unlock()
-		}
-	}()
-	t.Setenv("AWS_ENDPOINT_URL", "http://"+l.Addr().String())
+	defer hungEndpoint(t)()
 	ws := filepath.Join(t.TempDir(), "ws")
 	writeFile(t, filepath.Join(ws, "a.txt"), "one\n")
 	mp := mountT(t, ws, "--replicate", "s3://replicas/abandoned-at-unmount")
