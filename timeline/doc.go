@@ -11,10 +11,15 @@
 // workspace is mounted, everything goes through the mount.
 //
 // Security: the page is for the user who started it, on this machine.
-// Every request must carry the server's random token (the URL's ?token=,
-// then a cookie set on that first request, or an X-Zerofs-Token header),
-// else 403. A request whose Host is not one of the listening addresses, or
-// whose Origin is another site, is refused with 403 too, so a web page
+// Every API request must carry the server's random token in an
+// X-Zerofs-Token header, else 403; a cookie or a query parameter counts
+// for nothing, and the server sets no cookie. The token reaches the page
+// in the URL's fragment (#token=, see URL), which browsers send to no
+// server; the page keeps it in its tab's sessionStorage, which no other
+// origin (another port of 127.0.0.1 included) can read. The page itself
+// (HTML, script, styles, the same for everyone) needs no token. A request
+// whose Host is not one of the listening addresses, or whose Origin is
+// another site, is refused with 403 too, so a web page
 // elsewhere cannot reach the server through DNS rebinding or a cross-site
 // form. Actions are POSTs of JSON only.
 //

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/zerofs/zerofs/history"
@@ -27,7 +28,8 @@ type Opener func(ctx context.Context) (history.Source, error)
 
 // Options configure New.
 type Options struct {
-	// Token is the secret every request must carry (see NewToken).
+	// Token is the secret every API request must carry in its
+	// X-Zerofs-Token header (see NewToken and URL).
 	Token string
 	// Hosts are the Host header values the server answers to: the
 	// listening address as host:port (see Hosts).
@@ -86,6 +88,13 @@ func NewToken() string {
 	return hex.EncodeToString(b)
 }
 
+// URL is the address that opens the page at host (host:port) with token:
+// the token in the fragment, which the browser keeps to the page and
+// sends to no server.
+func URL(host, token string) string {
+	return "http://" + host + "/#token=" + token
+}
+
 // Hosts are the Host values that name addr, a listening address: itself,
 // and for a loopback address also localhost with its port.
 func Hosts(addr net.Addr) []string {
@@ -96,11 +105,14 @@ func Hosts(addr net.Addr) []string {
 	return hosts
 }
 
-// cookieName carries the port: cookies are per host, not per port, so two
-// servers on 127.0.0.1 must not overwrite each other's token.
-func (s *Server) cookieName() string {
-	_, port, _ := net.SplitHostPort(s.opts.Hosts[0])
-	return "zerofs-token-" + port
+// public says whether r asks for the page itself (its HTML, scripts and
+// styles, the same for everyone, embedded in the binary), which a browser
+// fetches without the token: the token travels in the URL's fragment,
+// which no browser sends. Everything else (the history, the actions)
+// needs the token.
+func public(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		(r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/static/"))
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -109,6 +121,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 	if !slices.Contains(s.opts.Hosts, r.Host) {
 		http.Error(w, "forbidden: unknown Host "+r.Host, http.StatusForbidden)
@@ -118,30 +132,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "forbidden: cross-origin request", http.StatusForbidden)
 		return
 	}
-	fromQuery := s.valid(r.URL.Query().Get("token"))
-	if !fromQuery && !s.valid(r.Header.Get("X-Zerofs-Token")) && !s.validCookie(r) {
+	// The header only: never a cookie (a browser sends a host's cookies
+	// to every port of it) nor the query (it lands in logs and history).
+	if !public(r) && !s.valid(r.Header.Get("X-Zerofs-Token")) {
 		http.Error(w, "forbidden: missing or wrong token (open the URL zerofs ui printed)", http.StatusForbidden)
 		return
-	}
-	if fromQuery {
-		http.SetCookie(w, &http.Cookie{Name: s.cookieName(), Value: s.opts.Token, Path: "/",
-			HttpOnly: true, SameSite: http.SameSiteStrictMode})
-		if r.Method == http.MethodGet && r.URL.Path == "/" {
-			// Drop the token from the address bar and the history.
-			http.Redirect(w, r, "/", http.StatusSeeOther)
-			return
-		}
 	}
 	s.mux.ServeHTTP(w, r)
 }
 
 func (s *Server) valid(tok string) bool {
 	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.Token)) == 1
-}
-
-func (s *Server) validCookie(r *http.Request) bool {
-	c, err := r.Cookie(s.cookieName())
-	return err == nil && s.valid(c.Value)
 }
 
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {

@@ -160,30 +160,31 @@ func decode[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
 }
 
 // TestRefused: without the token, with a Host that is not the listening
-// address (DNS rebinding) or with another Origin, every request is 403;
-// the URL's token sets a cookie that then lets the page in.
+// address (DNS rebinding) or with another Origin, every API request is
+// 403; the page itself (the same for everyone) needs only the right Host.
 func TestRefused(t *testing.T) {
 	w := newWorkspace(t)
 	w.step("one")
 	w.write("sh", "a", "a\n")
 	s := w.server()
 	for _, tc := range []struct {
-		name, target, tok string
-		hdr               []string
+		name, method, target, tok string
+		hdr                       []string
 	}{
-		{"no token", "/", "", nil},
-		{"no token api", "/api/log", "", nil},
-		{"no token static", "/static/app.js", "", nil},
-		{"wrong token", "/api/head", strings.Repeat("f", 32), nil},
-		{"wrong query token", "/?token=abc", "", nil},
-		{"bad host", "/api/head", token, []string{"Host", "evil.example:4711"}},
-		{"bad host port", "/api/head", token, []string{"Host", "127.0.0.1:80"}},
-		{"bad origin", "/api/head", token, []string{"Origin", "http://evil.example"}},
-		{"origin other port", "/api/head", token, []string{"Origin", "http://127.0.0.1:9999"}},
-		{"bad cookie", "/api/head", "", []string{"Cookie", "zerofs-token-4711=nope"}},
+		{"no token api", "GET", "/api/log", "", nil},
+		{"no token diff", "GET", "/api/diff?a=1", "", nil},
+		{"no token unknown path", "GET", "/nothing", "", nil},
+		{"no token post page", "POST", "/", "", nil},
+		{"wrong token", "GET", "/api/head", strings.Repeat("f", 32), nil},
+		{"bad host", "GET", "/api/head", token, []string{"Host", "evil.example:4711"}},
+		{"bad host page", "GET", "/", "", []string{"Host", "evil.example:4711"}},
+		{"bad host static", "GET", "/static/app.js", "", []string{"Host", "evil.example:4711"}},
+		{"bad host port", "GET", "/api/head", token, []string{"Host", "127.0.0.1:80"}},
+		{"bad origin", "GET", "/api/head", token, []string{"Origin", "http://evil.example"}},
+		{"origin other port", "GET", "/api/head", token, []string{"Origin", "http://127.0.0.1:9999"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := do(t, s, "GET", tc.target, tc.tok, "", tc.hdr...)
+			rec := do(t, s, tc.method, tc.target, tc.tok, "", tc.hdr...)
 			if rec.Code != http.StatusForbidden {
 				t.Errorf("got %d, want 403: %s", rec.Code, rec.Body)
 			}
@@ -194,21 +195,22 @@ func TestRefused(t *testing.T) {
 		t.Errorf("rewind without token: got %d, a=%q; want 403 and a unchanged", rec.Code, w.read("a"))
 	}
 
-	// The URL's token: a cookie, and a redirect that drops it from the URL.
-	rec = do(t, s, "GET", "/?token="+token, "", "")
-	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/" {
-		t.Fatalf("GET /?token: got %d Location %q, want 303 to /", rec.Code, rec.Header().Get("Location"))
-	}
-	cookies := rec.Result().Cookies()
-	if len(cookies) != 1 || cookies[0].Value != token || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
-		t.Fatalf("cookies %+v, want one HttpOnly SameSite=Strict cookie with the token", cookies)
-	}
-	rec = do(t, s, "GET", "/", "", "", "Cookie", cookies[0].Name+"="+cookies[0].Value)
+	// The page and its files, without the token.
+	rec = do(t, s, "GET", "/", "", "")
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "zerofs") {
-		t.Errorf("GET / with the cookie: got %d %q", rec.Code, rec.Body.String()[:min(80, rec.Body.Len())])
+		t.Errorf("GET /: got %d %q", rec.Code, rec.Body.String()[:min(80, rec.Body.Len())])
 	}
-	if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
-		t.Errorf("CSP %q", csp)
+	want := map[string]string{
+		"Content-Security-Policy":      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+		"Cross-Origin-Resource-Policy": "same-origin",
+		"Cross-Origin-Opener-Policy":   "same-origin",
+		"X-Frame-Options":              "DENY",
+		"Referrer-Policy":              "no-referrer",
+	}
+	for k, v := range want {
+		if got := rec.Header().Get(k); got != v {
+			t.Errorf("GET /: %s %q, want %q", k, got, v)
+		}
 	}
 	for _, hdr := range [][]string{{"Origin", "http://" + host}, {"Host", "localhost:4711", "Origin", "http://localhost:4711"}} {
 		if rec := do(t, s, "GET", "/api/head", token, "", hdr...); rec.Code != 200 {
@@ -216,9 +218,63 @@ func TestRefused(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"/static/app.js", "/static/style.css"} {
-		if rec := do(t, s, "GET", p, token, ""); rec.Code != 200 || rec.Body.Len() < 100 {
+		if rec := do(t, s, "GET", p, "", ""); rec.Code != 200 || rec.Body.Len() < 100 {
 			t.Errorf("GET %s: got %d, %d bytes", p, rec.Code, rec.Body.Len())
 		}
+	}
+}
+
+// TestTokenHeaderOnly: issue 33. The token used to be kept in a cookie,
+// which a browser sends to every port of 127.0.0.1 (any other local
+// server got it) and which a page on another port could shadow with its
+// own. Now only the X-Zerofs-Token header counts: the token in a cookie
+// or in the query authenticates nothing, a bogus cookie locks nobody
+// out, and no answer sets a cookie.
+func TestTokenHeaderOnly(t *testing.T) {
+	w := newWorkspace(t)
+	w.step("one")
+	w.write("sh", "a", "a\n")
+	s := w.server()
+	cookies := []string{
+		"zerofs-token-4711=" + token,
+		"zerofs-token=" + token,
+		"zerofs-token-4711=" + token + "; zerofs-token=" + token + "; token=" + token,
+	}
+	for _, c := range cookies {
+		for _, target := range []string{"/api/head", "/api/log", "/api/diff?a=1"} {
+			if rec := do(t, s, "GET", target, "", "", "Cookie", c); rec.Code != http.StatusForbidden {
+				t.Errorf("GET %s with Cookie %q only: got %d, want 403: %s", target, c, rec.Code, rec.Body)
+			}
+		}
+		if rec := do(t, s, "POST", "/api/rewind", "", `{"target":0}`, "Cookie", c); rec.Code != http.StatusForbidden || w.read("a") != "a\n" {
+			t.Errorf("rewind with Cookie %q only: got %d, a=%q; want 403 and a unchanged", c, rec.Code, w.read("a"))
+		}
+	}
+	for _, target := range []string{"/api/head?token=" + token, "/api/log?token=" + token} {
+		if rec := do(t, s, "GET", target, "", ""); rec.Code != http.StatusForbidden {
+			t.Errorf("GET %s (the token in the query): got %d, want 403", target, rec.Code)
+		}
+	}
+	// A cookie a page on another port set, bogus or not, does not stand
+	// in the header's way.
+	if rec := do(t, s, "GET", "/api/head", token, "", "Cookie", "zerofs-token-4711=bogus; zerofs-token=bogus"); rec.Code != 200 {
+		t.Errorf("the header with a bogus cookie: got %d, want 200: %s", rec.Code, rec.Body)
+	}
+	// No answer sets a cookie.
+	for _, tc := range []struct{ method, target, tok, body string }{
+		{"GET", "/", "", ""}, {"GET", "/?token=" + token, "", ""}, {"GET", "/static/app.js", "", ""},
+		{"GET", "/api/head", token, ""}, {"GET", "/api/log", token, ""}, {"GET", "/api/head", "", ""},
+		{"POST", "/api/rewind", token, `{"target":0,"dryRun":true}`},
+	} {
+		rec := do(t, s, tc.method, tc.target, tc.tok, tc.body)
+		if c := rec.Header().Values("Set-Cookie"); len(c) > 0 {
+			t.Errorf("%s %s: sets cookies %q, want none", tc.method, tc.target, c)
+		}
+	}
+	// The printed URL carries the token in its fragment, which no browser
+	// sends.
+	if u := timeline.URL(host, token); u != "http://"+host+"/#token="+token {
+		t.Errorf("URL = %q", u)
 	}
 }
 

@@ -26,7 +26,8 @@ as steps arrive: each step's label, time and processes, its changed paths
 with line counts, their diffs, and rewinds and gcs as entries of their own.
 It rewinds to before a step, reverts a step or restores one file, each
 previewed first, and undoes what it did. It prints the page's URL, with a
-random token that every request must carry; requests naming another Host
+random token in its fragment (#token=) that the page keeps to itself and
+sends with every request, never as a cookie; requests naming another Host
 or Origin are refused. Stop it with Ctrl-C.
 
   --listen ADDR   address to listen on (default 127.0.0.1 and a free port);
@@ -91,7 +92,7 @@ func runUI(e *env, c *command, args []string) error {
 	ctx, stop := signal.NotifyContext(e.ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(e.stdout, "zerofs timeline of %s at http://%s/?token=%s\n", root, hosts[0], token)
+	fmt.Fprintf(e.stdout, "zerofs timeline of %s at %s\n", root, timeline.URL(hosts[0], token))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

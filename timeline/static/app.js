@@ -70,13 +70,52 @@ function quoteName(s, b64) {
   return quoted ? "\"" + out + "\"" : out;
 }
 
+// inQuotes is a label or prompt in a sentence: \u201cAdd tests\u201d, or,
+// when it needs quoting, quoteName's form alone (its own double quotes).
+function inQuotes(s) {
+  const q = quoteName(s);
+  return q.startsWith("\"") ? q : "\u201c" + q + "\u201d";
+}
+
+// The token: `zerofs ui` hands it over in the URL's fragment (#token=),
+// which the browser sends to no server. The page drops it from the
+// address bar, keeps it in this tab's sessionStorage (so a reload works;
+// no other origin, another port of 127.0.0.1 included, can read it) and
+// sends it as X-Zerofs-Token with every API request. Never a cookie: a
+// browser sends a host's cookies to every port of it.
+const TOKEN_KEY = "zerofs-token";
+let token = null;
+
+// takeToken reads the fragment's token, if any, into token and the tab's
+// storage, and drops it from the address; true when there was one.
+function takeToken() {
+  const t = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (!t) return false;
+  token = t;
+  try { sessionStorage.setItem(TOKEN_KEY, t); } catch (e) { /* kept in memory only */ }
+  history.replaceState(null, "", location.pathname + location.search);
+  return true;
+}
+
+function loadToken() {
+  if (takeToken()) return;
+  try { token = sessionStorage.getItem(TOKEN_KEY); } catch (e) { token = null; }
+}
+
+const NO_TOKEN = "No token: open the URL zerofs ui printed.";
+
 async function api(path, body) {
-  const opts = body === undefined ? {} : {
-    method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body),
-  };
+  if (!token) return {ok: false, status: 403, data: {error: NO_TOKEN}};
+  const opts = {headers: {"X-Zerofs-Token": token}};
+  if (body !== undefined) {
+    opts.method = "POST";
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
   const r = await fetch(path, opts);
+  const text = await r.text();
   let data = null;
-  try { data = await r.json(); } catch (e) { data = {error: r.status + " " + r.statusText}; }
+  try { data = JSON.parse(text); } catch (e) { data = {error: text.trim() || r.status + " " + r.statusText}; }
   return {ok: r.ok, status: r.status, data};
 }
 
@@ -124,7 +163,7 @@ async function poll() {
   try {
     const r = await api("/api/head");
     if (r.ok) {
-      if (r.data.root) $("root").textContent = r.data.root;
+      if (r.data.root) $("root").textContent = quoteName(r.data.root);
       const changed = stamp !== null && r.data.stamp !== stamp;
       stamp = r.data.stamp;
       if (changed) await loadTop();
@@ -234,7 +273,7 @@ function entryAt(s) {
 function actedOn(r) {
   if (!r) return "the last step";
   if (r.kind === "rewind") return "a rewind";
-  return r.label ? "\u201c" + quoteName(r.label) + "\u201d" : stepCalled(r.sequence);
+  return r.label ? inQuotes(r.label) : stepCalled(r.sequence);
 }
 
 // stepCalled names a step by its label: \u201cEdit main.go\u201d.
@@ -242,7 +281,7 @@ function stepCalled(s) {
   const e = entryAt(s);
   if (!e) return "an earlier step";
   if (e.type === "rewind") return "a rewind";
-  return e.label ? "\u201c" + quoteName(e.label) + "\u201d" : "a step with no label";
+  return e.label ? inQuotes(e.label) : "a step with no label";
 }
 
 // stateCalled names a state by the step it follows or precedes.
@@ -257,15 +296,24 @@ function stateCalled(t) {
 
 const CHANGE = {added: "A", deleted: "D", modified: "M", mode: "P", renamed: "R", skipped: "S", unknown: "?"};
 
+// promptLine is a prompt's first line, cut to n characters, with "…"
+// where something was left out (as the CLI's log shows it).
+function promptLine(p, n) {
+  const lines = p.trim().split("\n");
+  const first = [...lines[0].trim()];
+  if (first.length > n) return first.slice(0, n - 1).join("") + "\u2026";
+  return first.join("") + (lines.slice(1).join("\n").trim() ? " \u2026" : "");
+}
+
 function turnEl(e) {
   const li = el("li", "entry turn");
   li.dataset.seq = e.sequence;
   const h = el("div", "head");
-  const prompt = e.prompt ? "\u201c" + e.prompt.split("\n")[0].slice(0, 200) + "\u201d" : "(prompt kept out)";
+  const prompt = e.prompt ? inQuotes(promptLine(e.prompt, 200)) : "(prompt kept out)";
   h.append(el("span", "badge turn", "prompt"), el("span", "label", prompt));
   const meta = el("span", "meta");
   meta.append(el("span", "seq", "#" + e.sequence));
-  if (e.agent) meta.append(el("span", "agent", e.agent));
+  if (e.agent) meta.append(el("span", "agent", quoteName(e.agent)));
   const t = el("time", "", fmtTime(e.time));
   t.dateTime = e.time;
   t.title = e.time;
@@ -314,7 +362,7 @@ function entryEl(e) {
 }
 
 function stepName(e) {
-  return e.label ? "\u201c" + quoteName(e.label) + "\u201d" : "the step";
+  return e.label ? inQuotes(e.label) : "the step";
 }
 
 function button(text, cls, fn) {
@@ -598,5 +646,9 @@ document.addEventListener("DOMContentLoaded", () => {
     document.body.classList.remove("diff-open");
     document.querySelectorAll(".file.selected").forEach((x) => x.classList.remove("selected"));
   });
+  // The printed URL opened again in this tab (perhaps of a restarted
+  // zerofs ui, with a new token) changes only the fragment: no reload.
+  window.addEventListener("hashchange", () => { if (takeToken()) loadTop(); });
+  loadToken();
   loadTop().then(poll);
 });
