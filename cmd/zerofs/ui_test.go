@@ -246,6 +246,9 @@ func TestTimelineInBrowser(t *testing.T) {
 	poll("the tidy-up shows the rename, the mode and the deletion", `(() => { const t = `+entry("Tidy up")+`.innerText;
 		return t.includes("notes.txt \u2192 TODO.txt") && t.includes("0644\u21920755") && t.includes("README.md") })()`)
 	poll("the logo is marked binary", entry("Add a README and a logo")+`.innerText.includes("binary")`)
+	// Issue 30: the counts of an added file stood further left than a
+	// modified one's (its button's longer label took their place).
+	poll("the +N -M columns line up, added files' too", countsAligned)
 	// Times say the date and how long ago.
 	poll("times with a date and a relative form", `[...document.querySelectorAll(".entry time")].every(t =>
 		/^\d{4}-\d\d-\d\d \d\d:\d\d \u00b7 (just now|\d+ min ago)$/.test(t.textContent))`)
@@ -374,6 +377,13 @@ func TestTimelineInBrowser(t *testing.T) {
 	poll("the late step appears", `(() => { const e = `+entry("A late step")+`;
 		return e && e === document.querySelector(".entry") && e.innerText.includes("late.txt") })()`)
 }
+
+// countsAligned is a JS expression: every changed path's +N and -M, in
+// every card, has its right edge where the others have theirs.
+const countsAligned = `(() => {
+	const rows = [...document.querySelectorAll(".file")].filter(r => r.querySelector(".del"));
+	const edges = (sel) => new Set(rows.map(r => Math.round(r.querySelector(sel).getBoundingClientRect().right)));
+	return rows.length >= 2 && edges(".add").size === 1 && edges(".del").size === 1 })()`
 
 // TestTimelineTokenStaysInPage: issue 33. The token was kept in a cookie,
 // which a browser sends to every port of 127.0.0.1: any other local server

@@ -395,7 +395,8 @@ function fileEl(e, c) {
   else if (l && (l.added || l.removed)) {
     info.append(el("span", "add", "+" + l.added), el("span", "del", "\u2212" + l.removed));
   }
-  li.append(info);
+  // The counts keep to the row's right edge, in columns of their own, the
+  // same for every row: the button (shown on hover) goes before them.
   if (e.type === "step" && c.change !== "skipped" && c.change !== "unknown") {
     const paths = c.from ? [c.path, c.from] : [c.path];
     // A name that is not UTF-8 goes by its exact bytes: its readable form
@@ -413,9 +414,8 @@ function fileEl(e, c) {
     const b = button(label, "restore", () => preview(what, req));
     b.title = what;
     li.append(b);
-  } else {
-    li.append(el("span", "restore-space"));
   }
+  li.append(info);
   return li;
 }
 
