@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -378,6 +380,27 @@ func TestTimelineInBrowser(t *testing.T) {
 		return e && e === document.querySelector(".entry") && e.innerText.includes("late.txt") })()`)
 }
 
+// beginTurnT records a turn (a person's prompt, as a prompt hook does)
+// with the JSON payload.
+func beginTurnT(t *testing.T, ws, payload string) {
+	t.Helper()
+	hws, err := history.Find(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := history.Open(context.Background(), hws, history.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = src.BeginTurn(context.Background(), []byte(payload))
+	if cerr := src.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // countsAligned is a JS expression: every changed path's +N and -M, in
 // every card, has its right edge where the others have theirs.
 const countsAligned = `(() => {
@@ -406,21 +429,7 @@ func TestTimelineTokenStaysInPage(t *testing.T) {
 	mountT(t, ws)
 	binOK(t, ws, "step", "Write hello")
 	sh(t, ws, "echo hello > hello.txt")
-	hws, err := history.Find(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := history.Open(context.Background(), hws, history.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = src.BeginTurn(context.Background(), []byte(`{"prompt":"open the invoice exe.png\u202egnp.exe","agent":"agent\u202ex"}`))
-	if cerr := src.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	beginTurnT(t, ws, `{"prompt":"open the invoice exe.png\u202egnp.exe","agent":"agent\u202ex"}`)
 	binOK(t, ws, "step", "Edit hello")
 	sh(t, ws, "echo hello again >> hello.txt")
 
@@ -594,6 +603,105 @@ func TestTimelineTokenStaysInPage(t *testing.T) {
 			t.Errorf("the other server received the new token:\n%s", req)
 		}
 	}
+}
+
+// TestTimelineTurnsGrouped: issue 30. Each prompt card stood below its own
+// steps, all at one indent, so the cards under a prompt looked like its
+// children but belonged to the older prompt. Now a turn's prompt heads
+// its steps, newest first, inside the turn's group, as `zerofs log`
+// groups them; a page that ends before the prompt heads the group with a
+// stand-in until Older steps brings it, and the counts line up in and
+// out of groups.
+func TestTimelineTurnsGrouped(t *testing.T) {
+	chrome := needChromium(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountT(t, ws)
+	binOK(t, ws, "step", "Before any prompt")
+	sh(t, ws, "printf 'a\\n' > a.txt")
+	beginTurnT(t, ws, `{"prompt":"first prompt","agent":"claude"}`)
+	binOK(t, ws, "step", "First A")
+	sh(t, ws, "printf 'b\\nb\\n' > b.txt")
+	binOK(t, ws, "step", "First B")
+	sh(t, ws, "printf 'a\\nmore\\n' > a.txt")
+	beginTurnT(t, ws, `{"prompt":"second prompt\nwith a second line","agent":"claude"}`)
+	// More steps than a page holds (50): the first page ends before the
+	// second prompt.
+	cmd := exec.Command("/bin/sh", "-ec", `for i in $(seq 1 52); do "$ZEROFS" step "Second $i"; echo $i > s$i.txt; done`)
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), "ZEROFS="+binary)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("52 steps: %v\n%s", err, out)
+	}
+
+	u, _ := startUI(t, ws)
+	ctx := browserT(t, chrome)
+	if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
+		t.Fatal(err)
+	}
+	// groups is the list as [head's label, step labels...] per top-level
+	// item (a step outside any turn: [its label]).
+	const groups = `[...document.getElementById("entries").children].map(li => li.classList.contains("turn-group")
+		? [li.firstElementChild.querySelector(".label").textContent + (li.firstElementChild.classList.contains("cont") ? " [stand-in]" : ""),
+		   ...[...li.querySelector(".turn-steps").children].map(s => s.querySelector(".label").textContent)]
+		: [li.querySelector(".label").textContent])`
+	want := func(second []string, rest ...[]string) string {
+		b, _ := json.Marshal(append([][]string{second}, rest...))
+		return string(b)
+	}
+	seconds := func(from, to int) []string {
+		var out []string
+		for i := from; i >= to; i-- {
+			out = append(out, fmt.Sprintf("Second %d", i))
+		}
+		return out
+	}
+	check := func(what, wantJSON string) {
+		t.Helper()
+		pollJS(t, ctx, what, `JSON.stringify(`+groups+`) === `+strconv.Quote(wantJSON))
+	}
+	check("the first page: the steps of a prompt not loaded yet, under a stand-in",
+		want(append([]string{"An earlier prompt (Older steps shows it) [stand-in]"}, seconds(52, 3)...)))
+	clickJS(t, ctx, "Older steps", `document.getElementById("older")`)
+	check("each prompt heads its own steps",
+		want(append([]string{"\u201csecond prompt \u2026\u201d"}, seconds(52, 1)...),
+			[]string{"\u201cfirst prompt\u201d", "First B", "First A"}, []string{"Before any prompt"}))
+	pollJS(t, ctx, "a turn's Rewind button on its head", `[...document.querySelectorAll(".turn-group")].every(g =>
+		g.firstElementChild.querySelector("button.rewind")?.textContent === "Rewind to before this prompt")`)
+	pollJS(t, ctx, "the counts line up in and out of the groups", countsAligned)
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shots := os.Getenv("ZEROFS_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	shot := filepath.Join(shots, "timeline-turns.png")
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", shot)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](`window.scrollTo(0, document.body.scrollHeight)`)); err != nil {
+		t.Fatal(err)
+	}
+	if png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot()); err != nil {
+		t.Fatal(err)
+	}
+	shot = filepath.Join(shots, "timeline-turns-end.png")
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the list's end: %s", shot)
+
+	// A step made now joins the newest group, on top.
+	binOK(t, ws, "step", "Second 53")
+	sh(t, ws, "echo 53 > s53.txt")
+	check("the late step in its group",
+		want(append([]string{"\u201csecond prompt \u2026\u201d"}, seconds(53, 1)...),
+			[]string{"\u201cfirst prompt\u201d", "First B", "First A"}, []string{"Before any prompt"}))
 }
 
 // TestUIUsage: zerofs ui takes no arguments, and outside a workspace it

@@ -15,6 +15,7 @@ let diffMode = "unified";
 let lastDiff = null;
 let pending = null; // the request the preview dialog applies
 const rendered = new Map(); // sequence -> {key, el}
+const groups = new Map(); // a turn's run of entries (see runs) -> {el, steps}
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -178,11 +179,36 @@ async function poll() {
   setTimeout(poll, POLL_MS);
 }
 
+// runs cuts the entries (newest first) into what the list shows: an
+// entry outside any turn stands alone; a turn's prompt heads the steps it
+// led to, which follow it in time and so come before it, newest first
+// (as `zerofs log` groups them). A run is one turn's consecutive entries:
+// two agent sessions at work at once can split a turn into several runs,
+// and a page can end before a turn's prompt (Older steps brings it).
+function runs() {
+  const out = [];
+  let run = null;
+  for (const e of entries) {
+    const t = e.type === "turn" ? e.sequence : e.type === "gc" ? 0 : e.turn || 0;
+    if (t === 0) { out.push(e); run = null; continue; }
+    if (!run || run.turn !== t) { run = {turn: t, steps: [], prompt: null}; out.push(run); }
+    if (e.type === "turn") { run.prompt = e; run = null; } else run.steps.push(e);
+  }
+  return out;
+}
+
+// place makes els the children of parent, in order, moving what is there.
+function place(parent, els) {
+  els.forEach((x, i) => {
+    if (parent.children[i] !== x) parent.insertBefore(x, parent.children[i] || null);
+  });
+  while (parent.children.length > els.length) parent.lastElementChild.remove();
+}
+
 function render() {
   const list = $("entries");
   const seen = new Set();
-  let prev = null;
-  for (const e of entries) {
+  const entryNode = (e) => {
     const key = e.end + ":" + e.changes.length + ":" + (e.turn || 0) + ":" + JSON.stringify(e.lines || {});
     let r = rendered.get(e.sequence);
     if (!r || r.key !== key) {
@@ -192,10 +218,28 @@ function render() {
       rendered.set(e.sequence, r);
     }
     seen.add(e.sequence);
-    const want = prev ? prev.nextSibling : list.firstChild;
-    if (want !== r.el) list.insertBefore(r.el, want);
-    prev = r.el;
-  }
+    return r.el;
+  };
+  const used = new Set();
+  const top = runs().map((x) => {
+    if (!x.turn) return entryNode(x);
+    const known = x.prompt || entries.find((e) => e.type === "turn" && e.sequence === x.turn);
+    const last = x.steps.length ? x.steps[x.steps.length - 1].sequence : x.turn;
+    const key = x.turn + ":" + last + ":" + (x.prompt ? "own" : known ? "known" : "unknown");
+    let g = groups.get(key);
+    if (!g) {
+      const li = el("li", "turn-group");
+      li.dataset.turn = x.turn;
+      g = {el: li, steps: el("ol", "turn-steps"), head: x.prompt ? null : contEl(x.turn, known)};
+      groups.set(key, g);
+    }
+    used.add(key);
+    place(g.steps, x.steps.map(entryNode));
+    place(g.el, [x.prompt ? entryNode(x.prompt) : g.head, g.steps]);
+    return g.el;
+  });
+  place(list, top);
+  for (const [k] of groups) if (!used.has(k)) groups.delete(k);
   for (const [seq, r] of rendered) {
     if (!seen.has(seq)) { r.el.remove(); rendered.delete(seq); }
   }
@@ -204,6 +248,7 @@ function render() {
   if (entries.length === 0) {
     list.replaceChildren(el("li", "empty muted", "No steps yet. Changes made in the workspace appear here."));
     rendered.clear();
+    groups.clear();
   }
 }
 
@@ -305,8 +350,26 @@ function promptLine(p, n) {
   return first.join("") + (lines.slice(1).join("\n").trim() ? " \u2026" : "");
 }
 
+// contEl heads a run of a turn's steps whose prompt is not the run's
+// own: another agent session's steps came in between (the prompt is
+// further down, known), or the prompt is on a page not loaded yet.
+function contEl(seq, known) {
+  const d = el("div", "entry turn cont");
+  d.dataset.seq = seq;
+  const h = el("div", "head");
+  const what = !known ? "An earlier prompt (Older steps shows it)"
+    : (known.prompt ? inQuotes(promptLine(known.prompt, 200)) : "(prompt kept out)") + " (continued)";
+  h.append(el("span", "badge turn", "prompt"), el("span", "label", what));
+  const meta = el("span", "meta");
+  meta.append(el("span", "seq", "#" + seq));
+  h.append(meta);
+  d.append(h);
+  return d;
+}
+
+// turnEl is a turn's prompt card, the head of its group.
 function turnEl(e) {
-  const li = el("li", "entry turn");
+  const li = el("div", "entry turn");
   li.dataset.seq = e.sequence;
   const h = el("div", "head");
   const prompt = e.prompt ? inQuotes(promptLine(e.prompt, 200)) : "(prompt kept out)";
