@@ -32,6 +32,9 @@ type Head struct {
 	// Stamp changes whenever the history does.
 	Stamp string `json:"stamp"`
 	Root  string `json:"root"`
+	// Mounted: the workspace is mounted, so changes made in it are being
+	// recorded; when false, nothing records them until it is mounted.
+	Mounted bool `json:"mounted"`
 }
 
 // Page is /api/log: entries newest first, and whether older ones remain.
@@ -130,7 +133,7 @@ func (s *Server) head(w http.ResponseWriter, r *http.Request) {
 	var h Head
 	var err error
 	if s.opts.Stamp != nil {
-		h.Stamp, err = s.opts.Stamp()
+		h.Stamp, h.Mounted, err = s.opts.Stamp()
 	} else {
 		err = s.withSource(r.Context(), func(src history.Source) error {
 			head, err := src.Head()

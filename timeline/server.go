@@ -39,8 +39,11 @@ type Options struct {
 	// Stamp, when set, is a cheap value that changes whenever the history
 	// does, read without opening the source: what the page polls, so an
 	// unmounted store is not locked every two seconds (a zerofs command
-	// run meanwhile would find it in use). Nil: the poll opens the source.
-	Stamp func() (string, error)
+	// run meanwhile would find it in use). With it comes whether the
+	// workspace is mounted, that is, whether changes made in it are being
+	// recorded (the stamp changes when that does). Nil: the poll opens the
+	// source, and the page says the workspace is not mounted.
+	Stamp func() (stamp string, mounted bool, err error)
 	// Logger receives failures the page cannot show. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -60,19 +60,19 @@ func runUI(e *env, c *command, args []string) error {
 	}
 	// What the page polls: the daemon's head when mounted, else the
 	// store's log file as it stands, read without taking the store's lock.
-	stamp := func() (string, error) {
+	stamp := func() (string, bool, error) {
 		ws, err := history.Find(root)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		if ws.Mounted {
-			return fmt.Sprintf("head %d", ws.Status.Head), nil
+			return fmt.Sprintf("head %d", ws.Status.Head), true, nil
 		}
 		fi, err := os.Stat(filepath.Join(ws.Store, rewind.LogName))
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
-		return fmt.Sprintf("log %d %d", fi.Size(), fi.ModTime().UnixNano()), nil
+		return fmt.Sprintf("log %d %d", fi.Size(), fi.ModTime().UnixNano()), false, nil
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

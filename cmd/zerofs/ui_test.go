@@ -704,6 +704,37 @@ func TestTimelineTurnsGrouped(t *testing.T) {
 			[]string{"\u201cfirst prompt\u201d", "First B", "First A"}, []string{"Before any prompt"}))
 }
 
+// TestTimelineUnmounted: issue 30. An unmounted workspace's timeline said
+// "live" without saying that nothing was being recorded. Now it says so,
+// and once the workspace is mounted again, the page says it is live.
+func TestTimelineUnmounted(t *testing.T) {
+	chrome := needChromium(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountT(t, ws)
+	binOK(t, ws, "step", "Write a")
+	sh(t, ws, "echo a > a.txt")
+	unmountT(t, ws)
+
+	u, _ := startUI(t, ws)
+	ctx := browserT(t, chrome)
+	if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
+		t.Fatal(err)
+	}
+	pollJS(t, ctx, "the step listed, and the status says nothing is recorded", `(() => {
+		const s = document.getElementById("status");
+		return document.querySelectorAll(".entry").length === 1 &&
+		/^head \d+ \u00b7 not mounted: nothing is being recorded$/.test(s.textContent) && s.classList.contains("warn") })()`)
+	mountT(t, ws)
+	pollJS(t, ctx, "mounted again: live", `(() => { const s = document.getElementById("status");
+		return /^head \d+ \u00b7 live$/.test(s.textContent) && !s.classList.contains("warn") })()`)
+	binOK(t, ws, "step", "Write c")
+	sh(t, ws, "echo c > c.txt")
+	pollJS(t, ctx, "the new step listed", `document.querySelector(".entry .label").textContent === "Write c"`)
+}
+
 // TestUIUsage: zerofs ui takes no arguments, and outside a workspace it
 // fails with one line before listening.
 func TestUIUsage(t *testing.T) {

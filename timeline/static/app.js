@@ -11,6 +11,7 @@ let entries = []; // newest first
 let more = false;
 let head = null;
 let stamp = null; // /api/head's: changes whenever the history does
+let mounted = null; // /api/head's: changes made now are being recorded
 let diffMode = "unified";
 let lastDiff = null;
 let pending = null; // the request the preview dialog applies
@@ -123,7 +124,21 @@ async function api(path, body) {
 function setStatus(text, bad) {
   const s = $("status");
   s.textContent = text;
+  s.title = "";
   s.classList.toggle("error", !!bad);
+  s.classList.remove("warn");
+}
+
+// showLive says where the history stands, and whether what is done in
+// the workspace now is being recorded: only while it is mounted.
+function showLive() {
+  if (mounted === false) {
+    setStatus("head " + head + " \u00b7 not mounted: nothing is being recorded");
+    $("status").classList.add("warn");
+    $("status").title = "Changes made in the workspace now are not recorded; zerofs mount records them again.";
+    return;
+  }
+  setStatus("head " + head + (mounted ? " \u00b7 live" : ""));
 }
 
 // ---- the list ----
@@ -145,7 +160,7 @@ async function loadTop() {
     if (gap || kept.length === 0) more = page.more;
   }
   render();
-  setStatus("head " + head + " · live");
+  showLive();
 }
 
 async function loadOlder() {
@@ -167,8 +182,13 @@ async function poll() {
       if (r.data.root) $("root").textContent = quoteName(r.data.root);
       const changed = stamp !== null && r.data.stamp !== stamp;
       stamp = r.data.stamp;
+      const moved = mounted !== r.data.mounted;
+      mounted = r.data.mounted;
       if (changed) await loadTop();
-      else setStatus("head " + head + " · live");
+      else {
+        if (moved) render();
+        showLive();
+      }
       refreshTimes();
     } else {
       setStatus(r.data.error, true);
@@ -246,7 +266,9 @@ function render() {
   $("older").hidden = !more;
   $("end").hidden = more || entries.length === 0;
   if (entries.length === 0) {
-    list.replaceChildren(el("li", "empty muted", "No steps yet. Changes made in the workspace appear here."));
+    list.replaceChildren(el("li", "empty muted", mounted === false
+      ? "No steps yet. Changes made in the workspace are recorded only while it is mounted (zerofs mount)."
+      : "No steps yet. Changes made in the workspace appear here."));
     rendered.clear();
     groups.clear();
   }
