@@ -704,6 +704,50 @@ func TestTimelineTurnsGrouped(t *testing.T) {
 			[]string{"\u201cfirst prompt\u201d", "First B", "First A"}, []string{"Before any prompt"}))
 }
 
+// TestTimelineTurnsInterleaved: two agent sessions at work at once: each
+// step belongs to its own session's prompt, so one turn's steps are not
+// consecutive. The list stays newest first, and each run of a turn's
+// steps is headed by its own prompt, marked continued where the prompt
+// itself stands further down.
+func TestTimelineTurnsInterleaved(t *testing.T) {
+	chrome := needChromium(t)
+	ws := filepath.Join(t.TempDir(), "app")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	mountT(t, ws)
+	hook := func(name, session, prompt string) {
+		t.Helper()
+		payload := strings.ReplaceAll(fixture(t, name, ws), "9f26d0b2-1db8-4ea5-acdb-3c76457a4735", session)
+		payload = strings.ReplaceAll(payload, "Rename hello to greet everywhere and fix the tests", prompt)
+		if r := bin(t, "/", payload, "step", "--hook"); r.code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, r.code, r.stderr)
+		}
+	}
+	hook("claude-UserPromptSubmit.json", "session-a", "prompt A")
+	hook("claude-UserPromptSubmit.json", "session-b", "prompt B")
+	hook("claude-PreToolUse-Edit.json", "session-a", "")
+	writeFile(t, filepath.Join(ws, "app.py"), "print('hello')\n")
+	hook("claude-PreToolUse-Bash.json", "session-b", "")
+	sh(t, ws, "mkdir -p docs && echo x > docs/x.md")
+
+	u, _ := startUI(t, ws)
+	ctx := browserT(t, chrome)
+	if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
+		t.Fatal(err)
+	}
+	const groups = `JSON.stringify([...document.getElementById("entries").children].map(li =>
+		[li.firstElementChild.querySelector(".label").textContent, ...[...li.querySelectorAll(".turn-steps .label")].map(l => l.textContent)]))`
+	want, _ := json.Marshal([][]string{
+		{"\u201cprompt B\u201d (continued)", "Bash: rm -rf docs \u2026"},
+		{"\u201cprompt A\u201d (continued)", "Edit app.py"},
+		{"\u201cprompt B\u201d"},
+		{"\u201cprompt A\u201d"},
+	})
+	pollJS(t, ctx, "each run under its own prompt", groups+` === `+strconv.Quote(string(want)))
+}
+
 // TestTimelineUnmounted: issue 30. An unmounted workspace's timeline said
 // "live" without saying that nothing was being recorded. Now it says so,
 // and once the workspace is mounted again, the page says it is live.
