@@ -582,6 +582,16 @@ func TestTimelineTokenStaysInPage(t *testing.T) {
 	}
 	t.Logf("screenshot after the reload: %s", shot)
 
+	// A tab of its own (its own sessionStorage) opened without the
+	// fragment has no token, and says what to open.
+	bare, cancelBare := chromedp.NewContext(ctx)
+	defer cancelBare()
+	if err := chromedp.Do(bare, chromedp.Navigate("http://"+base.Host+"/")); err != nil {
+		t.Fatal(err)
+	}
+	pollJS(t, bare, "a tab without the token says what to open", `document.getElementById("status").textContent === "No token: open the URL zerofs ui printed." &&
+		document.querySelectorAll(".entry").length === 0`)
+
 	// zerofs ui restarted on the same port has a new token; its URL opened
 	// in the same tab changes only the fragment (no reload): the page takes
 	// the new token.
