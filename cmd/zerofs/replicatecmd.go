@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -50,7 +51,7 @@ replica cannot be restored.
 
 var restoreCmd = &command{
 	name:    "restore",
-	usage:   "restore URL DIR [--at SEQ] [--replica-key FILE]",
+	usage:   "restore URL DIR [--at SEQ] [--replica-key FILE] [--same-owner]",
 	summary: "a workspace from a replica, at any replicated state",
 	help: `Writes the state at SEQ (default: the newest the replica offers) of the
 replica at URL (s3://BUCKET/PREFIX) into DIR, which must not exist (its
@@ -60,6 +61,13 @@ newest is reached by a rewind recorded in the new store's log. Every
 object read is checked (content against its hash, the log's sequences); a
 damaged replica is refused and nothing is left in DIR. An encrypted
 replica needs its --replica-key FILE.
+
+A replica written without --replica-key is not authenticated (whoever can
+write the bucket can forge it), so its paths, and the states of the
+history restored with them, become yours, without setuid or setgid bits
+or file capabilities; the restore says what it dropped. --same-owner
+keeps them as the replica gives them (as root: its owners). A sealed
+replica's owners and modes are always kept.
 `,
 	run: runRestore,
 }
@@ -147,6 +155,7 @@ func runRestore(e *env, c *command, args []string) error {
 	fs := newFlags(c)
 	at := fs.String("at", "", "")
 	keyFile := fs.String("replica-key", "", "")
+	sameOwner := fs.Bool("same-owner", false, "")
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -163,7 +172,7 @@ func runRestore(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := replicate.RestoreOptions{Logger: e.logger(), Key: key}
+	opts := replicate.RestoreOptions{Logger: e.logger(), Key: key, SameOwner: *sameOwner}
 	if *at != "" {
 		n, err := strconv.ParseUint(*at, 10, 64)
 		if err != nil {
@@ -185,7 +194,7 @@ func runRestore(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "restored @%d of %s into %s, with the history 0..%d\n", res.Sequence, u, quote.Name(res.Dir), res.History)
+	fmt.Fprintf(e.stdout, "restored @%d of %s into %s, with the history %d..%d\n", res.Sequence, u, quote.Name(res.Dir), res.From, res.History)
 	fmt.Fprintf(e.stdout, "  wrote @%d: %d files, %d directories, %d symlinks, %s\n", res.History, res.Files, res.Dirs, res.Symlinks, byteSize(res.Bytes))
 	if r := res.Rewound; r != nil {
 		fmt.Fprintf(e.stdout, "  rewound to %d: restored %d, deleted %d, skipped %d\n", res.Sequence, r.Restored, r.Deleted, len(r.Skipped))
@@ -193,7 +202,36 @@ func runRestore(e *env, c *command, args []string) error {
 	for _, p := range res.Skipped {
 		fmt.Fprintf(e.stdout, "  skipped %s (its state was not kept)\n", quote.Name(p))
 	}
+	if d := res.Dropped; !d.Empty() {
+		fmt.Fprintf(e.stdout, "  the replica is not sealed (no --replica-key), so nothing in it is trusted with privilege:\n")
+		if len(d.Owners) > 0 {
+			fmt.Fprintf(e.stdout, "  owned by other users in the replica, now yours: %s\n", someNames(d.Owners))
+		}
+		if len(d.SetID) > 0 {
+			fmt.Fprintf(e.stdout, "  setuid or setgid bits dropped: %s\n", someNames(d.SetID))
+		}
+		if len(d.Capabilities) > 0 {
+			fmt.Fprintf(e.stdout, "  file capabilities dropped: %s\n", someNames(d.Capabilities))
+		}
+		fmt.Fprintf(e.stdout, "  (restore --same-owner keeps them, if you trust whoever can write %s)\n", u)
+	}
 	return nil
+}
+
+// someNames lists up to 5 of names, quoted, and how many more there are.
+func someNames(names []string) string {
+	var b strings.Builder
+	for i, n := range names {
+		if i == 5 {
+			fmt.Fprintf(&b, " and %d more", len(names)-5)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quote.Name(n))
+	}
+	return b.String()
 }
 
 // finalReplicationTimeout bounds the last replication attempt a daemon

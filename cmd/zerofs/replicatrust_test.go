@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/replicate"
+)
+
+// forgeBase rewrites the newest base of the plain replica url as whoever
+// can write its bucket would: edit changes its decoded JSON, and the base
+// is stored again under the name its new bytes hash to (the old one is
+// deleted).
+func forgeBase(t *testing.T, url string, edit func(base map[string]any)) {
+	t.Helper()
+	ctx := context.Background()
+	u, err := replicate.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := replicate.OpenS3(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := b.List(ctx, "bases/")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("bases of %s: %v %v", url, names, err)
+	}
+	old := names[len(names)-1]
+	body, err := b.Get(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, _ := zstd.NewReader(nil)
+	raw, err := dec.DecodeAll(body, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base map[string]any
+	if err := json.Unmarshal(raw, &base); err != nil {
+		t.Fatal(err)
+	}
+	edit(base)
+	raw, err = json.Marshal(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, _ := zstd.NewWriter(nil)
+	body = enc.EncodeAll(raw, nil)
+	sum := sha256.Sum256(body)
+	seq, _, _ := strings.Cut(strings.TrimPrefix(old, "bases/"), "-")
+	forged := "bases/" + seq + "-" + hex.EncodeToString(sum[:]) + ".json.zst"
+	if err := b.PutNew(ctx, forged, body); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// baseFile is the entry of path in a decoded base.
+func baseFile(t *testing.T, base map[string]any, path string) map[string]any {
+	t.Helper()
+	for _, f := range base["files"].([]any) {
+		if m := f.(map[string]any); m["path"] == path {
+			return m
+		}
+	}
+	t.Fatalf("the base has no %s", path)
+	return nil
+}
+
+func ownerMode(t *testing.T, p string) (uid, gid uint32, mode os.FileMode) {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return st.Uid, st.Gid, fi.Mode()
+}
+
+// TestRestorePlainReplicaTakesNoPrivilege (issue 27, section 3): whoever
+// can write a plain replica's bucket forges its base (re-hashed, as an
+// attacker would) so that src/main.go is mode 04755 owned by uid 0 and
+// notes.txt is uid 4242's. A restore by root writes main.go without its
+// setuid bit and notes.txt as root's, says what it dropped, and so does
+// the restored history (a state before the base, whose records say a
+// setuid file of another user, restored by --at); --same-owner takes
+// them as the replica gives them.
+func TestRestorePlainReplicaTakesNoPrivilege(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the restore must decline to chown and setuid as root")
+	}
+	testsupport.StartS3(t)
+	s := newStore(t, map[string]string{"src/main.go": "package main\n", "notes.txt": "mine\n", "tool": "#!/bin/sh\n"})
+	// A file of another user, setuid: the history's record of it says
+	// its owner (the capture records no set-id bit here).
+	if err := os.Chown(filepath.Join(s.ws, "tool"), 4343, 4343); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(s.ws, "tool"), 0o4755); err != nil {
+		t.Fatal(err)
+	}
+	before := s.step("one")
+	s.write("tool", "#!/bin/sh\necho replaced\n")
+	s.step("two")
+	s.close()
+	const url = "s3://replicas/forged"
+	mustRun(t, s.ws, "replicate", "--once", url)
+	forgeBase(t, url, func(base map[string]any) {
+		m := baseFile(t, base, "src/main.go")
+		m["mode"], m["uid"], m["gid"] = 0o4755, 0, 0
+		n := baseFile(t, base, "notes.txt")
+		n["uid"], n["gid"] = 4242, 4242
+	})
+
+	dir := filepath.Join(t.TempDir(), "r")
+	out := mustRun(t, "/", "restore", url, dir)
+	if uid, _, mode := ownerMode(t, filepath.Join(dir, "src/main.go")); mode&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		t.Errorf("restored src/main.go: mode %v (uid %d), want no setuid bit from a plain replica", mode, uid)
+	}
+	if uid, gid, _ := ownerMode(t, filepath.Join(dir, "notes.txt")); uid != 0 || gid != 0 {
+		t.Errorf("restored notes.txt: owner %d:%d, want the restoring user's (0:0)", uid, gid)
+	}
+	for _, want := range []string{"not sealed", "setuid or setgid bits dropped: src/main.go", "now yours: notes.txt", "--same-owner"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("restore's report lacks %q:\n%s", want, out)
+		}
+	}
+	// An older state, from the restored history's records.
+	old := filepath.Join(t.TempDir(), "old")
+	mustRun(t, "/", "restore", url, old, "--at", fmt.Sprint(before))
+	if uid, _, mode := ownerMode(t, filepath.Join(old, "tool")); uid != 0 || mode&os.ModeSetuid != 0 {
+		t.Errorf("restored tool --at %d: uid %d mode %v, want root's without setuid", before, uid, mode)
+	}
+	// The restored store's records are the restoring user's too: a later
+	// rewind in it cannot give tool back to uid 4343.
+	log, err := os.ReadFile(filepath.Join(old, ".zero", "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(log, []byte(`"uid":4343`)) {
+		t.Errorf("the restored history still records tool as uid 4343's:\n%s", log)
+	}
+
+	same := filepath.Join(t.TempDir(), "same")
+	out = mustRun(t, "/", "restore", "--same-owner", url, same)
+	if strings.Contains(out, "not sealed") {
+		t.Errorf("restore --same-owner says it dropped something:\n%s", out)
+	}
+	if uid, _, mode := ownerMode(t, filepath.Join(same, "src/main.go")); uid != 0 || mode&os.ModeSetuid == 0 {
+		t.Errorf("restore --same-owner: src/main.go uid %d mode %v, want the replica's 04755 root", uid, mode)
+	}
+	if uid, _, _ := ownerMode(t, filepath.Join(same, "notes.txt")); uid != 4242 {
+		t.Errorf("restore --same-owner: notes.txt uid %d, want the replica's 4242", uid)
+	}
+	sameOld := filepath.Join(t.TempDir(), "same-old")
+	mustRun(t, "/", "restore", "--same-owner", url, sameOld, "--at", fmt.Sprint(before))
+	if uid, _, _ := ownerMode(t, filepath.Join(sameOld, "tool")); uid != 4343 {
+		t.Errorf("restore --same-owner --at %d: tool uid %d, want 4343's", before, uid)
+	}
+}
