@@ -195,16 +195,36 @@ func (r *Replicator) toUpload() (n, bytes int64, err error) {
 	return n, bytes, nil
 }
 
+// Claim takes the prefix's lease and lists what the replica holds, as the
+// first attempt would: so that a refusal no retry changes (Permanent: the
+// prefix is another store's, the key is not the replica's) is known at
+// once, before Run. Any failure is recorded in replica.json. Run must not
+// have started.
+func (r *Replicator) Claim(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	err := r.begin(ctx)
+	if err != nil {
+		r.record(err, true)
+	}
+	return err
+}
+
 // Run replicates until ctx ends: an attempt every Options.Every, and after
 // a failure again after a growing pause (up to a minute). Failures are
-// logged and recorded in replica.json, never returned: nothing is lost
-// while the endpoint is away, the store is the queue.
-func (r *Replicator) Run(ctx context.Context) {
+// logged and recorded in replica.json: nothing is lost while the endpoint
+// is away, the store is the queue. A refusal no retry changes (Permanent)
+// ends Run and is returned; otherwise it returns nil when ctx ends.
+func (r *Replicator) Run(ctx context.Context) error {
 	wait := r.opts.Every
 	for {
 		if err := r.attempt(ctx, false); err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil
+			}
+			if Permanent(err) {
+				r.opts.Logger.Error("replicate: refused; replication stopped", "url", r.url.String(), "err", err)
+				return err
 			}
 			r.opts.Logger.Warn("replicate: attempt failed; will retry", "url", r.url.String(), "err", err, "retry", wait)
 			wait = min(wait*2, time.Minute)
@@ -213,7 +233,7 @@ func (r *Replicator) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(wait):
 		}
 	}
@@ -351,6 +371,10 @@ func (r *Replicator) begin(ctx context.Context) error {
 		return err
 	}
 	_, end := chain(segs)
+	if err := gap(segs, bases, end); err != nil {
+		// The log from end on goes up again, and fills it.
+		r.opts.Logger.Warn("replicate: the replica is damaged; uploading what it lacks again", "url", r.url.String(), "err", err)
+	}
 	base, based := newestBase(bases, end)
 	r.mu.Lock()
 	// The bucket is the truth about what it holds; replica.json may lag

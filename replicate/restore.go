@@ -149,6 +149,9 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 		return RestoreResult{}, err
 	}
 	run, end := chain(segs)
+	if err := gap(segs, bases, end); err != nil {
+		return RestoreResult{}, err
+	}
 	base, found := newestBase(bases, end)
 	if !found {
 		return RestoreResult{}, fmt.Errorf("%w: %s holds no restorable state yet (no base)", ErrNoState, u)

@@ -147,8 +147,7 @@ func runReplicate(e *env, c *command, args []string) error {
 	ctx, stop := signal.NotifyContext(e.ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(e.stderr, "zerofs: replicating to %s (Ctrl-C stops)\n", u)
-	r.Run(ctx)
-	return nil
+	return r.Run(ctx)
 }
 
 func runRestore(e *env, c *command, args []string) error {
@@ -192,7 +191,7 @@ func runRestore(e *env, c *command, args []string) error {
 	res, err := replicate.Restore(p.with(e.ctx), b, u, dir, opts)
 	p.Done()
 	if err != nil {
-		return err
+		return restoreAdvice(err, u)
 	}
 	fmt.Fprintf(e.stdout, "restored @%d of %s into %s, with the history %d..%d\n", res.Sequence, u, quote.Name(res.Dir), res.From, res.History)
 	fmt.Fprintf(e.stdout, "  wrote @%d: %d files, %d directories, %d symlinks, %s\n", res.History, res.Files, res.Dirs, res.Symlinks, byteSize(res.Bytes))
@@ -216,6 +215,23 @@ func runRestore(e *env, c *command, args []string) error {
 		fmt.Fprintf(e.stdout, "  (restore --same-owner keeps them, if you trust whoever can write %s)\n", u)
 	}
 	return nil
+}
+
+// restoreAdvice words a restore's refusal of a state gc cut or thinned
+// away with what restores instead (--at, not a rewind: there is no
+// workspace yet); other errors are returned as they are.
+func restoreAdvice(err error, u replicate.URL) error {
+	var re *rewind.RefusedError
+	if !errors.As(err, &re) {
+		return err
+	}
+	switch {
+	case re.Refusal == rewind.RefusedPruned:
+		return fmt.Errorf("%v: restore --at %d restores the oldest state left ('zerofs log --replica %s' lists them)", err, re.PrunedBefore, u)
+	case re.Refusal == rewind.RefusedThinned && re.Thinned != nil:
+		return fmt.Errorf("%v: restore --at %d or --at %d restores the nearest state kept", err, re.Thinned.After, re.Thinned.Before)
+	}
+	return fmt.Errorf("%v ('zerofs log --replica %s' lists the states it offers)", err, u)
 }
 
 // someNames lists up to 5 of names, quoted, and how many more there are.
@@ -270,14 +286,34 @@ func startReplication(e *env, eng *rewind.Engine, url, keyFile, store string, lo
 	if err != nil {
 		return nil, err
 	}
+	// The lease is asked for now, a while at most: a prefix another store
+	// holds, or a key that is not the replica's, refuses the mount at once
+	// (no retry would change it). An endpoint that does not answer in
+	// time only delays replication.
+	cctx, ccancel := context.WithTimeout(e.ctx, claimTimeout)
+	err = r.Claim(cctx)
+	ccancel()
+	if replicate.Permanent(err) {
+		r.Close()
+		return nil, err
+	}
+	if err != nil {
+		logger.Warn("replicate: the endpoint did not answer at mount; replicating once it does", "url", u.String(), "err", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &daemonReplication{r: r, url: u.String(), logger: logger, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(d.done)
-		r.Run(ctx)
+		if err := r.Run(ctx); err != nil {
+			logger.Error("replicate: replication stopped; the workspace goes on without it", "url", u.String(), "err", err)
+		}
 	}()
 	return d, nil
 }
+
+// claimTimeout bounds how long a mount waits for the replica's lease
+// (startReplication).
+var claimTimeout = 5 * time.Second
 
 // halt ends Run and waits for it (a while: an upload cut short returns at
 // once, a stuck one may not); ok says it returned.

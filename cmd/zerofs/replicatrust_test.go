@@ -12,11 +12,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/replicate"
+	"github.com/zerofs/zerofs/rewind"
 )
 
 // forgeBase rewrites the newest base of the plain replica url as whoever
@@ -171,5 +173,80 @@ func TestRestorePlainReplicaTakesNoPrivilege(t *testing.T) {
 	mustRun(t, "/", "restore", "--same-owner", url, sameOld, "--at", fmt.Sprint(before))
 	if uid, _, _ := ownerMode(t, filepath.Join(sameOld, "tool")); uid != 4343 {
 		t.Errorf("restore --same-owner --at %d: tool uid %d, want 4343's", before, uid)
+	}
+}
+
+// TestReplicateContinuousRefusedStops: continuous `zerofs replicate` to a
+// prefix another store holds stops at once with the refusal, exit 1,
+// instead of retrying it forever (issue 27, section 6).
+func TestReplicateContinuousRefusedStops(t *testing.T) {
+	testsupport.StartS3(t)
+	const url = "s3://replicas/taken"
+	first := newStore(t, map[string]string{"a": "one\n"})
+	first.close()
+	mustRun(t, first.ws, "replicate", "--once", url)
+	second := newStore(t, map[string]string{"b": "two\n"})
+	second.close()
+	done := make(chan result, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		code := run([]string{"replicate", url}, strings.NewReader(""), &out, &errb, second.ws)
+		done <- result{out.String(), errb.String(), code}
+	}()
+	select {
+	case r := <-done:
+		if r.code != 1 || !strings.Contains(r.stderr, "one writer per prefix") {
+			t.Errorf("replicate on another store's prefix: exit %d, stderr %q", r.code, r.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("continuous replicate on another store's prefix still runs after 30 s: it retries a refusal no retry changes")
+	}
+}
+
+// TestRestoreWordsAfterGC: after a gc cut and a thin have reached the
+// replica, restore's header names the history it wrote from the cut, not
+// from 0, and a refused --at of a thinned or cut state says which --at
+// restores instead (not `zerofs rewind`: there is no workspace yet)
+// (issue 27, section 6).
+func TestRestoreWordsAfterGC(t *testing.T) {
+	testsupport.StartS3(t)
+	s := newStore(t, map[string]string{"a.txt": "v0\n"})
+	var steps []uint64
+	for i := 1; i <= 8; i++ {
+		steps = append(steps, uint64(s.step(fmt.Sprint("step ", i))))
+		s.write("a.txt", fmt.Sprintf("v%d\n", i))
+	}
+	s.step("last")
+	ctx := context.Background()
+	if _, err := s.eng.GCWith(ctx, rewind.GCRequest{Before: rewind.Seq(steps[1])}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.eng.GCWith(ctx, rewind.GCRequest{ThinBefore: rewind.Seq(steps[6])}); err != nil {
+		t.Fatal(err)
+	}
+	thinned := uint64(0)
+	for _, at := range steps[2:6] {
+		if !s.eng.HasState(rewind.Seq(at)) {
+			thinned = at
+		}
+	}
+	if thinned == 0 {
+		t.Fatalf("the thin kept every state of %v", steps)
+	}
+	s.close()
+	const url = "s3://replicas/after-gc"
+	mustRun(t, s.ws, "replicate", "--once", url)
+	dir := filepath.Join(t.TempDir(), "r")
+	out := mustRun(t, "/", "restore", url, dir)
+	if !strings.Contains(out, fmt.Sprintf("with the history %d..", steps[1])) {
+		t.Errorf("restore after a cut before %d says:\n%s", steps[1], out)
+	}
+	r := wantFail(t, "/", 1, "restore --at ", "restore", url, filepath.Join(t.TempDir(), "n"), "--at", fmt.Sprint(thinned))
+	if strings.Contains(r.stderr, "zerofs rewind") || !strings.Contains(r.stderr, "thinned") {
+		t.Errorf("restore --at %d (thinned) says %q", thinned, r.stderr)
+	}
+	r = wantFail(t, "/", 1, fmt.Sprintf("restore --at %d restores the oldest state left", steps[1]), "restore", url, filepath.Join(t.TempDir(), "n2"), "--at", fmt.Sprint(steps[0]))
+	if strings.Contains(r.stderr, "zerofs rewind") {
+		t.Errorf("restore --at %d (cut) says %q", steps[0], r.stderr)
 	}
 }
