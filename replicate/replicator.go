@@ -52,6 +52,9 @@ type Replicator struct {
 
 	mu sync.Mutex // guards st
 	st State
+	// saveMu orders the writes of replica.json (the attempt's, and a
+	// request's stall noted from its timer): each writes st as it is then.
+	saveMu sync.Mutex
 
 	// The rest belongs to the one goroutine that runs attempts.
 	claimed      bool
@@ -112,7 +115,30 @@ func Open(eng *rewind.Engine, b Bucket, u URL, storeDir string, opts Options) (*
 		lock.Close()
 		return nil, err
 	}
-	return &Replicator{eng: eng, b: b, url: u, dir: storeDir, opts: opts, codec: c, lock: lock, st: st}, nil
+	r := &Replicator{eng: eng, b: b, url: u, dir: storeDir, opts: opts, codec: c, lock: lock, st: st}
+	if w, ok := b.(interface{ watch(watcher) }); ok {
+		w.watch(r.noteRequest)
+	}
+	return r, nil
+}
+
+// noteRequest shows a request that waits long in replica.json (status),
+// and takes it away when it ends.
+func (r *Replicator) noteRequest(req Request, done bool) {
+	r.mu.Lock()
+	switch {
+	case !done:
+		r.st.Stalled = &req
+	case r.st.Stalled != nil && r.st.Stalled.Op == req.Op && r.st.Stalled.Object == req.Object:
+		r.st.Stalled = nil
+	default:
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	if err := r.save(); err != nil {
+		r.opts.Logger.Warn("replicate: cannot write the state", "err", err)
+	}
 }
 
 // Close releases the store's replicator lock.
@@ -160,6 +186,19 @@ func (r *Replicator) Final(ctx context.Context, timeout time.Duration) (behind u
 	st := r.State()
 	if h := r.eng.Head(); h > st.Logged {
 		behind = uint64(h - st.Logged)
+	}
+	fr := &FinalReport{PID: os.Getpid(), At: time.Now().UTC(), Events: behind, Bytes: st.Pending}
+	if err != nil {
+		fr.Error = err.Error()
+		if ctx.Err() != nil {
+			fr.Error = "abandoned (a second signal): " + fr.Error
+		}
+	}
+	r.mu.Lock()
+	r.st.Final = fr
+	r.mu.Unlock()
+	if serr := r.save(); serr != nil {
+		r.opts.Logger.Warn("replicate: cannot write the state", "err", serr)
 	}
 	return behind, st.Pending, err
 }
@@ -697,11 +736,12 @@ func (r *Replicator) put(ctx context.Context, name string, body []byte) error {
 
 // save writes replica.json.
 func (r *Replicator) save() error {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
 	r.mu.Lock()
 	r.st.Head = r.eng.Head()
 	st := r.st
 	r.mu.Unlock()
-	r.saved = time.Now()
 	return writeState(r.dir, st)
 }
 
@@ -713,6 +753,8 @@ func (r *Replicator) record(err error, force bool) {
 	changed := force || r.st.LastSuccess.IsZero() || (err == nil) != (r.st.LastError == "") || err != nil && err.Error() != r.st.LastError ||
 		pending != r.st.Pending || r.eng.Head() != r.st.Head
 	r.st.Pending = pending
+	changed = changed || r.st.Stalled != nil
+	r.st.Stalled = nil // the attempt is over: no request of it waits
 	if err != nil {
 		r.st.LastError, r.st.LastErrorAt = err.Error(), now
 	} else {
@@ -724,6 +766,7 @@ func (r *Replicator) record(err error, force bool) {
 	if !changed && now.Sub(r.saved) < time.Minute {
 		return
 	}
+	r.saved = now
 	if serr := r.save(); serr != nil {
 		r.opts.Logger.Warn("replicate: cannot write the state", "err", serr)
 	}
@@ -735,8 +778,9 @@ func (r *Replicator) record(err error, force bool) {
 func (r *Replicator) recordStop(progressed bool) {
 	pending := r.pending()
 	r.mu.Lock()
-	changed := pending != r.st.Pending || progressed && r.st.LastError != ""
+	changed := pending != r.st.Pending || progressed && r.st.LastError != "" || r.st.Stalled != nil
 	r.st.Pending = pending
+	r.st.Stalled = nil
 	if progressed {
 		r.st.LastError, r.st.LastErrorAt = "", time.Time{}
 	}

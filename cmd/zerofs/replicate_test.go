@@ -441,8 +441,9 @@ func TestMountReplicateAtUnmount(t *testing.T) {
 
 // TestMountReplicateAtUnmountAbsent: with the endpoint absent (nothing
 // listens there) the last attempt fails, the unmount completes all the
-// same (umount's own bound on the daemon's exit holds), the daemon's log
-// says what was left behind, and status says the replica is behind.
+// same (umount's own bound on the daemon's exit holds) and umount exits 1
+// saying what was left behind, as the daemon's log does, and status says
+// the replica is behind.
 func TestMountReplicateAtUnmountAbsent(t *testing.T) {
 	needFUSE(t)
 	testsupport.StartS3(t) // credentials and region; the endpoint is replaced
@@ -458,7 +459,7 @@ func TestMountReplicateAtUnmountAbsent(t *testing.T) {
 	mp := mountT(t, ws, "--replicate", url)
 	sh(t, mp, "echo last > last.txt")
 	binOK(t, mp, "step", "last")
-	binOK(t, "/", "umount", mp)
+	umountLeftBehind(t, mp, url)
 	if testsupport.FUSEMounted(mp) {
 		t.Fatalf("%s still mounted after umount", mp)
 	}
@@ -476,6 +477,20 @@ func TestMountReplicateAtUnmountAbsent(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^replica:   `+url+`: events 1..0 replicated, restorable up to 0; behind by [1-9]\d* events?, [1-9][\d.]* (B|KiB)$`).MatchString(st) ||
 		!strings.Contains(st, "replica:   last error ") || strings.Contains(st, "last success") {
 		t.Errorf("status after the unmount with the endpoint absent:\n%s", st)
+	}
+}
+
+// umountLeftBehind unmounts mp, whose daemon cannot replicate to url: the
+// mount goes, and umount exits 1 saying how many events were left behind
+// and how to send them.
+func umountLeftBehind(t *testing.T, mp, url string) {
+	t.Helper()
+	r := bin(t, "/", "", "umount", mp)
+	if r.code != 1 || !regexp.MustCompile(`^zerofs: unmounted .*, but its replication to `+regexp.QuoteMeta(url)+` was left behind: [1-9]\d* events?, [1-9][\d.]* (B|KiB) not uploaded.*'zerofs replicate `).MatchString(r.stderr) {
+		t.Errorf("umount with replication left behind: exit %d, stderr %q; want exit 1 saying what was left", r.code, r.stderr)
+	}
+	if testsupport.FUSEMounted(mp) {
+		t.Errorf("%s still mounted after umount", mp)
 	}
 }
 
@@ -513,9 +528,11 @@ func hungEndpoint(t *testing.T) (stop func()) {
 }
 
 // TestMountReplicateAtUnmountHung: an endpoint that accepts connections
-// and never answers holds the last attempt until its bound
-// (finalReplicationTimeout, 30 s): umount waits for it and then succeeds,
-// the daemon's log says what was left behind, status says behind.
+// and never answers: status shows the request waiting; the last attempt
+// is held until its bound (finalReplicationTimeout, 30 s): umount waits
+// for it, unmounts, and fails saying what was left behind (so that
+// `umount && rm -rf` cannot lose the tail silently), the daemon's log says
+// it too, status says behind.
 func TestMountReplicateAtUnmountHung(t *testing.T) {
 	needFUSE(t)
 	testsupport.StartS3(t) // credentials and region; the endpoint is replaced
@@ -526,7 +543,14 @@ func TestMountReplicateAtUnmountHung(t *testing.T) {
 	mp := mountT(t, ws, "--replicate", url)
 	sh(t, mp, "echo last > last.txt")
 	binOK(t, mp, "step", "last")
-	binOK(t, "/", "umount", mp)
+	// The request that hangs is shown in status while it waits, with
+	// the object it is for (issue 27: status said only "behind").
+	if err := testsupport.Poll(40*time.Second, func() bool {
+		return regexp.MustCompile(`(?m)^replica:   stalled: PUT \S+ has had no answer for \d+s \(attempt \d of \d`).MatchString(binOK(t, mp, "status"))
+	}); err != nil {
+		t.Errorf("status does not show the request the endpoint never answers:\n%s", binOK(t, mp, "status"))
+	}
+	umountLeftBehind(t, mp, url)
 	dlog, err := os.ReadFile(filepath.Join(ws, rewind.StoreName, "daemon.log"))
 	if err != nil {
 		t.Fatal(err)

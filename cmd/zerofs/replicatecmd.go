@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
@@ -378,9 +379,39 @@ func replicationLines(w io.Writer, store string, head eventlog.Seq) {
 	if !st.LastSuccess.IsZero() {
 		fmt.Fprintf(w, "replica:   last success %s\n", st.LastSuccess.Local().Format(time.DateTime))
 	}
+	if q := st.Stalled; q != nil {
+		fmt.Fprintf(w, "replica:   stalled: %s %s has had no answer for %s (attempt %d of %d, since %s)\n",
+			q.Op, q.Object, time.Since(q.Since).Round(time.Second), q.Attempt, q.Of, q.Since.Local().Format(time.TimeOnly))
+		if q.LastError != "" {
+			fmt.Fprintf(w, "replica:   the attempt before: %s\n", oneLine(q.LastError))
+		}
+	}
 	if st.LastError != "" {
 		fmt.Fprintf(w, "replica:   last error %s: %s\n", st.LastErrorAt.Local().Format(time.DateTime), oneLine(st.LastError))
 	}
+}
+
+// replicaLeftBehind is the error `zerofs umount` returns when the daemon
+// it unmounted (st, which has exited) left replication behind at its last
+// attempt (replica.json's final report, written by that daemon since
+// since): the events and bytes the replica lacks, and how to send them.
+// nil when the daemon did not replicate or brought the replica up to
+// date.
+func replicaLeftBehind(st control.StatusReport, since time.Time) error {
+	rs, err := replicate.ReadState(st.Store)
+	if err != nil || rs.Final == nil || rs.Final.PID != st.PID || rs.Final.At.Before(since.Add(-time.Second)) {
+		return nil
+	}
+	f := rs.Final
+	if f.Events == 0 && f.Error == "" {
+		return nil
+	}
+	why := ""
+	if f.Error != "" {
+		why = ": " + oneLine(f.Error)
+	}
+	return fmt.Errorf("unmounted %s, but its replication to %s was left behind: %s, %s not uploaded%s; they are safe in the store, and 'zerofs replicate %s' (or the next 'zerofs mount --replicate') uploads them",
+		quote.Name(st.Mountpoint), rs.URL, plural(int(f.Events), "event"), humanBytes(f.Bytes), why, rs.URL)
 }
 
 // readKey reads --replica-key's file (nil when none was given).
