@@ -38,6 +38,9 @@ type Options struct {
 	// Key, when set (32 bytes), makes the replica ciphertext only
 	// (crypt.go).
 	Key []byte
+	// Seen is the file of this user's notes of what replicas promised
+	// (seen.go; "" for none): each base uploaded is noted there.
+	Seen string
 }
 
 // Replicator copies one engine's history to one replica.
@@ -415,6 +418,10 @@ func (r *Replicator) begin(ctx context.Context) error {
 		r.opts.Logger.Warn("replicate: the replica is damaged; uploading what it lacks again", "url", r.url.String(), "err", err)
 	}
 	base, based := newestBase(bases, end)
+	if end < st.Logged || st.Based && (!based || base.Seq < st.Base) {
+		r.opts.Logger.Warn("replicate: the replica holds less than this store uploaded to it (an older copy was put in its place, or objects were deleted); uploading what it lacks again",
+			"url", r.url.String(), "uploaded-log", st.Logged, "uploaded-base", st.Base, "log", end, "base", base.Seq)
+	}
 	r.mu.Lock()
 	// The bucket is the truth about what it holds; replica.json may lag
 	// it by the object written just before a crash.
@@ -652,7 +659,11 @@ func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) error {
 	r.base, r.baseBlobs, r.collectDue = ref, r.blobNames(b), true
 	r.mu.Lock()
 	r.st.Base, r.st.Based = seq, true
+	st := r.st
 	r.mu.Unlock()
+	if err := noteSeen(r.opts.Seen, r.b, r.url, Promise{Store: st.Store, Logged: st.Logged, Base: seq}, false); err != nil {
+		r.opts.Logger.Warn("replicate: cannot note what the replica offers", "url", r.url.String(), "err", err)
+	}
 	return r.save()
 }
 

@@ -141,7 +141,7 @@ func (q *requester) run(ctx context.Context, op, object string, body io.ReadSeek
 		}
 		dl.stop()
 		if err != nil && errors.Is(context.Cause(rctx), errNoAnswer) && ctx.Err() == nil {
-			err = fmt.Errorf("replicate: %s %s: %w for %v", op, object, errNoAnswer, time.Duration(max(factor, 1))*requestTimeout)
+			err = fmt.Errorf("%w for %v", errNoAnswer, time.Duration(max(factor, 1))*requestTimeout)
 		}
 		cancel(nil)
 		if err == nil || !retryable(err) || ctx.Err() != nil || attempt >= requestAttempts {

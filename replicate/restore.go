@@ -39,6 +39,12 @@ type RestoreOptions struct {
 	// they are the restoring user's, without set-id bits. A sealed
 	// replica's are always kept.
 	SameOwner bool
+	// Seen is the file of this user's notes of what replicas promised
+	// (SeenFile; "" for none): a replica that offers less than it did is
+	// refused (*RollbackError) unless AcceptOlder, and what it offers is
+	// noted after the restore.
+	Seen        string
+	AcceptOlder bool
 }
 
 // RestoreResult is what a restore wrote.
@@ -153,6 +159,12 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 		return RestoreResult{}, err
 	}
 	base, found := newestBase(bases, end)
+	offers := Promise{Store: lease.Store, Logged: end, Base: base.Seq}
+	if !opts.AcceptOlder {
+		if err := checkSeen(opts.Seen, b, u, offers); err != nil {
+			return RestoreResult{}, err
+		}
+	}
 	if !found {
 		return RestoreResult{}, fmt.Errorf("%w: %s holds no restorable state yet (no base)", ErrNoState, u)
 	}
@@ -326,6 +338,9 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 		return fail(err)
 	}
 	root.Close()
+	if err := noteSeen(opts.Seen, b, u, offers, opts.AcceptOlder); err != nil {
+		opts.Logger.Warn("replicate: cannot note what the replica offers", "url", u.String(), "err", err)
+	}
 	return res, nil
 }
 

@@ -29,6 +29,9 @@ type s3Bucket struct {
 	q   requester // every request's deadline and retries (request.go)
 }
 
+// endpoint is the service's address ("" for AWS's own).
+func (b *s3Bucket) endpoint() string { return aws.ToString(b.c.Options().BaseEndpoint) }
+
 // watch tells w of requests that wait long, and of their end.
 func (b *s3Bucket) watch(w watcher) { b.q.setWatch(w) }
 

@@ -52,7 +52,7 @@ replica cannot be restored.
 
 var restoreCmd = &command{
 	name:    "restore",
-	usage:   "restore URL DIR [--at SEQ] [--replica-key FILE] [--same-owner]",
+	usage:   "restore URL DIR [--at SEQ] [--replica-key FILE] [--same-owner] [--accept-older]",
 	summary: "a workspace from a replica, at any replicated state",
 	help: `Writes the state at SEQ (default: the newest the replica offers) of the
 replica at URL (s3://BUCKET/PREFIX) into DIR, which must not exist (its
@@ -69,6 +69,13 @@ history restored with them, become yours, without setuid or setgid bits
 or file capabilities; the restore says what it dropped. --same-owner
 keeps them as the replica gives them (as root: its owners). A sealed
 replica's owners and modes are always kept.
+
+What a replica offers (its newest state, its log's end, the store that
+writes it) is noted for this user in ~/.local/state/zerofs/replicas.json
+(by the writer after each base, and by each restore). A replica that
+offers less than it already did, or is another store's, was rolled back
+(an older copy put in its place) or cut: restore refuses it, saying what
+it promised and what it holds; --accept-older restores what it offers now.
 `,
 	run: runRestore,
 }
@@ -120,7 +127,7 @@ func runReplicate(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := replicate.Open(eng, b, u, ws.Store, replicate.Options{Logger: e.logger(), Key: key})
+	r, err := replicate.Open(eng, b, u, ws.Store, replicate.Options{Logger: e.logger(), Key: key, Seen: replicate.SeenFile()})
 	if err != nil {
 		return err
 	}
@@ -156,6 +163,7 @@ func runRestore(e *env, c *command, args []string) error {
 	at := fs.String("at", "", "")
 	keyFile := fs.String("replica-key", "", "")
 	sameOwner := fs.Bool("same-owner", false, "")
+	acceptOlder := fs.Bool("accept-older", false, "")
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -172,7 +180,7 @@ func runRestore(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := replicate.RestoreOptions{Logger: e.logger(), Key: key, SameOwner: *sameOwner}
+	opts := replicate.RestoreOptions{Logger: e.logger(), Key: key, SameOwner: *sameOwner, Seen: replicate.SeenFile(), AcceptOlder: *acceptOlder}
 	if *at != "" {
 		n, err := strconv.ParseUint(*at, 10, 64)
 		if err != nil {
@@ -283,7 +291,7 @@ func startReplication(e *env, eng *rewind.Engine, url, keyFile, store string, lo
 	if err != nil {
 		return nil, err
 	}
-	r, err := replicate.Open(eng, b, u, store, replicate.Options{Logger: logger, Key: key})
+	r, err := replicate.Open(eng, b, u, store, replicate.Options{Logger: logger, Key: key, Seen: replicate.SeenFile()})
 	if err != nil {
 		return nil, err
 	}

@@ -250,3 +250,80 @@ func TestRestoreWordsAfterGC(t *testing.T) {
 		t.Errorf("restore --at %d (cut) says %q", steps[0], r.stderr)
 	}
 }
+
+// TestRestoreRefusesRolledBackReplica: whoever can write the bucket of a
+// sealed replica keeps a complete copy of its objects (every one genuine,
+// sealed with the key), lets the replica grow, then puts the old copy
+// back in place of the prefix. A restore on a machine that saw the
+// replica offer more (here the writer's: it notes each base) refuses it,
+// saying what the replica promised and what it holds, and leaves nothing;
+// --accept-older takes the older state when the person says so. It was
+// taken at exit 0 (issue 27, section 3).
+func TestRestoreRefusesRolledBackReplica(t *testing.T) {
+	testsupport.StartS3(t)
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte(strings.Repeat("cd", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const url = "s3://replicas/rolled"
+	s := newStore(t, map[string]string{"a.txt": "old\n"})
+	s.step("one")
+	s.close()
+	mustRun(t, s.ws, "replicate", "--once", "--replica-key", keyFile, url)
+
+	ctx := context.Background()
+	u, _ := replicate.ParseURL(url)
+	b, err := replicate.OpenS3(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshot := func() map[string][]byte {
+		names, err := b.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]byte{}
+		for _, n := range names {
+			if out[n], err = b.Get(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	old := snapshot()
+
+	s.open()
+	s.write("a.txt", "new\n")
+	s.step("two")
+	s.close()
+	mustRun(t, s.ws, "replicate", "--once", "--replica-key", keyFile, url)
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	mustRun(t, "/", "restore", "--replica-key", keyFile, url, fresh)
+	if got := readTrim(t, filepath.Join(fresh, "a.txt")); got != "new" {
+		t.Fatalf("restore before the rollback: a.txt = %q", got)
+	}
+
+	// The older copy, put back in place of the prefix.
+	for n := range snapshot() {
+		if err := b.Delete(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n, body := range old {
+		if err := b.PutNew(ctx, n, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "r")
+	r := wantFail(t, "/", 1, "already offered up to", "restore", "--replica-key", keyFile, url, dir)
+	if !strings.Contains(r.stderr, "--accept-older") {
+		t.Errorf("the refusal does not say how to take the older state: %q", r.stderr)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Errorf("the refused restore left %s behind (%v)", dir, err)
+	}
+	mustRun(t, "/", "restore", "--accept-older", "--replica-key", keyFile, url, dir)
+	if got := readTrim(t, filepath.Join(dir, "a.txt")); got != "old" {
+		t.Errorf("restore --accept-older: a.txt = %q, want the older copy's", got)
+	}
+}
