@@ -141,6 +141,9 @@ func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (_ Base, ne
 			return Base{}, nil, err
 		}
 		pr.Add(1, n)
+		if err := r.logAlongside(ctx); err != nil {
+			return Base{}, nil, err
+		}
 	}
 	m.ents = nil
 	// Every path read as it is now is looked up again: one that a

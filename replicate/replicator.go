@@ -66,6 +66,7 @@ type Replicator struct {
 	segs         []segment       // the replica's segments
 	bases        []baseRef       // the replica's bases
 	lastBase     time.Time
+	lastLog      time.Time    // when the log last went up (logAlongside)
 	lastHead     eventlog.Seq // the head at an attempt, and since when
 	quietSince   time.Time
 	liveCache    map[string]liveBlob
@@ -345,8 +346,20 @@ func (r *Replicator) attempt(ctx context.Context, final bool) (err error) {
 	return nil
 }
 
+// logAlongside uploads the log's new events while a base is being made,
+// once every Options.Every: a base may take long (a tree of files to
+// read and send), and the log must not wait behind its blobs.
+func (r *Replicator) logAlongside(ctx context.Context) error {
+	if time.Since(r.lastLog) < r.opts.Every || r.eng.Head() <= r.State().Logged {
+		return nil
+	}
+	r.lastLog = time.Now()
+	return r.uploadLog(ctx)
+}
+
 // uploadLog uploads the log up to its head, in segments.
 func (r *Replicator) uploadLog(ctx context.Context) error {
+	r.lastLog = time.Now()
 	for {
 		more, err := r.uploadSegment(ctx)
 		if err != nil || !more {
@@ -487,14 +500,17 @@ func (r *Replicator) uploadSegment(ctx context.Context) (more bool, err error) {
 		return false, err
 	}
 	var buf bytes.Buffer
+	var named []blobstore.ID
 	last := from - 1
 	for ev, err := range r.eng.Log().Events(from) {
 		if err != nil {
 			return false, err
 		}
-		if err := r.uploadNamed(ctx, ev); err != nil {
+		ids, err := blobsOf(ev)
+		if err != nil {
 			return false, err
 		}
+		named = append(named, ids...)
 		line, err := json.Marshal(ev)
 		if err != nil {
 			return false, err
@@ -510,6 +526,14 @@ func (r *Replicator) uploadSegment(ctx context.Context) (more bool, err error) {
 	if last < from {
 		return false, nil
 	}
+	// The blobs the events name first (at once: uploadBlobs). One gone
+	// from the store belongs to history a gc cut or thinned (its states no
+	// longer exist here): it is left out, and a base whose history still
+	// offers those states is not made (uploadBase), so no restore ever
+	// needs it.
+	if _, err := r.uploadBlobs(ctx, named); err != nil {
+		return false, err
+	}
 	body := r.codec.seal(segmentLogical(from, last), buf.Bytes())
 	name := segmentName(from, last, 0, body)
 	if err := r.put(ctx, name, body); err != nil {
@@ -523,24 +547,6 @@ func (r *Replicator) uploadSegment(ctx context.Context) (more bool, err error) {
 		return false, err
 	}
 	return more, r.compact(ctx)
-}
-
-// uploadNamed uploads the blobs an event names (a checkpoint's records, a
-// stash_named event's stashes). A blob gone from the store belongs to
-// history a gc cut or thinned (its states no longer exist here): it is
-// left out, and a base whose history still offers those states is not
-// made (uploadBase), so no restore ever needs it.
-func (r *Replicator) uploadNamed(ctx context.Context, ev eventlog.Event) error {
-	ids, err := blobsOf(ev)
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		if err := r.uploadBlob(ctx, id); err != nil && !errors.Is(err, errGone) {
-			return err
-		}
-	}
-	return nil
 }
 
 // blobsOf is the blobs an event names: a checkpoint's records', a
@@ -629,15 +635,25 @@ func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) error {
 			need = append(need, id)
 		}
 	})
-	for _, id := range need {
-		err := r.uploadBlob(ctx, id)
-		if errors.Is(err, errGone) && (r.eng.PrunedBefore() > ret.Pruned() || !slices.Equal(r.eng.Thinned(), ret.Thinned())) {
-			r.opts.Logger.Info("replicate: base waits for a base after the gc that removed what its states need", "at", seq, "err", err)
-			return nil
-		}
+	var gone []blobstore.ID
+	for len(need) > 0 {
+		n := min(len(need), 64)
+		g, err := r.uploadBlobs(ctx, need[:n])
 		if err != nil {
 			return err
 		}
+		gone, need = append(gone, g...), need[n:]
+		if err := r.logAlongside(ctx); err != nil {
+			return err
+		}
+	}
+	if len(gone) > 0 {
+		err := fmt.Errorf("%w: %s", errGone, gone[0].Short())
+		if r.eng.PrunedBefore() > ret.Pruned() || !slices.Equal(r.eng.Thinned(), ret.Thinned()) {
+			r.opts.Logger.Info("replicate: base waits for a base after the gc that removed what its states need", "at", seq, "err", err)
+			return nil
+		}
+		return err
 	}
 	b, next, err := r.makeBase(ctx, seq)
 	if err != nil {
