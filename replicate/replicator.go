@@ -592,22 +592,6 @@ func blobsOf(ev eventlog.Event) ([]blobstore.ID, error) {
 // errGone: a blob the log names is no longer in the store.
 var errGone = errors.New("replicate: blob gone from the store")
 
-// uploadBlob uploads blob id from the store unless the replica holds it
-// (errGone when the store no longer has it).
-func (r *Replicator) uploadBlob(ctx context.Context, id blobstore.ID) error {
-	if r.known[r.codec.blobName(id)] {
-		return nil
-	}
-	err := r.putStored(ctx, id)
-	if errors.Is(err, blobstore.ErrNotFound) {
-		return fmt.Errorf("%w: %s", errGone, id.Short())
-	}
-	if err != nil {
-		return fmt.Errorf("replicate: blob %s: %w", id.Short(), err)
-	}
-	return nil
-}
-
 // uploadBase writes the base at seq, after every blob it names and every
 // blob the history up to seq keeps (the states it offers need them). A
 // base that cannot be whole yet is not made, and a later attempt makes

@@ -23,22 +23,9 @@ import (
 // with its length known. A variable for tests.
 var streamAbove int64 = 8 << 20
 
-// putStored uploads blob id from the store as object name (its content
-// is verified as it streams: blobstore.Store.Open).
-func (r *Replicator) putStored(ctx context.Context, id blobstore.ID) error {
-	name := r.codec.blobName(id)
-	if r.known[name] {
-		return nil
-	}
-	if err := r.sendStored(ctx, id); err != nil {
-		return err
-	}
-	r.known[name] = true
-	return nil
-}
-
-// sendStored sends blob id from the store, with no note of it in known
-// (several run at once: uploadBlobs), and tells the Progress in ctx.
+// sendStored sends blob id from the store (its content is verified as it
+// streams: blobstore.Store.Open), with no note of it in known (several
+// run at once: uploadBlobs), and tells the Progress in ctx.
 func (r *Replicator) sendStored(ctx context.Context, id blobstore.ID) error {
 	rd, err := r.eng.Blobs().Open(id)
 	if err != nil {
@@ -49,20 +36,6 @@ func (r *Replicator) sendStored(ctx context.Context, id blobstore.ID) error {
 		return err
 	}
 	rewind.ProgressIn(ctx).Add(1, rd.Size()) // a blob went up
-	return nil
-}
-
-// putContent uploads size bytes of content read from src as the blob
-// object name.
-func (r *Replicator) putContent(ctx context.Context, name string, src io.Reader, size int64) error {
-	if r.known[name] {
-		return nil
-	}
-	if err := r.send(ctx, name, src, size); err != nil {
-		return err
-	}
-	r.known[name] = true
-	rewind.ProgressIn(ctx).Add(1, size) // a blob went up
 	return nil
 }
 
@@ -188,17 +161,30 @@ func (l *lockedProgress) Add(items, bytes int64) {
 	l.p.Add(items, bytes)
 }
 
-// putLive uploads the content read from f (a file as it is now) and
-// returns its blob id and length: a large one is copied aside first (its
-// hash, so its object's name, is known only at its end).
-func (r *Replicator) putLive(ctx context.Context, f io.Reader, size int64) (blobstore.ID, int64, error) {
+// putLive uploads the content read from f (a file as it is now) unless
+// the replica holds it, and returns its blob id and length: a large one
+// is copied aside first (its hash, so its object's name, is known only at
+// its end).
+func (m *baseMaker) putLive(ctx context.Context, f io.Reader, size int64) (blobstore.ID, int64, error) {
+	r := m.r
+	send := func(id blobstore.ID, src io.Reader, n int64) error {
+		name := r.codec.blobName(id)
+		if m.known(name) {
+			return nil
+		}
+		if err := r.send(ctx, name, src, n); err != nil {
+			return err
+		}
+		m.noteKnown(name)
+		return nil
+	}
 	if size <= streamAbove {
 		data, err := io.ReadAll(f)
 		if err != nil {
 			return blobstore.ID{}, 0, err
 		}
 		id := blobstore.ID(sha256.Sum256(data))
-		return id, int64(len(data)), r.putContent(ctx, r.codec.blobName(id), bytes.NewReader(data), int64(len(data)))
+		return id, int64(len(data)), send(id, bytes.NewReader(data), int64(len(data)))
 	}
 	tmp, err := r.tempFile()
 	if err != nil {
@@ -214,7 +200,7 @@ func (r *Replicator) putLive(ctx context.Context, f io.Reader, size int64) (blob
 		return blobstore.ID{}, 0, err
 	}
 	id := blobstore.ID(h.Sum(nil))
-	return id, n, r.putContent(ctx, r.codec.blobName(id), tmp, n)
+	return id, n, send(id, tmp, n)
 }
 
 // tempFile is a new file in the store, already unlinked.
