@@ -418,6 +418,10 @@ func replicaLeftBehind(st control.StatusReport, since time.Time) error {
 	if f.Error != "" {
 		why = ": " + oneLine(f.Error)
 	}
+	if f.Events == 0 {
+		return fmt.Errorf("unmounted %s, but its last replication attempt to %s failed%s: the replica may not restore the last step; 'zerofs replicate --once %s' (or the next 'zerofs mount --replicate') finishes it",
+			quote.Name(st.Mountpoint), rs.URL, why, rs.URL)
+	}
 	return fmt.Errorf("unmounted %s, but its replication to %s was left behind: %s, %s not uploaded%s; they are safe in the store, and 'zerofs replicate %s' (or the next 'zerofs mount --replicate') uploads them",
 		quote.Name(st.Mountpoint), rs.URL, plural(int(f.Events), "event"), humanBytes(f.Bytes), why, rs.URL)
 }
