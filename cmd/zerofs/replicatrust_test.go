@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -325,5 +326,70 @@ func TestRestoreRefusesRolledBackReplica(t *testing.T) {
 	mustRun(t, "/", "restore", "--accept-older", "--replica-key", keyFile, url, dir)
 	if got := readTrim(t, filepath.Join(dir, "a.txt")); got != "old" {
 		t.Errorf("restore --accept-older: a.txt = %q, want the older copy's", got)
+	}
+}
+
+// TestRestorePlainReplicaAsUser: an ordinary user (nobody) restoring a
+// plain replica whose base someone forged so that src/main.go is setuid
+// and theirs gets it without the bit (they could not be given another
+// user's file anyway), and is told so; with --same-owner they get the bit
+// on their own file, as chmod would give it them.
+func TestRestorePlainReplicaAsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run as nobody")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("no setpriv")
+	}
+	if binary == "" {
+		t.Fatal(buildErr)
+	}
+	testsupport.StartS3(t)
+	s := newStore(t, map[string]string{"src/main.go": "package main\n"})
+	s.step("one")
+	s.close()
+	const url = "s3://replicas/forged-user"
+	mustRun(t, s.ws, "replicate", "--once", url)
+	forgeBase(t, url, func(base map[string]any) {
+		m := baseFile(t, base, "src/main.go")
+		m["mode"], m["uid"], m["gid"] = 0o6755, 65534, 65534
+	})
+	top := t.TempDir()
+	os.Chmod(filepath.Dir(top), 0o755)
+	os.Chmod(top, 0o755)
+	bin := filepath.Join(top, "zerofs")
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mine := filepath.Join(top, "mine")
+	if err := os.Mkdir(mine, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(mine, 65534, 65534)
+	asNobody := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", bin}, args...)...)
+		cmd.Dir = "/"
+		cmd.Env = append(os.Environ(), "HOME="+mine, "XDG_STATE_HOME="+filepath.Join(mine, "state"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("zerofs %s as nobody: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	out := asNobody("restore", url, filepath.Join(mine, "r"))
+	if uid, _, mode := ownerMode(t, filepath.Join(mine, "r", "src/main.go")); uid != 65534 || mode&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		t.Errorf("nobody's restore: src/main.go uid %d mode %v, want nobody's without set-id bits", uid, mode)
+	}
+	if !strings.Contains(out, "setuid or setgid bits dropped: src/main.go") {
+		t.Errorf("nobody's restore does not say what it dropped:\n%s", out)
+	}
+	asNobody("restore", "--same-owner", url, filepath.Join(mine, "same"))
+	if uid, _, mode := ownerMode(t, filepath.Join(mine, "same", "src/main.go")); uid != 65534 || mode&os.ModeSetuid == 0 {
+		t.Errorf("nobody's restore --same-owner: src/main.go uid %d mode %v, want nobody's setuid", uid, mode)
 	}
 }
