@@ -154,3 +154,24 @@ func noteSeen(path string, b Bucket, u URL, found Promise, replace bool) error {
 	}
 	return durable.WriteFileAtomic(dir, filepath.Base(path), append(data, '\n'), 0o600)
 }
+
+// Offers is what the replica a summary describes offers, as the notes of
+// what replicas promised keep it.
+func (s Summary) Offers() Promise {
+	p := Promise{Store: s.Lease.Store, Logged: s.Logged}
+	if n := len(s.Bases); n > 0 {
+		p.Base = s.Bases[n-1]
+	}
+	return p
+}
+
+// CheckPromise returns a *RollbackError when the notes at path say the
+// replica u (in b) promised more than offers (or was another store's),
+// and otherwise notes offers there. For a reader that only looks (log
+// --replica): a restore checks and notes by itself (RestoreOptions.Seen).
+func CheckPromise(path string, b Bucket, u URL, offers Promise) error {
+	if err := checkSeen(path, b, u, offers); err != nil {
+		return err
+	}
+	return noteSeen(path, b, u, offers, false)
+}

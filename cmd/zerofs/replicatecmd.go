@@ -452,6 +452,13 @@ func logReplica(e *env, c *command, url, keyFile string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	var rb *replicate.RollbackError
+	if err := replicate.CheckPromise(replicate.SeenFile(), b, u, sum.Offers()); errors.As(err, &rb) {
+		fmt.Fprintf(e.stderr, "zerofs: warning: %s offers states up to %d (store %s, log at %d), but it already offered up to %d (store %s, log at %d; seen %s): an older copy was put in its place, or its newer objects were deleted; a restore refuses it unless --accept-older\n",
+			u, rb.Found.Base, rb.Found.Store, rb.Found.Logged, rb.Promised.Base, rb.Promised.Store, rb.Promised.Logged, rb.Promised.At.Local().Format(time.DateTime))
+	} else if err != nil {
+		e.logger().Warn("replicate: cannot note what the replica offers", "url", u.String(), "err", err)
+	}
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")

@@ -315,6 +315,10 @@ func TestRestoreRefusesRolledBackReplica(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	lr := zerofs(t, "/", "", "log", "--replica", url, "--replica-key", keyFile)
+	if lr.code != 0 || !strings.Contains(lr.stderr, "warning: "+url+" offers states up to") || !strings.Contains(lr.stderr, "already offered up to") {
+		t.Errorf("log --replica of the rolled-back replica: exit %d, stderr %q; want a warning", lr.code, lr.stderr)
+	}
 	dir := filepath.Join(t.TempDir(), "r")
 	r := wantFail(t, "/", 1, "already offered up to", "restore", "--replica-key", keyFile, url, dir)
 	if !strings.Contains(r.stderr, "--accept-older") {
