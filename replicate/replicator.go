@@ -241,10 +241,11 @@ func (r *Replicator) toUpload() (n, bytes int64, err error) {
 // Claim takes the prefix's lease and lists what the replica holds, as the
 // first attempt would: so that a refusal no retry changes (Permanent: the
 // prefix is another store's, the key is not the replica's) is known at
-// once, before Run. Any failure is recorded in replica.json. Run must not
-// have started.
+// once, before Run. Each request is tried once: an endpoint that is down
+// fails it at once (Run tries again). Any failure is recorded in
+// replica.json. Run must not have started.
 func (r *Replicator) Claim(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, onceKey{}, true), r.opts.Timeout)
 	defer cancel()
 	err := r.begin(ctx)
 	if err != nil {

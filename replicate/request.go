@@ -31,6 +31,11 @@ var (
 	completeTimeoutFactor = 10 // CompleteMultipartUpload may take long to answer
 )
 
+// onceKey in a context: its requests are not retried (Replicator.Claim
+// at mount, which must not keep a mount waiting on an endpoint that is
+// down).
+type onceKey struct{}
+
 // errNoAnswer: a request went unanswered for its deadline.
 var errNoAnswer = errors.New("no answer from the endpoint")
 
@@ -144,7 +149,7 @@ func (q *requester) run(ctx context.Context, op, object string, body io.ReadSeek
 			err = fmt.Errorf("%w for %v", errNoAnswer, time.Duration(max(factor, 1))*requestTimeout)
 		}
 		cancel(nil)
-		if err == nil || !retryable(err) || ctx.Err() != nil || attempt >= requestAttempts {
+		if err == nil || !retryable(err) || ctx.Err() != nil || attempt >= requestAttempts || ctx.Value(onceKey{}) != nil {
 			if err != nil && attempt > 1 && ctx.Err() == nil {
 				err = fmt.Errorf("%w (attempt %d of %d)", err, attempt, requestAttempts)
 			}
