@@ -3,7 +3,9 @@ package replicate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -96,6 +98,9 @@ type baseMaker struct {
 	next  map[string]liveBlob
 	// ents are the entries of out.Files as walk listed them, for fill.
 	ents []rewind.Entry
+	// mu guards next and the replicator's known while fills run at once
+	// (and the log's upload meanwhile: fillAll).
+	mu sync.Mutex
 }
 
 // makeBase writes down the workspace at seq, uploading every blob it
@@ -115,7 +120,7 @@ func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (_ Base, ne
 		return Base{}, nil, err
 	}
 	m.out.Root = newEntry("", root)
-	if err := m.fill(&m.out.Root, root); err != nil {
+	if err := m.fill(ctx, &m.out.Root, root); err != nil {
 		return Base{}, nil, err
 	}
 	if err := m.walk(""); err != nil {
@@ -128,19 +133,18 @@ func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (_ Base, ne
 		}
 	}
 	pr.Begin("replicate base", int64(len(m.out.Files)), bytes)
-	for i := range m.out.Files {
-		if err := ctx.Err(); err != nil {
+	lp := &lockedProgress{p: pr}
+	// The paths are filled blobsAtOnce at a time (each a file read and
+	// its blob sent: on a link with a long round trip one at a time
+	// leaves it idle), in batches, with the log's new events sent between
+	// them (logAlongside).
+	for start := 0; start < len(m.out.Files); start += fillBatch {
+		if err := m.fillAll(start, min(start+fillBatch, len(m.out.Files)), lp); err != nil {
 			return Base{}, nil, err
 		}
-		e := &m.out.Files[i]
-		n := int64(0)
-		if e.Kind == rewind.KindFile && !e.Skipped {
-			n = e.Bytes
-		}
-		if err := m.fill(e, m.ents[i]); err != nil {
+		if err := r.logAlongside(ctx); err != nil {
 			return Base{}, nil, err
 		}
-		pr.Add(1, n)
 	}
 	m.ents = nil
 	// Every path read as it is now is looked up again: one that a
@@ -159,7 +163,7 @@ func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (_ Base, ne
 			if !ent.Live {
 				delete(m.next, e.name())
 				e = newEntry(e.name(), ent)
-				if err := m.fill(&e, ent); err != nil {
+				if err := m.fill(ctx, &e, ent); err != nil {
 					return Base{}, nil, err
 				}
 			}
@@ -168,6 +172,91 @@ func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (_ Base, ne
 	}
 	m.out.Files = files
 	return m.out, m.next, nil
+}
+
+// fillBatch is how many paths a base fills between two looks at the log.
+const fillBatch = 64
+
+// fillAll fills m.out.Files[from:to], blobsAtOnce at a time; the first
+// error stops the rest.
+func (m *baseMaker) fillAll(from, to int, pr rewind.Progress) error {
+	ctx, stop := context.WithCancel(m.ctx)
+	defer stop()
+	var (
+		mu    sync.Mutex // guards first
+		first error
+		wg    sync.WaitGroup
+	)
+	next := make(chan int)
+	for range min(blobsAtOnce, to-from) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				e := &m.out.Files[i]
+				n := int64(0)
+				if e.Kind == rewind.KindFile && !e.Skipped {
+					n = e.Bytes
+				}
+				if err := m.fill(ctx, e, m.ents[i]); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					stop()
+					continue
+				}
+				pr.Add(1, n)
+			}
+		}()
+	}
+	// The log's new events go up while the fills run (under m.mu: the
+	// fills wait for it only where they look at known).
+	tick := time.NewTicker(m.r.opts.Every)
+	defer tick.Stop()
+feed:
+	for i := from; i < to; {
+		select {
+		case next <- i:
+			i++
+		case <-ctx.Done():
+			break feed
+		case <-tick.C:
+			m.mu.Lock()
+			err := m.r.logAlongside(m.ctx)
+			m.mu.Unlock()
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				stop()
+				break feed
+			}
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first == nil {
+		first = m.ctx.Err()
+	}
+	return first
+}
+
+// known reports whether the replica holds the blob object name, and
+// noteKnown notes that it does: under m.mu, as fills run at once.
+func (m *baseMaker) known(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.r.known[name]
+}
+
+func (m *baseMaker) noteKnown(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.r.known[name] = true
 }
 
 func (m *baseMaker) walk(dir string) error {
@@ -197,8 +286,8 @@ func (m *baseMaker) walk(dir string) error {
 
 // fill completes e: a symlink's target, a file's blob (read and uploaded
 // if the file is read as it is now), the xattrs of a directory as it is
-// now.
-func (m *baseMaker) fill(e *BaseEntry, ent rewind.Entry) error {
+// now. Several run at once (fillAll).
+func (m *baseMaker) fill(ctx context.Context, e *BaseEntry, ent rewind.Entry) error {
 	if e.Skipped {
 		return nil
 	}
@@ -226,13 +315,27 @@ func (m *baseMaker) fill(e *BaseEntry, ent rewind.Entry) error {
 			if err != nil {
 				return err
 			}
-			return m.r.uploadBlob(m.ctx, id)
+			name := m.r.codec.blobName(id)
+			if m.known(name) {
+				return nil
+			}
+			err = m.r.sendStored(ctx, id)
+			if errors.Is(err, blobstore.ErrNotFound) {
+				return fmt.Errorf("%w: %s", errGone, id.Short())
+			}
+			if err != nil {
+				return fmt.Errorf("replicate: blob %s: %w", id.Short(), err)
+			}
+			m.noteKnown(name)
+			return nil
 		}
 		p := e.name()
 		if c, ok := m.cache[p]; ok && c.bytes == e.Bytes {
 			if old, err := m.r.eng.StateAt(p, m.prev); err == nil && old.Live && old.Exists {
 				e.Blob, e.Xattrs = c.blob, c.xattrs
+				m.mu.Lock()
 				m.next[p] = c
+				m.mu.Unlock()
 				return nil
 			}
 		}
@@ -248,13 +351,15 @@ func (m *baseMaker) fill(e *BaseEntry, ent rewind.Entry) error {
 				return fmt.Errorf("replicate: xattrs of %q: %w", p, err)
 			}
 		}
-		id, n, err := m.r.putLive(m.ctx, f, e.Bytes)
+		id, n, err := m.putLive(ctx, f, e.Bytes)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("replicate: read %q: %w", p, err)
 		}
 		e.Blob, e.Bytes = id.String(), n
+		m.mu.Lock()
 		m.next[p] = liveBlob{blob: e.Blob, bytes: e.Bytes, xattrs: e.Xattrs}
+		m.mu.Unlock()
 	}
 	return nil
 }

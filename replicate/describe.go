@@ -75,6 +75,9 @@ func describe(ctx context.Context, b Bucket, u URL, key []byte) (Summary, error)
 		return Summary{}, err
 	}
 	run, end := chain(segs)
+	if err := gap(segs, bases, end); err != nil {
+		return Summary{}, err
+	}
 	sum := Summary{URL: u.String(), Lease: lease, Logged: end, Segments: len(run), Bases: []eventlog.Seq{}, Steps: []SummaryStep{}}
 	for _, br := range bases {
 		if br.Seq <= end {

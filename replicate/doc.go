@@ -64,5 +64,13 @@
 //
 // The workspace never waits for replication: the replicator reads the log
 // and the blob store as any reader does, and holds no engine lock across a
-// network call.
+// network call. Every S3 request has its own deadline on silence and its
+// own retries (request.go); one that waits long is shown in replica.json
+// (State.Stalled). Blobs go up several at a time, and the log's new
+// events go up while a base is being made, not after it.
+//
+// Trust (SPEC, Trust): a plain replica is unauthenticated, so a restore
+// from it takes no owner, set-id bit or capability from it unless asked
+// (owners.go); and what a replica offered is noted per user (seen.go), so
+// that an older copy swapped in is refused, not taken silently.
 package replicate

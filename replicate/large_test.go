@@ -229,10 +229,13 @@ func TestXattrsRestored(t *testing.T) {
 	}
 }
 
-// TestOwnersRestored: owners come back through a restore (as root): of a
+// TestOwnersRestored: owners come back through a restore (as root) that
+// asks for them (SameOwner: the replica is plain, so by default they do
+// not: TestRestorePlainReplicaTakesNoPrivilege in cmd/zerofs): of a
 // file and a directory unchanged since before replication (read live by
 // the base), of a file whose owner changed (its before-state, a record,
 // at the older state; its new owner at the newest), and of a symlink.
+// Without SameOwner every path is the restoring user's.
 func TestOwnersRestored(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("owners are restored only as root")
@@ -281,8 +284,30 @@ func TestOwnersRestored(t *testing.T) {
 		}
 		return [2]int{int(st.Uid), int(st.Gid)}
 	}
-	newest := restoreAt(t, u, r.State().Base)
-	older := restoreAt(t, u, first.Seq)
+	restore := func(at rewind.Seq, same bool) string {
+		b, err := OpenS3(context.Background(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(t.TempDir(), "restored")
+		res, err := Restore(context.Background(), b, u, dir, RestoreOptions{At: at, HasAt: true, SameOwner: same})
+		if err != nil {
+			t.Fatalf("restore %s --at %d: %v", u, at, err)
+		}
+		if same != res.Dropped.Empty() {
+			t.Errorf("restore --at %d (same owner %v) dropped %+v", at, same, res.Dropped)
+		}
+		return dir
+	}
+	for _, d := range []string{restore(r.State().Base, false), restore(first.Seq, false)} {
+		for p := range owners {
+			if got := owner(filepath.Join(d, p)); got != [2]int{0, 0} {
+				t.Errorf("%s's owner after a restore without SameOwner: %v, want the restoring user's", p, got)
+			}
+		}
+	}
+	newest := restore(r.State().Base, true)
+	older := restore(first.Seq, true)
 	for p, o := range owners {
 		for _, d := range []string{newest, older} {
 			want := o

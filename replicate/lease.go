@@ -45,6 +45,17 @@ var ErrLeased = errors.New("replicate: prefix held by another store")
 
 func (e *LeaseError) Unwrap() error { return ErrLeased }
 
+// errLeaseDamaged: lease.json is not a lease.
+var errLeaseDamaged = errors.New("replicate: damaged lease")
+
+// Permanent reports whether err is a refusal that no retry can change: the
+// prefix is another store's, the replica key is not the replica's, or
+// its lease is damaged. A person must act (choose another prefix, give
+// the right key).
+func Permanent(err error) bool {
+	return errors.Is(err, ErrLeased) || errors.Is(err, ErrKey) || errors.Is(err, errLeaseDamaged)
+}
+
 // claim takes the prefix for store, or finds it already taken by store.
 func claim(ctx context.Context, b Bucket, u URL, store, keyCheck string) error {
 	host, _ := os.Hostname()
@@ -66,7 +77,7 @@ func claim(ctx context.Context, b Bucket, u URL, store, keyCheck string) error {
 	}
 	var held Lease
 	if err := json.Unmarshal(data, &held); err != nil || held.Store == "" {
-		return fmt.Errorf("replicate: %s: %s is damaged (%v); refusing to write beside it", u, leaseName, err)
+		return fmt.Errorf("%w: %s: %s is damaged (%v); refusing to write beside it", errLeaseDamaged, u, leaseName, err)
 	}
 	if held.Store != store {
 		return &LeaseError{URL: u, Holder: held}

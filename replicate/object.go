@@ -149,3 +149,28 @@ func chain(segs []segment) ([]segment, eventlog.Seq) {
 		end = best.Last
 	}
 }
+
+// gap is the damage of a replica whose log chain (chain: it ends at end)
+// stops short of a segment or a base the replica holds past it: events
+// are missing in between (nil when nothing lies past end). A writer
+// uploads segments in order and a base only after the segments up to it,
+// and deletes only what a longer segment covers, so no run of its ever
+// leaves such a gap: it is damage (or tampering), not a replica that has
+// no base yet.
+func gap(segs []segment, bases []baseRef, end eventlog.Seq) error {
+	var next *segment
+	for i, s := range segs {
+		if s.First > end+1 && (next == nil || s.First < next.First) {
+			next = &segs[i]
+		}
+	}
+	if next != nil {
+		return &DamageError{Object: logDir, Why: fmt.Sprintf("events %d..%d are missing: the log's segments reach %d, then %s begins at %d", end+1, next.First-1, end, next.Name, next.First)}
+	}
+	for _, b := range bases {
+		if b.Seq > end {
+			return &DamageError{Object: b.Name, Why: fmt.Sprintf("it is the state at %d, but the log's segments reach only %d: events %d..%d are missing", b.Seq, end, end+1, b.Seq)}
+		}
+	}
+	return nil
+}

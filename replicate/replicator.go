@@ -38,6 +38,9 @@ type Options struct {
 	// Key, when set (32 bytes), makes the replica ciphertext only
 	// (crypt.go).
 	Key []byte
+	// Seen is the file of this user's notes of what replicas promised
+	// (seen.go; "" for none): each base uploaded is noted there.
+	Seen string
 }
 
 // Replicator copies one engine's history to one replica.
@@ -52,6 +55,9 @@ type Replicator struct {
 
 	mu sync.Mutex // guards st
 	st State
+	// saveMu orders the writes of replica.json (the attempt's, and a
+	// request's stall noted from its timer): each writes st as it is then.
+	saveMu sync.Mutex
 
 	// The rest belongs to the one goroutine that runs attempts.
 	claimed      bool
@@ -60,6 +66,7 @@ type Replicator struct {
 	segs         []segment       // the replica's segments
 	bases        []baseRef       // the replica's bases
 	lastBase     time.Time
+	lastLog      time.Time    // when the log last went up (logAlongside)
 	lastHead     eventlog.Seq // the head at an attempt, and since when
 	quietSince   time.Time
 	liveCache    map[string]liveBlob
@@ -112,7 +119,30 @@ func Open(eng *rewind.Engine, b Bucket, u URL, storeDir string, opts Options) (*
 		lock.Close()
 		return nil, err
 	}
-	return &Replicator{eng: eng, b: b, url: u, dir: storeDir, opts: opts, codec: c, lock: lock, st: st}, nil
+	r := &Replicator{eng: eng, b: b, url: u, dir: storeDir, opts: opts, codec: c, lock: lock, st: st}
+	if w, ok := b.(interface{ watch(watcher) }); ok {
+		w.watch(r.noteRequest)
+	}
+	return r, nil
+}
+
+// noteRequest shows a request that waits long in replica.json (status),
+// and takes it away when it ends.
+func (r *Replicator) noteRequest(req Request, done bool) {
+	r.mu.Lock()
+	switch {
+	case !done:
+		r.st.Stalled = &req
+	case r.st.Stalled != nil && r.st.Stalled.Op == req.Op && r.st.Stalled.Object == req.Object:
+		r.st.Stalled = nil
+	default:
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	if err := r.save(); err != nil {
+		r.opts.Logger.Warn("replicate: cannot write the state", "err", err)
+	}
 }
 
 // Close releases the store's replicator lock.
@@ -161,6 +191,19 @@ func (r *Replicator) Final(ctx context.Context, timeout time.Duration) (behind u
 	if h := r.eng.Head(); h > st.Logged {
 		behind = uint64(h - st.Logged)
 	}
+	fr := &FinalReport{PID: os.Getpid(), At: time.Now().UTC(), Events: behind, Bytes: st.Pending}
+	if err != nil {
+		fr.Error = err.Error()
+		if ctx.Err() != nil {
+			fr.Error = "abandoned (a second signal): " + fr.Error
+		}
+	}
+	r.mu.Lock()
+	r.st.Final = fr
+	r.mu.Unlock()
+	if serr := r.save(); serr != nil {
+		r.opts.Logger.Warn("replicate: cannot write the state", "err", serr)
+	}
 	return behind, st.Pending, err
 }
 
@@ -195,16 +238,37 @@ func (r *Replicator) toUpload() (n, bytes int64, err error) {
 	return n, bytes, nil
 }
 
+// Claim takes the prefix's lease and lists what the replica holds, as the
+// first attempt would: so that a refusal no retry changes (Permanent: the
+// prefix is another store's, the key is not the replica's) is known at
+// once, before Run. Each request is tried once: an endpoint that is down
+// fails it at once (Run tries again). Any failure is recorded in
+// replica.json. Run must not have started.
+func (r *Replicator) Claim(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, onceKey{}, true), r.opts.Timeout)
+	defer cancel()
+	err := r.begin(ctx)
+	if err != nil {
+		r.record(err, true)
+	}
+	return err
+}
+
 // Run replicates until ctx ends: an attempt every Options.Every, and after
 // a failure again after a growing pause (up to a minute). Failures are
-// logged and recorded in replica.json, never returned: nothing is lost
-// while the endpoint is away, the store is the queue.
-func (r *Replicator) Run(ctx context.Context) {
+// logged and recorded in replica.json: nothing is lost while the endpoint
+// is away, the store is the queue. A refusal no retry changes (Permanent)
+// ends Run and is returned; otherwise it returns nil when ctx ends.
+func (r *Replicator) Run(ctx context.Context) error {
 	wait := r.opts.Every
 	for {
 		if err := r.attempt(ctx, false); err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil
+			}
+			if Permanent(err) {
+				r.opts.Logger.Error("replicate: refused; replication stopped", "url", r.url.String(), "err", err)
+				return err
 			}
 			r.opts.Logger.Warn("replicate: attempt failed; will retry", "url", r.url.String(), "err", err, "retry", wait)
 			wait = min(wait*2, time.Minute)
@@ -213,7 +277,7 @@ func (r *Replicator) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(wait):
 		}
 	}
@@ -283,8 +347,20 @@ func (r *Replicator) attempt(ctx context.Context, final bool) (err error) {
 	return nil
 }
 
+// logAlongside uploads the log's new events while a base is being made,
+// once every Options.Every: a base may take long (a tree of files to
+// read and send), and the log must not wait behind its blobs.
+func (r *Replicator) logAlongside(ctx context.Context) error {
+	if time.Since(r.lastLog) < r.opts.Every || r.eng.Head() <= r.State().Logged {
+		return nil
+	}
+	r.lastLog = time.Now()
+	return r.uploadLog(ctx)
+}
+
 // uploadLog uploads the log up to its head, in segments.
 func (r *Replicator) uploadLog(ctx context.Context) error {
+	r.lastLog = time.Now()
 	for {
 		more, err := r.uploadSegment(ctx)
 		if err != nil || !more {
@@ -351,7 +427,15 @@ func (r *Replicator) begin(ctx context.Context) error {
 		return err
 	}
 	_, end := chain(segs)
+	if err := gap(segs, bases, end); err != nil {
+		// The log from end on goes up again, and fills it.
+		r.opts.Logger.Warn("replicate: the replica is damaged; uploading what it lacks again", "url", r.url.String(), "err", err)
+	}
 	base, based := newestBase(bases, end)
+	if end < st.Logged || st.Based && (!based || base.Seq < st.Base) {
+		r.opts.Logger.Warn("replicate: the replica holds less than this store uploaded to it (an older copy was put in its place, or objects were deleted); uploading what it lacks again",
+			"url", r.url.String(), "uploaded-log", st.Logged, "uploaded-base", st.Base, "log", end, "base", base.Seq)
+	}
 	r.mu.Lock()
 	// The bucket is the truth about what it holds; replica.json may lag
 	// it by the object written just before a crash.
@@ -417,14 +501,17 @@ func (r *Replicator) uploadSegment(ctx context.Context) (more bool, err error) {
 		return false, err
 	}
 	var buf bytes.Buffer
+	var named []blobstore.ID
 	last := from - 1
 	for ev, err := range r.eng.Log().Events(from) {
 		if err != nil {
 			return false, err
 		}
-		if err := r.uploadNamed(ctx, ev); err != nil {
+		ids, err := blobsOf(ev)
+		if err != nil {
 			return false, err
 		}
+		named = append(named, ids...)
 		line, err := json.Marshal(ev)
 		if err != nil {
 			return false, err
@@ -440,6 +527,14 @@ func (r *Replicator) uploadSegment(ctx context.Context) (more bool, err error) {
 	if last < from {
 		return false, nil
 	}
+	// The blobs the events name first (at once: uploadBlobs). One gone
+	// from the store belongs to history a gc cut or thinned (its states no
+	// longer exist here): it is left out, and a base whose history still
+	// offers those states is not made (uploadBase), so no restore ever
+	// needs it.
+	if _, err := r.uploadBlobs(ctx, named); err != nil {
+		return false, err
+	}
 	body := r.codec.seal(segmentLogical(from, last), buf.Bytes())
 	name := segmentName(from, last, 0, body)
 	if err := r.put(ctx, name, body); err != nil {
@@ -453,24 +548,6 @@ func (r *Replicator) uploadSegment(ctx context.Context) (more bool, err error) {
 		return false, err
 	}
 	return more, r.compact(ctx)
-}
-
-// uploadNamed uploads the blobs an event names (a checkpoint's records, a
-// stash_named event's stashes). A blob gone from the store belongs to
-// history a gc cut or thinned (its states no longer exist here): it is
-// left out, and a base whose history still offers those states is not
-// made (uploadBase), so no restore ever needs it.
-func (r *Replicator) uploadNamed(ctx context.Context, ev eventlog.Event) error {
-	ids, err := blobsOf(ev)
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		if err := r.uploadBlob(ctx, id); err != nil && !errors.Is(err, errGone) {
-			return err
-		}
-	}
-	return nil
 }
 
 // blobsOf is the blobs an event names: a checkpoint's records', a
@@ -516,22 +593,6 @@ func blobsOf(ev eventlog.Event) ([]blobstore.ID, error) {
 // errGone: a blob the log names is no longer in the store.
 var errGone = errors.New("replicate: blob gone from the store")
 
-// uploadBlob uploads blob id from the store unless the replica holds it
-// (errGone when the store no longer has it).
-func (r *Replicator) uploadBlob(ctx context.Context, id blobstore.ID) error {
-	if r.known[r.codec.blobName(id)] {
-		return nil
-	}
-	err := r.putStored(ctx, id)
-	if errors.Is(err, blobstore.ErrNotFound) {
-		return fmt.Errorf("%w: %s", errGone, id.Short())
-	}
-	if err != nil {
-		return fmt.Errorf("replicate: blob %s: %w", id.Short(), err)
-	}
-	return nil
-}
-
 // uploadBase writes the base at seq, after every blob it names and every
 // blob the history up to seq keeps (the states it offers need them). A
 // base that cannot be whole yet is not made, and a later attempt makes
@@ -559,15 +620,25 @@ func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) error {
 			need = append(need, id)
 		}
 	})
-	for _, id := range need {
-		err := r.uploadBlob(ctx, id)
-		if errors.Is(err, errGone) && (r.eng.PrunedBefore() > ret.Pruned() || !slices.Equal(r.eng.Thinned(), ret.Thinned())) {
-			r.opts.Logger.Info("replicate: base waits for a base after the gc that removed what its states need", "at", seq, "err", err)
-			return nil
-		}
+	var gone []blobstore.ID
+	for len(need) > 0 {
+		n := min(len(need), 64)
+		g, err := r.uploadBlobs(ctx, need[:n])
 		if err != nil {
 			return err
 		}
+		gone, need = append(gone, g...), need[n:]
+		if err := r.logAlongside(ctx); err != nil {
+			return err
+		}
+	}
+	if len(gone) > 0 {
+		err := fmt.Errorf("%w: %s", errGone, gone[0].Short())
+		if r.eng.PrunedBefore() > ret.Pruned() || !slices.Equal(r.eng.Thinned(), ret.Thinned()) {
+			r.opts.Logger.Info("replicate: base waits for a base after the gc that removed what its states need", "at", seq, "err", err)
+			return nil
+		}
+		return err
 	}
 	b, next, err := r.makeBase(ctx, seq)
 	if err != nil {
@@ -589,7 +660,11 @@ func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) error {
 	r.base, r.baseBlobs, r.collectDue = ref, r.blobNames(b), true
 	r.mu.Lock()
 	r.st.Base, r.st.Based = seq, true
+	st := r.st
 	r.mu.Unlock()
+	if err := noteSeen(r.opts.Seen, r.b, r.url, Promise{Store: st.Store, Logged: st.Logged, Base: seq}, false); err != nil {
+		r.opts.Logger.Warn("replicate: cannot note what the replica offers", "url", r.url.String(), "err", err)
+	}
 	return r.save()
 }
 
@@ -673,11 +748,12 @@ func (r *Replicator) put(ctx context.Context, name string, body []byte) error {
 
 // save writes replica.json.
 func (r *Replicator) save() error {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
 	r.mu.Lock()
 	r.st.Head = r.eng.Head()
 	st := r.st
 	r.mu.Unlock()
-	r.saved = time.Now()
 	return writeState(r.dir, st)
 }
 
@@ -689,6 +765,8 @@ func (r *Replicator) record(err error, force bool) {
 	changed := force || r.st.LastSuccess.IsZero() || (err == nil) != (r.st.LastError == "") || err != nil && err.Error() != r.st.LastError ||
 		pending != r.st.Pending || r.eng.Head() != r.st.Head
 	r.st.Pending = pending
+	changed = changed || r.st.Stalled != nil
+	r.st.Stalled = nil // the attempt is over: no request of it waits
 	if err != nil {
 		r.st.LastError, r.st.LastErrorAt = err.Error(), now
 	} else {
@@ -700,6 +778,7 @@ func (r *Replicator) record(err error, force bool) {
 	if !changed && now.Sub(r.saved) < time.Minute {
 		return
 	}
+	r.saved = now
 	if serr := r.save(); serr != nil {
 		r.opts.Logger.Warn("replicate: cannot write the state", "err", serr)
 	}
@@ -711,8 +790,9 @@ func (r *Replicator) record(err error, force bool) {
 func (r *Replicator) recordStop(progressed bool) {
 	pending := r.pending()
 	r.mu.Lock()
-	changed := pending != r.st.Pending || progressed && r.st.LastError != ""
+	changed := pending != r.st.Pending || progressed && r.st.LastError != "" || r.st.Stalled != nil
 	r.st.Pending = pending
+	r.st.Stalled = nil
 	if progressed {
 		r.st.LastError, r.st.LastErrorAt = "", time.Time{}
 	}

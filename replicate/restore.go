@@ -34,6 +34,17 @@ type RestoreOptions struct {
 	Logger *slog.Logger
 	// Key is the replica key the replica was written with (nil: none).
 	Key []byte
+	// SameOwner keeps the owners, set-id bits and file capabilities a
+	// plain replica (no Key) gives its paths (owners.go): without it
+	// they are the restoring user's, without set-id bits. A sealed
+	// replica's are always kept.
+	SameOwner bool
+	// Seen is the file of this user's notes of what replicas promised
+	// (SeenFile; "" for none): a replica that offers less than it did is
+	// refused (*RollbackError) unless AcceptOlder, and what it offers is
+	// noted after the restore.
+	Seen        string
+	AcceptOlder bool
 }
 
 // RestoreResult is what a restore wrote.
@@ -53,6 +64,12 @@ type RestoreResult struct {
 	Bytes    int64          `json:"bytes"`
 	Blobs    int            `json:"blobs"`
 	Skipped  []string       `json:"skipped"`
+	// From is the first state the restored history offers (a gc's cut
+	// before it).
+	From eventlog.Seq `json:"from"`
+	// Dropped is what a plain replica gave that the restore did not take
+	// (owners.go); empty for a sealed one, or with SameOwner.
+	Dropped Ownership `json:"dropped"`
 }
 
 // ErrNoState: the replica offers no such state (or none at all yet).
@@ -138,7 +155,16 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 		return RestoreResult{}, err
 	}
 	run, end := chain(segs)
+	if err := gap(segs, bases, end); err != nil {
+		return RestoreResult{}, err
+	}
 	base, found := newestBase(bases, end)
+	offers := Promise{Store: lease.Store, Logged: end, Base: base.Seq}
+	if !opts.AcceptOlder {
+		if err := checkSeen(opts.Seen, b, u, offers); err != nil {
+			return RestoreResult{}, err
+		}
+	}
 	if !found {
 		return RestoreResult{}, fmt.Errorf("%w: %s holds no restorable state yet (no base)", ErrNoState, u)
 	}
@@ -184,10 +210,15 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	defer unix.Close(sfd)
 	store := "/proc/self/fd/" + strconv.Itoa(sfd)
 
-	ret, err := writeLog(ctx, b, c, run, base.Seq, sfd, store)
+	var d *disowner
+	if c == nil && !opts.SameOwner {
+		d = newDisowner()
+	}
+	ret, err := writeLog(ctx, b, c, run, base.Seq, sfd, store, d)
 	if err != nil {
 		return fail(err)
 	}
+	res.From = ret.Pruned()
 	// A state a gc cut or thinned away is refused now, from the log
 	// alone: before the base and the blobs are fetched for nothing.
 	if r := rewind.Refuse(at, base.Seq, ret.Pruned(), ret.Thinned()); r != nil {
@@ -196,6 +227,13 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	bs, err := fetchBase(ctx, b, c, base)
 	if err != nil {
 		return fail(err)
+	}
+	if d != nil {
+		d.entry(&bs.Root)
+		for i := range bs.Files {
+			d.entry(&bs.Files[i])
+		}
+		res.Dropped = d.result()
 	}
 	pr.Add(1, 0)
 	blobs, err := blobstore.Open(filepath.Join(store, rewind.BlobsName), blobstore.Options{})
@@ -300,6 +338,9 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 		return fail(err)
 	}
 	root.Close()
+	if err := noteSeen(opts.Seen, b, u, offers, opts.AcceptOlder); err != nil {
+		opts.Logger.Warn("replicate: cannot note what the replica offers", "url", u.String(), "err", err)
+	}
 	return res, nil
 }
 
@@ -400,7 +441,10 @@ func (w progressWriter) Write(b []byte) (int, error) {
 // stash_named event of the restore's own at upto+1, so that the restored
 // engine finds every record named (a stash the restore has not would be
 // named lost).
-func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto eventlog.Seq, sfd int, store string) (*rewind.Retention, error) {
+//
+// With d (a plain replica restored without SameOwner), every checkpoint's
+// before-states are written as the restoring user's (owners.go).
+func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto eventlog.Seq, sfd int, store string, d *disowner) (*rewind.Retention, error) {
 	fd, err := unix.Openat(sfd, rewind.LogName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, err
@@ -438,6 +482,12 @@ func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto event
 			}
 			if err := ret.Add(ev); err != nil {
 				return &DamageError{Object: s.Name, Why: err.Error()}
+			}
+			if d != nil {
+				var err error
+				if line, err = d.event(ev, line); err != nil {
+					return &DamageError{Object: s.Name, Why: err.Error()}
+				}
 			}
 			if _, err := f.Write(line); err != nil {
 				return err

@@ -26,7 +26,14 @@ const maxObject = 4 << 30
 type s3Bucket struct {
 	c   *s3.Client
 	url URL
+	q   requester // every request's deadline and retries (request.go)
 }
+
+// endpoint is the service's address ("" for AWS's own).
+func (b *s3Bucket) endpoint() string { return aws.ToString(b.c.Options().BaseEndpoint) }
+
+// watch tells w of requests that wait long, and of their end.
+func (b *s3Bucket) watch(w watcher) { b.q.setWatch(w) }
 
 // OpenS3 opens the replica at u with the credentials, region and endpoint
 // of the standard AWS variables and files (AWS_ACCESS_KEY_ID,
@@ -50,6 +57,9 @@ func OpenS3(ctx context.Context, u URL) (Bucket, error) {
 		}
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		// Each request is retried by requester.do, with its own
+		// deadline: not by the SDK too.
+		o.Retryer = aws.NopRetryer{}
 	})
 	return &s3Bucket{c: c, url: u}, nil
 }
@@ -77,12 +87,15 @@ func (b *s3Bucket) PutNewReader(ctx context.Context, name string, body io.ReadSe
 	if size > multipartAbove {
 		return b.putMultipart(ctx, name, body, size)
 	}
-	_, err := b.c.PutObject(ctx, &s3.PutObjectInput{
-		Bucket:        aws.String(b.url.Bucket),
-		Key:           aws.String(b.url.key(name)),
-		Body:          body,
-		ContentLength: aws.Int64(size),
-		IfNoneMatch:   aws.String("*"),
+	err := b.q.do(ctx, "PUT", name, body, 1, func(ctx context.Context, body io.Reader) error {
+		_, err := b.c.PutObject(ctx, &s3.PutObjectInput{
+			Bucket:        aws.String(b.url.Bucket),
+			Key:           aws.String(b.url.key(name)),
+			Body:          body,
+			ContentLength: aws.Int64(size),
+			IfNoneMatch:   aws.String("*"),
+		})
+		return err
 	})
 	if err != nil {
 		if status(err) == http.StatusPreconditionFailed || status(err) == http.StatusConflict {
@@ -94,9 +107,14 @@ func (b *s3Bucket) PutNewReader(ctx context.Context, name string, body io.ReadSe
 }
 
 func (b *s3Bucket) GetReader(ctx context.Context, name string) (io.ReadCloser, error) {
-	out, err := b.c.GetObject(ctx, &s3.GetObjectInput{
-		Bucket: aws.String(b.url.Bucket),
-		Key:    aws.String(b.url.key(name)),
+	var out *s3.GetObjectOutput
+	h, err := b.q.run(ctx, "GET", name, nil, 1, true, func(ctx context.Context, _ io.Reader) error {
+		var err error
+		out, err = b.c.GetObject(ctx, &s3.GetObjectInput{
+			Bucket: aws.String(b.url.Bucket),
+			Key:    aws.String(b.url.key(name)),
+		})
+		return err
 	})
 	if err != nil {
 		if status(err) == http.StatusNotFound {
@@ -104,7 +122,7 @@ func (b *s3Bucket) GetReader(ctx context.Context, name string) (io.ReadCloser, e
 		}
 		return nil, fmt.Errorf("replicate: get %s: %w", name, err)
 	}
-	return out.Body, nil
+	return &heldBody{rc: out.Body, h: h}, nil
 }
 
 // putMultipart is PutNewReader in parts. The object appears only when the
@@ -119,7 +137,11 @@ func (b *s3Bucket) putMultipart(ctx context.Context, name string, body io.ReadSe
 	// conditional completion is what guarantees it, this saves the
 	// upload; a HEAD that fails otherwise, as a 403 where listing is not
 	// allowed, says nothing).
-	if _, herr := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.url.Bucket), Key: key}); herr == nil {
+	herr := b.q.do(ctx, "HEAD", name, nil, 1, func(ctx context.Context, _ io.Reader) error {
+		_, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.url.Bucket), Key: key})
+		return err
+	})
+	if herr == nil {
 		return fmt.Errorf("%w: %s", ErrExists, name)
 	}
 	ra, ok := body.(io.ReaderAt)
@@ -127,7 +149,12 @@ func (b *s3Bucket) putMultipart(ctx context.Context, name string, body io.ReadSe
 		ra = &seekReaderAt{r: body}
 	}
 	ps := max(partSize, (size+maxParts-1)/maxParts)
-	up, err := b.c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(b.url.Bucket), Key: key})
+	var up *s3.CreateMultipartUploadOutput
+	err = b.q.do(ctx, "POST", name+" (start a multipart upload)", nil, 1, func(ctx context.Context, _ io.Reader) error {
+		var err error
+		up, err = b.c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(b.url.Bucket), Key: key})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("replicate: put %s: start a multipart upload: %w", name, err)
 	}
@@ -136,19 +163,25 @@ func (b *s3Bucket) putMultipart(ctx context.Context, name string, body io.ReadSe
 			// Aborted even when ctx was cancelled (for a while).
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
-			b.c.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{Bucket: aws.String(b.url.Bucket), Key: key, UploadId: up.UploadId})
+			b.q.do(actx, "DELETE", name+" (abort a multipart upload)", nil, 1, func(ctx context.Context, _ io.Reader) error {
+				_, err := b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(b.url.Bucket), Key: key, UploadId: up.UploadId})
+				return err
+			})
 		}
 	}()
 	parts, err := b.putParts(ctx, name, key, up.UploadId, ra, size, ps, ok)
 	if err != nil {
 		return err
 	}
-	_, err = b.c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
-		Bucket:          aws.String(b.url.Bucket),
-		Key:             key,
-		UploadId:        up.UploadId,
-		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
-		IfNoneMatch:     aws.String("*"),
+	err = b.q.do(ctx, "POST", name+" (complete a multipart upload)", nil, completeTimeoutFactor, func(ctx context.Context, _ io.Reader) error {
+		_, err := b.c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+			Bucket:          aws.String(b.url.Bucket),
+			Key:             key,
+			UploadId:        up.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+			IfNoneMatch:     aws.String("*"),
+		})
+		return err
 	})
 	if err != nil {
 		if st := status(err); st == http.StatusPreconditionFailed || st == http.StatusConflict {
@@ -188,13 +221,18 @@ func (b *s3Bucket) putParts(ctx context.Context, name string, key, id *string, r
 			defer wg.Done()
 			for n := range next {
 				off := int64(n-1) * ps
-				out, err := b.c.UploadPart(pctx, &s3.UploadPartInput{
-					Bucket:        aws.String(b.url.Bucket),
-					Key:           key,
-					UploadId:      id,
-					PartNumber:    aws.Int32(n),
-					Body:          io.NewSectionReader(ra, off, min(ps, size-off)),
-					ContentLength: aws.Int64(min(ps, size-off)),
+				var out *s3.UploadPartOutput
+				err := b.q.do(pctx, "PUT", fmt.Sprintf("%s (part %d)", name, n), io.NewSectionReader(ra, off, min(ps, size-off)), 1, func(ctx context.Context, body io.Reader) error {
+					var err error
+					out, err = b.c.UploadPart(ctx, &s3.UploadPartInput{
+						Bucket:        aws.String(b.url.Bucket),
+						Key:           key,
+						UploadId:      id,
+						PartNumber:    aws.Int32(n),
+						Body:          body,
+						ContentLength: aws.Int64(min(ps, size-off)),
+					})
+					return err
 				})
 				if err != nil {
 					mu.Lock()
@@ -255,12 +293,20 @@ func (b *s3Bucket) AbortStale(ctx context.Context) (int, error) {
 			Prefix: aws.String(b.url.key(dir)),
 		})
 		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
+			var page *s3.ListMultipartUploadsOutput
+			err := b.q.do(ctx, "GET", dir+" (list multipart uploads)", nil, 1, func(ctx context.Context, _ io.Reader) error {
+				var err error
+				page, err = p.NextPage(ctx)
+				return err
+			})
 			if err != nil {
 				return n, fmt.Errorf("replicate: list multipart uploads: %w", err)
 			}
 			for _, u := range page.Uploads {
-				_, err := b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(b.url.Bucket), Key: u.Key, UploadId: u.UploadId})
+				err := b.q.do(ctx, "DELETE", aws.ToString(u.Key)+" (abort a multipart upload)", nil, 1, func(ctx context.Context, _ io.Reader) error {
+					_, err := b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(b.url.Bucket), Key: u.Key, UploadId: u.UploadId})
+					return err
+				})
 				if err != nil && status(err) != http.StatusNotFound {
 					return n, fmt.Errorf("replicate: abort the multipart upload of %s: %w", aws.ToString(u.Key), err)
 				}
@@ -296,7 +342,12 @@ func (b *s3Bucket) List(ctx context.Context, prefix string) ([]string, error) {
 	strip := len(b.url.key(""))
 	var names []string
 	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+		var page *s3.ListObjectsV2Output
+		err := b.q.do(ctx, "GET", prefix+" (list)", nil, 1, func(ctx context.Context, _ io.Reader) error {
+			var err error
+			page, err = p.NextPage(ctx)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("replicate: list %s: %w", prefix, err)
 		}
@@ -311,9 +362,12 @@ func (b *s3Bucket) List(ctx context.Context, prefix string) ([]string, error) {
 }
 
 func (b *s3Bucket) Delete(ctx context.Context, name string) error {
-	_, err := b.c.DeleteObject(ctx, &s3.DeleteObjectInput{
-		Bucket: aws.String(b.url.Bucket),
-		Key:    aws.String(b.url.key(name)),
+	err := b.q.do(ctx, "DELETE", name, nil, 1, func(ctx context.Context, _ io.Reader) error {
+		_, err := b.c.DeleteObject(ctx, &s3.DeleteObjectInput{
+			Bucket: aws.String(b.url.Bucket),
+			Key:    aws.String(b.url.key(name)),
+		})
+		return err
 	})
 	if err != nil && status(err) != http.StatusNotFound {
 		return fmt.Errorf("replicate: delete %s: %w", name, err)

@@ -59,6 +59,23 @@ type State struct {
 	LastSuccess time.Time `json:"lastSuccess,omitzero"`
 	LastError   string    `json:"lastError,omitempty"`
 	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+	// Stalled is a request that has waited long for an answer right now
+	// (request.go; nil when none).
+	Stalled *Request `json:"stalled,omitempty"`
+	// Final is how the last attempt of a daemon's clean stop went
+	// (Replicator.Final): what `zerofs umount` reports.
+	Final *FinalReport `json:"final,omitempty"`
+}
+
+// FinalReport is what a daemon's last attempt, at its unmount, left
+// behind: the events and bytes the replica lacks, and why (Error; "" when
+// it brought the replica up to date).
+type FinalReport struct {
+	PID    int       `json:"pid"`
+	At     time.Time `json:"at"`
+	Events uint64    `json:"events"`
+	Bytes  int64     `json:"bytes"`
+	Error  string    `json:"error,omitempty"`
 }
 
 // ReadState reads the replication state of the store in dir (ErrNotExist
@@ -88,6 +105,7 @@ func loadState(dir string, u URL) (State, error) {
 	if st.URL != u.String() {
 		st = State{URL: u.String(), Store: st.Store}
 	}
+	st.Stalled = nil // a request of a run that is over
 	return st, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -22,74 +23,168 @@ import (
 // with its length known. A variable for tests.
 var streamAbove int64 = 8 << 20
 
-// putStored uploads blob id from the store as object name (its content
-// is verified as it streams: blobstore.Store.Open).
-func (r *Replicator) putStored(ctx context.Context, id blobstore.ID) error {
-	name := r.codec.blobName(id)
-	if r.known[name] {
-		return nil
-	}
+// sendStored sends blob id from the store (its content is verified as it
+// streams: blobstore.Store.Open), with no note of it in known (several
+// run at once: uploadBlobs), and tells the Progress in ctx.
+func (r *Replicator) sendStored(ctx context.Context, id blobstore.ID) error {
 	rd, err := r.eng.Blobs().Open(id)
 	if err != nil {
 		return err
 	}
 	defer rd.Close()
-	return r.putContent(ctx, name, rd, rd.Size())
+	if err := r.send(ctx, r.codec.blobName(id), rd, rd.Size()); err != nil {
+		return err
+	}
+	rewind.ProgressIn(ctx).Add(1, rd.Size()) // a blob went up
+	return nil
 }
 
-// putContent uploads size bytes of content read from src as the blob
-// object name.
-func (r *Replicator) putContent(ctx context.Context, name string, src io.Reader, size int64) error {
-	if r.known[name] {
-		return nil
-	}
+// send uploads size bytes of content read from src as the blob object
+// name, sealed: in memory, or from a temporary file when large. It
+// touches nothing of the replicator's but st (under mu), so several may
+// run at once.
+func (r *Replicator) send(ctx context.Context, name string, src io.Reader, size int64) error {
 	if size <= streamAbove {
 		data, err := io.ReadAll(src)
 		if err != nil {
 			return err
 		}
-		if err := r.put(ctx, name, r.codec.seal(name, data)); err != nil {
-			return err
-		}
-	} else {
-		f, err := r.tempFile()
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := r.codec.sealStream(f, name, src); err != nil {
-			return err
-		}
-		n, err := f.Seek(0, io.SeekCurrent)
-		if err == nil {
-			_, err = f.Seek(0, io.SeekStart)
-		}
-		if err != nil {
-			return err
-		}
-		if err := r.putReader(ctx, name, f, n); err != nil {
-			return err
-		}
-		r.mu.Lock()
-		r.st.Streamed++
-		r.mu.Unlock()
+		return r.put(ctx, name, r.codec.seal(name, data))
 	}
-	r.known[name] = true
-	rewind.ProgressIn(ctx).Add(1, size) // a blob went up
+	f, err := r.tempFile()
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := r.codec.sealStream(f, name, src); err != nil {
+		return err
+	}
+	n, err := f.Seek(0, io.SeekCurrent)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return err
+	}
+	if err := r.putReader(ctx, name, f, n); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.st.Streamed++
+	r.mu.Unlock()
 	return nil
 }
 
-// putLive uploads the content read from f (a file as it is now) and
-// returns its blob id and length: a large one is copied aside first (its
-// hash, so its object's name, is known only at its end).
-func (r *Replicator) putLive(ctx context.Context, f io.Reader, size int64) (blobstore.ID, int64, error) {
+// blobsAtOnce is how many blobs go up at once (uploadBlobs): on a link
+// with a long round trip one request at a time leaves it idle.
+var blobsAtOnce = 4
+
+// uploadBlobs uploads the blobs of ids the replica lacks, blobsAtOnce at
+// a time, and returns those gone from the store (a gc removed them) and
+// the first other error. The Progress in ctx hears each blob.
+func (r *Replicator) uploadBlobs(ctx context.Context, ids []blobstore.ID) (gone []blobstore.ID, err error) {
+	var todo []blobstore.ID
+	seen := map[blobstore.ID]bool{}
+	for _, id := range ids {
+		if !seen[id] && !r.known[r.codec.blobName(id)] {
+			seen[id] = true
+			todo = append(todo, id)
+		}
+	}
+	if len(todo) == 0 {
+		return nil, nil
+	}
+	pr := &lockedProgress{p: rewind.ProgressIn(ctx)}
+	wctx, stop := context.WithCancel(rewind.WithProgress(ctx, pr))
+	defer stop()
+	var (
+		mu    sync.Mutex // guards sent, gone, first
+		sent  []blobstore.ID
+		first error
+		wg    sync.WaitGroup
+	)
+	next := make(chan blobstore.ID)
+	for range min(blobsAtOnce, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range next {
+				err := r.sendStored(wctx, id)
+				mu.Lock()
+				switch {
+				case err == nil:
+					sent = append(sent, id)
+				case errors.Is(err, blobstore.ErrNotFound):
+					gone = append(gone, id)
+				case first == nil:
+					first = fmt.Errorf("replicate: blob %s: %w", id.Short(), err)
+					stop()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+feed:
+	for _, id := range todo {
+		select {
+		case next <- id:
+		case <-wctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	for _, id := range sent {
+		r.known[r.codec.blobName(id)] = true
+	}
+	if first == nil {
+		first = ctx.Err()
+	}
+	return gone, first
+}
+
+// lockedProgress lets several uploads tell one Progress.
+type lockedProgress struct {
+	mu sync.Mutex // guards p's calls
+	p  rewind.Progress
+}
+
+func (l *lockedProgress) Begin(what string, items, bytes int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.p.Begin(what, items, bytes)
+}
+
+func (l *lockedProgress) Add(items, bytes int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.p.Add(items, bytes)
+}
+
+// putLive uploads the content read from f (a file as it is now) unless
+// the replica holds it, and returns its blob id and length: a large one
+// is copied aside first (its hash, so its object's name, is known only at
+// its end).
+func (m *baseMaker) putLive(ctx context.Context, f io.Reader, size int64) (blobstore.ID, int64, error) {
+	r := m.r
+	send := func(id blobstore.ID, src io.Reader, n int64) error {
+		name := r.codec.blobName(id)
+		if m.known(name) {
+			return nil
+		}
+		if err := r.send(ctx, name, src, n); err != nil {
+			return err
+		}
+		m.noteKnown(name)
+		return nil
+	}
 	if size <= streamAbove {
 		data, err := io.ReadAll(f)
 		if err != nil {
 			return blobstore.ID{}, 0, err
 		}
 		id := blobstore.ID(sha256.Sum256(data))
-		return id, int64(len(data)), r.putContent(ctx, r.codec.blobName(id), bytes.NewReader(data), int64(len(data)))
+		return id, int64(len(data)), send(id, bytes.NewReader(data), int64(len(data)))
 	}
 	tmp, err := r.tempFile()
 	if err != nil {
@@ -105,7 +200,7 @@ func (r *Replicator) putLive(ctx context.Context, f io.Reader, size int64) (blob
 		return blobstore.ID{}, 0, err
 	}
 	id := blobstore.ID(h.Sum(nil))
-	return id, n, r.putContent(ctx, r.codec.blobName(id), tmp, n)
+	return id, n, send(id, tmp, n)
 }
 
 // tempFile is a new file in the store, already unlinked.

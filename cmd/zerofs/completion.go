@@ -38,7 +38,7 @@ var flagsOf = map[string]string{
 	"ui":        "--listen",
 	"hooks":     "--user --project --dry-run --no-prompt --zerofs",
 	"replicate": "--once --replica-key",
-	"restore":   "--at --replica-key",
+	"restore":   "--at --replica-key --same-owner --accept-older",
 }
 
 func runCompletion(e *env, c *command, args []string) error {

@@ -11,10 +11,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
@@ -50,7 +52,7 @@ replica cannot be restored.
 
 var restoreCmd = &command{
 	name:    "restore",
-	usage:   "restore URL DIR [--at SEQ] [--replica-key FILE]",
+	usage:   "restore URL DIR [--at SEQ] [--replica-key FILE] [--same-owner] [--accept-older]",
 	summary: "a workspace from a replica, at any replicated state",
 	help: `Writes the state at SEQ (default: the newest the replica offers) of the
 replica at URL (s3://BUCKET/PREFIX) into DIR, which must not exist (its
@@ -60,6 +62,20 @@ newest is reached by a rewind recorded in the new store's log. Every
 object read is checked (content against its hash, the log's sequences); a
 damaged replica is refused and nothing is left in DIR. An encrypted
 replica needs its --replica-key FILE.
+
+A replica written without --replica-key is not authenticated (whoever can
+write the bucket can forge it), so its paths, and the states of the
+history restored with them, become yours, without setuid or setgid bits
+or file capabilities; the restore says what it dropped. --same-owner
+keeps them as the replica gives them (as root: its owners). A sealed
+replica's owners and modes are always kept.
+
+What a replica offers (its newest state, its log's end, the store that
+writes it) is noted for this user in ~/.local/state/zerofs/replicas.json
+(by the writer after each base, and by each restore). A replica that
+offers less than it already did, or is another store's, was rolled back
+(an older copy put in its place) or cut: restore refuses it, saying what
+it promised and what it holds; --accept-older restores what it offers now.
 `,
 	run: runRestore,
 }
@@ -111,7 +127,7 @@ func runReplicate(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := replicate.Open(eng, b, u, ws.Store, replicate.Options{Logger: e.logger(), Key: key})
+	r, err := replicate.Open(eng, b, u, ws.Store, replicate.Options{Logger: e.logger(), Key: key, Seen: replicate.SeenFile()})
 	if err != nil {
 		return err
 	}
@@ -139,14 +155,15 @@ func runReplicate(e *env, c *command, args []string) error {
 	ctx, stop := signal.NotifyContext(e.ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(e.stderr, "zerofs: replicating to %s (Ctrl-C stops)\n", u)
-	r.Run(ctx)
-	return nil
+	return r.Run(ctx)
 }
 
 func runRestore(e *env, c *command, args []string) error {
 	fs := newFlags(c)
 	at := fs.String("at", "", "")
 	keyFile := fs.String("replica-key", "", "")
+	sameOwner := fs.Bool("same-owner", false, "")
+	acceptOlder := fs.Bool("accept-older", false, "")
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -163,7 +180,7 @@ func runRestore(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := replicate.RestoreOptions{Logger: e.logger(), Key: key}
+	opts := replicate.RestoreOptions{Logger: e.logger(), Key: key, SameOwner: *sameOwner, Seen: replicate.SeenFile(), AcceptOlder: *acceptOlder}
 	if *at != "" {
 		n, err := strconv.ParseUint(*at, 10, 64)
 		if err != nil {
@@ -183,9 +200,9 @@ func runRestore(e *env, c *command, args []string) error {
 	res, err := replicate.Restore(p.with(e.ctx), b, u, dir, opts)
 	p.Done()
 	if err != nil {
-		return err
+		return restoreAdvice(err, u)
 	}
-	fmt.Fprintf(e.stdout, "restored @%d of %s into %s, with the history 0..%d\n", res.Sequence, u, quote.Name(res.Dir), res.History)
+	fmt.Fprintf(e.stdout, "restored @%d of %s into %s, with the history %d..%d\n", res.Sequence, u, quote.Name(res.Dir), res.From, res.History)
 	fmt.Fprintf(e.stdout, "  wrote @%d: %d files, %d directories, %d symlinks, %s\n", res.History, res.Files, res.Dirs, res.Symlinks, byteSize(res.Bytes))
 	if r := res.Rewound; r != nil {
 		fmt.Fprintf(e.stdout, "  rewound to %d: restored %d, deleted %d, skipped %d\n", res.Sequence, r.Restored, r.Deleted, len(r.Skipped))
@@ -193,7 +210,53 @@ func runRestore(e *env, c *command, args []string) error {
 	for _, p := range res.Skipped {
 		fmt.Fprintf(e.stdout, "  skipped %s (its state was not kept)\n", quote.Name(p))
 	}
+	if d := res.Dropped; !d.Empty() {
+		fmt.Fprintf(e.stdout, "  the replica is not sealed (no --replica-key), so nothing in it is trusted with privilege:\n")
+		if len(d.Owners) > 0 {
+			fmt.Fprintf(e.stdout, "  owned by other users in the replica, now yours: %s\n", someNames(d.Owners))
+		}
+		if len(d.SetID) > 0 {
+			fmt.Fprintf(e.stdout, "  setuid or setgid bits dropped: %s\n", someNames(d.SetID))
+		}
+		if len(d.Capabilities) > 0 {
+			fmt.Fprintf(e.stdout, "  file capabilities dropped: %s\n", someNames(d.Capabilities))
+		}
+		fmt.Fprintf(e.stdout, "  (restore --same-owner keeps them, if you trust whoever can write %s)\n", u)
+	}
 	return nil
+}
+
+// restoreAdvice words a restore's refusal of a state gc cut or thinned
+// away with what restores instead (--at, not a rewind: there is no
+// workspace yet); other errors are returned as they are.
+func restoreAdvice(err error, u replicate.URL) error {
+	var re *rewind.RefusedError
+	if !errors.As(err, &re) {
+		return err
+	}
+	switch {
+	case re.Refusal == rewind.RefusedPruned:
+		return fmt.Errorf("%v: restore --at %d restores the oldest state left ('zerofs log --replica %s' lists them)", err, re.PrunedBefore, u)
+	case re.Refusal == rewind.RefusedThinned && re.Thinned != nil:
+		return fmt.Errorf("%v: restore --at %d or --at %d restores the nearest state kept", err, re.Thinned.After, re.Thinned.Before)
+	}
+	return fmt.Errorf("%v ('zerofs log --replica %s' lists the states it offers)", err, u)
+}
+
+// someNames lists up to 5 of names, quoted, and how many more there are.
+func someNames(names []string) string {
+	var b strings.Builder
+	for i, n := range names {
+		if i == 5 {
+			fmt.Fprintf(&b, " and %d more", len(names)-5)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quote.Name(n))
+	}
+	return b.String()
 }
 
 // finalReplicationTimeout bounds the last replication attempt a daemon
@@ -228,18 +291,38 @@ func startReplication(e *env, eng *rewind.Engine, url, keyFile, store string, lo
 	if err != nil {
 		return nil, err
 	}
-	r, err := replicate.Open(eng, b, u, store, replicate.Options{Logger: logger, Key: key})
+	r, err := replicate.Open(eng, b, u, store, replicate.Options{Logger: logger, Key: key, Seen: replicate.SeenFile()})
 	if err != nil {
 		return nil, err
+	}
+	// The lease is asked for now, a while at most: a prefix another store
+	// holds, or a key that is not the replica's, refuses the mount at once
+	// (no retry would change it). An endpoint that does not answer in
+	// time only delays replication.
+	cctx, ccancel := context.WithTimeout(e.ctx, claimTimeout)
+	err = r.Claim(cctx)
+	ccancel()
+	if replicate.Permanent(err) {
+		r.Close()
+		return nil, err
+	}
+	if err != nil {
+		logger.Warn("replicate: the endpoint did not answer at mount; replicating once it does", "url", u.String(), "err", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &daemonReplication{r: r, url: u.String(), logger: logger, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(d.done)
-		r.Run(ctx)
+		if err := r.Run(ctx); err != nil {
+			logger.Error("replicate: replication stopped; the workspace goes on without it", "url", u.String(), "err", err)
+		}
 	}()
 	return d, nil
 }
+
+// claimTimeout bounds how long a mount waits for the replica's lease
+// (startReplication).
+var claimTimeout = 5 * time.Second
 
 // halt ends Run and waits for it (a while: an upload cut short returns at
 // once, a stuck one may not); ok says it returned.
@@ -304,9 +387,43 @@ func replicationLines(w io.Writer, store string, head eventlog.Seq) {
 	if !st.LastSuccess.IsZero() {
 		fmt.Fprintf(w, "replica:   last success %s\n", st.LastSuccess.Local().Format(time.DateTime))
 	}
+	if q := st.Stalled; q != nil {
+		fmt.Fprintf(w, "replica:   stalled: %s %s has had no answer for %s (attempt %d of %d, since %s)\n",
+			q.Op, q.Object, time.Since(q.Since).Round(time.Second), q.Attempt, q.Of, q.Since.Local().Format(time.TimeOnly))
+		if q.LastError != "" {
+			fmt.Fprintf(w, "replica:   the attempt before: %s\n", oneLine(q.LastError))
+		}
+	}
 	if st.LastError != "" {
 		fmt.Fprintf(w, "replica:   last error %s: %s\n", st.LastErrorAt.Local().Format(time.DateTime), oneLine(st.LastError))
 	}
+}
+
+// replicaLeftBehind is the error `zerofs umount` returns when the daemon
+// it unmounted (st, which has exited) left replication behind at its last
+// attempt (replica.json's final report, written by that daemon since
+// since): the events and bytes the replica lacks, and how to send them.
+// nil when the daemon did not replicate or brought the replica up to
+// date.
+func replicaLeftBehind(st control.StatusReport, since time.Time) error {
+	rs, err := replicate.ReadState(st.Store)
+	if err != nil || rs.Final == nil || rs.Final.PID != st.PID || rs.Final.At.Before(since.Add(-time.Second)) {
+		return nil
+	}
+	f := rs.Final
+	if f.Events == 0 && f.Error == "" {
+		return nil
+	}
+	why := ""
+	if f.Error != "" {
+		why = ": " + oneLine(f.Error)
+	}
+	if f.Events == 0 {
+		return fmt.Errorf("unmounted %s, but its last replication attempt to %s failed%s: the replica may not restore the last step; 'zerofs replicate --once %s' (or the next 'zerofs mount --replicate') finishes it",
+			quote.Name(st.Mountpoint), rs.URL, why, rs.URL)
+	}
+	return fmt.Errorf("unmounted %s, but its replication to %s was left behind: %s, %s not uploaded%s; they are safe in the store, and 'zerofs replicate %s' (or the next 'zerofs mount --replicate') uploads them",
+		quote.Name(st.Mountpoint), rs.URL, plural(int(f.Events), "event"), humanBytes(f.Bytes), why, rs.URL)
 }
 
 // readKey reads --replica-key's file (nil when none was given).
@@ -334,6 +451,13 @@ func logReplica(e *env, c *command, url, keyFile string, asJSON bool) error {
 	sum, err := replicate.Describe(e.ctx, b, u, key)
 	if err != nil {
 		return err
+	}
+	var rb *replicate.RollbackError
+	if err := replicate.CheckPromise(replicate.SeenFile(), b, u, sum.Offers()); errors.As(err, &rb) {
+		fmt.Fprintf(e.stderr, "zerofs: warning: %s offers states up to %d (store %s, log at %d), but it already offered up to %d (store %s, log at %d; seen %s): an older copy was put in its place, or its newer objects were deleted; a restore refuses it unless --accept-older\n",
+			u, rb.Found.Base, rb.Found.Store, rb.Found.Logged, rb.Promised.Base, rb.Promised.Store, rb.Promised.Logged, rb.Promised.At.Local().Format(time.DateTime))
+	} else if err != nil {
+		e.logger().Warn("replicate: cannot note what the replica offers", "url", u.String(), "err", err)
 	}
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)

@@ -26,7 +26,10 @@ var umountCmd = &command{
 the current directory) to unmount, and waits until it has exited and its
 mount is gone. A daemon that replicates (mount --replicate) makes a last
 attempt, of at most 30s, to upload what it has not replicated yet, after
-its mount is gone and before it exits: umount waits for that too. A dead
+its mount is gone and before it exits: umount waits for that too, and
+when that attempt left events behind (the endpoint down or hung) it says
+what and exits 1 (they stay in the store for the next 'zerofs replicate'
+or mount --replicate): 'umount && rm -rf' never loses them silently. A dead
 mount (its daemon killed) at MOUNTPOINT is detached, and a live zerofs
 mount under it, or over it, is unmounted too: umount succeeds only once
 no zerofs mount, live or dead, is left there.
@@ -115,8 +118,12 @@ func runUmount(e *env, c *command, args []string) error {
 			// The held descriptor would keep the mount busy: the daemon's
 			// unmount must not wait on us.
 			top.close()
+			since := time.Now()
 			err = unmountLive(e, mp, entry, st)
 			if err != nil {
+				return err
+			}
+			if err := replicaLeftBehind(st, since); err != nil {
 				return err
 			}
 			did = true

@@ -138,4 +138,6 @@ func setAWSEnv(t *testing.T, endpoint string) {
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", none)
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	t.Setenv("AWS_MAX_ATTEMPTS", "1")
+	// What replicas promised (replicate.SeenFile) is noted per test.
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
 }
