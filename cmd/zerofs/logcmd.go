@@ -214,7 +214,7 @@ func turnLine(ent history.Entry, ok bool) string {
 		what = strconv.Quote(cutLine(ent.Prompt, 72))
 	}
 	if ent.Agent != "" {
-		what += " (" + ent.Agent + ")"
+		what += " (" + quote.Name(ent.Agent) + ")"
 	}
 	return what
 }
