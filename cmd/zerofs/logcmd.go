@@ -284,6 +284,9 @@ func formatChange(c history.Change, paint func(string, string) string) string {
 	if c.OldMode != c.Mode {
 		detail = append(detail, fmt.Sprintf("mode %04o -> %04o", c.OldMode, c.Mode))
 	}
+	for _, x := range c.Xattrs {
+		detail = append(detail, history.XattrName(x))
+	}
 	col := colorYel
 	switch c.Change {
 	case history.ChangeAdded:
