@@ -352,7 +352,11 @@ func (f *fsys) doRewind(ctx context.Context, data []byte) ([]byte, syscall.Errno
 		f.prog.Start("rewind")
 		defer f.prog.Stop()
 	}
-	res, err := f.eng.Apply(rewind.WithProgress(engineCtx(ctx), &f.prog), req)
+	err = f.mountInTheWay(engineCtx(ctx), req)
+	var res rewind.Result
+	if err == nil {
+		res, err = f.eng.Apply(rewind.WithProgress(engineCtx(ctx), &f.prog), req)
+	}
 	out, _ := control.JSONLine(control.ReportOf(res, err))
 	if err != nil {
 		return out, engineErrno(f.log, "rewind", ".zero/rewind", err, seqInvalid)
