@@ -33,3 +33,25 @@ func (n *wsNode) noFlush(fd int) bool {
 	}
 	return n.flushless
 }
+
+// flushMapped writes back the pages of the mount's files that a shared
+// writable mapping dirtied, before a step, a turn or a rewind begins: the
+// kernel keeps them until writeback, msync, munmap or a fork of the writer,
+// and they would reach the daemon after the boundary, captured as the next
+// step's before-state (@T missing a change made before T). syncfs of the
+// mount sends them as WRITEs, which other request threads serve and capture
+// in the step they were made in; the caller holds no engine lock. The
+// daemon holds the root directory's descriptor only for the call: a
+// directory's close sends no FLUSH, so not even a kill meanwhile leaves a
+// request waiting on this daemon.
+func (f *fsys) flushMapped() {
+	fd, err := unix.Open(f.mountpoint, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		f.log.Warn("zerofs: cannot flush mapped pages before a step", "err", err)
+		return
+	}
+	defer unix.Close(fd)
+	if err := unix.Syncfs(fd); err != nil {
+		f.log.Warn("zerofs: cannot flush mapped pages before a step", "err", err)
+	}
+}
