@@ -255,7 +255,7 @@ function stateCalled(t) {
   return "an earlier state";
 }
 
-const CHANGE = {added: "A", deleted: "D", modified: "M", mode: "P", renamed: "R", skipped: "S", unknown: "?"};
+const CHANGE = {added: "A", deleted: "D", modified: "M", mode: "P", xattrs: "X", renamed: "R", skipped: "S", unknown: "?"};
 
 function turnEl(e) {
   const li = el("li", "entry turn");
@@ -335,6 +335,7 @@ function fileEl(e, c) {
   if (c.kind === "symlink") tip.push("symlink" + (c.target ? " to " + quoteName(c.target, c.targetBytes) : ""));
   if (c.oldKind) tip.push("was " + c.oldKind);
   if (c.mode || c.oldMode) tip.push("mode " + oct(c.oldMode) + " \u2192 " + oct(c.mode));
+  if (c.xattrs) tip.push("xattrs " + c.xattrs.map((x) => quoteName(x)).join(", "));
   if (c.reason) tip.push(quoteName(c.reason));
   a.title = tip.join(", ");
   a.addEventListener("click", (ev) => { ev.preventDefault(); showDiff(e, c, li); });
