@@ -1,6 +1,11 @@
 package fs
 
 import (
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -44,6 +49,12 @@ func (n *wsNode) noFlush(fd int) bool {
 // daemon holds the root directory's descriptor only for the call: a
 // directory's close sends no FLUSH, so not even a kill meanwhile leaves a
 // request waiting on this daemon.
+//
+// syncfs starts the writeback but does not wait for FUSE's WRITEs to be
+// answered (the kernel no longer waits on a FUSE server's writeback in a
+// sync), so it then waits, at most flushWait, until the connection has no
+// more requests waiting than before the syncfs (fusectl's "waiting"): the
+// WRITEs were served, and captured in the step they belong to.
 func (f *fsys) flushMapped() {
 	fd, err := unix.Open(f.mountpoint, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -51,7 +62,35 @@ func (f *fsys) flushMapped() {
 		return
 	}
 	defer unix.Close(fd)
+	var st unix.Stat_t
+	w0, counted := -1, false
+	if unix.Fstat(fd, &st) == nil {
+		w0, counted = fuseWaiting(st.Dev)
+	}
 	if err := unix.Syncfs(fd); err != nil {
 		f.log.Warn("zerofs: cannot flush mapped pages before a step", "err", err)
+		return
 	}
+	for deadline := time.Now().Add(flushWait); counted && time.Now().Before(deadline); {
+		w, ok := fuseWaiting(st.Dev)
+		if !ok || w <= w0 {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// flushWait bounds flushMapped's wait for the WRITEs a syncfs queued.
+const flushWait = 200 * time.Millisecond
+
+// fuseWaiting is the number of requests waiting for an answer on the FUSE
+// connection of device dev (fusectl's "waiting"); ok is false when fusectl
+// does not say.
+func fuseWaiting(dev uint64) (int, bool) {
+	b, err := os.ReadFile("/sys/fs/fuse/connections/" + strconv.FormatUint(uint64(unix.Minor(dev)), 10) + "/waiting")
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n, err == nil
 }

@@ -120,8 +120,8 @@ func (f *fsys) mountInTheWay(ctx context.Context, req rewind.Request) error {
 func (f *fsys) submounts() []string {
 	infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(f.mountpoint))
 	if err != nil {
-		f.log.Warn("zerofs: cannot read the mount table; keeping every cached name that may hold a mount", "err", err)
-		return []string{""} // "" holds every path
+		f.log.Warn("zerofs: cannot read the mount table to keep mounts on top of the mount", "err", err)
+		return nil
 	}
 	var out []string
 	for _, m := range infos {
@@ -129,16 +129,19 @@ func (f *fsys) submounts() []string {
 		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 			continue
 		}
+		if first, _, _ := strings.Cut(rel, "/"); rewind.IsReserved(first) {
+			continue // the control mount of --no-open (ctlmount.go), or a view's
+		}
 		out = append(out, filepath.ToSlash(rel))
 	}
 	return out
 }
 
 // holdsMount reports whether workspace path p is one of subs or an
-// ancestor of one ("" in subs holds every path).
+// ancestor of one.
 func holdsMount(p string, subs []string) bool {
 	for _, s := range subs {
-		if s == "" || s == p || strings.HasPrefix(s, p+"/") {
+		if s == p || strings.HasPrefix(s, p+"/") {
 			return true
 		}
 	}
