@@ -46,9 +46,11 @@ func (n *wsNode) noFlush(fd int) bool {
 // step's before-state (@T missing a change made before T). syncfs of the
 // mount sends them as WRITEs, which other request threads serve and capture
 // in the step they were made in; the caller holds no engine lock. The
-// daemon holds the root directory's descriptor only for the call: a
-// directory's close sends no FLUSH, so not even a kill meanwhile leaves a
-// request waiting on this daemon.
+// daemon holds the root directory's descriptor only for the call, and a
+// directory's close sends no FLUSH (its RELEASEDIR is not waited for). One
+// window remains: a SIGKILL while this thread waits for its own OPENDIR to
+// be answered leaves that thread waiting on the dead daemon, as a FLUSH
+// would (the next mount aborts such a connection).
 //
 // syncfs starts the writeback but does not wait for FUSE's WRITEs to be
 // answered (the kernel no longer waits on a FUSE server's writeback in a
