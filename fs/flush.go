@@ -50,7 +50,7 @@ func (n *wsNode) noFlush(fd int) bool {
 // directory's close sends no FLUSH (its RELEASEDIR is not waited for). One
 // window remains: a SIGKILL while this thread waits for its own OPENDIR to
 // be answered leaves that thread waiting on the dead daemon, as a FLUSH
-// would (the next mount aborts such a connection).
+// would, until the connection is aborted (fusectl).
 //
 // syncfs starts the writeback but does not wait for FUSE's WRITEs to be
 // answered (the kernel no longer waits on a FUSE server's writeback in a
