@@ -151,8 +151,10 @@ func TestHookNeverLosesStepMounted(t *testing.T) {
 			}
 		}
 		// Cursor and Gemini CLI read an answer from every hook, even then.
-		if r := bin(t, ws, "not json", "step", "--hook", "--agent", "cursor"); r.code != 0 {
-			t.Errorf("cursor garbage: exit %d", r.code)
+		for _, agent := range []string{"cursor", "gemini"} {
+			if r := bin(t, ws, "not json", "step", "--hook", "--agent", agent); r.code != 0 || r.stdout != "{}\n" {
+				t.Errorf("%s garbage: exit %d, stdout %q, want 0 and {}", agent, r.code, r.stdout)
+			}
 		}
 		// A flag this zerofs does not know (an older binary) blocks nothing.
 		if r := bin(t, ws, "{}", "step", "--hook", "--frobnicate"); r.code != 0 || !strings.Contains(r.stderr, "warning") {

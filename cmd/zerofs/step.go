@@ -187,6 +187,15 @@ func readHook(r io.Reader) (json.RawMessage, error) {
 // JSON on stdin. It never fails (neverBlock makes every error a warning):
 // what it cannot record, it says on stderr.
 func runHook(e *env, agent string, noPrompt bool) error {
+	// Cursor and Gemini CLI read a JSON answer from every hook, also one
+	// that records nothing; an empty object lets the call or prompt go on
+	// as it would have.
+	answer := agent == "cursor" || agent == "gemini"
+	defer func() {
+		if answer {
+			fmt.Fprintln(e.stdout, "{}")
+		}
+	}()
 	raw, err := readHook(e.stdin)
 	if err != nil {
 		return err
@@ -195,11 +204,7 @@ func runHook(e *env, agent string, noPrompt bool) error {
 	if err != nil {
 		return fmt.Errorf("stdin is not a hook's JSON object: %v", err)
 	}
-	if call.Agent == "cursor" || call.Agent == "gemini" {
-		// Cursor and Gemini CLI read a JSON answer from every hook; an
-		// empty object lets the call or prompt go on as it would have.
-		defer fmt.Fprintln(e.stdout, "{}")
-	}
+	answer = answer || call.Agent == "cursor" || call.Agent == "gemini"
 	if call.Kind == hooks.KindOther {
 		return nil
 	}
