@@ -11,7 +11,7 @@ import (
 // from the control file that took it (.zero/rewind, .zero/gc, .zero/step)
 // carries it: Error is the refusal's name (rewind.Refusal: "nothing-to-undo",
 // "nothing-to-redo", "no-turn", "no-such-seq", "pruned", "thinned", "conflict",
-// "no-such-path", "bad-request", "failed"), Message says it in words, and the other fields
+// "no-such-path", "bad-request", "workspace", "failed"), Message says it in words, and the other fields
 // are its details. A client needs nothing else to say why: no re-reading of
 // head, status or the log. The write itself fails with an errno as before
 // (EINVAL, ENOENT, EBUSY, EIO), for clients that only look at that.

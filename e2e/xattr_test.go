@@ -167,3 +167,66 @@ func noOwners(dump string) string {
 	}
 	return strings.Join(out, "")
 }
+
+// TestXattrOnlyStepIsShownAndReverted (issue 27, section 4): a step that
+// only changes ACLs or xattrs is a change like any other: `log --stat`
+// names what changed, `show` and `diff` print it, `revert` puts it back
+// (it said "nothing to change"), and a later change of the same xattr is a
+// conflict. In a mixed step, revert puts back a directory's default ACL.
+func TestXattrOnlyStepIsShownAndReverted(t *testing.T) {
+	ws := sharedWS(t)
+	mountWS(t, ws)
+	sh(t, ws, `
+		echo a > f && echo g > g && mkdir d
+		setfacl -m u:65534:rw f
+		setfattr -n user.k -v v0 g
+		setfacl -d -m u:65534:rwx d`)
+	before := xattrDump(t, ws, "f", "g", "d")
+
+	s1 := step(t, ws, "acl only")
+	sh(t, ws, "setfacl -b f")
+	s2 := step(t, ws, "xattr only")
+	sh(t, ws, "setfattr -n user.k -v v1 g")
+	s3 := step(t, ws, "mixed")
+	sh(t, ws, "setfacl -k d && echo new > d/new && echo b > f")
+	zerofsOK(t, ws, "step", "after")
+
+	stat := zerofsOK(t, ws, "log", "--stat", "--all")
+	for _, want := range []string{"f  (mode 0664 -> 0644, ACL)", "xattrs    g  (user.k)", "xattrs    d/  (default ACL)"} {
+		if !strings.Contains(stat, want) {
+			t.Errorf("log --stat lacks %q:\n%s", want, stat)
+		}
+	}
+	if out := zerofsOK(t, ws, "show", itoa(s2)); !strings.Contains(out, "xattr user.k v0 -> v1") {
+		t.Errorf("show %d:\n%s", s2, out)
+	}
+	if out := zerofsOK(t, ws, "diff", itoa(s1), itoa(s2)); !strings.Contains(out, "ACL u::rw-,u:65534:rw-,g::r--,m::rw-,o::r-- -> (none)") {
+		t.Errorf("diff %d %d:\n%s", s1, s2, out)
+	}
+
+	// The mixed step first: its revert gives d its default ACL back.
+	if out := zerofsOK(t, ws, "revert", itoa(s3)); !strings.Contains(out, "reverted step") {
+		t.Fatalf("revert %d: %s", s3, out)
+	}
+	if out := must(t, ws, nil, "getfacl", "-p", "-n", "d"); !strings.Contains(out, "default:user:65534:rwx") {
+		t.Errorf("d after the revert of the mixed step lost its default ACL:\n%s", out)
+	}
+	if exists(filepath.Join(ws, "d/new")) {
+		t.Error("d/new survived the revert of the step that made it")
+	}
+	// A later change of the same xattr conflicts.
+	zerofsOK(t, ws, "step", "later")
+	sh(t, ws, "setfattr -n user.k -v v2 g")
+	if out, err := zerofs(t, ws, "revert", itoa(s2)); err == nil || !strings.Contains(out, "conflicts with later changes to g") {
+		t.Errorf("revert %d over a later xattr change: %v\n%s", s2, err, out)
+	}
+	sh(t, ws, "setfattr -n user.k -v v1 g")
+	for _, s := range []int64{s2, s1} {
+		if out := zerofsOK(t, ws, "revert", itoa(s)); !strings.Contains(out, "reverted step") || !strings.Contains(out, "restored 1") {
+			t.Errorf("revert %d: %s", s, out)
+		}
+	}
+	if got := xattrDump(t, ws, "f", "g", "d"); got != before {
+		t.Errorf("after the reverts:\n%s\nwant\n%s", got, before)
+	}
+}

@@ -311,6 +311,7 @@ func (c *ctlFile) run(ctx context.Context, h *ctlHandle, req []byte) syscall.Err
 // step's reason is returned for the handle that wrote it (control.Refusal).
 func (f *fsys) doStep(ctx context.Context, data []byte) ([]byte, syscall.Errno) {
 	req := control.ParseStep(data)
+	f.flushMapped()
 	if _, err := f.eng.BeginStepAs(engineCtx(ctx), callerOf(ctx), req.Label, req.Payload); err != nil {
 		out, _ := control.JSONLine(control.RefusalOf(err))
 		return out, engineErrno(f.log, "step", ".zero/step", err, seqInvalid)
@@ -325,6 +326,7 @@ func (f *fsys) doTurn(ctx context.Context, data []byte) syscall.Errno {
 	if err != nil {
 		return syscall.EINVAL
 	}
+	f.flushMapped()
 	if _, err := f.eng.BeginTurnAs(engineCtx(ctx), callerOf(ctx), payload); err != nil {
 		return engineErrno(f.log, "turn", ".zero/turn", err, seqInvalid)
 	}
@@ -352,7 +354,14 @@ func (f *fsys) doRewind(ctx context.Context, data []byte) ([]byte, syscall.Errno
 		f.prog.Start("rewind")
 		defer f.prog.Stop()
 	}
-	res, err := f.eng.Apply(rewind.WithProgress(engineCtx(ctx), &f.prog), req)
+	if !req.DryRun {
+		f.flushMapped()
+	}
+	err = f.mountInTheWay(engineCtx(ctx), req)
+	var res rewind.Result
+	if err == nil {
+		res, err = f.eng.Apply(rewind.WithProgress(engineCtx(ctx), &f.prog), req)
+	}
 	out, _ := control.JSONLine(control.ReportOf(res, err))
 	if err != nil {
 		return out, engineErrno(f.log, "rewind", ".zero/rewind", err, seqInvalid)

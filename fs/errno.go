@@ -61,6 +61,15 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 	case errors.Is(err, syscall.EDQUOT):
 		return syscall.EDQUOT
 	}
+	// A rewind that could not change the workspace (and was rolled back):
+	// the backing errno (EBUSY for a mount point in the way).
+	if errors.Is(err, rewind.ErrWorkspace) {
+		var en syscall.Errno
+		if errors.As(err, &en) {
+			return en
+		}
+		return syscall.EIO
+	}
 	// Damage, a closed store, or any other failure of the store: EIO,
 	// whatever errno may be inside. (An EACCES creating a blob's temporary
 	// file is no answer to the caller's write(2): nothing about its own

@@ -1,6 +1,11 @@
 package fs
 
 import (
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -32,4 +37,70 @@ func (n *wsNode) noFlush(fd int) bool {
 		n.flushDecided = true
 	}
 	return n.flushless
+}
+
+// flushMapped writes back the pages of the mount's files that a shared
+// writable mapping dirtied, before a step, a turn or a rewind begins: the
+// kernel keeps them until writeback, msync, munmap or a fork of the writer,
+// and they would reach the daemon after the boundary, captured as the next
+// step's before-state (@T missing a change made before T). syncfs of the
+// mount sends them as WRITEs, which other request threads serve and capture
+// in the step they were made in; the caller holds no engine lock. The
+// daemon holds the root directory's descriptor only for the call, and a
+// directory's close sends no FLUSH (its RELEASEDIR is not waited for). One
+// window remains: a SIGKILL while this thread waits for its own OPENDIR to
+// be answered leaves that thread waiting on the dead daemon, as a FLUSH
+// would, until the connection is aborted (fusectl).
+//
+// syncfs starts the writeback but does not wait for FUSE's WRITEs to be
+// answered (the kernel no longer waits on a FUSE server's writeback in a
+// sync), so it then waits, at most flushWait, until the connection has no
+// more requests waiting than before the syncfs (fusectl's "waiting"): the
+// WRITEs were served, and captured in the step they belong to.
+//
+// Only a mount without OPEN needs it: with OPEN, a file held open for
+// writing across a boundary is captured again in the new step (held.go),
+// so its late pages cannot be lost, and the daemon makes no request of
+// its own mount at all.
+func (f *fsys) flushMapped() {
+	if !f.noOpen {
+		return
+	}
+	fd, err := unix.Open(f.mountpoint, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		f.log.Warn("zerofs: cannot flush mapped pages before a step", "err", err)
+		return
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	w0, counted := -1, false
+	if unix.Fstat(fd, &st) == nil {
+		w0, counted = fuseWaiting(st.Dev)
+	}
+	if err := unix.Syncfs(fd); err != nil {
+		f.log.Warn("zerofs: cannot flush mapped pages before a step", "err", err)
+		return
+	}
+	for deadline := time.Now().Add(flushWait); counted && time.Now().Before(deadline); {
+		w, ok := fuseWaiting(st.Dev)
+		if !ok || w <= w0 {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// flushWait bounds flushMapped's wait for the WRITEs a syncfs queued.
+const flushWait = 200 * time.Millisecond
+
+// fuseWaiting is the number of requests waiting for an answer on the FUSE
+// connection of device dev (fusectl's "waiting"); ok is false when fusectl
+// does not say.
+func fuseWaiting(dev uint64) (int, bool) {
+	b, err := os.ReadFile("/sys/fs/fuse/connections/" + strconv.FormatUint(uint64(unix.Minor(dev)), 10) + "/waiting")
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n, err == nil
 }

@@ -1,11 +1,16 @@
 package fs
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"syscall"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/moby/sys/mountinfo"
 
+	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -25,10 +30,21 @@ import (
 // attributes a restored mode shows the old one, without the parent's
 // listing `ls` shows the names from before (TestRewindInvalidates, which
 // switches each part off through noInvalidate).
+//
+// A name with another filesystem mounted at or beneath it (a tmpfs on
+// MNT/keep/inner) keeps its entry: the kernel's d_invalidate detaches every
+// mount beneath an entry it drops, taking that filesystem away from its
+// users. Its node's attributes and listing are still forgotten, so a
+// restored mode shows. (A rewind that would remove such a directory is
+// refused before it begins: mountInTheWay.)
 func (f *fsys) invalidate(paths []string) {
 	off := invalidateParts(f.noInvalidate.Load())
 	root := f.root.EmbeddedInode()
 	dirs := map[*fusefs.Inode]bool{}
+	var subs []string
+	if len(paths) > 0 {
+		subs = f.submounts()
+	}
 	for _, p := range paths {
 		if p == "" {
 			if off&invalNode == 0 {
@@ -47,7 +63,7 @@ func (f *fsys) invalidate(paths []string) {
 			}
 			forgetName(parent, name, ch)
 		}
-		if off&invalEntry == 0 {
+		if off&invalEntry == 0 && !holdsMount(p, subs) {
 			notifyErr(f, parent.NotifyEntry(name), p)
 		}
 		if !dirs[parent] && off&invalListing == 0 {
@@ -55,6 +71,81 @@ func (f *fsys) invalidate(paths []string) {
 			notifyErr(f, parent.NotifyContent(0, 0), dir)
 		}
 	}
+}
+
+// mountInTheWay refuses (a *rewind.RefusedError, RefusedWorkspace) a rewind
+// that would remove or replace a directory at or above a path where another
+// filesystem is mounted on top of the mount: the kernel would detach that
+// filesystem when it forgets the name, as it refuses to remove a mount
+// point natively (EBUSY). It asks the engine for a dry run of req first,
+// only when such a mount exists. nil when nothing is in the way.
+func (f *fsys) mountInTheWay(ctx context.Context, req rewind.Request) error {
+	subs := f.submounts()
+	if len(subs) == 0 || req.DryRun {
+		return nil
+	}
+	dry := req
+	dry.DryRun = true
+	res, err := f.eng.Apply(ctx, dry)
+	if err != nil {
+		return nil // the rewind itself will say why
+	}
+	for _, c := range res.Preview {
+		if !holdsMount(c.Path, subs) {
+			continue
+		}
+		replaced := c.Action == rewind.ActionDelete
+		if c.Action == rewind.ActionRestore && c.Kind != rewind.KindDir {
+			replaced = true
+		}
+		if !replaced {
+			continue
+		}
+		var mnt string
+		for _, s := range subs {
+			if s == c.Path || strings.HasPrefix(s, c.Path+"/") {
+				mnt = s
+				break
+			}
+		}
+		return fmt.Errorf("%w (%w)", &rewind.RefusedError{Refusal: rewind.RefusedWorkspace,
+			Msg: fmt.Sprintf("rewind: refused: it would remove %s, and a filesystem is mounted on %s through the mount; unmount it first", quote.Name(c.Path), quote.Name(mnt))},
+			syscall.EBUSY)
+	}
+	return nil
+}
+
+// submounts are the workspace paths where another filesystem is mounted
+// on top of the mount (from /proc/self/mountinfo), unsorted.
+func (f *fsys) submounts() []string {
+	infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(f.mountpoint))
+	if err != nil {
+		f.log.Warn("zerofs: cannot read the mount table to keep mounts on top of the mount", "err", err)
+		return nil
+	}
+	var out []string
+	for _, m := range infos {
+		rel, err := filepath.Rel(f.mountpoint, m.Mountpoint)
+		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		if first, _, _ := strings.Cut(rel, "/"); rewind.IsReserved(first) {
+			continue // the control mount of --no-open (ctlmount.go), or a view's
+		}
+		out = append(out, filepath.ToSlash(rel))
+	}
+	return out
+}
+
+// holdsMount reports whether workspace path p is one of subs or an
+// ancestor of one.
+func holdsMount(p string, subs []string) bool {
+	for _, s := range subs {
+		if s == p || strings.HasPrefix(s, p+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // invalidateParts is a set of the parts of invalidate; fsys.noInvalidate

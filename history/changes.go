@@ -30,6 +30,9 @@ type Change struct {
 	// OldMode and Mode are the permission bits when they changed.
 	OldMode uint32 `json:"oldMode,omitempty"`
 	Mode    uint32 `json:"mode,omitempty"`
+	// Xattrs names the extended attributes (ACLs among them) that changed,
+	// for a path whose content and kind did not.
+	Xattrs []string `json:"xattrs,omitempty"`
 	// Target is a symlink's target after the block.
 	Target string `json:"target,omitempty"`
 	Reason string `json:"reason,omitempty"`
@@ -45,6 +48,7 @@ const (
 	ChangeDeleted  = "deleted"
 	ChangeModified = "modified" // content, or what kind of thing it is
 	ChangeMode     = "mode"     // permission bits only
+	ChangeXattrs   = "xattrs"   // extended attributes (ACLs) only
 	ChangeRenamed  = "renamed"
 	ChangeSkipped  = "skipped" // the before-state was not kept
 	ChangeUnknown  = "unknown" // the state after the block was pruned
@@ -114,11 +118,20 @@ func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
 			if before.Mode != after.Mode {
 				c.OldMode, c.Mode = before.Mode, after.Mode
 			}
+			if same && before.Xattrs != nil {
+				xs, err := src.Xattrs(before.Path, end)
+				if err != nil {
+					return nil, err
+				}
+				c.Xattrs = xattrChanges(before.Xattrs, xs)
+			}
 			switch {
 			case !same:
 				c.Change, c.OldBytes = ChangeModified, before.Bytes
 			case before.Mode != after.Mode:
 				c.Change = ChangeMode
+			case len(c.Xattrs) > 0:
+				c.Change = ChangeXattrs
 			default:
 				continue
 			}

@@ -269,11 +269,16 @@ func (d *differ) pair(p string, na, nb Node) (string, error) {
 		return "", err
 	}
 	same := bytes.Equal(ca, cb)
+	xl, err := d.xattrs(p, na, nb)
+	if err != nil {
+		return "", err
+	}
 	var hdr strings.Builder
-	qa, qb, ok := header(&hdr, p, na, nb, same)
+	qa, qb, ok := header(&hdr, p, na, nb, same && xl == "")
 	if !ok {
 		return "", nil // identical: the capture changed nothing in the end
 	}
+	hdr.WriteString(xl)
 	from, to := fmt.Sprintf("%s\t(%s)", qa, Label(d.a)), fmt.Sprintf("%s\t(%s)", qb, Label(d.b))
 	if !na.Exists {
 		from = "/dev/null"
@@ -296,6 +301,23 @@ func (d *differ) pair(p string, na, nb Node) (string, error) {
 	return hdr.String() + body, nil
 }
 
+// xattrs are the lines saying which extended attributes (ACLs among them)
+// differ between a file's two sides, when both exist and both are known.
+func (d *differ) xattrs(p string, na, nb Node) (string, error) {
+	if !na.Exists || !nb.Exists || na.Kind != nb.Kind || na.Kind == rewind.KindSymlink {
+		return "", nil
+	}
+	xa, err := d.src.Xattrs(p, d.a)
+	if err != nil || xa == nil {
+		return "", err
+	}
+	xb, err := d.src.Xattrs(p, d.b)
+	if err != nil {
+		return "", err
+	}
+	return xattrLines(xa, xb), nil
+}
+
 // bigPair is pair for a file over bigFile on either side: compared by
 // sha256 (streamed, never read whole) and shown as binary.
 func (d *differ) bigPair(p string, na, nb Node) (string, error) {
@@ -313,11 +335,16 @@ func (d *differ) bigPair(p string, na, nb Node) (string, error) {
 		ia, ib := contentID(d.src, p, d.a, na), contentID(d.src, p, d.b, nb)
 		same = ia != "" && ia == ib
 	}
+	xl, err := d.xattrs(p, na, nb)
+	if err != nil {
+		return "", err
+	}
 	var out strings.Builder
-	qa, qb, ok := header(&out, p, na, nb, same)
+	qa, qb, ok := header(&out, p, na, nb, same && xl == "")
 	if !ok {
 		return "", nil
 	}
+	out.WriteString(xl)
 	if !same {
 		out.WriteString(binaryLine(qa, qb, na, nb))
 	}

@@ -56,6 +56,10 @@ type Source interface {
 	Stat(path string, t Seq) (Node, error)
 	// Content is a file's bytes or a symlink's target at t.
 	Content(path string, t Seq) ([]byte, error)
+	// Xattrs is a file's or directory's kept extended attributes at t (the
+	// ACLs among them): nil when unknown (not recorded, not readable by
+	// this user, a symlink, no such path).
+	Xattrs(path string, t Seq) (map[string][]byte, error)
 	// List is a directory's names at t, sorted, reserved names left out.
 	List(dir string, t Seq) ([]string, error)
 	// BeginStep begins a step; extra is a JSON object or nil.

@@ -118,7 +118,8 @@ func (e *Engine) rollBack(cp Seq, cause error) error {
 	if err != nil {
 		return e.fail(fmt.Errorf("rewind: a rewind failed half-way (%v) and could not be rolled back (%v); remount to finish it", cause, err))
 	}
-	return fmt.Errorf("rewind: failed and rolled back: %w", cause)
+	return fmt.Errorf("%w (%w)", &RefusedError{Refusal: RefusedWorkspace,
+		Msg: "rewind: the workspace could not be changed, so the rewind was rolled back and nothing changed"}, cause)
 }
 
 // captureForRewind stores the before-state of everything plan changes
@@ -146,9 +147,12 @@ func (e *Engine) captureForRewind(ctx context.Context, plan *rewindPlan) (Seq, e
 		}
 		files = append(files, st)
 	}
-	ev, err := e.appendCheckpoint(ctx, Checkpoint{Tool: "rewind", Files: files})
+	ev, err := e.log.Append(ctx, eventlog.TypeCheckpoint, Checkpoint{Tool: "rewind", Files: files, Rewind: true})
 	if err != nil {
 		return 0, err
+	}
+	if err := e.state.AddRewindCheckpoint(ev.Seq, files); err != nil {
+		return 0, e.fail(err)
 	}
 	if err := e.Sync(); err != nil {
 		return 0, err

@@ -30,6 +30,7 @@ const (
 	RefusedConflict      Refusal = "conflict"        // a revert over later changes
 	RefusedNoSuchPath    Refusal = "no-such-path"    // a path rewind's path is neither at the target nor now
 	RefusedBadRequest    Refusal = "bad-request"     // a request that makes no sense
+	RefusedWorkspace     Refusal = "workspace"       // the workspace could not be changed (see the message); nothing was
 	RefusedFailed        Refusal = "failed"          // the store failed (see the message)
 )
 
@@ -46,6 +47,9 @@ var (
 	// ErrNoSuchPath: a path rewind named a path that exists neither in the
 	// state it goes back to nor now, so it could match nothing.
 	ErrNoSuchPath = errors.New("rewind: no such path")
+	// ErrWorkspace: a rewind could not change the workspace (a directory
+	// busy as a mount point, a full disk) and was rolled back.
+	ErrWorkspace = errors.New("rewind: the workspace could not be changed")
 )
 
 // RefusedError is a request the engine refused: why, and the details.
@@ -129,6 +133,8 @@ func (e *RefusedError) Unwrap() error {
 		return ErrConflict
 	case RefusedNoSuchPath:
 		return ErrNoSuchPath
+	case RefusedWorkspace:
+		return ErrWorkspace
 	}
 	return nil
 }
@@ -162,6 +168,8 @@ func RefusalOf(err error) Refusal {
 		return RefusedNoSuchSeq
 	case errors.Is(err, ErrNoSuchPath):
 		return RefusedNoSuchPath
+	case errors.Is(err, ErrWorkspace):
+		return RefusedWorkspace
 	case errors.Is(err, ErrBadRequest), errors.Is(err, ErrUnsafePath), errors.Is(err, ErrReserved):
 		return RefusedBadRequest
 	}

@@ -173,8 +173,18 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 }
 
 // sameState reports whether two states of one path are equal: existence,
-// kind, permission bits, and content or target.
+// kind, permission bits, content or target, and the kept xattrs (ACLs
+// included) where both are known.
 func (e *Engine) sameState(a, b Entry) (bool, error) {
+	same, err := e.sameBody(a, b)
+	if err != nil || !same {
+		return same, err
+	}
+	return e.sameXattrs(a, b)
+}
+
+// sameBody is sameState without the xattrs.
+func (e *Engine) sameBody(a, b Entry) (bool, error) {
 	if a.Exists != b.Exists {
 		return false, nil
 	}

@@ -266,3 +266,69 @@ func boolCmp(a, b bool) int {
 	}
 	return -1
 }
+
+// Xattrs is a file's or directory's kept xattrs at a state: those recorded,
+// or for a live one those it has now, read as a capture reads them. nil
+// means unknown (a record from before xattrs were kept, a file the daemon
+// may not read, a symlink, a path that does not exist): nothing to compare.
+func (e *Engine) Xattrs(ent Entry) (map[string][]byte, error) {
+	if !ent.Exists || ent.State.Skipped || (ent.State.Kind != KindFile && ent.State.Kind != KindDir) {
+		return nil, nil
+	}
+	if !ent.Live {
+		return ent.State.Xattrs, nil
+	}
+	xs, err := e.ws.xattrs(ent.State.Path)
+	if isMissing(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rewind: xattrs of %q: %w", ent.State.Path, err)
+	}
+	return xs, nil
+}
+
+// XattrsDiffer reports whether two sets of kept xattrs are known and
+// differ (nil is unknown) in the names this process may read: a record a
+// root daemon made holds trusted.* names an ordinary user never reads.
+func XattrsDiffer(a, b map[string][]byte) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	root := isRoot()
+	seen := 0
+	for k, v := range a {
+		if !xattrKept(k, root) {
+			continue
+		}
+		w, ok := b[k]
+		if !ok || !bytes.Equal(v, w) {
+			return true
+		}
+		seen++
+	}
+	n := 0
+	for k := range b {
+		if xattrKept(k, root) {
+			n++
+		}
+	}
+	return n != seen
+}
+
+// XattrKept reports whether this process reads and compares xattr name.
+func XattrKept(name string) bool { return xattrKept(name, isRoot()) }
+
+// sameXattrs reports whether two states of one path have the same kept
+// xattrs, or either is unknown.
+func (e *Engine) sameXattrs(a, b Entry) (bool, error) {
+	xa, err := e.Xattrs(a)
+	if err != nil || xa == nil {
+		return true, err
+	}
+	xb, err := e.Xattrs(b)
+	if err != nil {
+		return true, err
+	}
+	return !XattrsDiffer(xa, xb), nil
+}

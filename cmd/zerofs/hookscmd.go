@@ -14,6 +14,7 @@ import (
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/hooks"
+	"github.com/zerofs/zerofs/internal/quote"
 )
 
 var hooksCmd = &command{
@@ -230,7 +231,7 @@ func lastByAgent(e *env, ws *history.Workspace) (map[string]string, error) {
 			if ev.Type == eventlog.TypeTurn {
 				turns[p.Agent] = fmt.Sprintf("last turn %d at %s", ev.Seq, when)
 			} else {
-				steps[p.Agent] = fmt.Sprintf("last step %d at %s: %s", ev.Seq, when, p.Name)
+				steps[p.Agent] = fmt.Sprintf("last step %d at %s: %s", ev.Seq, when, quote.Name(p.Name))
 			}
 		}
 		for _, a := range hooks.Agents {

@@ -214,7 +214,7 @@ func turnLine(ent history.Entry, ok bool) string {
 		what = strconv.Quote(cutLine(ent.Prompt, 72))
 	}
 	if ent.Agent != "" {
-		what += " (" + ent.Agent + ")"
+		what += " (" + quote.Name(ent.Agent) + ")"
 	}
 	return what
 }
@@ -283,6 +283,9 @@ func formatChange(c history.Change, paint func(string, string) string) string {
 	}
 	if c.OldMode != c.Mode {
 		detail = append(detail, fmt.Sprintf("mode %04o -> %04o", c.OldMode, c.Mode))
+	}
+	for _, x := range c.Xattrs {
+		detail = append(detail, history.XattrName(x))
 	}
 	col := colorYel
 	switch c.Change {

@@ -68,6 +68,8 @@ func advise(err error) string {
 		return msg + ": zerofs revert --force puts the later changes back too"
 	case rewind.RefusedBadRequest:
 		return msg + " (zerofs help rewind gives the forms a request takes)"
+	case rewind.RefusedWorkspace:
+		return msg
 	case rewind.RefusedFailed:
 		return msg + " (the store failed: the daemon's log is STORE/daemon.log, and zerofs verify checks the store)"
 	}

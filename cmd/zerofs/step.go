@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/hooks"
@@ -35,9 +36,15 @@ var stepCmd = &command{
            BeforeAgent, beforeSubmitPrompt, pre_user_prompt, chat.message)
            begins a turn. Other events are ignored. 'zerofs hooks install'
            writes this command into each agent's configuration.
-           A hook must never stop the agent: outside any zerofs workspace
-           it prints a warning and exits 0, and it never exits 2 (which
-           agents take as "block this tool call") because of what it read.
+           The workspace is the one the payload's cwd is in (else the
+           hook's own directory's); a cwd that is not an absolute path
+           records nothing. A tool input over 256 KiB is kept cut
+           ("inputCut": true, "inputBytes": N). A hook must never stop
+           the agent: whatever goes wrong (no workspace, an unmounted one,
+           no JSON on stdin within 5 s, JSON that is no hook's, a bad
+           flag, a failing daemon) it prints one "zerofs: warning:" line
+           on stderr and exits 0, since agents take exit 2 as "block this
+           tool call" and show other codes as a failed hook.
   --agent AGENT  the agent that runs the hook (claude, codex, gemini,
            opencode, cursor, windsurf); by default the JSON's shape tells
   --no-prompt    record a turn without the prompt's text
@@ -58,6 +65,18 @@ mount nothing would be recorded.
 }
 
 func runStep(e *env, c *command, args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--hook" || a == "-hook" {
+			return neverBlock(e, func() error { return stepArgs(e, c, args) })
+		}
+	}
+	return stepArgs(e, c, args)
+}
+
+func stepArgs(e *env, c *command, args []string) error {
 	fs := newFlags(c)
 	hook := fs.Bool("hook", false, "")
 	agent := fs.String("agent", "", "")
@@ -94,6 +113,25 @@ func runStep(e *env, c *command, args []string) error {
 	return beginStep(e, ws, label, nil)
 }
 
+// neverBlock runs `step --hook` so that it always exits 0: whatever goes
+// wrong (a bad flag, a payload that does not parse, a failing daemon, a
+// panic) is one warning on stderr. Claude Code, Codex, Gemini CLI, Cursor
+// and Windsurf take exit 2 (which Go's runtime uses for a panic, and zerofs
+// for bad usage) as "block this tool call", and show any other non-zero
+// code to the person as a failed hook.
+func neverBlock(e *env, f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+		if err != nil && !errors.Is(err, errHelp) {
+			fmt.Fprintf(e.stderr, "zerofs: warning: step --hook: %s; nothing recorded\n", quote.Line(err.Error()))
+			err = nil
+		}
+	}()
+	return f()
+}
+
 // notMounted is the failure of step and run on an unmounted workspace:
 // nothing there would fill the step.
 func notMounted(ws *history.Workspace, why string) error {
@@ -113,30 +151,79 @@ func beginStep(e *env, ws *history.Workspace, label string, extra json.RawMessag
 	return err
 }
 
+// hookReadTimeout bounds the wait for a hook's JSON on stdin: agents
+// write it at once, and a hook must never hold up the agent.
+const hookReadTimeout = 5 * time.Second
+
+// readHook reads one JSON value from r: the hook's payload. It does not
+// wait for the end of stdin past that value, and waits at most
+// hookReadTimeout for it.
+func readHook(r io.Reader) (json.RawMessage, error) {
+	type result struct {
+		raw json.RawMessage
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var raw json.RawMessage
+		err := json.NewDecoder(io.LimitReader(r, 64<<20)).Decode(&raw)
+		done <- result{raw, err}
+	}()
+	select {
+	case res := <-done:
+		if errors.Is(res.err, io.EOF) {
+			return nil, errors.New("stdin is empty: want the hook's JSON")
+		}
+		if res.err != nil {
+			return nil, fmt.Errorf("stdin is not a hook's JSON object: %v", res.err)
+		}
+		return res.raw, nil
+	case <-time.After(hookReadTimeout):
+		return nil, fmt.Errorf("no JSON on stdin within %v", hookReadTimeout)
+	}
+}
+
 // runHook begins a step (or, for a prompt, a turn) from an agent hook's
-// JSON on stdin. Failures are exit 1 (every agent shows them and carries
-// on), never 2 (which Claude Code, Codex, Gemini CLI and Windsurf take as
-// "block this tool call").
+// JSON on stdin. It never fails (neverBlock makes every error a warning):
+// what it cannot record, it says on stderr.
 func runHook(e *env, agent string, noPrompt bool) error {
-	raw, err := io.ReadAll(io.LimitReader(e.stdin, 64<<20))
+	// Cursor and Gemini CLI read a JSON answer from every hook, also one
+	// that records nothing; an empty object lets the call or prompt go on
+	// as it would have.
+	answer := agent == "cursor" || agent == "gemini"
+	defer func() {
+		if answer {
+			fmt.Fprintln(e.stdout, "{}")
+		}
+	}()
+	raw, err := readHook(e.stdin)
 	if err != nil {
-		return fmt.Errorf("step --hook: read stdin: %w", err)
+		return err
 	}
 	call, err := hooks.Parse(raw, agent)
 	if err != nil {
-		return fmt.Errorf("step --hook: stdin is not a hook's JSON object: %v", err)
+		return fmt.Errorf("stdin is not a hook's JSON object: %v", err)
 	}
-	if call.Agent == "cursor" || call.Agent == "gemini" {
-		// Cursor and Gemini CLI read a JSON answer from every hook; an
-		// empty object lets the call or prompt go on as it would have.
-		defer fmt.Fprintln(e.stdout, "{}")
-	}
+	answer = answer || call.Agent == "cursor" || call.Agent == "gemini"
 	if call.Kind == hooks.KindOther {
 		return nil
 	}
+	what := "step"
+	if call.Kind == hooks.KindPrompt {
+		what = "turn"
+	}
+	// Only the workspace the payload names may record its call: a cwd that
+	// is not an absolute path (relative, or ending in a newline or NUL) is
+	// no directory of the agent's, and the hook's own directory may be
+	// another workspace. A cwd that does not exist (any more) is looked for
+	// from its nearest existing ancestor, as Find walks up.
 	dir := e.cwd
-	if filepath.IsAbs(call.Cwd) && isDir(call.Cwd) {
-		dir = call.Cwd
+	if call.Cwd != "" {
+		if !filepath.IsAbs(call.Cwd) || strings.ContainsAny(call.Cwd, "\x00\n\r") {
+			fmt.Fprintf(e.stderr, "zerofs: warning: the hook's cwd %s is not an absolute path; %s not recorded\n", quote.Name(call.Cwd), what)
+			return nil
+		}
+		dir = filepath.Clean(call.Cwd)
 	}
 	ws, err := history.Find(dir)
 	if p := hooks.Path(call); call.Cwd == "" && filepath.IsAbs(p) &&
@@ -150,10 +237,6 @@ func runHook(e *env, agent string, noPrompt bool) error {
 		}
 	}
 	if errors.Is(err, history.ErrNoWorkspace) || errors.Is(err, history.ErrNotYours) {
-		what := "step"
-		if call.Kind == hooks.KindPrompt {
-			what = "turn"
-		}
 		fmt.Fprintf(e.stderr, "zerofs: warning: %v; %s not recorded\n", err, what)
 		return nil
 	}
@@ -162,7 +245,6 @@ func runHook(e *env, agent string, noPrompt bool) error {
 	}
 	if !ws.Mounted {
 		// Nothing would fill the step: say so, and let the agent go on.
-		what := "turn"
 		if call.Kind != hooks.KindPrompt {
 			lc := call
 			lc.Cwd = ws.Root
@@ -185,12 +267,6 @@ func runHook(e *env, agent string, noPrompt bool) error {
 	return beginStep(e, ws, label, payload)
 }
 
-// isDir says whether p is a directory.
-func isDir(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.IsDir()
-}
-
 // hookPayload is what a hook's tool_call records besides its label: the
 // tool and its input, the hook event, the agent and its session.
 func hookPayload(c hooks.Call) map[string]any {
@@ -199,7 +275,17 @@ func hookPayload(c hooks.Call) map[string]any {
 		extra["tool"] = c.Tool
 	}
 	if len(c.Input) > 0 && json.Valid(c.Input) {
-		extra["input"] = c.Input
+		if in, cut := cutInput(c.Input); cut {
+			// The step is what matters; a tool input this large (a
+			// whole file in a Write) is kept cut, and says so.
+			if in != nil {
+				extra["input"] = in
+			}
+			extra["inputCut"] = true
+			extra["inputBytes"] = len(c.Input)
+		} else {
+			extra["input"] = c.Input
+		}
 	}
 	if c.Event != "" {
 		extra["hookEvent"] = c.Event
@@ -214,6 +300,54 @@ func hookPayload(c hooks.Call) map[string]any {
 		extra["toolUseId"] = c.ToolUseID
 	}
 	return extra
+}
+
+// maxInput bounds the tool input a step's tool_call keeps whole; a request
+// to .zero/step is at most control.MaxRequest.
+const maxInput = 256 << 10
+
+// maxInputString bounds each string of a tool input that is cut.
+const maxInputString = 4 << 10
+
+// cutInput is a tool input (valid JSON) as the tool_call keeps it: in
+// itself when it is at most maxInput bytes, else (cut true) with every
+// string cut to maxInputString bytes and every array to its first 64
+// elements, or nil when even that is over maxInput.
+func cutInput(in json.RawMessage) (json.RawMessage, bool) {
+	if len(in) <= maxInput {
+		return in, false
+	}
+	var v any
+	if json.Unmarshal(in, &v) != nil {
+		return nil, true
+	}
+	b, err := json.Marshal(cutValue(v))
+	if err != nil || len(b) > maxInput {
+		return nil, true
+	}
+	return b, true
+}
+
+func cutValue(v any) any {
+	switch v := v.(type) {
+	case string:
+		if len(v) > maxInputString {
+			return strings.ToValidUTF8(v[:maxInputString], "") + "…"
+		}
+	case []any:
+		if len(v) > 64 {
+			v = v[:64]
+		}
+		for i := range v {
+			v[i] = cutValue(v[i])
+		}
+		return v
+	case map[string]any:
+		for k := range v {
+			v[k] = cutValue(v[k])
+		}
+	}
+	return v
 }
 
 func runRun(e *env, c *command, args []string) error {

@@ -361,7 +361,7 @@ function stateCalled(t) {
   return "an earlier state";
 }
 
-const CHANGE = {added: "A", deleted: "D", modified: "M", mode: "P", renamed: "R", skipped: "S", unknown: "?"};
+const CHANGE = {added: "A", deleted: "D", modified: "M", mode: "P", xattrs: "X", renamed: "R", skipped: "S", unknown: "?"};
 
 // promptLine is a prompt's first line, cut to n characters, with "…"
 // where something was left out (as the CLI's log shows it).
@@ -468,6 +468,7 @@ function fileEl(e, c) {
   if (c.kind === "symlink") tip.push("symlink" + (c.target ? " to " + quoteName(c.target, c.targetBytes) : ""));
   if (c.oldKind) tip.push("was " + c.oldKind);
   if (c.mode || c.oldMode) tip.push("mode " + oct(c.oldMode) + " \u2192 " + oct(c.mode));
+  if (c.xattrs) tip.push("xattrs " + c.xattrs.map((x) => quoteName(x)).join(", "));
   if (c.reason) tip.push(quoteName(c.reason));
   a.title = tip.join(", ");
   a.addEventListener("click", (ev) => { ev.preventDefault(); showDiff(e, c, li); });

@@ -138,7 +138,9 @@ func GroupMarks(events iter.Seq2[eventlog.Event, error]) ([]Mark, error) {
 		}
 		switch p := v.(type) {
 		case Checkpoint:
-			s.noteCheckpoint(ev.Seq, p.Step)
+			if !p.Rewind {
+				s.noteCheckpoint(ev.Seq, p.Step)
+			}
 		case RewindPayload:
 			s.markEvent(ev, &p)
 		case PrunedPayload, ThinnedPayload:

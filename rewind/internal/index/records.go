@@ -74,6 +74,11 @@ type Checkpoint struct {
 	// step open at once, and this change was made by a process of the
 	// session whose step began earlier (rewind/session.go).
 	Step Seq `json:"step,omitempty"`
+	// Rewind marks a rewind's own checkpoint (the before-state of what it
+	// is about to change): it belongs to the session_rewind that follows
+	// it, and begins no step's changes. One that no session_rewind follows
+	// (a rewind that failed and was rolled back) belongs to nothing.
+	Rewind bool `json:"rewind,omitempty"`
 }
 
 // Report is what a rewind did.

@@ -53,6 +53,9 @@ func (s *State) Add(ev eventlog.Event) error {
 	}
 	switch p := v.(type) {
 	case Checkpoint:
+		if p.Rewind {
+			return s.AddRewindCheckpoint(ev.Seq, p.Files)
+		}
 		return s.AddCheckpoint(ev.Seq, p.Step, p.Files)
 	case RewindPayload:
 		s.AddRewind(ev, p)
@@ -82,6 +85,18 @@ func (s *State) AddCheckpoint(seq, step Seq, files []FileState) error {
 	s.noteCheckpoint(seq, step)
 	s.head = max(s.head, seq)
 	s.mu.Unlock()
+	return nil
+}
+
+// AddRewindCheckpoint folds a rewind's own checkpoint (Checkpoint.Rewind):
+// indexed like any, but no block's first checkpoint: the session_rewind
+// after it gives it its own block, and without one (a rewind that failed
+// and was rolled back) the step open before it did not change because of it.
+func (s *State) AddRewindCheckpoint(seq Seq, files []FileState) error {
+	if err := s.ix.Add(seq, files); err != nil {
+		return InFile(err, LogName)
+	}
+	s.setHead(seq)
 	return nil
 }
 

@@ -23,6 +23,12 @@ func (l evs) cp(seqs ...Seq) evs {
 	return l
 }
 
+// rcp is a rewind's own checkpoint (Checkpoint.Rewind).
+func (l evs) rcp(seq Seq) evs {
+	b := `{"tool":"rewind","files":[{"path":"a","absent":true,"skipped":false,"bytes":0,"mode":0}],"rewind":true}`
+	return append(l, eventlog.Event{Seq: seq, Type: eventlog.TypeCheckpoint, Payload: json.RawMessage(b)})
+}
+
 func (l evs) turn(seq Seq) evs {
 	return append(l, eventlog.Event{Seq: seq, Type: eventlog.TypeTurn, Payload: json.RawMessage(`{"prompt":"p"}`)})
 }
@@ -74,6 +80,14 @@ func TestUndoRedoTargets(t *testing.T) {
 		{"undo after a turn taken back", evs{}.step(1).cp(2).turn(3).step(4).cp(5).cp(6).rw(7, 2, 6, FormTurn, 0), 1, 5, 1},
 		{"changes after a turn, outside any step", evs{}.step(1).cp(2).turn(3).cp(4), 3, none, 4},
 		{"undo after undoing a rewind", two().cp(7).rw(8, 1, 7, FormRewind, 0).cp(9).rw(10, 6, 9, FormUndo, 0), 4, 8, 4},
+		// A rewind's own checkpoint, marked as one, groups as before.
+		{"marked: undo after a rewind", two().rcp(7).rw(8, 1, 7, FormRewind, 0), 6, none, 8},
+		{"marked: after an undo", two().rcp(7).rw(8, 4, 7, FormUndo, 0), 1, 6, 1},
+		// One that a failed rewind left (rolled back, no session_rewind)
+		// makes no step one with changes: undo passes over the empty step
+		// open then (issue 27), and after changes in it undoes it.
+		{"rolled-back rewind in an empty step", evs{}.step(1).cp(2).step(3).rcp(4), 1, none, 1},
+		{"rolled-back rewind, then changes", evs{}.step(1).cp(2).step(3).rcp(4).cp(5), 4, none, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewState()
