@@ -58,12 +58,12 @@ func (n *wsNode) noFlush(fd int) bool {
 // more requests waiting than before the syncfs (fusectl's "waiting"): the
 // WRITEs were served, and captured in the step they belong to.
 //
-// Only a mount without OPEN needs it: with OPEN, a file held open for
-// writing across a boundary is captured again in the new step (held.go),
-// so its late pages cannot be lost, and the daemon makes no request of
-// its own mount at all.
+// A mount whose opens use passthrough does not need it: a mapping of a
+// passthrough file maps the backing file's own pages, which the new step's
+// capture of a file held open for writing (held.go) reads as they are, so
+// the daemon makes no request of its own mount there.
 func (f *fsys) flushMapped() {
-	if !f.noOpen {
+	if !f.noOpen && f.passthrough.Load() {
 		return
 	}
 	fd, err := unix.Open(f.mountpoint, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
