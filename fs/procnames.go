@@ -36,6 +36,11 @@ type procEntry struct {
 	tgid   int
 	thread int // /proc/<tid>/comm
 	proc   int // /proc/<tgid>/comm; -1 when tid is the leader (thread serves)
+	// lineage is the process's lineage (lineage.go) once read: its ids and
+	// start times stay true while the entry's descriptors read (a parent
+	// that exits leaves its child's recorded ancestry as it was, which
+	// keeps an orphan of an agent the agent's); nil until asked.
+	lineage []rewind.Proc
 }
 
 // procNamesMax bounds the cache (each entry holds one or two descriptors).
@@ -72,6 +77,27 @@ func (c *procNames) lookup(tid int) rewind.Caller {
 	}
 	c.m[tid] = e
 	return who
+}
+
+// tree is lineageOf(tid), kept in tid's entry: after the first call for a
+// process, one pread (the entry's check) instead of a walk of /proc.
+func (c *procNames) tree(tid int) []rewind.Proc {
+	c.mu.Lock()
+	if e := c.m[tid]; e != nil && e.lineage != nil {
+		if _, ok := e.read(); ok {
+			lin := e.lineage
+			c.mu.Unlock()
+			return lin
+		}
+	}
+	c.mu.Unlock()
+	lin := lineageOf(tid) // resolves tid's entry (processOf) first
+	c.mu.Lock()
+	if e := c.m[tid]; e != nil && len(lin) > 0 && lin[0].PID == e.tgid {
+		e.lineage = lin
+	}
+	c.mu.Unlock()
+	return lin
 }
 
 // read gives the entry's process and its current comm; ok is false when

@@ -74,6 +74,12 @@ type Checkpoint struct {
 	// step open at once, and this change was made by a process of the
 	// session whose step began earlier (rewind/session.go).
 	Step Seq `json:"step,omitempty"`
+	// Person marks a person's change (SPEC, Whose change it is): made by
+	// a process outside every agent's process tree while agent sessions
+	// were known. It belongs to no agent's step (Step is then 0): undo,
+	// undo of a turn and revert leave it alone, and a whole rewind names
+	// it before overwriting it.
+	Person bool `json:"person,omitempty"`
 }
 
 // Report is what a rewind did.
@@ -153,4 +159,7 @@ type Foreign struct {
 	Session string `json:"session,omitempty"`
 	PID     int    `json:"pid,omitempty"`
 	Comm    string `json:"comm,omitempty"`
+	// Kept: the rewind left the path alone instead (a person's change that
+	// an undo, undo of a turn, redo or revert does not take back).
+	Kept bool `json:"kept,omitempty"`
 }
