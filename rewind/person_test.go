@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 )
 
@@ -305,5 +308,67 @@ func TestPersonMarksSurviveReopen(t *testing.T) {
 		if got := kept(res); len(got) != 1 || got[0] != "notes.txt" {
 			t.Errorf("snapshot %v: kept %v after a reopen, want notes.txt", snapshot, got)
 		}
+	}
+}
+
+// TestUndoKeepingPersonCrash kills an undo that leaves a person's change
+// alone at each crash point: after reopening, the undo is either not done
+// at all or done whole, and the person's file is as the person left it
+// either way (the intent names exactly the paths the undo restores).
+func TestUndoKeepingPersonCrash(t *testing.T) {
+	for _, tc := range []struct {
+		point   string
+		rewound bool
+	}{
+		{"rewind:captured", false},
+		{"rewind:intent", true},
+		{"rewind:half", true},
+		{"rewind:write", true},
+		{"rewind:applied", true},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			p := newPersonT(t)
+			for i := range 6 {
+				p.write(p.agent, "f"+strconv.Itoa(i), "old\n")
+			}
+			p.write(p.agent, "notes.txt", "n0\n")
+			p.step("Edit")
+			for i := range 6 {
+				p.write(p.agent, "f"+strconv.Itoa(i), "agent\n")
+			}
+			p.write(p.editor, "notes.txt", "person\n")
+			store := p.e.opts.StoreDir
+			if err := p.e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), crashEnv+"="+tc.point, "ZEROFS_TEST_WS="+p.ws, "ZEROFS_TEST_FORM=undo", "ZEROFS_TEST_STORE="+store)
+			err := cmd.Run()
+			if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
+				t.Fatalf("child was not killed at %s: %v", tc.point, err)
+			}
+			root, err := os.Open(p.ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			e, err := Open(context.Background(), root, Options{StoreDir: store, Sync: true})
+			if err != nil {
+				t.Fatalf("reopen after a crash at %s: %v", tc.point, err)
+			}
+			defer e.Close()
+			want := map[string]string{"notes.txt": "person\n"}
+			for i := range 6 {
+				want["f"+strconv.Itoa(i)] = map[bool]string{true: "old\n", false: "agent\n"}[tc.rewound]
+			}
+			p.want(want)
+			last, _, ok := e.LastRewind()
+			if ok != tc.rewound {
+				t.Fatalf("session_rewind recorded: %v, want %v", ok, tc.rewound)
+			}
+			if ok && (len(last.Foreign) != 1 || !last.Foreign[0].Kept || last.Foreign[0].Path != "notes.txt") {
+				t.Errorf("recovered undo records foreign %+v, want notes.txt kept", last.Foreign)
+			}
+		})
 	}
 }

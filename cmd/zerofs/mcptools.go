@@ -175,7 +175,7 @@ type (
 		Preview        []mcpPreview `json:"preview,omitempty"`
 		Conflicts      []string     `json:"conflicts,omitempty"`
 		ConflictsBytes []string     `json:"conflicts_bytes,omitempty" jsonschema:"when a name in conflicts is not UTF-8: each name's exact bytes in base64, at its position in conflicts (empty for a name that is UTF-8)"`
-		Warnings       []string     `json:"warnings,omitempty" jsonschema:"changes made by someone else (a person, another agent session) that this action overwrites"`
+		Warnings       []string     `json:"warnings,omitempty" jsonschema:"changes made by someone else (a person, another agent session) that this action overwrites, and a person's changes it leaves alone"`
 	}
 )
 
