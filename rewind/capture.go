@@ -126,6 +126,7 @@ func (e *Engine) autoStep(ctx context.Context) error {
 	_, err := e.beginStepLocked(ctx, "auto", map[string]any{"name": "auto"})
 	if err == nil {
 		e.sessions = nil // after an idle gap, no session's step is open
+		e.step.ByHand = true
 	}
 	e.capMu.Unlock()
 	if err != nil {

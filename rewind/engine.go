@@ -69,6 +69,11 @@ type Options struct {
 type Step struct {
 	Seq   Seq
 	Label string
+	// ByHand: the step was begun for no agent session by a process outside
+	// every known agent's tree (`zerofs step`, `zerofs run`, an auto step):
+	// a person asked for it, so changes from outside the agents' trees are
+	// its own, not a person's change beside it (session.go).
+	ByHand bool
 }
 
 // Entry is the state of one path at some sequence.

@@ -372,3 +372,47 @@ func TestUndoKeepingPersonCrash(t *testing.T) {
 		})
 	}
 }
+
+// TestStepByHandIsThePersons: a step a person begins by hand (`zerofs
+// step`, `zerofs run`: no agent session, from outside the agents' trees)
+// holds the person's changes after it, and undo takes them back; a step an
+// agent's tool begins without a session does not make the person's changes
+// its own.
+func TestStepByHandIsThePersons(t *testing.T) {
+	ctx := context.Background()
+	p := newPersonT(t)
+	p.write(p.agent, "notes.txt", "n0\n")
+	p.step("Edit")
+	p.write(p.agent, "app.py", "agent\n")
+	if _, err := p.e.BeginStepAs(ctx, p.editor, "my fix", nil); err != nil {
+		t.Fatal(err)
+	}
+	p.write(p.editor, "notes.txt", "mine\n")
+	if p.e.state.HasPerson(0) {
+		t.Errorf("a change in a step the person began is marked a person's change")
+	}
+	res, err := p.e.Apply(ctx, Request{Undo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Undid == nil || res.Undid.Label != "my fix" || len(kept(res)) != 0 {
+		t.Errorf("undo took back %+v, kept %v; want the person's own step", res.Undid, kept(res))
+	}
+	p.want(map[string]string{"notes.txt": "n0\n", "app.py": "agent\n"})
+
+	// A step begun by the agent's tool (no session): the editor's change
+	// beside it is still the person's.
+	if _, err := p.e.BeginStepAs(ctx, p.agent, "zerofs step by the agent", nil); err != nil {
+		t.Fatal(err)
+	}
+	p.write(p.agent, "app.py", "agent 2\n")
+	p.write(p.editor, "notes.txt", "person\n")
+	res, err = p.e.Apply(ctx, Request{Undo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kept(res); len(got) != 1 || got[0] != "notes.txt" {
+		t.Errorf("kept %v, want notes.txt", got)
+	}
+	p.want(map[string]string{"notes.txt": "person\n", "app.py": "agent\n"})
+}

@@ -30,7 +30,10 @@ import (
 // person's (SPEC, Whose change it is): its checkpoint is marked "person"
 // and belongs to no step, so undo, undo of a turn and revert leave it
 // alone (person.go). The agents stay known across rewinds and idle gaps,
-// which end their steps, not their processes.
+// which end their steps, not their processes. A step a person began
+// (Step.ByHand: `zerofs step`, `zerofs run`, an auto step, from outside
+// the agents' trees) is the person's own: while it is the newest, changes
+// from outside the agents' trees belong to it, and undo takes them back.
 //
 // The log keeps sequence order: a checkpoint of a step that is not the
 // newest names it (Checkpoint.Step), and readers (history.ReadHistory,
@@ -81,10 +84,15 @@ func (e *Engine) BeginStepAs(ctx context.Context, who Caller, label string, extr
 	payload["name"] = label
 	session, _ := payload["agentSession"].(string)
 	agent, ok := agentOf(who, session)
+	e.capMu.Lock()
+	agents := e.agents
+	e.capMu.Unlock()
+	byHand := session == "" && !inTree(who, agents)
 	e.wsMu.Lock()
 	e.capMu.Lock()
 	ev, err := e.beginStepLocked(ctx, label, payload)
 	if err == nil {
+		e.step.ByHand = byHand
 		e.registerLocked(session, sessionStep{step: e.step, session: session, agent: agent}, ok)
 	}
 	e.capMu.Unlock()
@@ -154,8 +162,9 @@ func (e *Engine) stepFor(who Caller) (step Step, person bool) {
 	if len(lin) == 0 {
 		return cur, false // gone before it could be told: as before
 	}
-	if !slices.ContainsFunc(lin, func(p Proc) bool { return slices.ContainsFunc(agents, p.same) }) {
-		return cur, true
+	if !descends(lin, agents) {
+		// A person's change, unless a person began the newest step.
+		return cur, !cur.ByHand
 	}
 	if len(open) == 0 || (len(open) == 1 && open[0].step.Seq == cur.Seq) {
 		return cur, false
@@ -175,6 +184,20 @@ func (e *Engine) stepFor(who Caller) (step Step, person bool) {
 		return cur, false
 	}
 	return open[best].step, false
+}
+
+// descends reports whether lineage lin holds one of agents.
+func descends(lin, agents []Proc) bool {
+	return slices.ContainsFunc(lin, func(p Proc) bool { return slices.ContainsFunc(agents, p.same) })
+}
+
+// inTree reports whether who is a process of one of agents (false when
+// who's lineage is unknown).
+func inTree(who Caller, agents []Proc) bool {
+	if len(agents) == 0 || who.Lineage == nil {
+		return false
+	}
+	return descends(who.Lineage(), agents)
 }
 
 // agentOf is the agent process of a step or turn that who began for an
