@@ -222,6 +222,15 @@ func TestPersonChangeInLog(t *testing.T) {
 	if person == nil {
 		t.Errorf("no entry of the person's change in log --json")
 	}
+	// `show` of either shows its own change only.
+	if out := binOK(t, ws, "show", itoa(step)); !strings.Contains(out, "+"+personAppAgent) || strings.Contains(out, "PERSON") {
+		t.Errorf("show of the agent's step:\n%s\nwant its app.py change, not the person's", out)
+	}
+	if person != nil {
+		if out := binOK(t, ws, "show", itoa(person.Sequence)); !strings.Contains(out, "(a person)") || !strings.Contains(out, "+PERSON") || strings.Contains(out, personAppAgent) {
+			t.Errorf("show of the person's change:\n%s\nwant person.txt's change only", out)
+		}
+	}
 	stat := binOK(t, ws, "log", "--stat")
 	agentPart, _, _ := strings.Cut(stat[strings.Index(stat, "Edit app.py"):], "\n\n")
 	if strings.Contains(agentPart, "person.txt") || !strings.Contains(stat, "(a person)") {
