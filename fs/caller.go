@@ -17,7 +17,9 @@ import (
 // its request then, so the id is still its own. A request the kernel makes on its own (pid 0, e.g.
 // writeback) has no caller; when /proc cannot say, the thread id stands and
 // comm is empty. Its lineage (lineage.go) is read when the engine must tell
-// which agent session's step a change belongs to.
+// which agent session's step a change belongs to, or whether it is a
+// person's: kept per process (Tree), so a process's every change after its
+// first costs the one pread that tells its entry is still the same process.
 func callerOf(ctx context.Context) rewind.Caller {
 	c, ok := fuse.FromContext(ctx)
 	if !ok || c.Pid == 0 {
@@ -27,7 +29,8 @@ func callerOf(ctx context.Context) rewind.Caller {
 	return rewind.Caller{Resolve: func() (int, string) {
 		who := processOf(tid)
 		return who.PID, who.Comm
-	}, Lineage: func() []rewind.Proc { return lineageOf(tid) }}
+	}, Lineage: func() []rewind.Proc { return lineageOf(tid) },
+		Tree: func() []rewind.Proc { return procCache.tree(tid) }}
 }
 
 // engineCtx is the context handed to the engine. go-fuse cancels a request's

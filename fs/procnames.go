@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -36,7 +37,21 @@ type procEntry struct {
 	tgid   int
 	thread int // /proc/<tid>/comm
 	proc   int // /proc/<tgid>/comm; -1 when tid is the leader (thread serves)
+	// lineage is the process's lineage (lineage.go) once read: its ids and
+	// start times stay true while the entry's descriptors read (a parent
+	// that exits leaves its child's recorded ancestry as it was, which
+	// keeps an orphan of an agent the agent's); nil until asked. checked
+	// is when the descriptors last read (time.Now's monotonic clock).
+	lineage []rewind.Proc
+	checked time.Time
 }
+
+// treeFresh is how long tree trusts an entry's lineage without reading its
+// descriptor again: a change by a process that already changed something
+// costs no system call then. Within it, only a thread that exited and whose
+// id the kernel gave out again (after every other id up to pid_max, 32768
+// here, in under a treeFresh) could be taken for the one before it.
+const treeFresh = 500 * time.Millisecond
 
 // procNamesMax bounds the cache (each entry holds one or two descriptors).
 const procNamesMax = 256
@@ -72,6 +87,35 @@ func (c *procNames) lookup(tid int) rewind.Caller {
 	}
 	c.m[tid] = e
 	return who
+}
+
+// tree is lineageOf(tid), kept in tid's entry: after the first call for a
+// process, nothing (within treeFresh of the last check) or one pread (the
+// entry's check) instead of a walk of /proc.
+func (c *procNames) tree(tid int) []rewind.Proc {
+	c.mu.Lock()
+	if e := c.m[tid]; e != nil && e.lineage != nil {
+		now := time.Now()
+		if now.Sub(e.checked) < treeFresh {
+			lin := e.lineage
+			c.mu.Unlock()
+			return lin
+		}
+		if _, ok := e.read(); ok {
+			e.checked = now
+			lin := e.lineage
+			c.mu.Unlock()
+			return lin
+		}
+	}
+	c.mu.Unlock()
+	lin := lineageOf(tid) // resolves tid's entry (processOf) first
+	c.mu.Lock()
+	if e := c.m[tid]; e != nil && len(lin) > 0 && lin[0].PID == e.tgid {
+		e.lineage, e.checked = lin, time.Now()
+	}
+	c.mu.Unlock()
+	return lin
 }
 
 // read gives the entry's process and its current comm; ok is false when

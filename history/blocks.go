@@ -33,9 +33,13 @@ type Block struct {
 	Time     time.Time
 	Label    string
 	Implicit bool
-	Payload  json.RawMessage // the tool_call's payload
-	Rewind   *rewind.RewindPayload
-	Pruned   *rewind.PrunedPayload
+	// Person: the block is a person's change (an implicit step of its own,
+	// from checkpoints marked "person"), which may interleave with an
+	// agent's step.
+	Person  bool
+	Payload json.RawMessage // the tool_call's payload
+	Rewind  *rewind.RewindPayload
+	Pruned  *rewind.PrunedPayload
 	// Thinned is a gc's thin (Type BlockPruned too).
 	Thinned *rewind.ThinnedPayload
 	// Files are the before-states captured in the block, the first one per
@@ -167,10 +171,12 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 	var blocks []*Block
 	var turns []Turn
 	var turn Seq                    // the turn new blocks belong to
+	var turnSession string          // its agent session
 	sessionTurn := map[string]Seq{} // each agent session's latest turn
 	begun := map[int]*Block{}       // the block each mark began (-1: before any mark)
 	seen := map[*Block]map[string]bool{}
-	stepBlock := map[Seq]*Block{} // tool_call sequence -> its block
+	stepBlock := map[Seq]*Block{}   // tool_call sequence -> its block
+	personBlock := map[int]*Block{} // the person's changes after each mark
 	last := map[*Block]map[string]Seq{}
 	interleaved := map[*Block]bool{}
 	addFiles := func(b *Block, seq Seq, files []rewind.FileState) {
@@ -213,10 +219,16 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 			}
 			mk := marks[m]
 			// A step belongs to its own session's last turn when several
-			// agent sessions work in the workspace at once.
+			// agent sessions work in the workspace at once, and a step of
+			// a session that began no turn to none, rather than to another
+			// session's.
 			t := turn
-			if st, ok := sessionTurn[mk.Session]; ok && mk.Session != "" {
-				t = st
+			if mk.Session != "" {
+				if st, ok := sessionTurn[mk.Session]; ok {
+					t = st
+				} else if turnSession != "" && turnSession != mk.Session {
+					t = 0
+				}
 			}
 			b := &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: mk.Label, Payload: ev.Payload, Turn: t}
 			begun[m] = b
@@ -225,6 +237,22 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 		case eventlog.TypeCheckpoint:
 			var p rewind.Checkpoint
 			if json.Unmarshal(ev.Payload, &p) != nil {
+				continue
+			}
+			if p.Person {
+				// A person's change: an implicit step of its own, beside
+				// the step open then (rewind/session.go).
+				b := personBlock[m]
+				if b == nil {
+					b = &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Implicit: true, Person: true}
+					personBlock[m] = b
+					blocks = append(blocks, b)
+					interleaved[b] = true
+					if cur := begun[m]; cur != nil {
+						interleaved[cur] = true
+					}
+				}
+				addFiles(b, ev.Seq, p.Files)
 				continue
 			}
 			if sb := stepBlock[p.Step]; p.Step != 0 && sb != nil && sb != begun[m] {
@@ -274,7 +302,7 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 			var p turnPayload
 			json.Unmarshal(ev.Payload, &p)
 			turns = append(turns, Turn{Seq: ev.Seq, Time: ev.CreatedAt, Prompt: p.Prompt, Agent: p.Agent, AgentSession: p.AgentSession})
-			turn = ev.Seq
+			turn, turnSession = ev.Seq, p.AgentSession
 			if p.AgentSession != "" {
 				sessionTurn[p.AgentSession] = ev.Seq
 			}

@@ -19,13 +19,17 @@ type Entry struct {
 	Sequence Seq `json:"sequence"`
 	// Start..End are the sequences that belong to the block: `zerofs diff
 	// Start-1 End` shows what it did, `zerofs rewind Start-1` undoes it.
-	Start    Seq                   `json:"start"`
-	End      Seq                   `json:"end"`
-	Time     time.Time             `json:"time"`
-	Label    string                `json:"label,omitempty"`
-	Implicit bool                  `json:"implicit,omitempty"`
-	Payload  json.RawMessage       `json:"payload,omitempty"`
-	Rewind   *rewind.RewindPayload `json:"rewind,omitempty"`
+	Start    Seq       `json:"start"`
+	End      Seq       `json:"end"`
+	Time     time.Time `json:"time"`
+	Label    string    `json:"label,omitempty"`
+	Implicit bool      `json:"implicit,omitempty"`
+	// Person marks a person's change (SPEC, Whose change it is): made by a
+	// process outside every agent's process tree while agent sessions were
+	// known. It is an implicit step of its own, never part of an agent's.
+	Person  bool                  `json:"person,omitempty"`
+	Payload json.RawMessage       `json:"payload,omitempty"`
+	Rewind  *rewind.RewindPayload `json:"rewind,omitempty"`
 	// Title says what a rewind was: `revert of step 15 "Bash: rm -rf
 	// docs"`, `restore README.md to 0`, `undo of step 27 "Edit"`.
 	Title        string `json:"title,omitempty"`
@@ -110,7 +114,7 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 			continue // the gc's entry stands for it
 		}
 		ent := Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End, Time: b.Time,
-			Label: b.Label, Implicit: b.Implicit, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn, Changes: []Change{}}
+			Label: b.Label, Implicit: b.Implicit, Person: b.Person, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn, Changes: []Change{}}
 		if b.Pruned != nil {
 			ent.PrunedBefore = &b.Pruned.Before
 		}

@@ -27,9 +27,15 @@ type Caller struct {
 	// and naming a process costs a read of /proc.
 	Resolve func() (pid int, comm string)
 	// Lineage, when set, gives the process and its ancestors, nearest
-	// first. The engine calls it only when several agent sessions have a
-	// step open, to tell whose step a change belongs to (session.go).
+	// first, read now. The engine calls it when an agent session begins a
+	// step or turn, to find its agent process, and to tell whose change a
+	// change is while agents are known (session.go) when Tree is not set.
 	Lineage func() []Proc
+	// Tree, when set, is Lineage kept per process by the caller: the ids
+	// and start times are exact, the names may be older than an exec.
+	// The engine asks it on every capture while agents are known, so it
+	// must cost next to nothing after the first call for a process.
+	Tree func() []Proc
 }
 
 // resolved is c with Resolve called.
@@ -120,6 +126,7 @@ func (e *Engine) autoStep(ctx context.Context) error {
 	_, err := e.beginStepLocked(ctx, "auto", map[string]any{"name": "auto"})
 	if err == nil {
 		e.sessions = nil // after an idle gap, no session's step is open
+		e.step.ByHand = true
 	}
 	e.capMu.Unlock()
 	if err != nil {
@@ -147,10 +154,14 @@ func (e *Engine) CaptureLocked(ctx context.Context, who Caller, changes ...Chang
 			removed[c.Path] = removal{stash: c.Stash}
 		}
 	}
-	step := e.stepFor(who)
+	step, person := e.stepFor(who)
+	key := step.Seq
+	if person {
+		key |= personKey
+	}
 	for attempt := 0; ; attempt++ {
-		mine, theirs, newest := e.claim(paths, step.Seq)
-		err := e.captureClaimed(ctx, who, mine, removed, step, newest)
+		mine, theirs, newest := e.claim(paths, key)
+		err := e.captureClaimed(ctx, who, mine, removed, step, newest, person, key)
 		for _, c := range theirs {
 			<-c.done
 			if c.err != nil && err == nil {
@@ -223,9 +234,16 @@ func (e *Engine) walk(p string, fn func(string)) error {
 	return nil
 }
 
+// personKey marks, in a capture's key (captured), the person's captures
+// while the step of that sequence is the newest: a person's change to a
+// path an agent captured in the step is captured again, and the other way
+// round.
+const personKey = Seq(1) << 63
+
 // claim splits paths into those this call must capture (now marked in
 // flight) and captures under way by others to wait for; paths already
-// captured in step are dropped. newest is the newest step's sequence.
+// captured under key (a step's sequence, or with personKey a person's
+// captures during it) are dropped. newest is the newest step's sequence.
 func (e *Engine) claim(paths []string, step Seq) (mine []string, theirs []*capture, newest Seq) {
 	e.capMu.Lock()
 	defer e.capMu.Unlock()
@@ -249,10 +267,11 @@ func (e *Engine) claim(paths []string, step Seq) (mine []string, theirs []*captu
 }
 
 // captureClaimed stores the before-states of paths in step (blobs first,
-// then one checkpoint event), then releases the claim; newest is the newest
-// step's sequence when the paths were claimed. The files among removed are
-// kept rather than copied where they can be.
-func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string, removed map[string]removal, step Step, newest Seq) (err error) {
+// then one checkpoint event), or as a person's change (person), then
+// releases the claim, noting the paths captured under key; newest is the
+// newest step's sequence when the paths were claimed. The files among
+// removed are kept rather than copied where they can be.
+func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string, removed map[string]removal, step Step, newest Seq, person bool, key Seq) (err error) {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -264,7 +283,7 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 		for _, p := range paths {
 			delete(e.inflight, p)
 			if err == nil && e.step.Seq == newest {
-				e.captured[p] = step.Seq
+				e.captured[p] = key
 			}
 		}
 		e.capMu.Unlock()
@@ -288,7 +307,10 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 		}
 	}
 	cp := Checkpoint{Tool: step.Label, Files: files}
-	if step.Seq != newest {
+	switch {
+	case person:
+		cp = Checkpoint{Files: files, Person: true} // no step's (session.go)
+	case step.Seq != newest:
 		cp.Step = step.Seq // not the newest step's (session.go)
 	}
 	if _, err = e.appendCheckpoint(ctx, cp); err != nil {
@@ -313,7 +335,7 @@ func (e *Engine) appendCheckpoint(ctx context.Context, cp Checkpoint) (eventlog.
 	if err != nil {
 		return ev, err
 	}
-	if err := e.state.AddCheckpoint(ev.Seq, cp.Step, cp.Files); err != nil {
+	if err := e.state.AddCheckpoint(ev.Seq, cp.Step, cp.Person, cp.Files); err != nil {
 		return ev, e.fail(err)
 	}
 	if !e.opts.Sync {

@@ -82,6 +82,8 @@ func crashChild(point string) {
 		_, err = e.GC(context.Background(), Seq(seq))
 	case form == "revert":
 		_, err = e.Apply(context.Background(), Request{Revert: Seq(seq)})
+	case form == "undo":
+		_, err = e.Apply(context.Background(), Request{Undo: true})
 	case form != "":
 		_, err = e.Apply(context.Background(), Request{Target: Seq(seq), Paths: strings.Split(form, ",")})
 	default:

@@ -69,6 +69,11 @@ type Options struct {
 type Step struct {
 	Seq   Seq
 	Label string
+	// ByHand: the step was begun for no agent session by a process outside
+	// every known agent's tree (`zerofs step`, `zerofs run`, an auto step):
+	// a person asked for it, so changes from outside the agents' trees are
+	// its own, not a person's change beside it (session.go).
+	ByHand bool
 }
 
 // Entry is the state of one path at some sequence.
@@ -161,13 +166,18 @@ type Engine struct {
 	// rewind, a step boundary and gc hold it for writing.
 	wsMu sync.RWMutex
 
-	capMu sync.Mutex // guards step, sessions, captured, inflight, lastActivity
+	capMu sync.Mutex // guards step, sessions, agents, captured, inflight, lastActivity
 	// step is the newest step: the one a change belongs to unless it was
 	// made by a process of another session's open step (sessions).
 	step Step
 	// sessions are the steps agent sessions have open (session.go),
 	// oldest first; replaced, never changed in place.
 	sessions []sessionStep
+	// agents are the agent processes of the sessions known since the
+	// engine opened, oldest first; replaced, never changed in place. While
+	// there is one, a change by a process outside all of their trees is a
+	// person's (session.go).
+	agents []Proc
 	// captured holds the paths captured since the newest step began, each
 	// with the step it was captured in: a change in another step captures
 	// the path again.

@@ -14,6 +14,10 @@ const (
 	// WhyOtherSession: made in a step of another agent session (as its
 	// hook's session id tells).
 	WhyOtherSession = "another session"
+	// WhyPerson: a person's change (SPEC, Whose change it is): made by a
+	// process outside every agent's process tree while agent sessions
+	// were known.
+	WhyPerson = "outside the agents"
 )
 
 // overwritten lists the paths whose present state plan replaces or removes,
@@ -53,8 +57,8 @@ func (e *Engine) overwritten(plan *rewindPlan) ([]planEntry, error) {
 }
 
 // foreign lists the paths plan overwrites whose present state was made
-// outside the agent's steps: between steps (when there are steps at all),
-// or in a step of an agent session other than session.
+// outside the agent's steps: by a person, between steps (when there are
+// steps at all), or in a step of an agent session other than session.
 func (e *Engine) foreign(plan *rewindPlan, session string) ([]Foreign, error) {
 	ents, err := e.overwritten(plan)
 	if err != nil {
@@ -73,6 +77,8 @@ func (e *Engine) foreign(plan *rewindPlan, session string) ([]Foreign, error) {
 		f := Foreign{Path: pe.path, Seq: rec.Seq, PID: rec.State.PID, Comm: rec.State.Comm}
 		m, inStep := e.state.MarkAt(rec.Seq)
 		switch {
+		case e.state.IsPerson(rec.Seq):
+			f.Why = WhyPerson
 		case !inStep && steps:
 			f.Why = WhyBetweenSteps
 		case inStep && m.Kind == index.MarkStep && session != "" && m.Session != "" && m.Session != session:

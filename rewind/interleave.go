@@ -6,7 +6,8 @@ import (
 )
 
 // stepCaptures is which paths one step captured, when its sequences
-// interleave with another agent session's step (session.go): its own
+// interleave with another agent session's step or a person's change
+// (session.go): its own
 // captures, wherever they are in the log, and the other steps' captures
 // after it began. A revert of such a step puts back what it changed and
 // nothing the other step did, though their sequences are mixed.
@@ -20,7 +21,8 @@ type stepCaptures struct {
 
 // interleaved reads the log for the step sp (a tool_call) and returns its
 // captures, or nil when nothing interleaves with it: no checkpoint in its
-// span belongs to another step, and none of its own lies outside. The log
+// span belongs to another step or is a person's, and none of its own lies
+// outside. The log
 // is read from the step on, through its span and, for a step of an agent
 // session, on to where that session's step ended (its next step, or a
 // rewind), since its captures may come after another session's steps.
@@ -67,7 +69,10 @@ func (e *Engine) interleaved(sp index.Span) (*stepCaptures, error) {
 		}
 		cp, _ := v.(Checkpoint)
 		who := owner
-		if cp.Step != 0 {
+		switch {
+		case cp.Person:
+			who = 0 // a person's change: no step's
+		case cp.Step != 0:
 			who = cp.Step
 		}
 		if (who == step) != (owner == step) {

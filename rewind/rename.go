@@ -93,12 +93,15 @@ func (e *Engine) appendRename(ctx context.Context, who Caller, from, to string) 
 	}
 	src.RenamedTo, dst.RenamedFrom = to, from
 	src.PID, src.Comm, dst.PID, dst.Comm = who.PID, who.Comm, who.PID, who.Comm
-	step := e.stepFor(who)
+	step, person := e.stepFor(who)
 	e.capMu.Lock()
 	newest := e.step.Seq
 	e.capMu.Unlock()
 	cp := Checkpoint{Tool: step.Label, Files: []FileState{src, dst}}
-	if step.Seq != newest {
+	switch {
+	case person:
+		cp = Checkpoint{Files: cp.Files, Person: true}
+	case step.Seq != newest:
 		cp.Step = step.Seq
 	}
 	ev, err := e.appendCheckpoint(ctx, cp)

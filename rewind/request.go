@@ -147,6 +147,10 @@ func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if len(in.Foreign) > 0 { // the person's changes it leaves alone
+		foreign = append(in.Foreign, foreign...)
+		sort.Slice(foreign, func(i, j int) bool { return foreign[i].Path < foreign[j].Path })
+	}
 	var cerr error
 	if len(conflicts) > 0 && !req.Force {
 		cerr = &ConflictError{Step: req.Revert, Paths: conflicts}
@@ -165,12 +169,14 @@ func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
 	if cerr != nil {
 		return Result{Conflicts: conflicts}, cerr
 	}
-	if len(foreign) > 0 {
-		paths := make([]string, len(foreign))
-		for i, f := range foreign {
-			paths[i] = f.Path + " (" + f.Why + ")"
+	var over []string
+	for _, f := range foreign {
+		if !f.Kept {
+			over = append(over, f.Path+" ("+f.Why+")")
 		}
-		e.opts.Logger.Warn("rewind: overwriting changes made outside the agent's steps", "paths", paths)
+	}
+	if len(over) > 0 {
+		e.opts.Logger.Warn("rewind: overwriting changes made outside the agent's steps", "paths", over)
 	}
 	if plan.empty() && (in.Form == index.FormRewind || in.Form == index.FormPaths || in.Form == index.FormRevert) {
 		// A rewind, path rewind or revert that changes nothing records
@@ -279,6 +285,13 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 	in = intent{Target: req.Target, Form: req.form(), Step: what}
 	if roots == nil {
 		plan, err = e.plan(req.Target, ^Seq(0))
+		if err != nil || in.Form == index.FormRewind {
+			return in, plan, nil, session, err
+		}
+		// An undo, redo or turn taken back leaves a person's changes
+		// alone (person.go): it then restores exactly the other paths.
+		plan, in.Foreign, in.Paths, err = e.keepPersons(req.Target, plan)
+		in.Narrow = in.Paths != nil
 		return in, plan, nil, session, err
 	}
 	changed, err := e.changedSince(req.Target, ^Seq(0))

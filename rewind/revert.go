@@ -68,12 +68,22 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 			return fail(err)
 		}
 		for _, p := range inStep {
+			// A person's change in the step's span is not the step's
+			// (person.go): left alone, or a conflict when the step
+			// changed the path too.
+			onlyPerson, mixed := e.personInSpan(p, sp.Before, sp.End)
+			if onlyPerson {
+				continue
+			}
 			differs, err := e.differsBetween(p, sp.Before, sp.End)
 			if err != nil {
 				return fail(err)
 			}
 			if differs {
 				changed = append(changed, p)
+				if mixed {
+					bad[p] = true
+				}
 			}
 		}
 	} else {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/zerofs/zerofs/eventlog"
 )
@@ -22,6 +23,17 @@ import (
 // session's agent is an ancestor (a person's editor, a step begun by hand),
 // in the newest step, as before. Two sessions of one agent process: the
 // newer one's.
+//
+// Once an agent session is known (a hook named it and its agent process
+// was found), a change by a process whose ancestors include no known
+// agent process (a person's editor, a shell in another terminal) is the
+// person's (SPEC, Whose change it is): its checkpoint is marked "person"
+// and belongs to no step, so undo, undo of a turn and revert leave it
+// alone (person.go). The agents stay known across rewinds and idle gaps,
+// which end their steps, not their processes. A step a person began
+// (Step.ByHand: `zerofs step`, `zerofs run`, an auto step, from outside
+// the agents' trees) is the person's own: while it is the newest, changes
+// from outside the agents' trees belong to it, and undo takes them back.
 //
 // The log keeps sequence order: a checkpoint of a step that is not the
 // newest names it (Checkpoint.Step), and readers (history.ReadHistory,
@@ -55,7 +67,8 @@ type sessionStep struct {
 	turn bool
 }
 
-// maxSessions bounds the sessions remembered (the oldest is dropped).
+// maxSessions bounds the sessions remembered (the oldest is dropped), and
+// the agent processes.
 const maxSessions = 64
 
 // BeginStepAs is BeginStep for a step begun by who's process: changes made
@@ -71,10 +84,15 @@ func (e *Engine) BeginStepAs(ctx context.Context, who Caller, label string, extr
 	payload["name"] = label
 	session, _ := payload["agentSession"].(string)
 	agent, ok := agentOf(who, session)
+	e.capMu.Lock()
+	agents := e.agents
+	e.capMu.Unlock()
+	byHand := session == "" && !inTree(who, agents)
 	e.wsMu.Lock()
 	e.capMu.Lock()
 	ev, err := e.beginStepLocked(ctx, label, payload)
 	if err == nil {
+		e.step.ByHand = byHand
 		e.registerLocked(session, sessionStep{step: e.step, session: session, agent: agent}, ok)
 	}
 	e.capMu.Unlock()
@@ -105,6 +123,13 @@ func (e *Engine) registerLocked(session string, s sessionStep, ok bool) {
 	}
 	if ok {
 		out = append(out, s)
+		if !slices.ContainsFunc(e.agents, s.agent.same) {
+			agents := append(slices.Clone(e.agents), s.agent)
+			if len(agents) > maxSessions {
+				agents = agents[len(agents)-maxSessions:]
+			}
+			e.agents = agents
+		}
 	}
 	if len(out) > maxSessions {
 		out = out[len(out)-maxSessions:]
@@ -112,17 +137,38 @@ func (e *Engine) registerLocked(session string, s sessionStep, ok bool) {
 	e.sessions = out
 }
 
+// same reports whether p and q are one process (its id at one start).
+func (p Proc) same(q Proc) bool { return p.PID == q.PID && p.Start == q.Start }
+
 // stepFor is the step a change by who belongs to: the open step of the
-// session whose agent is who's nearest ancestor, else the newest step. It
-// reads who's lineage only when a session's step is not the newest.
-func (e *Engine) stepFor(who Caller) Step {
+// session whose agent is who's nearest ancestor, else the newest step.
+// person is true when agents are known and none is who's ancestor: the
+// change is the person's, and step is the newest one only to key its
+// capture. who's lineage is read only when an agent is known (Caller.Tree,
+// kept per process by the caller, when there is one).
+func (e *Engine) stepFor(who Caller) (step Step, person bool) {
 	e.capMu.Lock()
-	cur, open := e.step, e.sessions
+	cur, open, agents := e.step, e.sessions, e.agents
 	e.capMu.Unlock()
-	if len(open) == 0 || (len(open) == 1 && open[0].step.Seq == cur.Seq) || who.Lineage == nil {
-		return cur
+	if len(agents) == 0 || (who.Lineage == nil && who.Tree == nil) {
+		return cur, false
 	}
-	lin := who.Lineage()
+	var lin []Proc
+	if who.Tree != nil {
+		lin = who.Tree()
+	} else {
+		lin = who.Lineage()
+	}
+	if len(lin) == 0 {
+		return cur, false // gone before it could be told: as before
+	}
+	if !descends(lin, agents) {
+		// A person's change, unless a person began the newest step.
+		return cur, !cur.ByHand
+	}
+	if len(open) == 0 || (len(open) == 1 && open[0].step.Seq == cur.Seq) {
+		return cur, false
+	}
 	best, bestAt := -1, len(lin)
 	for i, s := range open {
 		for at, p := range lin[:min(len(lin), bestAt+1)] {
@@ -135,9 +181,23 @@ func (e *Engine) stepFor(who Caller) Step {
 		}
 	}
 	if best < 0 || (open[best].turn && open[best].step.Seq != cur.Seq) {
-		return cur
+		return cur, false
 	}
-	return open[best].step
+	return open[best].step, false
+}
+
+// descends reports whether lineage lin holds one of agents.
+func descends(lin, agents []Proc) bool {
+	return slices.ContainsFunc(lin, func(p Proc) bool { return slices.ContainsFunc(agents, p.same) })
+}
+
+// inTree reports whether who is a process of one of agents (false when
+// who's lineage is unknown).
+func inTree(who Caller, agents []Proc) bool {
+	if len(agents) == 0 || who.Lineage == nil {
+		return false
+	}
+	return descends(who.Lineage(), agents)
 }
 
 // agentOf is the agent process of a step or turn that who began for an

@@ -13,8 +13,9 @@ import (
 // TestSessionsKeepTheirOwnSteps: two agent sessions (agent processes 100
 // and 200, each hook run by sh under its agent) have a step open at once;
 // changes by each agent's tools land in that agent's step though the other
-// began its step later, a change from outside both agents' trees in the
-// newest step; a revert of either step puts back its own changes only.
+// began its step later, a change from outside both agents' trees is a
+// person's (in no step); a revert of either step puts back its own changes
+// only, and neither takes the person's back.
 func TestSessionsKeepTheirOwnSteps(t *testing.T) {
 	ctx := context.Background()
 	e, ws := openT(t, Options{})
@@ -58,9 +59,10 @@ func TestSessionsKeepTheirOwnSteps(t *testing.T) {
 	write(tool(agentA, 5), "a2.txt", "a2\n") // A's, after B's step began
 	write(tool(agentA, 5), "a.txt", "a1 again\n")
 	write(tool(agentB, 3), "b2.txt", "b2\n")
-	write(editor, "editor.txt", "e\n") // neither agent's: the newest step
+	write(editor, "editor.txt", "e\n") // neither agent's: a person's
 
 	owner := map[string]Seq{} // path -> step of its capture
+	const personStep = ^Seq(0)
 	pos := Seq(0)
 	for ev, err := range e.Log().Events(1) {
 		if err != nil {
@@ -73,7 +75,10 @@ func TestSessionsKeepTheirOwnSteps(t *testing.T) {
 			var cp Checkpoint
 			json.Unmarshal(ev.Payload, &cp)
 			s := pos
-			if cp.Step != 0 {
+			switch {
+			case cp.Person:
+				s = personStep
+			case cp.Step != 0:
 				s = cp.Step
 			}
 			for _, f := range cp.Files {
@@ -83,7 +88,7 @@ func TestSessionsKeepTheirOwnSteps(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]Seq{"shared.txt": 0, "a.txt": evA.Seq, "a2.txt": evA.Seq, "b.txt": evB.Seq, "b2.txt": evB.Seq, "editor.txt": evB.Seq}
+	want := map[string]Seq{"shared.txt": 0, "a.txt": evA.Seq, "a2.txt": evA.Seq, "b.txt": evB.Seq, "b2.txt": evB.Seq, "editor.txt": personStep}
 	for p, w := range want {
 		if owner[p] != w {
 			t.Errorf("%s captured in step %d, want %d (A is %d, B is %d)", p, owner[p], w, evA.Seq, evB.Seq)
@@ -106,18 +111,20 @@ func TestSessionsKeepTheirOwnSteps(t *testing.T) {
 		}
 	}
 	// Revert B's step: B's files go; the editor's change in the same span
-	// is B's too (it was the newest step), so it goes as well.
+	// is the person's, and stays.
 	if _, err := e.Apply(ctx, Request{Revert: evB.Seq}); err != nil {
 		t.Fatal(err)
 	}
 	got = diskTree(t, ws)
-	for _, p := range []string{"b.txt", "b2.txt", "editor.txt"} {
+	for _, p := range []string{"b.txt", "b2.txt"} {
 		if _, ok := got[p]; ok {
 			t.Errorf("%s still there after reverting B's step", p)
 		}
 	}
-	if _, ok := got["shared.txt"]; !ok {
-		t.Errorf("shared.txt gone: %v", got)
+	for _, p := range []string{"shared.txt", "editor.txt"} {
+		if _, ok := got[p]; !ok {
+			t.Errorf("%s gone after reverting B's step: %v", p, got)
+		}
 	}
 }
 

@@ -252,7 +252,7 @@ func LogWith(src history.Source, before Seq, limit int, all bool) (Page, error) 
 			break
 		}
 		it := Item{Entry: history.Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End,
-			Time: b.Time, Label: b.Label, Implicit: b.Implicit, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn,
+			Time: b.Time, Label: b.Label, Implicit: b.Implicit, Person: b.Person, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn,
 			Changes: []history.Change{}}, Before: b.Before(), After: b.After(), Procs: []Proc{}}
 		if b.Pruned != nil {
 			it.PrunedBefore = &b.Pruned.Before

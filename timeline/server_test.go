@@ -678,3 +678,63 @@ func TestNonUTF8Names(t *testing.T) {
 		t.Errorf("a request with raw bytes: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// TestPersonChange: a person's change (a process outside the agent's tree
+// while an agent session is known) is an entry of its own in the log, and
+// a rewind's preview names it as overwritten, an undo's as left alone.
+func TestPersonChange(t *testing.T) {
+	w := newWorkspace(t)
+	agent := rewind.Proc{PID: 100, Start: 10, Comm: "claude"}
+	lin := func(ps ...rewind.Proc) rewind.Caller {
+		return rewind.Caller{PID: ps[0].PID, Comm: ps[0].Comm, Lineage: func() []rewind.Proc { return ps }}
+	}
+	hook := lin(rewind.Proc{PID: 101, Start: 11, Comm: "zerofs"}, agent)
+	tool, editor := lin(rewind.Proc{PID: 102, Start: 12, Comm: "bash"}, agent), lin(rewind.Proc{PID: 300, Start: 30, Comm: "vim"})
+	write := func(who rewind.Caller, p, content string) {
+		release, _, err := w.eng.Begin(context.Background(), who, rewind.Change{Path: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		if err := os.WriteFile(filepath.Join(w.root, p), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(tool, "notes", "n0\n")
+	ev, err := w.eng.BeginStepAs(context.Background(), hook, "Edit", []byte(`{"agentSession":"s1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(tool, "app", "agent\n")
+	write(editor, "notes", "person\n")
+	s := w.server()
+	page := decode[timeline.Page](t, do(t, s, "GET", "/api/log", token, ""))
+	var person bool
+	for _, e := range page.Entries {
+		var paths []string
+		for _, c := range e.Changes {
+			paths = append(paths, c.Path)
+		}
+		switch {
+		case e.Person:
+			person = true
+			if strings.Join(paths, ",") != "notes" {
+				t.Errorf("the person's entry changed %v, want notes", paths)
+			}
+		case e.Sequence == ev.Seq && strings.Join(paths, ",") != "app":
+			t.Errorf("the agent's step changed %v, want app", paths)
+		}
+	}
+	if !person {
+		t.Errorf("no entry for the person's change: %+v", page.Entries)
+	}
+	for _, tc := range []struct{ req, want string }{
+		{fmt.Sprintf(`{"target":%d,"dryRun":true}`, ev.Seq), "overwrite"},
+		{`{"undo":true,"dryRun":true}`, "kept"},
+	} {
+		ans := decode[timeline.RewindAnswer](t, do(t, s, "POST", "/api/rewind", token, tc.req))
+		if f := ans.Report.Foreign; len(f) != 1 || f[0].Path != "notes" || f[0].Why != rewind.WhyPerson || f[0].Kept != (tc.want == "kept") {
+			t.Errorf("%s: foreign %+v, want notes %s", tc.req, f, tc.want)
+		}
+	}
+}

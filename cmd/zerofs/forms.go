@@ -141,7 +141,11 @@ func writePreview(w io.Writer, what string, rep control.RewindReport) error {
 		fmt.Fprintf(w, "  skip     %s (its earlier state was not kept)\n", quote.Name(p))
 	}
 	for _, f := range rep.Foreign {
-		fmt.Fprintf(w, "  foreign  %s (changed %s by %s, pid %d)\n", quote.Name(f.Path), f.Why, quote.Name(f.Comm), f.PID)
+		what := "foreign "
+		if f.Kept { // a person's change, left alone
+			what = "kept    "
+		}
+		fmt.Fprintf(w, "  %s %s (changed %s by %s, pid %d)\n", what, quote.Name(f.Path), f.Why, quote.Name(f.Comm), f.PID)
 	}
 	for _, p := range rep.Conflicts {
 		fmt.Fprintf(w, "  conflict %s\n", quote.Name(p))

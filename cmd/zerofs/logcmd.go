@@ -162,7 +162,9 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 		switch ent.Type {
 		case history.BlockStep:
 			what = quote.Name(ent.Label)
-			if ent.Implicit {
+			if ent.Person {
+				what = "(a person)"
+			} else if ent.Implicit {
 				what = "(no step)"
 				if ent.Label != "" {
 					what += " " + quote.Name(ent.Label)

@@ -175,7 +175,7 @@ type (
 		Preview        []mcpPreview `json:"preview,omitempty"`
 		Conflicts      []string     `json:"conflicts,omitempty"`
 		ConflictsBytes []string     `json:"conflicts_bytes,omitempty" jsonschema:"when a name in conflicts is not UTF-8: each name's exact bytes in base64, at its position in conflicts (empty for a name that is UTF-8)"`
-		Warnings       []string     `json:"warnings,omitempty" jsonschema:"changes made by someone else (a person, another agent session) that this action overwrites"`
+		Warnings       []string     `json:"warnings,omitempty" jsonschema:"changes made by someone else (a person, another agent session) that this action overwrites, and a person's changes it leaves alone"`
 	}
 )
 
@@ -346,7 +346,9 @@ func (t *mcpTools) log(ctx context.Context, _ *mcp.CallToolRequest, a mcpLogArgs
 func compactEntry(e history.Entry, details bool) mcpEntry {
 	m := mcpEntry{Type: e.Type, Sequence: uint64(e.Sequence), Time: e.Time.UTC().Format(time.RFC3339), Label: e.Label,
 		Turn: uint64(e.Turn), Prompt: e.Prompt, Agent: e.Agent, AgentSession: e.AgentSession}
-	if e.Implicit {
+	if e.Person {
+		m.Label = "(a person)"
+	} else if e.Implicit {
 		m.Label = "(no step)"
 	}
 	if r := e.Rewind; r != nil {
@@ -671,8 +673,8 @@ func actionText(o mcpActionOut) string {
 }
 
 // foreignWarnings names the changes made outside the agent's steps (or in
-// another agent session's) that a rewind overwrites, skipping those
-// already named.
+// another agent session's) that a rewind overwrites, and the person's
+// changes it left alone, skipping those already named.
 func foreignWarnings(fs []rewind.Foreign, verb string, seen map[string]bool) []string {
 	var out []string
 	for _, f := range fs {
@@ -687,6 +689,10 @@ func foreignWarnings(fs []rewind.Foreign, verb string, seen map[string]bool) []s
 		why := f.Why
 		if f.Session != "" {
 			why += " " + f.Session
+		}
+		if f.Kept { // a person's change, which it does not take back
+			out = append(out, fmt.Sprintf("left %s alone, changed %s%s after sequence %d: a person's change is not taken back", quote.Name(f.Path), why, who, f.Seq))
+			continue
 		}
 		out = append(out, fmt.Sprintf("this %s %s, changed %s%s after sequence %d", verb, quote.Name(f.Path), why, who, f.Seq))
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"sort"
 	"strings"
 
 	"github.com/zerofs/zerofs/history"
@@ -85,10 +86,10 @@ func showStep(e *env, h history.Source, r ref) error {
 		}
 	}
 	if ent == nil { // an implicit step that changed nothing in the end
-		ent = &history.Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End, Time: b.Time, Label: b.Label, Implicit: b.Implicit, Rewind: b.Rewind}
+		ent = &history.Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End, Time: b.Time, Label: b.Label, Implicit: b.Implicit, Person: b.Person, Rewind: b.Rewind}
 	}
 	color := useColor(e.stdout)
-	diffs, derr := history.Diff(h, b.Before(), b.After(), nil)
+	diffs, derr := blockDiff(h, b)
 	return withPager(e, func(w io.Writer) error {
 		if err := writeLog(w, []history.Entry{*ent}, true, color); err != nil {
 			return err
@@ -103,6 +104,35 @@ func showStep(e *env, h history.Source, r ref) error {
 		fmt.Fprintln(w)
 		return writeDiffs(w, diffs, color)
 	})
+}
+
+// blockDiff is what block b did: the diff from just before it to just
+// after it, or, for a block whose sequences interleave with another's
+// (another session's step, a person's change: Block.Last), each of its
+// paths to the block's last capture of it, so the other's changes are not
+// shown as its own.
+func blockDiff(h history.Source, b *history.Block) ([]history.FileDiff, error) {
+	if b.Last == nil {
+		return history.Diff(h, b.Before(), b.After(), nil)
+	}
+	paths := make([]string, 0, len(b.Last))
+	for p := range b.Last {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var out []history.FileDiff
+	for _, p := range paths {
+		d, err := history.Diff(h, b.Before(), b.Last[p], []string{p})
+		if err != nil {
+			return nil, err
+		}
+		for _, fd := range d {
+			if fd.Path == p { // not what lies beneath a directory
+				out = append(out, fd)
+			}
+		}
+	}
+	return out, nil
 }
 
 func show(e *env, ws *history.Workspace, h history.Source, arg string, t Seq) error {

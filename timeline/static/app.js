@@ -326,6 +326,7 @@ function baseTitle(e) {
     }
     return "Rewind to " + stateCalled(rw.targetSequence);
   }
+  if (e.person) return "a person's change (outside the agents)";
   if (e.implicit) return quoteName(e.label) || "changes outside any step";
   return quoteName(e.label) || "(no label)";
 }
@@ -416,7 +417,7 @@ function entryEl(e) {
   const li = el("li", "entry " + e.type + (e.implicit ? " implicit" : "") + (e.turn ? " inturn" : ""));
   li.dataset.seq = e.sequence;
   const h = el("div", "head");
-  h.append(el("span", "badge " + e.type, e.implicit ? "outside" : e.type), el("span", "label", title(e)));
+  h.append(el("span", "badge " + e.type, e.person ? "person" : e.implicit ? "outside" : e.type), el("span", "label", title(e)));
   const meta = el("span", "meta");
   meta.append(el("span", "seq", "#" + e.sequence));
   const t = el("time", "", fmtTime(e.time));
@@ -667,7 +668,7 @@ async function preview(what, req) {
     ul.append(li);
   }
   (rr.skipped || []).forEach((p, i) => ul.append(el("li", "pv skip", "skip " + quoteName(p, (rr.skippedBytes || [])[i]) + " (its earlier state was not kept)")));
-  for (const f of rep.foreign || []) ul.append(el("li", "pv foreign", "overwrites " + quoteName(f.path, f.pathBytes) + ", changed " + f.why + " by " + quoteName(f.comm) + " (" + f.pid + ")"));
+  for (const f of rep.foreign || []) ul.append(el("li", "pv foreign", (f.kept ? "leaves alone " : "overwrites ") + quoteName(f.path, f.pathBytes) + ", changed " + f.why + " by " + quoteName(f.comm) + " (" + f.pid + ")"));
   (rep.conflicts || []).forEach((p, i) => ul.append(el("li", "pv conflict", "conflict: " + quoteName(p, (rep.conflictsBytes || [])[i]) + " changed later")));
   if ((rep.preview || []).length === 0 && !r.data.error) ul.append(el("li", "muted", "nothing to change"));
   const applyBtn = $("preview-apply");

@@ -88,9 +88,14 @@ func (s *State) markEvent(ev eventlog.Event, rp *RewindPayload) {
 }
 
 // noteCheckpoint notes a checkpoint at seq in the open block, or in the
-// earlier step named by step (a checkpoint of another session's step); the
+// earlier step named by step (a checkpoint of another session's step), or,
+// for a person's change, in no block: it is nobody's action to undo. The
 // caller holds s.mu.
-func (s *State) noteCheckpoint(seq, step Seq) {
+func (s *State) noteCheckpoint(seq, step Seq, person bool) {
+	if person {
+		s.person = append(s.person, seq)
+		return
+	}
 	if step != 0 {
 		i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq >= step })
 		if i < len(s.marks) && s.marks[i].Seq == step {
@@ -139,7 +144,7 @@ func GroupMarks(events iter.Seq2[eventlog.Event, error]) ([]Mark, error) {
 		switch p := v.(type) {
 		case Checkpoint:
 			if !p.Rewind {
-				s.noteCheckpoint(ev.Seq, p.Step)
+				s.noteCheckpoint(ev.Seq, p.Step, p.Person)
 			}
 		case RewindPayload:
 			s.markEvent(ev, &p)
@@ -253,8 +258,10 @@ func (s *State) TurnAt(seq Seq) (m Mark, ok bool) {
 // TurnOf is the turn the step what belongs to (a StepRef of kind "step",
 // as UndoTarget names it), as `zerofs log` groups steps under turns: for a
 // step whose tool_call names an agent session that began a turn before
-// it, that session's last such turn; otherwise the last turn before it.
-// ok is false when it came before any turn.
+// it, that session's last such turn; otherwise the last turn before it,
+// unless that turn names another agent session (a session that began no
+// turn never takes another's). ok is false when it came before any turn
+// it can belong to.
 func (s *State) TurnOf(what StepRef) (turn Mark, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -278,6 +285,9 @@ func (s *State) TurnOf(what StepRef) (turn Mark, ok bool) {
 		if m.Session == session {
 			return m, true
 		}
+	}
+	if ok && turn.Session != "" && turn.Session != session {
+		return Mark{}, false
 	}
 	return turn, ok
 }

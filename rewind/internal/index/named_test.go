@@ -33,7 +33,7 @@ func TestNamedFold(t *testing.T) {
 		{Path: "a", Kind: KindFile, Kept: stashA, Bytes: 0},
 		{Path: "b", Kind: KindFile, Kept: stashB, Bytes: 3},
 	}
-	if err := s.AddCheckpoint(1, 0, files); err != nil {
+	if err := s.AddCheckpoint(1, 0, false, files); err != nil {
 		t.Fatal(err)
 	}
 	if un := s.Index().Unnamed(); len(un) != 2 || un[0].Path != "a" || un[0].Seq != 1 {
@@ -64,7 +64,7 @@ func TestNamedFold(t *testing.T) {
 // then changes nothing; a damaged event is refused, other events ignored.
 func TestNameAhead(t *testing.T) {
 	s := NewState()
-	if err := s.AddCheckpoint(1, 0, []FileState{{Path: "a", Kind: KindFile, Kept: stashA}}); err != nil {
+	if err := s.AddCheckpoint(1, 0, false, []FileState{{Path: "a", Kind: KindFile, Kept: stashA}}); err != nil {
 		t.Fatal(err)
 	}
 	ev := namedEvent(t, 5, Named{Sequence: 1, Kept: stashA, Blob: blobA, Bytes: 3})
@@ -111,7 +111,7 @@ func TestNamedDamage(t *testing.T) {
 			t.Errorf("%s: %v, want damage", name, err)
 		}
 	}
-	if err := NewState().AddCheckpoint(1, 0, []FileState{{Path: "a", Kind: KindFile, Kept: "p-../../etc"}}); !errors.Is(err, eventlog.ErrCorrupt) {
+	if err := NewState().AddCheckpoint(1, 0, false, []FileState{{Path: "a", Kind: KindFile, Kept: "p-../../etc"}}); !errors.Is(err, eventlog.ErrCorrupt) {
 		t.Errorf("a record with a bad stash name: %v, want damage", err)
 	}
 }

@@ -79,6 +79,12 @@ type Checkpoint struct {
 	// it, and begins no step's changes. One that no session_rewind follows
 	// (a rewind that failed and was rolled back) belongs to nothing.
 	Rewind bool `json:"rewind,omitempty"`
+	// Person marks a person's change (SPEC, Whose change it is): made by
+	// a process outside every agent's process tree while agent sessions
+	// were known. It belongs to no agent's step (Step is then 0): undo,
+	// undo of a turn and revert leave it alone, and a whole rewind names
+	// it before overwriting it.
+	Person bool `json:"person,omitempty"`
 }
 
 // Report is what a rewind did.
@@ -158,4 +164,7 @@ type Foreign struct {
 	Session string `json:"session,omitempty"`
 	PID     int    `json:"pid,omitempty"`
 	Comm    string `json:"comm,omitempty"`
+	// Kept: the rewind left the path alone instead (a person's change that
+	// an undo, undo of a turn, redo or revert does not take back).
+	Kept bool `json:"kept,omitempty"`
 }

@@ -45,6 +45,7 @@ import (
 // never half); the engine writes it at Close, after gc, and every so many
 // events.
 //
+// Version 12 added the sequences of the person's changes (Person).
 // Version 11 moved the step marks out of the JSON state into a binary form
 // checked as it is read (appendMarks, marks). Version 10 added the records'
 // stash names (FileState.Kept); a snapshot is written only while every
@@ -64,7 +65,7 @@ const (
 	SnapshotName = "index.snapshot"
 	// SnapshotMagic begins it, and SnapshotVersion follows.
 	SnapshotMagic   = "zerofs index snapshot\n"
-	SnapshotVersion = 11
+	SnapshotVersion = 12
 )
 
 // snapshotState is what the fold derives from the log besides the index.
@@ -80,6 +81,7 @@ type snapshotState struct {
 	// thousand took a fifth of a mount's time as JSON.
 	Marks  []Mark      `json:"-"`
 	First0 Seq         `json:"first0,omitempty"`
+	Person []Seq       `json:"person,omitempty"`
 	Redo   []RedoEntry `json:"redo,omitempty"`
 }
 
@@ -160,7 +162,7 @@ func WriteSnapshot(dir string, r eventlog.Resume, s *State) error {
 	w := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<16)
 	s.mu.Lock()
 	st := snapshotState{LastRewind: s.lastRewind, LastRewindAt: s.lastRewindAt, Pruned: s.Pruned(), Thinned: s.Thinned(), Marks: slices.Clone(s.marks),
-		First0: s.first0, Redo: s.redo}
+		First0: s.first0, Redo: s.redo, Person: slices.Clone(s.person)}
 	s.mu.Unlock()
 	err = encodeSnapshot(w, r, st, s.ix)
 	if err == nil {
@@ -238,7 +240,7 @@ func ReadSnapshot(dir string) (*State, eventlog.Resume, error) {
 		return nil, r, err
 	}
 	s := &State{ix: ix, head: r.Head, marks: st.Marks, lastRewind: st.LastRewind, lastRewindAt: st.LastRewindAt,
-		first0: st.First0, redo: st.Redo}
+		first0: st.First0, redo: st.Redo, person: st.Person}
 	s.pruned.Store(uint64(st.Pruned))
 	s.setThinned(st.Thinned)
 	return s, r, nil

@@ -24,7 +24,7 @@ func BenchmarkReadSnapshot(b *testing.B) {
 				p := i * 7919 % c.paths
 				f := FileState{Path: fmt.Sprintf("src/pkg%d/file%d.go", p%97, p), Kind: KindFile,
 					Blob: hex.EncodeToString(sum[:]), Bytes: int64(i % 5000), Mode: 0o644, PID: 4242, Comm: "sed"}
-				if err := s.AddCheckpoint(Seq(i), 0, []FileState{f}); err != nil {
+				if err := s.AddCheckpoint(Seq(i), 0, false, []FileState{f}); err != nil {
 					b.Fatal(err)
 				}
 			}

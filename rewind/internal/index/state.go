@@ -1,6 +1,7 @@
 package index
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -35,6 +36,9 @@ type State struct {
 	redo         []RedoEntry // the undos not yet redone, oldest first (undo.go)
 	lastRewind   RewindPayload
 	lastRewindAt Seq
+	// person holds the sequences of the checkpoints marked "person" (a
+	// person's changes), sorted.
+	person []Seq
 }
 
 // NewState returns the state of an empty log.
@@ -56,7 +60,7 @@ func (s *State) Add(ev eventlog.Event) error {
 		if p.Rewind {
 			return s.AddRewindCheckpoint(ev.Seq, p.Files)
 		}
-		return s.AddCheckpoint(ev.Seq, p.Step, p.Files)
+		return s.AddCheckpoint(ev.Seq, p.Step, p.Person, p.Files)
 	case RewindPayload:
 		s.AddRewind(ev, p)
 	case PrunedPayload:
@@ -76,13 +80,13 @@ func (s *State) Add(ev eventlog.Event) error {
 
 // AddCheckpoint folds a checkpoint the engine has just appended (or Add
 // has decoded): its records are checked and indexed. step is the
-// checkpoint's Step (0: the newest step before it).
-func (s *State) AddCheckpoint(seq, step Seq, files []FileState) error {
+// checkpoint's Step (0: the newest step before it), person its Person.
+func (s *State) AddCheckpoint(seq, step Seq, person bool, files []FileState) error {
 	if err := s.ix.Add(seq, files); err != nil {
 		return InFile(err, LogName)
 	}
 	s.mu.Lock()
-	s.noteCheckpoint(seq, step)
+	s.noteCheckpoint(seq, step, person)
 	s.head = max(s.head, seq)
 	s.mu.Unlock()
 	return nil
@@ -149,6 +153,10 @@ func (s *State) AddRewind(ev eventlog.Event, p RewindPayload) {
 func (s *State) addPruned(seq Seq, p PrunedPayload) {
 	if p.Before > s.Pruned() {
 		s.ix.Prune(p.Before)
+		s.mu.Lock()
+		i, _ := slices.BinarySearch(s.person, p.Before+1)
+		s.person = slices.Clone(s.person[i:])
+		s.mu.Unlock()
 		s.pruned.Store(uint64(p.Before))
 		s.setThinned(foldPrune(s.Thinned(), p.Before))
 	}
@@ -195,6 +203,21 @@ func (s *State) setThinned(ivs []ThinInterval) {
 		return
 	}
 	s.thinned.Store(&ivs)
+}
+
+// IsPerson reports whether the checkpoint at seq is a person's change.
+func (s *State) IsPerson(seq Seq) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := slices.BinarySearch(s.person, seq)
+	return ok
+}
+
+// HasPerson reports whether any person's change was recorded after seq.
+func (s *State) HasPerson(after Seq) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.person) > 0 && s.person[len(s.person)-1] > after
 }
 
 // LastRewind is the last rewind's payload and sequence (0 when none).
