@@ -65,10 +65,11 @@ replica needs its --replica-key FILE.
 
 A replica written without --replica-key is not authenticated (whoever can
 write the bucket can forge it), so its paths, and the states of the
-history restored with them, become yours, without setuid or setgid bits
-or file capabilities; the restore says what it dropped. --same-owner
-keeps them as the replica gives them (as root: its owners). A sealed
-replica's owners and modes are always kept.
+history restored with them, become yours, without setuid or setgid bits,
+without the group and other permissions your umask withholds, without
+ACLs and with no xattrs but user.*; the restore says what it dropped.
+--same-owner keeps them as the replica gives them (as root: its owners).
+A sealed replica's owners, modes and xattrs are always kept.
 
 What a replica offers (its newest state, its log's end, the store that
 writes it) is noted for this user in ~/.local/state/zerofs/replicas.json
@@ -211,7 +212,7 @@ func runRestore(e *env, c *command, args []string) error {
 		fmt.Fprintf(e.stdout, "  skipped %s (its state was not kept)\n", quote.Name(p))
 	}
 	if d := res.Dropped; !d.Empty() {
-		fmt.Fprintf(e.stdout, "  the replica is not sealed (no --replica-key), so nothing in it is trusted with privilege:\n")
+		fmt.Fprintf(e.stdout, "  the replica is not sealed (no --replica-key), so it is given no privilege and grants no one but you access:\n")
 		if len(d.Owners) > 0 {
 			fmt.Fprintf(e.stdout, "  owned by other users in the replica, now yours: %s\n", someNames(d.Owners))
 		}
@@ -220,6 +221,15 @@ func runRestore(e *env, c *command, args []string) error {
 		}
 		if len(d.Capabilities) > 0 {
 			fmt.Fprintf(e.stdout, "  file capabilities dropped: %s\n", someNames(d.Capabilities))
+		}
+		if len(d.Modes) > 0 {
+			fmt.Fprintf(e.stdout, "  group or other permissions your umask (%04o) withholds dropped: %s\n", d.Umask, someNames(d.Modes))
+		}
+		if len(d.ACLs) > 0 {
+			fmt.Fprintf(e.stdout, "  ACLs dropped: %s\n", someNames(d.ACLs))
+		}
+		if len(d.Xattrs) > 0 {
+			fmt.Fprintf(e.stdout, "  trusted.* and security.* xattrs dropped: %s\n", someNames(d.Xattrs))
 		}
 		fmt.Fprintf(e.stdout, "  (restore --same-owner keeps them, if you trust whoever can write %s)\n", u)
 	}
