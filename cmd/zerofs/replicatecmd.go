@@ -397,7 +397,7 @@ func replicationLines(w io.Writer, store string, head eventlog.Seq) {
 	if !st.LastSuccess.IsZero() {
 		fmt.Fprintf(w, "replica:   last success %s\n", st.LastSuccess.Local().Format(time.DateTime))
 	}
-	if q := st.Stalled; q != nil {
+	if q := liveStall(st); q != nil {
 		fmt.Fprintf(w, "replica:   stalled: %s %s has had no answer for %s (attempt %d of %d, since %s)\n",
 			q.Op, q.Object, time.Since(q.Since).Round(time.Second), q.Attempt, q.Of, q.Since.Local().Format(time.TimeOnly))
 		if q.LastError != "" {
@@ -407,6 +407,29 @@ func replicationLines(w io.Writer, store string, head eventlog.Seq) {
 	if st.LastError != "" {
 		fmt.Fprintf(w, "replica:   last error %s: %s\n", st.LastErrorAt.Local().Format(time.DateTime), oneLine(st.LastError))
 	}
+	if k := st.Shrunk; k != nil {
+		held := fmt.Sprintf("events 1..%d, no base", k.HeldLog)
+		if k.HeldBased {
+			held = fmt.Sprintf("events 1..%d, restorable up to %d", k.HeldLog, k.HeldBase)
+		}
+		now := "uploading what it lacks again"
+		if st.Logged >= k.UploadedLog && st.Based && st.Base >= k.UploadedBase {
+			now = "uploaded again since"
+		}
+		fmt.Fprintf(w, "replica:   warning: at %s the replica held less than this store had uploaded to it (events 1..%d, restorable up to %d; it held %s): an older copy was put in its place, or objects were deleted; %s\n",
+			k.At.Local().Format(time.DateTime), k.UploadedLog, k.UploadedBase, held, now)
+	}
+}
+
+// liveStall is st's stalled request while the writer that sent it runs
+// (nil otherwise): a writer killed while it waited leaves its request in
+// replica.json until the next replication run, and a request of a process
+// that is gone waits for nothing.
+func liveStall(st replicate.State) *replicate.Request {
+	if q := st.Stalled; q != nil && q.PID > 0 && control.SameProcess(q.PID, q.Start) {
+		return q
+	}
+	return nil
 }
 
 // replicaLeftBehind is the error `zerofs umount` returns when the daemon
