@@ -177,3 +177,71 @@ func TestRestorePlainReplicaGrantsNobody(t *testing.T) {
 		t.Errorf("restore --same-owner --at %d: nobody cannot create in shared/ (0777 in the history): %s", before, out)
 	}
 }
+
+// TestRestorePlainReplicaAsUserGrantsNobody: nobody (uid 65534), umask
+// 022, restores a plain replica forged so that secret.txt has an ACL
+// giving uid 4242 read and write and open.txt is 0666: another user
+// (4242) can neither read the one nor write the other, and the restore
+// says what it dropped (issue 27, section 3).
+func TestRestorePlainReplicaAsUserGrantsNobody(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run as nobody")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("no setpriv")
+	}
+	if binary == "" {
+		t.Fatal(buildErr)
+	}
+	testsupport.StartS3(t)
+	s := newStore(t, map[string]string{"secret.txt": "secret\n", "open.txt": "open\n"})
+	s.step("one")
+	s.close()
+	const url = "s3://replicas/forged-user-grants"
+	mustRun(t, s.ws, "replicate", "--once", url)
+	forgeBase(t, url, func(base map[string]any) {
+		m := baseFile(t, base, "secret.txt")
+		m["mode"] = 0o660
+		m["xattrs"] = map[string]any{"system.posix_acl_access": base64.StdEncoding.EncodeToString(aclGranting(4242))}
+		baseFile(t, base, "open.txt")["mode"] = 0o666
+	})
+	top := t.TempDir()
+	os.Chmod(filepath.Dir(top), 0o755)
+	os.Chmod(top, 0o755)
+	mine := filepath.Join(top, "mine")
+	if err := os.Mkdir(mine, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(mine, 65534, 65534)
+	bin := filepath.Join(top, "zerofs")
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(mine, "r")
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", `umask 022 && exec "$0" restore "$1" "$2"`, bin, url, dir)
+	cmd.Dir = "/"
+	cmd.Env = append(os.Environ(), "HOME="+mine, "XDG_STATE_HOME="+filepath.Join(mine, "state"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("restore as nobody: %v\n%s", err, out)
+	}
+	for _, want := range []string{"ACLs dropped: secret.txt", "umask (0022) withholds dropped: open.txt, secret.txt"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("nobody's restore does not say %q:\n%s", want, out)
+		}
+	}
+	as4242 := func(script string) (bool, string) {
+		out, err := exec.Command("setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "sh", "-c", script).CombinedOutput()
+		return err == nil, string(out)
+	}
+	if ok, out := as4242("cat " + filepath.Join(dir, "secret.txt")); ok || !strings.Contains(out, "Permission denied") {
+		t.Errorf("uid 4242 reading nobody's restored secret.txt: ok %v, %q; want Permission denied (the replica's ACL granted it)", ok, out)
+	}
+	if ok, out := as4242("echo x >> " + filepath.Join(dir, "open.txt")); ok || !strings.Contains(out, "Permission denied") {
+		t.Errorf("uid 4242 writing nobody's restored open.txt: ok %v, %q; want Permission denied (the replica made it 0666)", ok, out)
+	}
+}
