@@ -100,7 +100,7 @@ func restoreRefused(t *testing.T, u URL, at rewind.Seq) error {
 		}
 	}}
 	dir := t.TempDir() + "/refused"
-	_, err = Restore(context.Background(), hook, u, dir, RestoreOptions{At: at, HasAt: true, Logger: quiet})
+	_, err = Restore(context.Background(), hook, u, dir, RestoreOptions{At: at, HasAt: true, Logger: quiet, SameOwner: true})
 	if len(read) > 0 {
 		t.Errorf("restore --at %d, a state the replica does not offer, read %d objects besides the log before refusing (%s ...)", at, len(read), read[0])
 	}
@@ -191,7 +191,7 @@ func TestRestoreWhileCollecting(t *testing.T) {
 		}
 	}}
 	dst := t.TempDir() + "/restored"
-	res, err := Restore(context.Background(), hook, u, dst, RestoreOptions{Logger: quiet})
+	res, err := Restore(context.Background(), hook, u, dst, RestoreOptions{Logger: quiet, SameOwner: true})
 	if err != nil {
 		t.Fatal(err)
 	}

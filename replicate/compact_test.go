@@ -83,7 +83,7 @@ func compaction(t *testing.T, key []byte) {
 	}
 	at := w.eng.Step().Seq
 	got := filepath.Join(t.TempDir(), "r")
-	if _, err := Restore(ctx, b, u, got, RestoreOptions{Logger: quiet, Key: key}); err != nil {
+	if _, err := Restore(ctx, b, u, got, RestoreOptions{Logger: quiet, Key: key, SameOwner: true}); err != nil {
 		t.Fatal(err)
 	}
 	sameTree(t, "restore after compaction", treeOf(t, got), stateAt(t, w.eng, at))

@@ -301,7 +301,7 @@ func TestBaseNamesStashesAhead(t *testing.T) {
 		// The states before and after f's removal, from the replica alone.
 		for _, at := range []eventlog.Seq{removed - 1, step.Seq} {
 			out := filepath.Join(t.TempDir(), "restored")
-			if _, err := Restore(ctx, b, URL{Bucket: "b"}, out, RestoreOptions{At: at, HasAt: true, Logger: quiet}); err != nil {
+			if _, err := Restore(ctx, b, URL{Bucket: "b"}, out, RestoreOptions{At: at, HasAt: true, Logger: quiet, SameOwner: true}); err != nil {
 				t.Fatalf("restore at %d: %v", at, err)
 			}
 			sameTree(t, fmt.Sprintf("restored at %d", at), treeOf(t, out), stateAt(t, w.eng, at))

@@ -70,7 +70,10 @@
 // events go up while a base is being made, not after it.
 //
 // Trust (SPEC, Trust): a plain replica is unauthenticated, so a restore
-// from it takes no owner, set-id bit or capability from it unless asked
-// (owners.go); and what a replica offered is noted per user (seen.go), so
-// that an older copy swapped in is refused, not taken silently.
+// from it takes no owner, set-id bit, capability, ACL or other xattr but
+// user.* from it, nor group and other permissions the umask withholds,
+// unless asked (owners.go); and what a replica offered is noted per user
+// (seen.go), so that an older copy swapped in is refused, not taken
+// silently. A writer that finds its bucket holding less than it uploaded
+// notes it in replica.json (State.Shrunk).
 package replicate

@@ -90,7 +90,7 @@ func TestLargeBlobStreams(t *testing.T) {
 				// the first as the second's before-state).
 				var res RestoreResult
 				grew, err := heapGrowth(func() (err error) {
-					res, err = Restore(context.Background(), b, u, dst, RestoreOptions{At: at, HasAt: true, Key: key, Logger: quiet})
+					res, err = Restore(context.Background(), b, u, dst, RestoreOptions{At: at, HasAt: true, Key: key, Logger: quiet, SameOwner: true})
 					return err
 				})
 				if err != nil {

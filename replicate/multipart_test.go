@@ -174,7 +174,7 @@ func TestMultipartUpload(t *testing.T) {
 		t.Errorf("%d blob objects in parts, want big.bin's", inParts)
 	}
 	dst := filepath.Join(t.TempDir(), "r")
-	if _, err := Restore(ctx, b, u, dst, RestoreOptions{Logger: quiet}); err != nil {
+	if _, err := Restore(ctx, b, u, dst, RestoreOptions{Logger: quiet, SameOwner: true}); err != nil {
 		t.Fatal(err)
 	}
 	sameTree(t, "restore of a blob sent in parts", treeOf(t, dst), stateAt(t, w.eng, r.State().Base))

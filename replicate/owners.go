@@ -5,6 +5,8 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/rewind"
@@ -14,45 +16,85 @@ import (
 // write the bucket can forge a base or a segment that hashes to its name.
 // So a restore from one takes no privilege from it unless the person asks
 // (RestoreOptions.SameOwner, `restore --same-owner`), as tar does for a
-// user who is not root: every path it writes, and every before-state of
-// the history it writes into the new store (a later rewind restores
-// those), is the restoring user's, without setuid and setgid bits and
-// without a file capability (security.capability). A sealed replica's
-// objects authenticate with the key, so its owners are kept.
+// user who is not root, and grants nobody but the restoring user access:
+// every path it writes, and every before-state of the history it writes
+// into the new store (a later rewind restores those), is the restoring
+// user's, without setuid and setgid bits, without the group and other
+// permissions the user's umask withholds (tar's --no-same-permissions),
+// without POSIX ACLs (an entry may name any user or group) and with no
+// xattr but user.* (security.capability is privilege; trusted.* and
+// security.* are the system's). A sealed replica's objects authenticate
+// with the key, so they are kept as they are.
 
 // capabilityXattr is the xattr of a file capability: privilege, like a
 // setuid bit.
 const capabilityXattr = "security.capability"
 
+// The POSIX ACLs' xattrs: an entry may give any user or group access.
+const (
+	aclAccessXattr  = "system.posix_acl_access"
+	aclDefaultXattr = "system.posix_acl_default"
+)
+
 // Ownership is what a restore from a plain replica did not take from it:
 // the paths (of the written tree and of the restored history's
 // before-states) whose owner was another user's and became the restoring
 // user's, whose setuid or setgid bit was dropped, and whose file
-// capability was dropped. Each sorted, each path once.
+// capability was dropped, whose group or other permissions the umask
+// (Umask) withheld, whose ACLs were dropped, and whose other xattrs
+// (trusted.*, security.*) were dropped. Each sorted, each path once.
 type Ownership struct {
 	Owners       []string `json:"owners"`
 	SetID        []string `json:"setid"`
 	Capabilities []string `json:"capabilities"`
+	Modes        []string `json:"modes"`
+	ACLs         []string `json:"acls"`
+	Xattrs       []string `json:"xattrs"`
+	// Umask is the restoring user's umask, whose group and other bits
+	// the paths' modes were masked with.
+	Umask uint32 `json:"umask"`
 }
 
 // Empty says nothing was dropped.
 func (o Ownership) Empty() bool {
-	return len(o.Owners) == 0 && len(o.SetID) == 0 && len(o.Capabilities) == 0
+	return len(o.Owners) == 0 && len(o.SetID) == 0 && len(o.Capabilities) == 0 &&
+		len(o.Modes) == 0 && len(o.ACLs) == 0 && len(o.Xattrs) == 0
 }
 
 // disowner makes the states a plain replica gives the restoring user's.
 type disowner struct {
-	uid, gid           uint32
-	owners, setid, cap map[string]bool
+	uid, gid uint32
+	// mask is the group and other bits of the umask.
+	mask                                    uint32
+	owners, setid, cap, modes, acls, xattrs map[string]bool
 }
 
 func newDisowner() *disowner {
-	return &disowner{uid: uint32(os.Geteuid()), gid: uint32(os.Getegid()),
-		owners: map[string]bool{}, setid: map[string]bool{}, cap: map[string]bool{}}
+	return &disowner{uid: uint32(os.Geteuid()), gid: uint32(os.Getegid()), mask: umask() & 0o077,
+		owners: map[string]bool{}, setid: map[string]bool{}, cap: map[string]bool{},
+		modes: map[string]bool{}, acls: map[string]bool{}, xattrs: map[string]bool{}}
+}
+
+// umask is this process's umask, read from /proc/self/status (setting it
+// to read it would race with files other goroutines create); 022 when
+// the kernel does not say.
+func umask() uint32 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err == nil {
+		for line := range strings.Lines(string(data)) {
+			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+				if n, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+					return uint32(n)
+				}
+			}
+		}
+	}
+	return 0o022
 }
 
 // state makes one path's state the restoring user's, noting what changed.
-func (d *disowner) state(path string, uid, gid **uint32, mode *uint32, xattrs map[string][]byte) map[string][]byte {
+// A symlink's mode means nothing, and an absent path's is none.
+func (d *disowner) state(path string, kind rewind.Kind, uid, gid **uint32, mode *uint32, xattrs map[string][]byte) map[string][]byte {
 	if *uid != nil && **uid != d.uid || *gid != nil && **gid != d.gid {
 		d.owners[path] = true
 	}
@@ -68,17 +110,33 @@ func (d *disowner) state(path string, uid, gid **uint32, mode *uint32, xattrs ma
 		d.setid[path] = true
 		*mode &^= 0o6000
 	}
-	if _, ok := xattrs[capabilityXattr]; ok {
-		d.cap[path] = true
-		xattrs = maps.Clone(xattrs)
-		delete(xattrs, capabilityXattr)
+	if kind != rewind.KindSymlink && *mode&d.mask != 0 {
+		d.modes[path] = true
+		*mode &^= d.mask
+	}
+	cloned := false
+	for name := range xattrs {
+		switch {
+		case strings.HasPrefix(name, "user."):
+			continue
+		case name == capabilityXattr:
+			d.cap[path] = true
+		case name == aclAccessXattr || name == aclDefaultXattr:
+			d.acls[path] = true
+		default:
+			d.xattrs[path] = true
+		}
+		if !cloned {
+			xattrs, cloned = maps.Clone(xattrs), true
+		}
+		delete(xattrs, name)
 	}
 	return xattrs
 }
 
 // entry disowns a base's entry.
 func (d *disowner) entry(e *BaseEntry) {
-	e.Xattrs = d.state(e.name(), &e.UID, &e.GID, &e.Mode, e.Xattrs)
+	e.Xattrs = d.state(e.name(), e.Kind, &e.UID, &e.GID, &e.Mode, e.Xattrs)
 }
 
 // event disowns a checkpoint's before-states: the line (an event of
@@ -109,7 +167,10 @@ func (d *disowner) event(ev eventlog.Event, line []byte) ([]byte, error) {
 			return nil, err
 		}
 		before := fs
-		xs := d.state(fs.Path, &fs.UID, &fs.GID, &fs.Mode, fs.Xattrs)
+		if fs.Absent {
+			continue
+		}
+		xs := d.state(fs.Path, fs.Kind, &fs.UID, &fs.GID, &fs.Mode, fs.Xattrs)
 		same := fs.Mode == before.Mode && len(xs) == len(before.Xattrs) &&
 			ptrEq(fs.UID, before.UID) && ptrEq(fs.GID, before.GID)
 		if same {
@@ -164,5 +225,6 @@ func (d *disowner) result() Ownership {
 		slices.Sort(out)
 		return out
 	}
-	return Ownership{Owners: list(d.owners), SetID: list(d.setid), Capabilities: list(d.cap)}
+	return Ownership{Owners: list(d.owners), SetID: list(d.setid), Capabilities: list(d.cap),
+		Modes: list(d.modes), ACLs: list(d.acls), Xattrs: list(d.xattrs), Umask: d.mask}
 }

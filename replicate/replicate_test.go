@@ -38,7 +38,8 @@ func replicator(t testing.TB, w *workspace, u URL, opts Options) *Replicator {
 	return r
 }
 
-// restoreAt restores u at seq into a new directory and returns it.
+// restoreAt restores u at seq into a new directory and returns it, with
+// SameOwner: the test's own replica, whose modes are compared as written.
 func restoreAt(t testing.TB, u URL, at rewind.Seq) string {
 	t.Helper()
 	b, err := OpenS3(context.Background(), u)
@@ -46,7 +47,7 @@ func restoreAt(t testing.TB, u URL, at rewind.Seq) string {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "restored")
-	if _, err := Restore(context.Background(), b, u, dir, RestoreOptions{At: at, HasAt: true}); err != nil {
+	if _, err := Restore(context.Background(), b, u, dir, RestoreOptions{At: at, HasAt: true, SameOwner: true}); err != nil {
 		t.Fatalf("restore %s --at %d: %v", u, at, err)
 	}
 	return dir

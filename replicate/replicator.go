@@ -132,6 +132,7 @@ func (r *Replicator) noteRequest(req Request, done bool) {
 	r.mu.Lock()
 	switch {
 	case !done:
+		req.PID, req.Start = os.Getpid(), selfStart()
 		r.st.Stalled = &req
 	case r.st.Stalled != nil && r.st.Stalled.Op == req.Op && r.st.Stalled.Object == req.Object:
 		r.st.Stalled = nil
@@ -432,15 +433,26 @@ func (r *Replicator) begin(ctx context.Context) error {
 		r.opts.Logger.Warn("replicate: the replica is damaged; uploading what it lacks again", "url", r.url.String(), "err", err)
 	}
 	base, based := newestBase(bases, end)
-	if end < st.Logged || st.Based && (!based || base.Seq < st.Base) {
+	shrunk := end < st.Logged || st.Based && (!based || base.Seq < st.Base)
+	if shrunk {
 		r.opts.Logger.Warn("replicate: the replica holds less than this store uploaded to it (an older copy was put in its place, or objects were deleted); uploading what it lacks again",
 			"url", r.url.String(), "uploaded-log", st.Logged, "uploaded-base", st.Base, "log", end, "base", base.Seq)
 	}
 	r.mu.Lock()
+	if shrunk {
+		r.st.Shrunk = &Shrink{At: time.Now().UTC(), PID: os.Getpid(), UploadedLog: st.Logged, UploadedBase: st.Base,
+			HeldLog: end, HeldBase: base.Seq, HeldBased: based}
+	}
 	// The bucket is the truth about what it holds; replica.json may lag
 	// it by the object written just before a crash.
 	r.st.Logged, r.st.Base, r.st.Based = end, base.Seq, based
 	r.mu.Unlock()
+	if shrunk {
+		// Said in status at once, before the upload that follows.
+		if err := r.save(); err != nil {
+			r.opts.Logger.Warn("replicate: cannot write the state", "err", err)
+		}
+	}
 	r.known, r.segs, r.bases, r.claimed = known, segs, bases, true
 	// A run that died while deleting left objects no state needs: the
 	// first attempt deletes them.

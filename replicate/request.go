@@ -1,12 +1,15 @@
 package replicate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -50,7 +53,32 @@ type Request struct {
 	// LastError is why the attempt before this one failed ("" on the
 	// first).
 	LastError string `json:"lastError,omitempty"`
+	// PID and Start name the process that sent it (its pid and start
+	// time, field 22 of /proc/PID/stat): a writer killed while it waited
+	// leaves its request in replica.json, and status shows it only while
+	// that process runs.
+	PID   int    `json:"pid,omitempty"`
+	Start uint64 `json:"start,omitempty"`
 }
+
+// selfStart is this process's start time (0 when /proc does not say).
+var selfStart = sync.OnceValue(func() uint64 {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may itself hold ") ".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 20 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(string(f[19]), 10, 64)
+	return n
+})
 
 // watcher hears of requests that have waited long (stalled) and of their
 // end (done).

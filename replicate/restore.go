@@ -34,10 +34,11 @@ type RestoreOptions struct {
 	Logger *slog.Logger
 	// Key is the replica key the replica was written with (nil: none).
 	Key []byte
-	// SameOwner keeps the owners, set-id bits and file capabilities a
-	// plain replica (no Key) gives its paths (owners.go): without it
-	// they are the restoring user's, without set-id bits. A sealed
-	// replica's are always kept.
+	// SameOwner keeps the owners, modes, ACLs and xattrs a plain replica
+	// (no Key) gives its paths (owners.go): without it they are the
+	// restoring user's, without set-id bits, masked by the umask, without
+	// ACLs and with no xattr but user.*. A sealed replica's are always
+	// kept.
 	SameOwner bool
 	// Seen is the file of this user's notes of what replicas promised
 	// (SeenFile; "" for none): a replica that offers less than it did is

@@ -65,6 +65,25 @@ type State struct {
 	// Final is how the last attempt of a daemon's clean stop went
 	// (Replicator.Final): what `zerofs umount` reports.
 	Final *FinalReport `json:"final,omitempty"`
+	// Shrunk is when this store's writer last found the replica holding
+	// less than the store had uploaded to it (nil: never, for this URL):
+	// someone put an older copy in its place or deleted objects. The
+	// writer uploads what it lacks again; status keeps saying it
+	// happened.
+	Shrunk *Shrink `json:"shrunk,omitempty"`
+}
+
+// Shrink is a replica found holding less than its writer uploaded: the
+// log's end and newest base uploaded, and those the bucket held then
+// (HeldBased false: no base at all).
+type Shrink struct {
+	At           time.Time    `json:"at"`
+	PID          int          `json:"pid"`
+	UploadedLog  eventlog.Seq `json:"uploadedLog"`
+	UploadedBase eventlog.Seq `json:"uploadedBase"`
+	HeldLog      eventlog.Seq `json:"heldLog"`
+	HeldBase     eventlog.Seq `json:"heldBase"`
+	HeldBased    bool         `json:"heldBased"`
 }
 
 // FinalReport is what a daemon's last attempt, at its unmount, left

@@ -134,7 +134,7 @@ func TestMountReplicate(t *testing.T) {
 	}
 	for _, at := range []string{head, "3"} {
 		dir := filepath.Join(t.TempDir(), "restored")
-		binOK(t, "/", "restore", url, dir, "--at", at)
+		binOK(t, "/", "restore", "--same-owner", url, dir, "--at", at)
 		// diff -r compares contents and symlink targets (no
 		// dereference); find lists modes.
 		view := filepath.Join(mp, "@"+at)
@@ -693,10 +693,11 @@ var restoredAt = regexp.MustCompile(`restored @(\d+) of `)
 
 // restoreMatchesView restores the replica at url's newest state and checks
 // it against the mount's @T of that state (diff -r, then modes), returning T.
+// --same-owner: the test's own replica, whose modes are compared as written.
 func restoreMatchesView(t *testing.T, url, what, mp string) int {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "restored")
-	out := binOK(t, "/", "restore", url, dir)
+	out := binOK(t, "/", "restore", "--same-owner", url, dir)
 	m := restoredAt.FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("%s: restore said %q", what, out)

@@ -65,10 +65,11 @@ replica needs its --replica-key FILE.
 
 A replica written without --replica-key is not authenticated (whoever can
 write the bucket can forge it), so its paths, and the states of the
-history restored with them, become yours, without setuid or setgid bits
-or file capabilities; the restore says what it dropped. --same-owner
-keeps them as the replica gives them (as root: its owners). A sealed
-replica's owners and modes are always kept.
+history restored with them, become yours, without setuid or setgid bits,
+without the group and other permissions your umask withholds, without
+ACLs and with no xattrs but user.*; the restore says what it dropped.
+--same-owner keeps them as the replica gives them (as root: its owners).
+A sealed replica's owners, modes and xattrs are always kept.
 
 What a replica offers (its newest state, its log's end, the store that
 writes it) is noted for this user in ~/.local/state/zerofs/replicas.json
@@ -211,7 +212,7 @@ func runRestore(e *env, c *command, args []string) error {
 		fmt.Fprintf(e.stdout, "  skipped %s (its state was not kept)\n", quote.Name(p))
 	}
 	if d := res.Dropped; !d.Empty() {
-		fmt.Fprintf(e.stdout, "  the replica is not sealed (no --replica-key), so nothing in it is trusted with privilege:\n")
+		fmt.Fprintf(e.stdout, "  the replica is not sealed (no --replica-key), so it is given no privilege and grants no one but you access:\n")
 		if len(d.Owners) > 0 {
 			fmt.Fprintf(e.stdout, "  owned by other users in the replica, now yours: %s\n", someNames(d.Owners))
 		}
@@ -220,6 +221,15 @@ func runRestore(e *env, c *command, args []string) error {
 		}
 		if len(d.Capabilities) > 0 {
 			fmt.Fprintf(e.stdout, "  file capabilities dropped: %s\n", someNames(d.Capabilities))
+		}
+		if len(d.Modes) > 0 {
+			fmt.Fprintf(e.stdout, "  group or other permissions your umask (%04o) withholds dropped: %s\n", d.Umask, someNames(d.Modes))
+		}
+		if len(d.ACLs) > 0 {
+			fmt.Fprintf(e.stdout, "  ACLs dropped: %s\n", someNames(d.ACLs))
+		}
+		if len(d.Xattrs) > 0 {
+			fmt.Fprintf(e.stdout, "  trusted.* and security.* xattrs dropped: %s\n", someNames(d.Xattrs))
 		}
 		fmt.Fprintf(e.stdout, "  (restore --same-owner keeps them, if you trust whoever can write %s)\n", u)
 	}
@@ -387,7 +397,7 @@ func replicationLines(w io.Writer, store string, head eventlog.Seq) {
 	if !st.LastSuccess.IsZero() {
 		fmt.Fprintf(w, "replica:   last success %s\n", st.LastSuccess.Local().Format(time.DateTime))
 	}
-	if q := st.Stalled; q != nil {
+	if q := liveStall(st); q != nil {
 		fmt.Fprintf(w, "replica:   stalled: %s %s has had no answer for %s (attempt %d of %d, since %s)\n",
 			q.Op, q.Object, time.Since(q.Since).Round(time.Second), q.Attempt, q.Of, q.Since.Local().Format(time.TimeOnly))
 		if q.LastError != "" {
@@ -397,6 +407,29 @@ func replicationLines(w io.Writer, store string, head eventlog.Seq) {
 	if st.LastError != "" {
 		fmt.Fprintf(w, "replica:   last error %s: %s\n", st.LastErrorAt.Local().Format(time.DateTime), oneLine(st.LastError))
 	}
+	if k := st.Shrunk; k != nil {
+		held := fmt.Sprintf("events 1..%d, no base", k.HeldLog)
+		if k.HeldBased {
+			held = fmt.Sprintf("events 1..%d, restorable up to %d", k.HeldLog, k.HeldBase)
+		}
+		now := "uploading what it lacks again"
+		if st.Logged >= k.UploadedLog && st.Based && st.Base >= k.UploadedBase {
+			now = "uploaded again since"
+		}
+		fmt.Fprintf(w, "replica:   warning: at %s the replica held less than this store had uploaded to it (events 1..%d, restorable up to %d; it held %s): an older copy was put in its place, or objects were deleted; %s\n",
+			k.At.Local().Format(time.DateTime), k.UploadedLog, k.UploadedBase, held, now)
+	}
+}
+
+// liveStall is st's stalled request while the writer that sent it runs
+// (nil otherwise): a writer killed while it waited leaves its request in
+// replica.json until the next replication run, and a request of a process
+// that is gone waits for nothing.
+func liveStall(st replicate.State) *replicate.Request {
+	if q := st.Stalled; q != nil && q.PID > 0 && control.SameProcess(q.PID, q.Start) {
+		return q
+	}
+	return nil
 }
 
 // replicaLeftBehind is the error `zerofs umount` returns when the daemon

@@ -171,6 +171,7 @@ func writeStatusJSON(e *env, st history.Status) error {
 		out.Step = &stepJSON{Sequence: st.Step.Sequence, Label: st.Step.Label}
 	}
 	if rs, err := replicate.ReadState(st.Store); err == nil {
+		rs.Stalled = liveStall(rs)
 		out.Replica = &rs
 		if st.Head > rs.Logged {
 			out.BehindEvents = uint64(st.Head - rs.Logged)
