@@ -78,12 +78,15 @@ if [[ ${1:-} == steplat ]]; then
 	# largest of each. STEPLAT_SYNC=always mounts with --sync always;
 	# STEPLAT_PROFILE=DIR runs the daemon under scripts/profmount and leaves
 	# its CPU, blocking and mutex profiles (and the binary) in DIR;
-	# STEPLAT_TRACE=FILE appends every round's time (us), in order, to FILE.
+	# STEPLAT_TRACE=FILE appends every round's time (us), in order, to FILE;
+	# STEPLAT_BIN=FILE mounts with that zerofs binary instead of building one.
+	# The heavy session's own steps (a write to .zero/step each) are timed
+	# too: "steplat heavy" gives their median and largest.
 	shift
 	rounds=${1:-200} cycles=${STEPLAT_CYCLES:-2} gcauto=0
 	if [[ -n ${STEPLAT_GITGC:-} ]]; then gcauto=6700; fi # git's default
 	dir=$(mktemp -d "${BENCH_DIR:-/var/tmp}/zerofs-steplat.XXXXXX")
-	go build -o "$dir/zerofs" ./cmd/zerofs
+	if [[ -n ${STEPLAT_BIN:-} ]]; then cp "$STEPLAT_BIN" "$dir/zerofs"; else go build -o "$dir/zerofs" ./cmd/zerofs; fi
 	go build -o "$dir/profmount" ./scripts/profmount
 	mkdir -p "$dir/ws" "$dir/mnt"
 	tar -cf "$dir/src.tar" -C "$(go env GOROOT)" src
@@ -111,7 +114,12 @@ if [[ ${1:-} == steplat ]]; then
 		fi
 	}
 	trap 'stopmount; rm -rf "$dir"' EXIT
-	step() { printf '%s\n' "$1" >"$MP/.zero/step"; }
+	hs=()
+	step() {
+		local t0=${EPOCHREALTIME/./}
+		printf '%s\n' "$1" >"$MP/.zero/step"
+		hs+=($((${EPOCHREALTIME/./} - t0)))
+	}
 	measure() { # measure NAME: ROUNDS of a step plus a one-line edit
 		local t0 t1 k us=()
 		for ((k = 0; k < rounds; k++)); do
@@ -142,6 +150,8 @@ if [[ ${1:-} == steplat ]]; then
 	step "read big" && dd if="$MP/big" iflag=nocache count=0 status=none && cat "$MP/big" >/dev/null
 	step "rm big" && rm "$MP/big"
 	h1=${EPOCHREALTIME/./}
+	printf '%s\n' "${hs[@]:1}" | sort -n | awk '{v[NR] = $1}
+		END {printf "steplat heavy   steps %d  median %.2f ms  max %.2f ms\n", NR, v[int((NR + 1) / 2)] / 1000, v[NR] / 1000}'
 	echo "steplat: heavy session took $(((h1 - h0) / 1000000)) s; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 	measure after
 	echo "steplat: load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
