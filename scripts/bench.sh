@@ -119,6 +119,7 @@ if [[ ${1:-} == steplat ]]; then
 		local t0=${EPOCHREALTIME/./}
 		printf '%s\n' "$1" >"$MP/.zero/step"
 		hs+=($((${EPOCHREALTIME/./} - t0)))
+		if [[ -n ${STEPLAT_TRACE:-} ]]; then printf 'heavy %s %s\n' "${hs[-1]}" "$1" >>"$STEPLAT_TRACE"; fi
 	}
 	measure() { # measure NAME: ROUNDS of a step plus a one-line edit
 		local t0 t1 k us=()
