@@ -351,20 +351,21 @@ func TestSnapshotWhileRunning(t *testing.T) {
 // wait for none of it; the snapshot still goes in place, and a mount resumes
 // from it.
 func TestStepDoesNotWaitForSnapshot(t *testing.T) {
-	defer func(n Seq) { snapshotEvery = n }(snapshotEvery)
+	// Cleanups run last first: the commit is let go, then the engine
+	// closed (openT's), then the variables restored.
+	every, real := snapshotEvery, snapshotCommit
+	t.Cleanup(func() { snapshotEvery, snapshotCommit = every, real })
 	snapshotEvery = 20
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	real := snapshotCommit
 	snapshotCommit = func(p *index.PendingSnapshot) error {
 		once.Do(func() { close(entered); <-release })
 		return real(p)
 	}
-	defer func() { snapshotCommit = real }()
 	e, ws := openT(t, Options{})
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
-	defer unblock() // before openT's cleanup closes the engine
+	t.Cleanup(unblock)
 	edit := func(i int) error {
 		p := filepath.Join(ws, "f")
 		rel, _, err := e.Begin(context.Background(), Caller{PID: os.Getpid(), Comm: "test"}, Change{Path: "f"})
