@@ -88,5 +88,7 @@
 // "agentSession") before it overwrites them.
 //
 // Lock order: the workspace lock (wsMu: Begin holds it shared, Rewind
-// exclusive) → the step/capture lock (capMu) → eventlog's lock.
+// exclusive) → the step/capture lock (capMu) → eventlog's lock. The
+// snapshot lock (snapMu) comes after wsMu; the flusher keeps it while it
+// makes a snapshot durable after letting go of wsMu (snapshot.go).
 package rewind

@@ -223,8 +223,12 @@ type Engine struct {
 	closeOnce sync.Once
 
 	// snapHead is the head covered by the index snapshot in the store
-	// (0: none). Written under wsMu held for writing; read by the flusher.
+	// (0: none). Written under snapMu; read by the flusher.
 	snapHead atomic.Uint64
+	// snapMu serialises index snapshots (snapshot.go), from encoding to
+	// the rename, so they go in place in order; taken after wsMu, and
+	// held by the flusher after it lets go of wsMu.
+	snapMu sync.Mutex
 	// snapEvery is snapshotEvery when the engine was opened.
 	snapEvery Seq
 }
@@ -546,11 +550,9 @@ func (e *Engine) flusher() {
 			continue
 		}
 		if e.snapshotDue() && !e.index.HasUnnamed() {
-			e.wsMu.Lock()
-			if err := e.writeSnapshot(); err != nil {
+			if err := e.writeSnapshotBehind(); err != nil {
 				e.opts.Logger.Warn("rewind: could not save the index snapshot", "err", err)
 			}
-			e.wsMu.Unlock()
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -341,4 +342,102 @@ func TestSnapshotWhileRunning(t *testing.T) {
 		t.Fatal("the crash image did not start from the running engine's snapshot")
 	}
 	sameHistory(t, c, e)
+}
+
+// TestStepDoesNotWaitForSnapshot (issue 26): the flusher makes its index
+// snapshot durable (an fsync, a rename and a directory fsync: tens to
+// hundreds of milliseconds on a busy disk, every snapshotEvery events) after
+// it lets go of the workspace lock, so a step and a capture made meanwhile
+// wait for none of it; the snapshot still goes in place, and a mount resumes
+// from it.
+func TestStepDoesNotWaitForSnapshot(t *testing.T) {
+	// Cleanups run last first: the commit is let go, then the engine
+	// closed (openT's), then the variables restored.
+	every, real := snapshotEvery, snapshotCommit
+	t.Cleanup(func() { snapshotEvery, snapshotCommit = every, real })
+	snapshotEvery = 20
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	snapshotCommit = func(p *index.PendingSnapshot) error {
+		once.Do(func() { close(entered); <-release })
+		return real(p)
+	}
+	e, ws := openT(t, Options{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	edit := func(i int) error {
+		p := filepath.Join(ws, "f")
+		rel, _, err := e.Begin(context.Background(), Caller{PID: os.Getpid(), Comm: "test"}, Change{Path: "f"})
+		if err != nil {
+			return err
+		}
+		err = os.WriteFile(p, []byte{byte(i)}, 0o644)
+		rel()
+		if err != nil {
+			return err
+		}
+		_, err = e.BeginStep(context.Background(), "s", nil)
+		return err
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-entered:
+				// The snapshot is being made durable: a step and a
+				// first write now.
+				done <- edit(i)
+				return
+			default:
+			}
+			if err := edit(i); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	select {
+	case <-entered:
+	case err := <-done:
+		t.Fatalf("no snapshot began: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no snapshot began")
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a step and a write waited for the index snapshot's fsync")
+	}
+	if e.snapHead.Load() != 0 {
+		t.Fatalf("snapshot head %d before the snapshot was made durable", e.snapHead.Load())
+	}
+	unblock()
+	if testsupport.Poll(10*time.Second, func() bool { return Seq(e.snapHead.Load()) >= 20 }) != nil {
+		t.Fatalf("the snapshot never went in place: snapshot head %d, log head %d", e.snapHead.Load(), e.Head())
+	}
+	head := e.Head()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	c, err := Open(context.Background(), root, Options{StoreDir: e.opts.StoreDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !c.log.Resumed() {
+		t.Fatal("the next mount did not start from the snapshot")
+	}
+	if c.Head() < head {
+		t.Fatalf("head %d after resuming from the snapshot, was %d", c.Head(), head)
+	}
 }

@@ -5,6 +5,7 @@
 #   scripts/bench.sh [quick|full] [root|user|both|always|loopback] [REPS]
 #   scripts/bench.sh go [go test -bench flags...]   # the Go benchmarks (log, blobs, engine)
 #   scripts/bench.sh profile [--no-passthrough] 'COMMAND' [REPS]   # pprof of the daemon
+#   scripts/bench.sh steplat [ROUNDS]   # a step plus a first write, fresh and after a heavy session
 #
 # Each workload runs on a native directory and under a zerofs mount of a
 # workspace on the same filesystem, alternating (native, mount, native, ...),
@@ -59,6 +60,102 @@ if [[ ${1:-} == profile ]]; then
 	cp "$dir/cpu.out" "${PROFILE_OUT:-/var/tmp/zerofs-profile.out}"
 	cp "$dir/profmount" "${PROFILE_OUT:-/var/tmp/zerofs-profile.out}.bin"
 	rm -rf "$dir"
+	exit 0
+fi
+if [[ ${1:-} == steplat ]]; then
+	# scripts/bench.sh steplat [ROUNDS]: what a step plus a one-line edit
+	# costs (a write to .zero/step, then an append to a file: the step's
+	# boundary and the first capture in it), ROUNDS times (default 200),
+	# 20 ms apart, on a fresh mount and again right after a heavy session:
+	# Go's src unpacked into the mount STEPLAT_CYCLES times (default 2),
+	# each a git repository committed in its own step, parts of it removed
+	# in steps of their own, then a 512 MiB file written, read cold and
+	# removed, each in its own step. git's automatic gc is off unless
+	# STEPLAT_GITGC=1: on, the commit of Go's src (12k loose objects) starts
+	# a gc that goes on packing and removing them in the mount, detached,
+	# while the steps are measured, and a step waits for those removals'
+	# captures to be durable (SPEC: "always before a step begins"). Prints the median, 99th percentile and
+	# largest of each. STEPLAT_SYNC=always mounts with --sync always;
+	# STEPLAT_PROFILE=DIR runs the daemon under scripts/profmount and leaves
+	# its CPU, blocking and mutex profiles (and the binary) in DIR;
+	# STEPLAT_TRACE=FILE appends every round's time (us), in order, to FILE;
+	# STEPLAT_BIN=FILE mounts with that zerofs binary instead of building one.
+	# The heavy session's own steps (a write to .zero/step each) are timed
+	# too: "steplat heavy" gives their median and largest.
+	shift
+	rounds=${1:-200} cycles=${STEPLAT_CYCLES:-2} gcauto=0
+	if [[ -n ${STEPLAT_GITGC:-} ]]; then gcauto=6700; fi # git's default
+	dir=$(mktemp -d "${BENCH_DIR:-/var/tmp}/zerofs-steplat.XXXXXX")
+	if [[ -n ${STEPLAT_BIN:-} ]]; then cp "$STEPLAT_BIN" "$dir/zerofs"; else go build -o "$dir/zerofs" ./cmd/zerofs; fi
+	go build -o "$dir/profmount" ./scripts/profmount
+	mkdir -p "$dir/ws" "$dir/mnt"
+	tar -cf "$dir/src.tar" -C "$(go env GOROOT)" src
+	head -c 512M /dev/urandom >"$dir/big"
+	export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.invalid
+	export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.invalid
+	MP=$dir/mnt pid=
+	if [[ -n ${STEPLAT_PROFILE:-} ]]; then
+		mkdir -p "$STEPLAT_PROFILE"
+		sflag=()
+		if [[ ${STEPLAT_SYNC:-batch} == always ]]; then sflag=(-sync); fi
+		"$dir/profmount" -profile "$STEPLAT_PROFILE/cpu.out" -block "$STEPLAT_PROFILE/block.out" \
+			-mutex "$STEPLAT_PROFILE/mutex.out" "${sflag[@]}" "$dir/ws" "$MP" >"$dir/out" &
+		pid=$!
+		until grep -q ready "$dir/out" 2>/dev/null; do sleep 0.1; done
+	else
+		"$dir/zerofs" mount --sync "${STEPLAT_SYNC:-batch}" "$dir/ws" "$MP" >/dev/null
+	fi
+	stopmount() {
+		if [[ -n $pid ]]; then
+			kill -TERM "$pid" && wait "$pid" || true
+			cp "$dir/profmount" "$STEPLAT_PROFILE/profmount"
+		else
+			"$dir/zerofs" umount "$MP" >/dev/null || true
+		fi
+	}
+	trap 'stopmount; rm -rf "$dir"' EXIT
+	hs=()
+	step() {
+		local t0=${EPOCHREALTIME/./}
+		printf '%s\n' "$1" >"$MP/.zero/step"
+		hs+=($((${EPOCHREALTIME/./} - t0)))
+		if [[ -n ${STEPLAT_TRACE:-} ]]; then printf 'heavy %s %s\n' "${hs[-1]}" "$1" >>"$STEPLAT_TRACE"; fi
+	}
+	measure() { # measure NAME: ROUNDS of a step plus a one-line edit
+		local t0 t1 k us=()
+		for ((k = 0; k < rounds; k++)); do
+			sleep 0.02
+			t0=${EPOCHREALTIME/./}
+			printf 'edit %s\n' "$k" >"$MP/.zero/step"
+			printf 'x\n' >>"$MP/edit.txt"
+			t1=${EPOCHREALTIME/./}
+			us+=($((t1 - t0)))
+		done
+		if [[ -n ${STEPLAT_TRACE:-} ]]; then printf "$1 %s\n" "${us[@]}" >>"$STEPLAT_TRACE"; fi
+		printf '%s\n' "${us[@]}" | sort -n | awk -v name="$1" '{v[NR] = $1}
+			END {p = int(NR * 0.99 + 0.999); printf "steplat %-7s rounds %d  median %.2f ms  p99 %.2f ms  max %.2f ms  first %.2f ms\n",
+				name, NR, v[int((NR + 1) / 2)] / 1000, v[p] / 1000, v[NR] / 1000, first / 1000}' first="${us[0]}"
+	}
+	echo "steplat: load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs, --sync ${STEPLAT_SYNC:-batch}" >&2
+	step warm && printf 'x\n' >>"$MP/edit.txt"
+	measure fresh
+	h0=${EPOCHREALTIME/./}
+	for ((c = 1; c <= cycles; c++)); do
+		step "unpack $c" && mkdir "$MP/c$c" && tar -xf "$dir/src.tar" -C "$MP/c$c"
+		step "git $c" && (cd "$MP/c$c/src" && git init -q && git config gc.auto "$gcauto" && git add -A && git commit -qm src)
+		for part in net crypto cmd/compile; do
+			step "rm $c $part" && rm -rf "${MP:?}/c$c/src/$part"
+		done
+	done
+	step "write big" && cp "$dir/big" "$MP/big"
+	step "read big" && dd if="$MP/big" iflag=nocache count=0 status=none && cat "$MP/big" >/dev/null
+	step "rm big" && rm "$MP/big"
+	h1=${EPOCHREALTIME/./}
+	printf '%s\n' "${hs[@]:1}" | sort -n | awk '{v[NR] = $1}
+		END {printf "steplat heavy   steps %d  median %.2f ms  max %.2f ms\n", NR, v[int((NR + 1) / 2)] / 1000, v[NR] / 1000}'
+	echo "steplat: heavy session took $(((h1 - h0) / 1000000)) s; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+	measure after
+	echo "steplat: load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 	exit 0
 fi
 if [[ ${1:-} == --worker ]]; then

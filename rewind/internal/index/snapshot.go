@@ -154,9 +154,28 @@ var errSnapshot = errors.New("rewind: index snapshot unusable")
 // The caller keeps events from being folded meanwhile, so they agree. The
 // file is made durable (fsynced) before it replaces the previous one.
 func WriteSnapshot(dir string, r eventlog.Resume, s *State) error {
+	p, err := EncodeSnapshot(dir, r, s)
+	if err != nil {
+		return err
+	}
+	return p.Commit()
+}
+
+// PendingSnapshot is a snapshot written to a temporary file beside dir's
+// snapshot, not yet durable and not yet in its place.
+type PendingSnapshot struct {
+	f   *os.File
+	dir string
+}
+
+// EncodeSnapshot writes s and the log's resume point r to a temporary file
+// in dir, without an fsync: only this step needs events kept from being
+// folded (the caller's lock), Commit does not, so a writer that would wait
+// for that lock waits for no fsync.
+func EncodeSnapshot(dir string, r eventlog.Resume, s *State) (*PendingSnapshot, error) {
 	f, err := durable.CreateTemp(dir, SnapshotName, 0o600)
 	if err != nil {
-		return fmt.Errorf("rewind: write index snapshot: %w", err)
+		return nil, fmt.Errorf("rewind: write index snapshot: %w", err)
 	}
 	h := sha256.New()
 	w := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<16)
@@ -174,9 +193,17 @@ func WriteSnapshot(dir string, r eventlog.Resume, s *State) error {
 	if err != nil {
 		f.Close()
 		os.Remove(f.Name())
-		return fmt.Errorf("rewind: write index snapshot: %w", err)
+		return nil, fmt.Errorf("rewind: write index snapshot: %w", err)
 	}
-	if err := durable.Commit(f, dir, SnapshotName, true); err != nil {
+	return &PendingSnapshot{f: f, dir: dir}, nil
+}
+
+// Commit makes the snapshot durable (fsynced) and puts it in place of the
+// previous one. A snapshot committed after later events were appended is
+// still exact: it covers the log's prefix it names (Open reads the lines
+// after it).
+func (p *PendingSnapshot) Commit() error {
+	if err := durable.Commit(p.f, p.dir, SnapshotName, true); err != nil {
 		return fmt.Errorf("rewind: write index snapshot: %w", err)
 	}
 	return nil
