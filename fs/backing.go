@@ -1,7 +1,9 @@
 package fs
 
 import (
+	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -22,6 +24,10 @@ type backing struct {
 	fd  int    // the workspace root, O_RDONLY|O_DIRECTORY
 	dev uint64 // its device, masked out of inode numbers
 }
+
+// daemonRoot: the daemon runs as root (its effective uid, read once: a
+// geteuid per create was three system calls of a create's thirty).
+var daemonRoot = os.Geteuid() == 0
 
 // root is the workspace root's resolver.
 func (b *backing) root() wsdir.Dir { return wsdir.New(b.fd) }
@@ -200,3 +206,108 @@ func join(dir, name string) string { return wsdir.Join(dir, name) }
 
 // split is the inverse of join.
 func split(p string) (dir, name string) { return wsdir.Split(p) }
+
+// dirCacheMax bounds the directory descriptors dirCache keeps open (the
+// daemon's RLIMIT_NOFILE is shared with every handle the kernel holds).
+const dirCacheMax = 1024
+
+// dirCache keeps an O_PATH descriptor of the workspace directories that
+// requests name, so that a request in a directory the daemon used recently
+// costs no path walk (an openat2 and a close): a create, a removal or a
+// lookup works relative to it, as libfuse's passthrough_hp does with its
+// descriptor per inode. Each descriptor was opened beneath the workspace
+// root, by the path the node then had; it is used only while the node
+// still has that path and no rewind began since (a rewind changes paths
+// behind the kernel's back: rewinds.stale), so a request resolves exactly
+// what a walk of its path would. Only directories on the workspace root's
+// own mount are kept: a descriptor inside a filesystem mounted below the
+// workspace would keep that filesystem busy.
+type dirCache struct {
+	mu sync.Mutex // guards m and every entry's refs and gone
+	m  map[*wsNode]*cachedDir
+	// opened counts the directories resolved by path (for tests).
+	opened atomic.Int64
+}
+
+// cachedDir is one kept directory descriptor.
+type cachedDir struct {
+	fd      int
+	path    string // the node's path when fd was opened
+	started uint64 // rewinds.started then
+	refs    int    // requests using fd now
+	gone    bool   // out of the cache: the last user closes fd
+}
+
+// open returns a descriptor of directory node n, whose path is p, for the
+// duration of a request (done releases it).
+func (c *dirCache) open(n *wsNode, p string) (fd int, done func(), err error) {
+	f := n.fs
+	started := f.rw.started.Load()
+	keep := f.rw.inflight.Load() == 0 // a rewind under way may still move p
+	c.mu.Lock()
+	if e := c.m[n]; e != nil {
+		if keep && e.path == p && e.started == started {
+			e.refs++
+			c.mu.Unlock()
+			return e.fd, func() { c.release(e) }, nil
+		}
+		c.dropLocked(n, e)
+	}
+	c.mu.Unlock()
+	c.opened.Add(1)
+	fd, err = f.ws.openat2(p, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return -1, nil, err
+	}
+	if keep {
+		var st unix.Statx_t
+		keep = unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &st) == nil &&
+			st.Mask&unix.STATX_MNT_ID != 0 && st.Mnt_id == f.wsMnt
+	}
+	if !keep {
+		return fd, func() { unix.Close(fd) }, nil
+	}
+	e := &cachedDir{fd: fd, path: p, started: started, refs: 1}
+	c.mu.Lock()
+	if old := c.m[n]; old != nil {
+		c.dropLocked(n, old)
+	}
+	if c.m == nil {
+		c.m = map[*wsNode]*cachedDir{}
+	}
+	if len(c.m) >= dirCacheMax {
+		for k, v := range c.m { // any one: map order is random
+			c.dropLocked(k, v)
+			break
+		}
+	}
+	c.m[n] = e
+	c.mu.Unlock()
+	return fd, func() { c.release(e) }, nil
+}
+
+// forget drops n's descriptor, if kept (its node left the tree).
+func (c *dirCache) forget(n *wsNode) {
+	c.mu.Lock()
+	if e := c.m[n]; e != nil {
+		c.dropLocked(n, e)
+	}
+	c.mu.Unlock()
+}
+
+func (c *dirCache) dropLocked(n *wsNode, e *cachedDir) {
+	delete(c.m, n)
+	e.gone = true
+	if e.refs == 0 {
+		unix.Close(e.fd)
+	}
+}
+
+func (c *dirCache) release(e *cachedDir) {
+	c.mu.Lock()
+	e.refs--
+	if e.gone && e.refs == 0 {
+		unix.Close(e.fd)
+	}
+	c.mu.Unlock()
+}

@@ -1,0 +1,98 @@
+package fs
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A burst of creates, attribute changes and removals in one directory
+// resolves the directory by path once, not once per request (fsys.dirs):
+// each request works relative to its kept descriptor.
+func TestDirDescriptorKept(t *testing.T) {
+	m := mountT(t, Options{})
+	mp := m.Mountpoint()
+	d := filepath.Join(mp, "a", "b")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := m.fs.dirs.opened.Load()
+	when := time.Unix(1_600_000_000, 0)
+	for i := range 50 {
+		p := filepath.Join(d, "f"+strconv.Itoa(i))
+		writeFile(t, p, "x")
+		if err := os.Chmod(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, when, when); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o600 || !st.ModTime().Equal(when) {
+			t.Fatalf("%s: mode %v, mtime %v; want 0600 and %v", p, st.Mode().Perm(), st.ModTime(), when)
+		}
+	}
+	stepT(t, mp, "remove")
+	for i := range 50 {
+		if err := os.Remove(filepath.Join(d, "f"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := m.fs.dirs.opened.Load() - before; got > 2 {
+		t.Errorf("a/b resolved by path %d times for 250 requests in it; want at most 2", got)
+	}
+	ents, err := os.ReadDir(filepath.Join(m.fs.workspace, "a", "b"))
+	if err != nil || len(ents) != 0 {
+		t.Fatalf("backing a/b holds %d entries (%v), want none", len(ents), err)
+	}
+}
+
+// A create through a handle of a directory that a rewind moved behind the
+// kernel's back (from b back to a, by its rename record), after a create
+// in it kept its descriptor, does not land where the rewind moved it: the
+// rewind forgets the node's name, so the node resolves to nothing, as a
+// walk of its path would (kept descriptors are also dropped by every
+// rewind: dirCache).
+func TestDirDescriptorNotAfterRewind(t *testing.T) {
+	m := mountT(t, Options{})
+	mp := m.Mountpoint()
+	if err := os.Mkdir(filepath.Join(mp, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(mp, "a", "x"), "x")
+	t0 := stepT(t, mp, "move")
+	if err := os.Rename(filepath.Join(mp, "a"), filepath.Join(mp, "b")); err != nil {
+		t.Fatal(err)
+	}
+	dfd, err := unix.Open(filepath.Join(mp, "b"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	// A create in b keeps b's descriptor.
+	fd, err := unix.Openat(dfd, "y", unix.O_CREAT|unix.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	m.fs.noInvalidate.Store(^uint32(0)) // the kernel keeps b's node and entries
+	rewindT(t, mp, t0)
+	m.fs.noInvalidate.Store(0)
+	if _, err := os.Lstat(filepath.Join(m.fs.workspace, "a", "x")); err != nil {
+		t.Fatalf("the rewind did not move b back to a: %v", err)
+	}
+	fd, err = unix.Openat(dfd, "z", unix.O_CREAT|unix.O_WRONLY, 0o644)
+	if err == nil {
+		unix.Close(fd)
+	}
+	if _, err := os.Lstat(filepath.Join(m.fs.workspace, "a", "z")); err == nil {
+		t.Fatal("a create through b's old node landed in a, where the rewind moved the directory")
+	}
+}
