@@ -156,6 +156,7 @@ func (s *Store) Name(name string) (ID, int64, error) {
 	}
 	f := os.NewFile(uintptr(fd), filepath.Join(s.dir, keptDirName, name))
 	defer f.Close()
+	hook("kept:naming", f.Name()) // what it holds while it hashes, held
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
@@ -176,7 +177,7 @@ func (s *Store) Name(name string) (ID, int64, error) {
 		}
 		return id, n, nil
 	}
-	id, n, err := HashFile(f)
+	id, n, err := hashFileStat(f, &st)
 	if err != nil {
 		return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
 	}

@@ -72,7 +72,9 @@ if [[ ${1:-} == syscalls ]]; then
 	# (scripts/loopmount) on the same tree. FUSE requests are the daemon's
 	# reads of /dev/fuse; the Go runtime's own calls (futex, nanosleep,
 	# epoll, ...: hand-offs between threads, spinning) are counted apart.
-	# Needs root and strace.
+	# "while" counts what the daemon did until the command returned, "after"
+	# what it did in the second after (background work: the flusher's
+	# syncs, the namer hashing removed files). Needs root and strace.
 	shift
 	[[ $(id -u) == 0 ]] || { echo "bench: syscalls: run as root" >&2; exit 1; }
 	command -v strace >/dev/null || apt-get install -y -qq strace >/dev/null
@@ -107,25 +109,28 @@ PY
 	traced() {
 		local pid=$1 out=$2
 		shift 2
-		strace -f -qq -y -o "$out" -p "$pid" &
+		strace -f -qq -y -ttt -o "$out" -p "$pid" &
 		local st=$!
 		sleep 1 # strace attaches to every thread
 		"$@"
-		sleep 0.5
+		date +%s.%N >"$out.end"
+		sleep 1
 		kill -INT "$st"
 		wait "$st" || true
 	}
 	# count OUT: system calls and FUSE requests per entry in a trace.
 	count() {
-		python3 - "$1" "$entries" <<'PY'
+		python3 - "$1" "$entries" "$(cat "$1.end")" "$2" <<'PY'
 import collections, re, sys
-n = int(sys.argv[2])
+n, end, after = int(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "after"
 calls, fuse = collections.Counter(), 0
 for line in open(sys.argv[1]):
-    m = re.match(r"\d+\s+(\w+)\(", line)
+    m = re.match(r"\d+\s+([\d.]+)\s+(\w+)\(", line)
     if not m:
         continue  # "<... x resumed>" halves, signals, exits
-    name = m.group(1)
+    if (float(m.group(1)) > end) != after:
+        continue
+    name = m.group(2)
     calls[name] += 1
     if name == "read" and "</dev/fuse>" in line and "= -1" not in line:
         fuse += 1
@@ -160,8 +165,10 @@ PY
 	echo "| per entry | system calls (runtime's apart) | FUSE requests | runtime's calls | largest |"
 	echo "|---|---|---|---|---|"
 	for t in "z-tar:zerofs tar -x" "l-tar:loopback tar -x" "z-rm:zerofs rm -rf (own step)" "l-rm:loopback rm -rf"; do
-		IFS=$'\t' read -r own fuse rt top < <(count "$sdir/${t%%:*}")
-		echo "| ${t#*:} | $own | $fuse | $rt | $top |"
+		for w in while after; do
+			IFS=$'\t' read -r own fuse rt top < <(count "$sdir/${t%%:*}" $w)
+			echo "| ${t#*:}, $w | $own | $fuse | $rt | $top |"
+		done
 	done
 	if [[ -n ${SYSCALLS_KEEP:-} ]]; then cp "$sdir"/z-* "$sdir"/l-* "$SYSCALLS_KEEP"/; fi
 	exit 0
