@@ -6,6 +6,7 @@
 #   scripts/bench.sh go [go test -bench flags...]   # the Go benchmarks (log, blobs, engine)
 #   scripts/bench.sh profile [--no-passthrough] 'COMMAND' [REPS]   # pprof of the daemon
 #   scripts/bench.sh syscalls [MOUNT FLAGS...]   # system calls and FUSE requests per entry
+#   scripts/bench.sh stepwait [MB] [RUNS]   # a step and a first write while the namer hashes a removed file
 #
 # Each workload runs on a native directory and under a zerofs mount of a
 # workspace on the same filesystem, alternating (native, mount, native, ...),
@@ -60,6 +61,43 @@ if [[ ${1:-} == profile ]]; then
 	cp "$dir/cpu.out" "${PROFILE_OUT:-/var/tmp/zerofs-profile.out}"
 	cp "$dir/profmount" "${PROFILE_OUT:-/var/tmp/zerofs-profile.out}.bin"
 	rm -rf "$dir"
+	exit 0
+fi
+if [[ ${1:-} == stepwait ]]; then
+	# scripts/bench.sh stepwait [MB] [RUNS]: a step and a one-line append to a
+	# file right after a step that removed a file of MB MiB (default 512),
+	# RUNS times (default 30) 50 ms apart, while the namer hashes the removed
+	# file, against the same after the removal of a 1 MiB file: the median
+	# and the 99th percentile (the slowest of RUNS below 100) in ms.
+	shift
+	mb=${1:-512} runs=${2:-30}
+	[[ $(id -u) == 0 ]] || { echo "bench: stepwait: run as root" >&2; exit 1; }
+	wdir=$(mktemp -d /var/tmp/zerofs-stepwait.XXXXXX)
+	trap 'grep -q " $wdir/mnt " /proc/mounts && "$wdir/zerofs" umount "$wdir/mnt" >/dev/null; rm -rf "$wdir"' EXIT
+	go build -o "$wdir/zerofs" ./cmd/zerofs
+	for size in "$mb" 1; do
+		rm -rf "$wdir/ws" && mkdir -p "$wdir/ws" "$wdir/mnt"
+		"$wdir/zerofs" mount --sync batch "$wdir/ws" "$wdir/mnt" >/dev/null
+		echo a >"$wdir/mnt/f"
+		printf 'write\n' >"$wdir/mnt/.zero/step"
+		dd if=/dev/urandom of="$wdir/mnt/big" bs=1M count="$size" status=none
+		printf 'remove\n' >"$wdir/mnt/.zero/step"
+		rm "$wdir/mnt/big"
+		ts=()
+		for ((i = 0; i < runs; i++)); do
+			sleep 0.05
+			t0=${EPOCHREALTIME/./}
+			printf 'edit %s\n' "$i" >"$wdir/mnt/.zero/step"
+			echo x >>"$wdir/mnt/f"
+			t1=${EPOCHREALTIME/./}
+			ts+=($((t1 - t0)))
+		done
+		"$wdir/zerofs" umount "$wdir/mnt" >/dev/null
+		printf '%s\n' "${ts[@]}" | sort -n | awk -v size="$size" '{a[NR] = $1} END {
+			printf "step + first write after removing %d MiB: median %.1f ms, p99 %.1f ms (%d runs)\n",
+				size, a[int((NR + 1) / 2)] / 1000, a[NR] / 1000, NR }'
+	done
+	echo "load $(cut -d' ' -f1-3 /proc/loadavg); command: scripts/bench.sh stepwait $mb $runs"
 	exit 0
 fi
 if [[ ${1:-} == syscalls ]]; then
