@@ -392,20 +392,41 @@ func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (
 		}
 		var f *os.File
 		if dirfd >= 0 {
-			var fd int
-			if fd, err = unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
-				f = os.NewFile(uintptr(fd), p)
+			fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 			}
+			if fs.Xattrs, err = fdXattrs(fd); err != nil {
+				unix.Close(fd)
+				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			}
+			if removed && stash && st.Nlink == 1 && !e.opts.Sync {
+				// An unlink's stash, the common case of an rm -rf, on
+				// the bare descriptor (blobstore.Store.StashFd).
+				name, n, ok, err := e.blobs.StashFd(fd, e.openForWrite)
+				if err != nil || ok {
+					unix.Close(fd)
+				}
+				if err != nil {
+					return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+				}
+				if ok {
+					fs.Kept, fs.Bytes = name, n
+					return fs, nil
+				}
+				stash = false // refused: kept or copied below
+			}
+			f = os.NewFile(uintptr(fd), p)
 		} else {
-			f, err = e.ws.openFile(p)
-		}
-		if err != nil {
-			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			if f, err = e.ws.openFile(p); err != nil {
+				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			}
+			if fs.Xattrs, err = fdXattrs(int(f.Fd())); err != nil {
+				f.Close()
+				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			}
 		}
 		defer f.Close()
-		if fs.Xattrs, err = fdXattrs(int(f.Fd())); err != nil {
-			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
-		}
 		if removed && stash && st.Nlink == 1 {
 			name, n, ok, err := e.blobs.Stash(f, e.openForWrite)
 			if err != nil {
