@@ -286,6 +286,16 @@ func (c *dirCache) open(n *wsNode, p string) (fd int, done func(), err error) {
 	return fd, func() { c.release(e) }, nil
 }
 
+// closeAll drops every kept descriptor (at unmount: no request comes
+// after).
+func (c *dirCache) closeAll() {
+	c.mu.Lock()
+	for n, e := range c.m {
+		c.dropLocked(n, e)
+	}
+	c.mu.Unlock()
+}
+
 // forget drops n's descriptor, if kept (its node left the tree).
 func (c *dirCache) forget(n *wsNode) {
 	c.mu.Lock()

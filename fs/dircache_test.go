@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +95,33 @@ func TestDirDescriptorNotAfterRewind(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(m.fs.workspace, "a", "z")); err == nil {
 		t.Fatal("a create through b's old node landed in a, where the rewind moved the directory")
+	}
+}
+
+// The directory descriptors a mount keeps are closed when it unmounts: a
+// process that mounts and unmounts workspaces (the tests, a library user)
+// keeps none open.
+func TestDirDescriptorsClosedAtUnmount(t *testing.T) {
+	m := mountT(t, Options{})
+	mp, ws := m.Mountpoint(), m.fs.workspace
+	if err := os.MkdirAll(filepath.Join(mp, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(mp, "a", "b", "f"), "x")
+	if m.fs.dirs.opened.Load() == 0 {
+		t.Fatal("no directory descriptor was kept")
+	}
+	if err := m.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ent := range ents {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", ent.Name()))
+		if err == nil && strings.HasPrefix(target, filepath.Join(ws, "a")) {
+			t.Errorf("descriptor %s still open on %s after the unmount", ent.Name(), target)
+		}
 	}
 }
