@@ -15,7 +15,7 @@ import (
 // namer stopped in the middle of naming a removed file's stash (holding
 // every lock it holds while it hashes one), a step begins, a file is
 // captured in it, and another step begins. (What remains of the namer's
-// cost is CPU time, which it takes at a lower priority: namerNice.)
+// cost is the CPU time its hashing takes from the requests.)
 func TestStepDoesNotWaitForNamer(t *testing.T) {
 	e, ws := openT(t, Options{})
 	if err := os.WriteFile(filepath.Join(ws, "big"), make([]byte, 1<<20), 0o644); err != nil {

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
@@ -62,24 +59,9 @@ func (e *Engine) wakeNamer() {
 	}
 }
 
-// namerNice is the nice value of the namer's thread. Hashing a large
-// removed file takes a core for seconds; on two cores shared with the
-// requests of the workspace, a step and the first write after it waited
-// for a time slice behind it (up to ~200 ms at load 15, ~1 ms without the
-// hashing). At nice 10 the scheduler gives the namer about a tenth of a
-// contended core, and all of an idle one.
-const namerNice = 10
-
-// namer names stashes in the background until Close, on a thread of its own
-// at a lower priority (namerNice). The Go runtime never clones a thread
-// locked by LockOSThread, so no other goroutine inherits the priority; the
-// thread ends with the namer.
+// namer names stashes in the background until Close.
 func (e *Engine) namer() {
 	defer close(e.namerStopped)
-	runtime.LockOSThread()
-	if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), namerNice); err != nil {
-		e.opts.Logger.Debug("rewind: the namer runs at normal priority", "err", err)
-	}
 	for {
 		select {
 		case <-e.stop:
