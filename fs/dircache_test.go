@@ -125,3 +125,45 @@ func TestDirDescriptorsClosedAtUnmount(t *testing.T) {
 		}
 	}
 }
+
+// A kept directory moved behind the daemon's back (another process renames
+// it in the backing directory: within the workspace, or out of it) is no
+// longer used: a create through the mount in the name the kernel still
+// knows fails as a walk of its path would, and lands neither where the
+// directory went nor outside the workspace.
+func TestDirDescriptorMovedBehindBack(t *testing.T) {
+	for _, to := range []string{"inside", "outside"} {
+		t.Run(to, func(t *testing.T) {
+			m := mountT(t, Options{})
+			mp, ws := m.Mountpoint(), m.fs.workspace
+			if err := os.MkdirAll(filepath.Join(mp, "a", "b"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(mp, "a", "b", "f"), "x")
+			dest := filepath.Join(ws, "z")
+			if to == "outside" {
+				dest = filepath.Join(t.TempDir(), "z")
+			}
+			if err := os.Rename(filepath.Join(ws, "a"), dest); err != nil {
+				t.Fatal(err)
+			}
+			// The move is reported asynchronously: wait for it.
+			for i := 0; ; i++ {
+				m.fs.dirs.mu.Lock()
+				n := len(m.fs.dirs.m)
+				m.fs.dirs.mu.Unlock()
+				if n == 0 {
+					break
+				}
+				if i == 500 {
+					t.Fatalf("%d directories still kept 5 s after they moved", n)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			err := os.WriteFile(filepath.Join(mp, "a", "b", "g"), []byte("y"), 0o644)
+			if _, serr := os.Lstat(filepath.Join(dest, "b", "g")); serr == nil {
+				t.Fatalf("a create in a/b through the mount (%v) landed in %s, where a went", err, dest)
+			}
+		})
+	}
+}
