@@ -168,8 +168,8 @@ func (s *Store) KeepMode() (ok bool, why string) {
 // filesystem, kept already, kept off, larger than Options.MaxSize where
 // bySize says so (its size is not read otherwise), or open for writing
 // (writing is asked once the inode is registered: see the order above).
-func (s *Store) claimInode(f *os.File, bySize bool, writing func(dev, ino uint64) bool) (st unix.Stat_t, ki *keptInode, forget func(), err error) {
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+func (s *Store) claimInode(fd int, bySize bool, writing func(dev, ino uint64) bool) (st unix.Stat_t, ki *keptInode, forget func(), err error) {
+	if err := unix.Fstat(fd, &st); err != nil {
 		return st, nil, nil, err
 	}
 	s.kmu.Lock()
@@ -212,7 +212,7 @@ func (s *Store) Keep(f *os.File, writing func(dev, ino uint64) bool) (id ID, n i
 	if s.opts.ReadOnly {
 		return ID{}, 0, false, ErrReadOnly
 	}
-	_, ki, forget, err := s.claimInode(f, false, writing)
+	_, ki, forget, err := s.claimInode(int(f.Fd()), false, writing)
 	if err != nil {
 		return ID{}, 0, false, fmt.Errorf("blobstore: keep: %w", err)
 	}

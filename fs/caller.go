@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"os"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -47,7 +46,7 @@ func engineCtx(ctx context.Context) context.Context {
 // whether a chown is needed at all (the daemon runs as root and creates as
 // root).
 func owner(ctx context.Context) (uid, gid int, chown bool) {
-	if os.Geteuid() != 0 {
+	if !daemonRoot {
 		return 0, 0, false
 	}
 	c, ok := fuse.FromContext(ctx)

@@ -43,16 +43,22 @@ func (n *wsNode) entryOpRemoved(ctx context.Context, op, name string, removed bo
 		return n.resolveErrno(a, unix.ENOENT)
 	}
 	p := join(dir, name)
-	release, step, errno := n.begin(ctx, op, rewind.Change{Path: p, Removed: removed, Stash: removed})
+	// The directory is resolved under the workspace lock, before the
+	// capture, which reads name through it rather than walking p again.
+	release, step, errno := n.begin(ctx, op)
 	if errno != 0 {
 		return errno
 	}
 	defer release()
-	dfd, done, err := n.fs.ws.dir(dir)
-	if err != nil {
-		return n.resolveErrno(a, err)
+	dfd, done, errno := n.dirAt(a, dir)
+	if errno != 0 {
+		return errno
 	}
 	defer done()
+	c := rewind.Change{Path: p, Removed: removed, Stash: removed, Dirfd: dfd, InDir: true}
+	if err := n.fs.eng.CaptureLocked(engineCtx(ctx), callerOf(ctx), c); err != nil {
+		return engineErrno(n.fs.log, op, p, err, seqInvalid)
+	}
 	return fn(dfd, p, step)
 }
 
@@ -141,33 +147,42 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 			return sysErrno(err)
 		}
 		h = &wsFile{fd: fd, write: true, step: step}
-		if errno := n.fs.beginWrite(ctx, h, p, fl&syscall.O_TRUNC != 0 && !created, flags); errno != 0 {
-			unix.Close(fd)
-			return errno
-		}
+		var st unix.Statx_t
 		if created {
+			// A file this request made: nobody else has it, the store
+			// keeps nothing of it, and one statx (its mount included)
+			// answers for its attributes, its registration as being
+			// written, its passthrough and its flushes.
 			chownNew(ctx, dfd, name, fd)
 			if err := setIDAfterChown(ctx, fd, mode); err != nil {
+				unix.Close(fd)
+				return sysErrno(err)
+			}
+			if err := statxMnt(fd, &st); err != nil {
+				unix.Close(fd)
+				return sysErrno(err)
+			}
+			h.wkey, h.wcounted = n.fs.wopen.addKey(devIno{unix.Mkdev(st.Dev_major, st.Dev_minor), st.Ino}), true
+		} else {
+			if errno := n.fs.beginWrite(ctx, h, p, fl&syscall.O_TRUNC != 0, flags); errno != 0 {
+				unix.Close(fd)
+				return errno
+			}
+			if err := statxMnt(fd, &st); err != nil {
 				n.fs.endWrite(h)
 				unix.Close(fd)
 				return sysErrno(err)
 			}
-		}
-		var st unix.Statx_t
-		if err := statx(fd, "", &st); err != nil {
-			n.fs.endWrite(h)
-			unix.Close(fd)
-			return sysErrno(err)
 		}
 		child = n.newChild(ctx, name, &st, out)
 		cn := child.Operations().(*wsNode)
 		h.node = cn
 		cn.hold(fd)
 		if n.fs.passthrough.Load() {
-			h.passthrough = cn.openMode(fd, true)
+			h.passthrough = cn.openModeStatx(fd, true, &st)
 		}
 		n.fs.addWriter(h) // still under the capture
-		if cn.noFlush(fd) {
+		if cn.noFlushStatx(fd, &st) {
 			fuseFlags = fuse.FOPEN_NOFLUSH // file.go: Open
 		}
 		return 0
@@ -366,14 +381,14 @@ func (n *wsNode) Rename(ctx context.Context, name string, newParent fusefs.Inode
 	}
 	defer release()
 
-	ofd, odone, err := n.fs.ws.dir(odir)
-	if err != nil {
-		return n.resolveErrno(a, err)
+	ofd, odone, errno := n.dirAt(a, odir)
+	if errno != 0 {
+		return errno
 	}
 	defer odone()
-	nfd, ndone, err := n.fs.ws.dir(ndir)
-	if err != nil {
-		return n.resolveErrno(a, err)
+	nfd, ndone, errno := np.dirAt(a, ndir)
+	if errno != 0 {
+		return errno
 	}
 	defer ndone()
 

@@ -165,15 +165,36 @@ const passthroughMin = 1 << 20
 // (TestParallelWritesDuringRewinds, a reader's release racing a writer's
 // open). A node that never changes mode has nothing to race.
 func (n *wsNode) openMode(fd int, write bool) bool {
+	return n.openModeStatx(fd, write, nil)
+}
+
+// openModeStatx is openMode for a file whose statx (with its mount,
+// statxMnt) the caller has, or nil.
+func (n *wsNode) openModeStatx(fd int, write bool, st *unix.Statx_t) bool {
 	n.ioMu.Lock()
 	defer n.ioMu.Unlock()
 	if !n.decided {
-		var st unix.Statx_t
-		big := !write && statx(fd, "", &st) == nil && st.Size >= passthroughMin
-		n.pt = (write || big) && n.fs.passthroughOn(fd)
+		if st == nil {
+			st = new(unix.Statx_t)
+			if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_SIZE|unix.STATX_MNT_ID, st) != nil {
+				st.Mask = 0
+			}
+		}
+		big := !write && st.Mask&unix.STATX_SIZE != 0 && st.Size >= passthroughMin
+		n.pt = (write || big) && n.fs.passthrough.Load() && st.Mask&unix.STATX_MNT_ID != 0 && st.Mnt_id == n.fs.wsMnt
 		n.decided = true
 	}
 	return n.pt
+}
+
+// statxMnt is statx of the object open at fd, with its mount id.
+func statxMnt(fd int, st *unix.Statx_t) error {
+	for {
+		err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_BASIC_STATS|unix.STATX_BTIME|unix.STATX_MNT_ID, st)
+		if err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // addWriter registers h, open for writing, in fsys.writers when the mount

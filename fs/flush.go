@@ -104,3 +104,23 @@ func fuseWaiting(dev uint64) (int, bool) {
 	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	return n, err == nil
 }
+
+// noFlushStatx is noFlush for a file whose statx (with its mount id) the
+// caller has: a file on the workspace root's own mount is on the root's
+// filesystem, looked at once per mount.
+func (n *wsNode) noFlushStatx(fd int, st *unix.Statx_t) bool {
+	if st.Mask&unix.STATX_MNT_ID == 0 || st.Mnt_id != n.fs.wsMnt {
+		return n.noFlush(fd)
+	}
+	f := n.fs
+	f.rootFlush.Do(func() {
+		var sfs unix.Statfs_t
+		f.rootFlushless = unix.Fstatfs(f.ws.fd, &sfs) == nil && flushlessFS[int64(sfs.Type)]
+	})
+	n.ioMu.Lock()
+	defer n.ioMu.Unlock()
+	if !n.flushDecided {
+		n.flushless, n.flushDecided = f.rootFlushless, true
+	}
+	return n.flushless
+}

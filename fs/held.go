@@ -186,6 +186,7 @@ func (n *wsNode) OnForget() {
 		n.fs.fds.close(fd)
 	}
 	n.forgetIO()
+	n.fs.dirs.forget(n)
 }
 
 // statHeld stats the node through an open handle when it has no name.

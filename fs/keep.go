@@ -44,6 +44,15 @@ func (w *writeOpens) addStat(fd int) (key devIno, mode uint32, ok bool) {
 	return key, st.Mode, true
 }
 
+// addKey counts a handle of the file key (whose device and inode number the
+// caller read) as open for writing.
+func (w *writeOpens) addKey(key devIno) devIno {
+	w.mu.Lock()
+	w.n[key]++
+	w.mu.Unlock()
+	return key
+}
+
 func (w *writeOpens) remove(key devIno) {
 	w.mu.Lock()
 	if w.n[key]--; w.n[key] <= 0 {

@@ -343,6 +343,7 @@ func (m *Mounted) close() error {
 	m.closeOnce.Do(func() {
 		m.closeErr = m.fs.eng.Close()
 		m.fs.fds.closeAll()
+		m.fs.dirs.closeAll()
 		m.fs.viewIO.closeAll()
 		m.store.Close()
 		m.root.Close()

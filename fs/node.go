@@ -87,6 +87,11 @@ type fsys struct {
 	wopen   *writeOpens // every handle open for writing, by inode (keep.go)
 	wsMnt   uint64      // the mount id of the workspace root (passthroughOn)
 	links   linkTable   // the names of files with several links (links.go)
+	dirs    dirCache    // directory descriptors kept for requests (backing.go)
+	// rootFlushless: the workspace root's filesystem needs no FLUSH
+	// (noFlushStatx), decided once (rootFlush).
+	rootFlush     sync.Once
+	rootFlushless bool
 
 	notTsSeen notTsLog // views that refused changed present content
 }
@@ -246,13 +251,9 @@ func (n *wsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 		return n.fs.lookupReserved(ctx, name, out)
 	}
 	a := n.fs.rw.arrive()
-	dir, ok := n.path()
-	if !ok {
-		return nil, n.resolveErrno(a, unix.ENOENT)
-	}
-	dfd, done, err := n.fs.ws.dir(dir)
-	if err != nil {
-		return nil, n.resolveErrno(a, err)
+	dfd, done, errno := n.dirFd(a)
+	if errno != 0 {
+		return nil, errno
 	}
 	defer done()
 	var st unix.Statx_t
@@ -277,7 +278,7 @@ func (n *wsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 
 // stat stats the node itself.
 func (n *wsNode) stat(st *unix.Statx_t) syscall.Errno {
-	return n.withNode(n.fs.rw.arrive(), func(fd int) error { return statx(fd, "", st) })
+	return n.withAt(n.fs.rw.arrive(), func(dfd int, name string) error { return statx(dfd, name, st) })
 }
 
 func (n *wsNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -350,7 +351,11 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 		n.noteStep(step)
 	}
 
-	fd := -1
+	// The object changed: an open descriptor (fd), or, for a change by
+	// path that neither truncates nor clears set-id bits (tar's chmod,
+	// chown and utimes), the node named for *at calls: no descriptor of
+	// its own to open and close.
+	fd, dfd, name := -1, -1, ""
 	if h != nil {
 		fd = h.fd
 	} else if kept, isKept := n.keptFd(); isKept {
@@ -360,6 +365,13 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 		fd = kept
 	} else if !ok {
 		return n.resolveErrno(a, unix.ENOENT)
+	} else if !hasSize && !n.IsDir() {
+		var done func()
+		var errno syscall.Errno
+		if dfd, name, done, errno = n.at(a); errno != 0 {
+			return errno
+		}
+		defer done()
 	} else {
 		var done func()
 		var err error
@@ -367,6 +379,15 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 			return n.resolveErrno(a, err)
 		}
 		defer done()
+	}
+	if fd < 0 {
+		var st unix.Statx_t
+		if errno := n.setattrAt(ctx, a, dfd, name, in, kill, &st); errno != 0 {
+			return errno
+		}
+		fillAttr(&st, &out.Attr)
+		out.SetTimeout(wsCacheTimeout)
+		return 0
 	}
 	proc := procPath(fd)
 	if hasMode {
@@ -443,6 +464,87 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 	return 0
 }
 
+// setattrAt makes a SETATTR's mode, owner and time changes to the
+// non-directory name in dfd, never following it if it is a symlink, clears
+// its set-id bits where kill asks (killSetID), and fills st with its
+// attributes after.
+func (n *wsNode) setattrAt(ctx context.Context, a arrival, dfd int, name string, in *fuse.SetAttrIn, kill bool, st *unix.Statx_t) syscall.Errno {
+	if mode, ok := in.GetMode(); ok {
+		if err := chmodAt(dfd, name, mode&07777); err != nil {
+			return n.resolveErrno(a, err)
+		}
+	}
+	uid, hasUID := in.GetUID()
+	gid, hasGID := in.GetGID()
+	if hasUID || hasGID {
+		u, g := -1, -1
+		if hasUID {
+			u = int(uid)
+		}
+		if hasGID {
+			g = int(gid)
+		}
+		if err := unix.Fchownat(dfd, name, u, g, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return n.resolveErrno(a, err)
+		}
+	}
+	atime, hasA := in.GetATime()
+	mtime, hasM := in.GetMTime()
+	if hasA || hasM {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+		var err error
+		if hasA {
+			if ts[0], err = unix.TimeToTimespec(atime); err != nil {
+				return sysErrno(err)
+			}
+		}
+		if hasM {
+			if ts[1], err = unix.TimeToTimespec(mtime); err != nil {
+				return sysErrno(err)
+			}
+		}
+		if err := unix.UtimesNanoAt(dfd, name, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return n.resolveErrno(a, err)
+		}
+	}
+	if err := statx(dfd, name, st); err != nil {
+		return n.resolveErrno(a, err)
+	}
+	if !kill || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&setIDBits == 0 {
+		return 0
+	}
+	mode := uint32(st.Mode)
+	clear := mode & unix.S_ISUID
+	if mode&unix.S_ISGID != 0 && (mode&unix.S_IXGRP != 0 || !inGroupOrRoot(ctx, st.Gid)) {
+		clear |= unix.S_ISGID
+	}
+	if clear == 0 {
+		return 0
+	}
+	if err := chmodAt(dfd, name, (mode&0o7777)&^clear); err != nil {
+		return n.resolveErrno(a, err)
+	}
+	if err := statx(dfd, name, st); err != nil {
+		return n.resolveErrno(a, err)
+	}
+	return 0
+}
+
+// chmodAt sets the mode of name in dfd without following it.
+func chmodAt(dfd int, name string, mode uint32) error {
+	err := unix.Fchmodat(dfd, name, mode, unix.AT_SYMLINK_NOFOLLOW)
+	if err == unix.EOPNOTSUPP || err == unix.ENOSYS {
+		// No fchmodat2 (before Linux 6.6), or a symlink: through an
+		// O_PATH descriptor of the name.
+		var fd int
+		if fd, err = unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+			err = unix.Fchmodat(unix.AT_FDCWD, procPath(fd), mode, 0)
+			unix.Close(fd)
+		}
+	}
+	return err
+}
+
 // Statfs reports the filesystem the node is on: one mounted below the
 // workspace (a tmpfs) has its own size. A node that no longer resolves
 // (an unlinked file still open) reports the workspace's.
@@ -491,6 +593,79 @@ func (n *wsNode) resolveErrno(a arrival, err error) syscall.Errno {
 	return sysErrno(n.fs.rw.stale(a, err))
 }
 
+// dirFd is a descriptor of directory node n for *at calls, for a request
+// that arrived at a; done releases it. The root's stays open; others come
+// from fsys.dirs.
+func (n *wsNode) dirFd(a arrival) (fd int, done func(), errno syscall.Errno) {
+	if n.isRoot() {
+		return n.fs.ws.fd, func() {}, 0
+	}
+	p, ok := n.path()
+	if !ok {
+		return -1, nil, n.resolveErrno(a, unix.ENOENT)
+	}
+	return n.dirAt(a, p)
+}
+
+// dirAt is dirFd for directory node n found at path p (its path, taken
+// earlier in the same request).
+func (n *wsNode) dirAt(a arrival, p string) (fd int, done func(), errno syscall.Errno) {
+	if n.isRoot() {
+		return n.fs.ws.fd, func() {}, 0
+	}
+	fd, done, err := n.fs.dirs.open(n, p)
+	if err != nil {
+		return -1, nil, n.resolveErrno(a, err)
+	}
+	return fd, done, 0
+}
+
+// at names the node for *at calls, for a request that arrived at a: a
+// directory by its own descriptor and the name "", anything else by its
+// parent's descriptor and its name. done releases the descriptor.
+func (n *wsNode) at(a arrival) (dfd int, name string, done func(), errno syscall.Errno) {
+	if n.IsDir() {
+		dfd, done, errno = n.dirFd(a)
+		return dfd, "", done, errno
+	}
+	name, parent := n.Parent()
+	if parent == nil {
+		return -1, "", nil, n.resolveErrno(a, unix.ENOENT)
+	}
+	pn, ok := parent.Operations().(*wsNode)
+	if !ok {
+		return -1, "", nil, n.resolveErrno(a, unix.ENOENT)
+	}
+	dfd, done, errno = pn.dirFd(a)
+	return dfd, name, done, errno
+}
+
+// atPath is the path that reaches (dfd, name) through /proc, for the calls
+// that have no *at form (the xattr calls): dfd's own magic link when name
+// is "" (followed: it is the object itself), else the name in it (not
+// followed by the l* calls).
+func atPath(dfd int, name string) string {
+	if name == "" {
+		return procPath(dfd)
+	}
+	return procPath(dfd) + "/" + name
+}
+
+// withAt runs fn on the node named for *at calls (at), for a request that
+// arrived at a. An error that says the node's own name is gone is the
+// node's failure to resolve (resolveErrno).
+func (n *wsNode) withAt(a arrival, fn func(dfd int, name string) error) syscall.Errno {
+	dfd, name, done, errno := n.at(a)
+	if errno != 0 {
+		return errno
+	}
+	defer done()
+	if err := fn(dfd, name); err != nil {
+		return n.resolveErrno(a, err)
+	}
+	return 0
+}
+
 // withNode runs fn on the node's O_PATH descriptor, for a request that
 // arrived at a.
 func (n *wsNode) withNode(a arrival, fn func(fd int) error) syscall.Errno {
@@ -508,8 +683,12 @@ func (n *wsNode) withNode(a arrival, fn func(fd int) error) syscall.Errno {
 
 func (n *wsNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	var size int
-	errno := n.withNode(n.fs.rw.arrive(), func(fd int) (err error) {
-		size, err = unix.Getxattr(procPath(fd), attr, dest)
+	errno := n.withAt(n.fs.rw.arrive(), func(dfd int, name string) (err error) {
+		if name == "" {
+			size, err = unix.Getxattr(procPath(dfd), attr, dest)
+		} else {
+			size, err = unix.Lgetxattr(atPath(dfd, name), attr, dest)
+		}
 		return err
 	})
 	return uint32(size), errno
@@ -517,8 +696,12 @@ func (n *wsNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32
 
 func (n *wsNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	var size int
-	errno := n.withNode(n.fs.rw.arrive(), func(fd int) (err error) {
-		size, err = unix.Listxattr(procPath(fd), dest)
+	errno := n.withAt(n.fs.rw.arrive(), func(dfd int, name string) (err error) {
+		if name == "" {
+			size, err = unix.Listxattr(procPath(dfd), dest)
+		} else {
+			size, err = unix.Llistxattr(atPath(dfd, name), dest)
+		}
 		return err
 	})
 	return uint32(size), errno
@@ -533,8 +716,11 @@ func (n *wsNode) Setxattr(ctx context.Context, attr string, data []byte, flags u
 		return errno
 	}
 	defer release()
-	return n.withNode(a, func(fd int) error {
-		return unix.Setxattr(procPath(fd), attr, data, int(flags))
+	return n.withAt(a, func(dfd int, name string) error {
+		if name == "" {
+			return unix.Setxattr(procPath(dfd), attr, data, int(flags))
+		}
+		return unix.Lsetxattr(atPath(dfd, name), attr, data, int(flags))
 	})
 }
 
@@ -545,8 +731,11 @@ func (n *wsNode) Removexattr(ctx context.Context, attr string) syscall.Errno {
 		return errno
 	}
 	defer release()
-	return n.withNode(a, func(fd int) error {
-		return unix.Removexattr(procPath(fd), attr)
+	return n.withAt(a, func(dfd int, name string) error {
+		if name == "" {
+			return unix.Removexattr(procPath(dfd), attr)
+		}
+		return unix.Lremovexattr(atPath(dfd, name), attr)
 	})
 }
 

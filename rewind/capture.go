@@ -65,12 +65,19 @@ func (c Caller) resolved() Caller {
 // Stash, with Removed, says the name goes by an unlink: such a file is
 // stashed instead (linked into the store unread, its blob named after the
 // request returns: stash.go).
+//
+// Dirfd, where InDir is set, is a descriptor of Path's parent directory
+// that the caller resolved beneath the workspace root while holding the
+// workspace lock (Begin's), still open: Path itself is then read through
+// it (fstatat and openat of its name) instead of being resolved again.
 type Change struct {
 	Path    string
 	Tree    bool
 	From    string
 	Removed bool
 	Stash   bool
+	Dirfd   int
+	InDir   bool
 }
 
 // Begin is called before every mutating operation. It takes the workspace
@@ -146,7 +153,14 @@ func (e *Engine) CaptureLocked(ctx context.Context, who Caller, changes ...Chang
 	}
 	paths = e.movedNames(paths)
 	var removed map[string]removal
+	var dirs map[string]int
 	for _, c := range changes {
+		if c.InDir {
+			if dirs == nil {
+				dirs = map[string]int{}
+			}
+			dirs[c.Path] = c.Dirfd
+		}
 		if c.Removed {
 			if removed == nil {
 				removed = map[string]removal{}
@@ -161,7 +175,7 @@ func (e *Engine) CaptureLocked(ctx context.Context, who Caller, changes ...Chang
 	}
 	for attempt := 0; ; attempt++ {
 		mine, theirs, newest := e.claim(paths, key)
-		err := e.captureClaimed(ctx, who, mine, removed, step, newest, person, key)
+		err := e.captureClaimed(ctx, who, mine, removed, dirs, step, newest, person, key)
 		for _, c := range theirs {
 			<-c.done
 			if c.err != nil && err == nil {
@@ -267,11 +281,13 @@ func (e *Engine) claim(paths []string, step Seq) (mine []string, theirs []*captu
 }
 
 // captureClaimed stores the before-states of paths in step (blobs first,
+// captureClaimed stores the before-states of paths in step (blobs first,
 // then one checkpoint event), or as a person's change (person), then
 // releases the claim, noting the paths captured under key; newest is the
 // newest step's sequence when the paths were claimed. The files among
-// removed are kept rather than copied where they can be.
-func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string, removed map[string]removal, step Step, newest Seq, person bool, key Seq) (err error) {
+// removed are kept rather than copied where they can be; those in dirs are
+// read through their parent's descriptor (Change.Dirfd).
+func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string, removed map[string]removal, dirs map[string]int, step Step, newest Seq, person bool, key Seq) (err error) {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -295,7 +311,11 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 	stashed := 0
 	for _, p := range paths {
 		r, gone := removed[p]
-		st, err := e.readState(p, gone, r.stash, true)
+		dirfd, in := dirs[p]
+		if !in {
+			dirfd = -1
+		}
+		st, err := e.readStateAt(p, dirfd, gone, r.stash, true)
 		if err != nil {
 			e.unstashFailed(files)
 			return err
@@ -352,7 +372,20 @@ func (e *Engine) appendCheckpoint(ctx context.Context, cp Checkpoint) (eventlog.
 // named later like an unlinked file's stash; only a capture that wakes the
 // namer (captureClaimed) asks for it.
 func (e *Engine) readState(p string, removed, stash, sparse bool) (FileState, error) {
-	st, err := e.ws.lstat(p)
+	return e.readStateAt(p, -1, removed, stash, sparse)
+}
+
+// readStateAt is readState reading p through dirfd, a descriptor of its
+// parent directory (Change.Dirfd), unless dirfd is -1.
+func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (FileState, error) {
+	var st unix.Stat_t
+	var err error
+	_, name := index.SplitPath(p)
+	if dirfd >= 0 {
+		err = unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	} else {
+		st, err = e.ws.lstat(p)
+	}
 	if isMissing(err) {
 		return FileState{Path: p, Absent: true}, nil
 	}
@@ -380,14 +413,43 @@ func (e *Engine) readState(p string, removed, stash, sparse bool) (FileState, er
 			fs.Reason = fmt.Sprintf("file of %d bytes is larger than the blob size cap of %d bytes", st.Size, e.opts.MaxBlobSize)
 			return fs, nil
 		}
-		f, err := e.ws.openFile(p)
-		if err != nil {
-			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+		var f *os.File
+		if dirfd >= 0 {
+			fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			}
+			if fs.Xattrs, err = fdXattrs(fd); err != nil {
+				unix.Close(fd)
+				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			}
+			if removed && stash && st.Nlink == 1 && !e.opts.Sync {
+				// An unlink's stash, the common case of an rm -rf, on
+				// the bare descriptor (blobstore.Store.StashFd).
+				name, n, ok, err := e.blobs.StashFd(fd, e.openForWrite)
+				if err != nil || ok {
+					unix.Close(fd)
+				}
+				if err != nil {
+					return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+				}
+				if ok {
+					fs.Kept, fs.Bytes = name, n
+					return fs, nil
+				}
+				stash = false // refused: kept or copied below
+			}
+			f = os.NewFile(uintptr(fd), p)
+		} else {
+			if f, err = e.ws.openFile(p); err != nil {
+				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			}
+			if fs.Xattrs, err = fdXattrs(int(f.Fd())); err != nil {
+				f.Close()
+				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			}
 		}
 		defer f.Close()
-		if fs.Xattrs, err = fdXattrs(int(f.Fd())); err != nil {
-			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
-		}
 		if removed && stash && st.Nlink == 1 {
 			name, n, ok, err := e.blobs.Stash(f, e.openForWrite)
 			if err != nil {

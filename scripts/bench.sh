@@ -6,6 +6,8 @@
 #   scripts/bench.sh go [go test -bench flags...]   # the Go benchmarks (log, blobs, engine)
 #   scripts/bench.sh profile [--no-passthrough] 'COMMAND' [REPS]   # pprof of the daemon
 #   scripts/bench.sh steplat [ROUNDS]   # a step plus a first write, fresh and after a heavy session
+#   scripts/bench.sh syscalls [MOUNT FLAGS...]   # system calls and FUSE requests per entry
+#   scripts/bench.sh stepwait [MB] [RUNS]   # a step and a first write while the namer hashes a removed file
 #
 # Each workload runs on a native directory and under a zerofs mount of a
 # workspace on the same filesystem, alternating (native, mount, native, ...),
@@ -156,6 +158,154 @@ if [[ ${1:-} == steplat ]]; then
 	echo "steplat: heavy session took $(((h1 - h0) / 1000000)) s; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 	measure after
 	echo "steplat: load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+	exit 0
+fi
+if [[ ${1:-} == stepwait ]]; then
+	# scripts/bench.sh stepwait [MB] [RUNS]: a step and a one-line append to a
+	# file right after a step that removed a file of MB MiB (default 512),
+	# RUNS times (default 30) 50 ms apart, while the namer hashes the removed
+	# file, against the same after the removal of a 1 MiB file: the median
+	# and the 99th percentile (the slowest of RUNS below 100) in ms.
+	shift
+	mb=${1:-512} runs=${2:-30}
+	[[ $(id -u) == 0 ]] || { echo "bench: stepwait: run as root" >&2; exit 1; }
+	wdir=$(mktemp -d /var/tmp/zerofs-stepwait.XXXXXX)
+	trap 'grep -q " $wdir/mnt " /proc/mounts && "$wdir/zerofs" umount "$wdir/mnt" >/dev/null; rm -rf "$wdir"' EXIT
+	go build -o "$wdir/zerofs" ./cmd/zerofs
+	for size in "$mb" 1; do
+		rm -rf "$wdir/ws" && mkdir -p "$wdir/ws" "$wdir/mnt"
+		"$wdir/zerofs" mount --sync batch "$wdir/ws" "$wdir/mnt" >/dev/null
+		echo a >"$wdir/mnt/f"
+		printf 'write\n' >"$wdir/mnt/.zero/step"
+		dd if=/dev/urandom of="$wdir/mnt/big" bs=1M count="$size" status=none
+		printf 'remove\n' >"$wdir/mnt/.zero/step"
+		rm "$wdir/mnt/big"
+		ts=()
+		for ((i = 0; i < runs; i++)); do
+			sleep 0.05
+			t0=${EPOCHREALTIME/./}
+			printf 'edit %s\n' "$i" >"$wdir/mnt/.zero/step"
+			echo x >>"$wdir/mnt/f"
+			t1=${EPOCHREALTIME/./}
+			ts+=($((t1 - t0)))
+		done
+		"$wdir/zerofs" umount "$wdir/mnt" >/dev/null
+		printf '%s\n' "${ts[@]}" | sort -n | awk -v size="$size" '{a[NR] = $1} END {
+			printf "step + first write after removing %d MiB: median %.1f ms, p99 %.1f ms (%d runs)\n",
+				size, a[int((NR + 1) / 2)] / 1000, a[NR] / 1000, NR }'
+	done
+	echo "load $(cut -d' ' -f1-3 /proc/loadavg); command: scripts/bench.sh stepwait $mb $runs"
+	exit 0
+fi
+if [[ ${1:-} == syscalls ]]; then
+	# scripts/bench.sh syscalls [FLAGS...]: what the daemon does per entry,
+	# counted rather than timed (counts do not depend on the machine's load):
+	# strace -f on the daemon while `tar -x` unpacks a node_modules-like tree
+	# of 1,801 entries (1,680 small files in 121 directories) into the
+	# mount, and while `rm -rf` removes it in a step of its own; for zerofs
+	# (--sync batch, plus FLAGS) and for go-fuse's plain loopback
+	# (scripts/loopmount) on the same tree. FUSE requests are the daemon's
+	# reads of /dev/fuse; the Go runtime's own calls (futex, nanosleep,
+	# epoll, ...: hand-offs between threads, spinning) are counted apart.
+	# "while" counts what the daemon did until the command returned, "after"
+	# what it did in the second after (background work: the flusher's
+	# syncs, the namer hashing removed files). Needs root and strace.
+	shift
+	[[ $(id -u) == 0 ]] || { echo "bench: syscalls: run as root" >&2; exit 1; }
+	command -v strace >/dev/null || apt-get install -y -qq strace >/dev/null
+	sdir=$(mktemp -d /var/tmp/zerofs-syscalls.XXXXXX)
+	looppid=
+	cleanup_sc() {
+		if [[ -n $looppid ]]; then kill -TERM "$looppid" 2>/dev/null && wait "$looppid" || true; fi
+		if grep -q " $sdir/zmnt " /proc/mounts; then "$sdir/zerofs" umount "$sdir/zmnt" >/dev/null || true; fi
+		rm -rf "$sdir"
+	}
+	trap cleanup_sc EXIT
+	go build -o "$sdir/zerofs" ./cmd/zerofs
+	go build -o "$sdir/loopmount" ./scripts/loopmount
+	python3 - "$sdir/tree" <<'PY'
+import os, random, sys
+# 60 packages of 28 files (package.json, index.js, 26 in lib/): 1,680 files
+# in 121 directories (node_modules, each package and its lib/).
+root = os.path.join(sys.argv[1], "node_modules")
+rng = random.Random(1801)
+for k in range(60):
+    d = os.path.join(root, f"pkg{k:03d}")
+    os.makedirs(os.path.join(d, "lib"))
+    for j in range(28):
+        name = "package.json" if j == 0 else ("index.js" if j == 1 else f"lib/m{j}.js")
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(rng.randbytes(max(1, int(rng.lognormvariate(7.5, 1.2)))))
+PY
+	tar -cf "$sdir/tree.tar" -C "$sdir/tree" node_modules
+	entries=$(tar -tf "$sdir/tree.tar" | wc -l)
+	# traced PID OUT CMD...: run CMD with strace -f on PID, and what PID does
+	# in the half second after it.
+	traced() {
+		local pid=$1 out=$2
+		shift 2
+		strace -f -qq -y -ttt -o "$out" -p "$pid" &
+		local st=$!
+		sleep 1 # strace attaches to every thread
+		"$@"
+		date +%s.%N >"$out.end"
+		sleep 1
+		kill -INT "$st"
+		wait "$st" || true
+	}
+	# count OUT: system calls and FUSE requests per entry in a trace.
+	count() {
+		python3 - "$1" "$entries" "$(cat "$1.end")" "$2" <<'PY'
+import collections, re, sys
+n, end, after = int(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "after"
+calls, fuse = collections.Counter(), 0
+for line in open(sys.argv[1]):
+    m = re.match(r"\d+\s+([\d.]+)\s+(\w+)\(", line)
+    if not m:
+        continue  # "<... x resumed>" halves, signals, exits
+    if (float(m.group(1)) > end) != after:
+        continue
+    name = m.group(2)
+    calls[name] += 1
+    if name == "read" and "</dev/fuse>" in line and "= -1" not in line:
+        fuse += 1
+runtime = {"futex", "nanosleep", "clock_nanosleep", "epoll_pwait", "epoll_wait", "epoll_ctl",
+           "sched_yield", "tgkill", "getpid", "rt_sigreturn", "rt_sigprocmask", "sigaltstack",
+           "mmap", "munmap", "madvise", "clone", "clone3", "gettid", "restart_syscall"}
+own = sum(v for k, v in calls.items() if k not in runtime)
+rt = sum(v for k, v in calls.items() if k in runtime)
+top = ", ".join(f"{k} {v/n:.2f}" for k, v in calls.most_common() if k not in runtime and v / n >= 0.1)
+rtop = ", ".join(f"{k} {v/n:.1f}" for k, v in calls.most_common() if k in runtime and v / n >= 0.1)
+print(f"{own/n:.1f}\t{fuse/n:.1f}\t{rt/n:.1f} ({rtop})\t{top}")
+PY
+	}
+	mkdir -p "$sdir/zws" "$sdir/zmnt" "$sdir/lws" "$sdir/lmnt"
+	"$sdir/zerofs" mount --sync batch "$@" "$sdir/zws" "$sdir/zmnt" >/dev/null
+	zpid=$(cat "$sdir/zws/.zero/daemon.pid")
+	"$sdir/loopmount" "$sdir/lws" "$sdir/lmnt" >"$sdir/lmnt.ready" &
+	looppid=$!
+	until grep -q ready "$sdir/lmnt.ready" 2>/dev/null; do
+		kill -0 "$looppid" || { echo "bench: loopmount failed" >&2; exit 1; }
+		sleep 0.05
+	done
+	printf 'unpack\n' >"$sdir/zmnt/.zero/step"
+	traced "$zpid" "$sdir/z-tar" tar -xf "$sdir/tree.tar" -C "$sdir/zmnt"
+	traced "$looppid" "$sdir/l-tar" tar -xf "$sdir/tree.tar" -C "$sdir/lmnt"
+	printf 'remove\n' >"$sdir/zmnt/.zero/step"
+	traced "$zpid" "$sdir/z-rm" rm -rf "$sdir/zmnt/node_modules"
+	traced "$looppid" "$sdir/l-rm" rm -rf "$sdir/lmnt/node_modules"
+	echo "zerofs syscalls: $(git rev-parse --short HEAD), $entries entries, zerofs --sync batch${*:+ $*}; load $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "command: scripts/bench.sh syscalls${*:+ $*}"
+	echo
+	echo "| per entry | system calls (runtime's apart) | FUSE requests | runtime's calls | largest |"
+	echo "|---|---|---|---|---|"
+	for t in "z-tar:zerofs tar -x" "l-tar:loopback tar -x" "z-rm:zerofs rm -rf (own step)" "l-rm:loopback rm -rf"; do
+		for w in while after; do
+			IFS=$'\t' read -r own fuse rt top < <(count "$sdir/${t%%:*}" $w)
+			echo "| ${t#*:}, $w | $own | $fuse | $rt | $top |"
+		done
+	done
+	if [[ -n ${SYSCALLS_KEEP:-} ]]; then cp "$sdir"/z-* "$sdir"/l-* "$SYSCALLS_KEEP"/; fi
 	exit 0
 fi
 if [[ ${1:-} == --worker ]]; then
