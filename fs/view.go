@@ -20,14 +20,23 @@ import (
 
 // Views: "@T/" at the mount root is the workspace as it was at sequence T,
 // read-only, served from the engine's index (ChildAt, ReadDirAt) and the
-// blob store (OpenContent). What a view shows never changes once it exists,
-// so the kernel may cache it for an hour.
+// blob store (OpenContent). A recorded state never changes, so the kernel
+// may cache it for an hour.
 //
 // A path unchanged since T is "live": the engine answers with the workspace
-// file itself. It stays exactly right because a change to it is captured
-// (and the index updated) before the change reaches the file: a read that
-// finds the entry still live after reading read the state at T (see
-// viewFile.Read).
+// file itself. A change to it is captured (and the index updated) before it
+// reaches the file, unless the step open at T had captured the path at or
+// before T already: then the state at T is the file as it is now, and goes
+// on changing with it. So a live entry's attributes and pages are not kept
+// (liveTimeout), and a read that finds the entry still live after reading
+// read the state at T (see viewFile.Read).
+
+// liveTimeout is how long the kernel may keep a live entry's attributes,
+// and a live file's pages are dropped at each open: a path captured in the
+// open step at or before T is not captured again when it changes, so its
+// state at T is the workspace file as it is now, which goes on changing
+// until another step captures it. Only a recorded state never changes.
+const liveTimeout = time.Nanosecond // 0 would be go-fuse's default
 
 // viewNode is one path of one view. It keeps no state of its own: a path
 // that was live at lookup may have been captured since (by a change or a
@@ -196,6 +205,9 @@ func (v *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	ch.fill(&out.Attr, ent)
 	out.SetEntryTimeout(viewTimeout)
 	out.SetAttrTimeout(viewTimeout)
+	if ent.Live {
+		out.SetAttrTimeout(liveTimeout)
+	}
 	if v.fs.noOpen && ent.Live && ent.State.Kind == rewind.KindFile {
 		// Without OPEN the kernel serves every reader of the node from
 		// the pages one reader brought in: each lookup checks the
@@ -215,14 +227,16 @@ func (v *viewNode) Getattr(ctx context.Context, f fusefs.FileHandle, out *fuse.A
 		return engineErrno(v.fs.log, "getattr", v.path, err, seqNotFound)
 	}
 	v.fill(&out.Attr, ent)
+	out.SetTimeout(viewTimeout)
 	if ent.Live {
+		out.SetTimeout(liveTimeout)
 		// A change captured while we stat'ed the live file makes the
 		// recorded state the right one (as in viewFile.Read).
 		if again, err := v.current(); err == nil && !again.Live {
 			v.fill(&out.Attr, again)
+			out.SetTimeout(viewTimeout)
 		}
 	}
-	out.SetTimeout(viewTimeout)
 	return 0
 }
 
@@ -307,6 +321,9 @@ func (v *viewNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 			f.Close()
 			return v.Open(ctx, flags)
 		}
+	}
+	if ent.Live {
+		return &viewFile{node: v, f: f, live: true}, 0, 0 // see liveTimeout
 	}
 	return &viewFile{node: v, f: f, live: ent.Live}, fuse.FOPEN_KEEP_CACHE, 0
 }
