@@ -510,13 +510,19 @@ function oct(m) { return m ? "0" + (m & 0o7777).toString(8) : "?"; }
 
 // ---- diffs ----
 
+// diffWanted counts the diffs asked for and closed: a diff that arrives
+// after a later click, or after the panel was closed, is not shown.
+let diffWanted = 0;
+
 async function showDiff(e, c, li) {
   document.querySelectorAll(".file.selected").forEach((x) => x.classList.remove("selected"));
   if (li) li.classList.add("selected");
   const q = new URLSearchParams({a: e.before, b: e.after || e.end});
   let qs = q.toString() + "&path=" + nameParam(c.path, c.pathBytes);
   if (c.from) qs += "&path=" + nameParam(c.from, c.fromBytes);
+  const wanted = ++diffWanted;
   const r = await api("/api/diff?" + qs);
+  if (wanted !== diffWanted) return;
   $("placeholder").hidden = true;
   $("diff").hidden = false;
   $("diff-title").textContent = (c.from ? quoteName(c.from, c.fromBytes) + " \u2192 " : "") + quoteName(c.path, c.pathBytes) + "  \u00b7  " + baseTitle(e);
@@ -730,6 +736,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("preview-cancel").addEventListener("click", () => { pending = null; $("preview").close(); });
   $("toast-close").addEventListener("click", () => { $("toast").hidden = true; });
   $("diff-close").addEventListener("click", () => {
+    diffWanted++;
     document.body.classList.remove("diff-open");
     document.querySelectorAll(".file.selected").forEach((x) => x.classList.remove("selected"));
   });
