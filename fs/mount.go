@@ -265,10 +265,16 @@ func serve(mp string, f *fsys, opts *fusefs.Options) (*fuse.Server, *dirlessFS, 
 	if err != nil {
 		return nil, nil, err
 	}
+	// NewServer has mounted and answered INIT: the mount is ready once
+	// Serve reads. Server.WaitMount is not called: its poll hack opens
+	// .go-fuse-epoll-hack through the new mount, and the daemon never
+	// holds a descriptor on a file of its own mount. Killed while holding
+	// one, it would never finish exiting: closing it sends a FLUSH that
+	// only the dead daemon could answer. (The hack makes the kernel stop
+	// sending POLL before the server's own runtime polls a file of the
+	// mount; this daemon opens none, and go-fuse answers POLL with
+	// ENOSYS whoever sends it.)
 	go server.Serve()
-	if err := server.WaitMount(); err != nil {
-		return nil, nil, err
-	}
 	raw.negotiated(server)
 	return server, raw, nil
 }
