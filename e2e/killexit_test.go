@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -236,5 +237,116 @@ func TestDaemonSendsNoRequestToItsOwnMount(t *testing.T) {
 				t.Fatalf("the daemon (pid %d) sent %d requests to its own mount:\n%s", pid, len(own), strings.Join(own, "\n"))
 			}
 		})
+	}
+}
+
+// hungMount stacks at dir a FUSE mount of type fuse.zerofs whose
+// connection stays open and is never read: every request to it waits, as
+// on the mount of a daemon killed while it waited on its own mount (a
+// thread stuck in fuse_flush keeps its /dev/fuse open). Cleanup closes the
+// connection and detaches the mount.
+func hungMount(t *testing.T, dir string) {
+	t.Helper()
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0", fd)
+	if err := unix.Mount("hung", dir, "fuse.zerofs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		unix.Close(fd)
+		t.Fatalf("mount a hung FUSE mount at %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		unix.Close(fd)
+		for range 16 {
+			if unix.Unmount(dir, unix.MNT_DETACH) != nil {
+				return
+			}
+		}
+	})
+}
+
+// writePIDFile writes the store's daemon.pid naming pid (started at start).
+func writePIDFile(t *testing.T, store string, pid int, start string) {
+	t.Helper()
+	if err := os.MkdirAll(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(store, "daemon.pid"), []byte(fmt.Sprintf("%d %s\n", pid, start)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deadPID is the pid of a process that has exited and been reaped.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	c := exec.Command("/bin/true")
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return c.Process.Pid
+}
+
+// A daemon killed while it waited on its own mount never finishes exiting,
+// and its mount answers nothing: `zerofs mount` failed on it after 10 s
+// ("does not answer (a hung daemon?)"), and the dead daemon stayed until
+// someone aborted the connection by hand. When the daemon the store names
+// is gone, mount aborts the hung connection (fusectl), replaces the mount
+// and serves the workspace: in place (the store is under the hung mount,
+// and is read beneath it) and at a separate mount point.
+func TestMountAbortsHungPredecessor(t *testing.T) {
+	needFUSE(t)
+	for _, inPlace := range []bool{true, false} {
+		t.Run(fmt.Sprintf("in-place=%v", inPlace), func(t *testing.T) {
+			dir := t.TempDir()
+			ws, mp := filepath.Join(dir, "ws"), filepath.Join(dir, "mnt")
+			os.Mkdir(ws, 0o755)
+			os.Mkdir(mp, 0o755)
+			os.WriteFile(filepath.Join(ws, "a.txt"), []byte("kept\n"), 0o644)
+			args := []string{"mount", ws, mp}
+			if inPlace {
+				mp, args = ws, []string{"mount", ws}
+			}
+			writePIDFile(t, filepath.Join(ws, ".zero"), deadPID(t), "1")
+			hungMount(t, mp)
+			pid := 0
+			t.Cleanup(func() { unmountT(t, mp, pid) })
+			start := time.Now()
+			out, err := zerofsCtx(t, 60*time.Second, "/", args...)
+			if err != nil {
+				t.Fatalf("zerofs mount over the hung mount of a dead daemon: %v\n%s", err, out)
+			}
+			if !strings.Contains(out, "aborted its connection") {
+				t.Errorf("zerofs mount said %q, want it to say it aborted the hung connection", out)
+			}
+			if n := fuseMountCount(t, mp); n != 1 {
+				t.Fatalf("%d FUSE mounts at %s after mounting over the hung one, want 1", n, mp)
+			}
+			pid = statusPID(t, mp)
+			if b, err := os.ReadFile(filepath.Join(mp, "a.txt")); err != nil || string(b) != "kept\n" {
+				t.Fatalf("a.txt through the new mount: %q, %v", b, err)
+			}
+			t.Logf("mounted over the hung mount in %v", time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// A mount that does not answer while the daemon its store names still runs
+// is not a dead one: mount refuses it and leaves it (and its connection)
+// alone.
+func TestMountLeavesHungMountOfLiveDaemon(t *testing.T) {
+	needFUSE(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	os.Mkdir(ws, 0o755)
+	st, _ := os.ReadFile("/proc/self/stat")
+	f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+	writePIDFile(t, filepath.Join(ws, ".zero"), os.Getpid(), f[19])
+	hungMount(t, ws)
+	out, err := zerofsCtx(t, 60*time.Second, "/", "mount", ws)
+	if err == nil || !strings.Contains(out, "does not answer") || strings.Contains(out, "aborted") {
+		t.Fatalf("zerofs mount over a hung mount whose daemon (this test, pid %d) runs: %v\n%s; want a refusal that it does not answer", os.Getpid(), err, out)
+	}
+	if n := fuseMountCount(t, ws); n != 1 {
+		t.Fatalf("%d FUSE mounts at %s, want the hung one left alone", n, ws)
 	}
 }

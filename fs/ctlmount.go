@@ -47,7 +47,7 @@ func (d *ctlMountDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fus
 
 // mountCtl serves the control directory over mp/.zero with the main
 // mount's options, OPEN included.
-func mountCtl(mp string, f *fsys, main *fusefs.Options) (*fuse.Server, error) {
+func mountCtl(mp string, f *fsys, main *fusefs.Options, selfOpens bool) (*fuse.Server, error) {
 	opts := *main
 	opts.MountOptions.Name = ctlFsName
 	opts.MountOptions.ExtraCapabilities = 0
@@ -65,7 +65,13 @@ func mountCtl(mp string, f *fsys, main *fusefs.Options) (*fuse.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fs: mount the control directory: %w", err)
 	}
-	go server.Serve() // no WaitMount: see serve
+	go server.Serve()
+	if selfOpens { // Options.SelfOpens: see serve
+		if err := server.WaitMount(); err != nil {
+			server.Unmount()
+			return nil, fmt.Errorf("fs: mount the control directory: %w", err)
+		}
+	}
 	return server, nil
 }
 

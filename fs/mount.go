@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -52,8 +51,16 @@ type Options struct {
 	// and Unmount return after that. The daemon makes its last
 	// replication attempt here.
 	BeforeClose func()
-	Logger      *slog.Logger
-	Debug       bool // go-fuse request tracing
+	// SelfOpens says this process itself opens files of the mount (a
+	// test, a tool that mounts in-process). Go's runtime registers every
+	// file it opens with its poller, and a POLL request from inside the
+	// runtime can leave no thread to answer it: go-fuse's poll hack
+	// (Server.WaitMount) then runs once at mount, so the kernel learns
+	// that the mount does not poll. The daemon leaves it off: it never
+	// holds a descriptor on a file of its own mount (see serve).
+	SelfOpens bool
+	Logger    *slog.Logger
+	Debug     bool // go-fuse request tracing
 }
 
 // Mounted is a mounted workspace, as Mount returns it. (The brief named this
@@ -214,7 +221,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	// belong to the open file; F_GETLK names the holder; EDEADLK), and a
 	// close needs no FLUSH to drop them, which lets a read-only open skip
 	// FLUSH altogether (FOPEN_NOFLUSH, file.go).
-	server, dirs, err := serve(mp, f, fopts)
+	server, dirs, err := serve(mp, f, fopts, opts.SelfOpens)
 	if err != nil {
 		eng.Close()
 		root.Close()
@@ -226,7 +233,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	}
 	m := &Mounted{fs: f, server: server, dirs: dirs, root: root, store: store, mp: mp, served: make(chan struct{}), done: make(chan struct{})}
 	if opts.NoOpen {
-		if m.ctl, err = mountCtl(mp, f, fopts); err != nil {
+		if m.ctl, err = mountCtl(mp, f, fopts, opts.SelfOpens); err != nil {
 			server.Unmount()
 			server.Wait()
 			eng.Close()
@@ -250,7 +257,8 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 
 // serve mounts f's root at mp and serves it: directories without OPENDIR
 // where the kernel allows (dirlessFS), negative entries kept (negativeFS).
-func serve(mp string, f *fsys, opts *fusefs.Options) (*fuse.Server, *dirlessFS, error) {
+// selfOpens is Options.SelfOpens.
+func serve(mp string, f *fsys, opts *fusefs.Options, selfOpens bool) (*fuse.Server, *dirlessFS, error) {
 	// HANDLE_KILLPRIV_V2: the daemon clears set-id bits (killpriv.go), and
 	// a write sends no GETXATTR of security.capability first.
 	// ATOMIC_O_TRUNC: an O_TRUNC open truncates in its OPEN (killpriv.go).
@@ -266,15 +274,20 @@ func serve(mp string, f *fsys, opts *fusefs.Options) (*fuse.Server, *dirlessFS, 
 		return nil, nil, err
 	}
 	// NewServer has mounted and answered INIT: the mount is ready once
-	// Serve reads. Server.WaitMount is not called: its poll hack opens
+	// Serve reads. Server.WaitMount adds only its poll hack, which opens
 	// .go-fuse-epoll-hack through the new mount, and the daemon never
-	// holds a descriptor on a file of its own mount. Killed while holding
-	// one, it would never finish exiting: closing it sends a FLUSH that
-	// only the dead daemon could answer. (The hack makes the kernel stop
-	// sending POLL before the server's own runtime polls a file of the
-	// mount; this daemon opens none, and go-fuse answers POLL with
-	// ENOSYS whoever sends it.)
+	// holds a descriptor on a file of its own mount: killed while holding
+	// one, it would never finish exiting, since closing it sends a FLUSH
+	// that only the dead daemon could answer. The hack is for a process
+	// that opens files of its own mount (Options.SelfOpens); go-fuse
+	// answers anyone else's POLL with ENOSYS.
 	go server.Serve()
+	if selfOpens {
+		if err := server.WaitMount(); err != nil {
+			server.Unmount()
+			return nil, nil, err
+		}
+	}
 	raw.negotiated(server)
 	return server, raw, nil
 }
@@ -392,20 +405,10 @@ func (m *Mounted) Unmount() error {
 	return m.closeErr
 }
 
-// abortConnection aborts the FUSE connection of device dev through the
-// fusectl filesystem, mounting it at its usual place (for the moment)
-// when nothing did.
+// abortConnection aborts the FUSE connection of device dev (AbortConnection),
+// logging why it could not.
 func abortConnection(dev uint64, logger *slog.Logger) {
-	const ctl = "/sys/fs/fuse/connections"
-	p := ctl + "/" + strconv.FormatUint(uint64(unix.Minor(dev)), 10) + "/abort"
-	if _, err := os.Stat(p); os.IsNotExist(err) {
-		if err := unix.Mount("fusectl", ctl, "fusectl", 0, ""); err != nil {
-			logger.Warn("zerofs: cannot mount fusectl to abort the connection", "err", err)
-		} else {
-			defer unix.Unmount(ctl, 0)
-		}
-	}
-	if err := os.WriteFile(p, []byte("1"), 0); err != nil {
+	if err := AbortConnection(unix.Minor(dev)); err != nil {
 		logger.Warn("zerofs: cannot abort the FUSE connection", "err", err)
 	}
 }

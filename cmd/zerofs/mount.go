@@ -166,10 +166,15 @@ func runMount(e *env, c *command, args []string) error {
 	if mp == "" {
 		mp = opts.Workspace
 	}
+	store := opts.StoreDir
+	if store == "" {
+		store = filepath.Join(opts.Workspace, rewind.StoreName)
+	}
 	// A killed daemon leaves its mount behind, dead: every access to it
-	// fails with ENOTCONN, the in-place workspace's store included.
+	// fails with ENOTCONN, the in-place workspace's store included (or,
+	// when it died waiting on its own mount, hangs: hung.go).
 	// Replace it rather than fail on it or stack a new mount over it.
-	replaced, err := detachDead(e, opts.Workspace, mp)
+	replaced, err := detachDead(e, store, opts.Workspace, mp)
 	if err != nil {
 		return err
 	}
@@ -188,14 +193,10 @@ func runMount(e *env, c *command, args []string) error {
 	// A daemon killed a moment ago can still answer the first probe (a
 	// thread finishing a reply) and be gone by the status read: look again,
 	// so that its dead mount is replaced too, not mounted over.
-	if again, err := detachDead(e, opts.Workspace, mp); err != nil {
+	if again, err := detachDead(e, store, opts.Workspace, mp); err != nil {
 		return err
 	} else if again {
 		replaced = true
-	}
-	store := opts.StoreDir
-	if store == "" {
-		store = filepath.Join(opts.Workspace, rewind.StoreName)
 	}
 	if pid := history.DaemonPID(store); pid > 0 && replaced {
 		// The dead mount's daemon was just killed and may not have
@@ -220,8 +221,9 @@ const deadDaemonTimeout = 10 * time.Second
 // detachDead detaches every dead zerofs mount at the given paths (stacked ones
 // included) and says so on stderr. A live mount is left alone (the caller
 // refuses to mount over a zerofs one); one that does not answer at all is
-// an error. It reports whether it detached anything.
-func detachDead(e *env, paths ...string) (bool, error) {
+// an error, unless the daemon store names is gone: then its connection is
+// aborted first (probeOrAbort). It reports whether it detached anything.
+func detachDead(e *env, store string, paths ...string) (bool, error) {
 	detached := false
 	for i, p := range paths {
 		if i > 0 && p == paths[0] {
@@ -232,7 +234,7 @@ func detachDead(e *env, paths ...string) (bool, error) {
 			if err != nil || len(ms) == 0 || topmost(ms).fstype != zerofsType {
 				break // none, or another filesystem's: not ours to take
 			}
-			alive, err := probeMount(p)
+			alive, err := probeOrAbort(e, p, topmost(ms).minor, store)
 			if err != nil {
 				return detached, err
 			}
