@@ -130,16 +130,19 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		root.Close()
 		return nil, fmt.Errorf("fs: stat workspace: %w", err)
 	}
-	if err := os.MkdirAll(storeDir, 0o700); err != nil {
-		root.Close()
-		return nil, fmt.Errorf("fs: create store: %w", err)
-	}
 	// The engine reaches the store through this descriptor: after an
-	// in-place mount, the store's path leads into the mount.
-	store, err := os.OpenFile(storeDir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	// in-place mount, the store's path leads into the mount. The default
+	// store is opened beneath the workspace's descriptor, and a .zero that
+	// is a symlink (the workspace's owner may plant one) is refused.
+	var store *os.File
+	if opts.StoreDir == "" {
+		store, err = OpenStoreBeneath(root, rewind.StoreName)
+	} else if err = os.MkdirAll(storeDir, 0o700); err == nil {
+		store, err = os.OpenFile(storeDir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		root.Close()
-		return nil, fmt.Errorf("fs: open store: %w", err)
+		return nil, fmt.Errorf("fs: open store %s: %w", storeDir, err)
 	}
 	writers := &writerSet{m: map[*wsFile]struct{}{}}
 	wopen := newWriteOpens()

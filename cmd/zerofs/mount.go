@@ -209,10 +209,17 @@ func runMount(e *env, c *command, args []string) error {
 	if pid := history.DaemonPID(store); pid > 0 {
 		return fmt.Errorf("store %s is in use by a running zerofs (pid %d)", store, pid)
 	}
-	if mf.foreground {
-		return mountForeground(e, opts, store, mf.debug, mf.replicate, mf.replicaKey)
+	// Everything in the store is reached beneath its descriptor, with no
+	// symlink followed (storeopen.go).
+	dir, err := openStoreDir(opts, store)
+	if err != nil {
+		return err
 	}
-	return startDaemon(e, daemonArgs(mf, opts), store)
+	if mf.foreground {
+		return mountForeground(e, opts, store, dir, mf.debug, mf.replicate, mf.replicaKey)
+	}
+	defer dir.Close()
+	return startDaemon(e, daemonArgs(mf, opts), store, dir)
 }
 
 // deadDaemonTimeout bounds the wait for a killed daemon to finish exiting.
@@ -288,13 +295,14 @@ func daemonArgs(mf mountFlags, opts zfs.Options) []string {
 
 // startDaemon runs this program again as `mount -f` in a new session, with
 // its output appended to STORE/daemon.log, and waits for it to say the
-// mount is ready.
-func startDaemon(e *env, args []string, store string) error {
-	if err := os.MkdirAll(store, 0o700); err != nil {
+// mount is ready. dir is the store's directory: a store the user may not
+// trust is refused before anything is written in it, the log included.
+func startDaemon(e *env, args []string, store string, dir *os.File) error {
+	if err := rewind.CheckStoreDir(int(dir.Fd()), store); err != nil {
 		return err
 	}
-	logPath := filepath.Join(store, "daemon.log")
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	logPath := filepath.Join(store, daemonLogName)
+	logf, err := openDaemonLog(dir, logPath)
 	if err != nil {
 		return err
 	}
@@ -337,7 +345,7 @@ func startDaemon(e *env, args []string, store string) error {
 	if s == "" {
 		return fmt.Errorf("the zerofs daemon exited before the mount was ready (see %s)", logPath)
 	}
-	if why := helperSaid(logPath, logStart); why != "" {
+	if why := helperSaid(logf, logStart); why != "" {
 		s += ": " + why
 	}
 	return fmt.Errorf("%s (see %s)", s, logPath)
@@ -347,16 +355,8 @@ func startDaemon(e *env, args []string, store string) error {
 // log since offset: they report on stderr, which is the log, and go-fuse
 // only passes on their exit code ("fusermount exited with code 256"). The
 // daemon's own lines (slog's "time=...") are left out.
-func helperSaid(logPath string, offset int64) string {
-	f, err := os.Open(logPath)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return ""
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, 64<<10))
+func helperSaid(log *os.File, offset int64) string {
+	b, _ := io.ReadAll(io.NewSectionReader(log, offset, 64<<10))
 	var said []string
 	for l := range strings.Lines(string(b)) {
 		l = strings.TrimSpace(l)
@@ -439,7 +439,7 @@ func readyPipe() *os.File {
 // mountForeground mounts and serves until SIGINT or SIGTERM (then it
 // unmounts cleanly: flush, unmount, close the store) or an unmount from
 // outside.
-func mountForeground(e *env, opts zfs.Options, store string, debug bool, replicateURL, replicaKey string) (err error) {
+func mountForeground(e *env, opts zfs.Options, store string, storeFD *os.File, debug bool, replicateURL, replicaKey string) (err error) {
 	ready := readyPipe()
 	report := func(msg string) {
 		if ready != nil {
@@ -466,14 +466,8 @@ func mountForeground(e *env, opts zfs.Options, store string, debug bool, replica
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	// The store's descriptor is taken before the mount hides its path.
-	if err := os.MkdirAll(store, 0o700); err != nil {
-		return err
-	}
-	storeFD, err := os.Open(store)
-	if err != nil {
-		return err
-	}
+	// The store's descriptor (storeFD) was taken before the mount hides
+	// its path.
 	// The last replication attempt runs once the mount takes no more
 	// changes and the engine's log is synced, before the engine closes
 	// (an unmount by umount, a signal, or from outside alike). A second
