@@ -68,7 +68,8 @@ func TestStoreSymlinkedPacksRefused(t *testing.T) {
 	out, err := zerofs(t, "/", "mount", ws)
 	if err == nil {
 		pid := statusPID(t, ws)
-		os.WriteFile(filepath.Join(ws, "b.txt"), []byte(strings.Repeat("two\n", 1000)), 0o644)
+		// a.txt's content before this write is stored (in a pack).
+		os.WriteFile(filepath.Join(ws, "a.txt"), []byte("two\n"), 0o644)
 		step(t, ws, "more")
 		unmountT(t, ws, pid)
 	}
