@@ -388,8 +388,9 @@ func (m *Mounted) Unmount() error {
 	m.unmountCtl()
 	if err := m.server.Unmount(); err != nil {
 		m.fs.log.Warn("zerofs: unmount failed, detaching", "mountpoint", m.mp, "err", err)
-		var st unix.Stat_t
-		statErr := unix.Stat(m.mp, &st)
+		// The connection, by the mount table: a stat of the mount point
+		// would be a request to this daemon itself.
+		minor, found := zerofsMountMinor(m.mp)
 		if err := Detach(m.mp); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("fs: detach %s: %w", m.mp, err)
 		}
@@ -398,8 +399,10 @@ func (m *Mounted) Unmount() error {
 		case <-time.After(2 * time.Second):
 			// Processes still hold files open in the detached mount:
 			// end the connection so serving stops.
-			if statErr == nil {
-				abortConnection(st.Dev, m.fs.log)
+			if found {
+				if err := AbortConnection(minor); err != nil {
+					m.fs.log.Warn("zerofs: cannot abort the FUSE connection", "err", err)
+				}
 			}
 			<-m.served
 		}
@@ -433,6 +436,18 @@ func detachStale(p string, logger *slog.Logger) error {
 		}
 	}
 	return fmt.Errorf("fs: %s: dead mounts keep appearing", p)
+}
+
+// zerofsMountMinor is the device minor number (the FUSE connection) of the
+// topmost zerofs mount at p, from /proc/self/mountinfo.
+func zerofsMountMinor(p string) (uint32, bool) {
+	infos, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		return m.Mountpoint != p || m.FSType != "fuse.zerofs", false
+	})
+	if err != nil || len(infos) == 0 {
+		return 0, false
+	}
+	return uint32(infos[len(infos)-1].Minor), true
 }
 
 // isZerofsMount reports whether p is the mount point of a live zerofs

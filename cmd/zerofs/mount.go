@@ -466,8 +466,9 @@ func mountForeground(e *env, opts zfs.Options, store string, storeFD *os.File, d
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	// The store's descriptor (storeFD) was taken before the mount hides
+	// storeFD, the store's descriptor, was taken before the mount hides
 	// its path.
+
 	// The last replication attempt runs once the mount takes no more
 	// changes and the engine's log is synced, before the engine closes
 	// (an unmount by umount, a signal, or from outside alike). A second
