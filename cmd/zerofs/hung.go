@@ -87,11 +87,16 @@ func daemonGone(p, store string) (pid int, gone bool) {
 // then through a copy of the mount p's parent is on, without the mounts
 // over it (open_tree OPEN_TREE_CLONE without AT_RECURSIVE), so that no
 // lookup reaches the mount at p; no symlink is followed there. Elsewhere
-// it reads name as it is.
+// it reads name as it is, but not through a symlink at its end.
 func readBeneath(p, name string) ([]byte, error) {
 	rel, err := filepath.Rel(p, name)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return os.ReadFile(name)
+		f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return io.ReadAll(io.LimitReader(f, 4096))
 	}
 	parent := filepath.Dir(p)
 	if parent == p {
