@@ -60,17 +60,18 @@ func mountForeground(t *testing.T, ws string, flags ...string) *fgMount {
 	return m
 }
 
-// crash SIGKILLs the daemon, waits for it to die and detaches its dead
-// mount, as an admin would with umount -l.
-func (m *fgMount) crash(t *testing.T, ws string) {
+// crash SIGKILLs the daemon, waits for it to be gone (exited and reaped,
+// within killedGoneTimeout: waitKilledGone) and detaches its dead mount,
+// as an admin would with umount -l. It returns how long the daemon took
+// to go.
+func (m *fgMount) crash(t *testing.T, ws string) time.Duration {
 	t.Helper()
+	start := time.Now()
 	m.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-m.exited:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the daemon did not die after SIGKILL")
-	}
+	waitKilledGone(t, m, ws)
+	took := time.Since(start)
 	detach(t, ws)
+	return took
 }
 
 // TestCrashKeepsBeforeStates: with --sync always, SIGKILL the daemon just

@@ -197,6 +197,9 @@ type soak struct {
 	gitRepairs int
 	counts     map[string]int
 	killsIn    map[string]int
+	// slowestExit is the longest a killed daemon took to be gone (each
+	// must be within killedGoneTimeout).
+	slowestExit time.Duration
 }
 
 func TestSoak(t *testing.T) {
@@ -256,6 +259,20 @@ func (s *soak) round() {
 	mode := []string{"batch", "always"}[s.r.IntN(2)]
 	s.m = mountForeground(t, s.ws, "--sync", mode)
 	s.note("mounted, --sync %s", mode)
+	if s.r.IntN(10) == 0 {
+		// Killed the moment the mount answers (as a supervisor that
+		// restarts it at once would): the daemon may just have
+		// finished mounting.
+		killed := time.Now()
+		s.m.cmd.Process.Signal(syscall.SIGKILL)
+		waitKilledGone(t, s.m, s.ws)
+		s.slowestExit = max(s.slowestExit, time.Since(killed))
+		s.m.crash(t, s.ws)
+		s.kills++
+		s.killsIn["mount"]++
+		s.note("the daemon killed as its mount answered")
+		return
+	}
 	s.readLog()
 	if s.pendingKill != nil {
 		s.pendingKill()
@@ -306,7 +323,13 @@ func (s *soak) killDuring(a soakAction) {
 	// still does fails (ENOTCONN). Only once the action has ended is the
 	// dead mount detached: after that its paths would reach the backing
 	// directory, the store included.
+	killed := time.Now()
 	s.m.cmd.Process.Signal(syscall.SIGKILL)
+	// Every killed daemon must be gone (exited and reaped) within
+	// seconds: one that died waiting on its own mount never would, and
+	// its mount would hang the action too.
+	waitKilledGone(s.t, s.m, s.ws)
+	s.slowestExit = max(s.slowestExit, time.Since(killed))
 	select {
 	case <-done:
 	case <-time.After(2 * cmdTimeout):
@@ -617,8 +640,8 @@ func (s *soak) finish() {
 		t.Fatalf("zerofs umount: %v\n%s", err, out)
 	}
 	<-s.m.exited
-	t.Logf("soak: %d rounds, %d kills %v, %d states checked (%d live at the end), %d forgotten states checked gone, %d workload operations, actions %v, %d git repositories repaired; nothing lost",
-		s.rounds, s.kills, s.killsIn, s.statesChecked, len(s.states), s.goneChecked, s.ops, s.counts, s.gitRepairs)
+	t.Logf("soak: %d rounds, %d kills %v, each killed daemon gone within %v (the slowest %v), %d states checked (%d live at the end), %d forgotten states checked gone, %d workload operations, actions %v, %d git repositories repaired; nothing lost",
+		s.rounds, s.kills, s.killsIn, killedGoneTimeout, s.slowestExit.Round(time.Millisecond), s.statesChecked, len(s.states), s.goneChecked, s.ops, s.counts, s.gitRepairs)
 }
 
 func appendFile(p, line string) error {

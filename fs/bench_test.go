@@ -35,7 +35,7 @@ func BenchmarkSmallFiles(b *testing.B) {
 	b.Run("native", func(b *testing.B) { run(b, b.TempDir()) })
 	b.Run("zerofs", func(b *testing.B) {
 		requireFUSE(b)
-		m, err := Mount(b.Context(), Options{Workspace: b.TempDir(), Mountpoint: b.TempDir(), Logger: testLogger()})
+		m, err := Mount(b.Context(), Options{Workspace: b.TempDir(), Mountpoint: b.TempDir(), Logger: testLogger(), SelfOpens: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func BenchmarkSequentialRead(b *testing.B) {
 	b.Run("native", func(b *testing.B) { run(b, b.TempDir()) })
 	b.Run("zerofs", func(b *testing.B) {
 		requireFUSE(b)
-		m, err := Mount(b.Context(), Options{Workspace: b.TempDir(), Mountpoint: b.TempDir(), Logger: testLogger()})
+		m, err := Mount(b.Context(), Options{Workspace: b.TempDir(), Mountpoint: b.TempDir(), Logger: testLogger(), SelfOpens: true})
 		if err != nil {
 			b.Fatal(err)
 		}

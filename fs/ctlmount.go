@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -46,20 +47,30 @@ func (d *ctlMountDir) Getattr(ctx context.Context, f fusefs.FileHandle, out *fus
 
 // mountCtl serves the control directory over mp/.zero with the main
 // mount's options, OPEN included.
-func mountCtl(mp string, f *fsys, main *fusefs.Options) (*fuse.Server, error) {
+func mountCtl(mp string, f *fsys, main *fusefs.Options, selfOpens bool) (*fuse.Server, error) {
 	opts := *main
 	opts.MountOptions.Name = ctlFsName
 	opts.MountOptions.ExtraCapabilities = 0
 	opts.MountOptions.Options = append([]string(nil), main.MountOptions.Options...)
+	// Mounting over mp/.zero looks .zero up through the main mount. The
+	// daemon never waits on its own mount (a kill at that moment leaves a
+	// thread waiting for an answer that never comes, and the process never
+	// exits): fusermount3, a process of its own, mounts it where it is
+	// installed, and hands the connection back.
+	if _, err := exec.LookPath("fusermount3"); err == nil {
+		opts.MountOptions.DirectMount = false
+	}
 	root := &ctlDir{fs: f}
 	server, err := fuse.NewServer(fusefs.NewNodeFS(root, &opts), filepath.Join(mp, rewind.StoreName), &opts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("fs: mount the control directory: %w", err)
 	}
 	go server.Serve()
-	if err := server.WaitMount(); err != nil {
-		server.Unmount()
-		return nil, fmt.Errorf("fs: mount the control directory: %w", err)
+	if selfOpens { // Options.SelfOpens: see serve
+		if err := server.WaitMount(); err != nil {
+			server.Unmount()
+			return nil, fmt.Errorf("fs: mount the control directory: %w", err)
+		}
 	}
 	return server, nil
 }

@@ -54,7 +54,7 @@ func TestInPlaceMount(t *testing.T) {
 	requireFUSE(t)
 	ws := t.TempDir()
 	writeFile(t, filepath.Join(ws, "pre"), "existing")
-	m, err := Mount(context.Background(), Options{Workspace: ws, Logger: testLogger()})
+	m, err := Mount(context.Background(), Options{Workspace: ws, Logger: testLogger(), SelfOpens: true})
 	if err != nil {
 		t.Fatalf("Mount in place: %v", err)
 	}
@@ -101,7 +101,7 @@ func TestInPlaceMount(t *testing.T) {
 func TestSecondMountOfStoreRefused(t *testing.T) {
 	ws := t.TempDir()
 	mountT(t, Options{Workspace: ws})
-	m2, err := Mount(context.Background(), Options{Workspace: ws, Mountpoint: t.TempDir(), Logger: testLogger()})
+	m2, err := Mount(context.Background(), Options{Workspace: ws, Mountpoint: t.TempDir(), Logger: testLogger(), SelfOpens: true})
 	if err == nil {
 		track(m2)
 		unmountT(t, m2)

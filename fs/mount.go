@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -52,8 +51,16 @@ type Options struct {
 	// and Unmount return after that. The daemon makes its last
 	// replication attempt here.
 	BeforeClose func()
-	Logger      *slog.Logger
-	Debug       bool // go-fuse request tracing
+	// SelfOpens says this process itself opens files of the mount (a
+	// test, a tool that mounts in-process). Go's runtime registers every
+	// file it opens with its poller, and a POLL request from inside the
+	// runtime can leave no thread to answer it: go-fuse's poll hack
+	// (Server.WaitMount) then runs once at mount, so the kernel learns
+	// that the mount does not poll. The daemon leaves it off: it never
+	// holds a descriptor on a file of its own mount (see serve).
+	SelfOpens bool
+	Logger    *slog.Logger
+	Debug     bool // go-fuse request tracing
 }
 
 // Mounted is a mounted workspace, as Mount returns it. (The brief named this
@@ -123,16 +130,19 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		root.Close()
 		return nil, fmt.Errorf("fs: stat workspace: %w", err)
 	}
-	if err := os.MkdirAll(storeDir, 0o700); err != nil {
-		root.Close()
-		return nil, fmt.Errorf("fs: create store: %w", err)
-	}
 	// The engine reaches the store through this descriptor: after an
-	// in-place mount, the store's path leads into the mount.
-	store, err := os.OpenFile(storeDir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	// in-place mount, the store's path leads into the mount. The default
+	// store is opened beneath the workspace's descriptor, and a .zero that
+	// is a symlink (the workspace's owner may plant one) is refused.
+	var store *os.File
+	if opts.StoreDir == "" {
+		store, err = OpenStoreBeneath(root, rewind.StoreName)
+	} else if err = os.MkdirAll(storeDir, 0o700); err == nil {
+		store, err = os.OpenFile(storeDir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		root.Close()
-		return nil, fmt.Errorf("fs: open store: %w", err)
+		return nil, fmt.Errorf("fs: open store %s: %w", storeDir, err)
 	}
 	writers := &writerSet{m: map[*wsFile]struct{}{}}
 	wopen := newWriteOpens()
@@ -214,7 +224,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	// belong to the open file; F_GETLK names the holder; EDEADLK), and a
 	// close needs no FLUSH to drop them, which lets a read-only open skip
 	// FLUSH altogether (FOPEN_NOFLUSH, file.go).
-	server, dirs, err := serve(mp, f, fopts)
+	server, dirs, err := serve(mp, f, fopts, opts.SelfOpens)
 	if err != nil {
 		eng.Close()
 		root.Close()
@@ -226,7 +236,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	}
 	m := &Mounted{fs: f, server: server, dirs: dirs, root: root, store: store, mp: mp, served: make(chan struct{}), done: make(chan struct{})}
 	if opts.NoOpen {
-		if m.ctl, err = mountCtl(mp, f, fopts); err != nil {
+		if m.ctl, err = mountCtl(mp, f, fopts, opts.SelfOpens); err != nil {
 			server.Unmount()
 			server.Wait()
 			eng.Close()
@@ -250,7 +260,8 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 
 // serve mounts f's root at mp and serves it: directories without OPENDIR
 // where the kernel allows (dirlessFS), negative entries kept (negativeFS).
-func serve(mp string, f *fsys, opts *fusefs.Options) (*fuse.Server, *dirlessFS, error) {
+// selfOpens is Options.SelfOpens.
+func serve(mp string, f *fsys, opts *fusefs.Options, selfOpens bool) (*fuse.Server, *dirlessFS, error) {
 	// HANDLE_KILLPRIV_V2: the daemon clears set-id bits (killpriv.go), and
 	// a write sends no GETXATTR of security.capability first.
 	// ATOMIC_O_TRUNC: an O_TRUNC open truncates in its OPEN (killpriv.go).
@@ -265,9 +276,20 @@ func serve(mp string, f *fsys, opts *fusefs.Options) (*fuse.Server, *dirlessFS, 
 	if err != nil {
 		return nil, nil, err
 	}
+	// NewServer has mounted and answered INIT: the mount is ready once
+	// Serve reads. Server.WaitMount adds only its poll hack, which opens
+	// .go-fuse-epoll-hack through the new mount, and the daemon never
+	// holds a descriptor on a file of its own mount: killed while holding
+	// one, it would never finish exiting, since closing it sends a FLUSH
+	// that only the dead daemon could answer. The hack is for a process
+	// that opens files of its own mount (Options.SelfOpens); go-fuse
+	// answers anyone else's POLL with ENOSYS.
 	go server.Serve()
-	if err := server.WaitMount(); err != nil {
-		return nil, nil, err
+	if selfOpens {
+		if err := server.WaitMount(); err != nil {
+			server.Unmount()
+			return nil, nil, err
+		}
 	}
 	raw.negotiated(server)
 	return server, raw, nil
@@ -367,8 +389,9 @@ func (m *Mounted) Unmount() error {
 	m.unmountCtl()
 	if err := m.server.Unmount(); err != nil {
 		m.fs.log.Warn("zerofs: unmount failed, detaching", "mountpoint", m.mp, "err", err)
-		var st unix.Stat_t
-		statErr := unix.Stat(m.mp, &st)
+		// The connection, by the mount table: a stat of the mount point
+		// would be a request to this daemon itself.
+		minor, found := zerofsMountMinor(m.mp)
 		if err := Detach(m.mp); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("fs: detach %s: %w", m.mp, err)
 		}
@@ -377,8 +400,10 @@ func (m *Mounted) Unmount() error {
 		case <-time.After(2 * time.Second):
 			// Processes still hold files open in the detached mount:
 			// end the connection so serving stops.
-			if statErr == nil {
-				abortConnection(st.Dev, m.fs.log)
+			if found {
+				if err := AbortConnection(minor); err != nil {
+					m.fs.log.Warn("zerofs: cannot abort the FUSE connection", "err", err)
+				}
 			}
 			<-m.served
 		}
@@ -387,20 +412,10 @@ func (m *Mounted) Unmount() error {
 	return m.closeErr
 }
 
-// abortConnection aborts the FUSE connection of device dev through the
-// fusectl filesystem, mounting it at its usual place (for the moment)
-// when nothing did.
+// abortConnection aborts the FUSE connection of device dev (AbortConnection),
+// logging why it could not.
 func abortConnection(dev uint64, logger *slog.Logger) {
-	const ctl = "/sys/fs/fuse/connections"
-	p := ctl + "/" + strconv.FormatUint(uint64(unix.Minor(dev)), 10) + "/abort"
-	if _, err := os.Stat(p); os.IsNotExist(err) {
-		if err := unix.Mount("fusectl", ctl, "fusectl", 0, ""); err != nil {
-			logger.Warn("zerofs: cannot mount fusectl to abort the connection", "err", err)
-		} else {
-			defer unix.Unmount(ctl, 0)
-		}
-	}
-	if err := os.WriteFile(p, []byte("1"), 0); err != nil {
+	if err := AbortConnection(unix.Minor(dev)); err != nil {
 		logger.Warn("zerofs: cannot abort the FUSE connection", "err", err)
 	}
 }
@@ -422,6 +437,18 @@ func detachStale(p string, logger *slog.Logger) error {
 		}
 	}
 	return fmt.Errorf("fs: %s: dead mounts keep appearing", p)
+}
+
+// zerofsMountMinor is the device minor number (the FUSE connection) of the
+// topmost zerofs mount at p, from /proc/self/mountinfo.
+func zerofsMountMinor(p string) (uint32, bool) {
+	infos, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		return m.Mountpoint != p || m.FSType != "fuse.zerofs", false
+	})
+	if err != nil || len(infos) == 0 {
+		return 0, false
+	}
+	return uint32(infos[len(infos)-1].Minor), true
 }
 
 // isZerofsMount reports whether p is the mount point of a live zerofs

@@ -75,6 +75,7 @@ func mountEnvT(t *testing.T, opts Options, noRecords bool) *Mounted {
 	if noRecords {
 		opts.NoRenameRecords = true // every mount of the package's tests without rename records
 	}
+	opts.SelfOpens = true // the tests open the mount's files in-process
 	m, err := Mount(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("Mount: %v", err)

@@ -29,7 +29,7 @@ func TestBigFilesAreNeverReadWhole(t *testing.T) {
 	ctx := context.Background()
 	ws := t.TempDir()
 	m, err := zfs.Mount(ctx, zfs.Options{Workspace: ws, Mountpoint: t.TempDir(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SelfOpens: true})
 	if err != nil {
 		t.Fatal(err)
 	}

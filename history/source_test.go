@@ -39,7 +39,7 @@ func build(t *testing.T, mounted bool) *fixture {
 	ws := t.TempDir()
 	writeFile(t, filepath.Join(ws, "a"), "a0")
 	m, err := zfs.Mount(ctx, zfs.Options{Workspace: ws, Mountpoint: t.TempDir(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SelfOpens: true})
 	if err != nil {
 		t.Fatal(err)
 	}

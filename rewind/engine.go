@@ -259,6 +259,9 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	if err := checkStoreOwner(opts.StoreDir); err != nil {
 		return nil, err
 	}
+	if err := checkStoreTree(opts.StoreDir); err != nil {
+		return nil, err
+	}
 	if err := ensureGitignore(opts.StoreDir); err != nil {
 		return nil, fmt.Errorf("rewind: store: %w", err)
 	}

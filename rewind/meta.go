@@ -285,7 +285,6 @@ func (e *Engine) restoreMeta(want FileState) error {
 // authorized_keys. Blobs need no such check: each is verified against its
 // name.
 func checkStoreOwner(dir string) error {
-	euid := uint32(os.Geteuid())
 	for _, p := range []string{dir, filepath.Join(dir, LogName), filepath.Join(dir, intentName)} {
 		var st unix.Stat_t
 		err := unix.Lstat(p, &st)
@@ -304,13 +303,8 @@ func checkStoreOwner(dir string) error {
 		if p == dir {
 			want, kind = unix.S_IFDIR, "directory"
 		}
-		switch {
-		case st.Mode&unix.S_IFMT != want:
-			return fmt.Errorf("%w: %s is not a %s", ErrUntrustedStore, p, kind)
-		case st.Uid != euid:
-			return fmt.Errorf("%w: %s belongs to uid %d, not to uid %d who opens it (chown it to trust its history)", ErrUntrustedStore, p, st.Uid, euid)
-		case st.Mode&0o022 != 0:
-			return fmt.Errorf("%w: %s is writable by others (mode %04o)", ErrUntrustedStore, p, st.Mode&0o7777)
+		if err := checkOwned(p, &st, want, kind); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The soak (e2e/TestSoak, long form): random agent workloads on a real mount
 # of a child `zerofs mount -f`, with steps, rewinds, undos, redos, reverts,
-# gc and thins, the daemon SIGKILLed at random points and remounted, every
-# recorded state checked through @T after each remount. Not part of CI (the
+# gc and thins, the daemon SIGKILLed at random points (one round in ten the
+# moment its mount answers) and remounted, every killed daemon gone (exited
+# and reaped) within 5 s, every recorded state checked through @T after
+# each remount. Not part of CI (the
 # normal suite runs its short form). Needs root and /dev/fuse.
 #
 #   scripts/soak.sh [DURATION]          run for DURATION (default 30m)

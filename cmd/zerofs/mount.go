@@ -166,10 +166,15 @@ func runMount(e *env, c *command, args []string) error {
 	if mp == "" {
 		mp = opts.Workspace
 	}
+	store := opts.StoreDir
+	if store == "" {
+		store = filepath.Join(opts.Workspace, rewind.StoreName)
+	}
 	// A killed daemon leaves its mount behind, dead: every access to it
-	// fails with ENOTCONN, the in-place workspace's store included.
+	// fails with ENOTCONN, the in-place workspace's store included (or,
+	// when it died waiting on its own mount, hangs: hung.go).
 	// Replace it rather than fail on it or stack a new mount over it.
-	replaced, err := detachDead(e, opts.Workspace, mp)
+	replaced, err := detachDead(e, store, opts.Workspace, mp)
 	if err != nil {
 		return err
 	}
@@ -188,14 +193,10 @@ func runMount(e *env, c *command, args []string) error {
 	// A daemon killed a moment ago can still answer the first probe (a
 	// thread finishing a reply) and be gone by the status read: look again,
 	// so that its dead mount is replaced too, not mounted over.
-	if again, err := detachDead(e, opts.Workspace, mp); err != nil {
+	if again, err := detachDead(e, store, opts.Workspace, mp); err != nil {
 		return err
 	} else if again {
 		replaced = true
-	}
-	store := opts.StoreDir
-	if store == "" {
-		store = filepath.Join(opts.Workspace, rewind.StoreName)
 	}
 	if pid := history.DaemonPID(store); pid > 0 && replaced {
 		// The dead mount's daemon was just killed and may not have
@@ -208,10 +209,17 @@ func runMount(e *env, c *command, args []string) error {
 	if pid := history.DaemonPID(store); pid > 0 {
 		return fmt.Errorf("store %s is in use by a running zerofs (pid %d)", store, pid)
 	}
-	if mf.foreground {
-		return mountForeground(e, opts, store, mf.debug, mf.replicate, mf.replicaKey)
+	// Everything in the store is reached beneath its descriptor, with no
+	// symlink followed (storeopen.go).
+	dir, err := openStoreDir(opts, store)
+	if err != nil {
+		return err
 	}
-	return startDaemon(e, daemonArgs(mf, opts), store)
+	if mf.foreground {
+		return mountForeground(e, opts, store, dir, mf.debug, mf.replicate, mf.replicaKey)
+	}
+	defer dir.Close()
+	return startDaemon(e, daemonArgs(mf, opts), store, dir)
 }
 
 // deadDaemonTimeout bounds the wait for a killed daemon to finish exiting.
@@ -220,8 +228,9 @@ const deadDaemonTimeout = 10 * time.Second
 // detachDead detaches every dead zerofs mount at the given paths (stacked ones
 // included) and says so on stderr. A live mount is left alone (the caller
 // refuses to mount over a zerofs one); one that does not answer at all is
-// an error. It reports whether it detached anything.
-func detachDead(e *env, paths ...string) (bool, error) {
+// an error, unless the daemon store names is gone: then its connection is
+// aborted first (probeOrAbort). It reports whether it detached anything.
+func detachDead(e *env, store string, paths ...string) (bool, error) {
 	detached := false
 	for i, p := range paths {
 		if i > 0 && p == paths[0] {
@@ -232,7 +241,7 @@ func detachDead(e *env, paths ...string) (bool, error) {
 			if err != nil || len(ms) == 0 || topmost(ms).fstype != zerofsType {
 				break // none, or another filesystem's: not ours to take
 			}
-			alive, err := probeMount(p)
+			alive, err := probeOrAbort(e, p, topmost(ms).minor, store)
 			if err != nil {
 				return detached, err
 			}
@@ -286,13 +295,14 @@ func daemonArgs(mf mountFlags, opts zfs.Options) []string {
 
 // startDaemon runs this program again as `mount -f` in a new session, with
 // its output appended to STORE/daemon.log, and waits for it to say the
-// mount is ready.
-func startDaemon(e *env, args []string, store string) error {
-	if err := os.MkdirAll(store, 0o700); err != nil {
+// mount is ready. dir is the store's directory: a store the user may not
+// trust is refused before anything is written in it, the log included.
+func startDaemon(e *env, args []string, store string, dir *os.File) error {
+	if err := rewind.CheckStoreDir(int(dir.Fd()), store); err != nil {
 		return err
 	}
-	logPath := filepath.Join(store, "daemon.log")
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	logPath := filepath.Join(store, daemonLogName)
+	logf, err := openDaemonLog(dir, logPath)
 	if err != nil {
 		return err
 	}
@@ -335,7 +345,7 @@ func startDaemon(e *env, args []string, store string) error {
 	if s == "" {
 		return fmt.Errorf("the zerofs daemon exited before the mount was ready (see %s)", logPath)
 	}
-	if why := helperSaid(logPath, logStart); why != "" {
+	if why := helperSaid(logf, logStart); why != "" {
 		s += ": " + why
 	}
 	return fmt.Errorf("%s (see %s)", s, logPath)
@@ -345,16 +355,8 @@ func startDaemon(e *env, args []string, store string) error {
 // log since offset: they report on stderr, which is the log, and go-fuse
 // only passes on their exit code ("fusermount exited with code 256"). The
 // daemon's own lines (slog's "time=...") are left out.
-func helperSaid(logPath string, offset int64) string {
-	f, err := os.Open(logPath)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return ""
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, 64<<10))
+func helperSaid(log *os.File, offset int64) string {
+	b, _ := io.ReadAll(io.NewSectionReader(log, offset, 64<<10))
 	var said []string
 	for l := range strings.Lines(string(b)) {
 		l = strings.TrimSpace(l)
@@ -437,7 +439,7 @@ func readyPipe() *os.File {
 // mountForeground mounts and serves until SIGINT or SIGTERM (then it
 // unmounts cleanly: flush, unmount, close the store) or an unmount from
 // outside.
-func mountForeground(e *env, opts zfs.Options, store string, debug bool, replicateURL, replicaKey string) (err error) {
+func mountForeground(e *env, opts zfs.Options, store string, storeFD *os.File, debug bool, replicateURL, replicaKey string) (err error) {
 	ready := readyPipe()
 	report := func(msg string) {
 		if ready != nil {
@@ -464,14 +466,9 @@ func mountForeground(e *env, opts zfs.Options, store string, debug bool, replica
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	// The store's descriptor is taken before the mount hides its path.
-	if err := os.MkdirAll(store, 0o700); err != nil {
-		return err
-	}
-	storeFD, err := os.Open(store)
-	if err != nil {
-		return err
-	}
+	// storeFD, the store's descriptor, was taken before the mount hides
+	// its path.
+
 	// The last replication attempt runs once the mount takes no more
 	// changes and the engine's log is synced, before the engine closes
 	// (an unmount by umount, a signal, or from outside alike). A second

@@ -64,6 +64,7 @@ func run(profile, ws, mp string, noPassthrough, sync, debug bool) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, err := fs.Mount(context.Background(), fs.Options{
 		Workspace: ws, Mountpoint: mp, Sync: sync, NoPassthrough: noPassthrough, Logger: logger, Debug: debug,
+		SelfOpens: true,
 	})
 	if err != nil {
 		return err
