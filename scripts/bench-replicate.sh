@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Replication figures for the README (issue 19): a mount with --replicate
+# Replication figures for docs/replication.md: a mount with --replicate
 # to a real S3 server (versitygw on 127.0.0.1, its posix backend on this
 # disk), without and with --replica-key:
 #

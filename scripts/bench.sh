@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/bench.sh: the mount against the native directory, workload by
-# workload, and prints the table the README shows.
+# workload, and prints the table docs/performance.md shows.
 #
 #   scripts/bench.sh [quick|full] [root|user|both|always|loopback] [REPS]
 #   scripts/bench.sh go [go test -bench flags...]   # the Go benchmarks (log, blobs, engine)
@@ -15,7 +15,7 @@
 # median and range of the per-pair ratio mount/native. "root" mounts as root
 # (mount(2) directly, FUSE passthrough where the kernel has it); "user" mounts
 # as nobody through fusermount3 (no passthrough) and runs every command, the
-# native ones too, as nobody. "full" uses the sizes of the README's table and
+# native ones too, as nobody. "full" uses the sizes of docs/performance.md's table and
 # adds the 50k-file workspace and a --sync always pass of the capture-heavy
 # workloads ("always" runs only that pass); "quick" uses smaller files and
 # skips those. Needs root, fio, ripgrep, git, fuse3 (installed with

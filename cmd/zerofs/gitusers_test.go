@@ -234,9 +234,9 @@ func TestCompletionsCoverFlags(t *testing.T) {
 	}
 }
 
-// The README's command list is `zerofs --help`, word for word.
-func TestReadmeUsageMatchesHelp(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// The command reference's list (docs/reference.md) is `zerofs --help`, word for word.
+func TestReferenceUsageMatchesHelp(t *testing.T) {
+	reference, err := os.ReadFile("../../docs/reference.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,8 +251,8 @@ func TestReadmeUsageMatchesHelp(t *testing.T) {
 		t.Fatalf("--help has %d usage lines for %d commands:\n%s", len(block), len(commands), help)
 	}
 	want := strings.Join(block, "\n") + "\n"
-	if !strings.Contains(string(readme), "\n"+want) {
-		t.Errorf("README.md's command list differs from zerofs --help; it should hold, as is:\n%s", want)
+	if !strings.Contains(string(reference), "\n"+want) {
+		t.Errorf("docs/reference.md's command list differs from zerofs --help; it should hold, as is:\n%s", want)
 	}
 }
 
