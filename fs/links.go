@@ -18,7 +18,7 @@ import (
 // inode with several links, every name the kernel got an entry for (a
 // lookup, a create, a link, and a link's source), and a change to such a
 // file captures each of them that still leads to it. A name made outside
-// the mount and never looked up through it is unknown (README, Limits).
+// the mount and never looked up through it is unknown (docs/guide.md, Limits worth knowing).
 //
 // They are kept per inode number, not per node: go-fuse makes a new node
 // for every lookup and keeps the one it already had.

@@ -48,7 +48,7 @@ const (
 )
 
 // Agents are the agents `zerofs hooks install` knows, in the order the
-// README presents them.
+// agents guide (docs/agents.md) presents them.
 var Agents = []Agent{
 	{Name: "claude", Title: "Claude Code", ToolEvents: []string{"PreToolUse"}, PromptEvents: []string{"UserPromptSubmit"},
 		userFile: ".claude/settings.json", projectFile: ".claude/settings.json", kind: kindNested,

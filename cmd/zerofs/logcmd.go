@@ -29,7 +29,7 @@ under it; 'zerofs rewind --before-turn SEQ' takes a whole turn back.
   --stat   list the paths each step changed: added, deleted, modified, mode
            (permission bits only), renamed, skipped (before-state not kept),
            each with the process (name[pid]) that changed it
-  --json   one JSON array instead, changes included; see the README for its
+  --json   one JSON array instead, changes included; docs/agents.md gives its
            fields
   --all    also the steps that changed nothing
   -n N     only the newest N entries (a turn counts as one)

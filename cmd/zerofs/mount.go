@@ -48,10 +48,10 @@ var mountCmd = &command{
   --replica-key FILE     seal what --replicate uploads with this key
   --no-open              serve files without OPEN, RELEASE and FLUSH requests: a
                          warm read of a tree costs no request per file; no
-                         passthrough; .zero is a mount of its own (see README)
+                         passthrough; .zero is a mount of its own (docs/performance.md)
   --rename-records       record a directory's rename as one record instead of a
                          capture of everything beneath it (on by default;
-                         --rename-records=false turns it off; see README)
+                         --rename-records=false turns it off; docs/performance.md)
   --debug                log every FUSE request
 
 Without -f, zerofs starts itself again as a daemon (its log goes to

@@ -17,7 +17,7 @@ var statusCmd = &command{
 	help: `Reads the log without taking the store's lock, so it works next to a
 running zerofs.
 
-  --json                 one JSON object instead (see the README for its fields)
+  --json                 one JSON object instead, with the fields of the text
   --thin-after DURATION  also say what ` + "`zerofs gc --thin-after DURATION`" + ` would
                          thin and free now (default 7d; 0: do not)
 `,
