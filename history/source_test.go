@@ -157,7 +157,7 @@ var suite = map[string]func(t *testing.T, f *fixture){
 		ctx := context.Background()
 		rep, err := f.src.Rewind(ctx, control.RewindRequest{Undo: true})
 		if err != nil || rep.Undid == nil || *rep.Undid != (rewind.StepRef{Kind: "step", Sequence: f.steps["three"], Label: "three"}) || read(f, "a") != "a1" {
-			t.Fatalf("undo: %+v, %v; a = %q", rep, err, read(f, "a"))
+			t.Fatalf("undo: %+v, %v; a = %q; undid %+v; steps %v", rep, err, read(f, "a"), rep.Undid, f.steps)
 		}
 		rep, err = f.src.Rewind(ctx, control.RewindRequest{Redo: true})
 		if err != nil || rep.Redid == nil || rep.Redid.Label != "three" || read(f, "a") != "a3" {
