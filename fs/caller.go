@@ -17,8 +17,9 @@ import (
 // writeback) has no caller; when /proc cannot say, the thread id stands and
 // comm is empty. Its lineage (lineage.go) is read when the engine must tell
 // which agent session's step a change belongs to, or whether it is a
-// person's: kept per process (Tree), so a process's every change after its
-// first costs the one pread that tells its entry is still the same process.
+// person's: kept per process (Tree), so a process's changes after its first
+// cost nothing within treeFresh of the last check, and then the one pread
+// that tells its entry is still the same process.
 func callerOf(ctx context.Context) rewind.Caller {
 	c, ok := fuse.FromContext(ctx)
 	if !ok || c.Pid == 0 {

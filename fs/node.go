@@ -329,8 +329,8 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 	}
 	size, hasSize := in.GetSize()
 	mode, hasMode := in.GetMode()
-	uid, hasUID := in.GetUID()
-	gid, hasGID := in.GetGID()
+	_, hasUID := in.GetUID()
+	_, hasGID := in.GetGID()
 	var changes []rewind.Change
 	_, hasATime := in.GetATime()
 	_, hasMTime := in.GetMTime()
@@ -396,13 +396,7 @@ func (n *wsNode) Setattr(ctx context.Context, f fusefs.FileHandle, in *fuse.SetA
 		}
 	}
 	if hasUID || hasGID {
-		u, g := -1, -1
-		if hasUID {
-			u = int(uid)
-		}
-		if hasGID {
-			g = int(gid)
-		}
+		u, g := chownIDs(in)
 		if err := unix.Fchownat(unix.AT_FDCWD, proc, u, g, 0); err != nil {
 			return sysErrno(err)
 		}
@@ -474,16 +468,7 @@ func (n *wsNode) setattrAt(ctx context.Context, a arrival, dfd int, name string,
 			return n.resolveErrno(a, err)
 		}
 	}
-	uid, hasUID := in.GetUID()
-	gid, hasGID := in.GetGID()
-	if hasUID || hasGID {
-		u, g := -1, -1
-		if hasUID {
-			u = int(uid)
-		}
-		if hasGID {
-			g = int(gid)
-		}
+	if u, g := chownIDs(in); u != -1 || g != -1 {
 		if err := unix.Fchownat(dfd, name, u, g, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return n.resolveErrno(a, err)
 		}
@@ -747,4 +732,17 @@ func (n *wsNode) beginXattr(ctx context.Context, a arrival, op string) (release 
 	}
 	release, _, errno = n.begin(ctx, op, n.changes(p)...)
 	return release, errno
+}
+
+// chownIDs are the owner and group a SETATTR asks for, as fchownat takes
+// them: -1 for the one it leaves as it is.
+func chownIDs(in *fuse.SetAttrIn) (uid, gid int) {
+	uid, gid = -1, -1
+	if u, ok := in.GetUID(); ok {
+		uid = int(u)
+	}
+	if g, ok := in.GetGID(); ok {
+		gid = int(g)
+	}
+	return uid, gid
 }
