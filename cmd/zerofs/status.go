@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/zerofs/zerofs/daemon"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/replicate"
@@ -161,7 +162,7 @@ func writeStatusJSON(e *env, st history.Status) error {
 		Workspace: ws.Root, Mounted: ws.Mounted, DaemonElsewhere: st.DaemonElsewhere,
 		Head: st.Head, Steps: st.Steps, Store: st.StoreName, StoreBytes: st.StoreBytes,
 		Blobs: st.Blobs, PrunedBefore: st.Pruned, Captures: st.Captures,
-		GCWouldFree: max(st.Reclaimable.BytesFreed, 0), InBacking: inBacking(e),
+		GCWouldFree: max(st.Reclaimable.BytesFreed, 0), InBacking: daemon.InBacking(e.cwd),
 	}
 	if ws.Mounted {
 		m := ws.Status

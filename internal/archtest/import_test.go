@@ -10,7 +10,7 @@ import (
 const module = "github.com/zerofs/zerofs"
 
 // allowed lists, for each of our packages, the packages of ours it may
-// import (directly or not). Imports point one way: cmd/zerofs → fs,
+// import (directly or not). Imports point one way: cmd/zerofs → daemon → fs,
 // history → control → rewind → rewind/internal/index (the state derived
 // from the log, folded once) → eventlog, blobstore → internal/durable.
 // The daemon (fs) and the clients (history) share the control protocol;
@@ -36,9 +36,13 @@ var allowed = map[string][]string{
 	"fs":                    {"control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	// replicate copies a store to S3 and restores from it: it stands on
 	// the engine (rewind) like history, below cmd, beside the front ends.
-	"replicate":  {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"timeline":   {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"cmd/zerofs": {"fs", "history", "timeline", "replicate", "hooks", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"replicate": {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"timeline":  {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	// daemon is the mount's lifecycle (mount, umount, the daemon, its pid
+	// file, signals and replication), below cmd and above the front end it
+	// serves (fs), the client library (history) and replicate.
+	"daemon":     {"fs", "history", "replicate", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"cmd/zerofs": {"daemon", "fs", "history", "timeline", "replicate", "hooks", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
 	"scripts/profmount": {"fs", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
