@@ -39,6 +39,14 @@ type UnmountOptions struct {
 	// exited (since: when it was asked to); an error it returns ends
 	// Unmount with that error (the replication that daemon left behind).
 	Exited func(st control.StatusReport, since time.Time) error
+	// Lazy unmounts a live mount that processes hold (Holder) anyway: its
+	// daemon detaches it and ends its connection, and they are left in a
+	// dead mount. Without it such a mount is refused (*BusyError) and
+	// nothing changes.
+	Lazy bool
+	// Left, when set, is told which of the holders of a mount that Lazy
+	// took off still run (they stand in a dead mount now).
+	Left func(mp string, left []Holder)
 }
 
 // Unmount takes every zerofs mount at mp off: it asks a live daemon to
@@ -89,10 +97,30 @@ func Unmount(mp string, opts UnmountOptions) error {
 			// The held descriptor would keep the mount busy: the daemon's
 			// unmount must not wait on us.
 			top.close()
+			// The daemon would detach a busy mount lazily and end its
+			// connection, leaving its holders in a dead mount: only when
+			// asked. (A process that enters the mount after this look is
+			// not seen: then the daemon does so unasked.)
+			held, err := holdersOf(entry)
+			if err != nil {
+				return err
+			}
+			if len(held) > 0 && !opts.Lazy {
+				return &BusyError{Mountpoint: mp, Holders: held}
+			}
 			since := time.Now()
 			err = unmountLive(opts.Stderr, mp, entry, st)
 			if err != nil {
 				return err
+			}
+			if len(held) > 0 && opts.Left != nil {
+				var left []Holder
+				for _, h := range held {
+					if h.Running() {
+						left = append(left, h)
+					}
+				}
+				opts.Left(mp, left)
 			}
 			if opts.Exited != nil {
 				if err := opts.Exited(st, since); err != nil {

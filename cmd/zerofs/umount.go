@@ -1,16 +1,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 
 	"github.com/zerofs/zerofs/daemon"
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/quote"
 )
 
 var umountCmd = &command{
 	name:    "umount",
-	usage:   "umount [MOUNTPOINT]",
+	usage:   "umount [--lazy] [MOUNTPOINT]",
 	summary: "flush, unmount, wait for the daemon to exit",
 	help: `Asks the daemon serving MOUNTPOINT (default: the mounted workspace around
 the current directory) to unmount, and waits until it has exited and its
@@ -23,12 +25,25 @@ or mount --replicate): 'umount && rm -rf' never loses them silently. A dead
 mount (its daemon killed) at MOUNTPOINT is detached, and a live zerofs
 mount under it, or over it, is unmounted too: umount succeeds only once
 no zerofs mount, live or dead, is left there.
+
+A mount that processes still use (their working directory, a file they
+hold open or have mapped, as 'fuser -m' finds them) is refused: umount
+names each (pid, command, what of it is in the mount), changes nothing
+and exits 1.
+
+Flags:
+  --lazy   unmount a mount that processes still use anyway: it is detached
+           and its daemon exits, and the processes are left in a dead
+           mount, where reading and writing fail until they leave it; umount
+           names those still running
 `,
 	run: runUmount,
 }
 
 func runUmount(e *env, c *command, args []string) error {
-	pos, rest, err := parseArgs(c, newFlags(c), args)
+	fs := newFlags(c)
+	lazy := fs.Bool("lazy", false, "")
+	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
 	}
@@ -53,5 +68,26 @@ func runUmount(e *env, c *command, args []string) error {
 	default:
 		return usagef(c, "want one MOUNTPOINT")
 	}
-	return daemon.Unmount(mp, daemon.UnmountOptions{Stderr: e.stderr, Exited: replicaLeftBehind})
+	err = daemon.Unmount(mp, daemon.UnmountOptions{
+		Stderr: e.stderr,
+		Exited: replicaLeftBehind,
+		Lazy:   *lazy,
+		Left: func(mp string, left []daemon.Holder) {
+			if len(left) == 0 {
+				fmt.Fprintf(e.stderr, "zerofs: detached %s lazily; the processes that used it have exited\n", quote.Name(mp))
+				return
+			}
+			fmt.Fprintf(e.stderr, "zerofs: detached %s lazily; left in the dead mount, where reading and writing fail until they leave it: %s\n", quote.Name(mp), daemon.HoldersText(left))
+		},
+	})
+	var busy *daemon.BusyError
+	if errors.As(err, &busy) {
+		them := "it"
+		if len(busy.Holders) > 1 {
+			them = "them"
+		}
+		return fmt.Errorf("%w; end %s or move %s out of the mount, then run 'zerofs umount %s' again, or 'zerofs umount --lazy %s' to detach it anyway (leaving %s in a dead mount, where reading and writing fail)",
+			err, them, them, quote.Name(mp), quote.Name(mp), them)
+	}
+	return err
 }
