@@ -40,9 +40,11 @@ SEQ may be a sequence (42 or @42) or relative to the current step: -1 (or
 var undoCmd = &command{
 	name:    "undo",
 	usage:   "undo [--dry-run] [--turn]",
-	summary: "roll back the last step; names the step undone",
+	summary: "roll back the last step, or a rewind or revert just made; names it",
 	help: `Rewinds to just before the last step that changed something and is still
 in effect, and names it: undid step 42 "Edit main.go": restored 1, deleted 0.
+Right after a rewind or a revert (nothing changed since), undo takes that
+back instead: undid rewind 57: restored 2, deleted 0.
 Steps that changed nothing (an agent's read-only tool calls) are passed
 over; the next undo goes one step further back. When mounted, the daemon
 picks the step under its lock, so two undos at once undo two steps.

@@ -174,3 +174,32 @@ func TestRefusalsCLI(t *testing.T) {
 		wantFail(t, ws, 1, `zerofs: cannot undo step 4 "Bash": the state at 4 was pruned (history starts at 10)`, "undo", "--dry-run")
 	})
 }
+
+// TestUndoTakesBackARewindOrRevert: right after a rewind or a revert,
+// undo takes that back (not the last step), and its help says so.
+func TestUndoTakesBackARewindOrRevert(t *testing.T) {
+	help := mustRun(t, t.TempDir(), "undo", "--help")
+	if !strings.Contains(help, "Right after a rewind or a revert (nothing changed since), undo takes that\nback instead") {
+		t.Errorf("undo --help does not say it takes back a rewind or revert just made:\n%s", help)
+	}
+	s := newStore(t, map[string]string{"f": "0\n"})
+	s.step("A")
+	s.write("f", "a\n")
+	s.step("B")
+	s.write("f", "b\n")
+	s.close()
+	mustRun(t, s.ws, "rewind", "0")
+	if out := mustRun(t, s.ws, "undo"); !strings.HasPrefix(out, "undid rewind ") {
+		t.Errorf("undo right after a rewind: %q, want it to take the rewind back", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.ws, "f")); string(b) != "b\n" {
+		t.Errorf("after undoing the rewind f = %q, want b", b)
+	}
+	mustRun(t, s.ws, "revert", "3")
+	if out := mustRun(t, s.ws, "undo"); !strings.HasPrefix(out, "undid revert ") {
+		t.Errorf("undo right after a revert: %q, want it to take the revert back", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.ws, "f")); string(b) != "b\n" {
+		t.Errorf("after undoing the revert f = %q, want b", b)
+	}
+}
