@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/zerofs/zerofs/daemon"
@@ -16,7 +17,9 @@ var statusCmd = &command{
 	usage:   "status [--json] [--thin-after DURATION]",
 	summary: "mounted or not, head, current step, store size",
 	help: `Reads the log without taking the store's lock, so it works next to a
-running zerofs.
+running zerofs. When mounted, "log:" says where the daemon's log can be read:
+STORE/daemon.log, or, while an in-place mount hides the store, the daemon's
+own descriptor of it (/proc/PID/fd/2, readable by its user and root).
 
   --json                 one JSON object instead, with the fields of the text
   --thin-after DURATION  also say what ` + "`zerofs gc --thin-after DURATION`" + ` would
@@ -74,6 +77,14 @@ func runStatus(e *env, c *command, args []string) error {
 	fmt.Fprintf(w, "captures:  %s\n", st.Captures)
 	replicationLines(w, st.Store, st.Head)
 	if ws.Mounted {
+		switch log, hidden := daemon.LogPath(ws.Status.Store, ws.Status.Mountpoint, ws.Status.PID); {
+		case log != "" && hidden:
+			fmt.Fprintf(w, "log:       %s (the daemon's %s, which the mount hides)\n", log, quote.Name(filepath.Join(ws.Status.Store, "daemon.log")))
+		case log != "":
+			fmt.Fprintf(w, "log:       %s\n", quote.Name(log))
+		}
+	}
+	if ws.Mounted {
 		for _, warn := range ws.Status.Warnings {
 			fmt.Fprintf(w, "warning:   %s\n", warn)
 		}
@@ -129,6 +140,9 @@ type statusJSON struct {
 	PID        int    `json:"pid,omitempty"`
 	Sync       string `json:"sync,omitempty"`
 	AutoStep   string `json:"autoStep,omitempty"`
+	// DaemonLog is where the mount's daemon log can be read now (status's
+	// "log:" line; daemon.LogPath), when mounted.
+	DaemonLog string `json:"daemonLog,omitempty"`
 	// DaemonElsewhere is a daemon serving the store from another mountpoint.
 	DaemonElsewhere int `json:"daemonElsewhere,omitempty"`
 	Head            Seq `json:"head"`
@@ -167,6 +181,7 @@ func writeStatusJSON(e *env, st history.Status) error {
 	if ws.Mounted {
 		m := ws.Status
 		out.Mountpoint, out.PID, out.Sync, out.AutoStep = m.Mountpoint, m.PID, m.Sync, autoStepWords(m.AutoStep)
+		out.DaemonLog, _ = daemon.LogPath(m.Store, m.Mountpoint, m.PID)
 	}
 	if st.Step.Sequence > 0 {
 		out.Step = &stepJSON{Sequence: st.Step.Sequence, Label: st.Step.Label}
