@@ -333,9 +333,7 @@ func TestUmountDeadDaemon(t *testing.T) {
 	mountT(t, ws)
 	pid := daemonPIDOf(t, ws)
 	syscall.Kill(pid, syscall.SIGKILL)
-	for i := 0; i < 100 && history.ProcessAlive(pid); i++ {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testsupport.Poll(2*time.Second, func() bool { return !history.ProcessAlive(pid) })
 	r := bin(t, "/", "", "umount", ws)
 	if r.code != 0 || !strings.Contains(r.stderr, "detached") {
 		t.Errorf("umount of a dead mount: exit %d, stderr %q", r.code, r.stderr)
