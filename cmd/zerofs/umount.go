@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/zerofs/zerofs/daemon"
@@ -29,7 +30,8 @@ no zerofs mount, live or dead, is left there.
 A mount that processes still use (their working directory, a file they
 hold open or have mapped, as 'fuser -m' finds them) is refused: umount
 names each (pid, command, what of it is in the mount), changes nothing
-and exits 1.
+and exits 1. A shell standing in the mount is one of them: run umount
+from outside it.
 
 Flags:
   --lazy   unmount a mount that processes still use anyway: it is detached
@@ -86,8 +88,14 @@ func runUmount(e *env, c *command, args []string) error {
 		if len(busy.Holders) > 1 {
 			them = "them"
 		}
-		return fmt.Errorf("%w; end %s or move %s out of the mount, then run 'zerofs umount %s' again, or 'zerofs umount --lazy %s' to detach it anyway (leaving %s in a dead mount, where reading and writing fail)",
-			err, them, them, quote.Name(mp), quote.Name(mp), them)
+		shell := ""
+		for _, h := range busy.Holders {
+			if h.PID == os.Getppid() {
+				shell = fmt.Sprintf(" (pid %d is the shell this umount runs from: cd out of the mount first)", h.PID)
+			}
+		}
+		return fmt.Errorf("%w%s; end %s or move %s out of the mount, then run 'zerofs umount %s' again, or 'zerofs umount --lazy %s' to detach it anyway (leaving %s in a dead mount, where reading and writing fail)",
+			err, shell, them, them, quote.Name(mp), quote.Name(mp), them)
 	}
 	return err
 }

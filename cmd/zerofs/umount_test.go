@@ -130,3 +130,32 @@ func TestUmountBusyNamesHolders(t *testing.T) {
 		t.Errorf("reading the holder's open file after umount --lazy: %v; want ENOTCONN (a dead mount, as umount said)", err)
 	}
 }
+
+// TestUmountFromAShellInsideTheMount: `zerofs umount` run from a shell
+// standing in the workspace (its default: the workspace around the current
+// directory) is refused, naming that shell and saying to cd out, and the
+// mount stays; from outside it then unmounts.
+func TestUmountFromAShellInsideTheMount(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "ws")
+	os.Mkdir(ws, 0o755)
+	mountT(t, ws)
+	// "; true" keeps sh from exec-ing zerofs: sh is its parent.
+	cmd := exec.Command("/bin/sh", "-c", binary+" umount; true")
+	cmd.Dir = ws
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"zerofs: " + ws + " is busy: pid ", "(sh: working directory " + ws + ")", "is the shell this umount runs from: cd out of the mount first"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("umount from a shell in the mount lacks %q:\n%s", want, out)
+		}
+	}
+	if _, ok := history.ReadStatus(ws); !ok {
+		t.Fatalf("the refused umount left %s unmounted", ws)
+	}
+	binOK(t, "/", "umount", ws)
+	if testsupport.FUSEMounted(ws) {
+		t.Errorf("%s still mounted after umount from outside", ws)
+	}
+}
