@@ -42,6 +42,9 @@ type Config struct {
 // daemon that does and waits until its mount is ready, or returns the
 // daemon's reason.
 func Mount(ctx context.Context, cfg Config) error {
+	if cfg.Stderr == nil {
+		cfg.Stderr = io.Discard
+	}
 	opts := cfg.FS
 	mp := opts.Mountpoint
 	if mp == "" {

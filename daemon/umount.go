@@ -53,8 +53,13 @@ type UnmountOptions struct {
 // unmount and waits until it has exited and its mount is gone, and
 // detaches a dead mount (its daemon killed). It succeeds only once no
 // zerofs mount, live or dead, is left at mp; a mount there that is not
-// zerofs's is an error, and is left alone.
+// zerofs's is an error, and is left alone. A process whose working
+// directory is inside mp would hold it busy itself: Unmount moves this
+// one to "/" first.
 func Unmount(mp string, opts UnmountOptions) error {
+	if opts.Stderr == nil {
+		opts.Stderr = io.Discard
+	}
 	leaveMount(mp)
 	// Mounts may be stacked at mp (a dead one over a live one, or the
 	// reverse): take them off from the top, each the way it needs, and
