@@ -21,8 +21,8 @@ import (
 // FUSE mount is never served by the test process that also runs tools in
 // it (go-fuse's "Deadlocks").
 var (
-	binary   string
-	buildErr error
+	binary string
+	built  *testsupport.Binary
 )
 
 func TestMain(m *testing.M) {
@@ -37,10 +37,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	b := testsupport.BuildZerofs()
-	binary, buildErr = b.Path, b.Err
+	built = testsupport.BuildZerofs()
+	binary = built.Path
 	code := m.Run()
-	b.Remove()
+	built.Remove()
 	os.Exit(code)
 }
 
@@ -49,10 +49,7 @@ func TestMain(m *testing.M) {
 // build always fails: the code is broken.
 func needFUSE(t *testing.T) {
 	t.Helper()
-	if binary == "" {
-		t.Fatal(buildErr)
-	}
-	testsupport.RequireFUSE(t)
+	built.NeedFUSE(t)
 }
 
 // bin runs the built zerofs from cwd.

@@ -165,9 +165,7 @@ func modes(t *testing.T, dir string) string {
 // SIGTERM, brings the replica up to date (status: behind by 0, the error
 // gone) and exits 0.
 func TestReplicateContinuousCLI(t *testing.T) {
-	if binary == "" {
-		t.Fatal(buildErr)
-	}
+	built.Need(t)
 	srv := testsupport.StartS3(t)
 	s := newStore(t, map[string]string{"a.txt": "one\n"})
 	s.step("one")
