@@ -9,16 +9,13 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
-// Seq is an event sequence.
-type Seq = eventlog.Seq
-
 // Dir is the control directory's name at the mount root (the store's name
 // on the backing side, which it hides).
-const Dir = rewind.StoreName
+const Dir = record.StoreName
 
 // PIDFileName is the daemon's pid file in the store: the daemon (zerofs
 // mount) writes it, the clients read it to name the process that holds the
@@ -129,8 +126,8 @@ func FormatStep(label string, extra json.RawMessage) ([]byte, error) {
 
 // StepReport is what reading "step" shows: the current step.
 type StepReport struct {
-	Sequence Seq    `json:"sequence"`
-	Label    string `json:"label"`
+	Sequence record.Seq `json:"sequence"`
+	Label    string     `json:"label"`
 }
 
 // Format is the report's text: "<seq> <label>\n".
@@ -181,7 +178,7 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 	if dec.More() {
 		return RewindRequest{}, badRequest("rewind request: more than one JSON value")
 	}
-	paths, err := rewind.FromBytesAll("paths", raw.Paths, raw.PathsBytes)
+	paths, err := record.FromBytesAll("paths", raw.Paths, raw.PathsBytes)
 	if err != nil {
 		return RewindRequest{}, badRequest("rewind request: %v", err)
 	}
@@ -189,11 +186,11 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 		DryRun: raw.DryRun, Session: raw.Session}
 	forms := 0
 	if raw.Target != nil {
-		req.Target = Seq(*raw.Target)
+		req.Target = record.Seq(*raw.Target)
 		forms++
 	}
 	if raw.Revert != nil {
-		t := Seq(*raw.Revert)
+		t := record.Seq(*raw.Revert)
 		if t == 0 {
 			return RewindRequest{}, badRequest("rewind request: revert 0 names no step")
 		}
@@ -222,7 +219,7 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 		if n == 0 {
 			return RewindRequest{}, badRequest("rewind request: turn 0 names no turn")
 		}
-		req.Turn = Seq(n)
+		req.Turn = record.Seq(n)
 		forms++
 	}
 	switch {
@@ -236,7 +233,7 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 		return RewindRequest{}, badRequest("rewind request: force goes with a revert")
 	}
 	for _, p := range req.Paths {
-		if err := rewind.CleanPath(p); err != nil {
+		if err := record.CleanPath(p); err != nil {
 			return RewindRequest{}, badRequest("rewind request: path %q is not a clean workspace path", p)
 		}
 	}
@@ -266,8 +263,8 @@ func FormatRewind(r RewindRequest) []byte {
 		obj["target"] = r.Target
 	}
 	if len(r.Paths) > 0 {
-		obj["paths"] = rewind.ReadableAll(r.Paths)
-		if b := rewind.ExactBytesAll(r.Paths); b != nil {
+		obj["paths"] = record.ReadableAll(r.Paths)
+		if b := record.ExactBytesAll(r.Paths); b != nil {
 			obj["pathsBytes"] = b
 		}
 	}
@@ -285,11 +282,11 @@ func FormatRewind(r RewindRequest) []byte {
 }
 
 // ParseSeq parses a decimal sequence (a write to "gc", a read of "head").
-func ParseSeq(data []byte) (Seq, error) {
+func ParseSeq(data []byte) (record.Seq, error) {
 	return parseSeq(string(bytes.TrimSpace(data)))
 }
 
-func parseSeq(s string) (Seq, error) {
+func parseSeq(s string) (record.Seq, error) {
 	if strings.HasPrefix(s, "-") {
 		return 0, badRequest("sequence %q is negative", s)
 	}
@@ -297,11 +294,11 @@ func parseSeq(s string) (Seq, error) {
 	if err != nil {
 		return 0, badRequest("not a sequence: %q", s)
 	}
-	return Seq(n), nil
+	return record.Seq(n), nil
 }
 
 // FormatSeq is a sequence as a request or report: "<seq>\n".
-func FormatSeq(t Seq) []byte { return fmt.Appendf(nil, "%d\n", t) }
+func FormatSeq(t record.Seq) []byte { return fmt.Appendf(nil, "%d\n", t) }
 
 // RewindReport is what reading "rewind" shows: the last rewind, or on the
 // handle that wrote a request, that request's result. A dry run has
@@ -309,27 +306,27 @@ func FormatSeq(t Seq) []byte { return fmt.Appendf(nil, "%d\n", t) }
 // "conflict" and the conflicting paths for a revert refused for them).
 type RewindReport struct {
 	// Sequence is the session_rewind event's.
-	Sequence       Seq `json:"sequence"`
-	TargetSequence Seq `json:"targetSequence"`
+	Sequence       record.Seq `json:"sequence"`
+	TargetSequence record.Seq `json:"targetSequence"`
 	// CheckpointSequence holds what the rewind replaced (0: it changed
 	// nothing); rewinding to CheckpointSequence-1 undoes it.
-	CheckpointSequence Seq           `json:"checkpointSequence"`
-	Report             rewind.Report `json:"report"`
+	CheckpointSequence record.Seq    `json:"checkpointSequence"`
+	Report             record.Report `json:"report"`
 	Paths              []string      `json:"paths,omitempty"`
-	RevertOf           Seq           `json:"revertOf,omitempty"`
+	RevertOf           record.Seq    `json:"revertOf,omitempty"`
 	Force              bool          `json:"force,omitempty"`
 	DryRun             bool          `json:"dryRun,omitempty"`
 	// Unchanged: the workspace already was as the rewind would make it, so
 	// nothing was changed or recorded (sequence 0).
 	Unchanged bool                `json:"unchanged,omitempty"`
 	Preview   []rewind.PathChange `json:"preview,omitempty"`
-	Foreign   []rewind.Foreign    `json:"foreign,omitempty"`
+	Foreign   []record.Foreign    `json:"foreign,omitempty"`
 	Conflicts []string            `json:"conflicts,omitempty"`
 	// Form is what the rewind was (rewind, paths, revert, undo, redo).
 	Form string `json:"form,omitempty"`
 	// Undid names what an undo took back; Redid what a redo brought back.
-	Undid *rewind.StepRef `json:"undid,omitempty"`
-	Redid *rewind.StepRef `json:"redid,omitempty"`
+	Undid *record.StepRef `json:"undid,omitempty"`
+	Redid *record.StepRef `json:"redid,omitempty"`
 	Refusal
 }
 
@@ -347,8 +344,8 @@ type rewindReportFields RewindReport
 // MarshalJSON writes the report with the exact bytes of odd names.
 func (r RewindReport) MarshalJSON() ([]byte, error) {
 	j := rewindReportJSON{rewindReportFields: rewindReportFields(r),
-		PathsBytes: rewind.ExactBytesAll(r.Paths), ConflictsBytes: rewind.ExactBytesAll(r.Conflicts)}
-	j.Paths, j.Conflicts = rewind.ReadableAll(r.Paths), rewind.ReadableAll(r.Conflicts)
+		PathsBytes: record.ExactBytesAll(r.Paths), ConflictsBytes: record.ExactBytesAll(r.Conflicts)}
+	j.Paths, j.Conflicts = record.ReadableAll(r.Paths), record.ReadableAll(r.Conflicts)
 	return json.Marshal(j)
 }
 
@@ -359,10 +356,10 @@ func (r *RewindReport) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	var err error
-	if j.Paths, err = rewind.FromBytesAll("paths", j.Paths, j.PathsBytes); err != nil {
+	if j.Paths, err = record.FromBytesAll("paths", j.Paths, j.PathsBytes); err != nil {
 		return err
 	}
-	if j.Conflicts, err = rewind.FromBytesAll("conflicts", j.Conflicts, j.ConflictsBytes); err != nil {
+	if j.Conflicts, err = record.FromBytesAll("conflicts", j.Conflicts, j.ConflictsBytes); err != nil {
 		return err
 	}
 	*r = RewindReport(j.rewindReportFields)
@@ -475,13 +472,13 @@ type StatusReport struct {
 	Workspace    string     `json:"workspace"`
 	Mountpoint   string     `json:"mountpoint"`
 	Store        string     `json:"store"`
-	Head         Seq        `json:"head"`
+	Head         record.Seq `json:"head"`
 	Step         StepReport `json:"step"`
 	Sync         string     `json:"sync"`
 	AutoStep     string     `json:"autoStep"`
-	PrunedBefore Seq        `json:"prunedBefore"`
+	PrunedBefore record.Seq `json:"prunedBefore"`
 	// Thinned is the intervals of states gc thinned away (rewind.Engine.Thinned).
-	Thinned []rewind.ThinInterval `json:"thinned,omitempty"`
+	Thinned []record.ThinInterval `json:"thinned,omitempty"`
 	// Captures is how a removed file's before-state is captured: "link
 	// removed files" (its inode is kept in the store), or "copy: " and why.
 	Captures string `json:"captures,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -105,9 +106,9 @@ func TestNonUTF8PathsRoundTrip(t *testing.T) {
 		}
 	}
 	rep := RewindReport{TargetSequence: 3, Paths: names, Conflicts: names[:2],
-		Report:  rewind.Report{Restored: 1, Skipped: names[1:]},
-		Preview: []rewind.PathChange{{Path: "bad\xff", Action: rewind.ActionRestore, Kind: rewind.KindFile}},
-		Foreign: []rewind.Foreign{{Path: "bad\xfe", Seq: 2, Why: "outside"}}}
+		Report:  record.Report{Restored: 1, Skipped: names[1:]},
+		Preview: []rewind.PathChange{{Path: "bad\xff", Action: rewind.ActionRestore, Kind: record.KindFile}},
+		Foreign: []record.Foreign{{Path: "bad\xfe", Seq: 2, Why: "outside"}}}
 	b, err := JSONLine(rep)
 	if err != nil || !utf8.Valid(b) {
 		t.Fatalf("JSONLine = %q, %v", b, err)

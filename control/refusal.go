@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -18,12 +19,12 @@ import (
 type Refusal struct {
 	Error        string               `json:"error,omitempty"`
 	Message      string               `json:"message,omitempty"`
-	Requested    Seq                  `json:"requested,omitempty"`
-	Head         Seq                  `json:"head,omitempty"`
-	PrunedBefore Seq                  `json:"prunedBefore,omitempty"`
-	Interval     *rewind.ThinInterval `json:"thinnedInterval,omitempty"`
+	Requested    record.Seq           `json:"requested,omitempty"`
+	Head         record.Seq           `json:"head,omitempty"`
+	PrunedBefore record.Seq           `json:"prunedBefore,omitempty"`
+	Interval     *record.ThinInterval `json:"thinnedInterval,omitempty"`
 	Op           string               `json:"op,omitempty"`
-	Step         *rewind.StepRef      `json:"step,omitempty"`
+	Step         *record.StepRef      `json:"step,omitempty"`
 	Missing      []string             `json:"missing,omitempty"`
 	// MissingBytes holds, at the same position, the exact bytes (base64)
 	// of a missing path that is not UTF-8 ("" for one that is).
@@ -42,7 +43,7 @@ func RefusalOf(err error) Refusal {
 	var re *rewind.RefusedError
 	if errors.As(err, &re) {
 		r.Requested, r.Head, r.PrunedBefore, r.Interval, r.Op, r.Step, r.Missing = re.Seq, re.Head, re.PrunedBefore, re.Thinned, re.Op, re.Step, re.Missing
-		r.MissingBytes = rewind.ExactBytesAll(re.Missing)
+		r.MissingBytes = record.ExactBytesAll(re.Missing)
 	}
 	return r
 }
@@ -54,7 +55,7 @@ func (r Refusal) Err() error {
 		return nil
 	}
 	missing := r.Missing
-	if m, err := rewind.FromBytesAll("missing", r.Missing, r.MissingBytes); err == nil {
+	if m, err := record.FromBytesAll("missing", r.Missing, r.MissingBytes); err == nil {
 		missing = m
 	}
 	return &rewind.RefusedError{Refusal: rewind.Refusal(r.Error), Seq: r.Requested, Head: r.Head,

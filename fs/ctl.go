@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -345,7 +346,7 @@ func (f *fsys) doTurn(ctx context.Context, data []byte) syscall.Errno {
 func (f *fsys) doRewind(ctx context.Context, data []byte) ([]byte, syscall.Errno) {
 	req, err := control.ParseRewind(data)
 	if err != nil {
-		out, _ := control.JSONLine(control.RewindReport{Refusal: control.RefusalOf(err), Report: rewind.Report{Skipped: []string{}}})
+		out, _ := control.JSONLine(control.RewindReport{Refusal: control.RefusalOf(err), Report: record.Report{Skipped: []string{}}})
 		return out, syscall.EINVAL
 	}
 	// Settled once the kernel was told what changed (rewinds.stale).
@@ -411,9 +412,9 @@ func (f *fsys) report(name string) ([]byte, error) {
 		}
 		res := rewind.Result{Seq: seq, Report: p.Report, Foreign: p.Foreign, Record: p}
 		switch p.Form {
-		case rewind.FormUndo:
+		case record.FormUndo:
 			res.Undid = p.Step
-		case rewind.FormRedo:
+		case record.FormRedo:
 			res.Redid = p.Step
 		}
 		return control.JSONLine(control.ReportOf(res, nil))

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -55,8 +56,8 @@ func TestCtlRewindForms(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []rewind.PathChange{
-		{Path: "a.txt", Action: rewind.ActionRestore, Kind: rewind.KindFile, Lines: &rewind.LineCount{Added: 1, Removed: 2}},
-		{Path: "c.txt", Action: rewind.ActionDelete, Kind: rewind.KindFile, Lines: &rewind.LineCount{Removed: 1}},
+		{Path: "a.txt", Action: rewind.ActionRestore, Kind: record.KindFile, Lines: &rewind.LineCount{Added: 1, Removed: 2}},
+		{Path: "c.txt", Action: rewind.ActionDelete, Kind: record.KindFile, Lines: &rewind.LineCount{Removed: 1}},
 	}
 	if g, w := jsonOf(r.Preview), jsonOf(want); !r.DryRun || r.Sequence != 0 || g != w {
 		t.Fatalf("dry run: got %+v preview %s, want preview %s", r, g, w)

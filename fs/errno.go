@@ -11,6 +11,7 @@ import (
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -39,9 +40,9 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 			return syscall.ENOENT
 		}
 		return syscall.EINVAL
-	case errors.Is(err, rewind.ErrReserved):
+	case errors.Is(err, record.ErrReserved):
 		return syscall.EPERM
-	case errors.Is(err, rewind.ErrUnsafePath), errors.Is(err, rewind.ErrBadRequest):
+	case errors.Is(err, record.ErrUnsafePath), errors.Is(err, rewind.ErrBadRequest):
 		return syscall.EINVAL
 	case errors.Is(err, rewind.ErrConflict):
 		return syscall.EBUSY
@@ -74,7 +75,7 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 	// whatever errno may be inside. (An EACCES creating a blob's temporary
 	// file is no answer to the caller's write(2): nothing about its own
 	// file was refused.)
-	if errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, eventlog.ErrClosed) || errors.Is(err, eventlog.ErrFailed) ||
+	if errors.Is(err, record.ErrCorrupt) || errors.Is(err, eventlog.ErrClosed) || errors.Is(err, eventlog.ErrFailed) ||
 		errors.Is(err, blobstore.ErrCorrupt) || errors.Is(err, blobstore.ErrNotFound) || storeFile(err) {
 		log.Error("zerofs: store failure", "op", op, "path", path, "err", err)
 		return syscall.EIO

@@ -11,6 +11,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -95,7 +96,7 @@ func (f *fsys) mountInTheWay(ctx context.Context, req rewind.Request) error {
 			continue
 		}
 		replaced := c.Action == rewind.ActionDelete
-		if c.Action == rewind.ActionRestore && c.Kind != rewind.KindDir {
+		if c.Action == rewind.ActionRestore && c.Kind != record.KindDir {
 			replaced = true
 		}
 		if !replaced {
@@ -129,7 +130,7 @@ func (f *fsys) submounts() []string {
 		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 			continue
 		}
-		if first, _, _ := strings.Cut(rel, "/"); rewind.IsReserved(first) {
+		if first, _, _ := strings.Cut(rel, "/"); record.IsReserved(first) {
 			continue // the control mount of --no-open (ctlmount.go), or a view's
 		}
 		out = append(out, filepath.ToSlash(rel))
@@ -186,7 +187,7 @@ func notifyErr(f *fsys, errno syscall.Errno, p string) {
 func (f *fsys) invalidateViews() {
 	root := f.root.EmbeddedInode()
 	for name := range root.Children() {
-		if t, ok := rewind.ParseView(name); ok && !f.eng.HasState(t) {
+		if t, ok := record.ParseView(name); ok && !f.eng.HasState(t) {
 			notifyErr(f, root.NotifyEntry(name), name)
 		}
 	}

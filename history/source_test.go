@@ -15,6 +15,7 @@ import (
 	zfs "github.com/zerofs/zerofs/fs"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -27,7 +28,7 @@ import (
 type fixture struct {
 	ws    string // where the files are: the mountpoint, or the workspace
 	src   history.Source
-	steps map[string]history.Seq // tool_call sequence by label
+	steps map[string]record.Seq // tool_call sequence by label
 }
 
 // build makes the history: step "one" writes a, "two" writes b, "three"
@@ -53,7 +54,7 @@ func build(t *testing.T, mounted bool) *fixture {
 	}
 	t.Cleanup(unmount)
 	mp := m.Mountpoint()
-	f := &fixture{steps: map[string]history.Seq{}}
+	f := &fixture{steps: map[string]record.Seq{}}
 	step := func(label string) {
 		if err := os.WriteFile(filepath.Join(mp, ".zero", "step"), []byte(label+"\n"), 0); err != nil {
 			t.Fatal(err)
@@ -105,7 +106,7 @@ func read(f *fixture, p string) string {
 var suite = map[string]func(t *testing.T, f *fixture){
 	"States": func(t *testing.T, f *fixture) {
 		for _, tc := range []struct {
-			t       history.Seq
+			t       record.Seq
 			a, b    string
 			names   []string
 			bExists bool
@@ -120,7 +121,7 @@ var suite = map[string]func(t *testing.T, f *fixture){
 				t.Errorf("Content(a, %s) = %q, %v; want %q", history.Label(tc.t), got, err, tc.a)
 			}
 			n, err := f.src.Stat("b", tc.t)
-			if err != nil || n.Exists != tc.bExists || (n.Exists && (n.Kind != rewind.KindFile || n.Bytes != 2)) {
+			if err != nil || n.Exists != tc.bExists || (n.Exists && (n.Kind != record.KindFile || n.Bytes != 2)) {
 				t.Errorf("Stat(b, %s) = %+v, %v", history.Label(tc.t), n, err)
 			}
 			names, err := f.src.List("", tc.t)
@@ -156,7 +157,7 @@ var suite = map[string]func(t *testing.T, f *fixture){
 	"UndoRedo": func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		rep, err := f.src.Rewind(ctx, control.RewindRequest{Undo: true})
-		if err != nil || rep.Undid == nil || *rep.Undid != (rewind.StepRef{Kind: "step", Sequence: f.steps["three"], Label: "three"}) || read(f, "a") != "a1" {
+		if err != nil || rep.Undid == nil || *rep.Undid != (record.StepRef{Kind: "step", Sequence: f.steps["three"], Label: "three"}) || read(f, "a") != "a1" {
 			t.Fatalf("undo: %+v, %v; a = %q; undid %+v; steps %v", rep, err, read(f, "a"), rep.Undid, f.steps)
 		}
 		rep, err = f.src.Rewind(ctx, control.RewindRequest{Redo: true})

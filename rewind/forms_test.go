@@ -9,12 +9,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // history3 builds three steps: step 1 writes a.txt and d/x, step 2 edits
 // a.txt and writes b.txt, step 3 writes c.txt and d/y. It returns the
 // step sequences and the trees at each step's start.
-func history3(t *testing.T, e *Engine, ws string) (steps [3]Seq, at [4]tree) {
+func history3(t *testing.T, e *Engine, ws string) (steps [3]record.Seq, at [4]tree) {
 	t.Helper()
 	ctx := context.Background()
 	w := func(p, content string) {
@@ -197,10 +199,10 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("a dry run changed the workspace:\n%s", d)
 	}
 	want := []PathChange{
-		{Path: "a.txt", Action: ActionRestore, Kind: KindFile, Lines: &LineCount{Added: 1, Removed: 2}},
-		{Path: "b.txt", Action: ActionDelete, Kind: KindFile, Lines: &LineCount{Removed: 1}},
-		{Path: "c.txt", Action: ActionDelete, Kind: KindFile, Lines: &LineCount{Removed: 1}},
-		{Path: "d/y", Action: ActionDelete, Kind: KindFile, Lines: &LineCount{Removed: 1}},
+		{Path: "a.txt", Action: ActionRestore, Kind: record.KindFile, Lines: &LineCount{Added: 1, Removed: 2}},
+		{Path: "b.txt", Action: ActionDelete, Kind: record.KindFile, Lines: &LineCount{Removed: 1}},
+		{Path: "c.txt", Action: ActionDelete, Kind: record.KindFile, Lines: &LineCount{Removed: 1}},
+		{Path: "d/y", Action: ActionDelete, Kind: record.KindFile, Lines: &LineCount{Removed: 1}},
 	}
 	if !reflect.DeepEqual(res.Preview, want) {
 		g, _ := json.Marshal(res.Preview)

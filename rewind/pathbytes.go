@@ -3,35 +3,8 @@ package rewind
 import (
 	"encoding/json"
 
-	"github.com/zerofs/zerofs/rewind/internal/index"
+	"github.com/zerofs/zerofs/record"
 )
-
-// Readable, ExactBytes and FromBytes are how a name that is not UTF-8
-// travels in JSON (see rewind/internal/index/pathbytes.go): a readable
-// form beside its exact bytes in base64. Other JSON writers of names
-// (log --json) use them to follow the checkpoints' convention.
-func Readable(s string) string { return index.Readable(s) }
-
-// ExactBytes is the base64 of s when JSON cannot carry s as it is ("" when
-// it can).
-func ExactBytes(s string) string { return index.ExactBytes(s) }
-
-// FromBytes is the name a "...Bytes" field stands for (text itself when
-// the field is empty).
-func FromBytes(field, text, b64 string) (string, error) { return index.FromBytes(field, text, b64) }
-
-// ReadableAll, ExactBytesAll and FromBytesAll do the same for a list of
-// names and its "...Bytes" sibling list (rewind/internal/index/pathbytes.go).
-func ReadableAll(names []string) []string { return index.ReadableAll(names) }
-
-// ExactBytesAll is the "...Bytes" sibling of names (nil when every name is
-// valid UTF-8).
-func ExactBytesAll(names []string) []string { return index.ExactBytesAll(names) }
-
-// FromBytesAll is the list of names texts and their sibling b64 stand for.
-func FromBytesAll(field string, texts, b64 []string) ([]string, error) {
-	return index.FromBytesAll(field, texts, b64)
-}
 
 // pathChangeJSON is PathChange as JSON holds it.
 type pathChangeJSON struct {
@@ -43,8 +16,8 @@ type pathChangeFields PathChange
 
 // MarshalJSON writes the path with pathBytes when it is not valid UTF-8.
 func (c PathChange) MarshalJSON() ([]byte, error) {
-	j := pathChangeJSON{pathChangeFields: pathChangeFields(c), PathBytes: ExactBytes(c.Path)}
-	j.Path = Readable(c.Path)
+	j := pathChangeJSON{pathChangeFields: pathChangeFields(c), PathBytes: record.ExactBytes(c.Path)}
+	j.Path = record.Readable(c.Path)
 	return json.Marshal(j)
 }
 
@@ -55,7 +28,7 @@ func (c *PathChange) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	var err error
-	if j.Path, err = FromBytes("path", j.Path, j.PathBytes); err != nil {
+	if j.Path, err = record.FromBytes("path", j.Path, j.PathBytes); err != nil {
 		return err
 	}
 	*c = PathChange(j.pathChangeFields)
@@ -74,8 +47,8 @@ type intentJSON struct {
 type intentFields intent
 
 func (in intent) MarshalJSON() ([]byte, error) {
-	j := intentJSON{intentFields: intentFields(in), PathsBytes: ExactBytesAll(in.Paths), RootsBytes: ExactBytesAll(in.Roots)}
-	j.Paths, j.Roots = ReadableAll(in.Paths), ReadableAll(in.Roots)
+	j := intentJSON{intentFields: intentFields(in), PathsBytes: record.ExactBytesAll(in.Paths), RootsBytes: record.ExactBytesAll(in.Roots)}
+	j.Paths, j.Roots = record.ReadableAll(in.Paths), record.ReadableAll(in.Roots)
 	return json.Marshal(j)
 }
 
@@ -85,10 +58,10 @@ func (in *intent) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	var err error
-	if j.Paths, err = FromBytesAll("paths", j.Paths, j.PathsBytes); err != nil {
+	if j.Paths, err = record.FromBytesAll("paths", j.Paths, j.PathsBytes); err != nil {
 		return err
 	}
-	if j.Roots, err = FromBytesAll("roots", j.Roots, j.RootsBytes); err != nil {
+	if j.Roots, err = record.FromBytesAll("roots", j.Roots, j.RootsBytes); err != nil {
 		return err
 	}
 	*in = intent(j.intentFields)

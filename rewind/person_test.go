@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // personT is an engine with one agent session known (agent process 100,
@@ -62,7 +64,7 @@ func (p *personT) mkdir(who Caller, path string) {
 	}
 }
 
-func (p *personT) turn() Seq {
+func (p *personT) turn() record.Seq {
 	p.t.Helper()
 	ev, err := p.e.BeginTurnAs(context.Background(), p.hook, json.RawMessage(`{"agentSession":"S"}`))
 	if err != nil {
@@ -71,7 +73,7 @@ func (p *personT) turn() Seq {
 	return ev.Seq
 }
 
-func (p *personT) step(label string) Seq {
+func (p *personT) step(label string) record.Seq {
 	p.t.Helper()
 	ev, err := p.e.BeginStepAs(context.Background(), p.hook, label, json.RawMessage(`{"agentSession":"S"}`))
 	if err != nil {
@@ -124,7 +126,7 @@ func TestPersonChangeRecorded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var cp Checkpoint
+		var cp record.Checkpoint
 		if json.Unmarshal(ev.Payload, &cp) != nil || ev.Type != "session_checkpoint" {
 			continue
 		}
@@ -233,7 +235,7 @@ func TestRevertLeavesPersonAlone(t *testing.T) {
 	for _, implicit := range []bool{false, true} {
 		p := newPersonT(t)
 		p.write(p.agent, "app.py", "v0\n")
-		var at Seq
+		var at record.Seq
 		if implicit {
 			p.turn()
 		} else {
@@ -259,7 +261,7 @@ func TestRevertLeavesPersonAlone(t *testing.T) {
 		// The person edits the agent's file after its step: a conflict.
 		p.step("Edit again")
 		p.write(p.agent, "app.py", "agent 2\n")
-		s2 := Seq(0)
+		s2 := record.Seq(0)
 		for ev, err := range p.e.Log().Events(1) {
 			if err != nil {
 				t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // maxPreviewBytes bounds the files a preview counts lines of: a larger file
@@ -58,7 +60,7 @@ func (e *Engine) preview(plan *rewindPlan) ([]PathChange, error) {
 // it is a file too large or not text. A side that is absent, a directory or
 // a symlink counts as no lines.
 func (e *Engine) previewText(ent *Entry) ([]byte, bool, error) {
-	if ent == nil || !ent.Exists || ent.State.Kind != KindFile {
+	if ent == nil || !ent.Exists || ent.State.Kind != record.KindFile {
 		return nil, true, nil
 	}
 	if ent.State.Skipped || ent.State.Bytes > maxPreviewBytes {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -56,24 +57,21 @@ var (
 type RefusedError struct {
 	Refusal Refusal
 	// Seq is the sequence asked for, or the state an undo or redo needs.
-	Seq Seq
+	Seq record.Seq
 	// Head and PrunedBefore bound the history when it was refused.
-	Head, PrunedBefore Seq
+	Head, PrunedBefore record.Seq
 	// Thinned is the thinned interval that holds Seq (RefusedThinned).
-	Thinned *ThinInterval
+	Thinned *record.ThinInterval
 	// Op is "undo" or "redo" for a refused undo or redo ("" otherwise), and
 	// Step what it would have acted on.
 	Op   string
-	Step *StepRef
+	Step *record.StepRef
 	// Missing lists a path rewind's paths that match nothing
 	// (RefusedNoSuchPath).
 	Missing []string
 	// Msg says it in words ("" for the default wording).
 	Msg string
 }
-
-// StepRef names what an undo or redo acted on (index.StepRef).
-type StepRef = index.StepRef
 
 func (e *RefusedError) Error() string {
 	if e.Msg != "" {
@@ -82,7 +80,7 @@ func (e *RefusedError) Error() string {
 	what := ""
 	if e.Op != "" && (e.Refusal == RefusedPruned || e.Refusal == RefusedThinned) {
 		op := "cannot " + e.Op
-		if e.Op == FormTurn {
+		if e.Op == record.FormTurn {
 			op = "cannot take back"
 		}
 		if e.Step != nil {
@@ -139,7 +137,7 @@ func (e *RefusedError) Unwrap() error {
 	return nil
 }
 
-func stepKind(s *StepRef) string {
+func stepKind(s *record.StepRef) string {
 	if s.Kind == "" {
 		return "step"
 	}
@@ -170,14 +168,14 @@ func RefusalOf(err error) Refusal {
 		return RefusedNoSuchPath
 	case errors.Is(err, ErrWorkspace):
 		return RefusedWorkspace
-	case errors.Is(err, ErrBadRequest), errors.Is(err, ErrUnsafePath), errors.Is(err, ErrReserved):
+	case errors.Is(err, ErrBadRequest), errors.Is(err, record.ErrUnsafePath), errors.Is(err, record.ErrReserved):
 		return RefusedBadRequest
 	}
 	return RefusedFailed
 }
 
 // refuseSeq is the refusal of the state t in the engine's history.
-func (e *Engine) refuseSeq(t Seq) *RefusedError {
+func (e *Engine) refuseSeq(t record.Seq) *RefusedError {
 	return Refuse(t, e.Head(), e.PrunedBefore(), e.Thinned())
 }
 
@@ -186,7 +184,7 @@ func (e *Engine) refuseSeq(t Seq) *RefusedError {
 // be), pruned or thinned; nil when the history has t. The engine and a
 // restore from a replica (which reads a history without an engine) refuse
 // by the same rules.
-func Refuse(t, head, pruned Seq, thinned []ThinInterval) *RefusedError {
+func Refuse(t, head, pruned record.Seq, thinned []record.ThinInterval) *RefusedError {
 	switch {
 	case t > head:
 		return &RefusedError{Refusal: RefusedNoSuchSeq, Seq: t, Head: head, PrunedBefore: pruned}

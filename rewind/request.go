@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -17,14 +18,14 @@ import (
 // (control.ParseRewind and control.FormatRewind read and write it).
 type Request struct {
 	// Target is the state to go back to (unused by the other forms).
-	Target Seq `json:"target"`
+	Target record.Seq `json:"target"`
 	// Paths, when given, limits a rewind to these workspace paths, each
 	// with everything under it. "" (the root) means every path.
 	Paths []string `json:"paths,omitempty"`
 	// Revert, when not 0, reverts the step holding this sequence: each path
 	// the step changed goes back to its state just before the step, and
 	// every later change to other paths is kept.
-	Revert Seq `json:"revert,omitempty"`
+	Revert record.Seq `json:"revert,omitempty"`
 	// Force: a revert also puts back paths changed after its step, instead
 	// of failing with a *ConflictError.
 	Force bool `json:"force,omitempty"`
@@ -38,7 +39,7 @@ type Request struct {
 	// Turn, when not 0, takes back the turn whose event has this sequence
 	// and everything after it: the whole workspace to just before the
 	// prompt. It stacks like an undo (redo brings it back).
-	Turn Seq `json:"turn,omitempty"`
+	Turn record.Seq `json:"turn,omitempty"`
 	// WholeTurn, with Undo, takes back the whole turn of the step an undo
 	// would take back now, chosen under the same lock (what `zerofs undo
 	// --turn` asks): the workspace to just before that turn's prompt. On
@@ -56,19 +57,19 @@ type Request struct {
 func (req Request) form() string {
 	switch {
 	case req.Undo && req.WholeTurn:
-		return index.FormTurn
+		return record.FormTurn
 	case req.Undo:
-		return index.FormUndo
+		return record.FormUndo
 	case req.Redo:
-		return index.FormRedo
+		return record.FormRedo
 	case req.Turn != 0:
-		return index.FormTurn
+		return record.FormTurn
 	case req.Revert != 0:
-		return index.FormRevert
+		return record.FormRevert
 	case len(req.Paths) > 0:
-		return index.FormPaths
+		return record.FormPaths
 	}
-	return index.FormRewind
+	return record.FormRewind
 }
 
 // check refuses a request that mixes forms.
@@ -113,7 +114,7 @@ type PathChange struct {
 	Path   string `json:"path"`
 	Action string `json:"action"`
 	// Kind is what the path becomes (for a deletion, what it is now).
-	Kind Kind `json:"kind"`
+	Kind record.Kind `json:"kind"`
 	// Lines counts the lines a text file gains and loses (nil when either
 	// side is not a text file, or too large to compare).
 	Lines *LineCount `json:"lines,omitempty"`
@@ -157,7 +158,7 @@ func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
 	}
 	if req.DryRun {
 		res := Result{DryRun: true, Report: e.report(plan), Foreign: foreign, Conflicts: conflicts}
-		res.Record = RewindPayload{TargetSequence: in.Target, Report: res.Report, Paths: in.Roots,
+		res.Record = record.RewindPayload{TargetSequence: in.Target, Report: res.Report, Paths: in.Roots,
 			RevertOf: in.RevertOf, Force: in.Force, Foreign: foreign, Form: in.Form, Step: in.Step}
 		res.Preview, err = e.preview(plan)
 		if err != nil {
@@ -178,7 +179,7 @@ func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
 	if len(over) > 0 {
 		e.opts.Logger.Warn("rewind: overwriting changes made outside the agent's steps", "paths", over)
 	}
-	if plan.empty() && (in.Form == index.FormRewind || in.Form == index.FormPaths || in.Form == index.FormRevert) {
+	if plan.empty() && (in.Form == record.FormRewind || in.Form == record.FormPaths || in.Form == record.FormRevert) {
 		// A rewind, path rewind or revert that changes nothing records
 		// nothing: no event, nothing to undo. (An undo or redo always
 		// records: its stack is read back from the log.) It still ends
@@ -188,10 +189,10 @@ func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
 		// to a path the step had captured would otherwise change that
 		// state unrecorded: e2e/TestFSX, seed 1796395561946588390).
 		e.capMu.Lock()
-		e.captured = map[string]Seq{}
+		e.captured = map[string]record.Seq{}
 		e.capMu.Unlock()
 		res := Result{Unchanged: true, Report: e.report(plan)}
-		res.Record = RewindPayload{TargetSequence: in.Target, Report: res.Report, Paths: in.Roots,
+		res.Record = record.RewindPayload{TargetSequence: in.Target, Report: res.Report, Paths: in.Roots,
 			RevertOf: in.RevertOf, Force: in.Force, Form: in.Form}
 		return res, nil
 	}
@@ -205,11 +206,11 @@ func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
 // acted names in res what an undo or redo acted on.
 func (res *Result) acted(in intent) {
 	switch in.Form {
-	case index.FormUndo:
+	case record.FormUndo:
 		res.Undid = in.Step
-	case index.FormRedo:
+	case record.FormRedo:
 		res.Redid = in.Step
-	case index.FormTurn:
+	case record.FormTurn:
 		res.Undid = in.Step
 	}
 }
@@ -223,8 +224,8 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 	if req.Revert != 0 {
 		return e.resolveRevert(req)
 	}
-	var what *StepRef
-	var turn Mark // the turn a turn form takes back
+	var what *record.StepRef
+	var turn record.Mark // the turn a turn form takes back
 	switch {
 	case req.Undo && req.WholeTurn:
 		_, w, ok := e.state.UndoTarget()
@@ -232,14 +233,14 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 			return in, nil, nil, "", &RefusedError{Refusal: RefusedNothingToUndo, Head: e.Head(), PrunedBefore: e.PrunedBefore()}
 		}
 		if w.Kind != "step" {
-			return in, nil, nil, "", &RefusedError{Refusal: RefusedNoTurn, Op: index.FormTurn, Step: &w, Head: e.Head(), PrunedBefore: e.PrunedBefore(),
+			return in, nil, nil, "", &RefusedError{Refusal: RefusedNoTurn, Op: record.FormTurn, Step: &w, Head: e.Head(), PrunedBefore: e.PrunedBefore(),
 				Msg: fmt.Sprintf("%v: the last action in effect (rewind %d) is not a step", ErrNoTurn, w.Sequence)}
 		}
 		if turn, ok = e.state.TurnOf(w); !ok {
-			return in, nil, nil, "", &RefusedError{Refusal: RefusedNoTurn, Op: index.FormTurn, Step: &w, Head: e.Head(), PrunedBefore: e.PrunedBefore(),
+			return in, nil, nil, "", &RefusedError{Refusal: RefusedNoTurn, Op: record.FormTurn, Step: &w, Head: e.Head(), PrunedBefore: e.PrunedBefore(),
 				Msg: fmt.Sprintf("%v: the last step in effect (%d %q) came before any prompt hook recorded a turn", ErrNoTurn, w.Sequence, w.Label)}
 		}
-		req.Target, what = turn.Seq-1, &StepRef{Kind: "turn", Sequence: turn.Seq}
+		req.Target, what = turn.Seq-1, &record.StepRef{Kind: "turn", Sequence: turn.Seq}
 	case req.Undo:
 		t, w, ok := e.state.UndoTarget()
 		if !ok {
@@ -258,7 +259,7 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 			return in, nil, nil, "", &RefusedError{Refusal: RefusedNoSuchSeq, Seq: req.Turn, Head: e.Head(), PrunedBefore: e.PrunedBefore(),
 				Msg: fmt.Sprintf("rewind: no such turn: %d is not a turn event", req.Turn)}
 		}
-		req.Target, what = req.Turn-1, &StepRef{Kind: "turn", Sequence: req.Turn}
+		req.Target, what = req.Turn-1, &record.StepRef{Kind: "turn", Sequence: req.Turn}
 	}
 	if r := e.refuseSeq(req.Target); r != nil {
 		if req.Undo || req.Redo || req.Turn != 0 {
@@ -284,8 +285,8 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 	}
 	in = intent{Target: req.Target, Form: req.form(), Step: what}
 	if roots == nil {
-		plan, err = e.plan(req.Target, ^Seq(0))
-		if err != nil || in.Form == index.FormRewind {
+		plan, err = e.plan(req.Target, ^record.Seq(0))
+		if err != nil || in.Form == record.FormRewind {
 			return in, plan, nil, session, err
 		}
 		// An undo, redo or turn taken back leaves a person's changes
@@ -294,7 +295,7 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 		in.Narrow = in.Paths != nil
 		return in, plan, nil, session, err
 	}
-	changed, err := e.changedSince(req.Target, ^Seq(0))
+	changed, err := e.changedSince(req.Target, ^record.Seq(0))
 	if err != nil {
 		return in, nil, nil, "", err
 	}
@@ -309,7 +310,7 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 		return in, nil, nil, "", err
 	}
 	in.Narrow, in.Paths, in.Roots = true, cands, roots
-	plan, err = e.planPaths(req.Target, ^Seq(0), cands)
+	plan, err = e.planPaths(req.Target, ^record.Seq(0), cands)
 	return in, plan, nil, session, err
 }
 
@@ -317,10 +318,10 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 // neither at t nor now: it can match nothing, so it is a mistake (a typo,
 // a path relative to the wrong directory), not a rewind that happens to
 // change nothing.
-func (e *Engine) refuseMissing(t Seq, roots []string) error {
+func (e *Engine) refuseMissing(t record.Seq, roots []string) error {
 	var missing []string
 	for _, p := range roots {
-		at, err := e.stateAt(p, t, ^Seq(0))
+		at, err := e.stateAt(p, t, ^record.Seq(0))
 		if err != nil {
 			return err
 		}
@@ -346,7 +347,7 @@ func (e *Engine) refuseMissing(t Seq, roots []string) error {
 func cleanRoots(paths []string) ([]string, error) {
 	var roots []string
 	for _, p := range paths {
-		if err := CleanPath(p); err != nil {
+		if err := record.CleanPath(p); err != nil {
 			return nil, fmt.Errorf("%w: %q", err, p)
 		}
 		if p == "" {
@@ -365,14 +366,14 @@ func cleanRoots(paths []string) ([]string, error) {
 // withAncestors adds to cands the ancestors (outside skip) that a path
 // restored to its state at t needs and that are not directories now; it
 // returns them separately too.
-func (e *Engine) withAncestors(t Seq, cands, skip []string) (all, added []string, err error) {
+func (e *Engine) withAncestors(t record.Seq, cands, skip []string) (all, added []string, err error) {
 	have := map[string]bool{}
 	for _, p := range cands {
 		have[p] = true
 	}
 	all = append([]string(nil), cands...)
 	for _, p := range cands {
-		tgt, err := e.stateAt(p, t, ^Seq(0))
+		tgt, err := e.stateAt(p, t, ^record.Seq(0))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -387,7 +388,7 @@ func (e *Engine) withAncestors(t Seq, cands, skip []string) (all, added []string
 			if err != nil {
 				return nil, nil, err
 			}
-			if cur.Exists && cur.State.Kind == KindDir {
+			if cur.Exists && cur.State.Kind == record.KindDir {
 				continue
 			}
 			have[a] = true

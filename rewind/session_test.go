@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestSessionsKeepTheirOwnSteps: two agent sessions (agent processes 100
@@ -61,18 +61,18 @@ func TestSessionsKeepTheirOwnSteps(t *testing.T) {
 	write(tool(agentB, 3), "b2.txt", "b2\n")
 	write(editor, "editor.txt", "e\n") // neither agent's: a person's
 
-	owner := map[string]Seq{} // path -> step of its capture
-	const personStep = ^Seq(0)
-	pos := Seq(0)
+	owner := map[string]record.Seq{} // path -> step of its capture
+	const personStep = ^record.Seq(0)
+	pos := record.Seq(0)
 	for ev, err := range e.Log().Events(1) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		switch ev.Type {
-		case eventlog.TypeToolCall:
+		case record.TypeToolCall:
 			pos = ev.Seq
-		case eventlog.TypeCheckpoint:
-			var cp Checkpoint
+		case record.TypeCheckpoint:
+			var cp record.Checkpoint
 			json.Unmarshal(ev.Payload, &cp)
 			s := pos
 			switch {
@@ -88,7 +88,7 @@ func TestSessionsKeepTheirOwnSteps(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]Seq{"shared.txt": 0, "a.txt": evA.Seq, "a2.txt": evA.Seq, "b.txt": evB.Seq, "b2.txt": evB.Seq, "editor.txt": personStep}
+	want := map[string]record.Seq{"shared.txt": 0, "a.txt": evA.Seq, "a2.txt": evA.Seq, "b.txt": evB.Seq, "b2.txt": evB.Seq, "editor.txt": personStep}
 	for p, w := range want {
 		if owner[p] != w {
 			t.Errorf("%s captured in step %d, want %d (A is %d, B is %d)", p, owner[p], w, evA.Seq, evB.Seq)

@@ -10,12 +10,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // writeStep begins a step labelled label and writes content to p in it.
-func writeStep(t *testing.T, e *Engine, ws, label, p, content string) Seq {
+func writeStep(t *testing.T, e *Engine, ws, label, p, content string) record.Seq {
 	t.Helper()
 	ev, err := e.BeginStep(context.Background(), label, nil)
 	if err != nil {
@@ -34,17 +34,17 @@ func TestUndoInEngine(t *testing.T) {
 	s1 := writeStep(t, e, ws, "one", "a", "1")
 	s2 := writeStep(t, e, ws, "two", "a", "2")
 	res, err := e.Apply(ctx, Request{Undo: true})
-	if err != nil || res.Undid == nil || res.Undid.Sequence != s2 || res.Undid.Label != "two" || res.Record.Form != FormUndo {
+	if err != nil || res.Undid == nil || res.Undid.Sequence != s2 || res.Undid.Label != "two" || res.Record.Form != record.FormUndo {
 		t.Fatalf("undo: %+v, %v", res, err)
 	}
 	if got := readFile(t, ws, "a"); got != "1" {
 		t.Fatalf("after undo a = %q", got)
 	}
-	if last, _, _ := e.LastRewind(); last.Form != FormUndo || last.Step == nil || last.Step.Sequence != s2 {
+	if last, _, _ := e.LastRewind(); last.Form != record.FormUndo || last.Step == nil || last.Step.Sequence != s2 {
 		t.Fatalf("the session_rewind does not record the undo: %+v", last)
 	}
 	res, err = e.Apply(ctx, Request{Redo: true})
-	if err != nil || res.Redid == nil || res.Redid.Sequence != s2 || res.Record.Form != FormRedo || readFile(t, ws, "a") != "2" {
+	if err != nil || res.Redid == nil || res.Redid.Sequence != s2 || res.Record.Form != record.FormRedo || readFile(t, ws, "a") != "2" {
 		t.Fatalf("redo: %+v, %v", res, err)
 	}
 	// A rewind, then undo: the rewind is taken back, not the step before.
@@ -235,16 +235,16 @@ func TestUndoWhileStepsArrive(t *testing.T) {
 // firstCaptured is the path captured by the first checkpoint at or after
 // seq: the file the step at seq (or the implicit step beginning with the
 // checkpoint at seq) wrote.
-func firstCaptured(t *testing.T, e *Engine, seq Seq) string {
+func firstCaptured(t *testing.T, e *Engine, seq record.Seq) string {
 	t.Helper()
 	for ev, err := range e.Log().Events(seq) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Type != eventlog.TypeCheckpoint {
+		if ev.Type != record.TypeCheckpoint {
 			continue
 		}
-		var cp Checkpoint
+		var cp record.Checkpoint
 		if err := json.Unmarshal(ev.Payload, &cp); err != nil || len(cp.Files) == 0 {
 			t.Fatalf("checkpoint %d: %v", ev.Seq, err)
 		}
@@ -347,7 +347,7 @@ func TestUndoTurnWhileStepsArrive(t *testing.T) {
 			}
 		}
 	}()
-	type dryRun struct{ from, to, turn Seq }
+	type dryRun struct{ from, to, turn record.Seq }
 	var drys []dryRun
 	for undos := 0; undos < 20; {
 		dry := undos%2 == 0
@@ -360,7 +360,7 @@ func TestUndoTurnWhileStepsArrive(t *testing.T) {
 			t.Fatal(err)
 		}
 		x := res.Undid.Sequence
-		if res.Undid.Kind != "turn" || res.Record.Form != FormTurn || res.Record.TargetSequence != x-1 {
+		if res.Undid.Kind != "turn" || res.Record.Form != record.FormTurn || res.Record.TargetSequence != x-1 {
 			t.Fatalf("undo of a turn: %+v, record %+v", res.Undid, res.Record)
 		}
 		if dry {
@@ -375,14 +375,14 @@ func TestUndoTurnWhileStepsArrive(t *testing.T) {
 	}
 	// The oracle: the turn an undo of a whole turn takes back after the
 	// events up to h, from a fold of the log's first h events.
-	var evs []eventlog.Event
+	var evs []record.Event
 	for ev, err := range e.Log().Events(1) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		evs = append(evs, ev)
 	}
-	turnAfter := func(h Seq) Seq {
+	turnAfter := func(h record.Seq) record.Seq {
 		st := index.NewState()
 		for _, ev := range evs[:h] {
 			if err := st.Add(ev); err != nil {
@@ -398,8 +398,8 @@ func TestUndoTurnWhileStepsArrive(t *testing.T) {
 	}
 	reals := 0
 	for _, ev := range evs {
-		var p RewindPayload
-		if ev.Type != eventlog.TypeRewind || json.Unmarshal(ev.Payload, &p) != nil {
+		var p record.RewindPayload
+		if ev.Type != record.TypeRewind || json.Unmarshal(ev.Payload, &p) != nil {
 			continue
 		}
 		before := ev.Seq - 1 // the rewind's own events begin after it

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/zerofs/zerofs/rewind/internal/index"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Extended attributes: a before-state records the xattrs a rewind may put
@@ -29,18 +29,18 @@ import (
 // The store is untrusted: index.CheckXattrs bounds what a record may hold.
 
 const (
-	xattrCapability = index.XattrCapability
+	xattrCapability = record.XattrCapability
 )
 
 // xattrKept reports whether name is an xattr a before-state records.
-func xattrKept(name string, root bool) bool { return index.XattrKept(name, root) }
+func xattrKept(name string, root bool) bool { return record.XattrKept(name, root) }
 
 // isRoot is whether the daemon may read and write the privileged
 // namespaces; tests set it with canChown.
 func isRoot() bool { return canChown() }
 
 // checkXattrs is index.CheckXattrs.
-func checkXattrs(xs map[string][]byte) string { return index.CheckXattrs(xs) }
+func checkXattrs(xs map[string][]byte) string { return record.CheckXattrs(xs) }
 
 // procFd is the /proc path of descriptor fd: the xattr calls reach any
 // descriptor (O_PATH ones too) through it, never by a workspace path.
@@ -113,11 +113,7 @@ func ReadXattrs(fd int) (map[string][]byte, error) { return readXattrs(fd) }
 // RestoreXattrs gives the file or directory open at fd the kept xattrs of
 // want as a rewind gives them (a capability only under want's owner), for
 // a writer of a tree outside the engine (replicate's restore).
-func RestoreXattrs(fd int, want FileState) error { return restoreXattrs(fd, want) }
-
-// CheckXattrs says what is wrong with xattrs read from an untrusted
-// source ("" when nothing): the bounds a record's xattrs must keep.
-func CheckXattrs(xs map[string][]byte) string { return checkXattrs(xs) }
+func RestoreXattrs(fd int, want record.FileState) error { return restoreXattrs(fd, want) }
 
 // listXattrs lists the xattr names of path (which is followed).
 func listXattrs(path string) ([]string, error) {
@@ -148,7 +144,7 @@ func getXattr(path, name string) ([]byte, error) {
 	for {
 		buf := make([]byte, size)
 		n, err := unix.Getxattr(path, name, buf)
-		if errors.Is(err, unix.ERANGE) && size <= index.MaxXattrValue {
+		if errors.Is(err, unix.ERANGE) && size <= record.MaxXattrValue {
 			size *= 4
 			continue
 		}
@@ -161,7 +157,7 @@ func getXattr(path, name string) ([]byte, error) {
 
 // xattrsDiffer reports whether the file open at fd has other kept xattrs
 // than want records (false when want records none: nothing to restore).
-func xattrsDiffer(fd int, want FileState) (bool, error) {
+func xattrsDiffer(fd int, want record.FileState) (bool, error) {
 	if want.Xattrs == nil {
 		return false, nil
 	}
@@ -190,7 +186,7 @@ func xattrsEqual(a, b map[string][]byte) bool {
 // at fd: the namespaces this daemon keeps, and a capability only where the
 // file has the owner it was recorded with and its directory gives no other
 // user more than its own (privileged).
-func restorable(want FileState, fd int) map[string][]byte {
+func restorable(want record.FileState, fd int) map[string][]byte {
 	root := isRoot()
 	out := make(map[string][]byte, len(want.Xattrs))
 	for name, v := range want.Xattrs {
@@ -207,7 +203,7 @@ func restorable(want FileState, fd int) map[string][]byte {
 
 // ownerKept reports whether the file open at fd has the owner want records
 // (a capability, like a setuid bit, is its owner's privilege).
-func ownerKept(want FileState, fd int) bool {
+func ownerKept(want record.FileState, fd int) bool {
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil {
 		return false
@@ -220,7 +216,7 @@ func ownerKept(want FileState, fd int) bool {
 // differ, the capability last. Called after the file has its owner and
 // mode, since a chown clears a capability. A filesystem without xattrs,
 // or a name the daemon may not set, is left as it is.
-func restoreXattrs(fd int, want FileState) error {
+func restoreXattrs(fd int, want record.FileState) error {
 	if want.Xattrs == nil {
 		return nil
 	}
@@ -275,7 +271,7 @@ func boolCmp(a, b bool) int {
 // means unknown (a record from before xattrs were kept, a file the daemon
 // may not read, a symlink, a path that does not exist): nothing to compare.
 func (e *Engine) Xattrs(ent Entry) (map[string][]byte, error) {
-	if !ent.Exists || ent.State.Skipped || (ent.State.Kind != KindFile && ent.State.Kind != KindDir) {
+	if !ent.Exists || ent.State.Skipped || (ent.State.Kind != record.KindFile && ent.State.Kind != record.KindDir) {
 		return nil, nil
 	}
 	if !ent.Live {

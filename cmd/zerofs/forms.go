@@ -10,6 +10,7 @@ import (
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -111,7 +112,7 @@ func unchangedWhat(req control.RewindRequest) string {
 
 // writeForeign names, one line each, the paths whose present state was made
 // outside the agent's steps (skipping those already named).
-func writeForeign(w io.Writer, fs []rewind.Foreign, verb string, seen map[string]bool) {
+func writeForeign(w io.Writer, fs []record.Foreign, verb string, seen map[string]bool) {
 	for _, line := range foreignWarnings(fs, verb, seen) {
 		fmt.Fprintf(w, "zerofs: warning: %s\n", line)
 	}
@@ -125,11 +126,11 @@ func writePreview(w io.Writer, what string, rep control.RewindReport) error {
 	fmt.Fprintf(w, "would %s: restore %d, delete %d, skip %d\n", what, r.Restored, r.Deleted, len(r.Skipped))
 	for _, c := range rep.Preview {
 		p := quote.Name(c.Path)
-		if c.Kind == rewind.KindDir {
+		if c.Kind == record.KindDir {
 			p += "/"
 		}
 		line := fmt.Sprintf("  %-8s %s", c.Action, p)
-		if c.Kind == rewind.KindSymlink {
+		if c.Kind == record.KindSymlink {
 			line += " (symlink)"
 		}
 		if c.Lines != nil && (c.Lines.Added > 0 || c.Lines.Removed > 0) {
@@ -213,7 +214,7 @@ func runRevert(e *env, c *command, args []string) error {
 }
 
 // stepLabel names the block holding s: `step 4 "Edit main.go"`.
-func stepLabel(src history.Source, s Seq) string {
+func stepLabel(src history.Source, s record.Seq) string {
 	blocks, _, err := history.Blocks(src)
 	if err == nil {
 		for i := len(blocks) - 1; i >= 0; i-- {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -59,7 +60,7 @@ type refusalExample struct {
 }
 
 func refusalExamples() []refusalExample {
-	step := &rewind.StepRef{Kind: "step", Sequence: 4, Label: "Bash"}
+	step := &record.StepRef{Kind: "step", Sequence: 4, Label: "Bash"}
 	return []refusalExample{
 		{"nothing-to-undo", &rewind.RefusedError{Refusal: rewind.RefusedNothingToUndo}},
 		{"nothing-to-redo", &rewind.RefusedError{Refusal: rewind.RefusedNothingToRedo}},
@@ -70,10 +71,10 @@ func refusalExamples() []refusalExample {
 		{"pruned", &rewind.RefusedError{Refusal: rewind.RefusedPruned, Seq: 3, Head: 31, PrunedBefore: 10}},
 		{"pruned (explained)", &history.SeqError{Seq: 3, Head: 31, PrunedBefore: 10}},
 		{"pruned (undo)", &rewind.RefusedError{Refusal: rewind.RefusedPruned, Seq: 3, Head: 31, PrunedBefore: 10, Op: "undo", Step: step}},
-		{"thinned", &rewind.RefusedError{Refusal: rewind.RefusedThinned, Seq: 12, Head: 31, Thinned: &rewind.ThinInterval{After: 8, Before: 20}}},
-		{"thinned (explained)", &history.SeqError{Seq: 12, Head: 31, Thinned: &rewind.ThinInterval{After: 8, Before: 20}}},
+		{"thinned", &rewind.RefusedError{Refusal: rewind.RefusedThinned, Seq: 12, Head: 31, Thinned: &record.ThinInterval{After: 8, Before: 20}}},
+		{"thinned (explained)", &history.SeqError{Seq: 12, Head: 31, Thinned: &record.ThinInterval{After: 8, Before: 20}}},
 		{"thinned (redo)", &rewind.RefusedError{Refusal: rewind.RefusedThinned, Seq: 12, Head: 31, Op: "redo", Step: step,
-			Thinned: &rewind.ThinInterval{After: 8, Before: 20}}},
+			Thinned: &record.ThinInterval{After: 8, Before: 20}}},
 		{"conflict", &rewind.ConflictError{Step: 4, Paths: []string{"a.txt", "b c.txt"}}},
 		{"no-such-path", &rewind.RefusedError{Refusal: rewind.RefusedNoSuchPath, Seq: 0, Missing: []string{"nonexistent", "tab\there"}}},
 		{"bad-request", &rewind.RefusedError{Refusal: rewind.RefusedBadRequest, Msg: "rewind: bad request: paths go with a target only"}},

@@ -10,6 +10,7 @@ import (
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -109,7 +110,7 @@ func runRewind(e *env, c *command, args []string) error {
 			if err != nil {
 				return err
 			}
-			if err := rewind.CleanPath(rel); err != nil {
+			if err := record.CleanPath(rel); err != nil {
 				return fmt.Errorf("%s: not a path zerofs versions (%v)", quote.Name(p), err)
 			}
 			req.Paths = append(req.Paths, rel)
@@ -185,15 +186,15 @@ func writeRewind(w io.Writer, rep control.RewindReport) error {
 
 // stepName is what an undo or redo acted on: `step 42 "Edit main.go"`,
 // or a rewind taken back: `rewind 57`, `revert 60`, `path rewind 61`.
-func stepName(s rewind.StepRef) string {
+func stepName(s record.StepRef) string {
 	if s.Kind == "turn" {
 		return fmt.Sprintf("turn %d", s.Sequence)
 	}
 	if s.Kind == "rewind" {
 		switch s.Label {
-		case rewind.FormPaths:
+		case record.FormPaths:
 			return fmt.Sprintf("path rewind %d", s.Sequence)
-		case rewind.FormRevert, rewind.FormUndo, rewind.FormRedo, rewind.FormTurn:
+		case record.FormRevert, record.FormUndo, record.FormRedo, record.FormTurn:
 			return fmt.Sprintf("%s %d", s.Label, s.Sequence)
 		}
 		return fmt.Sprintf("rewind %d", s.Sequence)
@@ -201,7 +202,7 @@ func stepName(s rewind.StepRef) string {
 	return fmt.Sprintf("step %d %q", s.Sequence, s.Label)
 }
 
-func skippedCount(r rewind.Report) string {
+func skippedCount(r record.Report) string {
 	if len(r.Skipped) == 0 {
 		return ""
 	}
@@ -242,7 +243,7 @@ func runUndo(e *env, c *command, args []string) error {
 // of what an undo would take back now, which the engine chooses under its
 // lock. One request either way; the turn it names is then looked up for
 // its prompt, only to say which it was.
-func rewindTurn(e *env, seq Seq, dry, last bool) error {
+func rewindTurn(e *env, seq record.Seq, dry, last bool) error {
 	req := control.RewindRequest{Turn: seq, DryRun: dry}
 	if last {
 		req = control.RewindRequest{Undo: true, WholeTurn: true, DryRun: dry}
