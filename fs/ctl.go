@@ -237,7 +237,7 @@ func (c *ctlFile) Write(ctx context.Context, f fusefs.FileHandle, data []byte, o
 	}
 	if len(h.req)+len(data) > maxRequest {
 		h.done, h.req = true, nil
-		h.content, _ = control.JSONLine(control.Refusal{Error: string(rewind.RefusedBadRequest),
+		h.content, _ = control.JSONLine(control.Refusal{Error: string(record.RefusedBadRequest),
 			Message: fmt.Sprintf("control: bad request: more than %d bytes written to .zero/%s", maxRequest, c.name)})
 		return 0, syscall.EINVAL
 	}
@@ -359,7 +359,7 @@ func (f *fsys) doRewind(ctx context.Context, data []byte) ([]byte, syscall.Errno
 		f.flushMapped()
 	}
 	err = f.mountInTheWay(engineCtx(ctx), req)
-	var res rewind.Result
+	var res record.RewindResult
 	if err == nil {
 		res, err = f.eng.Apply(rewind.WithProgress(engineCtx(ctx), &f.prog), req)
 	}
@@ -410,7 +410,7 @@ func (f *fsys) report(name string) ([]byte, error) {
 		if !ok {
 			return []byte("{}\n"), nil
 		}
-		res := rewind.Result{Seq: seq, Report: p.Report, Foreign: p.Foreign, Record: p}
+		res := record.RewindResult{Seq: seq, Report: p.Report, Foreign: p.Foreign, Record: p}
 		switch p.Form {
 		case record.FormUndo:
 			res.Undid = p.Step

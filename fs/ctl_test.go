@@ -13,7 +13,6 @@ import (
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/record"
-	"github.com/zerofs/zerofs/rewind"
 )
 
 func TestCtlStep(t *testing.T) {
@@ -93,7 +92,7 @@ func TestCtlReports(t *testing.T) {
 	if err := ctlWrite(mp, "gc", "2\n"); err != nil {
 		t.Fatalf("gc 2: %v", err)
 	}
-	var res rewind.GCResult
+	var res record.GCResult
 	readJSON(t, ctlRead(t, mp, "gc"), &res)
 	if res.Before != 2 {
 		t.Errorf(".zero/gc = %+v, want before 2", res)

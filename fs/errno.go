@@ -35,19 +35,19 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 	}
 	// Our sentinels first.
 	switch {
-	case errors.Is(err, rewind.ErrNoSuchSeq):
+	case errors.Is(err, record.ErrNoSuchSeq):
 		if seq == seqNotFound {
 			return syscall.ENOENT
 		}
 		return syscall.EINVAL
 	case errors.Is(err, record.ErrReserved):
 		return syscall.EPERM
-	case errors.Is(err, record.ErrUnsafePath), errors.Is(err, rewind.ErrBadRequest):
+	case errors.Is(err, record.ErrUnsafePath), errors.Is(err, record.ErrBadRequest):
 		return syscall.EINVAL
-	case errors.Is(err, rewind.ErrConflict):
+	case errors.Is(err, record.ErrConflict):
 		return syscall.EBUSY
-	case errors.Is(err, rewind.ErrNothingToUndo), errors.Is(err, rewind.ErrNothingToRedo), errors.Is(err, rewind.ErrNoTurn),
-		errors.Is(err, rewind.ErrNoSuchPath):
+	case errors.Is(err, record.ErrNothingToUndo), errors.Is(err, record.ErrNothingToRedo), errors.Is(err, record.ErrNoTurn),
+		errors.Is(err, record.ErrNoSuchPath):
 		return syscall.ENOENT
 	case errors.Is(err, rewind.ErrSkipped):
 		log.Warn("zerofs: state was not kept", "op", op, "path", path, "err", err)
@@ -64,7 +64,7 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 	}
 	// A rewind that could not change the workspace (and was rolled back):
 	// the backing errno (EBUSY for a mount point in the way).
-	if errors.Is(err, rewind.ErrWorkspace) {
+	if errors.Is(err, record.ErrWorkspace) {
 		var en syscall.Errno
 		if errors.As(err, &en) {
 			return en

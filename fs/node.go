@@ -55,7 +55,7 @@ type fsys struct {
 	mtime time.Time
 
 	mu     sync.Mutex       // guards lastGC
-	lastGC *rewind.GCResult // the last GC run through .zero/gc
+	lastGC *record.GCResult // the last GC run through .zero/gc
 
 	// passthrough: opens of workspace files offer their descriptor for
 	// FUSE passthrough (set once the mount has shown it works).

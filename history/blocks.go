@@ -69,13 +69,6 @@ type Turn struct {
 	AgentSession string
 }
 
-// turnPayload is a turn event's payload.
-type turnPayload struct {
-	Prompt       string `json:"prompt"`
-	Agent        string `json:"agent"`
-	AgentSession string `json:"agentSession"`
-}
-
 // The block types, as `zerofs log --json` names them.
 const (
 	BlockStep   = "step"
@@ -299,7 +292,7 @@ func ReadHistory(events iter.Seq2[record.Event, error], head record.Seq) ([]*Blo
 			json.Unmarshal(ev.Payload, &p)
 			blocks = append(blocks, &Block{Type: BlockPruned, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Thinned: &p})
 		case record.TypeTurn:
-			var p turnPayload
+			var p record.TurnPayload
 			json.Unmarshal(ev.Payload, &p)
 			turns = append(turns, Turn{Seq: ev.Seq, Time: ev.CreatedAt, Prompt: p.Prompt, Agent: p.Agent, AgentSession: p.AgentSession})
 			turn, turnSession = ev.Seq, p.AgentSession

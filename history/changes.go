@@ -1,12 +1,10 @@
 package history
 
 import (
-	"encoding/json"
 	"errors"
 	"sort"
 
 	"github.com/zerofs/zerofs/record"
-	"github.com/zerofs/zerofs/rewind"
 )
 
 // A Change is one path a block changed. Its JSON is part of `zerofs log
@@ -79,7 +77,7 @@ func Changes(src Source, b *Block, prunedBefore record.Seq) ([]Change, error) {
 			end = t // interleaved with another session's step
 		}
 		after, err := src.Stat(before.Path, end)
-		if errors.Is(err, rewind.ErrNoSuchSeq) {
+		if errors.Is(err, record.ErrNoSuchSeq) {
 			c.Change, c.Reason = ChangeUnknown, "history pruned"
 			if b.End >= prunedBefore {
 				c.Reason = "history thinned"
@@ -292,29 +290,22 @@ type changeJSON struct {
 	TargetBytes string `json:"targetBytes,omitempty"`
 }
 
+func (j *changeJSON) names() []record.NameField {
+	return []record.NameField{record.Name("path", &j.Path, &j.PathBytes), record.Name("from", &j.From, &j.FromBytes),
+		record.Name("target", &j.Target, &j.TargetBytes)}
+}
+
 // MarshalJSON writes the change with the exact bytes of odd names.
 func (c Change) MarshalJSON() ([]byte, error) {
-	j := changeJSON{changeFields: changeFields(c),
-		PathBytes: record.ExactBytes(c.Path), FromBytes: record.ExactBytes(c.From), TargetBytes: record.ExactBytes(c.Target)}
-	j.Path, j.From, j.Target = record.Readable(c.Path), record.Readable(c.From), record.Readable(c.Target)
-	return json.Marshal(j)
+	j := changeJSON{changeFields: changeFields(c)}
+	return record.MarshalNames(&j, j.names()...)
 }
 
 // UnmarshalJSON reads a change, the exact bytes winning over the readable
 // form.
 func (c *Change) UnmarshalJSON(data []byte) error {
 	var j changeJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	var err error
-	if j.Path, err = record.FromBytes("path", j.Path, j.PathBytes); err != nil {
-		return err
-	}
-	if j.From, err = record.FromBytes("from", j.From, j.FromBytes); err != nil {
-		return err
-	}
-	if j.Target, err = record.FromBytes("target", j.Target, j.TargetBytes); err != nil {
+	if err := record.UnmarshalNames(data, &j, j.names()...); err != nil {
 		return err
 	}
 	*c = Change(j.changeFields)

@@ -136,12 +136,12 @@ func (h *engineSource) BeginTurn(ctx context.Context, payload json.RawMessage) e
 	return err
 }
 
-func (h *engineSource) Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error) {
+func (h *engineSource) Rewind(ctx context.Context, req record.Request) (control.RewindReport, error) {
 	res, err := h.eng.Apply(ctx, req)
 	return control.ReportOf(res, err), err
 }
 
-func (h *engineSource) GC(ctx context.Context, req control.GCRequest) (control.GCReport, error) {
+func (h *engineSource) GC(ctx context.Context, req record.GCRequest) (control.GCReport, error) {
 	res, err := h.eng.GCWith(ctx, req)
 	return control.GCReport{GCResult: res, Refusal: control.RefusalOf(err)}, err
 }

@@ -87,7 +87,7 @@ func (m *mountSource) Events() iter.Seq2[record.Event, error] {
 }
 
 // base is the directory t's paths are resolved from: the mount's root, or
-// the view @T (rewind.ErrNoSuchSeq when the daemon has no such view).
+// the view @T (record.ErrNoSuchSeq when the daemon has no such view).
 func (m *mountSource) base(t record.Seq) (*os.File, error) {
 	if t == Now {
 		return m.fd, nil
@@ -99,7 +99,7 @@ func (m *mountSource) base(t record.Seq) (*os.File, error) {
 	}
 	fd, err := wsdir.New(int(m.fd.Fd())).Open("@"+strconv.FormatUint(uint64(t), 10), unix.O_RDONLY|unix.O_DIRECTORY)
 	if errors.Is(err, unix.ENOENT) {
-		return nil, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, t)
+		return nil, fmt.Errorf("%w: %d", record.ErrNoSuchSeq, t)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open view @%d: %w", t, err)
@@ -273,7 +273,7 @@ func (m *mountSource) BeginTurn(ctx context.Context, payload json.RawMessage) er
 
 // Rewind sends one request and reads back its own report: what the rewind
 // did, or why the daemon refused it (control.Refusal, as a typed error).
-func (m *mountSource) Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error) {
+func (m *mountSource) Rewind(ctx context.Context, req record.Request) (control.RewindReport, error) {
 	text := control.FormatRewind(req)
 	if !req.DryRun {
 		defer m.pollProgress(ctx)()
@@ -290,7 +290,7 @@ func (m *mountSource) Rewind(ctx context.Context, req control.RewindRequest) (co
 	return control.ParseRewindReport(b)
 }
 
-func (m *mountSource) GC(ctx context.Context, req control.GCRequest) (control.GCReport, error) {
+func (m *mountSource) GC(ctx context.Context, req record.GCRequest) (control.GCReport, error) {
 	defer m.pollProgress(ctx)()
 	b, err := m.request(control.GC, control.FormatGC(req))
 	if err != nil {
@@ -319,7 +319,7 @@ func (m *mountSource) pollProgress(ctx context.Context) (stop func()) {
 		defer tick.Stop()
 		// task is the report last begun with its counts done zeroed;
 		// passed, the report whose counts done were passed on last.
-		var task, passed rewind.ProgressReport
+		var task, passed record.ProgressReport
 		for {
 			select {
 			case <-done:
@@ -340,7 +340,7 @@ func (m *mountSource) pollProgress(ctx context.Context) (stop func()) {
 			head.DoneItems, head.DoneBytes = 0, 0
 			if head != task || r.DoneItems < passed.DoneItems {
 				rewind.BeginCounting(p, r.What, r.Noun, r.Items, r.Bytes)
-				task, passed = head, rewind.ProgressReport{}
+				task, passed = head, record.ProgressReport{}
 			}
 			p.Add(r.DoneItems-passed.DoneItems, r.DoneBytes-passed.DoneBytes)
 			passed = r

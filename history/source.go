@@ -11,7 +11,6 @@ import (
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/record"
-	"github.com/zerofs/zerofs/rewind"
 )
 
 // Now stands for "the workspace as it is now" where a sequence is expected.
@@ -49,7 +48,7 @@ type Source interface {
 	// Events yields the whole log in order.
 	Events() iter.Seq2[record.Event, error]
 	// Stat is path's state at t (Now for the live workspace). A sequence
-	// above head or below the pruned history is rewind.ErrNoSuchSeq.
+	// above head or below the pruned history is record.ErrNoSuchSeq.
 	Stat(path string, t record.Seq) (Node, error)
 	// Content is a file's bytes or a symlink's target at t.
 	Content(path string, t record.Seq) ([]byte, error)
@@ -68,10 +67,10 @@ type Source interface {
 	// reports what it did. Undo and redo choose their target under the
 	// workspace lock: nothing lands between the choice and the rewind.
 	// Nothing to undo or redo is ErrNothingToUndo or ErrNothingToRedo.
-	Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error)
+	Rewind(ctx context.Context, req record.Request) (control.RewindReport, error)
 	// GC forgets the states before req.Before and thins the history before
 	// req.ThinBefore to one state a day.
-	GC(ctx context.Context, req control.GCRequest) (control.GCReport, error)
+	GC(ctx context.Context, req record.GCRequest) (control.GCReport, error)
 	// Close releases the source (the engine's store lock, when unmounted).
 	Close() error
 }
@@ -106,12 +105,6 @@ func OpenDir(ctx context.Context, dir string, opts Options) (*Workspace, Source,
 	return ws, src, nil
 }
 
-// Errors of undo and redo (the engine's refusals).
-var (
-	ErrNothingToUndo = rewind.ErrNothingToUndo
-	ErrNothingToRedo = rewind.ErrNothingToRedo
-)
-
 // SeqError explains a sequence that is not in the history.
 type SeqError struct {
 	Seq, Head, PrunedBefore record.Seq
@@ -138,17 +131,17 @@ func (e *SeqError) Error() string {
 	return fmt.Sprintf("no sequence %d", e.Seq)
 }
 
-func (e *SeqError) Unwrap() error { return rewind.ErrNoSuchSeq }
+func (e *SeqError) Unwrap() error { return record.ErrNoSuchSeq }
 
 // ExplainSeq is err, or a *SeqError that says why t is not in src's
-// history when err is rewind.ErrNoSuchSeq.
+// history when err is record.ErrNoSuchSeq.
 func ExplainSeq(src Source, t record.Seq, err error) error {
 	var se *SeqError
-	if err == nil || !errors.Is(err, rewind.ErrNoSuchSeq) || errors.As(err, &se) {
+	if err == nil || !errors.Is(err, record.ErrNoSuchSeq) || errors.As(err, &se) {
 		return err
 	}
 	// The engine's refusal names the history's bounds: nothing to read.
-	var re *rewind.RefusedError
+	var re *record.RefusedError
 	if errors.As(err, &re) && (re.Head != 0 || re.Thinned != nil) {
 		se = &SeqError{Seq: t, Head: re.Head, PrunedBefore: re.PrunedBefore, Thinned: re.Thinned}
 		se.ThinnedAfter = re.Thinned != nil && re.Seq != t

@@ -213,7 +213,7 @@ func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 	// (A live daemon may have named it and removed the stash since the log
 	// was read: not checked then.)
 	if !opts.Live {
-		for _, u := range ret.Index().Unnamed() {
+		for _, u := range ret.Unnamed() {
 			if bs == nil || !bs.HasStash(u.Kept) {
 				res.Findings = append(res.Findings, Finding{Kind: FindingMissingStash, Seq: u.Seq, Path: u.Path, Blob: u.Kept})
 			}

@@ -35,11 +35,12 @@ type FileState struct {
 	Target  string     `json:"target,omitempty"`
 	PID     int        `json:"pid,omitempty"`
 	Comm    string     `json:"comm,omitempty"`
-	// Xattrs are the extended attributes a rewind may restore (xattr.go):
+	// Xattrs are the extended attributes a rewind may restore (rewind/xattr.go;
+	// CheckXattrs bounds them):
 	// nil when the record says nothing of them, empty when it records none.
 	Xattrs map[string][]byte `json:"xattrs,omitzero"`
 	// RenamedTo and RenamedFrom make the record one side of a directory's
-	// rename record (renames.go): the directory at Path is about to be
+	// rename record (rewind/internal/index/renames.go): the directory at Path is about to be
 	// renamed to RenamedTo, so what was beneath Path before this checkpoint
 	// is what is beneath RenamedTo just after it; or Path is about to be
 	// replaced by the directory at RenamedFrom, so nothing that is beneath
@@ -49,7 +50,7 @@ type FileState struct {
 	RenamedFrom string `json:"renamedFrom,omitempty"`
 	// Kept is a removed file's stash in the store (blobstore/stash.go):
 	// linked there unread, so the checkpoint has no Blob; a later
-	// stash_named event names its blob (named.go), and the index then
+	// stash_named event names its blob (NamedPayload), and the index then
 	// gives the record that Blob.
 	Kept string `json:"kept,omitempty"`
 }

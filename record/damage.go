@@ -129,7 +129,7 @@ func InFile(err error, file string) error {
 	return err
 }
 
-// CheckEvent checks one event of the log at logPath the way Open does
+// CheckEvent checks one event of the log at logPath the way the engine does
 // before using it: a payload zerofs reads (checkpoint, rewind, history
 // pruned) must parse, and every record of a checkpoint must be one zerofs
 // could have written. It returns a *DamageError naming the line, or nil.

@@ -40,9 +40,10 @@ type ToolCallPayload struct {
 }
 
 // TurnPayload is the part of a turn payload zerofs reads: the prompt
-// (unless kept out) and the agent session whose turn it is.
+// (unless kept out), and the agent and agent session whose turn it is.
 type TurnPayload struct {
 	Prompt       string `json:"prompt,omitempty"`
+	Agent        string `json:"agent,omitempty"`
 	AgentSession string `json:"agentSession,omitempty"`
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/record"
-	"github.com/zerofs/zerofs/rewind"
 )
 
 // bucketCount is how many objects (and bytes, for blobs) the replica at
@@ -332,7 +331,7 @@ func TestThinPropagates(t *testing.T) {
 	r := replicator(t, w, u, Options{BaseEvery: time.Nanosecond, Logger: quiet})
 	steps := buildHistory(t, w, r, 6)
 	before := countBucket(t, u)
-	res, err := w.eng.GCWith(context.Background(), rewind.GCRequest{ThinBefore: steps[4]})
+	res, err := w.eng.GCWith(context.Background(), record.GCRequest{ThinBefore: steps[4]})
 	if err != nil {
 		t.Fatal(err)
 	}

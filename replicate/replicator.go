@@ -617,11 +617,11 @@ func (r *Replicator) uploadBase(ctx context.Context, seq record.Seq) error {
 	if err != nil {
 		return err
 	}
-	if ret.Index().HasUnnamed() {
+	if ret.HasUnnamed() {
 		if err := r.nameAhead(seq); err != nil {
 			return err
 		}
-		if ret.Index().HasUnnamed() {
+		if ret.HasUnnamed() {
 			r.opts.Logger.Info("replicate: base waits for a later step: a removed file's stash before it is named nowhere", "at", seq)
 			return nil
 		}

@@ -459,7 +459,7 @@ func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto recor
 	ahead := map[string]record.Named{} // names past upto, by stash
 	for _, s := range run {
 		counted := next <= upto // as upTo counts the segments for the progress
-		if !counted && !ret.Index().HasUnnamed() {
+		if !counted && !ret.HasUnnamed() {
 			break
 		}
 		want := s.First

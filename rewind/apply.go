@@ -25,28 +25,28 @@ var crashReader func(io.Reader) io.Reader
 // Rewind makes the workspace equal to its state at t, records the rewind,
 // and ends the current step. ErrNoSuchSeq when t > head. Other writers wait
 // while it runs.
-func (e *Engine) Rewind(ctx context.Context, t record.Seq) (Result, error) {
-	return e.Apply(ctx, Request{Target: t})
+func (e *Engine) Rewind(ctx context.Context, t record.Seq) (record.RewindResult, error) {
+	return e.Apply(ctx, record.Request{Target: t})
 }
 
 // carryOut makes plan happen and records it: its before-states become one
 // durable checkpoint, then the intent, then the workspace changes, then the
 // session_rewind. The caller holds wsMu for writing.
-func (e *Engine) carryOut(ctx context.Context, in intent, plan *rewindPlan) (Result, error) {
+func (e *Engine) carryOut(ctx context.Context, in intent, plan *rewindPlan) (record.RewindResult, error) {
 	if !plan.empty() {
 		cp, err := e.captureForRewind(ctx, plan)
 		if err != nil {
-			return Result{}, err
+			return record.RewindResult{}, err
 		}
 		crashPoint("rewind:captured")
 		in.Checkpoint = cp
 		b, _ := json.Marshal(in)
 		if err := durable.WriteFileAtomic(e.opts.StoreDir, intentName, b, 0o600); err != nil {
-			return Result{}, fmt.Errorf("rewind: write intent: %w", err)
+			return record.RewindResult{}, fmt.Errorf("rewind: write intent: %w", err)
 		}
 		crashPoint("rewind:intent")
 		if err := e.applyPlan(plan, ProgressIn(ctx)); err != nil {
-			return Result{}, e.rollBack(cp, err)
+			return record.RewindResult{}, e.rollBack(cp, err)
 		}
 		crashPoint("rewind:applied")
 	}
@@ -55,7 +55,7 @@ func (e *Engine) carryOut(ctx context.Context, in intent, plan *rewindPlan) (Res
 
 // finishRewind appends the session_rewind event, removes the intent and
 // ends the current step.
-func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan) (Result, error) {
+func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan) (record.RewindResult, error) {
 	report := e.report(plan)
 	payload := record.RewindPayload{TargetSequence: in.Target, CheckpointSequence: in.Checkpoint, Report: report,
 		Paths: in.Roots, RevertOf: in.RevertOf, Force: in.Force, Foreign: in.Foreign, Form: in.Form, Step: in.Step}
@@ -70,7 +70,7 @@ func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan) 
 		// The workspace is rewound but the rewind is not recorded, and its
 		// intent may remain: a later change would be undone when the next
 		// open finishes the rewind, so refuse changes until then.
-		return Result{}, e.fail(fmt.Errorf("rewind: the rewind was applied but could not be recorded (%w); remount to finish it", err))
+		return record.RewindResult{}, e.fail(fmt.Errorf("rewind: the rewind was applied but could not be recorded (%w); remount to finish it", err))
 	}
 	e.capMu.Lock()
 	e.setStep(Step{Seq: ev.Seq})
@@ -82,7 +82,7 @@ func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan) 
 		// a file held open for writing is missing.
 		e.opts.Logger.Warn("rewind: after the rewind", "err", err)
 	}
-	return Result{Report: report, Seq: ev.Seq, Changed: plan.changed(), Foreign: in.Foreign, Record: payload}, nil
+	return record.RewindResult{Report: report, Seq: ev.Seq, Changed: plan.changed(), Foreign: in.Foreign, Record: payload}, nil
 }
 
 // report counts what plan did.
@@ -118,7 +118,7 @@ func (e *Engine) rollBack(cp record.Seq, cause error) error {
 	if err != nil {
 		return e.fail(fmt.Errorf("rewind: a rewind failed half-way (%v) and could not be rolled back (%v); remount to finish it", cause, err))
 	}
-	return fmt.Errorf("%w (%w)", &RefusedError{Refusal: RefusedWorkspace,
+	return fmt.Errorf("%w (%w)", &record.RefusedError{Refusal: record.RefusedWorkspace,
 		Msg: "rewind: the workspace could not be changed, so the rewind was rolled back and nothing changed"}, cause)
 }
 

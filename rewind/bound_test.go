@@ -54,7 +54,7 @@ func checkRetained(t *testing.T, e *Engine, acked map[record.Seq]int) {
 	cut := e.PrunedBefore()
 	for seq, v := range acked {
 		if seq < cut {
-			if _, err := e.StateAt("f", seq); !errors.Is(err, ErrNoSuchSeq) {
+			if _, err := e.StateAt("f", seq); !errors.Is(err, record.ErrNoSuchSeq) {
 				t.Fatalf("@%d below the cut %d: got %v, want ErrNoSuchSeq", seq, cut, err)
 			}
 			continue

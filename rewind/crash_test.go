@@ -78,15 +78,15 @@ func crashChild(point string) {
 	case form == "renamedir":
 		err = crashRenameDir(e, os.Getenv("ZEROFS_TEST_WS"))
 	case form == "thin":
-		_, err = e.GCWith(context.Background(), GCRequest{ThinBefore: record.Seq(seq)})
+		_, err = e.GCWith(context.Background(), record.GCRequest{ThinBefore: record.Seq(seq)})
 	case strings.HasPrefix(point, "gc:"):
 		_, err = e.GC(context.Background(), record.Seq(seq))
 	case form == "revert":
-		_, err = e.Apply(context.Background(), Request{Revert: record.Seq(seq)})
+		_, err = e.Apply(context.Background(), record.Request{Revert: record.Seq(seq)})
 	case form == "undo":
-		_, err = e.Apply(context.Background(), Request{Undo: true})
+		_, err = e.Apply(context.Background(), record.Request{Undo: true})
 	case form != "":
-		_, err = e.Apply(context.Background(), Request{Target: record.Seq(seq), Paths: strings.Split(form, ",")})
+		_, err = e.Apply(context.Background(), record.Request{Target: record.Seq(seq), Paths: strings.Split(form, ",")})
 	default:
 		_, err = e.Rewind(context.Background(), record.Seq(seq))
 	}

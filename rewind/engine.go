@@ -99,56 +99,6 @@ type DirEntry struct {
 	Entry Entry
 }
 
-// Result is what Rewind did.
-type Result struct {
-	Report record.Report
-	// Seq is the session_rewind event's sequence.
-	Seq record.Seq
-	// Changed lists every workspace path the rewind created, replaced,
-	// changed the mode of, or removed (parents before children), so the
-	// FUSE layer can invalidate kernel caches for them.
-	Changed []string
-	// Foreign lists the paths whose present state was made outside the
-	// agent's steps and that the rewind overwrote (or, dry, would).
-	Foreign []record.Foreign
-	// Preview is what a dry run would do, path by path; nil otherwise.
-	Preview []PathChange
-	// Conflicts are the paths a revert found changed after its step (see
-	// ConflictError); with Force they were put back too.
-	Conflicts []string
-	// DryRun: nothing was changed or recorded (Seq is 0).
-	DryRun bool
-	// Unchanged: the rewind, path rewind or revert found the workspace
-	// already as it would make it, so it changed and recorded nothing
-	// (Seq is 0; Report may still list skipped paths).
-	Unchanged bool
-	// Record is the session_rewind payload written (for a dry run, the one
-	// that would be).
-	Record record.RewindPayload
-	// Undid is what an undo took back; Redid what a redo brought back (nil
-	// when the undo it took back did not record it).
-	Undid, Redid *record.StepRef
-}
-
-// GCResult is what GC did.
-type GCResult struct {
-	// Before is the new start of history: @T with T < Before is gone.
-	Before record.Seq `json:"before"`
-	// Seq is the history_pruned event's sequence (0 when the cut did not
-	// move, which appends no event).
-	Seq record.Seq `json:"sequence"`
-	// Steps is how many steps this gc dropped the states of: those that
-	// began at or after the previous cut and before Before.
-	Steps        int   `json:"steps"`
-	BlobsRemoved int   `json:"blobsRemoved"`
-	BytesFreed   int64 `json:"bytesFreed"`
-	// ThinSeq is the history_thinned event's sequence, and Thinned its
-	// payload: exactly what the thin gave up (0 and nil when gc was not
-	// asked to thin, or the thin would have given up nothing).
-	ThinSeq record.Seq             `json:"thinSequence,omitempty"`
-	Thinned *record.ThinnedPayload `json:"thinned,omitempty"`
-}
-
 // Engine is an open workspace history: the event log, the blobs, the index
 // over them, and the current step.
 type Engine struct {

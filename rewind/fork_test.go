@@ -79,7 +79,7 @@ func TestFork(t *testing.T) {
 	if _, err := e.Fork(ctx, 0, filepath.Join(ws, "inside"), ws); !errors.Is(err, ErrForkTarget) {
 		t.Fatalf("fork into the workspace: %v", err)
 	}
-	if _, err := e.Fork(ctx, e.Head()+1, filepath.Join(t.TempDir(), "x"), ws); !errors.Is(err, ErrNoSuchSeq) {
+	if _, err := e.Fork(ctx, e.Head()+1, filepath.Join(t.TempDir(), "x"), ws); !errors.Is(err, record.ErrNoSuchSeq) {
 		t.Fatalf("fork of a sequence above head: %v", err)
 	}
 }

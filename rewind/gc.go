@@ -10,26 +10,14 @@ import (
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
-// GCRequest is what one gc forgets.
-type GCRequest struct {
-	// Before: the states before it go (a history_pruned event). At or
-	// below the start of history nothing is cut; inside a thinned interval
-	// the cut moves to the interval's end (the states between are gone
-	// already).
-	Before record.Seq `json:"before"`
-	// ThinBefore, when above the start of history: the history before it
-	// keeps one state a day (a history_thinned event; see internal/index/thin.go).
-	ThinBefore record.Seq `json:"thinBefore,omitempty"`
-}
-
 // GC forgets states older than before: it appends a history_pruned event
 // (none when before does not move the cut: nothing is forgotten),
 // then removes every blob that no kept state needs (including blobs no
 // event names at all, left by a crash between blob and event).
 // ErrNoSuchSeq when before > head. Changes wait while it runs, so no capture
 // can name a blob it is removing.
-func (e *Engine) GC(ctx context.Context, before record.Seq) (GCResult, error) {
-	return e.GCWith(ctx, GCRequest{Before: before})
+func (e *Engine) GC(ctx context.Context, before record.Seq) (record.GCResult, error) {
+	return e.GCWith(ctx, record.GCRequest{Before: before})
 }
 
 // GCWith is GC with thinning: after the cut (if any), when req.ThinBefore
@@ -39,20 +27,20 @@ func (e *Engine) GC(ctx context.Context, before record.Seq) (GCResult, error) {
 // before-state names. A crash at any point leaves either no event (nothing
 // went) or the event with some blobs it let go still there (the next gc
 // removes them): never a kept state without its blob.
-func (e *Engine) GCWith(ctx context.Context, req GCRequest) (GCResult, error) {
+func (e *Engine) GCWith(ctx context.Context, req record.GCRequest) (record.GCResult, error) {
 	return e.gc(ctx, req, record.PrunedPayload{Reason: "gc"})
 }
 
-func (e *Engine) gc(ctx context.Context, req GCRequest, pp record.PrunedPayload) (GCResult, error) {
+func (e *Engine) gc(ctx context.Context, req record.GCRequest, pp record.PrunedPayload) (record.GCResult, error) {
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
 	if err := e.NameStashes(ctx); err != nil {
-		return GCResult{}, err
+		return record.GCResult{}, err
 	}
 	before := req.Before
 	for _, s := range []record.Seq{req.Before, req.ThinBefore} {
 		if s > e.Head() {
-			return GCResult{}, e.refuseSeq(s)
+			return record.GCResult{}, e.refuseSeq(s)
 		}
 	}
 	if before < e.PrunedBefore() {
@@ -62,13 +50,13 @@ func (e *Engine) gc(ctx context.Context, req GCRequest, pp record.PrunedPayload)
 		before = iv.Before
 	}
 	if err := e.Sync(); err != nil {
-		return GCResult{}, err
+		return record.GCResult{}, err
 	}
 	steps, err := e.stepsBetween(e.PrunedBefore(), before)
 	if err != nil {
-		return GCResult{}, err
+		return record.GCResult{}, err
 	}
-	res := GCResult{Before: before, Steps: steps}
+	res := record.GCResult{Before: before, Steps: steps}
 	// A cut that does not move forgets no state: it needs no event (the
 	// blobs it may still remove are ones no state needs).
 	if before > e.PrunedBefore() {
@@ -78,10 +66,10 @@ func (e *Engine) gc(ctx context.Context, req GCRequest, pp record.PrunedPayload)
 			err = e.log.Sync()
 		}
 		if err != nil {
-			return GCResult{}, fmt.Errorf("rewind: gc: %w", err)
+			return record.GCResult{}, fmt.Errorf("rewind: gc: %w", err)
 		}
 		if err := e.state.Add(ev); err != nil {
-			return GCResult{}, err
+			return record.GCResult{}, err
 		}
 		res.Seq = ev.Seq
 	}
@@ -229,7 +217,7 @@ func (e *Engine) enforceBound(ctx context.Context) (bool, error) {
 	if cuts[lo] <= floor {
 		return false, nil
 	}
-	res, err := e.gc(ctx, GCRequest{Before: cuts[lo]}, record.PrunedPayload{Reason: "max-store-size", StoreBytes: size, MaxStoreSize: limit})
+	res, err := e.gc(ctx, record.GCRequest{Before: cuts[lo]}, record.PrunedPayload{Reason: "max-store-size", StoreBytes: size, MaxStoreSize: limit})
 	if err != nil {
 		return false, err
 	}

@@ -66,9 +66,9 @@ func confined(want record.FileState, dirfd int) record.FileState {
 		return want
 	}
 	want.Mode &^= unix.S_ISUID | unix.S_ISGID
-	if _, ok := want.Xattrs[xattrCapability]; ok {
+	if _, ok := want.Xattrs[record.XattrCapability]; ok {
 		xs := maps.Clone(want.Xattrs)
-		delete(xs, xattrCapability)
+		delete(xs, record.XattrCapability)
 		want.Xattrs = xs
 	}
 	return want

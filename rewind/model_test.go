@@ -581,7 +581,7 @@ func unionKeys(a, b tree) map[string]bool {
 func (m *model) checkForms(rt *rapid.T, seqs, from []record.Seq) {
 	ctx := context.Background()
 	e, ws := m.e, m.ws
-	undo := func(what string, want tree, res Result) {
+	undo := func(what string, want tree, res record.RewindResult) {
 		last, _, _ := e.LastRewind()
 		if res.Unchanged || last.CheckpointSequence == 0 {
 			return // nothing changed, nothing was recorded
@@ -612,8 +612,8 @@ func (m *model) checkForms(rt *rapid.T, seqs, from []record.Seq) {
 			before, after := m.states[seqs[k]], m.states[seqs[k+1]]
 			want, conflicts := modelRevert(before, after, cur)
 			head := e.Head()
-			res, err := e.Apply(ctx, Request{Revert: step})
-			var ce *ConflictError
+			res, err := e.Apply(ctx, record.Request{Revert: step})
+			var ce *record.ConflictError
 			switch {
 			case len(conflicts) > 0:
 				if !errors.As(err, &ce) || !reflect.DeepEqual(ce.Paths, conflicts) {
@@ -622,7 +622,7 @@ func (m *model) checkForms(rt *rapid.T, seqs, from []record.Seq) {
 				if d := diffTrees(diskTree(rt, ws), cur); d != "" || e.Head() != head {
 					rt.Fatalf("a refused revert of step %d changed the workspace:\n%s", step, d)
 				}
-				if res, err = e.Apply(ctx, Request{Revert: step, Force: true}); err != nil {
+				if res, err = e.Apply(ctx, record.Request{Revert: step, Force: true}); err != nil {
 					rt.Fatalf("forced revert of step %d: %v", step, err)
 				}
 			case err != nil:
@@ -655,9 +655,9 @@ func (m *model) checkForms(rt *rapid.T, seqs, from []record.Seq) {
 		if len(missing) > 0 {
 			// A path that matches nothing is refused, dry or not.
 			for _, dry := range []bool{true, false} {
-				_, err := e.Apply(ctx, Request{Target: t, Paths: roots, DryRun: dry})
-				var re *RefusedError
-				if !errors.As(err, &re) || re.Refusal != RefusedNoSuchPath || !reflect.DeepEqual(re.Missing, missing) {
+				_, err := e.Apply(ctx, record.Request{Target: t, Paths: roots, DryRun: dry})
+				var re *record.RefusedError
+				if !errors.As(err, &re) || re.Refusal != record.RefusedNoSuchPath || !reflect.DeepEqual(re.Missing, missing) {
 					rt.Fatalf("rewinding %v to %d (missing %v): %v, want a no-such-path refusal", roots, t, missing, err)
 				}
 			}
@@ -666,14 +666,14 @@ func (m *model) checkForms(rt *rapid.T, seqs, from []record.Seq) {
 			}
 			continue
 		}
-		dry, err := e.Apply(ctx, Request{Target: t, Paths: roots, DryRun: true})
+		dry, err := e.Apply(ctx, record.Request{Target: t, Paths: roots, DryRun: true})
 		if err != nil {
 			rt.Fatalf("dry run of rewinding %v to %d: %v", roots, t, err)
 		}
 		if d := diffTrees(diskTree(rt, ws), cur); d != "" {
 			rt.Fatalf("a dry run changed the workspace:\n%s", d)
 		}
-		res, err := e.Apply(ctx, Request{Target: t, Paths: roots})
+		res, err := e.Apply(ctx, record.Request{Target: t, Paths: roots})
 		if err != nil {
 			rt.Fatalf("rewinding %v to %d: %v", roots, t, err)
 		}

@@ -9,25 +9,11 @@ import (
 	"github.com/zerofs/zerofs/record"
 )
 
-// ConflictError is a revert refused because the paths it names were changed
-// after the step (by a later step, or by changes in the current one): the
-// revert would overwrite those changes. Nothing was changed.
-type ConflictError struct {
-	Step  record.Seq
-	Paths []string
-}
-
-func (c *ConflictError) Error() string {
-	return fmt.Sprintf("rewind: revert of step %d conflicts with later changes to %s", c.Step, strings.Join(c.Paths, ", "))
-}
-
-func (c *ConflictError) Unwrap() error { return ErrConflict }
-
 // ErrRenameRecords: a form that does not resolve rename records yet.
 var ErrRenameRecords = errors.New("rewind: not supported across a directory rename record")
 
 // resolveRevert plans the revert of the step holding req.Revert.
-func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, conflicts []string, session string, err error) {
+func (e *Engine) resolveRevert(req record.Request) (in intent, plan *rewindPlan, conflicts []string, session string, err error) {
 	fail := func(err error) (intent, *rewindPlan, []string, string, error) {
 		return intent{}, nil, nil, "", err
 	}

@@ -122,10 +122,10 @@ func TestRewindRefusesDamagedBlob(t *testing.T) {
 func TestRewindBadTargets(t *testing.T) {
 	e, _ := openT(t, Options{})
 	for _, s := range []record.Seq{e.Head() + 1, 1 << 40} {
-		if _, err := e.Rewind(context.Background(), s); !errors.Is(err, ErrNoSuchSeq) {
+		if _, err := e.Rewind(context.Background(), s); !errors.Is(err, record.ErrNoSuchSeq) {
 			t.Errorf("Rewind(%d): got %v, want ErrNoSuchSeq", s, err)
 		}
-		if _, err := e.StateAt("a", s); !errors.Is(err, ErrNoSuchSeq) {
+		if _, err := e.StateAt("a", s); !errors.Is(err, record.ErrNoSuchSeq) {
 			t.Errorf("StateAt(%d): got %v, want ErrNoSuchSeq", s, err)
 		}
 	}

@@ -96,7 +96,7 @@ func TestSessionsKeepTheirOwnSteps(t *testing.T) {
 	}
 
 	// Revert A's step: A's files go, B's and the editor's stay.
-	if _, err := e.Apply(ctx, Request{Revert: evA.Seq}); err != nil {
+	if _, err := e.Apply(ctx, record.Request{Revert: evA.Seq}); err != nil {
 		t.Fatal(err)
 	}
 	got := diskTree(t, ws)
@@ -112,7 +112,7 @@ func TestSessionsKeepTheirOwnSteps(t *testing.T) {
 	}
 	// Revert B's step: B's files go; the editor's change in the same span
 	// is the person's, and stays.
-	if _, err := e.Apply(ctx, Request{Revert: evB.Seq}); err != nil {
+	if _, err := e.Apply(ctx, record.Request{Revert: evB.Seq}); err != nil {
 		t.Fatal(err)
 	}
 	got = diskTree(t, ws)
@@ -156,7 +156,7 @@ func TestSessionRevertConflict(t *testing.T) {
 	e.BeginStepAs(ctx, b, "B", json.RawMessage(`{"agentSession":"B"}`))
 	write(b, "b\n")
 	write(a, "a again\n")
-	if _, err := e.Apply(ctx, Request{Revert: evA.Seq}); err == nil {
+	if _, err := e.Apply(ctx, record.Request{Revert: evA.Seq}); err == nil {
 		t.Fatal("revert of A's step, whose file B changed in between: no conflict")
 	}
 	if got, _ := os.ReadFile(filepath.Join(ws, "f")); string(got) != "a again\n" {

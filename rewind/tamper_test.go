@@ -98,7 +98,7 @@ func openStore(ws, store string) (*Engine, error) {
 }
 
 // wantDamage checks that err is a *DamageError naming line and path, and
-// that eventlog.ErrCorrupt is inside it.
+// that record.ErrCorrupt is inside it.
 func wantDamage(t *testing.T, err error, line int, path string) {
 	t.Helper()
 	var de *record.DamageError
@@ -106,7 +106,7 @@ func wantDamage(t *testing.T, err error, line int, path string) {
 		t.Fatalf("got %v, want a *DamageError", err)
 	}
 	if !errors.Is(err, record.ErrCorrupt) {
-		t.Errorf("errors.Is(%v, eventlog.ErrCorrupt) = false", err)
+		t.Errorf("errors.Is(%v, record.ErrCorrupt) = false", err)
 	}
 	if de.Line != line || de.Path != path {
 		t.Errorf("damage names line %d path %q, want line %d path %q (%v)", de.Line, de.Path, line, path, err)

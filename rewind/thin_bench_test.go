@@ -56,7 +56,7 @@ func BenchmarkStoreThin(b *testing.B) {
 		}
 		before := storeBytes(b, store)
 		b.StartTimer()
-		res, err := e.GCWith(ctx, GCRequest{ThinBefore: cut})
+		res, err := e.GCWith(ctx, record.GCRequest{ThinBefore: cut})
 		b.StopTimer()
 		if err != nil || res.Thinned == nil {
 			b.Fatalf("gc: %+v, %v", res, err)

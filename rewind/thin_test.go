@@ -142,15 +142,15 @@ func checkThinModel(rt *rapid.T, e *Engine, tm *thinModel, states map[record.Seq
 			}
 			continue
 		}
-		if _, err := e.StateAt("", s); !errors.Is(err, ErrNoSuchSeq) {
+		if _, err := e.StateAt("", s); !errors.Is(err, record.ErrNoSuchSeq) {
 			rt.Fatalf("%s: StateAt(@%d) gone: got %v, want ErrNoSuchSeq", what, s, err)
 		}
-		if _, err := e.ReadDirAt("", s); !errors.Is(err, ErrNoSuchSeq) {
+		if _, err := e.ReadDirAt("", s); !errors.Is(err, record.ErrNoSuchSeq) {
 			rt.Fatalf("%s: ReadDirAt(@%d) gone: got %v, want ErrNoSuchSeq", what, s, err)
 		}
 		if _, ok := states[s]; ok {
 			head := e.Head()
-			if _, err := e.Rewind(context.Background(), s); !errors.Is(err, ErrNoSuchSeq) {
+			if _, err := e.Rewind(context.Background(), s); !errors.Is(err, record.ErrNoSuchSeq) {
 				rt.Fatalf("%s: Rewind(%d) to a state gone: got %v, want ErrNoSuchSeq", what, s, err)
 			}
 			if e.Head() != head {
@@ -240,7 +240,7 @@ func TestThinModel(t *testing.T) {
 		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
 		for round := range rapid.IntRange(1, 3).Draw(rt, "gcs") {
 			head := e.Head()
-			req := GCRequest{ThinBefore: head - record.Seq(rapid.IntRange(0, int(head)).Draw(rt, "thin before head"))}
+			req := record.GCRequest{ThinBefore: head - record.Seq(rapid.IntRange(0, int(head)).Draw(rt, "thin before head"))}
 			if rapid.IntRange(0, 3).Draw(rt, "cut too") == 0 {
 				req.Before = record.Seq(rapid.IntRange(0, int(req.ThinBefore)).Draw(rt, "cut"))
 			}
@@ -398,7 +398,7 @@ func TestThinCrash(t *testing.T) {
 			ctx := context.Background()
 			ws, store, states, firsts, thinBefore := buildDays(t)
 			// What an uninterrupted gc does, on a copy of the store.
-			want := func() GCResult {
+			want := func() record.GCResult {
 				copyStore := filepath.Join(t.TempDir(), "store")
 				copyTree(t, store, copyStore)
 				root, _ := os.Open(ws)
@@ -408,7 +408,7 @@ func TestThinCrash(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer e.Close()
-				res, err := e.GCWith(ctx, GCRequest{ThinBefore: thinBefore})
+				res, err := e.GCWith(ctx, record.GCRequest{ThinBefore: thinBefore})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -455,7 +455,7 @@ func TestThinCrash(t *testing.T) {
 				}
 			}
 			check(appended)
-			res, err := e.GCWith(ctx, GCRequest{ThinBefore: thinBefore})
+			res, err := e.GCWith(ctx, record.GCRequest{ThinBefore: thinBefore})
 			if err != nil {
 				t.Fatal(err)
 			}

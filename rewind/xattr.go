@@ -26,21 +26,11 @@ import (
 // file owned by the owner it was recorded with, and never into a directory
 // of another user (safeMode's rule, extended by restorePrivileged).
 //
-// The store is untrusted: index.CheckXattrs bounds what a record may hold.
-
-const (
-	xattrCapability = record.XattrCapability
-)
-
-// xattrKept reports whether name is an xattr a before-state records.
-func xattrKept(name string, root bool) bool { return record.XattrKept(name, root) }
+// The store is untrusted: record.CheckXattrs bounds what a record may hold.
 
 // isRoot is whether the daemon may read and write the privileged
 // namespaces; tests set it with canChown.
 func isRoot() bool { return canChown() }
-
-// checkXattrs is index.CheckXattrs.
-func checkXattrs(xs map[string][]byte) string { return record.CheckXattrs(xs) }
 
 // procFd is the /proc path of descriptor fd: the xattr calls reach any
 // descriptor (O_PATH ones too) through it, never by a workspace path.
@@ -68,7 +58,7 @@ func readXattrs(fd int) (map[string][]byte, error) {
 	}
 	root := isRoot()
 	for _, name := range names {
-		if !xattrKept(name, root) {
+		if !record.XattrKept(name, root) {
 			continue
 		}
 		v, err := getXattr(procFd(fd), name)
@@ -89,7 +79,7 @@ func readXattrs(fd int) (map[string][]byte, error) {
 // change goes ahead, as it does for a file larger than the blob size cap.
 func fdXattrs(fd int) (map[string][]byte, error) {
 	xs, err := readXattrs(fd)
-	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || (err == nil && checkXattrs(xs) != "") {
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || (err == nil && record.CheckXattrs(xs) != "") {
 		return nil, nil
 	}
 	return xs, err
@@ -190,10 +180,10 @@ func restorable(want record.FileState, fd int) map[string][]byte {
 	root := isRoot()
 	out := make(map[string][]byte, len(want.Xattrs))
 	for name, v := range want.Xattrs {
-		if !xattrKept(name, root) {
+		if !record.XattrKept(name, root) {
 			continue
 		}
-		if name == xattrCapability && !ownerKept(want, fd) {
+		if name == record.XattrCapability && !ownerKept(want, fd) {
 			continue
 		}
 		out[name] = v
@@ -239,7 +229,7 @@ func restoreXattrs(fd int, want record.FileState) error {
 	}
 	slices.SortFunc(names, func(a, b string) int {
 		// The capability last: nothing after it may clear it.
-		if c := boolCmp(a == xattrCapability, b == xattrCapability); c != 0 {
+		if c := boolCmp(a == record.XattrCapability, b == record.XattrCapability); c != 0 {
 			return c
 		}
 		return strings.Compare(a, b)
@@ -297,7 +287,7 @@ func XattrsDiffer(a, b map[string][]byte) bool {
 	root := isRoot()
 	seen := 0
 	for k, v := range a {
-		if !xattrKept(k, root) {
+		if !record.XattrKept(k, root) {
 			continue
 		}
 		w, ok := b[k]
@@ -308,7 +298,7 @@ func XattrsDiffer(a, b map[string][]byte) bool {
 	}
 	n := 0
 	for k := range b {
-		if xattrKept(k, root) {
+		if record.XattrKept(k, root) {
 			n++
 		}
 	}
@@ -316,7 +306,7 @@ func XattrsDiffer(a, b map[string][]byte) bool {
 }
 
 // XattrKept reports whether this process reads and compares xattr name.
-func XattrKept(name string) bool { return xattrKept(name, isRoot()) }
+func XattrKept(name string) bool { return record.XattrKept(name, isRoot()) }
 
 // sameXattrs reports whether two states of one path have the same kept
 // xattrs, or either is unknown.

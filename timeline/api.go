@@ -14,7 +14,6 @@ import (
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/record"
-	"github.com/zerofs/zerofs/rewind"
 )
 
 // DefaultLimit is how many entries a page of the log holds by default;
@@ -116,11 +115,11 @@ func (s *Server) fail(w http.ResponseWriter, code int, err error) {
 // status is the HTTP status for a library error.
 func status(err error) int {
 	switch {
-	case errors.Is(err, rewind.ErrNoSuchSeq), errors.Is(err, control.ErrBadRequest),
-		errors.Is(err, record.ErrUnsafePath), errors.Is(err, rewind.ErrNoSuchPath):
+	case errors.Is(err, record.ErrNoSuchSeq), errors.Is(err, control.ErrBadRequest),
+		errors.Is(err, record.ErrUnsafePath), errors.Is(err, record.ErrNoSuchPath):
 		return http.StatusBadRequest
-	case errors.Is(err, history.ErrNothingToUndo), errors.Is(err, history.ErrNothingToRedo),
-		errors.Is(err, rewind.ErrConflict), errors.Is(err, history.ErrInUse):
+	case errors.Is(err, record.ErrNothingToUndo), errors.Is(err, record.ErrNothingToRedo),
+		errors.Is(err, record.ErrConflict), errors.Is(err, history.ErrInUse):
 		return http.StatusConflict
 	}
 	return http.StatusInternalServerError
@@ -440,7 +439,7 @@ func (s *Server) rewind(w http.ResponseWriter, r *http.Request) {
 	err = s.withSource(r.Context(), func(src history.Source) error {
 		rep, err := src.Rewind(r.Context(), req)
 		ans.Report = rep
-		if errors.Is(err, rewind.ErrNoSuchSeq) && !req.Undo && !req.Redo {
+		if errors.Is(err, record.ErrNoSuchSeq) && !req.Undo && !req.Redo {
 			t := req.Target
 			if req.Revert != 0 {
 				t = req.Revert

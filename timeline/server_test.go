@@ -568,7 +568,7 @@ func TestLogThinned(t *testing.T) {
 			w.write("sh", "a", fmt.Sprintf("%d %d\n", day, i))
 		}
 	}
-	res, err := w.eng.GCWith(context.Background(), rewind.GCRequest{ThinBefore: w.eng.Head()})
+	res, err := w.eng.GCWith(context.Background(), record.GCRequest{ThinBefore: w.eng.Head()})
 	if err != nil || res.Thinned == nil || res.Thinned.Steps != 2 {
 		t.Fatalf("thin: %+v, %v; want the states of 2 steps gone", res.Thinned, err)
 	}

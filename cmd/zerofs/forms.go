@@ -11,7 +11,6 @@ import (
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/record"
-	"github.com/zerofs/zerofs/rewind"
 )
 
 var revertCmd = &command{
@@ -52,8 +51,8 @@ reflinked).
 // applyWith runs req on src: one request, whose result names the changes
 // made outside the agent's steps that it overwrote: they are named on
 // stderr (a dry run's preview lists those it would overwrite). A refused revert returns its report (with the
-// conflicts) and a *rewind.ConflictError.
-func applyWith(e *env, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
+// conflicts) and a *record.ConflictError.
+func applyWith(e *env, src history.Source, req record.Request) (control.RewindReport, error) {
 	ctx := e.ctx
 	var p *progress
 	if !req.DryRun {
@@ -83,7 +82,7 @@ func applyWith(e *env, src history.Source, req control.RewindRequest) (control.R
 }
 
 // rewindVerb names what req does, for its progress line.
-func rewindVerb(req control.RewindRequest) string {
+func rewindVerb(req record.Request) string {
 	switch {
 	case req.Undo:
 		return "undo"
@@ -100,7 +99,7 @@ func rewindVerb(req control.RewindRequest) string {
 var errUnchanged = errors.New("nothing to change")
 
 // unchangedWhat names what a rewind that changes nothing found as it would be.
-func unchangedWhat(req control.RewindRequest) string {
+func unchangedWhat(req record.Request) string {
 	switch {
 	case len(req.Paths) > 0:
 		return quote.Names(req.Paths, ", ") + (map[bool]string{true: " is", false: " are"})[len(req.Paths) == 1]
@@ -183,11 +182,11 @@ func runRevert(e *env, c *command, args []string) error {
 			s = b.Seq
 		}
 		label := stepLabel(src, s)
-		rep, err := applyWith(e, src, control.RewindRequest{Revert: s, Force: *force, DryRun: *dry})
+		rep, err := applyWith(e, src, record.Request{Revert: s, Force: *force, DryRun: *dry})
 		if errors.Is(err, errUnchanged) {
 			return nil
 		}
-		var ce *rewind.ConflictError
+		var ce *record.ConflictError
 		if errors.As(err, &ce) {
 			if *dry {
 				writePreview(e.stdout, "revert "+label, rep)

@@ -8,7 +8,6 @@ import (
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/record"
-	"github.com/zerofs/zerofs/rewind"
 )
 
 var gcCmd = &command{
@@ -101,7 +100,7 @@ func runGC(e *env, c *command, args []string) error {
 		if *dry {
 			return previewGC(e, ws, h, cut)
 		}
-		req := control.GCRequest{Before: cut}
+		req := record.GCRequest{Before: cut}
 		if *thinAfter > 0 {
 			if req.ThinBefore, err = history.KeepCut(h, time.Now().Add(-*thinAfter)); err != nil {
 				return err
@@ -110,7 +109,7 @@ func runGC(e *env, c *command, args []string) error {
 		p := startProgress(e, "gc")
 		res, err := h.GC(p.with(e.ctx), req)
 		p.Done()
-		if errors.Is(err, rewind.ErrNoSuchSeq) {
+		if errors.Is(err, record.ErrNoSuchSeq) {
 			return history.ExplainSeq(h, cut, err)
 		}
 		if err != nil {
@@ -187,7 +186,7 @@ func previewGC(e *env, ws *history.Workspace, h history.Source, cut record.Seq) 
 		return err
 	}
 	if head, err := h.Head(); err == nil && cut > head {
-		return history.ExplainSeq(h, cut, rewind.ErrNoSuchSeq)
+		return history.ExplainSeq(h, cut, record.ErrNoSuchSeq)
 	}
 	p, err := history.PreviewGC(store, cut)
 	if err != nil {

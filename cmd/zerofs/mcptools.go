@@ -20,7 +20,6 @@ import (
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/record"
-	"github.com/zerofs/zerofs/rewind"
 )
 
 // mcpTools are the MCP server's tools, on the workspace around dir. Each
@@ -538,27 +537,27 @@ func (t *mcpTools) rewind(ctx context.Context, _ *mcp.CallToolRequest, a mcpRewi
 	if (a.Paths != nil || a.PathsBytes != nil) && len(paths) == 0 {
 		return nil, mcpActionOut{}, errors.New("paths is empty: omit it to rewind the whole workspace")
 	}
-	return t.act(ctx, "rewind", control.RewindRequest{Target: record.Seq(a.Seq), Paths: paths, DryRun: a.DryRun})
+	return t.act(ctx, "rewind", record.Request{Target: record.Seq(a.Seq), Paths: paths, DryRun: a.DryRun})
 }
 
 func (t *mcpTools) undo(ctx context.Context, _ *mcp.CallToolRequest, a mcpUndoArgs) (*mcp.CallToolResult, mcpActionOut, error) {
-	return t.act(ctx, "undo", control.RewindRequest{Undo: true, DryRun: a.DryRun})
+	return t.act(ctx, "undo", record.Request{Undo: true, DryRun: a.DryRun})
 }
 
 func (t *mcpTools) redo(ctx context.Context, _ *mcp.CallToolRequest, a mcpUndoArgs) (*mcp.CallToolResult, mcpActionOut, error) {
-	return t.act(ctx, "redo", control.RewindRequest{Redo: true, DryRun: a.DryRun})
+	return t.act(ctx, "redo", record.Request{Redo: true, DryRun: a.DryRun})
 }
 
 func (t *mcpTools) revert(ctx context.Context, _ *mcp.CallToolRequest, a mcpRevertArgs) (*mcp.CallToolResult, mcpActionOut, error) {
 	if a.Seq == 0 {
 		return nil, mcpActionOut{}, errors.New("seq 0 names no step: give a step's sequence as zerofs_log shows it")
 	}
-	return t.act(ctx, "revert", control.RewindRequest{Revert: record.Seq(a.Seq), Force: a.Force, DryRun: a.DryRun})
+	return t.act(ctx, "revert", record.Request{Revert: record.Seq(a.Seq), Force: a.Force, DryRun: a.DryRun})
 }
 
 // act runs one rewind request: first as a dry run when it is not one, so
 // that the changes it overwrites are known (warnings), then for real.
-func (t *mcpTools) act(ctx context.Context, action string, req control.RewindRequest) (*mcp.CallToolResult, mcpActionOut, error) {
+func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (*mcp.CallToolResult, mcpActionOut, error) {
 	out := mcpActionOut{Action: action, DryRun: req.DryRun}
 	err := t.with(ctx, func(ws *history.Workspace, src history.Source) error {
 		head, err := src.Head()
@@ -571,7 +570,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 			dry := req
 			dry.DryRun = true
 			rep, err := doRewind(ctx, src, dry)
-			if err != nil && !errors.Is(err, rewind.ErrConflict) {
+			if err != nil && !errors.Is(err, record.ErrConflict) {
 				return mcpError(err)
 			}
 			if err == nil || req.Force {
@@ -580,7 +579,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 		}
 		rep, err := doRewind(ctx, src, req)
 		if err != nil {
-			var ce *rewind.ConflictError
+			var ce *record.ConflictError
 			if errors.As(err, &ce) {
 				return fmt.Errorf("nothing changed: later changes also touched %s; call zerofs_revert again with force: true to take those back too (dry_run: true shows what that does)",
 					quote.Names(ce.Paths, ", "))
@@ -773,17 +772,17 @@ func mcpError(err error) error {
 		return nil
 	}
 	var se *history.SeqError
-	var re *rewind.RefusedError
+	var re *record.RefusedError
 	switch {
-	case errors.As(err, &re) && (re.Refusal == rewind.RefusedNoSuchSeq || re.Refusal == rewind.RefusedPruned || re.Refusal == rewind.RefusedThinned) && re.Op == "":
+	case errors.As(err, &re) && (re.Refusal == record.RefusedNoSuchSeq || re.Refusal == record.RefusedPruned || re.Refusal == record.RefusedThinned) && re.Op == "":
 		return fmt.Errorf("%s (seq: %d; zerofs_log shows the sequences there are)", re.Error(), re.Seq)
-	case errors.As(err, &re) && re.Refusal == rewind.RefusedBadRequest:
+	case errors.As(err, &re) && re.Refusal == record.RefusedBadRequest:
 		return errors.New(mcpArgWords(re.Error()) + " (check the arguments against the tool's input schema)")
 	case errors.As(err, &se):
 		return fmt.Errorf("%s (seq: %d; zerofs_log shows the sequences there are)", se.Error(), se.Seq)
-	case errors.Is(err, history.ErrNothingToUndo):
+	case errors.Is(err, record.ErrNothingToUndo):
 		return errors.New("nothing to undo: no step or rewind is in effect (zerofs_log shows the history)")
-	case errors.Is(err, history.ErrNothingToRedo):
+	case errors.Is(err, record.ErrNothingToRedo):
 		return errors.New("nothing to redo: no undo is waiting to be taken back")
 	}
 	return errors.New(mcpArgWords(err.Error()))

@@ -241,14 +241,14 @@ func runRestore(e *env, c *command, args []string) error {
 // away with what restores instead (--at, not a rewind: there is no
 // workspace yet); other errors are returned as they are.
 func restoreAdvice(err error, u replicate.URL) error {
-	var re *rewind.RefusedError
+	var re *record.RefusedError
 	if !errors.As(err, &re) {
 		return err
 	}
 	switch {
-	case re.Refusal == rewind.RefusedPruned:
+	case re.Refusal == record.RefusedPruned:
 		return fmt.Errorf("%v: restore --at %d restores the oldest state left ('zerofs log --replica %s' lists them)", err, re.PrunedBefore, u)
-	case re.Refusal == rewind.RefusedThinned && re.Thinned != nil:
+	case re.Refusal == record.RefusedThinned && re.Thinned != nil:
 		return fmt.Errorf("%v: restore --at %d or --at %d restores the nearest state kept", err, re.Thinned.After, re.Thinned.Before)
 	}
 	return fmt.Errorf("%v ('zerofs log --replica %s' lists the states it offers)", err, u)

@@ -20,7 +20,6 @@ import (
 	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/replicate"
-	"github.com/zerofs/zerofs/rewind"
 )
 
 // forgeBase rewrites the newest base of the plain replica url as whoever
@@ -220,10 +219,10 @@ func TestRestoreWordsAfterGC(t *testing.T) {
 	}
 	s.step("last")
 	ctx := context.Background()
-	if _, err := s.eng.GCWith(ctx, rewind.GCRequest{Before: record.Seq(steps[1])}); err != nil {
+	if _, err := s.eng.GCWith(ctx, record.GCRequest{Before: record.Seq(steps[1])}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.eng.GCWith(ctx, rewind.GCRequest{ThinBefore: record.Seq(steps[6])}); err != nil {
+	if _, err := s.eng.GCWith(ctx, record.GCRequest{ThinBefore: record.Seq(steps[6])}); err != nil {
 		t.Fatal(err)
 	}
 	thinned := uint64(0)

@@ -11,7 +11,6 @@ import (
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/record"
-	"github.com/zerofs/zerofs/rewind"
 )
 
 var rewindCmd = &command{
@@ -104,7 +103,7 @@ func runRewind(e *env, c *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		req := control.RewindRequest{Target: t, DryRun: *dry}
+		req := record.Request{Target: t, DryRun: *dry}
 		for _, p := range paths {
 			rel, err := ws.RelPath(e.cwd, p)
 			if err != nil {
@@ -119,8 +118,8 @@ func runRewind(e *env, c *command, args []string) error {
 		if errors.Is(err, errUnchanged) {
 			return nil
 		}
-		var re *rewind.RefusedError
-		if errors.As(err, &re) && re.Refusal == rewind.RefusedNoSuchPath {
+		var re *record.RefusedError
+		if errors.As(err, &re) && re.Refusal == record.RefusedNoSuchPath {
 			// Name the paths as they were typed (relative to this
 			// directory), not as the workspace names them.
 			typed := map[string]string{}
@@ -148,9 +147,9 @@ func runRewind(e *env, c *command, args []string) error {
 }
 
 // doRewind runs req and explains a sequence that is not in the history.
-func doRewind(ctx context.Context, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
+func doRewind(ctx context.Context, src history.Source, req record.Request) (control.RewindReport, error) {
 	rep, err := src.Rewind(ctx, req)
-	if errors.Is(err, rewind.ErrNoSuchSeq) && !req.Undo && !req.Redo && req.Turn == 0 {
+	if errors.Is(err, record.ErrNoSuchSeq) && !req.Undo && !req.Redo && req.Turn == 0 {
 		t := req.Target
 		if req.Revert != 0 {
 			t = req.Revert
@@ -236,7 +235,7 @@ func runUndo(e *env, c *command, args []string) error {
 			return rewindTurn(e, 0, *dry, true)
 		}
 	}
-	return undoRedo(e, c, args, control.RewindRequest{Undo: true})
+	return undoRedo(e, c, args, record.Request{Undo: true})
 }
 
 // rewindTurn takes back a turn: the one at seq, or (last) the whole turn
@@ -244,14 +243,14 @@ func runUndo(e *env, c *command, args []string) error {
 // lock. One request either way; the turn it names is then looked up for
 // its prompt, only to say which it was.
 func rewindTurn(e *env, seq record.Seq, dry, last bool) error {
-	req := control.RewindRequest{Turn: seq, DryRun: dry}
+	req := record.Request{Turn: seq, DryRun: dry}
 	if last {
-		req = control.RewindRequest{Undo: true, WholeTurn: true, DryRun: dry}
+		req = record.Request{Undo: true, WholeTurn: true, DryRun: dry}
 	}
 	return withHistory(e, func(_ *history.Workspace, src history.Source) error {
 		rep, err := applyWith(e, src, req)
-		var re *rewind.RefusedError
-		if !last && errors.As(err, &re) && re.Refusal == rewind.RefusedNoSuchSeq && re.Seq == seq {
+		var re *record.RefusedError
+		if !last && errors.As(err, &re) && re.Refusal == record.RefusedNoSuchSeq && re.Seq == seq {
 			return &history.TurnError{Seq: seq}
 		}
 		if err != nil {
@@ -290,10 +289,10 @@ func turnName(t history.Turn) string {
 }
 
 func runRedo(e *env, c *command, args []string) error {
-	return undoRedo(e, c, args, control.RewindRequest{Redo: true})
+	return undoRedo(e, c, args, record.Request{Redo: true})
 }
 
-func undoRedo(e *env, c *command, args []string, req control.RewindRequest) error {
+func undoRedo(e *env, c *command, args []string, req record.Request) error {
 	fs := newFlags(c)
 	dry := fs.Bool("dry-run", false, "")
 	pos, rest, err := parseArgs(c, fs, args)

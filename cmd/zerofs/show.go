@@ -10,7 +10,6 @@ import (
 
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/record"
-	"github.com/zerofs/zerofs/rewind"
 )
 
 var showCmd = &command{
@@ -72,7 +71,7 @@ func showStep(e *env, h history.Source, r ref) error {
 	if b == nil {
 		head, _ := h.Head()
 		if r.seq > head {
-			return history.ExplainSeq(h, r.seq, rewind.ErrNoSuchSeq)
+			return history.ExplainSeq(h, r.seq, record.ErrNoSuchSeq)
 		}
 		return fmt.Errorf("no step holds sequence %d (it is a gc's, or was pruned)", r.seq)
 	}
@@ -187,7 +186,7 @@ func resolveAt(e *env, ws *history.Workspace, h history.Source, arg string, t re
 	}
 	for _, c := range cands {
 		n, err := h.Stat(c, t)
-		if errors.Is(err, rewind.ErrNoSuchSeq) {
+		if errors.Is(err, record.ErrNoSuchSeq) {
 			return "", history.Node{}, history.ExplainSeq(h, t, err)
 		}
 		if errors.Is(err, record.ErrUnsafePath) || errors.Is(err, record.ErrReserved) {

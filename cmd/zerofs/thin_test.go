@@ -223,12 +223,12 @@ func TestGCThinAfterMounted(t *testing.T) {
 	b := make([]byte, 1<<16)
 	n, _ := f.ReadAt(b, 0)
 	rep, err := control.ParseRewindReport(b[:n])
-	if err != nil || rep.Error != string(rewind.RefusedThinned) || rep.Requested != steps[1].seq || rep.Interval == nil ||
+	if err != nil || rep.Error != string(record.RefusedThinned) || rep.Requested != steps[1].seq || rep.Interval == nil ||
 		rep.Interval.After != steps[0].seq || rep.Interval.Before != steps[3].seq || !strings.Contains(rep.Message, "thinned to one state a day") {
 		t.Errorf("the refusal read back from .zero/rewind: %q (%v)", b[:n], err)
 	}
-	if !errors.Is(rep.Err(), rewind.ErrNoSuchSeq) {
-		t.Errorf("the refusal's error %v is not rewind.ErrNoSuchSeq", rep.Err())
+	if !errors.Is(rep.Err(), record.ErrNoSuchSeq) {
+		t.Errorf("the refusal's error %v is not record.ErrNoSuchSeq", rep.Err())
 	}
 	if after := readTrim(t, filepath.Join(ws, ".zero", "head")); after != head {
 		t.Errorf("a refused rewind moved head from %s to %s", head, after)

@@ -14,10 +14,7 @@ import (
 func (s *State) markEvent(ev record.Event, rp *record.RewindPayload) {
 	switch ev.Type {
 	case record.TypeToolCall:
-		var p struct {
-			Name         string `json:"name"`
-			AgentSession string `json:"agentSession"`
-		}
+		var p record.ToolCallPayload
 		json.Unmarshal(ev.Payload, &p)
 		s.endBlock()
 		s.insertMark(record.Mark{Seq: ev.Seq, Kind: record.MarkStep, Label: p.Name, Session: p.AgentSession, At: ev.CreatedAt})
@@ -37,9 +34,7 @@ func (s *State) markEvent(ev record.Event, rp *record.RewindPayload) {
 		s.insertMark(record.Mark{Seq: ev.Seq, Kind: record.MarkRewind, Target: rp.TargetSequence, Form: rp.Form, Back: back})
 		s.rewound(ev.Seq, cp, *rp, back)
 	case record.TypeTurn:
-		var p struct {
-			AgentSession string `json:"agentSession"`
-		}
+		var p record.TurnPayload
 		json.Unmarshal(ev.Payload, &p)
 		s.endBlock()
 		s.insertMark(record.Mark{Seq: ev.Seq, Kind: record.MarkTurn, Session: p.AgentSession, At: ev.CreatedAt})

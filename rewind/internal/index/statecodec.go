@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/record"
 )
 
@@ -314,7 +313,7 @@ func (a *arena) get(off uint64) record.FileState {
 	return decodeState(a.packed(off))
 }
 
-// checkPacked is checkRecord (damage.go) on a packed state of path p, without
+// checkPacked is record.CheckRecord on a packed state of path p, without
 // decoding it: a snapshot's million records are checked as they are read,
 // with no garbage. TestCheckPackedAgreesWithCheckRecord holds the two to the
 // same verdicts. b must be a whole packed state (stateSize(b) == len(b)).
@@ -377,7 +376,7 @@ func checkPacked(p string, b []byte) string {
 		return "the workspace root recorded as something other than a directory"
 	case xattrs != "":
 		return xattrs
-	case kept != "" && !blobstore.IsStashName(kept):
+	case kept != "" && !record.IsStashName(kept):
 		return "a bad stash name"
 	case absent || skipped:
 		return ""
