@@ -1,12 +1,10 @@
 package rewind
 
-import (
-	"github.com/zerofs/zerofs/internal/durable"
-)
+import "github.com/zerofs/zerofs/internal/durable"
 
-// The names zerofs owns: the store's files, the names reserved at the
-// workspace root, what makes a workspace path clean, and the temporary
-// names a rewind writes.
+// The names the engine owns: the store's files beside the log and the
+// temporary names a rewind writes. The names every reader shares (the
+// store's and the log's, the reserved names, clean paths) are record's.
 
 // tempName is the name of a temporary file a rewind writes beside name
 // before renaming it into place: the one scheme internal/durable defines
