@@ -10,7 +10,7 @@ import (
 
 	zfs "github.com/zerofs/zerofs/fs"
 	"github.com/zerofs/zerofs/history"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Config is what a mount is asked to be: the checked settings of `zerofs
@@ -52,7 +52,7 @@ func Mount(ctx context.Context, cfg Config) error {
 	}
 	store := opts.StoreDir
 	if store == "" {
-		store = filepath.Join(opts.Workspace, rewind.StoreName)
+		store = filepath.Join(opts.Workspace, record.StoreName)
 	}
 	// A killed daemon leaves its mount behind, dead: every access to it
 	// fails with ENOTCONN, the in-place workspace's store included (or,
