@@ -159,3 +159,21 @@ func TestUmountFromAShellInsideTheMount(t *testing.T) {
 		t.Errorf("%s still mounted after umount from outside", ws)
 	}
 }
+
+// TestUmountBusyControlMount: with --no-open, .zero is a mount of its own
+// beneath the workspace's; a process standing in it holds the workspace
+// busy too, and is named.
+func TestUmountBusyControlMount(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "ws")
+	os.Mkdir(ws, 0o755)
+	mountT(t, ws, "--no-open")
+	ready := filepath.Join(t.TempDir(), "ready")
+	h := holder(t, false, filepath.Join(ws, ".zero"), ready, "touch "+ready+"; exec sleep 300")
+	r := bin(t, "/", "", "umount", ws)
+	if want := "pid " + strconv.Itoa(h.Process.Pid) + " (sleep: working directory " + ws + "/.zero)"; r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Fatalf("umount with a process in .zero: exit %d, stderr %q; want 1 naming %q", r.code, r.stderr, want)
+	}
+	if _, ok := history.ReadStatus(ws); !ok {
+		t.Fatalf("the refused umount left %s unmounted", ws)
+	}
+}
