@@ -381,6 +381,11 @@ func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (
 	var st unix.Stat_t
 	var err error
 	_, name := index.SplitPath(p)
+	if dirfd >= 0 && removed && stash && !e.opts.Sync {
+		if fs, ok, err := e.stashAt(p, dirfd, name); ok || err != nil {
+			return fs, err
+		}
+	}
 	if dirfd >= 0 {
 		err = unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	} else {

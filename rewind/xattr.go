@@ -54,9 +54,12 @@ func noXattrs(err error) bool {
 
 // readXattrs reads the kept xattrs of the file open at fd: a non-nil map,
 // empty when it has none.
-func readXattrs(fd int) (map[string][]byte, error) {
+func readXattrs(fd int) (map[string][]byte, error) { return readXattrsAt(procFd(fd)) }
+
+// readXattrsAt is readXattrs of the file at path (followed).
+func readXattrsAt(path string) (map[string][]byte, error) {
 	out := map[string][]byte{}
-	names, err := listXattrs(procFd(fd))
+	names, err := listXattrs(path)
 	if noXattrs(err) {
 		return out, nil
 	}
@@ -71,7 +74,7 @@ func readXattrs(fd int) (map[string][]byte, error) {
 		if !xattrKept(name, root) {
 			continue
 		}
-		v, err := getXattr(procFd(fd), name)
+		v, err := getXattr(path, name)
 		if errors.Is(err, unix.ENODATA) || noXattrs(err) {
 			continue // removed meanwhile, or not readable here
 		}
@@ -88,7 +91,12 @@ func readXattrs(fd int) (map[string][]byte, error) {
 // and a file it cannot read) or they are more than a record holds: the
 // change goes ahead, as it does for a file larger than the blob size cap.
 func fdXattrs(fd int) (map[string][]byte, error) {
-	xs, err := readXattrs(fd)
+	return capturedXattrs(readXattrs(fd))
+}
+
+// capturedXattrs is what a capture records of xattrs xs read with err
+// (fdXattrs).
+func capturedXattrs(xs map[string][]byte, err error) (map[string][]byte, error) {
 	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || (err == nil && checkXattrs(xs) != "") {
 		return nil, nil
 	}

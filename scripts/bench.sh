@@ -281,7 +281,7 @@ PY
 	}
 	mkdir -p "$sdir/zws" "$sdir/zmnt" "$sdir/lws" "$sdir/lmnt"
 	"$sdir/zerofs" mount --sync batch "$@" "$sdir/zws" "$sdir/zmnt" >/dev/null
-	zpid=$(cat "$sdir/zws/.zero/daemon.pid")
+	read -r zpid _ <"$sdir/zws/.zero/daemon.pid" # "PID START"
 	"$sdir/loopmount" "$sdir/lws" "$sdir/lmnt" >"$sdir/lmnt.ready" &
 	looppid=$!
 	until grep -q ready "$sdir/lmnt.ready" 2>/dev/null; do
