@@ -402,7 +402,12 @@ func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		fs.Kind = KindDir
-		if fs.Xattrs, err = e.ws.xattrs(p); err != nil {
+		if dirfd >= 0 {
+			fs.Xattrs, err = dirXattrs(dirfd, name)
+		} else {
+			fs.Xattrs, err = e.ws.xattrs(p)
+		}
+		if err != nil {
 			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 		}
 	case unix.S_IFLNK:

@@ -34,6 +34,15 @@ func (e *Engine) stashAt(p string, dirfd int, name string) (fs FileState, ok boo
 // stashXattrs reads the kept xattrs of stash as fdXattrs does, through
 // its path under the store's kept directory: no descriptor of its own.
 func (e *Engine) stashXattrs(stash string) (map[string][]byte, error) {
-	xs, err := readXattrsAt(e.blobs.StashPath(stash))
+	xs, err := readXattrsAt(e.blobs.StashPath(stash), false)
 	return capturedXattrs(xs, err)
+}
+
+// dirXattrs reads the kept xattrs of directory name in the directory open
+// at dirfd as fdXattrs does, by a path through dirfd's /proc link, never
+// following name: an fstatat and a listxattr for a removed directory's
+// capture, where opening it cost an openat2 from the root, an fcntl and a
+// close more.
+func dirXattrs(dirfd int, name string) (map[string][]byte, error) {
+	return capturedXattrs(readXattrsAt(procFd(dirfd)+"/"+name, false))
 }

@@ -54,12 +54,13 @@ func noXattrs(err error) bool {
 
 // readXattrs reads the kept xattrs of the file open at fd: a non-nil map,
 // empty when it has none.
-func readXattrs(fd int) (map[string][]byte, error) { return readXattrsAt(procFd(fd)) }
+func readXattrs(fd int) (map[string][]byte, error) { return readXattrsAt(procFd(fd), true) }
 
-// readXattrsAt is readXattrs of the file at path (followed).
-func readXattrsAt(path string) (map[string][]byte, error) {
+// readXattrsAt is readXattrs of the file at path, followed if it is a
+// symlink only with follow (a descriptor's /proc path must be).
+func readXattrsAt(path string, follow bool) (map[string][]byte, error) {
 	out := map[string][]byte{}
-	names, err := listXattrs(path)
+	names, err := listXattrs(path, follow)
 	if noXattrs(err) {
 		return out, nil
 	}
@@ -74,7 +75,7 @@ func readXattrsAt(path string) (map[string][]byte, error) {
 		if !xattrKept(name, root) {
 			continue
 		}
-		v, err := getXattr(path, name)
+		v, err := getXattr(path, name, follow)
 		if errors.Is(err, unix.ENODATA) || noXattrs(err) {
 			continue // removed meanwhile, or not readable here
 		}
@@ -127,12 +128,16 @@ func RestoreXattrs(fd int, want FileState) error { return restoreXattrs(fd, want
 // source ("" when nothing): the bounds a record's xattrs must keep.
 func CheckXattrs(xs map[string][]byte) string { return checkXattrs(xs) }
 
-// listXattrs lists the xattr names of path (which is followed).
-func listXattrs(path string) ([]string, error) {
+// listXattrs lists the xattr names of path (followed with follow).
+func listXattrs(path string, follow bool) ([]string, error) {
+	list := unix.Llistxattr
+	if follow {
+		list = unix.Listxattr
+	}
 	size := 1024
 	for {
 		buf := make([]byte, size)
-		n, err := unix.Listxattr(path, buf)
+		n, err := list(path, buf)
 		if errors.Is(err, unix.ERANGE) && size < 1<<20 {
 			size *= 4
 			continue
@@ -150,12 +155,16 @@ func listXattrs(path string) ([]string, error) {
 	}
 }
 
-// getXattr reads one xattr's value of path (which is followed).
-func getXattr(path, name string) ([]byte, error) {
+// getXattr reads one xattr's value of path (followed with follow).
+func getXattr(path, name string, follow bool) ([]byte, error) {
+	get := unix.Lgetxattr
+	if follow {
+		get = unix.Getxattr
+	}
 	size := 256
 	for {
 		buf := make([]byte, size)
-		n, err := unix.Getxattr(path, name, buf)
+		n, err := get(path, name, buf)
 		if errors.Is(err, unix.ERANGE) && size <= index.MaxXattrValue {
 			size *= 4
 			continue
