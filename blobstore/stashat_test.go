@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestStashAt: StashAt links a workspace file by its name, unread, and
@@ -31,7 +33,7 @@ func TestStashAt(t *testing.T) {
 	dfd := int(dir.Fd())
 	wsIno, _ := inode(t, f.Name())
 	name, st, ok, err := s.StashAt(dfd, filepath.Base(f.Name()), func(_, _ uint64) bool { return false })
-	if err != nil || !ok || !IsStashName(name) {
+	if err != nil || !ok || !record.IsStashName(name) {
 		t.Fatalf("StashAt: %q, ok %v, err %v", name, ok, err)
 	}
 	if st.Ino != wsIno || st.Size != int64(len(data)) || st.Mode&0o7777 != 0o640 || st.Nlink != 2 {

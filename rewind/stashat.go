@@ -1,6 +1,10 @@
 package rewind
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/zerofs/zerofs/record"
+)
 
 // stashAt captures p, about to be unlinked from the directory open at
 // dirfd as name, by a stash linked by its name (blobstore.Store.StashAt):
@@ -9,24 +13,24 @@ import "fmt"
 // the workspace file too. ok is false, and nothing is stored, when it is
 // not a regular file the store can stash (the caller captures it as
 // usual). For batch mode only (StashAt).
-func (e *Engine) stashAt(p string, dirfd int, name string) (fs FileState, ok bool, err error) {
+func (e *Engine) stashAt(p string, dirfd int, name string) (fs record.FileState, ok bool, err error) {
 	stash, st, ok, err := e.blobs.StashAt(dirfd, name, e.openForWrite)
 	if err != nil {
-		return FileState{}, false, fmt.Errorf("rewind: capture %q: %w", p, err)
+		return record.FileState{}, false, fmt.Errorf("rewind: capture %q: %w", p, err)
 	}
 	if !ok {
-		return FileState{}, false, nil
+		return record.FileState{}, false, nil
 	}
 	if e.opts.MaxBlobSize > 0 && st.Size > e.opts.MaxBlobSize {
 		// Recorded as skipped, as readStateAt does.
 		e.blobs.Unstash([]string{stash})
-		return FileState{}, false, nil
+		return record.FileState{}, false, nil
 	}
-	fs = FileState{Path: p, Kind: KindFile, Mode: st.Mode & 0o7777, Bytes: st.Size, Kept: stash}
+	fs = record.FileState{Path: p, Kind: record.KindFile, Mode: st.Mode & 0o7777, Bytes: st.Size, Kept: stash}
 	setMeta(&fs, &st)
 	if fs.Xattrs, err = e.stashXattrs(stash); err != nil {
 		e.blobs.Unstash([]string{stash})
-		return FileState{}, false, fmt.Errorf("rewind: capture %q: %w", p, err)
+		return record.FileState{}, false, fmt.Errorf("rewind: capture %q: %w", p, err)
 	}
 	return fs, true, nil
 }
