@@ -308,11 +308,18 @@ PY
 	echo
 	echo "| per entry | system calls (runtime's apart) | FUSE requests | runtime's calls | largest |"
 	echo "|---|---|---|---|---|"
+	declare -A sum
 	for t in "z-tar:zerofs tar -x" "l-tar:loopback tar -x" "z-rm:zerofs rm -rf (own step)" "l-rm:loopback rm -rf"; do
 		for w in while after; do
 			IFS=$'\t' read -r own fuse rt top < <(count "$sdir/${t%%:*}" $w)
 			echo "| ${t#*:}, $w | $own | $fuse | $rt | $top |"
+			sum[${t%%:*}]=$(awk -v a="${sum[${t%%:*}]:-0}" -v b="$own" 'BEGIN {print a + b}')
 		done
+	done
+	echo
+	for w in tar rm; do # while + after, zerofs against the loopback (the goal: 1.2x at most)
+		awk -v w="$w" -v z="${sum[z-$w]}" -v l="${sum[l-$w]}" 'BEGIN {
+			printf "%s: zerofs %.1f system calls an entry (while + after), loopback %.1f: %.2fx\n", w == "tar" ? "creates (tar -x)" : "removals (rm -rf)", z, l, z / l }'
 	done
 	if [[ -n ${SYSCALLS_KEEP:-} ]]; then cp "$sdir"/z-* "$sdir"/l-* "$SYSCALLS_KEEP"/; fi
 	exit 0
