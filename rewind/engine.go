@@ -127,6 +127,8 @@ type Result struct {
 	// Undid is what an undo took back; Redid what a redo brought back (nil
 	// when the undo it took back did not record it).
 	Undid, Redid *StepRef
+	// Merge is what a merge brought in, or the conflicts that refused it.
+	Merge *MergeReport
 }
 
 // GCResult is what GC did.

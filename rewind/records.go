@@ -54,8 +54,12 @@ const (
 	FormUndo   = index.FormUndo
 	FormRedo   = index.FormRedo
 	FormTurn   = index.FormTurn
+	FormMerge  = index.FormMerge
 )
 
 // CheckEvent checks one event of the log at logPath the way Open does
 // before using it (see index.CheckEvent).
 func CheckEvent(logPath string, ev eventlog.Event) error { return index.CheckEvent(logPath, ev) }
+
+// MergeRecord is what a merge brought in (RewindPayload.Merge).
+type MergeRecord = index.MergeRecord

@@ -50,11 +50,16 @@ type Request struct {
 	// telling whose changes it overwrites; "" means the session of the
 	// reverted step, or of the newest agent step the rewind undoes.
 	Session string `json:"session,omitempty"`
+	// Merge, when set, brings a fork's changes in (merge.go); it goes
+	// with DryRun only.
+	Merge *MergeRequest `json:"merge,omitempty"`
 }
 
 // form is the form req asks for (index.Form*).
 func (req Request) form() string {
 	switch {
+	case req.Merge != nil:
+		return index.FormMerge
 	case req.Undo && req.WholeTurn:
 		return index.FormTurn
 	case req.Undo:
@@ -74,7 +79,7 @@ func (req Request) form() string {
 // check refuses a request that mixes forms.
 func (req Request) check() error {
 	forms := 0
-	for _, on := range []bool{req.Undo, req.Redo, req.Revert != 0, req.Turn != 0} {
+	for _, on := range []bool{req.Undo, req.Redo, req.Revert != 0, req.Turn != 0, req.Merge != nil} {
 		if on {
 			forms++
 		}
@@ -83,7 +88,7 @@ func (req Request) check() error {
 	case req.WholeTurn && !req.Undo:
 		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: a whole turn goes with an undo only"}
 	case forms > 1:
-		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: more than one of revert, undo, redo and turn"}
+		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: more than one of revert, undo, redo, turn and merge"}
 	case forms == 1 && req.Target != 0:
 		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: a target goes with no other form"}
 	case len(req.Paths) > 0 && forms > 0:
@@ -131,6 +136,12 @@ type LineCount struct {
 // the Result then lists the conflicts (and, dry, the preview of a forced
 // revert). Other writers wait while it runs.
 func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
+	if req.Merge != nil {
+		if err := req.check(); err != nil {
+			return Result{}, err
+		}
+		return e.merge(ctx, req)
+	}
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
 	if err := e.NameStashes(ctx); err != nil {

@@ -118,6 +118,23 @@ type RewindPayload struct {
 	Form string `json:"form,omitempty"`
 	// Step is what an undo took back or a redo brought back.
 	Step *StepRef `json:"step,omitempty"`
+	// Merge says what a merge brought in (form "merge").
+	Merge *MergeRecord `json:"merge,omitempty"`
+}
+
+// MergeRecord is what a merge (form "merge") brought into the workspace:
+// the changes of the fork in Dir since its base (the workspace's state at
+// Base) up to the fork's event Head, made in Steps (its steps, oldest
+// first). Its TargetSequence is the state just before the merge.
+type MergeRecord struct {
+	Dir   string    `json:"dir"`
+	Base  Seq       `json:"base"`
+	Head  Seq       `json:"head"`
+	Steps []StepRef `json:"steps"`
+	// Merged lists the paths merged line by line; Settled the conflicts
+	// settled by taking one side ("path": "ours"|"theirs").
+	Merged  []string          `json:"merged,omitempty"`
+	Settled map[string]string `json:"settled,omitempty"`
 }
 
 // The forms of a rewind (RewindPayload.Form, SPEC's "form").
@@ -128,6 +145,7 @@ const (
 	FormUndo   = "undo"   // the last action still in effect
 	FormRedo   = "redo"   // the last undo
 	FormTurn   = "turn"   // the steps of a turn, taken back
+	FormMerge  = "merge"  // a fork's changes brought in (merge.go)
 )
 
 // StepRef names what an undo or redo acted on: a step (Kind "step", its

@@ -1,0 +1,761 @@
+package rewind
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/merge"
+	"github.com/zerofs/zerofs/rewind/internal/index"
+)
+
+// MergeRequest asks for the changes a fork made since its base to be
+// brought into the workspace (Request.Merge).
+type MergeRequest struct {
+	// Dir is the fork's directory (absolute).
+	Dir string `json:"dir"`
+	// Workspace is this workspace's path, as the fork records its source;
+	// the front end that serves the request fills it in.
+	Workspace string `json:"workspace,omitempty"`
+	// Settle is "ours" or "theirs": conflicts on Paths (each with
+	// everything beneath it; none: every conflict) take that side.
+	Settle string   `json:"settle,omitempty"`
+	Paths  []string `json:"paths,omitempty"`
+}
+
+// The sides a conflict can be settled with (MergeRequest.Settle).
+const (
+	SettleOurs   = "ours"
+	SettleTheirs = "theirs"
+)
+
+// MergeReport is what a merge did or, dry or refused, would do.
+type MergeReport struct {
+	Record MergeRecord `json:"record"`
+	// Conflicts are the paths both sides changed in ways that do not
+	// merge (none were settled): the merge then changed nothing.
+	Conflicts []MergeConflict `json:"conflicts,omitempty"`
+}
+
+// MergeConflict is one conflicting path with what each side did to it:
+// the step of each side that last changed it (nil where that side's
+// history does not say).
+type MergeConflict struct {
+	Path   string   `json:"path"`
+	Why    string   `json:"why"`
+	Ours   *StepRef `json:"ours,omitempty"`
+	Theirs *StepRef `json:"theirs,omitempty"`
+}
+
+// MergeConflictError refuses a merge with conflicts; nothing changed.
+type MergeConflictError struct {
+	Dir       string
+	Conflicts []MergeConflict
+}
+
+func (e *MergeConflictError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rewind: merge of %s: %d conflicting path(s), nothing changed:", e.Dir, len(e.Conflicts))
+	for _, c := range e.Conflicts {
+		fmt.Fprintf(&b, " %s (%s);", c.Path, c.Why)
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// Unwrap makes a merge conflict an ErrConflict.
+func (e *MergeConflictError) Unwrap() error { return ErrConflict }
+
+// ErrMergeRequest: a merge request that makes no sense.
+var ErrMergeRequest = errors.New("rewind: bad merge request")
+
+// merge carries out req.Merge: the three-way merge of the fork's tree
+// with the workspace against the workspace's state at the fork's base
+// (package merge decides each path), applied as a rewind to that new
+// state: one checkpoint of everything it changes, an intent that lists
+// every path's new state (its content stored first), then the workspace
+// changes, then a session_rewind of form "merge" naming what came in. So
+// undo takes the whole merge back, and a crash leaves the workspace merged
+// or not (the next open finishes it from the intent). Other writers wait.
+func (e *Engine) merge(ctx context.Context, req Request) (Result, error) {
+	mr := *req.Merge
+	if mr.Dir == "" || mr.Workspace == "" {
+		return Result{}, fmt.Errorf("%w: it names no fork directory or no workspace", ErrMergeRequest)
+	}
+	if mr.Settle != "" && mr.Settle != SettleOurs && mr.Settle != SettleTheirs {
+		return Result{}, fmt.Errorf("%w: settle %q is neither ours nor theirs", ErrMergeRequest, mr.Settle)
+	}
+	if len(mr.Paths) > 0 && mr.Settle == "" {
+		return Result{}, fmt.Errorf("%w: paths go with ours or theirs", ErrMergeRequest)
+	}
+	for _, p := range mr.Paths {
+		if err := CleanPath(p); err != nil || p == "" {
+			return Result{}, fmt.Errorf("%w: %q is not a workspace path", ErrMergeRequest, p)
+		}
+	}
+	side, err := openFork(mr.Dir, mr.Workspace)
+	if err != nil {
+		return Result{}, err
+	}
+	defer side.close()
+	e.wsMu.Lock()
+	defer e.wsMu.Unlock()
+	if err := e.NameStashes(ctx); err != nil {
+		return Result{}, err
+	}
+	if err := e.Sync(); err != nil {
+		return Result{}, err
+	}
+	if r := e.refuseSeq(side.base); r != nil {
+		r.Msg = fmt.Sprintf("rewind: merge: the fork's base, state %d of this workspace, is no longer in its history (%v)", side.base, r)
+		return Result{}, r
+	}
+	m := &merger{e: e, side: side, base: side.base, nodes: map[nodeKey]*mergeNode{}}
+	results, err := m.run(mr)
+	if err != nil {
+		return Result{}, err
+	}
+	rec := MergeRecord{Dir: side.dir, Base: side.base, Head: side.head, Steps: append([]StepRef{}, side.steps...)}
+	var conflicts []MergeConflict
+	var changed []merge.Result
+	settled := map[string]string{}
+	for _, r := range results {
+		switch {
+		case r.Action == merge.Conflict:
+			conflicts = append(conflicts, m.conflict(r))
+		case r.Changes():
+			changed = append(changed, r)
+		}
+		if r.Action == merge.Combine && r.Content != nil {
+			rec.Merged = append(rec.Merged, r.Path)
+		}
+		if m.settledAs[r.Path] != "" {
+			settled[r.Path] = m.settledAs[r.Path]
+		}
+	}
+	if len(settled) > 0 {
+		rec.Settled = settled
+	}
+	res := Result{Merge: &MergeReport{Record: rec, Conflicts: conflicts}}
+	if len(conflicts) > 0 {
+		cerr := &MergeConflictError{Dir: side.dir, Conflicts: conflicts}
+		res.DryRun = req.DryRun
+		return res, cerr
+	}
+	if req.DryRun {
+		res.DryRun = true
+		res.Preview, err = m.preview(changed)
+		res.Record = RewindPayload{TargetSequence: e.Head(), Form: FormMerge, Merge: &rec}
+		return res, err
+	}
+	targets, err := m.targets(changed)
+	if err != nil {
+		return Result{}, err
+	}
+	plan, err := e.planTargets(targets)
+	if err != nil {
+		return Result{}, err
+	}
+	if plan.empty() {
+		// Nothing to bring in: the fork changed nothing, or nothing that
+		// the workspace has not got already. Nothing is recorded, and as
+		// after any rewind the step's captures end.
+		e.capMu.Lock()
+		e.captured = map[string]Seq{}
+		e.capMu.Unlock()
+		res.Unchanged = true
+		res.Report = e.report(plan)
+		res.Record = RewindPayload{TargetSequence: e.Head(), Form: FormMerge, Merge: &rec}
+		return res, nil
+	}
+	in := intent{Target: e.Head(), Form: FormMerge, Narrow: true, Targets: targets, Merge: &rec}
+	for _, t := range targets {
+		in.Paths = append(in.Paths, t.Path)
+	}
+	out, err := e.carryOut(ctx, in, plan)
+	out.Merge = res.Merge
+	return out, err
+}
+
+// planTargets plans the changes that give each path of targets its state
+// (Absent: removed), as planPaths does for states of the history.
+func (e *Engine) planTargets(targets []FileState) (*rewindPlan, error) {
+	ts := append([]FileState(nil), targets...)
+	sort.SliceStable(ts, func(i, j int) bool {
+		if di, dj := depth(ts[i].Path), depth(ts[j].Path); di != dj {
+			return di < dj
+		}
+		return ts[i].Path < ts[j].Path
+	})
+	p := &rewindPlan{}
+	for _, st := range ts {
+		tgt := Entry{Exists: !st.Absent, State: st}
+		cur, err := e.live(st.Path)
+		if err != nil {
+			return nil, err
+		}
+		n := len(p.removes) + len(p.creates) + len(p.chmods)
+		if err := e.planPath(p, st.Path, tgt, cur); err != nil {
+			return nil, err
+		}
+		if len(p.removes)+len(p.creates)+len(p.chmods) != n {
+			p.entries = append(p.entries, planEntry{path: st.Path, tgt: tgt, cur: cur})
+		}
+	}
+	p.removes = outermost(p.removes)
+	sort.SliceStable(p.removes, func(i, j int) bool { return depth(p.removes[i]) > depth(p.removes[j]) })
+	sort.SliceStable(p.chmods, func(i, j int) bool { return depth(p.chmods[i].Path) > depth(p.chmods[j].Path) })
+	return p, nil
+}
+
+// checkTargets checks the targets of a merge's intent as untrusted input:
+// each a clean path, with a kind, mode and blob zerofs writes.
+func checkTargets(ts []FileState) error {
+	for _, st := range ts {
+		if st.Path == "" || CleanPath(st.Path) != nil {
+			return fmt.Errorf("names path %q", st.Path)
+		}
+		if st.Absent {
+			continue
+		}
+		switch {
+		case st.Kind != KindFile && st.Kind != KindDir && st.Kind != KindSymlink:
+			return fmt.Errorf("names kind %q for %q", st.Kind, st.Path)
+		case st.Mode > 0o7777:
+			return fmt.Errorf("names mode %o for %q", st.Mode, st.Path)
+		case st.Kind == KindSymlink && st.Target == "":
+			return fmt.Errorf("names a symlink without a target at %q", st.Path)
+		case st.Skipped:
+			return fmt.Errorf("names a skipped state for %q", st.Path)
+		}
+		if reason := checkXattrs(st.Xattrs); reason != "" {
+			return fmt.Errorf("%q: %s", st.Path, reason)
+		}
+	}
+	return nil
+}
+
+// reportTargets is the plan a whole merge made, for the report of one a
+// crash interrupted.
+func reportTargets(ts []FileState) *rewindPlan {
+	p := &rewindPlan{}
+	for _, st := range ts {
+		if st.Absent {
+			p.removes = append(p.removes, st.Path)
+		} else {
+			p.creates = append(p.creates, st)
+		}
+	}
+	return p
+}
+
+// merger gathers one merge's states.
+type merger struct {
+	e     *Engine
+	side  *mergeSide
+	base  Seq
+	nodes map[nodeKey]*mergeNode
+	// settledAs names the side each settled conflict took.
+	settledAs map[string]string
+}
+
+type nodeKey struct {
+	side merge.Side
+	path string
+}
+
+// mergeNode is one path on one side, with what it takes to read it.
+type mergeNode struct {
+	node  merge.Node
+	size  int64
+	ent   Entry // base: the state at the base (its content, when a file)
+	owner *[2]uint32
+	mtime *time.Time
+}
+
+// node is path on side, read once.
+func (m *merger) node(side merge.Side, p string) (*mergeNode, error) {
+	k := nodeKey{side, p}
+	if n, ok := m.nodes[k]; ok {
+		return n, nil
+	}
+	var n *mergeNode
+	var err error
+	switch side {
+	case merge.Base:
+		n, err = m.baseNode(p)
+	case merge.Ours:
+		n, err = treeNode(m.e, &m.e.ws, p)
+	case merge.Theirs:
+		n, err = treeNode(m.e, m.side.tree, p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.nodes[k] = n
+	return n, nil
+}
+
+func kindOf(st FileState) merge.Kind {
+	switch {
+	case st.Skipped:
+		return merge.Other
+	case st.Kind == KindFile:
+		return merge.File
+	case st.Kind == KindDir:
+		return merge.Dir
+	case st.Kind == KindSymlink:
+		return merge.Symlink
+	}
+	return merge.Other
+}
+
+// baseNode is p at the base, from the history (or the workspace where p
+// has not changed since).
+func (m *merger) baseNode(p string) (*mergeNode, error) {
+	ent, err := m.e.stateAt(p, m.base, ^Seq(0))
+	if err != nil {
+		return nil, err
+	}
+	if !ent.Exists {
+		return &mergeNode{}, nil
+	}
+	if ent.Live {
+		// Unchanged since the base: as the workspace has it now (where a
+		// rename took it).
+		n, err := treeNode(m.e, &m.e.ws, ent.State.Path)
+		if n != nil {
+			n.ent = ent
+		}
+		return n, err
+	}
+	st := ent.State
+	n := &mergeNode{ent: ent, size: st.Bytes}
+	n.node = merge.Node{Kind: kindOf(st), Mode: st.Mode & 0o7777, Target: st.Target, Xattrs: st.Xattrs}
+	if n.node.Kind == merge.File {
+		n.node.Hash = st.Blob
+	}
+	return n, nil
+}
+
+// treeNode is p in a tree now: the workspace, or a fork's.
+func treeNode(e *Engine, w *workspace, p string) (*mergeNode, error) {
+	st, err := w.lstat(p)
+	if isMissing(err) {
+		return &mergeNode{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rewind: merge: stat %q: %w", p, err)
+	}
+	n := &mergeNode{size: st.Size, owner: &[2]uint32{st.Uid, st.Gid}}
+	mt := time.Unix(st.Mtim.Unix()).UTC()
+	n.mtime = &mt
+	n.node.Mode = st.Mode & 0o7777
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		n.node.Kind = merge.File
+		f, err := w.openFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("rewind: merge: open %q: %w", p, err)
+		}
+		defer f.Close()
+		id, _, err := e.blobs.HashFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("rewind: merge: read %q: %w", p, err)
+		}
+		n.node.Hash = id.String()
+		if n.node.Xattrs, err = readXattrs(int(f.Fd())); err != nil {
+			return nil, fmt.Errorf("rewind: merge: xattrs of %q: %w", p, err)
+		}
+	case unix.S_IFDIR:
+		n.node.Kind = merge.Dir
+		if n.node.Xattrs, err = w.xattrs(p); err != nil {
+			return nil, fmt.Errorf("rewind: merge: xattrs of %q: %w", p, err)
+		}
+	case unix.S_IFLNK:
+		n.node.Kind, n.node.Mode = merge.Symlink, 0
+		if n.node.Target, err = w.readlink(p); err != nil {
+			return nil, fmt.Errorf("rewind: merge: readlink %q: %w", p, err)
+		}
+	default:
+		n.node.Kind = merge.Other
+	}
+	return n, nil
+}
+
+// run finds the paths either side changed since the base and merges them.
+func (m *merger) run(mr MergeRequest) ([]merge.Result, error) {
+	cands := map[string]bool{}
+	ours, err := m.e.changedSince(m.base, ^Seq(0))
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ours {
+		if p != "" {
+			cands[p] = true
+		}
+	}
+	theirs, err := m.theirsChanged()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range theirs {
+		cands[p] = true
+	}
+	var paths []merge.Path
+	for p := range cands {
+		mp := merge.Path{Path: p}
+		for _, s := range []merge.Side{merge.Base, merge.Ours, merge.Theirs} {
+			n, err := m.node(s, p)
+			if err != nil {
+				return nil, err
+			}
+			switch s {
+			case merge.Base:
+				mp.Base = n.node
+			case merge.Ours:
+				mp.Ours = n.node
+			case merge.Theirs:
+				mp.Theirs = n.node
+			}
+		}
+		paths = append(paths, mp)
+	}
+	m.settledAs = map[string]string{}
+	opts := merge.Options{Read: m.read, Size: m.size}
+	if mr.Settle != "" {
+		side := merge.Ours
+		if mr.Settle == SettleTheirs {
+			side = merge.Theirs
+		}
+		opts.Settle = func(p string) (merge.Side, bool) {
+			if len(mr.Paths) > 0 && !under(p, mr.Paths) {
+				return 0, false
+			}
+			m.settledAs[p] = mr.Settle
+			return side, true
+		}
+	}
+	res, err := merge.Tree(paths, opts)
+	if errors.Is(err, merge.ErrSettle) {
+		return nil, fmt.Errorf("%w: %w", ErrMergeRequest, err)
+	}
+	return res, err
+}
+
+// theirsChanged lists the paths whose state in the fork differs from the
+// base: both trees walked side by side, a file's content compared only
+// where kind, mode and size agree.
+func (m *merger) theirsChanged() ([]string, error) {
+	var out []string
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		names := map[string]bool{}
+		fn, err := m.side.tree.readDirNames(dir)
+		if err != nil && !isMissing(err) {
+			return fmt.Errorf("rewind: merge: read %s in the fork: %w", dir, err)
+		}
+		for _, n := range fn {
+			names[n] = true
+		}
+		bents, err := m.e.readDirAt(dir, m.base, ^Seq(0))
+		if err != nil {
+			return err
+		}
+		for _, de := range bents {
+			names[de.Name] = true
+		}
+		for n := range names {
+			if dir == "" && IsReserved(n) {
+				continue
+			}
+			p := index.JoinPath(dir, n)
+			same, dirs, err := m.sameAsBase(p)
+			if err != nil {
+				return err
+			}
+			if !same {
+				out = append(out, p)
+			}
+			if dirs {
+				if err := walk(p); err != nil {
+					return err
+				}
+			} else if !same {
+				// Everything beneath a directory the fork replaced or
+				// removed changed too.
+				for _, s := range []merge.Side{merge.Base, merge.Theirs} {
+					n, _ := m.node(s, p)
+					if n != nil && n.node.Kind == merge.Dir {
+						if err := m.walkSide(s, p, func(q string) { out = append(out, q) }); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(""); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// walkSide calls fn with every path beneath directory p on side (base or
+// theirs).
+func (m *merger) walkSide(s merge.Side, p string, fn func(string)) error {
+	var names []string
+	if s == merge.Theirs {
+		ns, err := m.side.tree.readDirNames(p)
+		if err != nil && !isMissing(err) {
+			return fmt.Errorf("rewind: merge: read %s in the fork: %w", p, err)
+		}
+		names = ns
+	} else {
+		ents, err := m.e.readDirAt(p, m.base, ^Seq(0))
+		if err != nil {
+			return err
+		}
+		for _, de := range ents {
+			names = append(names, de.Name)
+		}
+	}
+	for _, n := range names {
+		q := index.JoinPath(p, n)
+		fn(q)
+		nd, err := m.node(s, q)
+		if err != nil {
+			return err
+		}
+		if nd.node.Kind == merge.Dir {
+			if err := m.walkSide(s, q, fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sameAsBase compares p in the fork with p at the base; dirs reports
+// whether both are directories (so the walk goes on beneath it).
+func (m *merger) sameAsBase(p string) (same, dirs bool, err error) {
+	b, err := m.node(merge.Base, p)
+	if err != nil {
+		return false, false, err
+	}
+	t, err := m.node(merge.Theirs, p)
+	if err != nil {
+		return false, false, err
+	}
+	return b.node.Equal(t.node), b.node.Kind == merge.Dir && t.node.Kind == merge.Dir, nil
+}
+
+// read reads a file's content on a side, for a line merge.
+func (m *merger) read(s merge.Side, p string) ([]byte, error) {
+	n, err := m.node(s, p)
+	if err != nil {
+		return nil, err
+	}
+	var r io.ReadCloser
+	switch s {
+	case merge.Base:
+		r, err = m.e.OpenContent(n.ent)
+	case merge.Ours:
+		r, err = m.e.ws.openFile(p)
+	case merge.Theirs:
+		r, err = m.side.tree.openFile(p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+func (m *merger) size(s merge.Side, p string) int64 {
+	n, err := m.node(s, p)
+	if err != nil {
+		return 0
+	}
+	return n.size
+}
+
+// conflict describes r with the step of each side that last changed it.
+func (m *merger) conflict(r merge.Result) MergeConflict {
+	c := MergeConflict{Path: r.Path, Why: r.Why}
+	if ref, ok := m.side.last[r.Path]; ok {
+		c.Theirs = &ref
+	}
+	// Ours: the newest checkpoint after the base that names the path.
+	var last Seq
+	for at := m.base; ; {
+		rec, ok := m.e.index.At(r.Path, at, ^Seq(0))
+		if !ok {
+			break
+		}
+		last, at = rec.Seq, rec.Seq
+	}
+	if last != 0 {
+		sp := m.e.state.SpanOf(last, m.e.Head())
+		switch {
+		case sp.Step != nil:
+			c.Ours = &StepRef{Kind: "step", Sequence: sp.Step.Seq, Label: sp.Step.Label}
+		case sp.Rewind:
+			c.Ours = &StepRef{Kind: "rewind", Sequence: sp.End}
+		default:
+			c.Ours = &StepRef{Kind: "step", Sequence: last}
+		}
+	}
+	return c
+}
+
+// targets turns the merge's changes into the states the workspace gets,
+// storing every new file content first (the intent names them by blob).
+func (m *merger) targets(changed []merge.Result) ([]FileState, error) {
+	var out []FileState
+	for _, r := range changed {
+		n := r.Node
+		st := FileState{Path: r.Path}
+		if n.Kind == merge.Absent {
+			st.Absent = true
+			out = append(out, st)
+			continue
+		}
+		st.Mode, st.Target, st.Xattrs = n.Mode, n.Target, n.Xattrs
+		if st.Xattrs == nil {
+			st.Xattrs = map[string][]byte{}
+		}
+		switch n.Kind {
+		case merge.File:
+			st.Kind = KindFile
+		case merge.Dir:
+			st.Kind = KindDir
+		case merge.Symlink:
+			st.Kind = KindSymlink
+		default:
+			return nil, fmt.Errorf("rewind: merge: %q is neither a file, a directory nor a symlink", r.Path)
+		}
+		// The owner: ours where the path exists, else the fork's.
+		ours, err := m.node(merge.Ours, r.Path)
+		if err != nil {
+			return nil, err
+		}
+		theirs, err := m.node(merge.Theirs, r.Path)
+		if err != nil {
+			return nil, err
+		}
+		own := ours.owner
+		if ours.node.Kind == merge.Absent {
+			own = theirs.owner
+		}
+		if own != nil {
+			uid, gid := own[0], own[1]
+			st.UID, st.GID = &uid, &gid
+		}
+		if r.Action == merge.Take {
+			st.MTime = theirs.mtime
+		}
+		if st.Kind == KindFile {
+			var content io.Reader
+			switch {
+			case r.Content != nil:
+				content = bytes.NewReader(r.Content)
+			case n.Hash == theirs.node.Hash && theirs.node.Kind == merge.File:
+				f, err := m.side.tree.openFile(r.Path)
+				if err != nil {
+					return nil, fmt.Errorf("rewind: merge: open %q in the fork: %w", r.Path, err)
+				}
+				defer f.Close()
+				content = f
+			default:
+				f, err := m.e.ws.openFile(r.Path)
+				if err != nil {
+					return nil, fmt.Errorf("rewind: merge: open %q: %w", r.Path, err)
+				}
+				defer f.Close()
+				content = f
+			}
+			id, size, err := m.e.blobs.Put(content)
+			if err != nil {
+				return nil, fmt.Errorf("rewind: merge: store %q: %w", r.Path, err)
+			}
+			if r.Content == nil && id.String() != n.Hash {
+				return nil, fmt.Errorf("rewind: merge: %q changed while it was merged", r.Path)
+			}
+			st.Blob, st.Bytes = id.String(), size
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// preview lists what the merge would change in the workspace, with line
+// counts for text files.
+func (m *merger) preview(changed []merge.Result) ([]PathChange, error) {
+	var out []PathChange
+	for _, r := range changed {
+		ours, err := m.node(merge.Ours, r.Path)
+		if err != nil {
+			return nil, err
+		}
+		c := PathChange{Path: r.Path}
+		switch {
+		case r.Node.Kind == merge.Absent:
+			c.Action, c.Kind = ActionDelete, kindName(ours.node.Kind)
+		case ours.node.Kind == merge.Absent:
+			c.Action, c.Kind = ActionCreate, kindName(r.Node.Kind)
+		default:
+			c.Action, c.Kind = ActionRestore, kindName(r.Node.Kind)
+		}
+		a, aok := m.text(merge.Ours, r.Path, ours.node)
+		var b []byte
+		bok := true
+		switch {
+		case r.Content != nil:
+			b, bok = r.Content, merge.IsText(r.Content) && len(r.Content) <= maxPreviewBytes
+		case r.Node.Kind == merge.File:
+			b, bok = m.text(merge.Theirs, r.Path, r.Node)
+		}
+		if aok && bok {
+			added, removed := lineDelta(a, b)
+			c.Lines = &LineCount{Added: added, Removed: removed}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// text reads a file of a side for counting lines (ok false: too large or
+// not text); anything but a file counts as no lines.
+func (m *merger) text(s merge.Side, p string, n merge.Node) ([]byte, bool) {
+	if n.Kind != merge.File {
+		return nil, true
+	}
+	if m.size(s, p) > maxPreviewBytes {
+		return nil, false
+	}
+	b, err := m.read(s, p)
+	if err != nil || !merge.IsText(b) {
+		return nil, false
+	}
+	return b, true
+}
+
+func kindName(k merge.Kind) Kind {
+	switch k {
+	case merge.File:
+		return KindFile
+	case merge.Dir:
+		return KindDir
+	case merge.Symlink:
+		return KindSymlink
+	}
+	return ""
+}

@@ -1,0 +1,287 @@
+package rewind
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// mergeT is a workspace with an engine and a fork of it with an engine of
+// its own, so that both sides record their steps.
+type mergeT struct {
+	t        *testing.T
+	e, f     *Engine
+	ws, fork string
+}
+
+// newMergeT makes files in a fresh workspace, forks it, and opens the fork.
+func newMergeT(t *testing.T, files map[string]string) *mergeT {
+	t.Helper()
+	e, ws := openT(t, Options{Sync: true})
+	m := &mergeT{t: t, e: e, ws: ws}
+	m.step(e, "setup")
+	for p, c := range files {
+		m.write(e, ws, p, c)
+	}
+	m.fork = filepath.Join(t.TempDir(), "fork")
+	if _, err := e.Fork(context.Background(), e.Head(), m.fork, ws); err != nil {
+		t.Fatal(err)
+	}
+	m.f = m.openFork()
+	return m
+}
+
+func (m *mergeT) openFork() *Engine {
+	m.t.Helper()
+	root, err := os.Open(m.fork)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.t.Cleanup(func() { root.Close() })
+	f, err := Open(context.Background(), root, Options{StoreDir: filepath.Join(m.fork, StoreName), Sync: true})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func (m *mergeT) step(e *Engine, label string) {
+	m.t.Helper()
+	if _, err := e.BeginStep(context.Background(), label, nil); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// write writes p (parents made as needed) through e's capture.
+func (m *mergeT) write(e *Engine, root, p, content string) {
+	m.t.Helper()
+	if dir := filepath.Dir(p); dir != "." {
+		m.do(e, func() error { return os.MkdirAll(filepath.Join(root, dir), 0o755) }, Change{Path: dir})
+	}
+	m.do(e, func() error { return os.WriteFile(filepath.Join(root, p), []byte(content), 0o644) }, Change{Path: p})
+}
+
+func (m *mergeT) do(e *Engine, fn func() error, changes ...Change) {
+	m.t.Helper()
+	change(m.t, e, fn, changes...)
+}
+
+func (m *mergeT) merge(req MergeRequest, dry bool) (Result, error) {
+	req.Dir, req.Workspace = m.fork, m.ws
+	return m.e.Apply(context.Background(), Request{Merge: &req, DryRun: dry})
+}
+
+func (m *mergeT) read(p string) string {
+	m.t.Helper()
+	b, err := os.ReadFile(filepath.Join(m.ws, p))
+	if err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return string(b)
+}
+
+// TestMergeBringsForkIn: changes on both sides to different paths, and to
+// different lines of one file, merge; a removal, a mode, a symlink, a new
+// empty directory and a new file come in; the merge is one rewind of form
+// "merge" naming the fork's steps, and undo and redo take it back and
+// bring it back whole.
+func TestMergeBringsForkIn(t *testing.T) {
+	m := newMergeT(t, map[string]string{"a.txt": "1\n2\n3\n4\n5\n", "b.txt": "b\n", "d/x": "x\n", "keep": "k\n"})
+	if err := os.Symlink("a.txt", filepath.Join(m.ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	// The symlink above was made behind the engine's back before the fork:
+	// fork again so both sides have it.
+	os.RemoveAll(m.fork)
+	if _, err := m.e.Fork(context.Background(), m.e.Head(), m.fork, m.ws); err != nil {
+		t.Fatal(err)
+	}
+	m.f = m.openFork()
+	base := m.e.Head()
+
+	m.step(m.e, "ours edits line 1")
+	m.write(m.e, m.ws, "a.txt", "ONE\n2\n3\n4\n5\n")
+	m.write(m.e, m.ws, "ours.txt", "mine\n")
+
+	m.step(m.f, "theirs edits line 5")
+	m.write(m.f, m.fork, "a.txt", "1\n2\n3\n4\nFIVE\n")
+	m.step(m.f, "theirs adds and removes")
+	m.write(m.f, m.fork, "new/deep.txt", "new\n")
+	m.do(m.f, func() error { return os.Remove(filepath.Join(m.fork, "b.txt")) }, Change{Path: "b.txt", Removed: true})
+	m.do(m.f, func() error { return os.Chmod(filepath.Join(m.fork, "d/x"), 0o700) }, Change{Path: "d/x"})
+	m.do(m.f, func() error { return os.Mkdir(filepath.Join(m.fork, "empty"), 0o750) }, Change{Path: "empty"})
+	m.do(m.f, func() error {
+		os.Remove(filepath.Join(m.fork, "link"))
+		return os.Symlink("d/x", filepath.Join(m.fork, "link"))
+	}, Change{Path: "link"})
+
+	dry, err := m.merge(MergeRequest{}, true)
+	if err != nil {
+		t.Fatalf("dry run: %v", err)
+	}
+	if m.read("a.txt") != "ONE\n2\n3\n4\n5\n" {
+		t.Fatalf("a dry run changed a.txt: %q", m.read("a.txt"))
+	}
+	got := map[string]string{}
+	for _, c := range dry.Preview {
+		got[c.Path] = c.Action
+		if c.Path == "a.txt" && (c.Lines == nil || *c.Lines != (LineCount{Added: 1, Removed: 1})) {
+			t.Errorf("preview of a.txt: got lines %+v, want +1 -1", c.Lines)
+		}
+	}
+	want := map[string]string{"a.txt": ActionRestore, "b.txt": ActionDelete, "d/x": ActionRestore, "empty": ActionCreate,
+		"link": ActionRestore, "new": ActionCreate, "new/deep.txt": ActionCreate}
+	if len(got) != len(want) {
+		t.Errorf("preview: got %v, want %v", got, want)
+	}
+	for p, a := range want {
+		if got[p] != a {
+			t.Errorf("preview of %s: got %q, want %q (all: %v)", p, got[p], a, got)
+		}
+	}
+	head := m.e.Head()
+	res, err := m.merge(MergeRequest{}, false)
+	if err != nil {
+		t.Fatalf("merge: %v", err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if g := m.read("a.txt"); g != "ONE\n2\n3\n4\nFIVE\n" {
+			t.Errorf("%s: a.txt: got %q", when, g)
+		}
+		if g := m.read("new/deep.txt"); g != "new\n" {
+			t.Errorf("%s: new/deep.txt: got %q", when, g)
+		}
+		if g := m.read("ours.txt"); g != "mine\n" {
+			t.Errorf("%s: ours.txt: got %q", when, g)
+		}
+		if _, err := os.Lstat(filepath.Join(m.ws, "b.txt")); !os.IsNotExist(err) {
+			t.Errorf("%s: b.txt still there (%v)", when, err)
+		}
+		if fi, err := os.Stat(filepath.Join(m.ws, "d/x")); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: d/x: %v %v, want mode 0700", when, fi.Mode(), err)
+		}
+		if fi, err := os.Stat(filepath.Join(m.ws, "empty")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o750 {
+			t.Errorf("%s: empty: %v, want an empty directory 0750", when, err)
+		}
+		if target, err := os.Readlink(filepath.Join(m.ws, "link")); err != nil || target != "d/x" {
+			t.Errorf("%s: link: got %q %v, want d/x", when, target, err)
+		}
+	}
+	check("after the merge")
+	if res.Record.Form != FormMerge || res.Record.Merge == nil || res.Record.Merge.Base != base {
+		t.Fatalf("record: got %+v, want form merge from base %d", res.Record, base)
+	}
+	if steps := res.Record.Merge.Steps; len(steps) != 2 || steps[0].Label != "theirs edits line 5" || steps[1].Label != "theirs adds and removes" {
+		t.Errorf("steps brought in: got %+v", steps)
+	}
+	if len(res.Record.Merge.Merged) != 1 || res.Record.Merge.Merged[0] != "a.txt" {
+		t.Errorf("merged line by line: got %v, want [a.txt]", res.Record.Merge.Merged)
+	}
+	// One undo takes the whole merge back.
+	u, err := m.e.Apply(context.Background(), Request{Undo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Undid == nil || u.Undid.Kind != "rewind" || u.Undid.Label != FormMerge {
+		t.Errorf("undo took back %+v, want the merge", u.Undid)
+	}
+	if g := m.read("a.txt"); g != "ONE\n2\n3\n4\n5\n" {
+		t.Errorf("after undo: a.txt: got %q", g)
+	}
+	if g := m.read("b.txt"); g != "b\n" {
+		t.Errorf("after undo: b.txt: got %q", g)
+	}
+	for _, p := range []string{"new", "empty"} {
+		if _, err := os.Lstat(filepath.Join(m.ws, p)); !os.IsNotExist(err) {
+			t.Errorf("after undo: %s still there", p)
+		}
+	}
+	if target, _ := os.Readlink(filepath.Join(m.ws, "link")); target != "a.txt" {
+		t.Errorf("after undo: link -> %q, want a.txt", target)
+	}
+	if _, err := m.e.Apply(context.Background(), Request{Redo: true}); err != nil {
+		t.Fatal(err)
+	}
+	check("after redo")
+	// @head-before-the-merge still shows the workspace before it.
+	if s, _ := readAt(t, m.e, "a.txt", head); s != "ONE\n2\n3\n4\n5\n" {
+		t.Errorf("a.txt at %d: got %q", head, s)
+	}
+}
+
+// TestMergeConflict: both sides change the same line, or one removes what
+// the other changes: the merge changes nothing and names each path with
+// both sides' steps; settling takes the side asked for.
+func TestMergeConflict(t *testing.T) {
+	m := newMergeT(t, map[string]string{"a.txt": "1\n2\n3\n", "b.txt": "b\n", "c.txt": "c\n"})
+	m.step(m.e, "ours")
+	m.write(m.e, m.ws, "a.txt", "1\nOURS\n3\n")
+	m.write(m.e, m.ws, "b.txt", "b ours\n")
+	m.step(m.f, "theirs")
+	m.write(m.f, m.fork, "a.txt", "1\nTHEIRS\n3\n")
+	m.do(m.f, func() error { return os.Remove(filepath.Join(m.fork, "b.txt")) }, Change{Path: "b.txt", Removed: true})
+	m.write(m.f, m.fork, "c.txt", "c theirs\n")
+	head := m.e.Head()
+	res, err := m.merge(MergeRequest{}, false)
+	var ce *MergeConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrConflict) {
+		t.Fatalf("got %v, want a *MergeConflictError", err)
+	}
+	if len(ce.Conflicts) != 2 || ce.Conflicts[0].Path != "a.txt" || ce.Conflicts[1].Path != "b.txt" {
+		t.Fatalf("conflicts: got %+v, want a.txt and b.txt", ce.Conflicts)
+	}
+	for _, c := range ce.Conflicts {
+		if c.Ours == nil || c.Ours.Label != "ours" || c.Theirs == nil || c.Theirs.Label != "theirs" {
+			t.Errorf("%s: got ours %+v theirs %+v, want both sides' steps", c.Path, c.Ours, c.Theirs)
+		}
+	}
+	if res.Merge == nil || len(res.Merge.Conflicts) != 2 {
+		t.Errorf("result: got %+v, want the conflicts", res.Merge)
+	}
+	if m.e.Head() != head || m.read("c.txt") != "c\n" || m.read("a.txt") != "1\nOURS\n3\n" {
+		t.Fatalf("a refused merge changed something: head %d (was %d), c.txt %q", m.e.Head(), head, m.read("c.txt"))
+	}
+	// Settle a.txt only: b.txt still conflicts.
+	if _, err := m.merge(MergeRequest{Settle: SettleTheirs, Paths: []string{"a.txt"}}, false); !errors.As(err, &ce) || len(ce.Conflicts) != 1 || ce.Conflicts[0].Path != "b.txt" {
+		t.Fatalf("settling a.txt: got %v, want b.txt to conflict", err)
+	}
+	res, err = m.merge(MergeRequest{Settle: SettleTheirs}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.read("a.txt") != "1\nTHEIRS\n3\n" || m.read("c.txt") != "c theirs\n" {
+		t.Errorf("after settling as theirs: a.txt %q c.txt %q", m.read("a.txt"), m.read("c.txt"))
+	}
+	if _, err := os.Lstat(filepath.Join(m.ws, "b.txt")); !os.IsNotExist(err) {
+		t.Errorf("b.txt: theirs removed it, still there")
+	}
+	if s := res.Record.Merge.Settled; s["a.txt"] != SettleTheirs || s["b.txt"] != SettleTheirs {
+		t.Errorf("settled: got %v", s)
+	}
+}
+
+// TestMergeRefusesNonFork: a directory that is not a fork of this
+// workspace is refused, naming why, and nothing changes.
+func TestMergeRefusesNonFork(t *testing.T) {
+	m := newMergeT(t, map[string]string{"a": "a\n"})
+	other, ows := openT(t, Options{})
+	otherFork := filepath.Join(t.TempDir(), "otherfork")
+	if _, err := other.Fork(context.Background(), 0, otherFork, ows); err != nil {
+		t.Fatal(err)
+	}
+	plain := t.TempDir()
+	head := m.e.Head()
+	for _, dir := range []string{plain, otherFork, filepath.Join(plain, "missing")} {
+		_, err := m.e.Apply(context.Background(), Request{Merge: &MergeRequest{Dir: dir, Workspace: m.ws}})
+		if !errors.Is(err, ErrNotFork) {
+			t.Errorf("merge of %s: got %v, want ErrNotFork", dir, err)
+		}
+	}
+	if m.e.Head() != head {
+		t.Errorf("head moved: %d, was %d", m.e.Head(), head)
+	}
+}

@@ -1,0 +1,164 @@
+package rewind
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/rewind/internal/index"
+)
+
+// ErrNotFork: the directory a merge was given is not a fork of this
+// workspace (or its history cannot be read).
+var ErrNotFork = errors.New("rewind: not a fork of this workspace")
+
+// mergeSide is one side a merge brings in: a state it began from (Base,
+// a state of this workspace), its tree now (root), and its own history
+// (steps, and which step last changed each path). A fork is one (its own
+// directory and store); a branch will be one too (its mount and the
+// history it keeps in this store).
+type mergeSide struct {
+	dir  string
+	tree *workspace // its tree now, every path beneath its root descriptor
+	base Seq
+	head Seq
+	// steps are its steps since its base, oldest first; last names the
+	// step that last changed each path (absent when its history does not
+	// say: changed while it was not mounted).
+	steps []StepRef
+	last  map[string]StepRef
+}
+
+func (s *mergeSide) close() { s.tree.root.Close() }
+
+// openFork opens the fork in dir as a merge side of the workspace at
+// ws: its first event must record that it was forked from there.
+// Its log is read from its store, or through its control directory when
+// it is mounted.
+func openFork(dir, ws string) (*mergeSide, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("rewind: merge: %w", err)
+	}
+	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrNotFork, abs, err)
+	}
+	side := &mergeSide{dir: abs, tree: &workspace{root: os.NewFile(uintptr(fd), abs)}, last: map[string]StepRef{}}
+	if err := side.readLog(ws); err != nil {
+		side.close()
+		return nil, err
+	}
+	return side, nil
+}
+
+// readLog reads the fork's history: its workspace_forked record, checked
+// against workspace, and its steps.
+func (s *mergeSide) readLog(ws string) error {
+	f, err := s.tree.open(StoreName+"/"+LogName, unix.O_RDONLY|unix.O_NOFOLLOW)
+	if err != nil {
+		// Mounted: the store is hidden behind its control directory.
+		f, err = s.tree.open(StoreName+"/log", unix.O_RDONLY|unix.O_NOFOLLOW)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s has no zerofs history (%w)", ErrNotFork, s.dir, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	var cur *StepRef
+	var rewound []string // the paths of a rewind's checkpoint, until its session_rewind
+	steps := map[Seq]StepRef{}
+	first := true
+	for sc.Scan() {
+		var ev eventlog.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("%w: %s: its log does not parse at line %d: %v", ErrNotFork, s.dir, s.head+1, err)
+		}
+		s.head = ev.Seq
+		if first {
+			first = false
+			var fp ForkPayload
+			if ev.Type != TypeForked || json.Unmarshal(ev.Payload, &fp) != nil {
+				return fmt.Errorf("%w: %s was not made by zerofs fork", ErrNotFork, s.dir)
+			}
+			if !samePath(fp.Source, ws) {
+				return fmt.Errorf("%w: %s is a fork of %s", ErrNotFork, s.dir, fp.Source)
+			}
+			s.base = fp.Sequence
+			continue
+		}
+		v, err := index.DecodeEvent(s.dir, ev)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrNotFork, s.dir, err)
+		}
+		switch p := v.(type) {
+		case Checkpoint:
+			ref := cur
+			if st, ok := steps[p.Step]; ok && p.Step != 0 {
+				ref = &st
+			}
+			if p.Rewind {
+				for _, fs := range p.Files {
+					rewound = append(rewound, fs.Path)
+				}
+				continue
+			}
+			if ref == nil {
+				// Changes made outside any step.
+				ref = &StepRef{Kind: "step", Sequence: ev.Seq}
+			}
+			for _, fs := range p.Files {
+				s.last[fs.Path] = *ref
+			}
+		case RewindPayload:
+			r := StepRef{Kind: "rewind", Sequence: ev.Seq, Label: p.Form}
+			if p.Form == "" {
+				r.Label = FormRewind
+			}
+			cur = nil
+			for _, path := range rewound {
+				s.last[path] = r
+			}
+			rewound = nil
+		default:
+			if ev.Type == eventlog.TypeToolCall {
+				var tc struct {
+					Name string `json:"name"`
+				}
+				json.Unmarshal(ev.Payload, &tc)
+				r := StepRef{Kind: "step", Sequence: ev.Seq, Label: tc.Name}
+				steps[ev.Seq] = r
+				s.steps = append(s.steps, r)
+				cur = &r
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%w: %s: reading its log: %w", ErrNotFork, s.dir, err)
+	}
+	if first {
+		return fmt.Errorf("%w: %s has an empty history", ErrNotFork, s.dir)
+	}
+	return nil
+}
+
+// samePath reports whether a and b name the same directory: the same
+// path once cleaned, or the same directory on disk.
+func samePath(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
