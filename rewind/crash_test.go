@@ -84,6 +84,8 @@ func crashChild(point string) {
 		_, err = e.Apply(context.Background(), Request{Revert: Seq(seq)})
 	case form == "undo":
 		_, err = e.Apply(context.Background(), Request{Undo: true})
+	case form == "merge":
+		_, err = e.Apply(context.Background(), Request{Merge: &MergeRequest{Dir: os.Getenv("ZEROFS_TEST_FORK"), Workspace: os.Getenv("ZEROFS_TEST_WS")}})
 	case form != "":
 		_, err = e.Apply(context.Background(), Request{Target: Seq(seq), Paths: strings.Split(form, ",")})
 	default:
