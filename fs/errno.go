@@ -41,7 +41,7 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 		return syscall.EINVAL
 	case errors.Is(err, rewind.ErrReserved):
 		return syscall.EPERM
-	case errors.Is(err, rewind.ErrUnsafePath), errors.Is(err, rewind.ErrBadRequest):
+	case errors.Is(err, rewind.ErrUnsafePath), errors.Is(err, rewind.ErrBadRequest), errors.Is(err, rewind.ErrNotFork):
 		return syscall.EINVAL
 	case errors.Is(err, rewind.ErrConflict):
 		return syscall.EBUSY

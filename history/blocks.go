@@ -388,6 +388,11 @@ func (b *Block) Title(blocks []*Block) string {
 		return fmt.Sprintf("%s (rewind to %d)", form, p.TargetSequence)
 	case rewind.FormTurn:
 		return fmt.Sprintf("take back a turn (rewind to %d)", p.TargetSequence)
+	case rewind.FormMerge:
+		if m := p.Merge; m != nil {
+			return MergeTitle(*m)
+		}
+		return "merge"
 	}
 	return fmt.Sprintf("rewind to %d", p.TargetSequence)
 }

@@ -72,9 +72,6 @@ func (e *MergeConflictError) Error() string {
 // Unwrap makes a merge conflict an ErrConflict.
 func (e *MergeConflictError) Unwrap() error { return ErrConflict }
 
-// ErrMergeRequest: a merge request that makes no sense.
-var ErrMergeRequest = errors.New("rewind: bad merge request")
-
 // merge carries out req.Merge: the three-way merge of the fork's tree
 // with the workspace against the workspace's state at the fork's base
 // (package merge decides each path), applied as a rewind to that new
@@ -86,17 +83,17 @@ var ErrMergeRequest = errors.New("rewind: bad merge request")
 func (e *Engine) merge(ctx context.Context, req Request) (Result, error) {
 	mr := *req.Merge
 	if mr.Dir == "" || mr.Workspace == "" {
-		return Result{}, fmt.Errorf("%w: it names no fork directory or no workspace", ErrMergeRequest)
+		return Result{}, fmt.Errorf("%w: it names no fork directory or no workspace", ErrBadRequest)
 	}
 	if mr.Settle != "" && mr.Settle != SettleOurs && mr.Settle != SettleTheirs {
-		return Result{}, fmt.Errorf("%w: settle %q is neither ours nor theirs", ErrMergeRequest, mr.Settle)
+		return Result{}, fmt.Errorf("%w: settle %q is neither ours nor theirs", ErrBadRequest, mr.Settle)
 	}
 	if len(mr.Paths) > 0 && mr.Settle == "" {
-		return Result{}, fmt.Errorf("%w: paths go with ours or theirs", ErrMergeRequest)
+		return Result{}, fmt.Errorf("%w: paths go with ours or theirs", ErrBadRequest)
 	}
 	for _, p := range mr.Paths {
 		if err := CleanPath(p); err != nil || p == "" {
-			return Result{}, fmt.Errorf("%w: %q is not a workspace path", ErrMergeRequest, p)
+			return Result{}, fmt.Errorf("%w: %q is not a workspace path", ErrBadRequest, p)
 		}
 	}
 	side, err := openFork(mr.Dir, mr.Workspace)
@@ -150,6 +147,14 @@ func (e *Engine) merge(ctx context.Context, req Request) (Result, error) {
 	}
 	if req.DryRun {
 		res.DryRun = true
+		res.Report = Report{Skipped: []string{}}
+		for _, r := range changed {
+			if r.Node.Kind == merge.Absent {
+				res.Report.Deleted++
+			} else {
+				res.Report.Restored++
+			}
+		}
 		res.Preview, err = m.preview(changed)
 		res.Record = RewindPayload{TargetSequence: e.Head(), Form: FormMerge, Merge: &rec}
 		return res, err
@@ -444,7 +449,7 @@ func (m *merger) run(mr MergeRequest) ([]merge.Result, error) {
 	}
 	res, err := merge.Tree(paths, opts)
 	if errors.Is(err, merge.ErrSettle) {
-		return nil, fmt.Errorf("%w: %w", ErrMergeRequest, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	return res, err
 }

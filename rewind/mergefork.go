@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -45,6 +46,9 @@ func openFork(dir, ws string) (*mergeSide, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("rewind: merge: %w", err)
+	}
+	if w := filepath.Clean(ws); abs == w || strings.HasPrefix(abs, w+"/") {
+		return nil, fmt.Errorf("%w: %s is inside the workspace", ErrNotFork, abs)
 	}
 	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -90,6 +90,8 @@ func rewindVerb(req control.RewindRequest) string {
 		return "redo"
 	case req.Revert != 0:
 		return "revert"
+	case req.Merge != nil:
+		return "merge"
 	}
 	return "rewind"
 }
@@ -105,6 +107,8 @@ func unchangedWhat(req control.RewindRequest) string {
 		return quote.Names(req.Paths, ", ") + (map[bool]string{true: " is", false: " are"})[len(req.Paths) == 1]
 	case req.Revert != 0:
 		return "every path the step changed is"
+	case req.Merge != nil:
+		return "every change of the fork is in the workspace, or the fork changed nothing: the workspace is"
 	}
 	return "the workspace is"
 }

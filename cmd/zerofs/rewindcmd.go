@@ -193,7 +193,7 @@ func stepName(s rewind.StepRef) string {
 		switch s.Label {
 		case rewind.FormPaths:
 			return fmt.Sprintf("path rewind %d", s.Sequence)
-		case rewind.FormRevert, rewind.FormUndo, rewind.FormRedo, rewind.FormTurn:
+		case rewind.FormRevert, rewind.FormUndo, rewind.FormRedo, rewind.FormTurn, rewind.FormMerge:
 			return fmt.Sprintf("%s %d", s.Label, s.Sequence)
 		}
 		return fmt.Sprintf("rewind %d", s.Sequence)
