@@ -132,7 +132,7 @@ func testMergeCrash(t *testing.T, point string, merged bool) {
 }
 
 // forkTree is a fork's tree without its store.
-func forkTree(t *testing.T, dir string) tree {
+func forkTree(t fataler, dir string) tree {
 	tr := diskTree(t, dir)
 	for p := range tr {
 		if p == StoreName || strings.HasPrefix(p, StoreName+"/") {
