@@ -10,8 +10,9 @@ import (
 )
 
 // MergeTitle is a merge as the log (and every front end) names it: the
-// fork and the steps it brought in, `merge of /w/fork (forked at 12):
-// step 3 "Edit a.go", step 5 "Bash: go test"`.
+// fork and the steps it brought in, numbered in the fork's own log:
+// `merge of /w/fork (forked at 12; its steps 3 "Edit a.go", 5 "Bash: go
+// test")`.
 func MergeTitle(rec rewind.MergeRecord) string {
 	var steps []string
 	for i, s := range rec.Steps {
@@ -20,13 +21,18 @@ func MergeTitle(rec rewind.MergeRecord) string {
 			break
 		}
 		if s.Label == "" {
-			steps = append(steps, fmt.Sprintf("step %d", s.Sequence))
+			steps = append(steps, fmt.Sprintf("%d", s.Sequence))
 		} else {
-			steps = append(steps, fmt.Sprintf("step %d %s", s.Sequence, strconv.Quote(s.Label)))
+			steps = append(steps, fmt.Sprintf("%d %s", s.Sequence, strconv.Quote(s.Label)))
 		}
 	}
-	if len(steps) == 0 {
-		steps = []string{"no step"}
+	what := "no steps recorded"
+	switch len(rec.Steps) {
+	case 0:
+	case 1:
+		what = "its step " + steps[0]
+	default:
+		what = "its steps " + strings.Join(steps, ", ")
 	}
-	return fmt.Sprintf("merge of %s (forked at %d): %s", quote.Name(rec.Dir), rec.Base, strings.Join(steps, ", "))
+	return fmt.Sprintf("merge of %s (forked at %d; %s)", quote.Name(rec.Dir), rec.Base, what)
 }

@@ -45,7 +45,7 @@ func TestMergeCommand(t *testing.T) {
 
 	dry := binOK(t, ws, "merge", "--dry-run", fork, "--theirs", "c.txt")
 	for _, want := range []string{"would merge " + fork + ": restore 5, delete 1", "restore  a.txt  +1 -1", "delete   b.txt", "restore  c.txt  +1 -1",
-		"create   n/", "create   n/m/new.txt  +1 -0", `would bring in step `, `"theirs edit"`} {
+		"create   n/", "create   n/m/new.txt  +1 -0", `would bring in the fork's step `, `"theirs edit"`} {
 		if !strings.Contains(dry, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, dry)
 		}
@@ -55,7 +55,7 @@ func TestMergeCommand(t *testing.T) {
 	}
 
 	out := binOK(t, ws, "merge", fork, "--theirs", "c.txt")
-	if !strings.Contains(out, "merged "+fork) || !strings.Contains(out, `brought in step`) || !strings.Contains(out, "merged line by line a.txt") {
+	if !strings.Contains(out, "merged "+fork) || !strings.Contains(out, `brought in the fork's step`) || !strings.Contains(out, "merged line by line a.txt") {
 		t.Errorf("merge output:\n%s", out)
 	}
 	check := func(when string, files map[string]string) {
@@ -69,7 +69,7 @@ func TestMergeCommand(t *testing.T) {
 	check("merged", map[string]string{"a.txt": "ONE\n2\n3\n4\nFIVE", "c.txt": "c1\nc2 theirs\nc3",
 		"n/m/new.txt": "new", "b.txt": "<open " + filepath.Join(ws, "b.txt") + ": no such file or directory>"})
 	log := binOK(t, ws, "log")
-	if !strings.Contains(log, "merge of "+fork+" (forked at "+head+"): step ") || !strings.Contains(log, `"theirs edit"`) {
+	if !strings.Contains(log, "merge of "+fork+" (forked at "+head+"; its step ") || !strings.Contains(log, `"theirs edit")`) {
 		t.Errorf("log does not name the merge and what it brought in:\n%s", log)
 	}
 	undo := binOK(t, ws, "undo")

@@ -119,7 +119,7 @@ func runMerge(e *env, c *command, args []string) error {
 // merged line by line, the conflicts settled.
 func writeMerged(w io.Writer, rec rewind.MergeRecord, verb string) {
 	for _, s := range rec.Steps {
-		fmt.Fprintf(w, "  %s %s\n", verb, stepName(s))
+		fmt.Fprintf(w, "  %s the fork's %s\n", verb, stepName(s))
 	}
 	for _, p := range rec.Merged {
 		fmt.Fprintf(w, "  merged line by line %s\n", quote.Name(p))
