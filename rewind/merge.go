@@ -275,13 +275,37 @@ type nodeKey struct {
 	path string
 }
 
-// mergeNode is one path on one side, with what it takes to read it.
+// mergeNode is one path on one side, with what it takes to read it. A
+// file in a tree is hashed only when asked (hash): most of a fork's files
+// differ from the base in size or not at all.
 type mergeNode struct {
 	node  merge.Node
 	size  int64
 	ent   Entry // base: the state at the base (its content, when a file)
 	owner *[2]uint32
 	mtime *time.Time
+	// tree and path find a file to hash; hashed says node.Hash is set.
+	tree   *workspace
+	path   string
+	hashed bool
+}
+
+// hash sets n's content hash, if it is a file not hashed yet.
+func (m *merger) hash(n *mergeNode) error {
+	if n.node.Kind != merge.File || n.hashed {
+		return nil
+	}
+	f, err := n.tree.openFile(n.path)
+	if err != nil {
+		return fmt.Errorf("rewind: merge: open %q: %w", n.path, err)
+	}
+	defer f.Close()
+	id, _, err := m.e.blobs.HashFile(f)
+	if err != nil {
+		return fmt.Errorf("rewind: merge: read %q: %w", n.path, err)
+	}
+	n.node.Hash, n.hashed = id.String(), true
+	return nil
 }
 
 // node is path on side, read once.
@@ -296,9 +320,9 @@ func (m *merger) node(side merge.Side, p string) (*mergeNode, error) {
 	case merge.Base:
 		n, err = m.baseNode(p)
 	case merge.Ours:
-		n, err = treeNode(m.e, &m.e.ws, p)
+		n, err = treeNode(&m.e.ws, p)
 	case merge.Theirs:
-		n, err = treeNode(m.e, m.side.tree, p)
+		n, err = treeNode(m.side.tree, p)
 	}
 	if err != nil {
 		return nil, err
@@ -334,14 +358,14 @@ func (m *merger) baseNode(p string) (*mergeNode, error) {
 	if ent.Live {
 		// Unchanged since the base: as the workspace has it now (where a
 		// rename took it).
-		n, err := treeNode(m.e, &m.e.ws, ent.State.Path)
+		n, err := treeNode(&m.e.ws, ent.State.Path)
 		if n != nil {
 			n.ent = ent
 		}
 		return n, err
 	}
 	st := ent.State
-	n := &mergeNode{ent: ent, size: st.Bytes}
+	n := &mergeNode{ent: ent, size: st.Bytes, hashed: true}
 	n.node = merge.Node{Kind: kindOf(st), Mode: st.Mode & 0o7777, Target: st.Target, Xattrs: st.Xattrs}
 	if n.node.Kind == merge.File {
 		n.node.Hash = st.Blob
@@ -349,8 +373,9 @@ func (m *merger) baseNode(p string) (*mergeNode, error) {
 	return n, nil
 }
 
-// treeNode is p in a tree now: the workspace, or a fork's.
-func treeNode(e *Engine, w *workspace, p string) (*mergeNode, error) {
+// treeNode is p in a tree now: the workspace, or a fork's (a file not
+// hashed yet).
+func treeNode(w *workspace, p string) (*mergeNode, error) {
 	st, err := w.lstat(p)
 	if isMissing(err) {
 		return &mergeNode{}, nil
@@ -358,24 +383,14 @@ func treeNode(e *Engine, w *workspace, p string) (*mergeNode, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rewind: merge: stat %q: %w", p, err)
 	}
-	n := &mergeNode{size: st.Size, owner: &[2]uint32{st.Uid, st.Gid}}
+	n := &mergeNode{size: st.Size, owner: &[2]uint32{st.Uid, st.Gid}, tree: w, path: p}
 	mt := time.Unix(st.Mtim.Unix()).UTC()
 	n.mtime = &mt
 	n.node.Mode = st.Mode & 0o7777
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		n.node.Kind = merge.File
-		f, err := w.openFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("rewind: merge: open %q: %w", p, err)
-		}
-		defer f.Close()
-		id, _, err := e.blobs.HashFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("rewind: merge: read %q: %w", p, err)
-		}
-		n.node.Hash = id.String()
-		if n.node.Xattrs, err = readXattrs(int(f.Fd())); err != nil {
+		if n.node.Xattrs, err = w.xattrs(p); err != nil {
 			return nil, fmt.Errorf("rewind: merge: xattrs of %q: %w", p, err)
 		}
 	case unix.S_IFDIR:
@@ -419,6 +434,9 @@ func (m *merger) run(mr MergeRequest) ([]merge.Result, error) {
 		for _, s := range []merge.Side{merge.Base, merge.Ours, merge.Theirs} {
 			n, err := m.node(s, p)
 			if err != nil {
+				return nil, err
+			}
+			if err := m.hash(n); err != nil {
 				return nil, err
 			}
 			switch s {
@@ -559,7 +577,18 @@ func (m *merger) sameAsBase(p string) (same, dirs bool, err error) {
 	if err != nil {
 		return false, false, err
 	}
-	return b.node.Equal(t.node), b.node.Kind == merge.Dir && t.node.Kind == merge.Dir, nil
+	dirs = b.node.Kind == merge.Dir && t.node.Kind == merge.Dir
+	bn, tn := b.node, t.node
+	bn.Hash, tn.Hash = "", ""
+	if !bn.Equal(tn) || b.size != t.size && bn.Kind == merge.File {
+		return false, dirs, nil
+	}
+	for _, n := range []*mergeNode{b, t} {
+		if err := m.hash(n); err != nil {
+			return false, false, err
+		}
+	}
+	return b.node.Equal(t.node), dirs, nil
 }
 
 // read reads a file's content on a side, for a line merge.
