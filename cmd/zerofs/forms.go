@@ -108,7 +108,7 @@ func unchangedWhat(req control.RewindRequest) string {
 	case req.Revert != 0:
 		return "every path the step changed is"
 	case req.Merge != nil:
-		return "every change of the fork is in the workspace, or the fork changed nothing: the workspace is"
+		return "the workspace (it holds every change of the fork) is"
 	}
 	return "the workspace is"
 }
