@@ -121,7 +121,6 @@ func (e *Engine) merge(ctx context.Context, req Request) (Result, error) {
 	rec := MergeRecord{Dir: side.dir, Base: side.base, Head: side.head, Steps: append([]StepRef{}, side.steps...)}
 	var conflicts []MergeConflict
 	var changed []merge.Result
-	settled := map[string]string{}
 	for _, r := range results {
 		switch {
 		case r.Action == merge.Conflict:
@@ -132,12 +131,12 @@ func (e *Engine) merge(ctx context.Context, req Request) (Result, error) {
 		if r.Action == merge.Combine && r.Content != nil {
 			rec.Merged = append(rec.Merged, r.Path)
 		}
-		if m.settledAs[r.Path] != "" {
-			settled[r.Path] = m.settledAs[r.Path]
+		if m.settled[r.Path] {
+			rec.Settled = append(rec.Settled, r.Path)
 		}
 	}
-	if len(settled) > 0 {
-		rec.Settled = settled
+	if len(rec.Settled) > 0 {
+		rec.SettledAs = mr.Settle
 	}
 	res := Result{Merge: &MergeReport{Record: rec, Conflicts: conflicts}}
 	if len(conflicts) > 0 {
@@ -266,8 +265,8 @@ type merger struct {
 	side  *mergeSide
 	base  Seq
 	nodes map[nodeKey]*mergeNode
-	// settledAs names the side each settled conflict took.
-	settledAs map[string]string
+	// settled holds the conflicts the request settled.
+	settled map[string]bool
 }
 
 type nodeKey struct {
@@ -450,7 +449,7 @@ func (m *merger) run(mr MergeRequest) ([]merge.Result, error) {
 		}
 		paths = append(paths, mp)
 	}
-	m.settledAs = map[string]string{}
+	m.settled = map[string]bool{}
 	opts := merge.Options{Read: m.read, Size: m.size}
 	if mr.Settle != "" {
 		side := merge.Ours
@@ -461,7 +460,7 @@ func (m *merger) run(mr MergeRequest) ([]merge.Result, error) {
 			if len(mr.Paths) > 0 && !under(p, mr.Paths) {
 				return 0, false
 			}
-			m.settledAs[p] = mr.Settle
+			m.settled[p] = true
 			return side, true
 		}
 	}

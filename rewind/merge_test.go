@@ -2,10 +2,14 @@ package rewind
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // mergeT is a workspace with an engine and a fork of it with an engine of
@@ -259,8 +263,8 @@ func TestMergeConflict(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(m.ws, "b.txt")); !os.IsNotExist(err) {
 		t.Errorf("b.txt: theirs removed it, still there")
 	}
-	if s := res.Record.Merge.Settled; s["a.txt"] != SettleTheirs || s["b.txt"] != SettleTheirs {
-		t.Errorf("settled: got %v", s)
+	if s := res.Record.Merge; strings.Join(s.Settled, " ") != "a.txt b.txt" || s.SettledAs != SettleTheirs {
+		t.Errorf("settled: got %v as %q", s.Settled, s.SettledAs)
 	}
 }
 
@@ -283,5 +287,32 @@ func TestMergeRefusesNonFork(t *testing.T) {
 	}
 	if m.e.Head() != head {
 		t.Errorf("head moved: %d, was %d", m.e.Head(), head)
+	}
+}
+
+// TestMergeNamesRoundTrip: names that are not UTF-8 keep their bytes
+// through JSON in a merge's request, record and conflicts (the log, the
+// intent and the daemon's report carry them so).
+func TestMergeNamesRoundTrip(t *testing.T) {
+	odd := "d\xff/f\xfe"
+	req := MergeRequest{Dir: "/w/fork\xff", Workspace: "/w/ws\xfe", Settle: SettleOurs, Paths: []string{odd}}
+	rec := MergeRecord{Dir: "/w/fork\xff", Merged: []string{odd}, Settled: []string{"x", odd}, SettledAs: SettleOurs}
+	con := MergeConflict{Path: odd, Why: "both"}
+	for _, c := range []struct {
+		in, out any
+	}{{req, &MergeRequest{}}, {rec, &MergeRecord{}}, {con, &MergeConflict{}}} {
+		b, err := json.Marshal(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !utf8.Valid(b) {
+			t.Fatalf("%T: JSON not UTF-8: %q", c.in, b)
+		}
+		if err := json.Unmarshal(b, c.out); err != nil {
+			t.Fatal(err)
+		}
+		if got := reflect.ValueOf(c.out).Elem().Interface(); !reflect.DeepEqual(got, c.in) {
+			t.Errorf("%T: got %+v, want %+v (JSON %s)", c.in, got, c.in, b)
+		}
 	}
 }

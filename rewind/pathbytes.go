@@ -94,3 +94,71 @@ func (in *intent) UnmarshalJSON(data []byte) error {
 	*in = intent(j.intentFields)
 	return nil
 }
+
+// mergeConflictJSON is MergeConflict as JSON holds it.
+type mergeConflictJSON struct {
+	mergeConflictFields
+	PathBytes string `json:"pathBytes,omitempty"`
+}
+
+type mergeConflictFields MergeConflict
+
+// MarshalJSON writes the path with pathBytes when it is not valid UTF-8.
+func (c MergeConflict) MarshalJSON() ([]byte, error) {
+	j := mergeConflictJSON{mergeConflictFields: mergeConflictFields(c), PathBytes: ExactBytes(c.Path)}
+	j.Path = Readable(c.Path)
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads a MergeConflict, the exact bytes winning.
+func (c *MergeConflict) UnmarshalJSON(data []byte) error {
+	var j mergeConflictJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	var err error
+	if j.Path, err = FromBytes("path", j.Path, j.PathBytes); err != nil {
+		return err
+	}
+	*c = MergeConflict(j.mergeConflictFields)
+	return nil
+}
+
+// mergeRequestJSON is MergeRequest as JSON holds it.
+type mergeRequestJSON struct {
+	mergeRequestFields
+	DirBytes       string   `json:"dirBytes,omitempty"`
+	WorkspaceBytes string   `json:"workspaceBytes,omitempty"`
+	PathsBytes     []string `json:"pathsBytes,omitempty"`
+}
+
+type mergeRequestFields MergeRequest
+
+// MarshalJSON writes the request with the exact bytes of names that are
+// not valid UTF-8.
+func (r MergeRequest) MarshalJSON() ([]byte, error) {
+	j := mergeRequestJSON{mergeRequestFields: mergeRequestFields(r), DirBytes: ExactBytes(r.Dir),
+		WorkspaceBytes: ExactBytes(r.Workspace), PathsBytes: ExactBytesAll(r.Paths)}
+	j.Dir, j.Workspace, j.Paths = Readable(r.Dir), Readable(r.Workspace), ReadableAll(r.Paths)
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads a MergeRequest, the exact bytes winning.
+func (r *MergeRequest) UnmarshalJSON(data []byte) error {
+	var j mergeRequestJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	var err error
+	if j.Dir, err = FromBytes("dir", j.Dir, j.DirBytes); err != nil {
+		return err
+	}
+	if j.Workspace, err = FromBytes("workspace", j.Workspace, j.WorkspaceBytes); err != nil {
+		return err
+	}
+	if j.Paths, err = FromBytesAll("paths", j.Paths, j.PathsBytes); err != nil {
+		return err
+	}
+	*r = MergeRequest(j.mergeRequestFields)
+	return nil
+}

@@ -124,8 +124,8 @@ func writeMerged(w io.Writer, rec rewind.MergeRecord, verb string) {
 	for _, p := range rec.Merged {
 		fmt.Fprintf(w, "  merged line by line %s\n", quote.Name(p))
 	}
-	for p, side := range rec.Settled {
-		fmt.Fprintf(w, "  settled %s: %s\n", quote.Name(p), side)
+	for _, p := range rec.Settled {
+		fmt.Fprintf(w, "  settled %s: %s\n", quote.Name(p), rec.SettledAs)
 	}
 }
 

@@ -243,3 +243,42 @@ func (f *Foreign) UnmarshalJSON(data []byte) error {
 	*f = Foreign(j.foreignFields)
 	return nil
 }
+
+// mergeRecordJSON is MergeRecord as JSON holds it.
+type mergeRecordJSON struct {
+	mergeRecordFields
+	DirBytes     string   `json:"dirBytes,omitempty"`
+	MergedBytes  []string `json:"mergedBytes,omitempty"`
+	SettledBytes []string `json:"settledBytes,omitempty"`
+}
+
+type mergeRecordFields MergeRecord
+
+// MarshalJSON writes the record with the exact bytes of names that are not
+// valid UTF-8.
+func (m MergeRecord) MarshalJSON() ([]byte, error) {
+	j := mergeRecordJSON{mergeRecordFields: mergeRecordFields(m), DirBytes: ExactBytes(m.Dir),
+		MergedBytes: ExactBytesAll(m.Merged), SettledBytes: ExactBytesAll(m.Settled)}
+	j.Dir, j.Merged, j.Settled = Readable(m.Dir), ReadableAll(m.Merged), ReadableAll(m.Settled)
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads a record, the exact bytes winning.
+func (m *MergeRecord) UnmarshalJSON(data []byte) error {
+	var j mergeRecordJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	var err error
+	if j.Dir, err = FromBytes("dir", j.Dir, j.DirBytes); err != nil {
+		return err
+	}
+	if j.Merged, err = FromBytesAll("merged", j.Merged, j.MergedBytes); err != nil {
+		return err
+	}
+	if j.Settled, err = FromBytesAll("settled", j.Settled, j.SettledBytes); err != nil {
+		return err
+	}
+	*m = MergeRecord(j.mergeRecordFields)
+	return nil
+}

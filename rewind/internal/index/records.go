@@ -132,9 +132,10 @@ type MergeRecord struct {
 	Head  Seq       `json:"head"`
 	Steps []StepRef `json:"steps"`
 	// Merged lists the paths merged line by line; Settled the conflicts
-	// settled by taking one side ("path": "ours"|"theirs").
-	Merged  []string          `json:"merged,omitempty"`
-	Settled map[string]string `json:"settled,omitempty"`
+	// settled by taking one side, SettledAs ("ours" or "theirs").
+	Merged    []string `json:"merged,omitempty"`
+	Settled   []string `json:"settled,omitempty"`
+	SettledAs string   `json:"settledAs,omitempty"`
 }
 
 // The forms of a rewind (RewindPayload.Form, SPEC's "form").
