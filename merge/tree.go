@@ -177,10 +177,14 @@ func Tree(paths []Path, opts Options) ([]Result, error) {
 					return nil, fmt.Errorf("%w: %s is settled as a %s, and %s beneath it as a %s",
 						ErrSettle, x.Path, kindName(final(*x).Kind), y.Path, kindName(final(*y).Kind))
 				}
-				why := fmt.Sprintf("one side removes or replaces the directory %s, the other keeps %s beneath it", x.Path, y.Path)
+				// Why names no path: a front end quotes the paths it prints.
+				whys := map[*Result]string{
+					x: "one side removes or replaces this directory, the other keeps paths beneath it",
+					y: "one side removes or replaces a directory above it, the other keeps it",
+				}
 				for _, r := range []*Result{x, y} {
 					if !settled[r.Path] {
-						r.Action, r.Why, r.Node, r.Content = Conflict, why, Node{}, nil
+						r.Action, r.Why, r.Node, r.Content = Conflict, whys[r], Node{}, nil
 						settle(r)
 						flagged = true
 					}
@@ -257,7 +261,7 @@ func one(p Path, opts Options) (Result, error) {
 	}
 	xs, name, ok := threeXattrs(bx, o.Xattrs, t.Xattrs)
 	if !ok {
-		return conflict("both sides changed its extended attribute %s", name)
+		return conflict("both sides changed its extended attribute %q", name)
 	}
 	n.Xattrs = xs
 	switch o.Kind {

@@ -77,7 +77,7 @@ func TestTreeDirectories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Action != Conflict || res[1].Action != Conflict || !strings.Contains(res[0].Why, "removes or replaces the directory d") {
+	if res[0].Action != Conflict || res[1].Action != Conflict || !strings.Contains(res[0].Why, "removes or replaces this directory") {
 		t.Fatalf("got %+v", res)
 	}
 	for _, side := range []Side{Ours, Theirs} {
