@@ -6,14 +6,14 @@ import (
 	"strings"
 
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // MergeTitle is a merge as the log (and every front end) names it: the
 // fork and the steps it brought in, numbered in the fork's own log:
 // `merge of /w/fork (forked at 12; its steps 3 "Edit a.go", 5 "Bash: go
 // test")`.
-func MergeTitle(rec rewind.MergeRecord) string {
+func MergeTitle(rec record.MergeRecord) string {
 	var steps []string
 	for i, s := range rec.Steps {
 		if i == 5 {

@@ -7,70 +7,14 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/merge"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
-
-// MergeRequest asks for the changes a fork made since its base to be
-// brought into the workspace (Request.Merge).
-type MergeRequest struct {
-	// Dir is the fork's directory (absolute).
-	Dir string `json:"dir"`
-	// Workspace is this workspace's path, as the fork records its source;
-	// the front end that serves the request fills it in.
-	Workspace string `json:"workspace,omitempty"`
-	// Settle is "ours" or "theirs": conflicts on Paths (each with
-	// everything beneath it; none: every conflict) take that side.
-	Settle string   `json:"settle,omitempty"`
-	Paths  []string `json:"paths,omitempty"`
-}
-
-// The sides a conflict can be settled with (MergeRequest.Settle).
-const (
-	SettleOurs   = "ours"
-	SettleTheirs = "theirs"
-)
-
-// MergeReport is what a merge did or, dry or refused, would do.
-type MergeReport struct {
-	Record MergeRecord `json:"record"`
-	// Conflicts are the paths both sides changed in ways that do not
-	// merge (none were settled): the merge then changed nothing.
-	Conflicts []MergeConflict `json:"conflicts,omitempty"`
-}
-
-// MergeConflict is one conflicting path with what each side did to it:
-// the step of each side that last changed it (nil where that side's
-// history does not say).
-type MergeConflict struct {
-	Path   string   `json:"path"`
-	Why    string   `json:"why"`
-	Ours   *StepRef `json:"ours,omitempty"`
-	Theirs *StepRef `json:"theirs,omitempty"`
-}
-
-// MergeConflictError refuses a merge with conflicts; nothing changed.
-type MergeConflictError struct {
-	Dir       string
-	Conflicts []MergeConflict
-}
-
-func (e *MergeConflictError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "rewind: merge of %s: %d conflicting path(s), nothing changed:", e.Dir, len(e.Conflicts))
-	for _, c := range e.Conflicts {
-		fmt.Fprintf(&b, " %s (%s);", c.Path, c.Why)
-	}
-	return strings.TrimSuffix(b.String(), ";")
-}
-
-// Unwrap makes a merge conflict an ErrConflict.
-func (e *MergeConflictError) Unwrap() error { return ErrConflict }
 
 // merge carries out req.Merge: the three-way merge of the fork's tree
 // with the workspace against the workspace's state at the fork's base
@@ -80,46 +24,46 @@ func (e *MergeConflictError) Unwrap() error { return ErrConflict }
 // changes, then a session_rewind of form "merge" naming what came in. So
 // undo takes the whole merge back, and a crash leaves the workspace merged
 // or not (the next open finishes it from the intent). Other writers wait.
-func (e *Engine) merge(ctx context.Context, req Request) (Result, error) {
+func (e *Engine) merge(ctx context.Context, req record.Request) (record.RewindResult, error) {
 	mr := *req.Merge
 	if mr.Dir == "" || mr.Workspace == "" {
-		return Result{}, fmt.Errorf("%w: it names no fork directory or no workspace", ErrBadRequest)
+		return record.RewindResult{}, fmt.Errorf("%w: it names no fork directory or no workspace", record.ErrBadRequest)
 	}
-	if mr.Settle != "" && mr.Settle != SettleOurs && mr.Settle != SettleTheirs {
-		return Result{}, fmt.Errorf("%w: settle %q is neither ours nor theirs", ErrBadRequest, mr.Settle)
+	if mr.Settle != "" && mr.Settle != record.SettleOurs && mr.Settle != record.SettleTheirs {
+		return record.RewindResult{}, fmt.Errorf("%w: settle %q is neither ours nor theirs", record.ErrBadRequest, mr.Settle)
 	}
 	if len(mr.Paths) > 0 && mr.Settle == "" {
-		return Result{}, fmt.Errorf("%w: paths go with ours or theirs", ErrBadRequest)
+		return record.RewindResult{}, fmt.Errorf("%w: paths go with ours or theirs", record.ErrBadRequest)
 	}
 	for _, p := range mr.Paths {
-		if err := CleanPath(p); err != nil || p == "" {
-			return Result{}, fmt.Errorf("%w: %q is not a workspace path", ErrBadRequest, p)
+		if err := record.CleanPath(p); err != nil || p == "" {
+			return record.RewindResult{}, fmt.Errorf("%w: %q is not a workspace path", record.ErrBadRequest, p)
 		}
 	}
 	side, err := openFork(mr.Dir, mr.Workspace)
 	if err != nil {
-		return Result{}, err
+		return record.RewindResult{}, err
 	}
 	defer side.close()
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
 	if err := e.NameStashes(ctx); err != nil {
-		return Result{}, err
+		return record.RewindResult{}, err
 	}
 	if err := e.Sync(); err != nil {
-		return Result{}, err
+		return record.RewindResult{}, err
 	}
 	if r := e.refuseSeq(side.base); r != nil {
 		r.Msg = fmt.Sprintf("rewind: merge: the fork's base, state %d of this workspace, is no longer in its history (%v)", side.base, r)
-		return Result{}, r
+		return record.RewindResult{}, r
 	}
 	m := &merger{e: e, side: side, base: side.base, nodes: map[nodeKey]*mergeNode{}}
 	results, err := m.run(mr)
 	if err != nil {
-		return Result{}, err
+		return record.RewindResult{}, err
 	}
-	rec := MergeRecord{Dir: side.dir, Base: side.base, Head: side.head, Steps: append([]StepRef{}, side.steps...)}
-	var conflicts []MergeConflict
+	rec := record.MergeRecord{Dir: side.dir, Base: side.base, Head: side.head, Steps: append([]record.StepRef{}, side.steps...)}
+	var conflicts []record.MergeConflict
 	var changed []merge.Result
 	for _, r := range results {
 		switch {
@@ -138,15 +82,15 @@ func (e *Engine) merge(ctx context.Context, req Request) (Result, error) {
 	if len(rec.Settled) > 0 {
 		rec.SettledAs = mr.Settle
 	}
-	res := Result{Merge: &MergeReport{Record: rec, Conflicts: conflicts}}
+	res := record.RewindResult{Merge: &record.MergeReport{Record: rec, Conflicts: conflicts}}
 	if len(conflicts) > 0 {
-		cerr := &MergeConflictError{Dir: side.dir, Conflicts: conflicts}
+		cerr := &record.MergeConflictError{Dir: side.dir, Conflicts: conflicts}
 		res.DryRun = req.DryRun
 		return res, cerr
 	}
 	if req.DryRun {
 		res.DryRun = true
-		res.Report = Report{Skipped: []string{}}
+		res.Report = record.Report{Skipped: []string{}}
 		for _, r := range changed {
 			if r.Node.Kind == merge.Absent {
 				res.Report.Deleted++
@@ -155,30 +99,30 @@ func (e *Engine) merge(ctx context.Context, req Request) (Result, error) {
 			}
 		}
 		res.Preview, err = m.preview(changed)
-		res.Record = RewindPayload{TargetSequence: e.Head(), Form: FormMerge, Merge: &rec}
+		res.Record = record.RewindPayload{TargetSequence: e.Head(), Form: record.FormMerge, Merge: &rec}
 		return res, err
 	}
 	targets, err := m.targets(changed)
 	if err != nil {
-		return Result{}, err
+		return record.RewindResult{}, err
 	}
 	plan, err := e.planTargets(targets)
 	if err != nil {
-		return Result{}, err
+		return record.RewindResult{}, err
 	}
 	if plan.empty() {
 		// Nothing to bring in: the fork changed nothing, or nothing that
 		// the workspace has not got already. Nothing is recorded, and as
 		// after any rewind the step's captures end.
 		e.capMu.Lock()
-		e.captured = map[string]Seq{}
+		e.captured = map[string]record.Seq{}
 		e.capMu.Unlock()
 		res.Unchanged = true
 		res.Report = e.report(plan)
-		res.Record = RewindPayload{TargetSequence: e.Head(), Form: FormMerge, Merge: &rec}
+		res.Record = record.RewindPayload{TargetSequence: e.Head(), Form: record.FormMerge, Merge: &rec}
 		return res, nil
 	}
-	in := intent{Target: e.Head(), Form: FormMerge, Narrow: true, Targets: targets, Merge: &rec}
+	in := intent{Target: e.Head(), Form: record.FormMerge, Narrow: true, Targets: targets, Merge: &rec}
 	for _, t := range targets {
 		in.Paths = append(in.Paths, t.Path)
 	}
@@ -189,8 +133,8 @@ func (e *Engine) merge(ctx context.Context, req Request) (Result, error) {
 
 // planTargets plans the changes that give each path of targets its state
 // (Absent: removed), as planPaths does for states of the history.
-func (e *Engine) planTargets(targets []FileState) (*rewindPlan, error) {
-	ts := append([]FileState(nil), targets...)
+func (e *Engine) planTargets(targets []record.FileState) (*rewindPlan, error) {
+	ts := append([]record.FileState(nil), targets...)
 	sort.SliceStable(ts, func(i, j int) bool {
 		if di, dj := depth(ts[i].Path), depth(ts[j].Path); di != dj {
 			return di < dj
@@ -220,25 +164,25 @@ func (e *Engine) planTargets(targets []FileState) (*rewindPlan, error) {
 
 // checkTargets checks the targets of a merge's intent as untrusted input:
 // each a clean path, with a kind, mode and blob zerofs writes.
-func checkTargets(ts []FileState) error {
+func checkTargets(ts []record.FileState) error {
 	for _, st := range ts {
-		if st.Path == "" || CleanPath(st.Path) != nil {
+		if st.Path == "" || record.CleanPath(st.Path) != nil {
 			return fmt.Errorf("names path %q", st.Path)
 		}
 		if st.Absent {
 			continue
 		}
 		switch {
-		case st.Kind != KindFile && st.Kind != KindDir && st.Kind != KindSymlink:
+		case st.Kind != record.KindFile && st.Kind != record.KindDir && st.Kind != record.KindSymlink:
 			return fmt.Errorf("names kind %q for %q", st.Kind, st.Path)
 		case st.Mode > 0o7777:
 			return fmt.Errorf("names mode %o for %q", st.Mode, st.Path)
-		case st.Kind == KindSymlink && st.Target == "":
+		case st.Kind == record.KindSymlink && st.Target == "":
 			return fmt.Errorf("names a symlink without a target at %q", st.Path)
 		case st.Skipped:
 			return fmt.Errorf("names a skipped state for %q", st.Path)
 		}
-		if reason := checkXattrs(st.Xattrs); reason != "" {
+		if reason := record.CheckXattrs(st.Xattrs); reason != "" {
 			return fmt.Errorf("%q: %s", st.Path, reason)
 		}
 	}
@@ -247,7 +191,7 @@ func checkTargets(ts []FileState) error {
 
 // reportTargets is the plan a whole merge made, for the report of one a
 // crash interrupted.
-func reportTargets(ts []FileState) *rewindPlan {
+func reportTargets(ts []record.FileState) *rewindPlan {
 	p := &rewindPlan{}
 	for _, st := range ts {
 		if st.Absent {
@@ -263,7 +207,7 @@ func reportTargets(ts []FileState) *rewindPlan {
 type merger struct {
 	e     *Engine
 	side  *mergeSide
-	base  Seq
+	base  record.Seq
 	nodes map[nodeKey]*mergeNode
 	// settled holds the conflicts the request settled.
 	settled map[string]bool
@@ -330,15 +274,15 @@ func (m *merger) node(side merge.Side, p string) (*mergeNode, error) {
 	return n, nil
 }
 
-func kindOf(st FileState) merge.Kind {
+func kindOf(st record.FileState) merge.Kind {
 	switch {
 	case st.Skipped:
 		return merge.Other
-	case st.Kind == KindFile:
+	case st.Kind == record.KindFile:
 		return merge.File
-	case st.Kind == KindDir:
+	case st.Kind == record.KindDir:
 		return merge.Dir
-	case st.Kind == KindSymlink:
+	case st.Kind == record.KindSymlink:
 		return merge.Symlink
 	}
 	return merge.Other
@@ -347,7 +291,7 @@ func kindOf(st FileState) merge.Kind {
 // baseNode is p at the base, from the history (or the workspace where p
 // has not changed since).
 func (m *merger) baseNode(p string) (*mergeNode, error) {
-	ent, err := m.e.stateAt(p, m.base, ^Seq(0))
+	ent, err := m.e.stateAt(p, m.base, ^record.Seq(0))
 	if err != nil {
 		return nil, err
 	}
@@ -409,9 +353,9 @@ func treeNode(w *workspace, p string) (*mergeNode, error) {
 }
 
 // run finds the paths either side changed since the base and merges them.
-func (m *merger) run(mr MergeRequest) ([]merge.Result, error) {
+func (m *merger) run(mr record.MergeRequest) ([]merge.Result, error) {
 	cands := map[string]bool{}
-	ours, err := m.e.changedSince(m.base, ^Seq(0))
+	ours, err := m.e.changedSince(m.base, ^record.Seq(0))
 	if err != nil {
 		return nil, err
 	}
@@ -453,7 +397,7 @@ func (m *merger) run(mr MergeRequest) ([]merge.Result, error) {
 	opts := merge.Options{Read: m.read, Size: m.size}
 	if mr.Settle != "" {
 		side := merge.Ours
-		if mr.Settle == SettleTheirs {
+		if mr.Settle == record.SettleTheirs {
 			side = merge.Theirs
 		}
 		opts.Settle = func(p string) (merge.Side, bool) {
@@ -466,7 +410,7 @@ func (m *merger) run(mr MergeRequest) ([]merge.Result, error) {
 	}
 	res, err := merge.Tree(paths, opts)
 	if errors.Is(err, merge.ErrSettle) {
-		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return nil, fmt.Errorf("%w: %w", record.ErrBadRequest, err)
 	}
 	return res, err
 }
@@ -486,7 +430,7 @@ func (m *merger) theirsChanged() ([]string, error) {
 		for _, n := range fn {
 			names[n] = true
 		}
-		bents, err := m.e.readDirAt(dir, m.base, ^Seq(0))
+		bents, err := m.e.readDirAt(dir, m.base, ^record.Seq(0))
 		if err != nil {
 			return err
 		}
@@ -494,7 +438,7 @@ func (m *merger) theirsChanged() ([]string, error) {
 			names[de.Name] = true
 		}
 		for n := range names {
-			if dir == "" && IsReserved(n) {
+			if dir == "" && record.IsReserved(n) {
 				continue
 			}
 			p := index.JoinPath(dir, n)
@@ -541,7 +485,7 @@ func (m *merger) walkSide(s merge.Side, p string, fn func(string)) error {
 		}
 		names = ns
 	} else {
-		ents, err := m.e.readDirAt(p, m.base, ^Seq(0))
+		ents, err := m.e.readDirAt(p, m.base, ^record.Seq(0))
 		if err != nil {
 			return err
 		}
@@ -621,15 +565,15 @@ func (m *merger) size(s merge.Side, p string) int64 {
 }
 
 // conflict describes r with the step of each side that last changed it.
-func (m *merger) conflict(r merge.Result) MergeConflict {
-	c := MergeConflict{Path: r.Path, Why: r.Why}
+func (m *merger) conflict(r merge.Result) record.MergeConflict {
+	c := record.MergeConflict{Path: r.Path, Why: r.Why}
 	if ref, ok := m.side.last[r.Path]; ok {
 		c.Theirs = &ref
 	}
 	// Ours: the newest checkpoint after the base that names the path.
-	var last Seq
+	var last record.Seq
 	for at := m.base; ; {
-		rec, ok := m.e.index.At(r.Path, at, ^Seq(0))
+		rec, ok := m.e.index.At(r.Path, at, ^record.Seq(0))
 		if !ok {
 			break
 		}
@@ -639,11 +583,11 @@ func (m *merger) conflict(r merge.Result) MergeConflict {
 		sp := m.e.state.SpanOf(last, m.e.Head())
 		switch {
 		case sp.Step != nil:
-			c.Ours = &StepRef{Kind: "step", Sequence: sp.Step.Seq, Label: sp.Step.Label}
+			c.Ours = &record.StepRef{Kind: "step", Sequence: sp.Step.Seq, Label: sp.Step.Label}
 		case sp.Rewind:
-			c.Ours = &StepRef{Kind: "rewind", Sequence: sp.End}
+			c.Ours = &record.StepRef{Kind: "rewind", Sequence: sp.End}
 		default:
-			c.Ours = &StepRef{Kind: "step", Sequence: last}
+			c.Ours = &record.StepRef{Kind: "step", Sequence: last}
 		}
 	}
 	return c
@@ -651,11 +595,11 @@ func (m *merger) conflict(r merge.Result) MergeConflict {
 
 // targets turns the merge's changes into the states the workspace gets,
 // storing every new file content first (the intent names them by blob).
-func (m *merger) targets(changed []merge.Result) ([]FileState, error) {
-	var out []FileState
+func (m *merger) targets(changed []merge.Result) ([]record.FileState, error) {
+	var out []record.FileState
 	for _, r := range changed {
 		n := r.Node
-		st := FileState{Path: r.Path}
+		st := record.FileState{Path: r.Path}
 		if n.Kind == merge.Absent {
 			st.Absent = true
 			out = append(out, st)
@@ -667,11 +611,11 @@ func (m *merger) targets(changed []merge.Result) ([]FileState, error) {
 		}
 		switch n.Kind {
 		case merge.File:
-			st.Kind = KindFile
+			st.Kind = record.KindFile
 		case merge.Dir:
-			st.Kind = KindDir
+			st.Kind = record.KindDir
 		case merge.Symlink:
-			st.Kind = KindSymlink
+			st.Kind = record.KindSymlink
 		default:
 			return nil, fmt.Errorf("rewind: merge: %q is neither a file, a directory nor a symlink", r.Path)
 		}
@@ -695,7 +639,7 @@ func (m *merger) targets(changed []merge.Result) ([]FileState, error) {
 		if r.Action == merge.Take {
 			st.MTime = theirs.mtime
 		}
-		if st.Kind == KindFile {
+		if st.Kind == record.KindFile {
 			var content io.Reader
 			switch {
 			case r.Content != nil:
@@ -731,21 +675,21 @@ func (m *merger) targets(changed []merge.Result) ([]FileState, error) {
 
 // preview lists what the merge would change in the workspace, with line
 // counts for text files.
-func (m *merger) preview(changed []merge.Result) ([]PathChange, error) {
-	var out []PathChange
+func (m *merger) preview(changed []merge.Result) ([]record.PathChange, error) {
+	var out []record.PathChange
 	for _, r := range changed {
 		ours, err := m.node(merge.Ours, r.Path)
 		if err != nil {
 			return nil, err
 		}
-		c := PathChange{Path: r.Path}
+		c := record.PathChange{Path: r.Path}
 		switch {
 		case r.Node.Kind == merge.Absent:
-			c.Action, c.Kind = ActionDelete, kindName(ours.node.Kind)
+			c.Action, c.Kind = record.ActionDelete, kindName(ours.node.Kind)
 		case ours.node.Kind == merge.Absent:
-			c.Action, c.Kind = ActionCreate, kindName(r.Node.Kind)
+			c.Action, c.Kind = record.ActionCreate, kindName(r.Node.Kind)
 		default:
-			c.Action, c.Kind = ActionRestore, kindName(r.Node.Kind)
+			c.Action, c.Kind = record.ActionRestore, kindName(r.Node.Kind)
 		}
 		a, aok := m.text(merge.Ours, r.Path, ours.node)
 		var b []byte
@@ -758,7 +702,7 @@ func (m *merger) preview(changed []merge.Result) ([]PathChange, error) {
 		}
 		if aok && bok {
 			added, removed := lineDelta(a, b)
-			c.Lines = &LineCount{Added: added, Removed: removed}
+			c.Lines = &record.LineCount{Added: added, Removed: removed}
 		}
 		out = append(out, c)
 	}
@@ -781,14 +725,14 @@ func (m *merger) text(s merge.Side, p string, n merge.Node) ([]byte, bool) {
 	return b, true
 }
 
-func kindName(k merge.Kind) Kind {
+func kindName(k merge.Kind) record.Kind {
 	switch k {
 	case merge.File:
-		return KindFile
+		return record.KindFile
 	case merge.Dir:
-		return KindDir
+		return record.KindDir
 	case merge.Symlink:
-		return KindSymlink
+		return record.KindSymlink
 	}
 	return ""
 }

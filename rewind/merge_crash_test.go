@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestMergeCrash kills a merge (SIGKILL, in a child process) at each crash
@@ -73,7 +75,7 @@ func testMergeCrash(t *testing.T, point string, merged bool) {
 	}
 	for i := range 10 {
 		p := "t" + strconv.Itoa(i)
-		want[p] = node{Kind: KindFile, Mode: 0o644, Content: "ONE\n2\nTHREE " + strconv.Itoa(i) + "\n"}
+		want[p] = node{Kind: record.KindFile, Mode: 0o644, Content: "ONE\n2\nTHREE " + strconv.Itoa(i) + "\n"}
 	}
 	if err := m.e.Close(); err != nil {
 		t.Fatal(err)
@@ -117,13 +119,13 @@ func testMergeCrash(t *testing.T, point string, merged bool) {
 	if !merged {
 		return
 	}
-	if last.Form != FormMerge || last.Merge == nil || len(last.Merge.Steps) != 1 || last.Merge.Steps[0].Label != "theirs" {
+	if last.Form != record.FormMerge || last.Merge == nil || len(last.Merge.Steps) != 1 || last.Merge.Steps[0].Label != "theirs" {
 		t.Fatalf("recovered merge records %+v", last)
 	}
 	if last.Report.Restored != 21 || last.Report.Deleted != 10 {
 		t.Errorf("recovered merge reports %+v, want 21 restored (10 t files, n and its 10 files) and 10 deleted, as the merge itself reports", last.Report)
 	}
-	if _, err := e.Apply(context.Background(), Request{Undo: true}); err != nil {
+	if _, err := e.Apply(context.Background(), record.Request{Undo: true}); err != nil {
 		t.Fatal(err)
 	}
 	if d := diffTrees(diskTree(t, m.ws), before); d != "" {
@@ -135,7 +137,7 @@ func testMergeCrash(t *testing.T, point string, merged bool) {
 func forkTree(t fataler, dir string) tree {
 	tr := diskTree(t, dir)
 	for p := range tr {
-		if p == StoreName || strings.HasPrefix(p, StoreName+"/") {
+		if p == record.StoreName || strings.HasPrefix(p, record.StoreName+"/") {
 			delete(tr, p)
 		}
 	}

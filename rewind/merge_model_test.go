@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestMergeModel: random operations in a workspace and in a fork of it
@@ -51,7 +53,7 @@ func TestMergeModel(t *testing.T) {
 			rt.Fatal(err)
 		}
 		rt.Cleanup(func() { froot.Close() })
-		fe, err := Open(context.Background(), froot, Options{StoreDir: filepath.Join(fork, StoreName)})
+		fe, err := Open(context.Background(), froot, Options{StoreDir: filepath.Join(fork, record.StoreName)})
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -67,12 +69,12 @@ func TestMergeModel(t *testing.T) {
 				}
 				s.randomOp()
 			}
-			settle := rapid.SampledFrom([]string{"", "", SettleOurs, SettleTheirs}).Draw(rt, "settle")
+			settle := rapid.SampledFrom([]string{"", "", record.SettleOurs, record.SettleTheirs}).Draw(rt, "settle")
 			o, th := diskTree(rt, ws), forkTree(rt, fork)
 			want, wantConflicts := modelMerge(rt, base, o, th, settle)
 			head := e.Head()
-			res, err := e.Apply(context.Background(), Request{Merge: &MergeRequest{Dir: fork, Workspace: ws, Settle: settle}})
-			var ce *MergeConflictError
+			res, err := e.Apply(context.Background(), record.Request{Merge: &record.MergeRequest{Dir: fork, Workspace: ws, Settle: settle}})
+			var ce *record.MergeConflictError
 			switch {
 			case len(wantConflicts) > 0:
 				if !errors.As(err, &ce) {
@@ -97,7 +99,7 @@ func TestMergeModel(t *testing.T) {
 				}
 				merges++
 				if !res.Unchanged && rapid.Bool().Draw(rt, "undo") {
-					if _, err := e.Apply(context.Background(), Request{Undo: true}); err != nil {
+					if _, err := e.Apply(context.Background(), record.Request{Undo: true}); err != nil {
 						rt.Fatal(err)
 					}
 					if d := diffTrees(diskTree(rt, ws), o); d != "" {
@@ -264,9 +266,9 @@ func modelMerge(rt *rapid.T, base, ours, theirs tree, settle string) (tree, []st
 			mode, ok := modelThree(haveBase, b.Mode, o.Mode, t.Mode)
 			r.n.Mode = mode
 			r.conflict = !ok
-			if !r.conflict && o.Kind != KindDir {
+			if !r.conflict && o.Kind != record.KindDir {
 				c, ok := modelThree(haveBase, b.Content, o.Content, t.Content)
-				if !ok && o.Kind == KindFile {
+				if !ok && o.Kind == record.KindFile {
 					bc := ""
 					if haveBase {
 						bc = b.Content
@@ -285,7 +287,7 @@ func modelMerge(rt *rapid.T, base, ours, theirs tree, settle string) (tree, []st
 			return
 		}
 		tr := ours
-		if settle == SettleTheirs {
+		if settle == record.SettleTheirs {
 			tr = theirs
 		}
 		r.n, r.exists = get(tr, p)
@@ -304,7 +306,7 @@ func modelMerge(rt *rapid.T, base, ours, theirs tree, settle string) (tree, []st
 		flagged := false
 		for i, x := range sorted {
 			rx := out[x]
-			if rx.conflict || (rx.exists && rx.n.Kind == KindDir) {
+			if rx.conflict || (rx.exists && rx.n.Kind == record.KindDir) {
 				continue
 			}
 			for _, y := range sorted[i+1:] {

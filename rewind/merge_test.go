@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // mergeT is a workspace with an engine and a fork of it with an engine of
@@ -44,7 +46,7 @@ func (m *mergeT) openFork() *Engine {
 		m.t.Fatal(err)
 	}
 	m.t.Cleanup(func() { root.Close() })
-	f, err := Open(context.Background(), root, Options{StoreDir: filepath.Join(m.fork, StoreName), Sync: true})
+	f, err := Open(context.Background(), root, Options{StoreDir: filepath.Join(m.fork, record.StoreName), Sync: true})
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -73,9 +75,9 @@ func (m *mergeT) do(e *Engine, fn func() error, changes ...Change) {
 	change(m.t, e, fn, changes...)
 }
 
-func (m *mergeT) merge(req MergeRequest, dry bool) (Result, error) {
+func (m *mergeT) merge(req record.MergeRequest, dry bool) (record.RewindResult, error) {
 	req.Dir, req.Workspace = m.fork, m.ws
-	return m.e.Apply(context.Background(), Request{Merge: &req, DryRun: dry})
+	return m.e.Apply(context.Background(), record.Request{Merge: &req, DryRun: dry})
 }
 
 func (m *mergeT) read(p string) string {
@@ -122,7 +124,7 @@ func TestMergeBringsForkIn(t *testing.T) {
 		return os.Symlink("d/x", filepath.Join(m.fork, "link"))
 	}, Change{Path: "link"})
 
-	dry, err := m.merge(MergeRequest{}, true)
+	dry, err := m.merge(record.MergeRequest{}, true)
 	if err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
@@ -132,12 +134,12 @@ func TestMergeBringsForkIn(t *testing.T) {
 	got := map[string]string{}
 	for _, c := range dry.Preview {
 		got[c.Path] = c.Action
-		if c.Path == "a.txt" && (c.Lines == nil || *c.Lines != (LineCount{Added: 1, Removed: 1})) {
+		if c.Path == "a.txt" && (c.Lines == nil || *c.Lines != (record.LineCount{Added: 1, Removed: 1})) {
 			t.Errorf("preview of a.txt: got lines %+v, want +1 -1", c.Lines)
 		}
 	}
-	want := map[string]string{"a.txt": ActionRestore, "b.txt": ActionDelete, "d/x": ActionRestore, "empty": ActionCreate,
-		"link": ActionRestore, "new": ActionCreate, "new/deep.txt": ActionCreate}
+	want := map[string]string{"a.txt": record.ActionRestore, "b.txt": record.ActionDelete, "d/x": record.ActionRestore, "empty": record.ActionCreate,
+		"link": record.ActionRestore, "new": record.ActionCreate, "new/deep.txt": record.ActionCreate}
 	if len(got) != len(want) {
 		t.Errorf("preview: got %v, want %v", got, want)
 	}
@@ -147,7 +149,7 @@ func TestMergeBringsForkIn(t *testing.T) {
 		}
 	}
 	head := m.e.Head()
-	res, err := m.merge(MergeRequest{}, false)
+	res, err := m.merge(record.MergeRequest{}, false)
 	if err != nil {
 		t.Fatalf("merge: %v", err)
 	}
@@ -176,7 +178,7 @@ func TestMergeBringsForkIn(t *testing.T) {
 		}
 	}
 	check("after the merge")
-	if res.Record.Form != FormMerge || res.Record.Merge == nil || res.Record.Merge.Base != base {
+	if res.Record.Form != record.FormMerge || res.Record.Merge == nil || res.Record.Merge.Base != base {
 		t.Fatalf("record: got %+v, want form merge from base %d", res.Record, base)
 	}
 	if steps := res.Record.Merge.Steps; len(steps) != 2 || steps[0].Label != "theirs edits line 5" || steps[1].Label != "theirs adds and removes" {
@@ -186,11 +188,11 @@ func TestMergeBringsForkIn(t *testing.T) {
 		t.Errorf("merged line by line: got %v, want [a.txt]", res.Record.Merge.Merged)
 	}
 	// One undo takes the whole merge back.
-	u, err := m.e.Apply(context.Background(), Request{Undo: true})
+	u, err := m.e.Apply(context.Background(), record.Request{Undo: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.Undid == nil || u.Undid.Kind != "rewind" || u.Undid.Label != FormMerge {
+	if u.Undid == nil || u.Undid.Kind != "rewind" || u.Undid.Label != record.FormMerge {
 		t.Errorf("undo took back %+v, want the merge", u.Undid)
 	}
 	if g := m.read("a.txt"); g != "ONE\n2\n3\n4\n5\n" {
@@ -207,7 +209,7 @@ func TestMergeBringsForkIn(t *testing.T) {
 	if target, _ := os.Readlink(filepath.Join(m.ws, "link")); target != "a.txt" {
 		t.Errorf("after undo: link -> %q, want a.txt", target)
 	}
-	if _, err := m.e.Apply(context.Background(), Request{Redo: true}); err != nil {
+	if _, err := m.e.Apply(context.Background(), record.Request{Redo: true}); err != nil {
 		t.Fatal(err)
 	}
 	check("after redo")
@@ -230,10 +232,10 @@ func TestMergeConflict(t *testing.T) {
 	m.do(m.f, func() error { return os.Remove(filepath.Join(m.fork, "b.txt")) }, Change{Path: "b.txt", Removed: true})
 	m.write(m.f, m.fork, "c.txt", "c theirs\n")
 	head := m.e.Head()
-	res, err := m.merge(MergeRequest{}, false)
-	var ce *MergeConflictError
-	if !errors.As(err, &ce) || !errors.Is(err, ErrConflict) {
-		t.Fatalf("got %v, want a *MergeConflictError", err)
+	res, err := m.merge(record.MergeRequest{}, false)
+	var ce *record.MergeConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, record.ErrConflict) {
+		t.Fatalf("got %v, want a *record.MergeConflictError", err)
 	}
 	if len(ce.Conflicts) != 2 || ce.Conflicts[0].Path != "a.txt" || ce.Conflicts[1].Path != "b.txt" {
 		t.Fatalf("conflicts: got %+v, want a.txt and b.txt", ce.Conflicts)
@@ -250,10 +252,10 @@ func TestMergeConflict(t *testing.T) {
 		t.Fatalf("a refused merge changed something: head %d (was %d), c.txt %q", m.e.Head(), head, m.read("c.txt"))
 	}
 	// Settle a.txt only: b.txt still conflicts.
-	if _, err := m.merge(MergeRequest{Settle: SettleTheirs, Paths: []string{"a.txt"}}, false); !errors.As(err, &ce) || len(ce.Conflicts) != 1 || ce.Conflicts[0].Path != "b.txt" {
+	if _, err := m.merge(record.MergeRequest{Settle: record.SettleTheirs, Paths: []string{"a.txt"}}, false); !errors.As(err, &ce) || len(ce.Conflicts) != 1 || ce.Conflicts[0].Path != "b.txt" {
 		t.Fatalf("settling a.txt: got %v, want b.txt to conflict", err)
 	}
-	res, err = m.merge(MergeRequest{Settle: SettleTheirs}, false)
+	res, err = m.merge(record.MergeRequest{Settle: record.SettleTheirs}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +265,7 @@ func TestMergeConflict(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(m.ws, "b.txt")); !os.IsNotExist(err) {
 		t.Errorf("b.txt: theirs removed it, still there")
 	}
-	if s := res.Record.Merge; strings.Join(s.Settled, " ") != "a.txt b.txt" || s.SettledAs != SettleTheirs {
+	if s := res.Record.Merge; strings.Join(s.Settled, " ") != "a.txt b.txt" || s.SettledAs != record.SettleTheirs {
 		t.Errorf("settled: got %v as %q", s.Settled, s.SettledAs)
 	}
 }
@@ -280,9 +282,9 @@ func TestMergeRefusesNonFork(t *testing.T) {
 	plain := t.TempDir()
 	head := m.e.Head()
 	for _, dir := range []string{plain, otherFork, filepath.Join(plain, "missing")} {
-		_, err := m.e.Apply(context.Background(), Request{Merge: &MergeRequest{Dir: dir, Workspace: m.ws}})
-		if !errors.Is(err, ErrNotFork) {
-			t.Errorf("merge of %s: got %v, want ErrNotFork", dir, err)
+		_, err := m.e.Apply(context.Background(), record.Request{Merge: &record.MergeRequest{Dir: dir, Workspace: m.ws}})
+		if !errors.Is(err, record.ErrNotFork) {
+			t.Errorf("merge of %s: got %v, want record.ErrNotFork", dir, err)
 		}
 	}
 	if m.e.Head() != head {
@@ -295,12 +297,12 @@ func TestMergeRefusesNonFork(t *testing.T) {
 // intent and the daemon's report carry them so).
 func TestMergeNamesRoundTrip(t *testing.T) {
 	odd := "d\xff/f\xfe"
-	req := MergeRequest{Dir: "/w/fork\xff", Workspace: "/w/ws\xfe", Settle: SettleOurs, Paths: []string{odd}}
-	rec := MergeRecord{Dir: "/w/fork\xff", Merged: []string{odd}, Settled: []string{"x", odd}, SettledAs: SettleOurs}
-	con := MergeConflict{Path: odd, Why: "both"}
+	req := record.MergeRequest{Dir: "/w/fork\xff", Workspace: "/w/ws\xfe", Settle: record.SettleOurs, Paths: []string{odd}}
+	rec := record.MergeRecord{Dir: "/w/fork\xff", Merged: []string{odd}, Settled: []string{"x", odd}, SettledAs: record.SettleOurs}
+	con := record.MergeConflict{Path: odd, Why: "both"}
 	for _, c := range []struct {
 		in, out any
-	}{{req, &MergeRequest{}}, {rec, &MergeRecord{}}, {con, &MergeConflict{}}} {
+	}{{req, &record.MergeRequest{}}, {rec, &record.MergeRecord{}}, {con, &record.MergeConflict{}}} {
 		b, err := json.Marshal(c.in)
 		if err != nil {
 			t.Fatal(err)

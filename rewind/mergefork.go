@@ -3,7 +3,6 @@ package rewind
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,13 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/zerofs/zerofs/eventlog"
-	"github.com/zerofs/zerofs/rewind/internal/index"
+	"github.com/zerofs/zerofs/record"
 )
-
-// ErrNotFork: the directory a merge was given is not a fork of this
-// workspace (or its history cannot be read).
-var ErrNotFork = errors.New("rewind: not a fork of this workspace")
 
 // mergeSide is one side a merge brings in: a state it began from (Base,
 // a state of this workspace), its tree now (root), and its own history
@@ -27,13 +21,13 @@ var ErrNotFork = errors.New("rewind: not a fork of this workspace")
 type mergeSide struct {
 	dir  string
 	tree *workspace // its tree now, every path beneath its root descriptor
-	base Seq
-	head Seq
+	base record.Seq
+	head record.Seq
 	// steps are its steps since its base, oldest first; last names the
 	// step that last changed each path (absent when its history does not
 	// say: changed while it was not mounted).
-	steps []StepRef
-	last  map[string]StepRef
+	steps []record.StepRef
+	last  map[string]record.StepRef
 }
 
 func (s *mergeSide) close() { s.tree.root.Close() }
@@ -48,13 +42,13 @@ func openFork(dir, ws string) (*mergeSide, error) {
 		return nil, fmt.Errorf("rewind: merge: %w", err)
 	}
 	if w := filepath.Clean(ws); abs == w || strings.HasPrefix(abs, w+"/") {
-		return nil, fmt.Errorf("%w: %s is inside the workspace", ErrNotFork, abs)
+		return nil, fmt.Errorf("%w: %s is inside the workspace", record.ErrNotFork, abs)
 	}
 	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrNotFork, abs, err)
+		return nil, fmt.Errorf("%w: %s: %w", record.ErrNotFork, abs, err)
 	}
-	side := &mergeSide{dir: abs, tree: &workspace{root: os.NewFile(uintptr(fd), abs)}, last: map[string]StepRef{}}
+	side := &mergeSide{dir: abs, tree: &workspace{root: os.NewFile(uintptr(fd), abs)}, last: map[string]record.StepRef{}}
 	if err := side.readLog(ws); err != nil {
 		side.close()
 		return nil, err
@@ -65,45 +59,45 @@ func openFork(dir, ws string) (*mergeSide, error) {
 // readLog reads the fork's history: its workspace_forked record, checked
 // against workspace, and its steps.
 func (s *mergeSide) readLog(ws string) error {
-	f, err := s.tree.open(StoreName+"/"+LogName, unix.O_RDONLY|unix.O_NOFOLLOW)
+	f, err := s.tree.open(record.StoreName+"/"+record.LogName, unix.O_RDONLY|unix.O_NOFOLLOW)
 	if err != nil {
 		// Mounted: the store is hidden behind its control directory.
-		f, err = s.tree.open(StoreName+"/log", unix.O_RDONLY|unix.O_NOFOLLOW)
+		f, err = s.tree.open(record.StoreName+"/log", unix.O_RDONLY|unix.O_NOFOLLOW)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %s has no zerofs history (%w)", ErrNotFork, s.dir, err)
+		return fmt.Errorf("%w: %s has no zerofs history (%w)", record.ErrNotFork, s.dir, err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	var cur *StepRef
+	var cur *record.StepRef
 	var rewound []string // the paths of a rewind's checkpoint, until its session_rewind
-	steps := map[Seq]StepRef{}
+	steps := map[record.Seq]record.StepRef{}
 	first := true
 	for sc.Scan() {
-		var ev eventlog.Event
+		var ev record.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return fmt.Errorf("%w: %s: its log does not parse at line %d: %v", ErrNotFork, s.dir, s.head+1, err)
+			return fmt.Errorf("%w: %s: its log does not parse at line %d: %v", record.ErrNotFork, s.dir, s.head+1, err)
 		}
 		s.head = ev.Seq
 		if first {
 			first = false
-			var fp ForkPayload
-			if ev.Type != TypeForked || json.Unmarshal(ev.Payload, &fp) != nil {
-				return fmt.Errorf("%w: %s was not made by zerofs fork", ErrNotFork, s.dir)
+			var fp record.ForkPayload
+			if ev.Type != record.TypeForked || json.Unmarshal(ev.Payload, &fp) != nil {
+				return fmt.Errorf("%w: %s was not made by zerofs fork", record.ErrNotFork, s.dir)
 			}
 			if !samePath(fp.Source, ws) {
-				return fmt.Errorf("%w: %s is a fork of %s", ErrNotFork, s.dir, fp.Source)
+				return fmt.Errorf("%w: %s is a fork of %s", record.ErrNotFork, s.dir, fp.Source)
 			}
 			s.base = fp.Sequence
 			continue
 		}
-		v, err := index.DecodeEvent(s.dir, ev)
+		v, err := record.DecodeEvent(s.dir, ev)
 		if err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrNotFork, s.dir, err)
+			return fmt.Errorf("%w: %s: %w", record.ErrNotFork, s.dir, err)
 		}
 		switch p := v.(type) {
-		case Checkpoint:
+		case record.Checkpoint:
 			ref := cur
 			if st, ok := steps[p.Step]; ok && p.Step != 0 {
 				ref = &st
@@ -116,15 +110,15 @@ func (s *mergeSide) readLog(ws string) error {
 			}
 			if ref == nil {
 				// Changes made outside any step.
-				ref = &StepRef{Kind: "step", Sequence: ev.Seq}
+				ref = &record.StepRef{Kind: "step", Sequence: ev.Seq}
 			}
 			for _, fs := range p.Files {
 				s.last[fs.Path] = *ref
 			}
-		case RewindPayload:
-			r := StepRef{Kind: "rewind", Sequence: ev.Seq, Label: p.Form}
+		case record.RewindPayload:
+			r := record.StepRef{Kind: "rewind", Sequence: ev.Seq, Label: p.Form}
 			if p.Form == "" {
-				r.Label = FormRewind
+				r.Label = record.FormRewind
 			}
 			cur = nil
 			for _, path := range rewound {
@@ -132,12 +126,12 @@ func (s *mergeSide) readLog(ws string) error {
 			}
 			rewound = nil
 		default:
-			if ev.Type == eventlog.TypeToolCall {
+			if ev.Type == record.TypeToolCall {
 				var tc struct {
 					Name string `json:"name"`
 				}
 				json.Unmarshal(ev.Payload, &tc)
-				r := StepRef{Kind: "step", Sequence: ev.Seq, Label: tc.Name}
+				r := record.StepRef{Kind: "step", Sequence: ev.Seq, Label: tc.Name}
 				steps[ev.Seq] = r
 				s.steps = append(s.steps, r)
 				cur = &r
@@ -145,10 +139,10 @@ func (s *mergeSide) readLog(ws string) error {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%w: %s: reading its log: %w", ErrNotFork, s.dir, err)
+		return fmt.Errorf("%w: %s: reading its log: %w", record.ErrNotFork, s.dir, err)
 	}
 	if first {
-		return fmt.Errorf("%w: %s has an empty history", ErrNotFork, s.dir)
+		return fmt.Errorf("%w: %s has an empty history", record.ErrNotFork, s.dir)
 	}
 	return nil
 }

@@ -10,10 +10,9 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 type (
@@ -61,7 +60,7 @@ func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, a mcpMerge
 	if a.Dir == "" {
 		return nil, out, errors.New("dir names no fork: give the fork's directory")
 	}
-	if a.Settle != "" && a.Settle != rewind.SettleOurs && a.Settle != rewind.SettleTheirs {
+	if a.Settle != "" && a.Settle != record.SettleOurs && a.Settle != record.SettleTheirs {
 		return nil, out, fmt.Errorf("settle %q: want ours or theirs", a.Settle)
 	}
 	if len(a.Paths) > 0 && a.Settle == "" {
@@ -78,14 +77,14 @@ func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, a mcpMerge
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(ws.Root, dir)
 		}
-		mr := &rewind.MergeRequest{Dir: filepath.Clean(dir), Settle: a.Settle}
+		mr := &record.MergeRequest{Dir: filepath.Clean(dir), Settle: a.Settle}
 		for _, p := range a.Paths {
-			if err := rewind.CleanPath(p); err != nil || p == "" {
+			if err := record.CleanPath(p); err != nil || p == "" {
 				return fmt.Errorf("path %q is not a workspace path (relative to its root)", p)
 			}
 			mr.Paths = append(mr.Paths, p)
 		}
-		rep, err := doRewind(ctx, src, control.RewindRequest{Merge: mr, DryRun: a.DryRun})
+		rep, err := doRewind(ctx, src, record.Request{Merge: mr, DryRun: a.DryRun})
 		out.Fork = mr.Dir
 		if rep.Merge != nil {
 			rec := rep.Merge.Record
@@ -104,7 +103,7 @@ func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, a mcpMerge
 				out.Conflicts = append(out.Conflicts, mc)
 			}
 		}
-		var ce *rewind.MergeConflictError
+		var ce *record.MergeConflictError
 		if errors.As(err, &ce) && a.DryRun {
 			return nil // a dry run lists the conflicts in its result
 		}
@@ -125,7 +124,7 @@ func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, a mcpMerge
 		}
 		out.Restored, out.Deleted, out.Unchanged = rep.Report.Restored, rep.Report.Deleted, rep.Unchanged
 		for _, c := range rep.Preview {
-			p := mcpPreview{Action: string(c.Action), Path: rewind.Readable(c.Path), PathBytes: rewind.ExactBytes(c.Path), Kind: string(c.Kind)}
+			p := mcpPreview{Action: string(c.Action), Path: record.Readable(c.Path), PathBytes: record.ExactBytes(c.Path), Kind: string(c.Kind)}
 			if c.Lines != nil {
 				p.Added, p.Removed = c.Lines.Added, c.Lines.Removed
 			}

@@ -6,10 +6,9 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 var mergeCmd = &command{
@@ -64,12 +63,12 @@ func runMerge(e *env, c *command, args []string) error {
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(e.cwd, dir)
 	}
-	mr := &rewind.MergeRequest{Dir: filepath.Clean(dir)}
+	mr := &record.MergeRequest{Dir: filepath.Clean(dir)}
 	switch {
 	case *ours:
-		mr.Settle = rewind.SettleOurs
+		mr.Settle = record.SettleOurs
 	case *theirs:
-		mr.Settle = rewind.SettleTheirs
+		mr.Settle = record.SettleTheirs
 	}
 	return withHistory(e, func(ws *history.Workspace, src history.Source) error {
 		for _, p := range pos[1:] {
@@ -77,17 +76,17 @@ func runMerge(e *env, c *command, args []string) error {
 			if err != nil {
 				return err
 			}
-			if err := rewind.CleanPath(rel); err != nil || rel == "" {
+			if err := record.CleanPath(rel); err != nil || rel == "" {
 				return fmt.Errorf("%s: not a path in the workspace", quote.Name(p))
 			}
 			mr.Paths = append(mr.Paths, rel)
 		}
-		req := control.RewindRequest{Merge: mr, DryRun: *dry}
+		req := record.Request{Merge: mr, DryRun: *dry}
 		rep, err := applyWith(e, src, req)
 		if errors.Is(err, errUnchanged) {
 			return nil
 		}
-		var ce *rewind.MergeConflictError
+		var ce *record.MergeConflictError
 		if errors.As(err, &ce) {
 			writeMergeConflicts(e.stderr, ce.Conflicts)
 			return fmt.Errorf("merge of %s: %d conflicting path(s), nothing changed (--ours or --theirs, with or without paths, settles them)",
@@ -96,7 +95,7 @@ func runMerge(e *env, c *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		rec := rewind.MergeRecord{Dir: mr.Dir}
+		rec := record.MergeRecord{Dir: mr.Dir}
 		if rep.Merge != nil {
 			rec = rep.Merge.Record
 		}
@@ -117,7 +116,7 @@ func runMerge(e *env, c *command, args []string) error {
 
 // writeMerged lists what a merge brings in: the fork's steps, the files
 // merged line by line, the conflicts settled.
-func writeMerged(w io.Writer, rec rewind.MergeRecord, verb string) {
+func writeMerged(w io.Writer, rec record.MergeRecord, verb string) {
 	for _, s := range rec.Steps {
 		fmt.Fprintf(w, "  %s the fork's %s\n", verb, stepName(s))
 	}
@@ -131,8 +130,8 @@ func writeMerged(w io.Writer, rec rewind.MergeRecord, verb string) {
 
 // writeMergeConflicts names each conflicting path, why, and the step of
 // each side that last changed it.
-func writeMergeConflicts(w io.Writer, cs []rewind.MergeConflict) {
-	side := func(s *rewind.StepRef) string {
+func writeMergeConflicts(w io.Writer, cs []record.MergeConflict) {
+	side := func(s *record.StepRef) string {
 		if s == nil {
 			return "not recorded"
 		}
