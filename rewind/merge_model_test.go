@@ -35,7 +35,7 @@ func TestMergeModel(t *testing.T) {
 	}
 	merges, conflicts := 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
-		e, ws := openRapid(rt, Options{Sync: false})
+		e, ws := openRapid(rt, Options{RenameRecords: rapid.Bool().Draw(rt, "rename records")})
 		side := func(e *Engine, root string) *modelSide { return &modelSide{rt: rt, e: e, root: root} }
 		ours := side(e, ws)
 		// A few paths to start from.
@@ -185,7 +185,7 @@ var (
 func (s *modelSide) randomOp() {
 	rt := s.rt
 	p := rapid.SampledFrom(modelPaths).Draw(rt, "path")
-	switch rapid.IntRange(0, 5).Draw(rt, "op") {
+	switch rapid.IntRange(0, 6).Draw(rt, "op") {
 	case 0, 1: // edit a line of the file (or make it)
 		old, _ := os.ReadFile(s.abs(p))
 		lines := strings.Split(strings.TrimSuffix(string(old), "\n"), "\n")
@@ -226,6 +226,37 @@ func (s *modelSide) randomOp() {
 		s.clear(p)
 		target := rapid.SampledFrom([]string{"f", "../f", "nowhere"}).Draw(rt, "target")
 		s.do(func() error { return os.Symlink(target, s.abs(p)) }, Change{Path: p})
+	case 6: // a rename (of a directory, one rename record where the engine takes it)
+		fi, err := os.Lstat(s.abs(p))
+		q := rapid.SampledFrom(modelPaths).Draw(rt, "to")
+		if err != nil || q == p || strings.HasPrefix(q, p+"/") || strings.HasPrefix(p, q+"/") {
+			return
+		}
+		s.parentDirs(q)
+		if _, err := os.Lstat(s.abs(p)); err != nil {
+			return // making q's parents took p away
+		}
+		s.clear(q)
+		rename := func() error { return os.Rename(s.abs(p), s.abs(q)) }
+		if fi.IsDir() && s.e.opts.RenameRecords {
+			release, _, err := s.e.Begin(context.Background(), Caller{PID: 1, Comm: "mv"})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			handled, err := s.e.RenameDir(context.Background(), Caller{PID: 1, Comm: "mv"}, p, q, rename)
+			release()
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if handled {
+				return
+			}
+		}
+		from := ""
+		if fi.IsDir() {
+			from = p
+		}
+		s.do(rename, Change{Path: p, Tree: fi.IsDir()}, Change{Path: q, From: from})
 	}
 }
 
