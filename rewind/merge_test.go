@@ -11,6 +11,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/zerofs/zerofs/record"
 )
 
@@ -316,5 +318,49 @@ func TestMergeNamesRoundTrip(t *testing.T) {
 		if got := reflect.ValueOf(c.out).Elem().Interface(); !reflect.DeepEqual(got, c.in) {
 			t.Errorf("%T: got %+v, want %+v (JSON %s)", c.in, got, c.in, b)
 		}
+	}
+}
+
+// TestMergeXattrs: extended attributes merge name by name, on a file
+// whose content changes too: the workspace's own attribute stays, the
+// fork's new one comes in; the same attribute set two ways conflicts.
+func TestMergeXattrs(t *testing.T) {
+	m := newMergeT(t, map[string]string{"a.txt": "1\n2\n3\n", "b.txt": "b\n"})
+	set := func(e *Engine, root, p, name, value string) {
+		m.do(e, func() error { return unix.Lsetxattr(filepath.Join(root, p), name, []byte(value), 0) }, Change{Path: p})
+	}
+	if err := unix.Lsetxattr(filepath.Join(m.ws, "b.txt"), "user.probe", []byte("1"), 0); err != nil {
+		t.Skipf("no user xattrs here: %v", err)
+	}
+	unix.Lremovexattr(filepath.Join(m.ws, "b.txt"), "user.probe")
+	m.step(m.e, "ours")
+	set(m.e, m.ws, "a.txt", "user.ours", "o")
+	m.write(m.e, m.ws, "a.txt", "ONE\n2\n3\n")
+	set(m.e, m.ws, "b.txt", "user.both", "ours")
+	m.step(m.f, "theirs")
+	set(m.f, m.fork, "a.txt", "user.theirs", "t")
+	m.write(m.f, m.fork, "a.txt", "1\n2\nTHREE\n")
+	set(m.f, m.fork, "b.txt", "user.both", "theirs")
+	_, err := m.merge(record.MergeRequest{}, false)
+	var ce *record.MergeConflictError
+	if !errors.As(err, &ce) || len(ce.Conflicts) != 1 || ce.Conflicts[0].Path != "b.txt" || !strings.Contains(ce.Conflicts[0].Why, `"user.both"`) {
+		t.Fatalf("got %v, want b.txt's user.both to conflict", err)
+	}
+	if _, err := m.merge(record.MergeRequest{Settle: record.SettleOurs, Paths: []string{"b.txt"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.read("a.txt"); got != "ONE\n2\nTHREE\n" {
+		t.Errorf("a.txt: got %q", got)
+	}
+	for name, want := range map[string]string{"user.ours": "o", "user.theirs": "t"} {
+		buf := make([]byte, 64)
+		n, err := unix.Lgetxattr(filepath.Join(m.ws, "a.txt"), name, buf)
+		if err != nil || string(buf[:n]) != want {
+			t.Errorf("a.txt %s: got %q %v, want %q", name, buf[:max(n, 0)], err, want)
+		}
+	}
+	buf := make([]byte, 64)
+	if n, err := unix.Lgetxattr(filepath.Join(m.ws, "b.txt"), "user.both", buf); err != nil || string(buf[:n]) != "ours" {
+		t.Errorf("b.txt user.both: got %q %v, want ours (settled)", buf[:max(n, 0)], err)
 	}
 }
