@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/merge"
 	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
@@ -412,7 +413,26 @@ func (m *merger) run(mr record.MergeRequest) ([]merge.Result, error) {
 	if errors.Is(err, merge.ErrSettle) {
 		return nil, fmt.Errorf("%w: %w", record.ErrBadRequest, err)
 	}
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	// A path to settle that holds no conflict is a mistake (a typo, a
+	// path relative to the wrong directory): refused, as a path rewind
+	// refuses a path that is nowhere.
+	var idle []string
+	for _, p := range mr.Paths {
+		hit := false
+		for q := range m.settled {
+			hit = hit || under(q, []string{p})
+		}
+		if !hit {
+			idle = append(idle, p)
+		}
+	}
+	if len(idle) > 0 {
+		return nil, fmt.Errorf("%w: no conflict to settle at %s", record.ErrBadRequest, quote.Names(idle, ", "))
+	}
+	return res, nil
 }
 
 // theirsChanged lists the paths whose state in the fork differs from the

@@ -253,6 +253,10 @@ func TestMergeConflict(t *testing.T) {
 	if m.e.Head() != head || m.read("c.txt") != "c\n" || m.read("a.txt") != "1\nOURS\n3\n" {
 		t.Fatalf("a refused merge changed something: head %d (was %d), c.txt %q", m.e.Head(), head, m.read("c.txt"))
 	}
+	// A path to settle that holds no conflict is refused.
+	if _, err := m.merge(record.MergeRequest{Settle: record.SettleTheirs, Paths: []string{"c.txt"}}, false); !errors.Is(err, record.ErrBadRequest) || !strings.Contains(err.Error(), "no conflict to settle at c.txt") {
+		t.Fatalf("settling c.txt: got %v, want a bad request", err)
+	}
 	// Settle a.txt only: b.txt still conflicts.
 	if _, err := m.merge(record.MergeRequest{Settle: record.SettleTheirs, Paths: []string{"a.txt"}}, false); !errors.As(err, &ce) || len(ce.Conflicts) != 1 || ce.Conflicts[0].Path != "b.txt" {
 		t.Fatalf("settling a.txt: got %v, want b.txt to conflict", err)
@@ -283,7 +287,8 @@ func TestMergeRefusesNonFork(t *testing.T) {
 	}
 	plain := t.TempDir()
 	head := m.e.Head()
-	for _, dir := range []string{plain, otherFork, filepath.Join(plain, "missing")} {
+	os.Mkdir(filepath.Join(m.ws, "inside"), 0o755)
+	for _, dir := range []string{plain, otherFork, filepath.Join(plain, "missing"), filepath.Join(m.ws, "inside"), m.ws} {
 		_, err := m.e.Apply(context.Background(), record.Request{Merge: &record.MergeRequest{Dir: dir, Workspace: m.ws}})
 		if !errors.Is(err, record.ErrNotFork) {
 			t.Errorf("merge of %s: got %v, want record.ErrNotFork", dir, err)

@@ -32,7 +32,8 @@ times are not compared (a fork's files are yours, written when it was made).
   --ours      settle conflicts by keeping the workspace's side
   --theirs    settle conflicts by taking the fork's side
   PATH...     with --ours or --theirs: settle only these paths (each with
-              everything beneath it); without, every conflict
+              everything beneath it; one that holds no conflict is refused);
+              without, every conflict
 
 A directory that is not a fork of this workspace is refused. The log names
 the fork and the steps the merge brought in.
