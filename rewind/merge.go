@@ -220,23 +220,34 @@ type nodeKey struct {
 }
 
 // mergeNode is one path on one side, with what it takes to read it. A
-// file in a tree is hashed only when asked (hash): most of a fork's files
-// differ from the base in size or not at all.
+// path in a tree has its xattrs read and its content hashed only when
+// asked (complete): most of a fork's files differ from the base in size,
+// or not at all.
 type mergeNode struct {
 	node  merge.Node
 	size  int64
 	ent   Entry // base: the state at the base (its content, when a file)
 	owner *[2]uint32
 	mtime *time.Time
-	// tree and path find a file to hash; hashed says node.Hash is set.
-	tree   *workspace
-	path   string
-	hashed bool
+	// tree and path find a path of a tree; complete says node.Xattrs and
+	// node.Hash are set.
+	tree     *workspace
+	path     string
+	complete bool
 }
 
-// hash sets n's content hash, if it is a file not hashed yet.
-func (m *merger) hash(n *mergeNode) error {
-	if n.node.Kind != merge.File || n.hashed {
+// complete reads n's xattrs and hashes its content, if n is a file or
+// directory of a tree not read yet.
+func (m *merger) complete(n *mergeNode) error {
+	if n.complete || n.tree == nil || (n.node.Kind != merge.File && n.node.Kind != merge.Dir) {
+		return nil
+	}
+	var err error
+	if n.node.Xattrs, err = n.tree.xattrs(n.path); err != nil {
+		return fmt.Errorf("rewind: merge: xattrs of %q: %w", n.path, err)
+	}
+	if n.node.Kind == merge.Dir {
+		n.complete = true
 		return nil
 	}
 	f, err := n.tree.openFile(n.path)
@@ -248,7 +259,7 @@ func (m *merger) hash(n *mergeNode) error {
 	if err != nil {
 		return fmt.Errorf("rewind: merge: read %q: %w", n.path, err)
 	}
-	n.node.Hash, n.hashed = id.String(), true
+	n.node.Hash, n.complete = id.String(), true
 	return nil
 }
 
@@ -309,7 +320,7 @@ func (m *merger) baseNode(p string) (*mergeNode, error) {
 		return n, err
 	}
 	st := ent.State
-	n := &mergeNode{ent: ent, size: st.Bytes, hashed: true}
+	n := &mergeNode{ent: ent, size: st.Bytes, complete: true}
 	n.node = merge.Node{Kind: kindOf(st), Mode: st.Mode & 0o7777, Target: st.Target, Xattrs: st.Xattrs}
 	if n.node.Kind == merge.File {
 		n.node.Hash = st.Blob
@@ -317,8 +328,8 @@ func (m *merger) baseNode(p string) (*mergeNode, error) {
 	return n, nil
 }
 
-// treeNode is p in a tree now: the workspace, or a fork's (a file not
-// hashed yet).
+// treeNode is p in a tree now: the workspace, or a fork's (its xattrs and
+// content not read yet: complete).
 func treeNode(w *workspace, p string) (*mergeNode, error) {
 	st, err := w.lstat(p)
 	if isMissing(err) {
@@ -334,14 +345,8 @@ func treeNode(w *workspace, p string) (*mergeNode, error) {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		n.node.Kind = merge.File
-		if n.node.Xattrs, err = w.xattrs(p); err != nil {
-			return nil, fmt.Errorf("rewind: merge: xattrs of %q: %w", p, err)
-		}
 	case unix.S_IFDIR:
 		n.node.Kind = merge.Dir
-		if n.node.Xattrs, err = w.xattrs(p); err != nil {
-			return nil, fmt.Errorf("rewind: merge: xattrs of %q: %w", p, err)
-		}
 	case unix.S_IFLNK:
 		n.node.Kind, n.node.Mode = merge.Symlink, 0
 		if n.node.Target, err = w.readlink(p); err != nil {
@@ -380,7 +385,7 @@ func (m *merger) run(mr record.MergeRequest) ([]merge.Result, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := m.hash(n); err != nil {
+			if err := m.complete(n); err != nil {
 				return nil, err
 			}
 			switch s {
@@ -542,12 +547,12 @@ func (m *merger) sameAsBase(p string) (same, dirs bool, err error) {
 	}
 	dirs = b.node.Kind == merge.Dir && t.node.Kind == merge.Dir
 	bn, tn := b.node, t.node
-	bn.Hash, tn.Hash = "", ""
+	bn.Hash, tn.Hash, bn.Xattrs, tn.Xattrs = "", "", nil, nil
 	if !bn.Equal(tn) || b.size != t.size && bn.Kind == merge.File {
 		return false, dirs, nil
 	}
 	for _, n := range []*mergeNode{b, t} {
-		if err := m.hash(n); err != nil {
+		if err := m.complete(n); err != nil {
 			return false, false, err
 		}
 	}
