@@ -2,6 +2,8 @@ package rewind
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,4 +144,65 @@ func forkTree(t fataler, dir string) tree {
 		}
 	}
 	return tr
+}
+
+// TestMergeIntentTampered: a merge's intent record is untrusted input: one
+// whose states name a path outside the workspace, a mode beyond 07777 or
+// no states at all makes the next open refuse the store, naming the
+// intent, and changes nothing in the workspace.
+func TestMergeIntentTampered(t *testing.T) {
+	for name, tamper := range map[string]func(map[string]any){
+		"path outside": func(in map[string]any) { in["targets"].([]any)[0].(map[string]any)["path"] = "../outside" },
+		"mode":         func(in map[string]any) { in["targets"].([]any)[0].(map[string]any)["mode"] = 0o17777 },
+		"no states":    func(in map[string]any) { delete(in, "targets") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := newMergeT(t, map[string]string{"a": "a\n"})
+			m.step(m.f, "theirs")
+			m.write(m.f, m.fork, "a", "theirs\n")
+			m.write(m.f, m.fork, "b", "new\n")
+			m.e.Close()
+			m.f.Close()
+			store := m.e.opts.StoreDir
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), crashEnv+"=rewind:intent", "ZEROFS_TEST_WS="+m.ws, "ZEROFS_TEST_FORM=merge",
+				"ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_FORK="+m.fork)
+			cmd.Run()
+			if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
+				t.Fatalf("child was not killed: %v", cmd.ProcessState)
+			}
+			before := diskTree(t, m.ws)
+			p := filepath.Join(store, intentName)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var in map[string]any
+			if err := json.Unmarshal(b, &in); err != nil {
+				t.Fatal(err)
+			}
+			tamper(in)
+			b, _ = json.Marshal(in)
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			root, err := os.Open(m.ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			e, err := Open(context.Background(), root, Options{StoreDir: store})
+			if err == nil {
+				e.Close()
+				t.Fatal("a tampered merge intent was accepted")
+			}
+			var de *record.DamageError
+			if !errors.As(err, &de) || !strings.Contains(err.Error(), intentName) {
+				t.Fatalf("got %v, want a *record.DamageError naming the intent", err)
+			}
+			if d := diffTrees(diskTree(t, m.ws), before); d != "" {
+				t.Fatalf("a refused intent changed the workspace:\n%s", d)
+			}
+		})
+	}
 }
