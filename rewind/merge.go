@@ -370,7 +370,11 @@ func (m *merger) run(mr record.MergeRequest) ([]merge.Result, error) {
 			cands[p] = true
 		}
 	}
-	theirs, err := m.theirsChanged()
+	changed := m.side.changed
+	if changed == nil {
+		changed = m.theirsChanged
+	}
+	theirs, err := changed()
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,11 @@ type mergeSide struct {
 	// say: changed while it was not mounted).
 	steps []record.StepRef
 	last  map[string]record.StepRef
+	// changed lists the paths the side may have changed since its base;
+	// nil: every path of its tree and of the base, compared (a fork can
+	// have been changed while no daemon recorded it). A branch's copy-up
+	// layer knows its changed paths and gives them here.
+	changed func() ([]string, error)
 }
 
 func (s *mergeSide) close() { s.tree.root.Close() }
