@@ -288,7 +288,9 @@ func TestMergeRefusesNonFork(t *testing.T) {
 	plain := t.TempDir()
 	head := m.e.Head()
 	os.Mkdir(filepath.Join(m.ws, "inside"), 0o755)
-	for _, dir := range []string{plain, otherFork, filepath.Join(plain, "missing"), filepath.Join(m.ws, "inside"), m.ws} {
+	link := filepath.Join(plain, "link")
+	os.Symlink(filepath.Join(m.ws, "inside"), link)
+	for _, dir := range []string{plain, otherFork, filepath.Join(plain, "missing"), filepath.Join(m.ws, "inside"), m.ws, link} {
 		_, err := m.e.Apply(context.Background(), record.Request{Merge: &record.MergeRequest{Dir: dir, Workspace: m.ws}})
 		if !errors.Is(err, record.ErrNotFork) {
 			t.Errorf("merge of %s: got %v, want record.ErrNotFork", dir, err)

@@ -46,10 +46,22 @@ func openFork(dir, ws string) (*mergeSide, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rewind: merge: %w", err)
 	}
-	if w := filepath.Clean(ws); abs == w || strings.HasPrefix(abs, w+"/") {
+	// Symlinks resolved, so that no name leads inside the workspace: a
+	// daemon must never read its own mount.
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", record.ErrNotFork, abs, err)
+	}
+	inside := func(p, w string) bool { return p == w || strings.HasPrefix(p, w+"/") }
+	w := filepath.Clean(ws)
+	rw, err := filepath.EvalSymlinks(w)
+	if err != nil {
+		rw = w
+	}
+	if inside(abs, w) || inside(real, w) || inside(real, rw) {
 		return nil, fmt.Errorf("%w: %s is inside the workspace", record.ErrNotFork, abs)
 	}
-	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(real, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", record.ErrNotFork, abs, err)
 	}
