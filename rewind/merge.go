@@ -243,18 +243,22 @@ func (m *merger) complete(n *mergeNode) error {
 		return nil
 	}
 	var err error
-	if n.node.Xattrs, err = n.tree.xattrs(n.path); err != nil {
-		return fmt.Errorf("rewind: merge: xattrs of %q: %w", n.path, err)
-	}
 	if n.node.Kind == merge.Dir {
+		if n.node.Xattrs, err = n.tree.xattrs(n.path); err != nil {
+			return fmt.Errorf("rewind: merge: xattrs of %q: %w", n.path, err)
+		}
 		n.complete = true
 		return nil
 	}
+	// A file: its xattrs and content through one descriptor.
 	f, err := n.tree.openFile(n.path)
 	if err != nil {
 		return fmt.Errorf("rewind: merge: open %q: %w", n.path, err)
 	}
 	defer f.Close()
+	if n.node.Xattrs, err = readXattrs(int(f.Fd())); err != nil {
+		return fmt.Errorf("rewind: merge: xattrs of %q: %w", n.path, err)
+	}
 	id, _, err := m.e.blobs.HashFile(f)
 	if err != nil {
 		return fmt.Errorf("rewind: merge: read %q: %w", n.path, err)
