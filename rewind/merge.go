@@ -281,13 +281,39 @@ func (m *merger) node(side merge.Side, p string) (*mergeNode, error) {
 	case merge.Ours:
 		n, err = treeNode(&m.e.ws, p)
 	case merge.Theirs:
-		n, err = treeNode(m.side.tree, p)
+		if n, err = treeNode(m.side.tree, p); err == nil {
+			var b *mergeNode
+			if b, err = m.node(merge.Base, p); err == nil {
+				keptBits(b, n)
+			}
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	m.nodes[k] = n
 	return n, nil
+}
+
+// keptBits gives t, a fork's path, the setuid and setgid bits its base b
+// had when the fork's writer could not keep them (a copy keeps such a bit
+// only for the owner it was recorded with: copyMode): a fork made by
+// another user changed nothing by leaving them off, and a merge must not
+// take that as the fork's change.
+func keptBits(b, t *mergeNode) {
+	if b.node.Kind != t.node.Kind || t.owner == nil || b.node.Mode&(unix.S_ISUID|unix.S_ISGID) == 0 {
+		return
+	}
+	dropped := b.node.Mode
+	if b.owner == nil || b.owner[0] != t.owner[0] {
+		dropped &^= unix.S_ISUID
+	}
+	if b.owner == nil || b.owner[1] != t.owner[1] {
+		dropped &^= unix.S_ISGID
+	}
+	if dropped != b.node.Mode && t.node.Mode == dropped {
+		t.node.Mode = b.node.Mode
+	}
 }
 
 func kindOf(st record.FileState) merge.Kind {
@@ -325,6 +351,9 @@ func (m *merger) baseNode(p string) (*mergeNode, error) {
 	}
 	st := ent.State
 	n := &mergeNode{ent: ent, size: st.Bytes, complete: true}
+	if st.Owned() {
+		n.owner = &[2]uint32{*st.UID, *st.GID}
+	}
 	n.node = merge.Node{Kind: kindOf(st), Mode: st.Mode & 0o7777, Target: st.Target, Xattrs: st.Xattrs}
 	if n.node.Kind == merge.File {
 		n.node.Hash = st.Blob

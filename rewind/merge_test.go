@@ -371,3 +371,50 @@ func TestMergeXattrs(t *testing.T) {
 		t.Errorf("b.txt user.both: got %q %v, want ours (settled)", buf[:max(n, 0)], err)
 	}
 }
+
+// TestMergeKeepsSetuidTheForkCouldNotCopy: a fork made by a user other
+// than a setuid file's owner has the file without its setuid bit (a copy
+// keeps it only for its owner); merging that fork back leaves the
+// workspace's file as it is, rather than taking the bit's loss as the
+// fork's change. A bit the fork's owner itself removed still comes in.
+func TestMergeKeepsSetuidTheForkCouldNotCopy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a file to another owner")
+	}
+	m := newMergeT(t, map[string]string{"tool": "#!/bin/sh\n", "mine": "m\n", "a.txt": "a\n"})
+	for _, p := range []string{"tool", "mine"} {
+		path := filepath.Join(m.ws, p)
+		m.do(m.e, func() error {
+			if err := os.Chown(path, 1234, 1234); err != nil {
+				return err
+			}
+			return os.Chmod(path, 0o755|os.ModeSetuid)
+		}, Change{Path: p})
+	}
+	// A fork made now (by root) cannot keep tool's and mine's setuid bits.
+	os.RemoveAll(m.fork)
+	if _, err := m.e.Fork(context.Background(), m.e.Head(), m.fork, m.ws); err != nil {
+		t.Fatal(err)
+	}
+	m.f = m.openFork()
+	if fi, _ := os.Stat(filepath.Join(m.fork, "tool")); fi.Mode()&os.ModeSetuid != 0 {
+		t.Fatalf("the fork kept tool's setuid bit: %v", fi.Mode())
+	}
+	m.step(m.f, "theirs")
+	m.write(m.f, m.fork, "a.txt", "theirs\n")
+	m.do(m.f, func() error { return os.Chown(filepath.Join(m.fork, "mine"), 1234, 1234) }, Change{Path: "mine"})
+	if _, err := m.merge(record.MergeRequest{}, false); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(m.ws, "tool")); err != nil || fi.Mode() != 0o755|os.ModeSetuid {
+		t.Errorf("tool: got %v %v, want -rwsr-xr-x as before", fi.Mode(), err)
+	}
+	// mine: the fork gave it back to its owner without the bit: that is
+	// the fork's change.
+	if fi, err := os.Stat(filepath.Join(m.ws, "mine")); err != nil || fi.Mode() != 0o755 {
+		t.Errorf("mine: got %v %v, want -rwxr-xr-x (the fork's owner left the bit off)", fi.Mode(), err)
+	}
+	if got := m.read("a.txt"); got != "theirs\n" {
+		t.Errorf("a.txt: got %q", got)
+	}
+}
