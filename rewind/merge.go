@@ -238,11 +238,19 @@ type mergeNode struct {
 
 // complete reads n's xattrs and hashes its content, if n is a file or
 // directory of a tree not read yet.
-func (m *merger) complete(n *mergeNode) error {
+func (m *merger) complete(n *mergeNode) (err error) {
 	if n.complete || n.tree == nil || (n.node.Kind != merge.File && n.node.Kind != merge.Dir) {
 		return nil
 	}
-	var err error
+	if n.tree == m.side.tree {
+		// The fork's: what it could not copy of the base's xattrs it
+		// did not change.
+		defer func() {
+			if err == nil {
+				err = m.keptXattrs(n)
+			}
+		}()
+	}
 	if n.node.Kind == merge.Dir {
 		if n.node.Xattrs, err = n.tree.xattrs(n.path); err != nil {
 			return fmt.Errorf("rewind: merge: xattrs of %q: %w", n.path, err)
@@ -293,6 +301,34 @@ func (m *merger) node(side merge.Side, p string) (*mergeNode, error) {
 	}
 	m.nodes[k] = n
 	return n, nil
+}
+
+// keptXattrs gives t, a fork's path, the base's xattrs its writer could
+// not copy, as keptBits does its mode's bits: security.capability and
+// trusted.* when the fork was written by a user other than root, and a
+// capability also when root wrote it for a file recorded with another
+// owner (restoreXattrs keeps a capability only under its owner).
+func (m *merger) keptXattrs(t *mergeNode) error {
+	b, err := m.node(merge.Base, t.path)
+	if err != nil || b.node.Kind != t.node.Kind || t.owner == nil {
+		return err
+	}
+	if err := m.complete(b); err != nil {
+		return err
+	}
+	for name, v := range b.node.Xattrs {
+		if _, ok := t.node.Xattrs[name]; ok || record.XattrKept(name, false) {
+			continue
+		}
+		copied := t.owner[0] == 0 && (name != record.XattrCapability || b.owner != nil && b.owner[0] == 0)
+		if !copied {
+			if t.node.Xattrs == nil {
+				t.node.Xattrs = map[string][]byte{}
+			}
+			t.node.Xattrs[name] = v
+		}
+	}
+	return nil
 }
 
 // keptBits gives t, a fork's path, the setuid and setgid bits its base b

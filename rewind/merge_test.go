@@ -1,6 +1,7 @@
 package rewind
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -413,6 +414,46 @@ func TestMergeKeepsSetuidTheForkCouldNotCopy(t *testing.T) {
 	// the fork's change.
 	if fi, err := os.Stat(filepath.Join(m.ws, "mine")); err != nil || fi.Mode() != 0o755 {
 		t.Errorf("mine: got %v %v, want -rwxr-xr-x (the fork's owner left the bit off)", fi.Mode(), err)
+	}
+	if got := m.read("a.txt"); got != "theirs\n" {
+		t.Errorf("a.txt: got %q", got)
+	}
+}
+
+// TestMergeKeepsCapabilityTheForkCouldNotCopy: as for a setuid bit, a
+// file's capability recorded with another owner than the fork's writer
+// is not copied into the fork, and merging the fork back keeps it.
+func TestMergeKeepsCapabilityTheForkCouldNotCopy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to set a capability")
+	}
+	m := newMergeT(t, map[string]string{"tool": "#!/bin/sh\n", "a.txt": "a\n"})
+	// cap_net_bind_service+ep, VFS_CAP_REVISION_2.
+	capv := []byte{0x01, 0x00, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	path := filepath.Join(m.ws, "tool")
+	m.do(m.e, func() error {
+		if err := os.Chown(path, 1234, 1234); err != nil {
+			return err
+		}
+		return unix.Setxattr(path, record.XattrCapability, capv, 0)
+	}, Change{Path: "tool"})
+	os.RemoveAll(m.fork)
+	if _, err := m.e.Fork(context.Background(), m.e.Head(), m.fork, m.ws); err != nil {
+		t.Fatal(err)
+	}
+	m.f = m.openFork()
+	if _, err := unix.Getxattr(filepath.Join(m.fork, "tool"), record.XattrCapability, make([]byte, 64)); err == nil {
+		t.Fatal("the fork kept tool's capability")
+	}
+	m.step(m.f, "theirs")
+	m.write(m.f, m.fork, "a.txt", "theirs\n")
+	if _, err := m.merge(record.MergeRequest{}, false); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, err := unix.Getxattr(path, record.XattrCapability, buf)
+	if err != nil || !bytes.Equal(buf[:n], capv) {
+		t.Errorf("tool's capability after the merge: %x %v, want %x", buf[:max(n, 0)], err, capv)
 	}
 	if got := m.read("a.txt"); got != "theirs\n" {
 		t.Errorf("a.txt: got %q", got)
