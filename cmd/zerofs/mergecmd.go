@@ -25,7 +25,9 @@ rules), and its mode and each extended attribute merge on their own.
 Anything else is a conflict: the merge then changes nothing and exits 1
 naming each conflicting path with the step of each side that last changed
 it. A rename merges as a removal and an addition. Owners and modification
-times are not compared (a fork's files are yours, written when it was made).
+times are not compared (a fork's files are yours, written when it was made),
+and what the fork could not copy (another user's setuid bit or capability)
+is not its change.
 
   --dry-run   print what would be restored, deleted and created (with +N -M
               line counts for text files), and change nothing
