@@ -40,7 +40,8 @@
 // recording it), recover.go (the intent record and finishing an
 // interrupted rewind), revert.go (one step's revert and its conflicts),
 // foreign.go (changes made outside the agent's steps), preview.go (dry
-// runs), snapshot.go (the index snapshot), gc.go, fork.go.
+// runs), snapshot.go (the index snapshot), gc.go, fork.go, merge.go and
+// mergefork.go (a fork's changes merged back).
 //
 // All workspace access goes through the workspace root's directory
 // descriptor, resolved by internal/wsdir (the resolver the FUSE layer uses
@@ -103,18 +104,18 @@
 //  1. wsMu (Engine, RWMutex), the workspace lock. Shared: Begin, from a
 //     change's capture through its syscall (capture.go), so also around
 //     RenameDir and Detach. Exclusive: BeginStepAs (session.go),
-//     BeginTurnAs (turn.go), Apply (request.go), GC (gc.go), Fork
-//     (fork.go), Close, and the flusher's writeSnapshotBehind while it
-//     encodes (snapshot.go).
+//     BeginTurnAs (turn.go), Apply (request.go), Merge (merge.go), GC
+//     (gc.go), Fork (fork.go), Close, and the flusher's writeSnapshotBehind
+//     while it encodes (snapshot.go).
 //  2. mvMu (Engine, RWMutex), rename records. Shared: CaptureLocked
 //     (capture.go). Exclusive: RenameDir (rename.go), under wsMu shared.
 //  3. capMu (Engine), the step and the captures under way: autoStep,
 //     claim, captureClaimed (capture.go), appendRename, movedNames
 //     (rename.go), BeginStepAs, stepFor (session.go), BeginTurnAs
-//     (turn.go), request.go, apply.go, Step. Held across beginStepLocked,
-//     which takes flusher.mu and the log's lock.
+//     (turn.go), request.go, apply.go, merge.go, Step. Held across
+//     beginStepLocked, which takes flusher.mu and the log's lock.
 //  4. namer.mu (namer.go), serialises naming stashes: the namer's
-//     goroutine, and NameStashes from Apply, GC, Close, Detach, named
+//     goroutine, and NameStashes from Apply, Merge, GC, Close, Detach, named
 //     (state reads), Open's recoverStashes and fs. Never with mvMu or capMu
 //     held.
 //  5. snapMu (Engine), serialises index snapshots from encoding to rename:
@@ -123,7 +124,7 @@
 //     after letting wsMu go, while the snapshot is made durable. Never with
 //     capMu, namer.mu or flusher.mu held.
 //  6. flusher.mu (flusher.go), serialises flushes (Engine.Sync: blobs,
-//     then the log). Taken from beginStepLocked, Apply, the namer's
+//     then the log). Taken from beginStepLocked, Apply, Merge, the namer's
 //     batches, Open's recoverRename, GC, Close and the flusher's goroutine.
 //  7. Below the engine, each a leaf to it (taken inside its package's
 //     methods, never around a call back into the engine): the index's
