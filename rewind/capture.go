@@ -551,6 +551,3 @@ func fileType(mode uint32) string {
 	}
 	return "unknown"
 }
-
-// errClosed is returned after Close.
-var errClosed = errors.New("rewind: engine is closed")
