@@ -12,7 +12,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
-	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/internal/proc"
 	"github.com/zerofs/zerofs/internal/quote"
 )
 
@@ -21,7 +21,7 @@ import (
 // has mapped is in the mount (or in a mount beneath it).
 type Holder struct {
 	PID   int
-	Start uint64 // its start time (control.SameProcess): tells it from a later process with its pid
+	Start uint64 // its start time (proc.Same): tells it from a later process with its pid
 	// Comm is its command name as /proc says it: the process chose it, so
 	// it is quoted wherever it is printed.
 	Comm string
@@ -55,7 +55,7 @@ func (h Holder) String() string {
 }
 
 // Running reports whether the holder is still the process it was.
-func (h Holder) Running() bool { return control.SameProcess(h.PID, h.Start) }
+func (h Holder) Running() bool { return proc.Same(h.PID, h.Start) }
 
 // BusyError is Unmount's refusal of a mount that processes hold (without
 // Lazy): nothing was changed.
@@ -162,7 +162,7 @@ func mountTree(id int) (map[int]bool, map[string]bool, error) {
 // holderOf says what of process pid is in the mounts ids (devices devs).
 func holderOf(pid int, ids map[int]bool, devs map[string]bool) (Holder, bool) {
 	dir := "/proc/" + strconv.Itoa(pid)
-	start, ok := control.ProcessStart(pid)
+	start, ok := proc.Start(pid)
 	if !ok {
 		return Holder{}, false
 	}

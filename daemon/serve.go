@@ -17,6 +17,7 @@ import (
 
 	"github.com/zerofs/zerofs/control"
 	zfs "github.com/zerofs/zerofs/fs"
+	"github.com/zerofs/zerofs/internal/proc"
 	"github.com/zerofs/zerofs/internal/quote"
 )
 
@@ -157,7 +158,7 @@ func writePIDFile(dir *os.File) (*pidFile, error) {
 		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), control.PIDFileName)
-	_, werr := f.Write(control.FormatPIDFile(os.Getpid(), control.SelfStart()))
+	_, werr := f.Write(control.FormatPIDFile(os.Getpid(), proc.SelfStart()))
 	f.Close()
 	if werr != nil {
 		dir.Close()
