@@ -23,6 +23,7 @@ var allowed = map[string][]string{
 	"internal/durable": {},
 	"internal/wsdir":   {},
 	"internal/quote":   {},
+	"internal/ignore":  {},
 	// internal/testsupport is imported by tests only, and imports none of
 	// ours: every package's tests may use it.
 	"internal/testsupport":  {},
@@ -60,6 +61,7 @@ var outside = map[string][]string{
 	"hooks":                 {},
 	"internal/testsupport":  {"golang.org/x/sys", "github.com/moby/sys/mountinfo"},
 	"internal/quote":        {},
+	"internal/ignore":       {},
 	"eventlog":              {"github.com/google/uuid", "golang.org/x/sys"},
 	"blobstore":             append([]string{"golang.org/x/sys"}, storeModules...),
 	"rewind/internal/index": append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),
