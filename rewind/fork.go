@@ -76,6 +76,7 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 	}
 	var items []item
 	var bytes int64
+	ignored := e.ignoreRules()
 	var list func(rel string) error
 	list = func(rel string) error {
 		ents, err := e.readDirAt(rel, t, ^Seq(0))
@@ -84,6 +85,9 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 		}
 		for _, de := range ents {
 			p := index.JoinPath(rel, de.Name)
+			if e.ignored(ignored, p, de.Entry.State.Kind, -1, false) {
+				continue // never forked (ignore.go)
+			}
 			items = append(items, item{p, de.Entry})
 			st := de.Entry.State
 			switch {
@@ -148,7 +152,8 @@ func (e *Engine) forkOne(w *forkWriter, p string, ent Entry, pr Progress) error 
 
 // ForkDir forks from a directory that shows a past state (a mount's @T/,
 // read with the caller's own permissions): the same result as Fork, made
-// by copying, since a FUSE file cannot be reflinked.
+// by copying, since a FUSE file cannot be reflinked. What the .zeroignore
+// beside from (the mounted workspace's, as it is now) ignores is left out.
 func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkResult, error) {
 	fi, err := os.Lstat(from)
 	if err != nil {
@@ -166,6 +171,7 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 	}
 	var items []item
 	var bytes int64
+	ignored := loadIgnoreAt(filepath.Dir(filepath.Clean(from)))
 	var list func(rel string) error
 	list = func(rel string) error {
 		ents, err := os.ReadDir(filepath.Join(from, rel))
@@ -180,6 +186,9 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 			fi, err := os.Lstat(filepath.Join(from, p))
 			if err != nil {
 				return fmt.Errorf("rewind: fork: %w", err)
+			}
+			if p != IgnoreFile && ignored.Match(p, fi.IsDir()) {
+				continue // never forked (ignore.go)
 			}
 			items = append(items, item{p, fi})
 			switch {

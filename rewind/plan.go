@@ -182,6 +182,9 @@ func (e *Engine) planPaths(t, limit Seq, cands []string) (*rewindPlan, error) {
 			p.entries = append(p.entries, planEntry{path: path, tgt: tgt, cur: cur})
 		}
 	}
+	if err := e.leaveIgnored(p); err != nil {
+		return nil, err
+	}
 	p.removes = outermost(p.removes)
 	// Deepest first for removals and mode fixes.
 	sort.SliceStable(p.removes, func(i, j int) bool { return depth(p.removes[i]) > depth(p.removes[j]) })

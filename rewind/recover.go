@@ -11,6 +11,7 @@ import (
 
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/internal/ignore"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -34,6 +35,9 @@ type intent struct {
 	Foreign    []Foreign `json:"foreign,omitempty"`
 	Form       string    `json:"form,omitempty"`
 	Step       *StepRef  `json:"step,omitempty"`
+	// Ignore are the ignore patterns the rewind was planned with
+	// (ignore.go): finishing it plans with them again.
+	Ignore []string `json:"ignore,omitempty"`
 }
 
 // recoverRewind finishes a rewind interrupted by a crash: it plans again
@@ -63,7 +67,8 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 	}
 	e.opts.Logger.Warn("rewind: finishing a rewind interrupted by a crash", "target", in.Target, "checkpoint", in.Checkpoint)
 	e.recovering = in.Checkpoint
-	defer func() { e.recovering = 0 }()
+	e.ign.plan = ignore.New(in.Ignore...)
+	defer func() { e.recovering, e.ign.plan = 0, nil }()
 	if err := e.sweepTemp(in); err != nil {
 		return err
 	}

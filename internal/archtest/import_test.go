@@ -31,18 +31,18 @@ var allowed = map[string][]string{
 	"eventlog":              {"internal/durable"},
 	"blobstore":             {"internal/durable"},
 	"rewind/internal/index": {"eventlog", "blobstore", "internal/durable"},
-	"rewind":                {"rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"control":               {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"history":               {"control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"fs":                    {"control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"rewind":                {"rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore"},
+	"control":               {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore"},
+	"history":               {"control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore"},
+	"fs":                    {"control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore"},
 	// replicate copies a store to S3 and restores from it: it stands on
 	// the engine (rewind) like history, below cmd, beside the front ends.
-	"replicate":  {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"timeline":   {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"cmd/zerofs": {"fs", "history", "timeline", "replicate", "hooks", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"replicate":  {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore"},
+	"timeline":   {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore"},
+	"cmd/zerofs": {"fs", "history", "timeline", "replicate", "hooks", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
-	"scripts/profmount": {"fs", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"scripts/profmount": {"fs", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore"},
 	// scripts/loopmount is the benchmark's floor: go-fuse's plain loopback
 	// with zerofs's mount settings and none of zerofs's code, so it
 	// imports none of ours and, like cmd, may use go-fuse directly.
