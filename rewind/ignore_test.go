@@ -130,7 +130,9 @@ func TestZeroignoreIsRecordedAndReread(t *testing.T) {
 		t.Fatal(err)
 	}
 	// .zeroignore ignoring everything still does not ignore itself.
-	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, IgnoreFile), []byte("build/\n*\n!src/\n!src/**\n"), 0o644) }, Change{Path: IgnoreFile})
+	change(t, e, func() error {
+		return os.WriteFile(filepath.Join(ws, IgnoreFile), []byte("build/\n*\n!src/\n!src/**\n"), 0o644)
+	}, Change{Path: IgnoreFile})
 	change(t, e, func() error { return os.Mkdir(filepath.Join(ws, "build"), 0o755) }, Change{Path: "build", Dir: true})
 	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "build/out"), []byte("o"), 0o644) }, Change{Path: "build/out"})
 	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "junk"), []byte("j"), 0o644) }, Change{Path: "junk"})
