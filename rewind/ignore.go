@@ -493,3 +493,9 @@ func (e *Engine) expandKept(m *ignore.Matcher, changes []Change) ([]string, erro
 	}
 	return out, nil
 }
+
+// Ignores reports whether the rules in effect ignore workspace path p as
+// it is now (a view shows such a path as it is now: it has no history).
+func (e *Engine) Ignores(p string) bool {
+	return e.ignored(e.ignoreRules(), p, "", -1, false)
+}
