@@ -28,7 +28,7 @@ var flagsOf = map[string]string{
 	"show":      "",
 	"diff":      "--stat",
 	"gc":        "--dry-run --before --keep --keep-steps --thin-after",
-	"status":    "--json --thin-after",
+	"status":    "--json --thin-after --ignored",
 	"verify":    "--json",
 	"rewind":    "--dry-run --before-turn",
 	"revert":    "--dry-run --force",
