@@ -407,3 +407,49 @@ func TestIgnoreRewindCrash(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkBeginIgnored is what a change to an ignored path costs the
+// request path in the engine: Begin with no change at all (the floor),
+// with an ignored change under eight patterns, and with the same path
+// captured for real (a new step each time, as its first touch).
+func BenchmarkBeginIgnored(b *testing.B) {
+	rules := []string{"node_modules/", "dist/", "*.log", "!important.log", "/coverage", "**/.cache/**", "build/", "*.o"}
+	p := "node_modules/pkg042/lib/m17.js"
+	for _, tc := range []struct {
+		name    string
+		ignore  []string
+		changes []Change
+		step    bool
+	}{
+		{"floor", rules, nil, false},
+		{"ignored", rules, []Change{{Path: p}}, false},
+		{"captured", nil, []Change{{Path: p}}, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			ws, store := b.TempDir(), b.TempDir()
+			root, _ := os.Open(ws)
+			defer root.Close()
+			e, err := Open(context.Background(), root, Options{StoreDir: store, Ignore: tc.ignore})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			os.MkdirAll(filepath.Join(ws, filepath.Dir(p)), 0o755)
+			os.WriteFile(filepath.Join(ws, p), []byte("module.exports = 1\n"), 0o644)
+			for b.Loop() {
+				if tc.step {
+					b.StopTimer()
+					if _, err := e.BeginStep(context.Background(), "s", nil); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				release, _, err := e.Begin(context.Background(), Caller{}, tc.changes...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				release()
+			}
+		})
+	}
+}

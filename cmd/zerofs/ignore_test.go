@@ -186,4 +186,10 @@ func TestZeroignoreOnMount(t *testing.T) {
 	if !logChanges(t, ws)["node_modules/left-pad/lib/f6.js"] {
 		t.Error("with .zeroignore unusable, a change in node_modules was not recorded")
 	}
+	// Mounted again so, the mount says it on stderr.
+	binOK(t, "/", "umount", ws)
+	r := bin(t, "/", "", "mount", ws)
+	if r.code != 0 || !strings.Contains(r.stderr, "zerofs: warning: .zeroignore not used (.zeroignore is a symlink") {
+		t.Errorf("mount with a symlinked .zeroignore: exit %d, stderr %q", r.code, r.stderr)
+	}
 }

@@ -98,3 +98,14 @@ func ignoresLine(patterns []string) string {
 	}
 	return fmt.Sprintf("%s: from then on ignores %s", rewind.IgnoreFile, strings.Join(q, " "))
 }
+
+// warnIgnoreUnused says on stderr, once a mount is ready, that its
+// .zeroignore is not used and why (the daemon records everything but what
+// --ignore matches; `zerofs status` says the same).
+func warnIgnoreUnused(e *env, mountpoint string) {
+	st, ok := history.ReadStatus(mountpoint)
+	if !ok || st.Ignore == nil || st.Ignore.Err == "" {
+		return
+	}
+	fmt.Fprintf(e.stderr, "zerofs: warning: %s not used (%s): everything is recorded but what --ignore matches\n", rewind.IgnoreFile, st.Ignore.Err)
+}

@@ -226,7 +226,11 @@ func runMount(e *env, c *command, args []string) error {
 		return mountForeground(e, opts, store, dir, mf.debug, mf.replicate, mf.replicaKey)
 	}
 	defer dir.Close()
-	return startDaemon(e, daemonArgs(mf, opts), store, dir)
+	if err := startDaemon(e, daemonArgs(mf, opts), store, dir); err != nil {
+		return err
+	}
+	warnIgnoreUnused(e, mp)
+	return nil
 }
 
 // deadDaemonTimeout bounds the wait for a killed daemon to finish exiting.
