@@ -453,3 +453,33 @@ func BenchmarkBeginIgnored(b *testing.B) {
 		})
 	}
 }
+
+// TestRevertLeavesIgnored: a step that changed a path now ignored is
+// reverted without it, and a later change to that path is no conflict.
+func TestRevertLeavesIgnored(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	s, err := e.BeginStep(ctx, "build", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "main.go"), []byte("m"), 0o644) }, Change{Path: "main.go"})
+	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "out.bin"), []byte("1"), 0o644) }, Change{Path: "out.bin"})
+	if _, err := e.BeginStep(ctx, "rebuild", nil); err != nil {
+		t.Fatal(err)
+	}
+	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "out.bin"), []byte("2"), 0o644) }, Change{Path: "out.bin"})
+	if _, err := e.Apply(ctx, Request{Revert: s.Seq, DryRun: true}); err == nil {
+		t.Fatal("the revert found no conflict on out.bin before it was ignored")
+	}
+	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, IgnoreFile), []byte("*.bin\n"), 0o644) }, Change{Path: IgnoreFile})
+	if _, err := e.Apply(ctx, Request{Revert: s.Seq}); err != nil {
+		t.Fatalf("revert with out.bin ignored: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "main.go")); !os.IsNotExist(err) {
+		t.Errorf("main.go after the revert: %v, want gone", err)
+	}
+	if got := readT(t, filepath.Join(ws, "out.bin")); got != "2" {
+		t.Errorf("out.bin after the revert: %q, want 2 left alone", got)
+	}
+}
