@@ -38,7 +38,8 @@
 // must do), apply.go (carrying a plan out and recording it), recover.go
 // (the intent record and finishing an interrupted rewind), revert.go (one
 // step's revert and its conflicts), foreign.go (changes made outside the
-// agent's steps), preview.go (dry runs), gc.go, fork.go.
+// agent's steps), preview.go (dry runs), gc.go, fork.go, ignore.go
+// (.zeroignore and --ignore: what is never captured nor touched).
 //
 // All workspace access goes through the workspace root's directory
 // descriptor, resolved by internal/wsdir (the resolver the FUSE layer uses
