@@ -332,7 +332,6 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		}
 	}
 	e.setStep(Step{Seq: log.Head()})
-	e.loadIgnore()
 	if err := e.recoverRename(ctx); err != nil {
 		blobs.Close()
 		log.Close()
@@ -348,6 +347,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		log.Close()
 		return nil, err
 	}
+	e.loadIgnore() // after a recovered rewind, which may have restored .zeroignore
 	go e.flusher()
 	go e.namer()
 	return e, nil

@@ -316,9 +316,6 @@ func (e *Engine) walkKept(m *ignore.Matcher, p, to string, fn func(string)) erro
 // A path whose restore needs such a directory gone is listed as skipped.
 func (e *Engine) leaveIgnored(p *rewindPlan) error {
 	m := e.ignoreRules()
-	for _, st := range p.creates {
-		e.noteIgnoreChange(st.Path)
-	}
 	if m == nil {
 		return nil
 	}
