@@ -95,12 +95,13 @@ done
 "$PY" - "$out" "$REPS" <<'EOF'
 import statistics, sys
 rows = [l.split("\t") for l in open(sys.argv[1]).read().splitlines()]
-print(f"| side | unpack, ms | rm -rf, ms | store after both | log lines |  ({sys.argv[2]} rounds, medians)")
+print(f"| side | unpack, ms | rm -rf, ms | store after both | log lines |  ({sys.argv[2]} rounds: median (min-max))")
 print("|---|---|---|---|---|")
 for side in ["native", "loopback", "zerofs", "zerofs-ignore"]:
     rs = [r for r in rows if r[0] == side]
     med = lambda i: statistics.median(int(r[i]) for r in rs)
+    spread = lambda i: f"{med(i):.0f} ({min(int(r[i]) for r in rs)}-{max(int(r[i]) for r in rs)})"
     store = "-" if rs[0][3] == "-" else (f"{med(3) / 1e6:.1f} MB" if med(3) >= 1e6 else f"{med(3) / 1e3:.0f} kB")
     lines = "-" if rs[0][4] == "-" else f"{med(4):.0f}"
-    print(f"| {side} | {med(1):.0f} | {med(2):.0f} | {store} | {lines} |")
+    print(f"| {side} | {spread(1)} | {spread(2)} | {store} | {lines} |")
 EOF
