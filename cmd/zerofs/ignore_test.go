@@ -146,6 +146,9 @@ func TestZeroignoreOnMount(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(ws, "web/node_modules")); !os.IsNotExist(err) {
 		t.Errorf("web/node_modules after rewinding the rm: %v, want it not recorded and not back", err)
 	}
+	if out := binOK(t, ws, "verify"); !strings.HasPrefix(out, "ok: ") {
+		t.Errorf("verify: %q", out)
+	}
 
 	// A rename out of the ignored name is captured on the side that is
 	// not ignored; a rewind takes that side back and leaves the other.
