@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/internal/ignore"
 	"github.com/zerofs/zerofs/internal/wsdir"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
@@ -155,6 +156,12 @@ func (e *Engine) forkOne(w *forkWriter, p string, ent Entry, pr Progress) error 
 // by copying, since a FUSE file cannot be reflinked. What the .zeroignore
 // beside from (the mounted workspace's, as it is now) ignores is left out.
 func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkResult, error) {
+	return ForkDirIgnoring(ctx, from, t, dir, source, loadIgnoreAt(filepath.Dir(filepath.Clean(from))))
+}
+
+// ForkDirIgnoring is ForkDir leaving out what rules ignore (the mount's
+// own rules: IgnoreStatus.Matcher of its status); nil leaves out nothing.
+func ForkDirIgnoring(ctx context.Context, from string, t Seq, dir, source string, rules *ignore.Matcher) (ForkResult, error) {
 	fi, err := os.Lstat(from)
 	if err != nil {
 		return ForkResult{}, fmt.Errorf("rewind: fork: %w", err)
@@ -171,7 +178,7 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 	}
 	var items []item
 	var bytes int64
-	ignored := loadIgnoreAt(filepath.Dir(filepath.Clean(from)))
+	ignored := rules
 	var list func(rel string) error
 	list = func(rel string) error {
 		ents, err := os.ReadDir(filepath.Join(from, rel))

@@ -171,8 +171,10 @@ func TestZeroignoreOnMount(t *testing.T) {
 	// A fork leaves out what is ignored.
 	fork := filepath.Join(t.TempDir(), "fork")
 	binOK(t, ws, "fork", headOf(t, ws), fork)
-	if _, err := os.Lstat(filepath.Join(fork, "node_modules")); !os.IsNotExist(err) {
-		t.Errorf("fork holds node_modules: %v", err)
+	for _, p := range []string{"node_modules", "npm-debug.log"} { // .zeroignore's, --ignore's
+		if _, err := os.Lstat(filepath.Join(fork, p)); !os.IsNotExist(err) {
+			t.Errorf("fork holds %s: %v", p, err)
+		}
 	}
 	if got := readTrim(t, filepath.Join(fork, ".zeroignore")); !strings.Contains(got, "node_modules/") {
 		t.Errorf("fork's .zeroignore: %q", got)
