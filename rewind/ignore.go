@@ -378,8 +378,8 @@ func (e *Engine) leaveIgnored(p *rewindPlan) error {
 		if en.tgt.Exists {
 			want = en.tgt.State.Kind
 		}
-		if leave(en.path, want) {
-			continue
+		if leave(en.path, want) || blocked[en.path] {
+			continue // left alone, or a directory that stays
 		}
 		entries = append(entries, en)
 	}
