@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/internal/ignore"
+	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -495,4 +497,30 @@ func (e *Engine) expandKept(m *ignore.Matcher, changes []Change) ([]string, erro
 // it is now (a view shows such a path as it is now: it has no history).
 func (e *Engine) Ignores(p string) bool {
 	return e.ignored(e.ignoreRules(), p, "", -1, false)
+}
+
+// refuseIgnored refuses a path rewind whose every path is ignored: a
+// rewind leaves such paths alone, so it could change nothing (a mistake,
+// as a path that exists neither then nor now is). nil roots is a
+// whole-workspace rewind.
+func (e *Engine) refuseIgnored(roots []string) error {
+	m := e.ignoreRules()
+	if m == nil || len(roots) == 0 {
+		return nil
+	}
+	for _, p := range roots {
+		if !e.ignored(m, p, "", -1, false) {
+			return nil
+		}
+	}
+	q := make([]string, len(roots))
+	for i, p := range roots {
+		q[i] = quote.Name(p)
+	}
+	verb := "are"
+	if len(q) == 1 {
+		verb = "is"
+	}
+	return &RefusedError{Refusal: RefusedBadRequest, Head: e.Head(), PrunedBefore: e.PrunedBefore(),
+		Msg: fmt.Sprintf("rewind: %s %s ignored (%s or --ignore): rewinds leave ignored paths alone", strings.Join(q, ", "), verb, IgnoreFile)}
 }

@@ -282,6 +282,9 @@ func (e *Engine) resolve(req Request) (in intent, plan *rewindPlan, conflicts []
 	if err := e.refuseMissing(req.Target, roots); err != nil {
 		return in, nil, nil, "", err
 	}
+	if err := e.refuseIgnored(roots); err != nil {
+		return in, nil, nil, "", err
+	}
 	in = intent{Target: req.Target, Form: req.form(), Step: what}
 	if roots == nil {
 		plan, err = e.plan(req.Target, ^Seq(0))

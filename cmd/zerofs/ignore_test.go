@@ -131,6 +131,9 @@ func TestZeroignoreOnMount(t *testing.T) {
 		t.Errorf("kept\\nname.txt (not ignored) after the rewind: %v, want gone", err)
 	}
 	binOK(t, ws, "undo")
+	if r := bin(t, ws, "", "rewind", before, "--", "node_modules"); r.code != 1 || !strings.Contains(r.stderr, "zerofs: rewind: node_modules is ignored (.zeroignore or --ignore): rewinds leave ignored paths alone") {
+		t.Errorf("rewind of an ignored path: exit %d, stderr %q", r.code, r.stderr)
+	}
 
 	// rm -rf of a partly ignored tree: the recorded part comes back, the
 	// ignored part was never recorded and does not.
