@@ -33,7 +33,15 @@ import (
 // boundary, or the next IgnoreStatus, whichever comes first. A .zeroignore
 // that is not a regular file, is larger than MaxIgnoreFile, or cannot be
 // read is not used (everything is then recorded, but for Options.Ignore)
-// and IgnoreStatus says why; nothing is lost either way.
+// and IgnoreStatus says why; nothing is lost either way. Until the step
+// ends, every capture reads the file again (it is small, and only a step
+// that changed it pays), since a write through a handle already captured
+// reaches the engine no more.
+//
+// A rewind's intent records the patterns its plan left alone: a rewind
+// finished after a crash plans with them, whatever the next mount's rules
+// (recover.go). Views show an ignored path as it is now (Ignores): its
+// present content changed since T is not a change made behind the mount.
 //
 // With no patterns at all the request path pays one comparison per change
 // (is it .zeroignore?) and an atomic load. With patterns, each change's
