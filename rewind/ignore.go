@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -353,12 +354,26 @@ func (e *Engine) leaveIgnored(p *rewindPlan) error {
 			removes = append(removes, r)
 			continue
 		}
-		kept, err := e.removeAround(m, r, &removes)
+		var pieces []string
+		kept, err := e.removeAround(m, r, &pieces)
 		if err != nil {
 			return err
 		}
-		if kept {
-			blocked[r] = true
+		removes = append(removes, pieces...)
+		if !kept {
+			continue
+		}
+		blocked[r] = true
+		// What goes instead of r is previewed path by path.
+		for _, q := range pieces {
+			if _, ok := cur[q]; ok {
+				continue // a path of the plan's own
+			}
+			now, err := e.live(q)
+			if err != nil {
+				return err
+			}
+			p.entries = append(p.entries, planEntry{path: q, tgt: Entry{}, cur: now})
 		}
 	}
 	p.removes = removes
@@ -394,6 +409,15 @@ func (e *Engine) leaveIgnored(p *rewindPlan) error {
 		entries = append(entries, en)
 	}
 	p.entries = entries
+	if len(blocked) > 0 {
+		sort.SliceStable(p.entries, func(i, j int) bool {
+			a, b := p.entries[i].path, p.entries[j].path
+			if da, db := depth(a), depth(b); da != db {
+				return da < db
+			}
+			return a < b
+		})
+	}
 	return nil
 }
 

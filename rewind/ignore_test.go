@@ -84,6 +84,17 @@ func TestIgnoredNeverCapturedNorRewound(t *testing.T) {
 			t.Errorf("%s was captured; node_modules/ is ignored", p)
 		}
 	}
+	dry, err := e.Apply(ctx, Request{Target: s.Seq, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var previewed []string
+	for _, c := range dry.Preview {
+		previewed = append(previewed, c.Path)
+	}
+	if got := strings.Join(previewed, " "); got != "package-lock.json web/index.js" {
+		t.Errorf("dry run previews %q, want the lock file and web/index.js (web/ stays)", got)
+	}
 	res, err := e.Rewind(ctx, s.Seq)
 	if err != nil {
 		t.Fatal(err)
