@@ -1,10 +1,13 @@
 package fs
 
-import "github.com/zerofs/zerofs/rewind"
+import (
+	"github.com/zerofs/zerofs/record"
+	"github.com/zerofs/zerofs/rewind"
+)
 
 // ignoreReport is the status's word on ignored paths: nil when nothing is
 // ignored and there is no .zeroignore the engine could not use.
-func ignoreReport(eng *rewind.Engine) *rewind.IgnoreStatus {
+func ignoreReport(eng *rewind.Engine) *record.IgnoreStatus {
 	st := eng.IgnoreStatus()
 	if st.Patterns == 0 && st.Err == "" {
 		return nil

@@ -2,6 +2,7 @@ package history
 
 import (
 	"github.com/zerofs/zerofs/internal/ignore"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -12,7 +13,7 @@ import (
 func ignoresAfter(src Source, b *Block) (*[]string, error) {
 	changed := false
 	for _, f := range b.Files {
-		if f.Path == rewind.IgnoreFile {
+		if f.Path == record.IgnoreFile {
 			changed = true
 			break
 		}
@@ -21,14 +22,14 @@ func ignoresAfter(src Source, b *Block) (*[]string, error) {
 		return nil, nil
 	}
 	out := []string{}
-	n, err := src.Stat(rewind.IgnoreFile, b.End)
+	n, err := src.Stat(record.IgnoreFile, b.End)
 	if err != nil {
 		return nil, nil // the state after the block is gone (gc)
 	}
-	if !n.Exists || n.Kind != rewind.KindFile || n.Bytes > rewind.MaxIgnoreFile {
+	if !n.Exists || n.Kind != record.KindFile || n.Bytes > rewind.MaxIgnoreFile {
 		return &out, nil
 	}
-	data, err := src.Content(rewind.IgnoreFile, b.End)
+	data, err := src.Content(record.IgnoreFile, b.End)
 	if err != nil {
 		return nil, nil
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/zerofs/zerofs/internal/ignore"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -31,10 +32,10 @@ import (
 // The engine reads .zeroignore at Open, and again after any change that
 // names it (a capture of the path, or a rewind that restores it) once that
 // change has had the chance to land: at the next capture, the next step
-// boundary, or the next IgnoreStatus, whichever comes first. A .zeroignore
+// boundary, or the next record.IgnoreStatus, whichever comes first. A .zeroignore
 // that is not a regular file, is larger than MaxIgnoreFile, or cannot be
 // read is not used (everything is then recorded, but for Options.Ignore)
-// and IgnoreStatus says why; nothing is lost either way. Until the step
+// and record.IgnoreStatus says why; nothing is lost either way. Until the step
 // ends, every capture reads the file again (it is small, and only a step
 // that changed it pays), since a write through a handle already captured
 // reaches the engine no more.
@@ -50,30 +51,14 @@ import (
 // in this step" check; a path whose type decides the match (a pattern
 // ending in /) and that Change does not describe costs one fstatat.
 
-// IgnoreFile is the ignore file's name at the workspace root.
-const IgnoreFile = ".zeroignore"
-
 // MaxIgnoreFile is the largest .zeroignore the engine reads.
 const MaxIgnoreFile = 1 << 20
-
-// IgnoreStatus is what the engine ignores now.
-type IgnoreStatus struct {
-	// Patterns is the number of patterns in effect.
-	Patterns int `json:"patterns"`
-	// File holds .zeroignore's patterns in effect (none when it is absent
-	// or not used), Flags Options.Ignore's.
-	File  []string `json:"file,omitempty"`
-	Flags []string `json:"flags,omitempty"`
-	// Err says why .zeroignore is not used ("" when it is, or there is
-	// none).
-	Err string `json:"error,omitempty"`
-}
 
 // ignoreSet is a loaded set of patterns; replaced, never changed.
 type ignoreSet struct {
 	m      *ignore.Matcher // nil: nothing is ignored
 	file   []byte          // .zeroignore's content as read (nil: absent or unusable)
-	status IgnoreStatus
+	status record.IgnoreStatus
 }
 
 // ignoreState is the engine's ignore rules: the set in effect (read
@@ -108,7 +93,7 @@ func (e *Engine) readIgnoreSet(old *ignoreSet) *ignoreSet {
 	switch {
 	case err != nil:
 		s.status.Err = err.Error()
-		e.opts.Logger.Warn("rewind: "+IgnoreFile+" is not used: everything is recorded but for --ignore", "reason", err)
+		e.opts.Logger.Warn("rewind: "+record.IgnoreFile+" is not used: everything is recorded but for --ignore", "reason", err)
 	case data != nil:
 		file = ignore.Parse(data)
 		s.file = data
@@ -126,30 +111,30 @@ func (e *Engine) readIgnoreSet(old *ignoreSet) *ignoreSet {
 // readIgnoreFile is .zeroignore's content: nil when there is none, an error
 // when it is there but cannot be used.
 func (w *workspace) readIgnoreFile() ([]byte, error) {
-	f, err := w.open(IgnoreFile, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK)
+	f, err := w.open(record.IgnoreFile, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK)
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}
 	if errors.Is(err, unix.ELOOP) {
-		return nil, errors.New(IgnoreFile + " is a symlink: it must be a regular file at the workspace root")
+		return nil, errors.New(record.IgnoreFile + " is a symlink: it must be a regular file at the workspace root")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", IgnoreFile, err)
+		return nil, fmt.Errorf("%s: %w", record.IgnoreFile, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", IgnoreFile, err)
+		return nil, fmt.Errorf("%s: %w", record.IgnoreFile, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s)", IgnoreFile, fi.Mode().Type())
+		return nil, fmt.Errorf("%s is not a regular file (%s)", record.IgnoreFile, fi.Mode().Type())
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxIgnoreFile+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", IgnoreFile, err)
+		return nil, fmt.Errorf("%s: %w", record.IgnoreFile, err)
 	}
 	if len(data) > MaxIgnoreFile {
-		return nil, fmt.Errorf("%s is larger than %d bytes", IgnoreFile, MaxIgnoreFile)
+		return nil, fmt.Errorf("%s is larger than %d bytes", record.IgnoreFile, MaxIgnoreFile)
 	}
 	if data == nil {
 		data = []byte{}
@@ -159,8 +144,8 @@ func (w *workspace) readIgnoreFile() ([]byte, error) {
 
 // ReadIgnore is what the .zeroignore of the workspace whose root directory
 // is root ignores, read as Open reads it (for a workspace not mounted).
-func ReadIgnore(root *os.File) IgnoreStatus {
-	var st IgnoreStatus
+func ReadIgnore(root *os.File) record.IgnoreStatus {
+	var st record.IgnoreStatus
 	data, err := (&workspace{root: root}).readIgnoreFile()
 	switch {
 	case err != nil:
@@ -170,11 +155,6 @@ func ReadIgnore(root *os.File) IgnoreStatus {
 		st.Patterns = len(st.File)
 	}
 	return st
-}
-
-// Matcher is the rules st describes.
-func (st IgnoreStatus) Matcher() *ignore.Matcher {
-	return ignore.Join(ignore.New(st.File...), ignore.New(st.Flags...))
 }
 
 // ignoreRules is the rules in effect, read again first when .zeroignore
@@ -210,12 +190,12 @@ func (e *Engine) ignoreSettled() {
 
 // IgnoreStatus is what is ignored now, and why .zeroignore is not used
 // when it is not.
-func (e *Engine) IgnoreStatus() IgnoreStatus {
+func (e *Engine) IgnoreStatus() record.IgnoreStatus {
 	e.ignoreRules()
 	if s := e.ign.set.Load(); s != nil {
 		return s.status
 	}
-	return IgnoreStatus{}
+	return record.IgnoreStatus{}
 }
 
 // IgnorePatterns are the patterns in effect, in order (.zeroignore's, then
@@ -226,7 +206,7 @@ func (e *Engine) IgnorePatterns() []string {
 
 // noteIgnoreChange marks .zeroignore as possibly changed when p names it.
 func (e *Engine) noteIgnoreChange(p string) {
-	if p == IgnoreFile {
+	if p == record.IgnoreFile {
 		e.ign.dirty.Store(true)
 	}
 }
@@ -234,12 +214,12 @@ func (e *Engine) noteIgnoreChange(p string) {
 // ignored reports whether m ignores p, whose type is kind ("" when not
 // known: then p is stat'ed if its type decides, and dir says whether an
 // absent p is about to become a directory).
-func (e *Engine) ignored(m *ignore.Matcher, p string, kind Kind, dirfd int, dir bool) bool {
-	if m == nil || p == IgnoreFile || p == "" {
+func (e *Engine) ignored(m *ignore.Matcher, p string, kind record.Kind, dirfd int, dir bool) bool {
+	if m == nil || p == record.IgnoreFile || p == "" {
 		return false
 	}
 	if kind != "" {
-		return m.Match(p, kind == KindDir)
+		return m.Match(p, kind == record.KindDir)
 	}
 	asFile, asDir := m.Match(p, false), m.Match(p, true)
 	if asFile == asDir {
@@ -295,7 +275,7 @@ func (e *Engine) walkKept(m *ignore.Matcher, p, to string, fn func(string)) erro
 	}
 	for _, de := range ents {
 		n := de.Name()
-		if p == "" && IsReserved(n) {
+		if p == "" && record.IsReserved(n) {
 			continue
 		}
 		src, name := index.JoinPath(p, n), index.JoinPath(p, n)
@@ -303,7 +283,7 @@ func (e *Engine) walkKept(m *ignore.Matcher, p, to string, fn func(string)) erro
 			name = index.JoinPath(to, n)
 		}
 		isDir := de.Type().IsDir()
-		if name != IgnoreFile && m.Match(name, isDir) {
+		if name != record.IgnoreFile && m.Match(name, isDir) {
 			continue
 		}
 		fn(name)
@@ -330,7 +310,7 @@ func (e *Engine) leaveIgnored(p *rewindPlan) error {
 	if m == nil {
 		return nil
 	}
-	cur := map[string]Kind{}
+	cur := map[string]record.Kind{}
 	for _, en := range p.entries {
 		if en.cur.Exists {
 			cur[en.path] = en.cur.State.Kind
@@ -338,7 +318,7 @@ func (e *Engine) leaveIgnored(p *rewindPlan) error {
 	}
 	// A path is left alone if it is ignored as what it is now or as what
 	// the plan would make it.
-	leave := func(path string, want Kind) bool {
+	leave := func(path string, want record.Kind) bool {
 		if k, ok := cur[path]; ok && e.ignored(m, path, k, -1, false) {
 			return true
 		}
@@ -350,7 +330,7 @@ func (e *Engine) leaveIgnored(p *rewindPlan) error {
 		if leave(r, "") {
 			continue
 		}
-		if cur[r] != KindDir {
+		if cur[r] != record.KindDir {
 			removes = append(removes, r)
 			continue
 		}
@@ -399,7 +379,7 @@ func (e *Engine) leaveIgnored(p *rewindPlan) error {
 	p.chmods = chmods
 	entries := p.entries[:0]
 	for _, en := range p.entries {
-		var want Kind
+		var want record.Kind
 		if en.tgt.Exists {
 			want = en.tgt.State.Kind
 		}
@@ -441,11 +421,11 @@ func (e *Engine) removeAround(m *ignore.Matcher, dir string, removes *[]string) 
 	var mine []string
 	for _, de := range ents {
 		c := index.JoinPath(dir, de.Name())
-		if dir == "" && IsReserved(de.Name()) {
+		if dir == "" && record.IsReserved(de.Name()) {
 			continue
 		}
 		isDir := de.Type().IsDir()
-		if c != IgnoreFile && m.Match(c, isDir) {
+		if c != record.IgnoreFile && m.Match(c, isDir) {
 			kept = true
 			continue
 		}
@@ -471,7 +451,7 @@ func (e *Engine) removeAround(m *ignore.Matcher, dir string, removes *[]string) 
 // mounted workspace's root, or a view of it), for ForkDir: nil when there
 // is none or it cannot be used.
 func loadIgnoreAt(dir string) *ignore.Matcher {
-	f, err := os.OpenFile(filepath.Join(dir, IgnoreFile), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, err := os.OpenFile(filepath.Join(dir, record.IgnoreFile), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil
 	}
@@ -501,7 +481,7 @@ func (e *Engine) expandKept(m *ignore.Matcher, changes []Change) ([]string, erro
 		}
 	}
 	for _, c := range changes {
-		if err := CleanPath(c.Path); err != nil {
+		if err := record.CleanPath(c.Path); err != nil {
 			return nil, fmt.Errorf("%w: %q", err, c.Path)
 		}
 		if !e.keptChange(m, c) {
@@ -514,7 +494,7 @@ func (e *Engine) expandKept(m *ignore.Matcher, changes []Change) ([]string, erro
 			}
 		}
 		if c.From != "" {
-			if err := CleanPath(c.From); err != nil {
+			if err := record.CleanPath(c.From); err != nil {
 				return nil, fmt.Errorf("%w: %q", err, c.From)
 			}
 			if err := e.walkKept(m, c.From, c.Path, add); err != nil {
@@ -553,6 +533,12 @@ func (e *Engine) refuseIgnored(roots []string) error {
 	if len(q) == 1 {
 		verb = "is"
 	}
-	return &RefusedError{Refusal: RefusedBadRequest, Head: e.Head(), PrunedBefore: e.PrunedBefore(),
-		Msg: fmt.Sprintf("rewind: %s %s ignored (%s or --ignore): rewinds leave ignored paths alone", strings.Join(q, ", "), verb, IgnoreFile)}
+	return &record.RefusedError{Refusal: record.RefusedBadRequest, Head: e.Head(), PrunedBefore: e.PrunedBefore(),
+		Msg: fmt.Sprintf("rewind: %s %s ignored (%s or --ignore): rewinds leave ignored paths alone", strings.Join(q, ", "), verb, record.IgnoreFile)}
+}
+
+// IgnoreRules is the rules st describes: its file's patterns, then its
+// flags'.
+func IgnoreRules(st record.IgnoreStatus) *ignore.Matcher {
+	return ignore.Join(ignore.New(st.File...), ignore.New(st.Flags...))
 }

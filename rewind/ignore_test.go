@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // capturedPaths lists every path any checkpoint in e's log names.
@@ -22,10 +22,10 @@ func capturedPaths(t *testing.T, e *Engine) map[string]bool {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Type != eventlog.TypeCheckpoint {
+		if ev.Type != record.TypeCheckpoint {
 			continue
 		}
-		var cp Checkpoint
+		var cp record.Checkpoint
 		if err := json.Unmarshal(ev.Payload, &cp); err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestIgnoredNeverCapturedNorRewound(t *testing.T) {
 			t.Errorf("%s was captured; node_modules/ is ignored", p)
 		}
 	}
-	dry, err := e.Apply(ctx, Request{Target: s.Seq, DryRun: true})
+	dry, err := e.Apply(ctx, record.Request{Target: s.Seq, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +142,8 @@ func TestZeroignoreIsRecordedAndReread(t *testing.T) {
 	}
 	// .zeroignore ignoring everything still does not ignore itself.
 	change(t, e, func() error {
-		return os.WriteFile(filepath.Join(ws, IgnoreFile), []byte("build/\n*\n!src/\n!src/**\n"), 0o644)
-	}, Change{Path: IgnoreFile})
+		return os.WriteFile(filepath.Join(ws, record.IgnoreFile), []byte("build/\n*\n!src/\n!src/**\n"), 0o644)
+	}, Change{Path: record.IgnoreFile})
 	change(t, e, func() error { return os.Mkdir(filepath.Join(ws, "build"), 0o755) }, Change{Path: "build", Dir: true})
 	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "build/out"), []byte("o"), 0o644) }, Change{Path: "build/out"})
 	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "junk"), []byte("j"), 0o644) }, Change{Path: "junk"})
@@ -153,11 +153,11 @@ func TestZeroignoreIsRecordedAndReread(t *testing.T) {
 	if _, err := e.BeginStep(ctx, "edit", nil); err != nil {
 		t.Fatal(err)
 	}
-	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, IgnoreFile), []byte("*.log\n"), 0o644) }, Change{Path: IgnoreFile})
+	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, record.IgnoreFile), []byte("*.log\n"), 0o644) }, Change{Path: record.IgnoreFile})
 	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "build/out"), []byte("o2"), 0o644) }, Change{Path: "build/out"})
 	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "x.log"), []byte("l"), 0o644) }, Change{Path: "x.log"})
 	got := capturedPaths(t, e)
-	for _, p := range []string{IgnoreFile, "build/out"} {
+	for _, p := range []string{record.IgnoreFile, "build/out"} {
 		if !got[p] {
 			t.Errorf("%s was not captured", p)
 		}
@@ -174,7 +174,7 @@ func TestZeroignoreIsRecordedAndReread(t *testing.T) {
 	if _, err := e.Rewind(ctx, s.Seq); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Lstat(filepath.Join(ws, IgnoreFile)); !os.IsNotExist(err) {
+	if _, err := os.Lstat(filepath.Join(ws, record.IgnoreFile)); !os.IsNotExist(err) {
 		t.Errorf(".zeroignore after the rewind: %v, want gone", err)
 	}
 	if got := readT(t, filepath.Join(ws, "build/out")); got != "o" {
@@ -208,7 +208,7 @@ func TestIgnoredAfterCaptured(t *testing.T) {
 	if _, err := e.BeginStep(ctx, "ignore it", nil); err != nil {
 		t.Fatal(err)
 	}
-	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, IgnoreFile), []byte("*.db\n"), 0o644) }, Change{Path: IgnoreFile})
+	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, record.IgnoreFile), []byte("*.db\n"), 0o644) }, Change{Path: record.IgnoreFile})
 	if _, err := e.BeginStep(ctx, "three", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestIgnoredAfterCaptured(t *testing.T) {
 	if got, _ := readAt(t, e, "cache.db", s1.Seq); got != "v1" {
 		t.Errorf("@%d cache.db: got %q, want the recorded v1", s1.Seq, got)
 	}
-	res, err := e.Apply(ctx, Request{Target: s1.Seq, DryRun: true})
+	res, err := e.Apply(ctx, record.Request{Target: s1.Seq, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,11 +307,11 @@ func TestIgnoreFileUnusable(t *testing.T) {
 	}{
 		{"symlink", "is a symlink", func(ws string) error {
 			os.WriteFile(filepath.Join(ws, "real"), []byte("*.txt\n"), 0o644)
-			return os.Symlink("real", filepath.Join(ws, IgnoreFile))
+			return os.Symlink("real", filepath.Join(ws, record.IgnoreFile))
 		}},
-		{"directory", "not a regular file", func(ws string) error { return os.Mkdir(filepath.Join(ws, IgnoreFile), 0o755) }},
+		{"directory", "not a regular file", func(ws string) error { return os.Mkdir(filepath.Join(ws, record.IgnoreFile), 0o755) }},
 		{"huge", "larger than", func(ws string) error {
-			return os.WriteFile(filepath.Join(ws, IgnoreFile), []byte(strings.Repeat("*.txt\n", MaxIgnoreFile/6+1)), 0o644)
+			return os.WriteFile(filepath.Join(ws, record.IgnoreFile), []byte(strings.Repeat("*.txt\n", MaxIgnoreFile/6+1)), 0o644)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -480,11 +480,11 @@ func TestRevertLeavesIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "out.bin"), []byte("2"), 0o644) }, Change{Path: "out.bin"})
-	if _, err := e.Apply(ctx, Request{Revert: s.Seq, DryRun: true}); err == nil {
+	if _, err := e.Apply(ctx, record.Request{Revert: s.Seq, DryRun: true}); err == nil {
 		t.Fatal("the revert found no conflict on out.bin before it was ignored")
 	}
-	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, IgnoreFile), []byte("*.bin\n"), 0o644) }, Change{Path: IgnoreFile})
-	if _, err := e.Apply(ctx, Request{Revert: s.Seq}); err != nil {
+	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, record.IgnoreFile), []byte("*.bin\n"), 0o644) }, Change{Path: record.IgnoreFile})
+	if _, err := e.Apply(ctx, record.Request{Revert: s.Seq}); err != nil {
 		t.Fatalf("revert with out.bin ignored: %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(ws, "main.go")); !os.IsNotExist(err) {

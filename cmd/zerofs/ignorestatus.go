@@ -10,6 +10,7 @@ import (
 
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -19,7 +20,7 @@ import (
 func writeIgnoreLines(w io.Writer, st history.Status, ignored []string, listed bool) {
 	ig := st.Ignore
 	if ig.Err != "" {
-		fmt.Fprintf(w, "ignoring:  %s not used (%s): everything is recorded", rewind.IgnoreFile, ig.Err)
+		fmt.Fprintf(w, "ignoring:  %s not used (%s): everything is recorded", record.IgnoreFile, ig.Err)
 		if len(ig.Flags) > 0 {
 			fmt.Fprintf(w, " but what --ignore matches (%s)", plural(len(ig.Flags), "pattern"))
 		}
@@ -27,7 +28,7 @@ func writeIgnoreLines(w io.Writer, st history.Status, ignored []string, listed b
 	} else if ig.Patterns > 0 {
 		var from []string
 		if n := len(ig.File); n > 0 {
-			from = append(from, fmt.Sprintf("%d from %s", n, rewind.IgnoreFile))
+			from = append(from, fmt.Sprintf("%d from %s", n, record.IgnoreFile))
 		}
 		if n := len(ig.Flags); n > 0 {
 			from = append(from, fmt.Sprintf("%d from --ignore", n))
@@ -51,7 +52,7 @@ func ignoredPresent(st history.Status) ([]string, error) {
 	if st.Ignore.Patterns == 0 {
 		return nil, nil
 	}
-	m := st.Ignore.Matcher()
+	m := rewind.IgnoreRules(st.Ignore)
 	var out []string
 	var walk func(rel string) error
 	walk = func(rel string) error {
@@ -60,12 +61,12 @@ func ignoredPresent(st history.Status) ([]string, error) {
 			return err
 		}
 		for _, de := range ents {
-			if rel == "" && rewind.IsReserved(de.Name()) {
+			if rel == "" && record.IsReserved(de.Name()) {
 				continue
 			}
 			p := path.Join(rel, de.Name())
 			dir := de.IsDir()
-			if p != rewind.IgnoreFile && m.Match(p, dir) {
+			if p != record.IgnoreFile && m.Match(p, dir) {
 				if dir {
 					p += "/"
 				}
@@ -90,13 +91,13 @@ func ignoredPresent(st history.Status) ([]string, error) {
 // ignores from then on.
 func ignoresLine(patterns []string) string {
 	if len(patterns) == 0 {
-		return rewind.IgnoreFile + ": nothing ignored from then on (everything is recorded)"
+		return record.IgnoreFile + ": nothing ignored from then on (everything is recorded)"
 	}
 	q := make([]string, len(patterns))
 	for i, p := range patterns {
 		q[i] = quote.Name(p)
 	}
-	return fmt.Sprintf("%s: from then on ignores %s", rewind.IgnoreFile, strings.Join(q, " "))
+	return fmt.Sprintf("%s: from then on ignores %s", record.IgnoreFile, strings.Join(q, " "))
 }
 
 // warnIgnoreUnused says on stderr, once a mount is ready, that its
@@ -107,5 +108,5 @@ func warnIgnoreUnused(e *env, mountpoint string) {
 	if !ok || st.Ignore == nil || st.Ignore.Err == "" {
 		return
 	}
-	fmt.Fprintf(e.stderr, "zerofs: warning: %s not used (%s): everything is recorded but what --ignore matches\n", rewind.IgnoreFile, st.Ignore.Err)
+	fmt.Fprintf(e.stderr, "zerofs: warning: %s not used (%s): everything is recorded but what --ignore matches\n", record.IgnoreFile, st.Ignore.Err)
 }
