@@ -4,9 +4,9 @@
 #
 #   scripts/ignorebench.sh [REPS]
 #
-# The tree is scripts/bench.sh's rmnm tree (1,737 files, about 46 MB, in
-# packages of package.json, sources and a few large bundles, made the same
-# way every time). Each round, on a fresh workspace for each side in turn:
+# The tree is scripts/nmtree.py's (bench.sh's rmnm tree: 1,737 files, about
+# 46 MB, in packages of package.json, sources and a few large bundles, made
+# the same way every time). Each round, on a fresh workspace for each side in turn:
 # the native directory, go-fuse's plain loopback (scripts/loopmount: the
 # floor of the FUSE requests alone), zerofs with nothing ignored, and zerofs
 # with a .zeroignore of `node_modules/`: `tar -x` of the tree in one step,
@@ -24,24 +24,7 @@ trap 'for m in "$BASE"/*/mnt "$BASE"/*/ws; do mountpoint -q "$m" 2>/dev/null && 
 go build -o "$BASE/bin/zerofs" ./cmd/zerofs
 go build -o "$BASE/bin/loopmount" ./scripts/loopmount
 
-"$PY" - "$BASE/nm" <<'EOF'
-import os, random, sys
-root = os.path.join(sys.argv[1], "node_modules")
-rng = random.Random(1737)
-total, files, pkg = 46_000_000, 1737, 0
-sizes = [rng.lognormvariate(8.5, 1.6) for _ in range(files)]
-scale = total / sum(sizes)
-made = 0
-while made < files:
-    pkg += 1
-    d = os.path.join(root, f"pkg{pkg:03d}")
-    os.makedirs(os.path.join(d, "lib"), exist_ok=True)
-    for j in range(min(rng.randint(3, 25), files - made)):
-        name = "package.json" if j == 0 else ("index.js" if j == 1 else f"lib/m{j}.js")
-        with open(os.path.join(d, name), "wb") as f:
-            f.write(rng.randbytes(max(1, int(sizes[made] * scale))))
-        made += 1
-EOF
+"$PY" scripts/nmtree.py "$BASE/nm"
 tar -cf "$BASE/nm.tar" -C "$BASE/nm" node_modules && rm -rf "$BASE/nm"
 
 now() { echo "${EPOCHREALTIME/./}"; }
