@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // gitCase is a set of patterns and the workspace they are asked about:
@@ -94,7 +96,7 @@ var gitCases = []gitCase{
 func TestMatchesGit(t *testing.T) {
 	git, err := exec.LookPath("git")
 	if err != nil {
-		t.Skip("git not installed: the comparison needs it")
+		testsupport.Unavailable(t, "git not installed: the comparison needs it")
 	}
 	for _, tc := range gitCases {
 		t.Run(tc.name, func(t *testing.T) {
