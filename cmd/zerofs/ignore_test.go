@@ -103,6 +103,11 @@ func TestZeroignoreOnMount(t *testing.T) {
 	if sj.Ignore.Patterns != 5 || len(sj.Ignore.Flags) != 1 || len(sj.Ignored) != 4 {
 		t.Errorf("status --json --ignored: got %+v", sj)
 	}
+	mc := newMCPClient(t, ws)
+	if text, st := mc.ok("zerofs_status", map[string]any{}); !strings.Contains(text, "ignoring what 5 patterns match") ||
+		len(st["ignored_patterns"].([]any)) != 5 {
+		t.Errorf("zerofs_status: %s\n%v", text, st)
+	}
 	// The control directory and views are not workspace paths: patterns
 	// naming them change nothing.
 	binOK(t, ws, "step", "still works")
