@@ -24,9 +24,10 @@ import (
 // workspace root, then Options.Ignore (mount's --ignore), in gitignore
 // syntax. A path they match is never captured (expand drops it before
 // anything is read, and prunes the walks of ignored directories) and never
-// touched by a rewind, undo, redo, revert or fork (leaveIgnored takes it
-// out of every plan, and keeps a directory the plan would remove while
-// something ignored is in it). .zeroignore itself is never ignored: a
+// touched by a rewind, undo, redo, revert, merge or fork (leaveIgnored takes
+// it out of every plan, and keeps a directory the plan would remove while
+// something ignored is in it; mergeignore.go drops it from a merge's
+// results, so it is never in conflict either). .zeroignore itself is never ignored: a
 // change to it is recorded like any other.
 //
 // The engine reads .zeroignore at Open, and again after any change that

@@ -494,3 +494,44 @@ func TestRevertLeavesIgnored(t *testing.T) {
 		t.Errorf("out.bin after the revert: %q, want 2 left alone", got)
 	}
 }
+
+// TestMergeLeavesIgnored: a merge neither brings in what the workspace's
+// rules ignore (the fork's log and build output) nor finds it in conflict,
+// and a directory the fork removed stays while it holds something ignored.
+func TestMergeLeavesIgnored(t *testing.T) {
+	m := newMergeT(t, map[string]string{"a.txt": "a\n", "d/x": "x\n", "app.log": "base\n"})
+	m.step(m.e, "ours")
+	m.write(m.e, m.ws, "app.log", "ours\n") // recorded: ignored from the next step on
+	m.step(m.e, "ignore logs and build")
+	m.write(m.e, m.ws, record.IgnoreFile, "*.log\nbuild/\n")
+	m.write(m.e, m.ws, "d/debug.log", "ours\n")
+	m.step(m.f, "theirs")
+	m.write(m.f, m.fork, "app.log", "theirs\n")
+	m.write(m.f, m.fork, "build/out", "out\n")
+	m.write(m.f, m.fork, "b.txt", "b\n")
+	m.do(m.f, func() error { return os.RemoveAll(filepath.Join(m.fork, "d")) }, Change{Path: "d", Tree: true})
+	res, err := m.merge(record.MergeRequest{}, false)
+	if err != nil {
+		t.Fatalf("merge: %v (%+v)", err, res.Merge)
+	}
+	if got := m.read("b.txt"); got != "b\n" {
+		t.Errorf("b.txt: %q, want the fork's", got)
+	}
+	if got := m.read("app.log"); got != "ours\n" {
+		t.Errorf("app.log: %q, want ours left alone", got)
+	}
+	if _, err := os.Lstat(filepath.Join(m.ws, "build")); !os.IsNotExist(err) {
+		t.Errorf("build/ came in from the fork: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(m.ws, "d/x")); !os.IsNotExist(err) {
+		t.Errorf("d/x after the merge: %v, want removed as in the fork", err)
+	}
+	if got := m.read("d/debug.log"); got != "ours\n" {
+		t.Errorf("d/debug.log: %q, want it and d/ left", got)
+	}
+	for p := range capturedPaths(t, m.e) {
+		if strings.HasSuffix(p, ".log") && p != "app.log" || strings.HasPrefix(p, "build") {
+			t.Errorf("%s was captured", p)
+		}
+	}
+}
