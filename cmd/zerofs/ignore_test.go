@@ -187,6 +187,18 @@ func TestZeroignoreOnMount(t *testing.T) {
 	if got := readTrim(t, filepath.Join(fork, ".zeroignore")); !strings.Contains(got, "node_modules/") {
 		t.Errorf("fork's .zeroignore: %q", got)
 	}
+	// A merge of the fork brings in its change and leaves what is ignored.
+	sh(t, fork, `echo theirs > fork-new.txt && echo theirs > npm-debug.log && mkdir -p node_modules/left-pad && echo theirs > node_modules/left-pad/index.js`)
+	binOK(t, ws, "merge", fork)
+	if got := readTrim(t, filepath.Join(ws, "fork-new.txt")); got != "theirs" {
+		t.Errorf("fork-new.txt after the merge: %q", got)
+	}
+	if got := readTrim(t, filepath.Join(ws, "npm-debug.log")); got != "out" {
+		t.Errorf("npm-debug.log after the merge: %q, want ours (ignored)", got)
+	}
+	if got := readTrim(t, filepath.Join(ws, "node_modules/left-pad/index.js")); got != "module.exports=1" {
+		t.Errorf("node_modules/left-pad/index.js after the merge: %q, want ours (ignored)", got)
+	}
 
 	// A .zeroignore that is a symlink is not used: status says so, and
 	// everything but --ignore's matches is recorded again.
