@@ -19,7 +19,7 @@ func TestParseRealPayloads(t *testing.T) {
 		claudeSub = "7e413420-7ae3-473e-8e51-7f7ac2fbd349"
 		codex     = "01a24245-babe-7a71-ba43-8424b07c8482"
 		gemini    = "4df9cd7d-1a30-4696-9bed-7a88217fc246"
-		opencode  = "ses_dbdb81147ffeK2X48seNTvOU5p"
+		opencode  = "ses_dbb1d410fffe9uZ9WoTUC3izEx"
 		cursor    = "91bb80bf-54e5-4858-9f98-65e8b42d308b"
 		windsurf  = "64944513-a64d-410b-af09-426251271f8b"
 		ws        = "/work/app"
@@ -46,9 +46,9 @@ func TestParseRealPayloads(t *testing.T) {
 		{"gemini-BeforeTool-write_file.json", KindTool, "gemini", gemini, "write_file app.py", ws, ""},
 		{"gemini-BeforeTool-replace.json", KindTool, "gemini", gemini, "replace app.py", ws, ""},
 		// OpenCode's `run` quotes a message that has spaces; the plugin sends the text it gets.
-		{"opencode-chat.message.json", KindPrompt, "opencode", opencode, `"Say hello instead of hi"`, ws, ""},
-		{"opencode-tool.execute.before-bash.json", KindTool, "opencode", opencode, "bash: go test ./...", ws, "call_b1e445e6c5eb"},
-		{"opencode-tool.execute.before-edit.json", KindTool, "opencode", opencode, "edit app.py", ws, "call_96cf8bd9f379"},
+		{"opencode-chat.message.json", KindPrompt, "opencode", opencode, "Say hello instead of hi", ws, ""},
+		{"opencode-tool.execute.before-bash.json", KindTool, "opencode", opencode, "bash: go test ./...", ws, "call_38cf3fb1cb24"},
+		{"opencode-tool.execute.before-edit.json", KindTool, "opencode", opencode, "edit app.py", ws, "call_9d0cf4c0e8a7"},
 		{"cursor-beforeSubmitPrompt.json", KindPrompt, "cursor", cursor, "run the grafana app", ws, ""},
 		{"cursor-beforeShellExecution.json", KindTool, "cursor", cursor, "Shell: make run", ws, ""},
 		// Cursor sends "cwd":"" for many commands: the workspace root stands in.
@@ -166,5 +166,34 @@ func TestLabelBounds(t *testing.T) {
 	}
 	if c, err := Parse([]byte(`{"hook_event_name":"Stop","session_id":"s"}`), "claude"); err != nil || c.Kind != KindOther {
 		t.Errorf("a Stop event: got %+v, %v; want KindOther", c, err)
+	}
+}
+
+// TestUnquoteRunPrompt: the prompt `opencode run` makes of its arguments
+// (words with spaces quoted, stdin after a newline) is recorded as the
+// arguments typed; any other text, and the terminal UI's (no "run"), is
+// kept as it is.
+func TestUnquoteRunPrompt(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		argv []string
+		want string
+	}{
+		{`"Say hello instead of hi"`, []string{"run", "Say hello instead of hi"}, "Say hello instead of hi"},
+		{`Say hello`, []string{"run", "Say", "hello"}, "Say hello"},
+		{`"Say hello" "with \"quotes\""`, []string{"run", "--title", "my title", "Say hello", `with "quotes"`}, `Say hello with "quotes"`},
+		{`"a b" "c d"`, []string{"run", "a b", "--model", "mock/m", "c d"}, "a b c d"},
+		{"\"fix it\"\npiped text", []string{"run", "fix it"}, "fix it\npiped text"},
+		{`"fix it"`, []string{"--print-logs", "run", "fix it"}, "fix it"},
+		// The terminal UI: what the person typed, quotes and all.
+		{`"fix it"`, []string{}, `"fix it"`},
+		{`"fix it"`, nil, `"fix it"`},
+		// Not what run made of these arguments.
+		{`"fix it" now`, []string{"run", "fix it"}, `"fix it" now`},
+		{`"other words"`, []string{"run", "fix it"}, `"other words"`},
+	} {
+		if got := unquoteRunPrompt(tc.text, tc.argv); got != tc.want {
+			t.Errorf("unquoteRunPrompt(%q, %q) = %q, want %q", tc.text, tc.argv, got, tc.want)
+		}
 	}
 }

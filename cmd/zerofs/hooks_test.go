@@ -251,7 +251,7 @@ func TestEveryRealPayloadMounted(t *testing.T) {
 		claudeSub = "7e413420-7ae3-473e-8e51-7f7ac2fbd349"
 		codex     = "01a24245-babe-7a71-ba43-8424b07c8482"
 		gemini    = "4df9cd7d-1a30-4696-9bed-7a88217fc246"
-		opencode  = "ses_dbdb81147ffeK2X48seNTvOU5p"
+		opencode  = "ses_dbb1d410fffe9uZ9WoTUC3izEx"
 		cursor    = "91bb80bf-54e5-4858-9f98-65e8b42d308b"
 		windsurf  = "64944513-a64d-410b-af09-426251271f8b"
 	)

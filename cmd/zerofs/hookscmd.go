@@ -85,32 +85,11 @@ func runHooksInstall(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	ch, err := hooks.Plan(agent, opts)
+	changes, err := hooks.PlanAll(agent, opts)
 	if err != nil {
 		return err
 	}
-	w := e.stdout
-	switch {
-	case !ch.Changed():
-		fmt.Fprintf(w, "%s: %s already has zerofs's hooks; nothing to change\n", agent.Title, ch.Path)
-		return nil
-	case *dry:
-		fmt.Fprintf(w, "%s: would write %s:\n", agent.Title, ch.Path)
-	default:
-		if err := hooks.Apply(ch); err != nil {
-			return err
-		}
-		verb := "updated"
-		if ch.Before == nil {
-			verb = "created"
-		}
-		fmt.Fprintf(w, "%s: %s %s:\n", agent.Title, verb, ch.Path)
-	}
-	writeConfigDiff(w, ch)
-	if !*dry {
-		fmt.Fprintf(w, "%s\n", agent.Limits)
-	}
-	return nil
+	return writeInstall(e, agent, opts, changes, *dry)
 }
 
 // installOptions works out where an install goes and which zerofs its
