@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/testsupport"
+)
+
+// agentBinary is a real agent CLI: from $ZEROFS_AGENTS_BIN (a directory,
+// e.g. an npm prefix's node_modules/.bin), else from PATH. A test that
+// needs one skips, saying so, when it is not installed.
+func agentBinary(t *testing.T, name string) string {
+	t.Helper()
+	if dir := os.Getenv("ZEROFS_AGENTS_BIN"); dir != "" {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s is not installed (not in $ZEROFS_AGENTS_BIN nor on PATH): the real agent cannot be run", name)
+	}
+	return p
+}
+
+// fakeModel starts one of hooks/testdata/capture's fake model servers
+// for workspace ws and returns its port. It is stopped when the test ends.
+func fakeModel(t *testing.T, script, ws string) int {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed: the fake model server cannot run")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	src, err := filepath.Abs(filepath.Join("..", "..", "hooks", "testdata", "capture", script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, src, fmt.Sprint(port), ws)
+	log := filepath.Join(t.TempDir(), "model.log")
+	f, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		f.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(log)
+			t.Logf("fake model's log:\n%s", b)
+		}
+	})
+	if err := testsupport.Poll(10*time.Second, func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}); err != nil {
+		t.Fatal("the fake model server did not start listening")
+	}
+	return port
+}
+
+// runAgent runs an agent's command in dir, with a deadline, and returns
+// its output.
+func runAgent(t *testing.T, dir string, env []string, argv ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), append([]string{"PWD=" + dir}, env...)...)
+	cmd.Stdin = strings.NewReader("")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestOpenCodeRealRunMounted runs the real OpenCode (`opencode run`)
+// against a fake model on a mounted workspace after `zerofs hooks install
+// opencode`: the plugin loads and records the prompt as typed (without the
+// quotes `run` adds) and the edit as a step of the turn, the install is a
+// step of its own, and the workspace holds only the files the person and
+// the agent made plus the one zerofs wrote (opencode.json): nothing of
+// what OpenCode installs into a .opencode directory.
+func TestOpenCodeRealRunMounted(t *testing.T) {
+	opencode := agentBinary(t, "opencode")
+	needFUSE(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, v := range []string{"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"} {
+		t.Setenv(v, "")
+	}
+	ws := filepath.Join(t.TempDir(), "app")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, "app.py"), "print(\"hi\")\n")
+	port := fakeModel(t, "openai_chat.py", ws)
+	// The person's OpenCode: a provider answering on the fake model.
+	writeFile(t, filepath.Join(home, ".config", "opencode", "opencode.json"), fmt.Sprintf(`{
+  "$schema": "https://opencode.ai/config.json",
+  "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "Mock",
+    "options": {"baseURL": "http://127.0.0.1:%d/v1", "apiKey": "fake"}, "models": {"m": {"name": "m"}}}},
+  "model": "mock/m",
+  "permission": {"edit": "allow", "bash": "allow"},
+  "autoupdate": false, "share": "disabled"
+}
+`, port))
+	mountT(t, ws)
+	out := binOK(t, ws, "hooks", "install", "opencode")
+	if !strings.Contains(out, "created "+filepath.Join(ws, "opencode.json")) {
+		t.Errorf("hooks install opencode:\n%s", out)
+	}
+	agentOut := runAgent(t, ws, []string{"OPENCODE_DISABLE_AUTOUPDATE=1"}, opencode, "run", "--print-logs", "Say hello instead of hi")
+	defer func() {
+		if t.Failed() {
+			t.Logf("opencode run:\n%s", agentOut)
+		}
+	}()
+
+	if got := readTrim(t, filepath.Join(ws, "app.py")); got != `print("hello")` {
+		t.Errorf("app.py: %q: the agent's edit did not happen", got)
+	}
+	var names []string
+	entries, err := os.ReadDir(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != ".zero" {
+			names = append(names, e.Name())
+		}
+	}
+	if want := []string{"app.py", "opencode.json"}; !slices.Equal(names, want) {
+		t.Errorf("the workspace holds %q, want %q", names, want)
+	}
+
+	var log []history.Entry
+	if err := json.Unmarshal([]byte(binOK(t, ws, "log", "--json", "--all")), &log); err != nil {
+		t.Fatal(err)
+	}
+	var turn, edit, install *history.Entry
+	for i := range log {
+		e := &log[i]
+		switch {
+		case e.Type == "turn":
+			turn = e
+		case e.Label == "edit app.py":
+			edit = e
+		case e.Label == "hooks install opencode":
+			install = e
+		}
+	}
+	switch {
+	case turn == nil:
+		t.Fatalf("no turn recorded: %+v", log)
+	case turn.Prompt != "Say hello instead of hi" || turn.Agent != "opencode":
+		t.Errorf("the turn: prompt %q, agent %q; want what the person typed, by opencode", turn.Prompt, turn.Agent)
+	}
+	if edit == nil || edit.Turn != turn.Sequence || len(edit.Changes) != 1 || edit.Changes[0].Path != "app.py" {
+		t.Errorf("the edit's step: %+v, want app.py changed in turn %d", edit, turn.Sequence)
+	}
+	if install == nil || len(install.Changes) != 1 || install.Changes[0].Path != "opencode.json" || install.Changes[0].Change != "added" {
+		t.Errorf("the install's step: %+v, want opencode.json added", install)
+	}
+	for _, e := range log {
+		for _, c := range e.Changes {
+			if strings.HasPrefix(c.Path, ".opencode") {
+				t.Errorf("the history holds %s (%s)", c.Path, e.Label)
+			}
+		}
+	}
+}
