@@ -145,16 +145,21 @@ func runHooksCheck(e *env) error {
 		return err
 	}
 	last := map[string]string{}
+	installs := map[string]installRecord{}
 	ws, werr := history.Find(e.cwd)
 	if werr == nil {
 		last, err = lastByAgent(e, ws)
 		if err != nil {
 			return err
 		}
+		if installs, err = recordedInstalls(e); err != nil {
+			return err
+		}
 	}
 	w := e.stdout
 	for _, a := range hooks.Agents {
 		var where []string
+		var scopes []hooks.Scope
 		for _, scope := range []hooks.Scope{hooks.ScopeProject, hooks.ScopeUser} {
 			o := opts
 			o.Scope = scope
@@ -163,6 +168,7 @@ func runHooksCheck(e *env) error {
 			switch {
 			case ok:
 				where = append(where, fmt.Sprintf("%s (%s)", scope, p))
+				scopes = append(scopes, scope)
 			case err != nil && !errors.Is(err, os.ErrNotExist):
 				where = append(where, fmt.Sprintf("%s: unreadable (%v)", scope, err))
 			}
@@ -172,6 +178,10 @@ func runHooksCheck(e *env) error {
 			state = "installed: " + strings.Join(where, ", ")
 		}
 		fmt.Fprintf(w, "%-9s %s\n", a.Name, state)
+		if rec, ok := installs[a.Name]; ok {
+			checkInstalledFiles(w, ws, a, rec)
+		}
+		writeCheckNeeds(w, a, opts, scopes)
 		switch {
 		case werr != nil:
 		case last[a.Name] != "":

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -8,7 +10,6 @@ import (
 
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/hooks"
-	"github.com/zerofs/zerofs/internal/quote"
 )
 
 // installLabel is the label of the step a hooks install in a mounted
@@ -69,6 +70,14 @@ func writeInstall(e *env, a hooks.Agent, opts hooks.InstallOptions, changes []ho
 	return nil
 }
 
+// installedFile is a file a hooks install wrote in the workspace, as its
+// step's payload keeps it: "hooksInstall": {"agent", "files": [{"path",
+// "sha256"}]}.
+type installedFile struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+}
+
 // beginInstallStep begins the step "hooks install AGENT" when the install
 // writes into a mounted workspace. Its payload names the agent and the
 // files (relative to the workspace), which `hooks check` reads back.
@@ -77,11 +86,12 @@ func beginInstallStep(e *env, a hooks.Agent, changes []hooks.FileChange) error {
 	if err != nil || !ws.Mounted {
 		return nil
 	}
-	var files []string
+	var files []installedFile
 	for _, ch := range changes {
 		rel, err := filepath.Rel(ws.Root, ch.Path)
-		if err == nil && rel != "." && !strings.HasPrefix(rel, "../") && rel != ".." {
-			files = append(files, rel)
+		if err == nil && !ch.Remove && rel != "." && !strings.HasPrefix(rel, "../") && rel != ".." {
+			sum := sha256.Sum256(ch.After)
+			files = append(files, installedFile{Path: rel, SHA256: hex.EncodeToString(sum[:])})
 		}
 	}
 	if len(files) == 0 {
@@ -111,6 +121,3 @@ func writeNeeds(e *env, a hooks.Agent, opts hooks.InstallOptions) {
 		fmt.Fprintf(e.stdout, "  - %s\n", n)
 	}
 }
-
-// hookNames quotes an agent's project hook files for a warning.
-func hookNames(files []string) string { return quote.Names(files, ", ") }
