@@ -55,7 +55,7 @@ var Agents = []Agent{
 		Limits: "Edits by Claude Code's own tools and by the commands it runs are both seen; subagents' tool calls are steps of their own."},
 	{Name: "codex", Title: "Codex", ToolEvents: []string{"PreToolUse"}, PromptEvents: []string{"UserPromptSubmit"},
 		userFile: ".codex/hooks.json", projectFile: ".codex/hooks.json", kind: kindNested,
-		Limits: "Codex runs PreToolUse for Bash, apply_patch and MCP tools (hooks are on by default from Codex 0.124; older versions need [features] codex_hooks = true in config.toml)."},
+		Limits: "Codex runs PreToolUse for Bash, apply_patch and MCP tools. Hooks are on by default from Codex 0.124 (the feature flag is now [features] hooks in config.toml; older versions called it codex_hooks)."},
 	{Name: "gemini", Title: "Gemini CLI", ToolEvents: []string{"BeforeTool"}, PromptEvents: []string{"BeforeAgent"},
 		userFile: ".gemini/settings.json", projectFile: ".gemini/settings.json", kind: kindNested,
 		Limits: "Project settings apply only in a folder Gemini CLI trusts."},

@@ -94,7 +94,7 @@ func codexNeeds(opts InstallOptions) []string {
 		switch cfg.projects[opts.Project] {
 		case "trusted":
 		case "":
-			out = append(out, fmt.Sprintf("Codex ignores %s until it trusts the project (it says \"Untrusted project-local configuration is disabled\"): start `codex` in %s once and trust it, or add [projects.%s] trust_level = \"trusted\" to %s.",
+			out = append(out, fmt.Sprintf("Codex ignores %s until it trusts the project (it says \"Untrusted project-local configuration is disabled\"): run `codex exec --trust` once in %s, or start `codex` there and trust it (either adds [projects.%s] trust_level = \"trusted\" to %s).",
 				hooksFile, opts.Project, strconv.Quote(opts.Project), cfgPath))
 		default:
 			out = append(out, fmt.Sprintf("%s marks the project as %s (trust_level): Codex ignores %s until it is \"trusted\".",
@@ -108,7 +108,7 @@ func codexNeeds(opts InstallOptions) []string {
 		}
 	}
 	if len(missing) > 0 {
-		out = append(out, fmt.Sprintf("the hooks still need review in Codex (no trusted_hash for %s's %s in %s): open `codex` there, run /hooks and trust them; until then Codex runs none, and `codex exec` none either.",
+		out = append(out, fmt.Sprintf("the hooks still need review in Codex (no trusted_hash for %s's %s in %s): start `codex` there, run /hooks and trust them; until then Codex runs none of them (`codex exec --dangerously-bypass-hook-trust` runs them for one invocation).",
 			hooksFile, strings.Join(missing, " and "), cfgPath))
 	}
 	return out

@@ -15,14 +15,15 @@ import (
 // (or the prompt, for a turn). Every file there is in the table.
 func TestParseRealPayloads(t *testing.T) {
 	const (
-		claude    = "9f26d0b2-1db8-4ea5-acdb-3c76457a4735"
-		claudeSub = "7e413420-7ae3-473e-8e51-7f7ac2fbd349"
-		codex     = "01a24245-babe-7a71-ba43-8424b07c8482"
-		gemini    = "4df9cd7d-1a30-4696-9bed-7a88217fc246"
-		opencode  = "ses_dbb1d410fffe9uZ9WoTUC3izEx"
-		cursor    = "91bb80bf-54e5-4858-9f98-65e8b42d308b"
-		windsurf  = "64944513-a64d-410b-af09-426251271f8b"
-		ws        = "/work/app"
+		claude       = "9f26d0b2-1db8-4ea5-acdb-3c76457a4735"
+		claudeSub    = "7e413420-7ae3-473e-8e51-7f7ac2fbd349"
+		codex        = "01a24245-babe-7a71-ba43-8424b07c8482"
+		codexProject = "01a244ef-d0c7-7ff0-b783-3f914fecb8f2"
+		gemini       = "4df9cd7d-1a30-4696-9bed-7a88217fc246"
+		opencode     = "ses_dbb1d410fffe9uZ9WoTUC3izEx"
+		cursor       = "91bb80bf-54e5-4858-9f98-65e8b42d308b"
+		windsurf     = "64944513-a64d-410b-af09-426251271f8b"
+		ws           = "/work/app"
 	)
 	cases := []struct {
 		file                 string
@@ -41,6 +42,10 @@ func TestParseRealPayloads(t *testing.T) {
 		{"codex-UserPromptSubmit.json", KindPrompt, "codex", codex, "Make B return 2", ws, ""},
 		{"codex-PreToolUse-Bash.json", KindTool, "codex", codex, "Bash: cargo test -p core", ws, "call_4a6d1ce02a714d33"},
 		{"codex-PreToolUse-apply_patch.json", KindTool, "codex", codex, "apply_patch: src/a.go, src/b.go", ws, "call_ccc7fb82b2614677"},
+		// The same from the project's .codex/hooks.json, in a trusted project.
+		{"codex-project-UserPromptSubmit.json", KindPrompt, "codex", codexProject, "Make A return 2", ws, ""},
+		{"codex-project-PreToolUse-Bash.json", KindTool, "codex", codexProject, "Bash: cargo test -p core", ws, "call_a2dc8bdd6259461f"},
+		{"codex-project-PreToolUse-apply_patch.json", KindTool, "codex", codexProject, "apply_patch: src/a.go, src/b.go", ws, "call_d2004c4a62f64154"},
 		{"gemini-BeforeAgent.json", KindPrompt, "gemini", gemini, "Add a greeting to app.py", ws, ""},
 		{"gemini-BeforeTool-run_shell_command.json", KindTool, "gemini", gemini, "run_shell_command: npm test -- --watch=false", ws, ""},
 		{"gemini-BeforeTool-write_file.json", KindTool, "gemini", gemini, "write_file app.py", ws, ""},
