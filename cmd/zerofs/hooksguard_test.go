@@ -76,3 +76,37 @@ func TestHooksInstallIsAStepMounted(t *testing.T) {
 		t.Errorf("undo of the edit: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestHooksInstallSaysWhatIsMissing: installing Codex's or Gemini CLI's
+// project hooks says what the agent still needs before they record
+// anything (Codex: the project's trust, the hooks' review, a writable
+// sandbox for exec; Gemini CLI: the folder's trust, and that --skip-trust
+// loads no project hooks), and `hooks check` says it until it is done.
+func TestHooksInstallSaysWhatIsMissing(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	for _, v := range []string{"XDG_CONFIG_HOME", "CODEX_HOME", "GEMINI_CLI_HOME", "GEMINI_CLI_TRUSTED_FOLDERS_PATH"} {
+		t.Setenv(v, "")
+	}
+	out := mustRun(t, project, "hooks", "install", "codex")
+	for _, want := range []string{"Codex records nothing yet:", "codex exec --trust", "/hooks", "--sandbox workspace-write"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("hooks install codex does not say %q:\n%s", want, out)
+		}
+	}
+	out = mustRun(t, project, "hooks", "install", "gemini")
+	for _, want := range []string{"Gemini CLI records nothing yet:", "not trusted yet", "--skip-trust", "--user"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("hooks install gemini does not say %q:\n%s", want, out)
+		}
+	}
+	if check := mustRun(t, project, "hooks", "check"); strings.Count(check, "needs (project):") != 3 {
+		t.Errorf("hooks check, nothing trusted:\n%s", check)
+	}
+	writeFile(t, filepath.Join(home, ".gemini", "trustedFolders.json"), `{"`+project+`": "TRUST_FOLDER"}`)
+	writeFile(t, filepath.Join(home, ".codex", "config.toml"), "[projects.\""+project+"\"]\ntrust_level = \"trusted\"\n")
+	check := mustRun(t, project, "hooks", "check")
+	if strings.Count(check, "needs (project):") != 1 || !strings.Contains(check, "need review") {
+		t.Errorf("hooks check, both trusted, Codex's hooks not reviewed:\n%s", check)
+	}
+}
