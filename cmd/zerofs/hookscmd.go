@@ -26,8 +26,12 @@ var hooksCmd = &command{
                         a hook before each tool call begins a step, and a
                         hook at each prompt begins a turn. Installing again
                         changes nothing; the agent's other settings and hooks
-                        are kept. It prints each file it writes with a diff.
-                        OpenCode gets a small plugin file instead.
+                        are kept. It prints each file it writes with a diff,
+                        then what the agent still needs before the hooks
+                        record anything (Codex's and Gemini CLI's trust). In
+                        a mounted workspace the install is a step of its own.
+                        OpenCode gets a small plugin file instead (named in
+                        the project's opencode.json, kept outside it).
     --project           this project's configuration (the default): the
                         workspace around the current directory, or the
                         current directory outside one
@@ -35,8 +39,10 @@ var hooksCmd = &command{
     --dry-run           print what would change and write nothing
     --no-prompt         record turns without the prompt's text
     --zerofs PATH       the zerofs the hooks run (default: this binary)
-  hooks check           for each agent, where its hooks are installed and
-                        the last step and turn it recorded in this workspace
+  hooks check           for each agent, where its hooks are installed, what
+                        it still needs before they record, whether a file a
+                        recorded install wrote is gone or changed, and the
+                        last step and turn it recorded in this workspace
 `,
 	run: runHooks,
 }
