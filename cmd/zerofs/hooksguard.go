@@ -38,10 +38,15 @@ func guardHooks(e *env) *hookGuard {
 	if err != nil {
 		return nil
 	}
-	g := &hookGuard{root: ws.Root}
+	return guardHooksAt(ws.Root)
+}
+
+// guardHooksAt reads the hook files installed in the workspace at root.
+func guardHooksAt(root string) *hookGuard {
+	g := &hookGuard{root: root}
 	for _, a := range hooks.Agents {
 		for _, rel := range a.ProjectFiles() {
-			p := filepath.Join(ws.Root, rel)
+			p := filepath.Join(root, rel)
 			if ok, _ := hooks.Installed(a, p); !ok {
 				continue
 			}
@@ -55,13 +60,21 @@ func guardHooks(e *env) *hookGuard {
 	return g
 }
 
-// warn says, after a rewind (or its dry run), which installed hook files
-// it changes: a dry run from its preview, a real one from the files as
-// they are now.
+// warn prints warnings' lines on w, each a "zerofs: warning:".
 func (g *hookGuard) warn(w io.Writer, rep control.RewindReport) {
-	if g == nil {
-		return
+	for _, s := range g.warnings(rep) {
+		fmt.Fprintf(w, "zerofs: warning: %s\n", s)
 	}
+}
+
+// warnings says, after a rewind (or its dry run), which installed hook
+// files it changes: a dry run from its preview, a real one from the files
+// as they are now.
+func (g *hookGuard) warnings(rep control.RewindReport) []string {
+	if g == nil {
+		return nil
+	}
+	var out []string
 	for _, f := range g.files {
 		if rep.DryRun {
 			for _, pc := range rep.Preview {
@@ -69,11 +82,11 @@ func (g *hookGuard) warn(w io.Writer, rep control.RewindReport) {
 					continue
 				}
 				if pc.Action == rewind.ActionDelete {
-					fmt.Fprintf(w, "zerofs: warning: this would delete %s, which holds zerofs's hooks for %s: %s\n",
-						quote.Name(f.rel), f.agent.Title, afterHooksGone(f.agent))
+					out = append(out, fmt.Sprintf("this would delete %s, which holds zerofs's hooks for %s: %s",
+						quote.Name(f.rel), f.agent.Title, afterHooksGone(f.agent)))
 				} else {
-					fmt.Fprintf(w, "zerofs: warning: this would change %s, which holds zerofs's hooks for %s: if they go, %s\n",
-						quote.Name(f.rel), f.agent.Title, afterHooksGone(f.agent))
+					out = append(out, fmt.Sprintf("this would change %s, which holds zerofs's hooks for %s: if they go, %s",
+						quote.Name(f.rel), f.agent.Title, afterHooksGone(f.agent)))
 				}
 				break
 			}
@@ -83,16 +96,17 @@ func (g *hookGuard) warn(w io.Writer, rep control.RewindReport) {
 		now, err := os.ReadFile(p)
 		switch ok, _ := hooks.Installed(f.agent, p); {
 		case err != nil && os.IsNotExist(err):
-			fmt.Fprintf(w, "zerofs: warning: removed %s, which held zerofs's hooks for %s: %s\n",
-				quote.Name(f.rel), f.agent.Title, afterHooksGone(f.agent))
+			out = append(out, fmt.Sprintf("removed %s, which held zerofs's hooks for %s: %s",
+				quote.Name(f.rel), f.agent.Title, afterHooksGone(f.agent)))
 		case !ok:
-			fmt.Fprintf(w, "zerofs: warning: %s no longer holds zerofs's hooks for %s: %s\n",
-				quote.Name(f.rel), f.agent.Title, afterHooksGone(f.agent))
+			out = append(out, fmt.Sprintf("%s no longer holds zerofs's hooks for %s: %s",
+				quote.Name(f.rel), f.agent.Title, afterHooksGone(f.agent)))
 		case !bytes.Equal(now, f.content):
-			fmt.Fprintf(w, "zerofs: warning: changed %s, which holds zerofs's hooks for %s (they are still installed; `zerofs hooks check` compares them with what an install writes)\n",
-				quote.Name(f.rel), f.agent.Title)
+			out = append(out, fmt.Sprintf("changed %s, which holds zerofs's hooks for %s (they are still installed; `zerofs hooks check` says what changed since the install)",
+				quote.Name(f.rel), f.agent.Title))
 		}
 	}
+	return out
 }
 
 // afterHooksGone is what follows when an agent's hooks are gone.

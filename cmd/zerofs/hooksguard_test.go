@@ -110,3 +110,38 @@ func TestHooksInstallSaysWhatIsMissing(t *testing.T) {
 		t.Errorf("hooks check, both trusted, Codex's hooks not reviewed:\n%s", check)
 	}
 }
+
+// TestMCPUndoWarnsOfHookFiles: an agent's own zerofs_undo that would take
+// back `hooks install` (and so its own recording) says so in the result's
+// warnings, in the dry run and when it does it.
+func TestMCPUndoWarnsOfHookFiles(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	ws := filepath.Join(t.TempDir(), "app")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountT(t, ws)
+	binOK(t, ws, "hooks", "install", "claude")
+	c := newMCPClient(t, ws)
+	for _, tc := range []struct {
+		args any
+		want string
+	}{
+		{map[string]any{"dry_run": true}, "this would delete .claude/settings.json, which holds zerofs's hooks for Claude Code"},
+		{map[string]any{}, "removed .claude/settings.json, which held zerofs's hooks for Claude Code"},
+	} {
+		_, out := c.ok("zerofs_undo", tc.args)
+		ws, _ := out["warnings"].([]any)
+		found := false
+		for _, w := range ws {
+			if s, _ := w.(string); strings.Contains(s, tc.want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("zerofs_undo %v: warnings %v, want one saying %q", tc.args, ws, tc.want)
+		}
+	}
+}

@@ -577,6 +577,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 				out.Warnings = foreignWarnings(rep.Foreign, "overwrites", seen)
 			}
 		}
+		guard := guardHooksAt(ws.Root)
 		rep, err := doRewind(ctx, src, req)
 		if err != nil {
 			var ce *rewind.ConflictError
@@ -591,6 +592,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 			verb = "would overwrite"
 		}
 		out.Warnings = append(out.Warnings, foreignWarnings(rep.Foreign, verb, seen)...)
+		out.Warnings = append(out.Warnings, guard.warnings(rep)...)
 		out.Sequence, out.Target = uint64(rep.Sequence), uint64(rep.TargetSequence)
 		if req.DryRun {
 			out.Sequence = 0
