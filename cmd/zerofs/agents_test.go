@@ -197,3 +197,171 @@ func TestOpenCodeRealRunMounted(t *testing.T) {
 		}
 	}
 }
+
+// codexHookList asks the real Codex's app-server (JSON-RPC on stdio) for
+// the hooks it finds in dir: each one's key, current hash and trust.
+func codexHookList(t *testing.T, codex, dir string) []map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, codex, "app-server")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PWD="+dir)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Process.Kill(); cmd.Wait() }()
+	list, _ := json.Marshal(map[string]any{"id": 2, "method": "hooks/list", "params": map[string]any{"cwds": []string{dir}}})
+	fmt.Fprintf(in, "%s\n%s\n%s\n", `{"id":1,"method":"initialize","params":{"clientInfo":{"name":"zerofs-test","version":"0"}}}`, `{"method":"initialized"}`, list)
+	dec := json.NewDecoder(out)
+	for {
+		var msg struct {
+			ID     int `json:"id"`
+			Result struct {
+				Data []struct {
+					Hooks []map[string]any `json:"hooks"`
+				} `json:"data"`
+			} `json:"result"`
+		}
+		if err := dec.Decode(&msg); err != nil {
+			t.Fatalf("codex app-server: %v", err)
+		}
+		if msg.ID == 2 {
+			if len(msg.Result.Data) != 1 {
+				t.Fatalf("codex app-server hooks/list: %+v", msg)
+			}
+			return msg.Result.Data[0].Hooks
+		}
+	}
+}
+
+// TestCodexTrustRealMounted runs the real Codex (`codex exec`) against a
+// fake model on a mounted workspace with zerofs's project-level hooks,
+// through the trust Codex asks for, and checks at each stage that what
+// `hooks install` and `hooks check` say is missing is what keeps Codex
+// from running the hooks: untrusted, nothing recorded ("Untrusted
+// project-local configuration is disabled"); trusted but not reviewed,
+// nothing recorded; reviewed as Codex's /hooks records it (a trusted_hash
+// per hook in config.toml, which Codex's own hooks/list then reports as
+// trusted), the turn and its apply_patch step recorded, and nothing said
+// to be missing but the sandbox note.
+func TestCodexTrustRealMounted(t *testing.T) {
+	codex := agentBinary(t, "codex")
+	needFUSE(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("CODEX_HOME", "")
+	ws := filepath.Join(t.TempDir(), "app")
+	if err := os.MkdirAll(filepath.Join(ws, "src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, "src", "a.go"), "package src\n\nfunc A() int {\n\treturn 1\n}\n")
+	port := fakeModel(t, "openai_responses.py", ws)
+	// Without the model catalog Codex's fallback metadata offers no
+	// apply_patch tool.
+	catalog := filepath.Join(home, "models.json")
+	models, err := exec.Command(codex, "debug", "models").Output()
+	if err != nil {
+		t.Fatalf("codex debug models: %v", err)
+	}
+	writeFile(t, catalog, string(models))
+	cfg := filepath.Join(home, ".codex", "config.toml")
+	writeFile(t, cfg, fmt.Sprintf(`model = "gpt-5.5"
+model_provider = "mock"
+model_catalog_json = %q
+
+[model_providers.mock]
+name = "mock"
+base_url = "http://127.0.0.1:%d/v1"
+wire_api = "responses"
+env_key = "MOCK_API_KEY"
+`, catalog, port))
+	mountT(t, ws)
+	out := binOK(t, ws, "hooks", "install", "codex")
+	for _, want := range []string{"until it trusts the project", "need review", "--sandbox workspace-write"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("hooks install codex does not say %q:\n%s", want, out)
+		}
+	}
+	run := func(extra ...string) string {
+		writeFile(t, filepath.Join(ws, "src", "a.go"), "package src\n\nfunc A() int {\n\treturn 1\n}\n")
+		os.Remove(filepath.Join(ws, "src", "b.go"))
+		argv := append([]string{codex, "exec", "--skip-git-repo-check", "--sandbox", "workspace-write"}, extra...)
+		return runAgent(t, ws, []string{"MOCK_API_KEY=fake"}, append(argv, "Make A return 2")...)
+	}
+	turns := func() int {
+		var log []history.Entry
+		if err := json.Unmarshal([]byte(binOK(t, ws, "log", "--json", "--all")), &log); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range log {
+			if e.Type == "turn" && e.Agent == "codex" {
+				n++
+			}
+		}
+		return n
+	}
+	needs := func() []string {
+		var n []string
+		for l := range strings.Lines(binOK(t, ws, "hooks", "check")) {
+			if strings.Contains(l, "needs (project)") {
+				n = append(n, l)
+			}
+		}
+		return n
+	}
+
+	if got := run(); !strings.Contains(got, "Untrusted project-local configuration is disabled") || turns() != 0 {
+		t.Fatalf("untrusted: %d turns recorded; codex said:\n%s", turns(), got)
+	}
+	run("--trust") // trusts the project (config.toml), runs no unreviewed hook
+	if n := needs(); turns() != 0 || len(n) != 1 || !strings.Contains(n[0], "need review") {
+		t.Fatalf("trusted, not reviewed: %d turns; hooks check needs %q", turns(), n)
+	}
+	// Review them as /hooks does: each hook's current hash, trusted.
+	var review strings.Builder
+	for _, h := range codexHookList(t, codex, ws) {
+		fmt.Fprintf(&review, "\n[hooks.state.%q]\ntrusted_hash = %q\n", h["key"], h["currentHash"])
+	}
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(review.String())
+	f.Close()
+	for _, h := range codexHookList(t, codex, ws) {
+		if h["trustStatus"] != "trusted" {
+			t.Fatalf("Codex reads the review as %v for %v", h["trustStatus"], h["key"])
+		}
+	}
+	if n := needs(); len(n) != 0 {
+		t.Errorf("reviewed: hooks check still needs %q", n)
+	}
+	run()
+	if got := readTrim(t, filepath.Join(ws, "src", "a.go")); !strings.Contains(got, "return 2") {
+		t.Errorf("src/a.go: %q: the agent's patch did not happen", got)
+	}
+	var log []history.Entry
+	json.Unmarshal([]byte(binOK(t, ws, "log", "--json")), &log)
+	var turn, patch *history.Entry
+	for i := range log {
+		switch {
+		case log[i].Type == "turn" && turn == nil:
+			turn = &log[i]
+		case log[i].Label == "apply_patch: src/a.go, src/b.go" && patch == nil:
+			patch = &log[i]
+		}
+	}
+	if turn == nil || turn.Prompt != "Make A return 2" || patch == nil || patch.Turn != turn.Sequence || len(patch.Changes) != 2 {
+		t.Errorf("reviewed: turn %+v, patch step %+v; want the prompt's turn and its apply_patch step changing 2 files", turn, patch)
+	}
+}
