@@ -365,3 +365,65 @@ env_key = "MOCK_API_KEY"
 		t.Errorf("reviewed: turn %+v, patch step %+v; want the prompt's turn and its apply_patch step changing 2 files", turn, patch)
 	}
 }
+
+// TestGeminiTrustRealMounted runs the real Gemini CLI (`gemini -p`)
+// against a fake model on a mounted workspace with zerofs's project
+// hooks: with --skip-trust in a folder it does not trust, it changes the
+// file and records nothing, which `hooks install` said beforehand; once
+// the folder is trusted (trustedFolders.json, as Gemini CLI writes it),
+// `hooks check` says nothing is missing and the run records its turn and
+// steps.
+func TestGeminiTrustRealMounted(t *testing.T) {
+	gemini := agentBinary(t, "gemini")
+	needFUSE(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, v := range []string{"GEMINI_CLI_HOME", "GEMINI_CLI_TRUSTED_FOLDERS_PATH", "GEMINI_CLI_TRUST_WORKSPACE", "XDG_CONFIG_HOME"} {
+		t.Setenv(v, "")
+	}
+	ws := filepath.Join(t.TempDir(), "app")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	port := fakeModel(t, "gemini.py", ws)
+	writeFile(t, filepath.Join(home, ".gemini", "settings.json"), `{"security":{"auth":{"selectedType":"gemini-api-key"}}}`)
+	mountT(t, ws)
+	out := binOK(t, ws, "hooks", "install", "gemini")
+	if !strings.Contains(out, "not trusted yet") || !strings.Contains(out, "--skip-trust") {
+		t.Errorf("hooks install gemini does not say the folder is untrusted and what --skip-trust does:\n%s", out)
+	}
+	env := []string{"GEMINI_API_KEY=fake", fmt.Sprintf("GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:%d", port)}
+	turns := func() int {
+		var log []history.Entry
+		if err := json.Unmarshal([]byte(binOK(t, ws, "log", "--json", "--all")), &log); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range log {
+			if e.Type == "turn" {
+				n++
+			}
+		}
+		return n
+	}
+	runAgent(t, ws, env, gemini, "-p", "Add a greeting to app.py", "--yolo", "--skip-trust")
+	if got := readTrim(t, filepath.Join(ws, "app.py")); got != "print('greetings')" || turns() != 0 {
+		t.Fatalf("--skip-trust: app.py %q, %d turns; want the agent's change and nothing recorded", got, turns())
+	}
+	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	writeFile(t, filepath.Join(home, ".gemini", "trustedFolders.json"), fmt.Sprintf("{\n  %q: \"TRUST_FOLDER\"\n}", ws))
+	if check := binOK(t, ws, "hooks", "check"); strings.Contains(check, "needs (") {
+		t.Errorf("trusted: hooks check still needs something:\n%s", check)
+	}
+	runAgent(t, ws, env, gemini, "-p", "Add a greeting to app.py", "--yolo")
+	var log []history.Entry
+	json.Unmarshal([]byte(binOK(t, ws, "log", "--json")), &log)
+	labels := map[string]bool{}
+	for _, e := range log {
+		labels[e.Label] = true
+	}
+	if turns() != 1 || !labels["write_file app.py"] || !labels["replace app.py"] {
+		t.Errorf("trusted: %d turns, steps %v; want the turn with write_file and replace of app.py", turns(), labels)
+	}
+}
