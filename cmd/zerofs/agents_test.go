@@ -372,7 +372,8 @@ env_key = "MOCK_API_KEY"
 // file and records nothing, which `hooks install` said beforehand; once
 // the folder is trusted (trustedFolders.json, as Gemini CLI writes it),
 // `hooks check` says nothing is missing and the run records its turn and
-// steps.
+// steps; and the user-level install, which the need offers, records a
+// --skip-trust run in a folder Gemini CLI is told not to trust.
 func TestGeminiTrustRealMounted(t *testing.T) {
 	gemini := agentBinary(t, "gemini")
 	needFUSE(t)
@@ -425,5 +426,14 @@ func TestGeminiTrustRealMounted(t *testing.T) {
 	}
 	if turns() != 1 || !labels["write_file app.py"] || !labels["replace app.py"] {
 		t.Errorf("trusted: %d turns, steps %v; want the turn with write_file and replace of app.py", turns(), labels)
+	}
+	// What the need offers: the user-level install records a --skip-trust
+	// run, in a folder Gemini CLI is told not to trust.
+	writeFile(t, filepath.Join(home, ".gemini", "trustedFolders.json"), fmt.Sprintf(`{%q: "DO_NOT_TRUST"}`, ws))
+	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	binOK(t, ws, "hooks", "install", "gemini", "--user")
+	runAgent(t, ws, env, gemini, "-p", "Add a greeting to app.py", "--yolo", "--skip-trust")
+	if turns() != 2 {
+		t.Errorf("--user, --skip-trust in a distrusted folder: %d turns, want 2", turns())
 	}
 }
