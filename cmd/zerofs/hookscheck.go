@@ -10,16 +10,16 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/hooks"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 )
 
 // An installRecord is the last `hooks install` of an agent recorded in
 // the workspace's log: its step and the files it wrote.
 type installRecord struct {
-	seq   eventlog.Seq
+	seq   record.Seq
 	files []installedFile
 }
 
@@ -32,7 +32,7 @@ func recordedInstalls(e *env) (map[string]installRecord, error) {
 			if err != nil {
 				return err
 			}
-			if ev.Type != eventlog.TypeToolCall || !bytes.Contains(ev.Payload, []byte(`"hooksInstall"`)) {
+			if ev.Type != record.TypeToolCall || !bytes.Contains(ev.Payload, []byte(`"hooksInstall"`)) {
 				continue
 			}
 			var p struct {

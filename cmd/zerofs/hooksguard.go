@@ -12,7 +12,7 @@ import (
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/hooks"
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // A hookFile is an agent's project hook configuration as it was before a
@@ -81,7 +81,7 @@ func (g *hookGuard) warnings(rep control.RewindReport) []string {
 				if pc.Path != f.rel && !strings.HasPrefix(f.rel, pc.Path+"/") {
 					continue
 				}
-				if pc.Action == rewind.ActionDelete {
+				if pc.Action == record.ActionDelete {
 					out = append(out, fmt.Sprintf("this would delete %s, which holds zerofs's hooks for %s: %s",
 						quote.Name(f.rel), f.agent.Title, afterHooksGone(f.agent)))
 				} else {
