@@ -91,14 +91,14 @@ func codexNeeds(opts InstallOptions) []string {
 		out = append(out, fmt.Sprintf("hooks are turned off in %s ([features] codex_hooks = false; the flag is now called hooks): set hooks = true.", cfgPath))
 	}
 	if opts.Scope == ScopeProject {
-		switch cfg.projects[opts.Project] {
+		switch codexTrust(cfg, opts.Project) {
 		case "trusted":
 		case "":
 			out = append(out, fmt.Sprintf("Codex ignores %s until it trusts the project (it says \"Untrusted project-local configuration is disabled\"): run `codex exec --trust` once in %s, or start `codex` there and trust it (either adds [projects.%s] trust_level = \"trusted\" to %s).",
 				hooksFile, opts.Project, strconv.Quote(opts.Project), cfgPath))
 		default:
 			out = append(out, fmt.Sprintf("%s marks the project as %s (trust_level): Codex ignores %s until it is \"trusted\".",
-				cfgPath, strconv.Quote(cfg.projects[opts.Project]), hooksFile))
+				cfgPath, strconv.Quote(codexTrust(cfg, opts.Project)), hooksFile))
 		}
 	}
 	var missing []string
@@ -112,6 +112,22 @@ func codexNeeds(opts InstallOptions) []string {
 			hooksFile, strings.Join(missing, " and "), cfgPath))
 	}
 	return out
+}
+
+// codexTrust is the project's trust_level as Codex finds it: the entry
+// for the directory itself, else for the git repository around it.
+func codexTrust(cfg codexConfig, project string) string {
+	if t, ok := cfg.projects[project]; ok {
+		return t
+	}
+	for dir := project; ; dir = filepath.Dir(dir) {
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			return cfg.projects[dir]
+		}
+		if dir == filepath.Dir(dir) {
+			return ""
+		}
+	}
 }
 
 // codexConfig is what zerofs reads of Codex's config.toml.

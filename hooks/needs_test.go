@@ -3,6 +3,7 @@ package hooks
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -61,11 +62,22 @@ func TestCodexNeeds(t *testing.T) {
 			}
 		})
 	}
-	// A user-level install: no project trust needed, its own file's review.
+	// A project inside a git repository: the repository's entry trusts it.
+	repo := t.TempDir()
+	sub := filepath.Join(repo, "app")
+	os.MkdirAll(filepath.Join(repo, ".git"), 0o755)
+	os.MkdirAll(sub, 0o755)
 	home := t.TempDir()
 	os.MkdirAll(filepath.Join(home, ".codex"), 0o700)
-	os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(strings.ReplaceAll(reviewed, hooksFile, home+"/.codex/hooks.json")), 0o600)
+	os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte("[projects."+strconv.Quote(repo)+"]\ntrust_level = \"trusted\"\n"), 0o600)
 	a, _ := Lookup("codex")
+	if got := Needs(a, InstallOptions{Scope: ScopeProject, Home: home, Project: sub}); len(got) != 1 || !strings.Contains(got[0], "need review") {
+		t.Errorf("a project in a trusted repository: needs %q, want only the review", got)
+	}
+	// A user-level install: no project trust needed, its own file's review.
+	home = t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".codex"), 0o700)
+	os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(strings.ReplaceAll(reviewed, hooksFile, home+"/.codex/hooks.json")), 0o600)
 	if got := Needs(a, InstallOptions{Scope: ScopeUser, Home: home, Project: project}); len(got) != 0 {
 		t.Errorf("user install, reviewed: needs %q", got)
 	}
