@@ -341,13 +341,20 @@ func geminiNeeds(opts InstallOptions) []string {
 // geminiTrust is the trust level of the longest rule that holds dir, as
 // Gemini CLI decides it ("" when none does).
 func geminiTrust(rules map[string]string, dir string) string {
+	real := func(p string) string { // as Gemini CLI compares them
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	dir = real(dir)
 	best, level := -1, ""
 	for rule, l := range rules {
 		eff := rule
 		if l == "TRUST_PARENT" {
 			eff = filepath.Dir(rule)
 		}
-		eff = filepath.Clean(eff)
+		eff = real(eff)
 		if dir == eff || strings.HasPrefix(dir, strings.TrimSuffix(eff, "/")+"/") {
 			if len(rule) > best {
 				best, level = len(rule), l

@@ -125,6 +125,16 @@ func TestGeminiNeeds(t *testing.T) {
 			}
 			a, _ := Lookup("gemini")
 			got := Needs(a, InstallOptions{Scope: ScopeProject, Home: home, Project: project})
+			if tc.name == "trusted" {
+				// The same folder through a symlink: Gemini CLI compares real paths.
+				link := filepath.Join(t.TempDir(), "link")
+				real := t.TempDir()
+				os.Symlink(real, link)
+				os.WriteFile(filepath.Join(dir, "trustedFolders.json"), []byte(`{`+strconv.Quote(link)+`: "TRUST_FOLDER"}`), 0o600)
+				if n := Needs(a, InstallOptions{Scope: ScopeProject, Home: home, Project: real}); len(n) != 0 {
+					t.Errorf("a folder trusted through a symlink to it: needs %q", n)
+				}
+			}
 			switch {
 			case tc.want == "" && len(got) != 0:
 				t.Errorf("needs %q, want none", got)
