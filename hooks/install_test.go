@@ -367,6 +367,9 @@ func TestOpenCodeProjectInstall(t *testing.T) {
 	if ok, _ := Installed(a, a.Path(opts)); ok {
 		t.Error("installed, with the plugin file gone")
 	}
+	if m := MissingPlugins(a, opts); len(m) != 1 || m[0] != plugin {
+		t.Errorf("MissingPlugins: %q, want %q", m, plugin)
+	}
 	// With --no-prompt, a plugin file of its own: projects installed
 	// without it keep theirs.
 	opts.NoPrompt = true

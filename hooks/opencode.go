@@ -255,3 +255,36 @@ func unquoteRunPrompt(text string, args []string) string {
 	}
 	return strings.Join(plain, " ") + text[pos:]
 }
+
+// MissingPlugins are the zerofs plugin files the project's opencode.json
+// names that are not there (or not zerofs's): OpenCode then loads no
+// plugin of zerofs's, and nothing is recorded.
+func MissingPlugins(a Agent, opts InstallOptions) []string {
+	if a.kind != kindPlugin {
+		return nil
+	}
+	o := opts
+	o.Scope = ScopeProject
+	b, err := readSmall(a.Path(o))
+	if err != nil {
+		return nil
+	}
+	cfg, err := parseObject(b)
+	if err != nil {
+		return nil
+	}
+	var plugins []json.RawMessage
+	if json.Unmarshal(cfg.get("plugin"), &plugins) != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range plugins {
+		if file, ok := isOurOpenCodePlugin(p); ok {
+			content, err := readSmall(file)
+			if err != nil || !bytes.Contains(content, []byte(opencodeMarker)) {
+				out = append(out, file)
+			}
+		}
+	}
+	return out
+}

@@ -98,6 +98,9 @@ func writeCheckNeeds(w io.Writer, a hooks.Agent, opts hooks.InstallOptions, scop
 		}
 	}
 	if a.Name == "opencode" {
+		for _, p := range hooks.MissingPlugins(a, opts) {
+			fmt.Fprintf(w, "          the project's opencode.json names %s, which is missing: nothing of OpenCode is recorded (zerofs hooks install opencode writes it again)\n", quote.Name(p))
+		}
 		for _, p := range hooks.LegacyFiles(a, opts) {
 			fmt.Fprintf(w, "          %s is an earlier install's plugin (OpenCode installs its packages beside it): zerofs hooks install opencode moves it out\n", quote.Name(p))
 		}
