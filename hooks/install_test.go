@@ -211,6 +211,30 @@ func TestInstallRefusesBadConfig(t *testing.T) {
 	}
 }
 
+// TestOpenCodeRefusesBadConfig: a project opencode.json zerofs cannot
+// rewrite (JSON with comments, which OpenCode reads, or no object) is left
+// alone, nothing else is written, and the error says what to add by hand.
+func TestOpenCodeRefusesBadConfig(t *testing.T) {
+	a, _ := Lookup("opencode")
+	home, project := t.TempDir(), t.TempDir()
+	t.Setenv("XDG_DATA_HOME", "")
+	opts := InstallOptions{Scope: ScopeProject, Home: home, Project: project, Zerofs: "zerofs"}
+	path := a.Path(opts)
+	for _, bad := range []string{"{\n  // mine\n  \"model\": \"m\"\n}", `{"plugin": "one"}`, "[1]"} {
+		os.WriteFile(path, []byte(bad), 0o644)
+		_, err := PlanAll(a, opts)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "file://"+home) {
+			t.Errorf("%q: got %v, want an error naming %s and the plugin to add", bad, err, path)
+		}
+		if got, _ := os.ReadFile(path); string(got) != bad {
+			t.Errorf("%q: the file became %q", bad, got)
+		}
+	}
+	if n, _ := os.ReadDir(home); len(n) != 0 {
+		t.Errorf("a refused install wrote into the home: %v", n)
+	}
+}
+
 // TestOpenCodePluginSends runs the installed OpenCode plugin in node (where
 // node is installed) with the arguments OpenCode 1.18.33 passes its hooks
 // (@opencode-ai/plugin's Hooks type) and a zerofs that keeps its stdin:

@@ -136,7 +136,10 @@ func planOpenCodeProject(a Agent, opts InstallOptions) ([]FileChange, error) {
 	}
 	after, err := mergeOpenCodeConfig(before, plugin)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cfgPath, err)
+		// OpenCode also reads JSON with comments here, which zerofs does
+		// not rewrite: say what to add by hand.
+		return nil, fmt.Errorf("%s: %w (zerofs rewrites only plain JSON: add %q to its \"plugin\" list yourself after installing with --dry-run to see the plugin, or install with --user)",
+			cfgPath, err, fileURL(plugin))
 	}
 	changes := []FileChange{pc, {Path: cfgPath, Before: before, After: after}}
 	legacy := filepath.Join(opts.Project, opencodeLegacyFile)
