@@ -137,8 +137,8 @@ func planOpenCodeProject(a Agent, opts InstallOptions) ([]FileChange, error) {
 	after, err := mergeOpenCodeConfig(before, plugin)
 	if err != nil {
 		// OpenCode also reads JSON with comments here, which zerofs does
-		// not rewrite: say what to add by hand.
-		return nil, fmt.Errorf("%s: %w (zerofs rewrites only plain JSON: add %q to its \"plugin\" list yourself after installing with --dry-run to see the plugin, or install with --user)",
+		// not rewrite: say what else to do.
+		return nil, fmt.Errorf("%s: %w (zerofs rewrites only plain JSON, and would add %q to its \"plugin\" list: make it plain JSON and install again, or install with --user)",
 			cfgPath, err, fileURL(plugin))
 	}
 	changes := []FileChange{pc, {Path: cfgPath, Before: before, After: after}}
