@@ -48,14 +48,14 @@ func writeInstall(e *env, a hooks.Agent, opts hooks.InstallOptions, changes []ho
 			if err := hooks.Apply(ch); err != nil {
 				return err
 			}
-			verb := "updated"
 			switch {
 			case ch.Remove:
-				verb = "removed (an earlier install's)"
+				fmt.Fprintf(w, "%s: removed %s (an earlier install's):\n", a.Title, ch.Path)
 			case ch.Before == nil:
-				verb = "created"
+				fmt.Fprintf(w, "%s: created %s:\n", a.Title, ch.Path)
+			default:
+				fmt.Fprintf(w, "%s: updated %s:\n", a.Title, ch.Path)
 			}
-			fmt.Fprintf(w, "%s: %s %s:\n", a.Title, verb, ch.Path)
 		}
 		if ch.Remove {
 			writeConfigDiff(w, hooks.FileChange{Path: ch.Path, Before: ch.Before, After: nil})
