@@ -23,32 +23,22 @@ type installRecord struct {
 	files []installedFile
 }
 
-// recordedInstalls reads the workspace's log for each agent's last
-// recorded `hooks install`.
-func recordedInstalls(e *env) (map[string]installRecord, error) {
-	out := map[string]installRecord{}
-	err := withHistory(e, func(_ *history.Workspace, src history.Source) error {
-		for ev, err := range src.Events() {
-			if err != nil {
-				return err
-			}
-			if ev.Type != record.TypeToolCall || !bytes.Contains(ev.Payload, []byte(`"hooksInstall"`)) {
-				continue
-			}
-			var p struct {
-				HooksInstall struct {
-					Agent string          `json:"agent"`
-					Files []installedFile `json:"files"`
-				} `json:"hooksInstall"`
-			}
-			if json.Unmarshal(ev.Payload, &p) != nil || p.HooksInstall.Agent == "" {
-				continue
-			}
-			out[p.HooksInstall.Agent] = installRecord{seq: ev.Seq, files: p.HooksInstall.Files}
-		}
-		return nil
-	})
-	return out, err
+// installOf is the agent and files a `hooks install` step's payload
+// names, if ev is one.
+func installOf(ev record.Event) (string, installRecord, bool) {
+	if ev.Type != record.TypeToolCall || !bytes.Contains(ev.Payload, []byte(`"hooksInstall"`)) {
+		return "", installRecord{}, false
+	}
+	var p struct {
+		HooksInstall struct {
+			Agent string          `json:"agent"`
+			Files []installedFile `json:"files"`
+		} `json:"hooksInstall"`
+	}
+	if json.Unmarshal(ev.Payload, &p) != nil || p.HooksInstall.Agent == "" {
+		return "", installRecord{}, false
+	}
+	return p.HooksInstall.Agent, installRecord{seq: ev.Seq, files: p.HooksInstall.Files}, true
 }
 
 // checkInstalledFiles says which files a recorded install wrote are gone

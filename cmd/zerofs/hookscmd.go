@@ -154,11 +154,8 @@ func runHooksCheck(e *env) error {
 	installs := map[string]installRecord{}
 	ws, werr := history.Find(e.cwd)
 	if werr == nil {
-		last, err = lastByAgent(e, ws)
+		last, installs, err = lastByAgent(e, ws)
 		if err != nil {
-			return err
-		}
-		if installs, err = recordedInstalls(e); err != nil {
 			return err
 		}
 	}
@@ -203,14 +200,19 @@ func runHooksCheck(e *env) error {
 }
 
 // lastByAgent reads the workspace's log for each agent's last recorded
-// step and turn.
-func lastByAgent(e *env, ws *history.Workspace) (map[string]string, error) {
+// step and turn, and its last recorded `hooks install`.
+func lastByAgent(e *env, ws *history.Workspace) (map[string]string, map[string]installRecord, error) {
 	out := map[string]string{}
+	installs := map[string]installRecord{}
 	err := withHistory(e, func(_ *history.Workspace, src history.Source) error {
 		steps, turns := map[string]string{}, map[string]string{}
 		for ev, err := range src.Events() {
 			if err != nil {
 				return err
+			}
+			if agent, rec, ok := installOf(ev); ok {
+				installs[agent] = rec
+				continue
 			}
 			if ev.Type != record.TypeToolCall && ev.Type != record.TypeTurn {
 				continue
@@ -241,5 +243,5 @@ func lastByAgent(e *env, ws *history.Workspace) (map[string]string, error) {
 		}
 		return nil
 	})
-	return out, err
+	return out, installs, err
 }
