@@ -17,6 +17,8 @@ const (
 	KindPrompt
 	// KindOther: an event zerofs records nothing for.
 	KindOther
+	// KindResult: a tool call finished (its step's tool_result).
+	KindResult
 )
 
 // A Call is one hook invocation, whichever agent sent it.
@@ -40,6 +42,8 @@ type Call struct {
 	ToolUseID string
 	// Prompt is the person's prompt (KindPrompt).
 	Prompt string
+	// Result is what came of the tool call (KindResult).
+	Result *Result
 }
 
 // The fields of every agent's payload that zerofs reads. Claude Code, Codex
@@ -55,6 +59,11 @@ type rawPayload struct {
 	Prompt        string          `json:"prompt"`
 	TurnID        string          `json:"turn_id"`
 	Model         string          `json:"model"`
+	// After a tool call (result.go).
+	ToolResponse json.RawMessage `json:"tool_response"`
+	Error        json.RawMessage `json:"error"`
+	DurationMs   *float64        `json:"duration_ms"`
+	Duration     *float64        `json:"duration"` // Cursor's
 	// Cursor.
 	ConversationID string   `json:"conversation_id"`
 	WorkspaceRoots []string `json:"workspace_roots"`
@@ -110,11 +119,12 @@ func detect(p *rawPayload) string {
 		return "windsurf"
 	case p.ConversationID != "" || len(p.WorkspaceRoots) > 0:
 		return "cursor"
-	case p.HookEventName == "BeforeTool" || p.HookEventName == "BeforeAgent":
+	case p.HookEventName == "BeforeTool" || p.HookEventName == "BeforeAgent" || p.HookEventName == "AfterTool":
 		return "gemini"
 	case p.TurnID != "" || p.Model != "":
 		return "codex"
-	case p.HookEventName == "PreToolUse" || p.HookEventName == "UserPromptSubmit":
+	case p.HookEventName == "PreToolUse" || p.HookEventName == "UserPromptSubmit" ||
+		p.HookEventName == "PostToolUse" || p.HookEventName == "PostToolUseFailure":
 		return "claude"
 	}
 	return ""
@@ -133,6 +143,10 @@ func parseClaudeLike(c *Call, p *rawPayload) {
 			return
 		}
 		c.Kind, c.Prompt = KindPrompt, p.Prompt
+		return
+	case "PostToolUse", "PostToolUseFailure", "AfterTool", "tool.execute.after":
+		c.Kind, c.Tool, c.Input, c.ToolUseID = KindResult, p.ToolName, p.ToolInput, p.ToolUseID
+		c.Result = claudeLikeResult(c.Agent, p)
 		return
 	}
 	if p.ToolName == "" {
@@ -155,6 +169,8 @@ func parseCursor(c *Call, p *rawPayload) {
 	case "beforeShellExecution":
 		c.Kind, c.Tool = KindTool, "Shell"
 		c.Input, _ = json.Marshal(map[string]string{"command": p.Command, "cwd": c.Cwd})
+	case "afterShellExecution":
+		c.Kind, c.Tool, c.Result = KindResult, "Shell", cursorResult(p)
 	case "preToolUse":
 		if p.ToolName != "" {
 			c.Kind, c.Tool, c.Input, c.ToolUseID = KindTool, p.ToolName, p.ToolInput, p.ToolUseID
@@ -184,6 +200,10 @@ func parseWindsurf(c *Call, p *rawPayload) {
 			in["edits"] = ti.Edits
 		}
 		c.Input, _ = json.Marshal(in)
+	case "post_run_command":
+		c.Kind, c.Tool, c.Result = KindResult, "run_command", &Result{}
+	case "post_write_code":
+		c.Kind, c.Tool, c.Result = KindResult, "write_code", &Result{}
 	case "pre_mcp_tool_use":
 		c.Kind, c.Tool = KindTool, "mcp: "+strings.TrimSpace(ti.MCPServer+" "+ti.MCPTool)
 		if len(ti.MCPArgs) > 0 && json.Valid(ti.MCPArgs) {
