@@ -23,6 +23,8 @@ const (
 	// TypeTurn: a person's prompt to an agent began a turn; the steps after
 	// it belong to it until the next turn.
 	TypeTurn = "turn"
+	// TypeToolResult: what came of a step's tool call (rewind.ToolResult).
+	TypeToolResult = "tool_result"
 	// TypeStashNamed: the blobs of removed files' stashes, which earlier
 	// checkpoints name by their stash (rewind/internal/index/named.go).
 	TypeStashNamed = "stash_named"

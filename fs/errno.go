@@ -46,7 +46,7 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 	case errors.Is(err, rewind.ErrConflict):
 		return syscall.EBUSY
 	case errors.Is(err, rewind.ErrNothingToUndo), errors.Is(err, rewind.ErrNothingToRedo), errors.Is(err, rewind.ErrNoTurn),
-		errors.Is(err, rewind.ErrNoSuchPath):
+		errors.Is(err, rewind.ErrNoSuchPath), errors.Is(err, rewind.ErrNoStepForResult):
 		return syscall.ENOENT
 	case errors.Is(err, rewind.ErrSkipped):
 		log.Warn("zerofs: state was not kept", "op", op, "path", path, "err", err)

@@ -48,6 +48,9 @@ type Block struct {
 	// Turn is the sequence of the turn the block belongs to (the last turn
 	// event before it), 0 before the first turn.
 	Turn Seq
+	// Result is what came of a step's tool call (its last tool_result),
+	// nil when none was recorded.
+	Result *rewind.ToolResult
 	// after is the block's last sequence at which something of its own
 	// happened (After).
 	after Seq
@@ -298,6 +301,13 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 			var p rewind.ThinnedPayload
 			json.Unmarshal(ev.Payload, &p)
 			blocks = append(blocks, &Block{Type: BlockPruned, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Thinned: &p})
+		case eventlog.TypeToolResult:
+			var r rewind.ToolResult
+			if json.Unmarshal(ev.Payload, &r) == nil {
+				if sb := stepBlock[r.Step]; sb != nil {
+					sb.Result = &r
+				}
+			}
 		case eventlog.TypeTurn:
 			var p turnPayload
 			json.Unmarshal(ev.Payload, &p)
@@ -328,7 +338,7 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 	// And its after-state is named by its last event that is its own.
 	quiet := map[Seq]bool{} // events that change no file: namings, turns, gcs
 	for _, ev := range evs {
-		if ev.Type == eventlog.TypeStashNamed || ev.Type == eventlog.TypeTurn || ev.Type == eventlog.TypeHistoryPruned || ev.Type == eventlog.TypeHistoryThinned {
+		if ev.Type == eventlog.TypeStashNamed || ev.Type == eventlog.TypeTurn || ev.Type == eventlog.TypeHistoryPruned || ev.Type == eventlog.TypeHistoryThinned || ev.Type == eventlog.TypeToolResult {
 			quiet[ev.Seq] = true
 		}
 	}

@@ -187,6 +187,12 @@ func parseWindsurf(c *Call, p *rawPayload) {
 	c.Event, c.Session = p.AgentActionName, p.TrajectoryID
 	ti := &p.ToolInfo
 	c.Cwd = ti.Cwd
+	if post, ok := strings.CutPrefix(p.AgentActionName, "post_"); ok && (post == "run_command" || post == "write_code") {
+		// What came of a command or a write: the same tool_info as
+		// before it, and nothing of how it went.
+		p.AgentActionName = "pre_" + post
+		defer func() { c.Event, c.Kind, c.Result = "post_"+post, KindResult, &Result{} }()
+	}
 	switch p.AgentActionName {
 	case "pre_user_prompt":
 		c.Kind, c.Prompt = KindPrompt, ti.UserPrompt
@@ -200,10 +206,6 @@ func parseWindsurf(c *Call, p *rawPayload) {
 			in["edits"] = ti.Edits
 		}
 		c.Input, _ = json.Marshal(in)
-	case "post_run_command":
-		c.Kind, c.Tool, c.Result = KindResult, "run_command", &Result{}
-	case "post_write_code":
-		c.Kind, c.Tool, c.Result = KindResult, "write_code", &Result{}
 	case "pre_mcp_tool_use":
 		c.Kind, c.Tool = KindTool, "mcp: "+strings.TrimSpace(ti.MCPServer+" "+ti.MCPTool)
 		if len(ti.MCPArgs) > 0 && json.Valid(ti.MCPArgs) {

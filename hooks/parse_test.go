@@ -85,8 +85,8 @@ func TestParseRealPayloads(t *testing.T) {
 		{"opencode-tool.execute.before-bash-fails.json", KindTool, "opencode", opencode2, "bash: ls missing.txt", ws, "call_547fe8fbe303"},
 		{"opencode-tool.execute.after-bash-fails.json", KindResult, "opencode", opencode2, "bash", ws, "call_547fe8fbe303"},
 		{"cursor-afterShellExecution.json", KindResult, "cursor", cursor, "Shell", ws, ""},
-		{"windsurf-post_run_command.json", KindResult, "windsurf", windsurf, "run_command", ws, ""},
-		{"windsurf-post_write_code.json", KindResult, "windsurf", windsurf, "write_code", "", ""},
+		{"windsurf-post_run_command.json", KindResult, "windsurf", windsurf, "run_command: echo rosetta-hook-probe", ws, ""},
+		{"windsurf-post_write_code.json", KindResult, "windsurf", windsurf, "write_code /work/app/docs/hooks/_ws_write_probe.txt", "", ""},
 	}
 	files, _ := filepath.Glob(filepath.Join("testdata", "payloads", "*.json"))
 	listed := map[string]bool{}

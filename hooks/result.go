@@ -1,9 +1,12 @@
 package hooks
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
+	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -157,4 +160,33 @@ func millis(f *float64) *int64 {
 	}
 	ms := int64(*f)
 	return &ms
+}
+
+// ResultsInstalled reports whether the configuration at path holds
+// zerofs's hook for each of a's ResultEvents (an install from before
+// zerofs recorded results has only the tool and prompt hooks).
+func ResultsInstalled(a Agent, path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	if a.kind == kindPlugin {
+		return bytes.Contains(b, []byte(`"tool.execute.after"`))
+	}
+	cfg, err := parseObject(b)
+	if err != nil {
+		return false
+	}
+	hooks, err := parseObject(cfg.get("hooks"))
+	if err != nil {
+		return false
+	}
+	for _, ev := range a.ResultEvents {
+		var entries []json.RawMessage
+		json.Unmarshal(hooks.get(ev), &entries)
+		if !slices.ContainsFunc(entries, func(e json.RawMessage) bool { return isOurs(a, e) }) {
+			return false
+		}
+	}
+	return true
 }

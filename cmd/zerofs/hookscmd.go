@@ -23,8 +23,9 @@ var hooksCmd = &command{
 	summary: "write an agent's hook configuration; check what reached the log",
 	help: `  hooks install AGENT   merge zerofs's hooks into the configuration of AGENT
                         (` + strings.Join(hooks.AgentNames(), ", ") + `):
-                        a hook before each tool call begins a step, and a
-                        hook at each prompt begins a turn. Installing again
+                        a hook before each tool call begins a step, one
+                        after it records its result, and a hook at each
+                        prompt begins a turn. Installing again
                         changes nothing; the agent's other settings and hooks
                         are kept. It prints each file it writes with a diff.
                         OpenCode gets a small plugin file instead.
@@ -33,10 +34,12 @@ var hooksCmd = &command{
                         current directory outside one
     --user              the user's configuration, for every project
     --dry-run           print what would change and write nothing
-    --no-prompt         record turns without the prompt's text
+    --no-prompt         record turns without the prompt's text and results
+                        without the error's first line
     --zerofs PATH       the zerofs the hooks run (default: this binary)
   hooks check           for each agent, where its hooks are installed and
-                        the last step and turn it recorded in this workspace
+                        the last step, result and turn it recorded in this
+                        workspace
 `,
 	run: runHooks,
 }
@@ -182,6 +185,8 @@ func runHooksCheck(e *env) error {
 			p := a.Path(o)
 			ok, err := hooks.Installed(a, p)
 			switch {
+			case ok && !hooks.ResultsInstalled(a, p):
+				where = append(where, fmt.Sprintf("%s (%s; without the after-tool hooks that record results: install again)", scope, p))
 			case ok:
 				where = append(where, fmt.Sprintf("%s (%s)", scope, p))
 			case err != nil && !errors.Is(err, os.ErrNotExist):
@@ -212,10 +217,16 @@ func runHooksCheck(e *env) error {
 func lastByAgent(e *env, ws *history.Workspace) (map[string]string, error) {
 	out := map[string]string{}
 	err := withHistory(e, func(_ *history.Workspace, src history.Source) error {
-		steps, turns := map[string]string{}, map[string]string{}
+		steps, turns, results := map[string]string{}, map[string]string{}, map[string]string{}
 		for ev, err := range src.Events() {
 			if err != nil {
 				return err
+			}
+			if ev.Type == eventlog.TypeToolResult {
+				if a, s := resultLine(ev); a != "" {
+					results[a] = s
+				}
+				continue
 			}
 			if ev.Type != eventlog.TypeToolCall && ev.Type != eventlog.TypeTurn {
 				continue
@@ -238,6 +249,9 @@ func lastByAgent(e *env, ws *history.Workspace) (map[string]string, error) {
 			parts := []string{}
 			if s := steps[a.Name]; s != "" {
 				parts = append(parts, s)
+			}
+			if r := results[a.Name]; r != "" {
+				parts = append(parts, r)
 			}
 			if t := turns[a.Name]; t != "" {
 				parts = append(parts, t)

@@ -1,0 +1,67 @@
+package rewind
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/zerofs/zerofs/eventlog"
+)
+
+// TestRecordResultFindsItsStep: a result names its step by its tool call
+// id, else (no id) by its agent session's newest step, else by the step
+// given; the engine finds it from what it saw, and after a reopen (it did
+// not see the step begin) from the log. A result that matches nothing, or
+// names a step above head, appends nothing.
+func TestRecordResultFindsItsStep(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	begin := func(label, id, session string) Seq {
+		t.Helper()
+		extra, _ := json.Marshal(map[string]string{"toolUseId": id, "agentSession": session})
+		ev, err := e.BeginStep(ctx, label, extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev.Seq
+	}
+	a := begin("Bash: make", "call_a", "s1")
+	b := begin("Edit x", "call_b", "s1")
+	c := begin("Shell: ls", "", "s2")
+	check := func(e *Engine, r ToolResult, want Seq) {
+		t.Helper()
+		head := e.Head()
+		got, ev, err := e.RecordResult(ctx, r)
+		if want == 0 {
+			if !errors.Is(err, ErrNoStepForResult) && !errors.Is(err, ErrNoSuchSeq) {
+				t.Errorf("%+v: got step %d, err %v; want no step", r, got.Step, err)
+			}
+			if e.Head() != head {
+				t.Errorf("%+v: a result that matched no step appended an event", r)
+			}
+			return
+		}
+		if err != nil || got.Step != want || ev.Type != eventlog.TypeToolResult {
+			t.Fatalf("%+v: got step %d (%s), err %v; want step %d", r, got.Step, ev.Type, err, want)
+		}
+		var p ToolResult
+		if json.Unmarshal(ev.Payload, &p) != nil || p.Step != want {
+			t.Errorf("the event's payload %s names another step than %d", ev.Payload, want)
+		}
+	}
+	for i := range 2 {
+		if i == 1 {
+			e = reopen(t, e, ws) // it did not see the steps begin
+		}
+		check(e, ToolResult{ToolUseID: "call_a", AgentSession: "s1", Status: "error"}, a)
+		check(e, ToolResult{ToolUseID: "call_b", AgentSession: "s1", Status: "ok"}, b)
+		check(e, ToolResult{AgentSession: "s2"}, c)    // Cursor, Windsurf: no tool call id
+		check(e, ToolResult{AgentSession: "s1"}, b)    // the session's newest step
+		check(e, ToolResult{Step: a, Status: "ok"}, a) // zerofs run knows its step
+		check(e, ToolResult{ToolUseID: "call_zz", AgentSession: "s1"}, 0)
+		check(e, ToolResult{AgentSession: "s9"}, 0)
+		check(e, ToolResult{}, 0)
+		check(e, ToolResult{Step: 1000}, 0)
+	}
+}
