@@ -44,9 +44,9 @@ type Entry struct {
 	// there is one.
 	Turn Seq `json:"turn,omitempty"`
 	// A turn's prompt (unless it was kept out), agent and agent session.
-	Prompt       string   `json:"prompt,omitempty"`
-	Agent        string   `json:"agent,omitempty"`
-	AgentSession string   `json:"agentSession,omitempty"`
+	Prompt       string `json:"prompt,omitempty"`
+	Agent        string `json:"agent,omitempty"`
+	AgentSession string `json:"agentSession,omitempty"`
 	// Result is what came of a step's tool call (its tool_result), when
 	// one was recorded.
 	Result  *rewind.ToolResult `json:"result,omitempty"`
