@@ -36,9 +36,12 @@ var allowed = map[string][]string{
 	"fs":                    {"control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	// replicate copies a store to S3 and restores from it: it stands on
 	// the engine (rewind) like history, below cmd, beside the front ends.
-	"replicate":  {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"timeline":   {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"cmd/zerofs": {"fs", "history", "timeline", "replicate", "hooks", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"replicate": {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"timeline":  {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	// bisect searches the history for the step that broke a command: it
+	// stands on history like the front ends, and serves the CLI and MCP.
+	"bisect":     {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"cmd/zerofs": {"fs", "history", "timeline", "bisect", "replicate", "hooks", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
 	"scripts/profmount": {"fs", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
@@ -67,6 +70,7 @@ var outside = map[string][]string{
 	"control":               append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),
 	"history":               append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
 	"timeline":              append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
+	"bisect":                append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
 }
 
 type pkg struct {
