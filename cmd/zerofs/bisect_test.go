@@ -1,0 +1,151 @@
+package main
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBisectGoModuleMounted is bisect's real case: a Go module on a
+// mounted workspace, 40 steps of edits through the mount, one of which
+// (step 23, which also adds a file of its own) breaks `go test`; the steps
+// after it add files of their own. `zerofs bisect -- go test ./...` names
+// that step with its label, its changes and the failing test's output, in
+// at most ceil(log2(41))+1 = 7 runs of go test, and leaves the workspace,
+// its head and its log as they were. With ZEROFS_BISECT_LINEAR=1 it also
+// times the other way: writing each of the 41 states out with `zerofs fork`
+// and running go test in each in turn.
+func TestBisectGoModuleMounted(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go is not installed")
+	}
+	ws := filepath.Join(t.TempDir(), "mod")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountT(t, ws)
+	writeFile(t, filepath.Join(ws, "go.mod"), "module example.com/calc\n\ngo 1.22\n")
+	writeFile(t, filepath.Join(ws, "calc.go"), "package calc\n\n// Add adds.\nfunc Add(a, b int) int { return a + b }\n")
+	writeFile(t, filepath.Join(ws, "calc_test.go"), "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif got := Add(2, 3); got != 5 {\n\t\tt.Fatalf(\"Add(2, 3) = %d, want 5\", got)\n\t}\n}\n")
+	const n, k = 40, 23
+	for i := 1; i <= n; i++ {
+		binOK(t, ws, "step", fmt.Sprintf("Edit f%d.go", i))
+		writeFile(t, filepath.Join(ws, fmt.Sprintf("f%d.go", i)), fmt.Sprintf("package calc\n\n// F%d is %d.\nfunc F%d() int { return %d }\n", i, i, i, i))
+		if i == k {
+			writeFile(t, filepath.Join(ws, "calc.go"), "package calc\n\n// Add adds.\nfunc Add(a, b int) int { return a - b }\n")
+		}
+	}
+	before, head, log := treeSum(t, ws), binOK(t, ws, "status"), readCtl(t, ws, "log")
+
+	env := append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-count=1")
+	cmd := exec.Command(binary, "bisect", "--", gobin, "test", "./...")
+	cmd.Dir, cmd.Env = ws, env
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("bisect: %v\n%s", err, out)
+	}
+	t.Logf("zerofs bisect -- go test ./... (%d steps): %v\n%s", n, took.Round(time.Millisecond), out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	last := lines[len(lines)-1]
+	m := regexp.MustCompile(`^first bad step (\d+) "Edit f23.go"$`).FindStringSubmatch(last)
+	if m == nil {
+		t.Fatalf("last line %q, want first bad step SEQ \"Edit f23.go\"", last)
+	}
+	probes := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, "state ") {
+			probes++
+		}
+	}
+	if probes == 0 || probes > 7 {
+		t.Errorf("%d runs of go test, want at most 7", probes)
+	}
+	for _, want := range []string{"modified  calc.go", "added     f23.go", "Add(2, 3) = -1, want 5", "zerofs revert " + m[1]} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	if treeSum(t, ws) != before || binOK(t, ws, "status") != head || readCtl(t, ws, "log") != log {
+		t.Error("bisect changed the workspace, its head or its log")
+	}
+
+	if os.Getenv("ZEROFS_BISECT_LINEAR") == "" {
+		return
+	}
+	// The other way: each state written out and tested in turn, oldest
+	// first, until go test fails.
+	steps := regexp.MustCompile(`(?m)^step\s+(\d+)\s.*Edit f`).FindAllStringSubmatch(binOK(t, ws, "log"), -1)
+	// The states before each step and now, newest first (as the log).
+	h, _ := strconv.Atoi(strings.TrimSpace(readCtl(t, ws, "head")))
+	seqs := []int{h}
+	for _, s := range steps {
+		v, _ := strconv.Atoi(s[1])
+		seqs = append(seqs, v-1)
+	}
+	start = time.Now()
+	tested := 0
+	for i := len(seqs) - 1; i >= 0; i-- {
+		dir := filepath.Join(t.TempDir(), "state")
+		binOK(t, ws, "fork", strconv.Itoa(seqs[i]), dir)
+		c := exec.Command(gobin, "test", "./...")
+		c.Dir, c.Env = dir, env
+		tested++
+		if c.Run() != nil {
+			break
+		}
+	}
+	t.Logf("fork and go test each state in turn: %d states until the first failure, %v (bisect: %v)", tested, time.Since(start).Round(time.Millisecond), took.Round(time.Millisecond))
+}
+
+// treeSum sums every path, mode and content under dir (the control
+// directory and views left out).
+func treeSum(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == ".zero" {
+			return filepath.SkipDir
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %v %d\n", rel, fi.Mode(), fi.ModTime().UnixNano())
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h.Write(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+func readCtl(t *testing.T, ws, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(ws, ".zero", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
