@@ -13,6 +13,7 @@ import (
 
 	"github.com/zerofs/zerofs/bisect"
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -33,7 +34,7 @@ func build(t *testing.T, n, k int) string {
 	root, err := os.Open(ws)
 	must(t, err)
 	defer root.Close()
-	e, err := rewind.Open(ctx, root, rewind.Options{StoreDir: filepath.Join(ws, rewind.StoreName)})
+	e, err := rewind.Open(ctx, root, rewind.Options{StoreDir: filepath.Join(ws, record.StoreName)})
 	must(t, err)
 	change := func(paths ...string) func() {
 		var cs []rewind.Change
@@ -105,7 +106,7 @@ func snapshot(t *testing.T, ws string) string {
 			return err
 		}
 		rel, _ := filepath.Rel(ws, p)
-		if strings.HasPrefix(rel, rewind.StoreName+"/") && rel != filepath.Join(rewind.StoreName, "events.jsonl") {
+		if strings.HasPrefix(rel, record.StoreName+"/") && rel != filepath.Join(record.StoreName, "events.jsonl") {
 			return nil // the store's other files (locks, index snapshots) may change as it opens
 		}
 		fi, err := d.Info()
@@ -209,7 +210,7 @@ done > "$1/$ZEROFS_BISECT_STATE"
 `
 
 // listAt is the listing dumpScript writes, of the state at t.
-func listAt(t *testing.T, src history.Source, at history.Seq) string {
+func listAt(t *testing.T, src history.Source, at record.Seq) string {
 	t.Helper()
 	var lines []string
 	var walk func(dir string)
@@ -224,10 +225,10 @@ func listAt(t *testing.T, src history.Source, at history.Seq) string {
 			n, err := src.Stat(p, at)
 			must(t, err)
 			switch n.Kind {
-			case rewind.KindDir:
+			case record.KindDir:
 				lines = append(lines, "d "+p)
 				walk(p)
-			case rewind.KindSymlink:
+			case record.KindSymlink:
 				lines = append(lines, "l "+p)
 			default:
 				b, err := src.Content(p, at)

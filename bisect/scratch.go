@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/zerofs/zerofs/history"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // scratch is the directory the probes run in: a fork of one state of the
@@ -104,7 +104,7 @@ func depthKey(p string) string {
 // whole); with deep, everything beneath is written too.
 func (s *scratch) sync(p string, t Seq, deep bool) error {
 	n, err := s.src.Stat(p, t)
-	if err != nil && !errors.Is(err, rewind.ErrNoSuchPath) && !errors.Is(err, fs.ErrNotExist) {
+	if err != nil && !errors.Is(err, record.ErrNoSuchPath) && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	local := s.local(p)
@@ -119,7 +119,7 @@ func (s *scratch) sync(p string, t Seq, deep bool) error {
 	if n.Skipped {
 		return nil // its before-state was not kept: leave what is there
 	}
-	if lerr == nil && (n.Kind != rewind.KindDir || !fi.IsDir()) {
+	if lerr == nil && (n.Kind != record.KindDir || !fi.IsDir()) {
 		if err := os.RemoveAll(local); err != nil {
 			return err
 		}
@@ -134,9 +134,9 @@ func (s *scratch) sync(p string, t Seq, deep bool) error {
 	}
 	s.rewritten++
 	switch n.Kind {
-	case rewind.KindSymlink:
+	case record.KindSymlink:
 		return os.Symlink(n.Target, local)
-	case rewind.KindFile:
+	case record.KindFile:
 		b, err := s.src.Content(p, t)
 		if err != nil {
 			return err
@@ -145,7 +145,7 @@ func (s *scratch) sync(p string, t Seq, deep bool) error {
 			return err
 		}
 		return os.Chmod(local, fs.FileMode(n.Mode&0o777))
-	case rewind.KindDir:
+	case record.KindDir:
 		created := lerr != nil
 		if created {
 			if err := os.Mkdir(local, 0o700); err != nil {
@@ -172,7 +172,7 @@ func (s *scratch) sync(p string, t Seq, deep bool) error {
 			return err
 		}
 		for _, e := range ents {
-			if p == "" && e.Name() == rewind.StoreName {
+			if p == "" && e.Name() == record.StoreName {
 				continue // the fork's own store
 			}
 			if !want[e.Name()] {

@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/history"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Seq is an event sequence.
-type Seq = history.Seq
+type Seq = record.Seq
 
 // A Candidate is a step (or a turn) that may be the first bad one: the
 // changes between the states Before and After.
@@ -28,7 +27,7 @@ type Candidate struct {
 	Before Seq `json:"before"`
 	After  Seq `json:"after"`
 	// Result is the step's recorded result, when it has one.
-	Result *rewind.ToolResult `json:"result,omitempty"`
+	Result *record.ToolResultPayload `json:"result,omitempty"`
 	// block is the step's block (nil for a turn).
 	block *history.Block
 }
@@ -81,10 +80,10 @@ func makePlan(src history.Source, turns bool, good, bad Seq, argv []string) (*pl
 		if err != nil {
 			return nil, err
 		}
-		if ev.Type != eventlog.TypeCheckpoint {
+		if ev.Type != record.TypeCheckpoint {
 			continue
 		}
-		var cp rewind.Checkpoint
+		var cp record.Checkpoint
 		if json.Unmarshal(ev.Payload, &cp) != nil {
 			continue
 		}
@@ -105,9 +104,9 @@ func makePlan(src history.Source, turns bool, good, bad Seq, argv []string) (*pl
 	}
 	switch {
 	case bad > head:
-		return nil, fmt.Errorf("%w: --bad %d is above head %d", rewind.ErrNoSuchSeq, bad, head)
+		return nil, fmt.Errorf("%w: --bad %d is above head %d", record.ErrNoSuchSeq, bad, head)
 	case good < pruned:
-		return nil, fmt.Errorf("%w: --good %d is below the history kept (it begins at %d)", rewind.ErrNoSuchSeq, good, pruned)
+		return nil, fmt.Errorf("%w: --good %d is below the history kept (it begins at %d)", record.ErrNoSuchSeq, good, pruned)
 	case good >= bad:
 		return nil, fmt.Errorf("bisect: the good state %d is not older than the bad state %d", good, bad)
 	}
@@ -149,9 +148,14 @@ func makePlan(src history.Source, turns bool, good, bad Seq, argv []string) (*pl
 		}
 	}
 	if last := p.states[len(p.states)-1]; last != bad {
-		// Changes after the last candidate (none, or outside every block).
-		p.states = append(p.states, bad)
-		p.cands = append(p.cands, Candidate{Seq: last + 1, Kind: "step", Label: "(no step)", Before: last, After: bad})
+		if p.changed(last, bad) || len(p.cands) == 0 {
+			// Changes after the last candidate, outside every block.
+			p.states = append(p.states, bad)
+			p.cands = append(p.cands, Candidate{Seq: last + 1, Kind: "step", Label: "(no step)", Before: last, After: bad})
+		} else {
+			// Nothing changed since: the bad state is the last one's.
+			p.states[len(p.states)-1] = bad
+		}
 	}
 	// The newest step that ran the same command and whose result was ok.
 	cmd := strings.Join(argv, " ")

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // An Entry is one element of `zerofs log --json`: a block with its
@@ -16,41 +16,41 @@ type Entry struct {
 	Type string `json:"type"`
 	// Sequence is the block's event: the tool_call, session_rewind or
 	// history_pruned (an implicit step's first checkpoint).
-	Sequence Seq `json:"sequence"`
+	Sequence record.Seq `json:"sequence"`
 	// Start..End are the sequences that belong to the block: `zerofs diff
 	// Start-1 End` shows what it did, `zerofs rewind Start-1` undoes it.
-	Start    Seq       `json:"start"`
-	End      Seq       `json:"end"`
-	Time     time.Time `json:"time"`
-	Label    string    `json:"label,omitempty"`
-	Implicit bool      `json:"implicit,omitempty"`
+	Start    record.Seq `json:"start"`
+	End      record.Seq `json:"end"`
+	Time     time.Time  `json:"time"`
+	Label    string     `json:"label,omitempty"`
+	Implicit bool       `json:"implicit,omitempty"`
 	// Person marks a person's change (SPEC, Whose change it is): made by a
 	// process outside every agent's process tree while agent sessions were
 	// known. It is an implicit step of its own, never part of an agent's.
 	Person  bool                  `json:"person,omitempty"`
 	Payload json.RawMessage       `json:"payload,omitempty"`
-	Rewind  *rewind.RewindPayload `json:"rewind,omitempty"`
+	Rewind  *record.RewindPayload `json:"rewind,omitempty"`
 	// Title says what a rewind was: `revert of step 15 "Bash: rm -rf
 	// docs"`, `restore README.md to 0`, `undo of step 27 "Edit"`.
-	Title        string `json:"title,omitempty"`
-	PrunedBefore *Seq   `json:"prunedBefore,omitempty"`
+	Title        string      `json:"title,omitempty"`
+	PrunedBefore *record.Seq `json:"prunedBefore,omitempty"`
 	// Thinned is a gc's thin: exactly the intervals of states it gave up.
-	Thinned *rewind.ThinnedPayload `json:"thinned,omitempty"`
+	Thinned *record.ThinnedPayload `json:"thinned,omitempty"`
 	// StatesThinned marks a block whose state before or after it a thin
 	// gave up: it stays listed with the paths it captured, but @T for
 	// those sequences no longer exists and its changes are "unknown".
 	StatesThinned bool `json:"statesThinned,omitempty"`
 	// Turn is the turn a step or rewind belongs to (its sequence), when
 	// there is one.
-	Turn Seq `json:"turn,omitempty"`
+	Turn record.Seq `json:"turn,omitempty"`
 	// A turn's prompt (unless it was kept out), agent and agent session.
 	Prompt       string `json:"prompt,omitempty"`
 	Agent        string `json:"agent,omitempty"`
 	AgentSession string `json:"agentSession,omitempty"`
 	// Result is what came of a step's tool call (its tool_result), when
 	// one was recorded.
-	Result  *rewind.ToolResult `json:"result,omitempty"`
-	Changes []Change           `json:"changes"`
+	Result  *record.ToolResultPayload `json:"result,omitempty"`
+	Changes []Change                  `json:"changes"`
 }
 
 // EntryTurn is the type of a turn's entry.
@@ -100,7 +100,7 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 	ti := len(turns) - 1
 	// addTurns adds the turns after seq (newest first), unless only the
 	// entries for some paths are asked for.
-	addTurns := func(seq Seq) {
+	addTurns := func(seq record.Seq) {
 		for ; ti >= 0 && turns[ti].Seq > seq; ti-- {
 			if len(opts.Paths) > 0 || (opts.Limit > 0 && len(entries) >= opts.Limit) {
 				continue
@@ -121,7 +121,7 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 		if b.Forgotten(pruned) {
 			continue // the gc's entry stands for it
 		}
-		if opts.Failed && (b.Result == nil || !b.Result.Failed()) {
+		if opts.Failed && (b.Result == nil || b.Result.Status != "error") {
 			continue
 		}
 		ent := Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End, Time: b.Time,
@@ -140,7 +140,9 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 				continue
 			}
 		}
-		all := opts.All || opts.Failed
+		// A step whose tool call failed is shown even when it changed
+		// nothing: a failed test run says something.
+		all := opts.All || opts.Failed || (b.Result != nil && b.Result.Status == "error")
 		if b.Type == BlockStep && !all && len(b.Files) == 0 {
 			continue // changed nothing
 		}
@@ -189,7 +191,7 @@ func touches(b *Block, paths []string) bool {
 func filterChanges(cs []Change, paths []string) []Change {
 	var out []Change
 	for _, c := range cs {
-		if Under(c.Path, paths) || (c.From != "" && Under(c.From, paths)) || (c.Change == ChangeRenamed && c.Kind == string(rewind.KindDir) && beneath(paths, c.Path, c.From)) {
+		if Under(c.Path, paths) || (c.From != "" && Under(c.From, paths)) || (c.Change == ChangeRenamed && c.Kind == string(record.KindDir) && beneath(paths, c.Path, c.From)) {
 			out = append(out, c)
 		}
 	}
@@ -209,12 +211,12 @@ func Under(p string, roots []string) bool {
 
 // StatesThinned reports whether a thin (thinned: Source.Thinned) gave up
 // the state before or after the step or rewind b.
-func (b *Block) StatesThinned(thinned []rewind.ThinInterval) bool {
+func (b *Block) StatesThinned(thinned []record.ThinInterval) bool {
 	return b.Type != BlockPruned && (inThinned(thinned, b.Before()) || inThinned(thinned, b.End))
 }
 
 // inThinned reports whether the state t is strictly inside one of ivs.
-func inThinned(ivs []rewind.ThinInterval, t Seq) bool {
+func inThinned(ivs []record.ThinInterval, t record.Seq) bool {
 	for _, iv := range ivs {
 		if iv.After < t && t < iv.Before {
 			return true
@@ -228,7 +230,7 @@ func inThinned(ivs []rewind.ThinInterval, t Seq) bool {
 // before it nor the one after it exists. The log leaves it out, as the
 // gc's own entry ("pruned history before N") stands for it; its captured
 // paths (an editor's temporary files among them) say nothing any more.
-func (b *Block) Forgotten(prunedBefore Seq) bool {
+func (b *Block) Forgotten(prunedBefore record.Seq) bool {
 	return b.Type != BlockPruned && b.End < prunedBefore
 }
 

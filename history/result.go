@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
-func (m *mountSource) RecordResult(ctx context.Context, r rewind.ToolResult) (control.ResultReport, error) {
+func (m *mountSource) RecordResult(ctx context.Context, r record.ToolResultPayload) (control.ResultReport, error) {
 	req, err := control.FormatResult(r)
 	if err != nil {
 		return control.ResultReport{}, err
@@ -39,7 +40,7 @@ func (m *mountSource) RecordResult(ctx context.Context, r rewind.ToolResult) (co
 	return rep, nil
 }
 
-func (h *engineSource) RecordResult(ctx context.Context, r rewind.ToolResult) (control.ResultReport, error) {
+func (h *engineSource) RecordResult(ctx context.Context, r record.ToolResultPayload) (control.ResultReport, error) {
 	r, ev, err := h.eng.RecordResult(ctx, r)
 	if err != nil {
 		return control.ResultReport{}, err
@@ -51,7 +52,7 @@ func (h *engineSource) RecordResult(ctx context.Context, r rewind.ToolResult) (c
 // it: status "failed", "ok", or "" (the agent did not say; nil r: no result
 // recorded), and detail "exit 2, 1.2 s" (what is known of the exit code
 // and the duration).
-func ResultWords(r *rewind.ToolResult) (status, detail string) {
+func ResultWords(r *record.ToolResultPayload) (status, detail string) {
 	if r == nil {
 		return "", ""
 	}

@@ -7,26 +7,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
-
-// ToolResult is the payload of a tool_result event (SPEC, Events): what came
-// of a step's tool call, from an agent's after-tool hook or `zerofs run`.
-// Fields the source does not know are left out. It never holds the tool's
-// output beyond Summary.
-type ToolResult struct {
-	Step         eventlog.Seq `json:"step"`
-	Status       string       `json:"status,omitempty"` // "ok" or "error"
-	ExitCode     *int         `json:"exitCode,omitempty"`
-	DurationMs   *int64       `json:"durationMs,omitempty"`
-	Summary      string       `json:"summary,omitempty"`
-	Agent        string       `json:"agent,omitempty"`
-	AgentSession string       `json:"agentSession,omitempty"`
-	ToolUseID    string       `json:"toolUseId,omitempty"`
-}
-
-// Failed reports whether the result says the tool call failed.
-func (r ToolResult) Failed() bool { return r.Status == "error" }
 
 // ErrNoStepForResult: a result whose tool call id and agent session match no
 // step (its before-hook recorded nothing, or too long ago).
@@ -37,9 +19,9 @@ var ErrNoStepForResult = errors.New("rewind: no step matches the result")
 // hook finds its step without reading the log.
 type resultIndex struct {
 	mu        sync.Mutex // guards byCall, calls, bySession
-	byCall    map[string]eventlog.Seq
+	byCall    map[string]record.Seq
 	calls     []string // byCall's keys, oldest first, to bound it
-	bySession map[string]eventlog.Seq
+	bySession map[string]record.Seq
 }
 
 // maxRemembered bounds the tool call ids and sessions a resultIndex keeps.
@@ -50,7 +32,7 @@ const maxRemembered = 4096
 const resultScan = 1 << 16
 
 // note remembers the step at seq, begun with payload.
-func (x *resultIndex) note(payload map[string]any, seq eventlog.Seq) {
+func (x *resultIndex) note(payload map[string]any, seq record.Seq) {
 	call, _ := payload["toolUseId"].(string)
 	session, _ := payload["agentSession"].(string)
 	if call == "" && session == "" {
@@ -59,7 +41,7 @@ func (x *resultIndex) note(payload map[string]any, seq eventlog.Seq) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.byCall == nil {
-		x.byCall, x.bySession = map[string]eventlog.Seq{}, map[string]eventlog.Seq{}
+		x.byCall, x.bySession = map[string]record.Seq{}, map[string]record.Seq{}
 	}
 	if call != "" {
 		if _, ok := x.byCall[call]; !ok {
@@ -81,7 +63,7 @@ func (x *resultIndex) note(payload map[string]any, seq eventlog.Seq) {
 
 // lookup is the step r belongs to, from what the engine saw: its tool call
 // id's step, else its session's newest step.
-func (x *resultIndex) lookup(r ToolResult) (eventlog.Seq, bool) {
+func (x *resultIndex) lookup(r record.ToolResultPayload) (record.Seq, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if s, ok := x.byCall[r.ToolUseID]; ok && r.ToolUseID != "" {
@@ -100,29 +82,29 @@ func (x *resultIndex) lookup(r ToolResult) (eventlog.Seq, bool) {
 // nothing. It returns the result as recorded (its Step set) and its event,
 // which is durable when RecordResult returns with Options.Sync, and within
 // the flusher's window without it.
-func (e *Engine) RecordResult(ctx context.Context, r ToolResult) (ToolResult, eventlog.Event, error) {
+func (e *Engine) RecordResult(ctx context.Context, r record.ToolResultPayload) (record.ToolResultPayload, record.Event, error) {
 	e.wsMu.RLock()
 	defer e.wsMu.RUnlock()
 	head := e.log.Head()
 	switch {
 	case r.Step > head:
-		return r, eventlog.Event{}, fmt.Errorf("%w: step %d is above head %d", ErrNoSuchSeq, r.Step, head)
+		return r, record.Event{}, fmt.Errorf("%w: step %d is above head %d", record.ErrNoSuchSeq, r.Step, head)
 	case r.Step == 0 && r.ToolUseID == "" && r.AgentSession == "":
-		return r, eventlog.Event{}, fmt.Errorf("%w: it names no step, tool call or session", ErrNoStepForResult)
+		return r, record.Event{}, fmt.Errorf("%w: it names no step, tool call or session", ErrNoStepForResult)
 	case r.Step == 0:
 		s, ok := e.results.lookup(r)
 		if !ok {
 			var err error
 			if s, ok, err = e.scanForStep(r, head); err != nil {
-				return r, eventlog.Event{}, err
+				return r, record.Event{}, err
 			}
 		}
 		if !ok {
-			return r, eventlog.Event{}, fmt.Errorf("%w (tool call %q, session %q)", ErrNoStepForResult, r.ToolUseID, r.AgentSession)
+			return r, record.Event{}, fmt.Errorf("%w (tool call %q, session %q)", ErrNoStepForResult, r.ToolUseID, r.AgentSession)
 		}
 		r.Step = s
 	}
-	ev, err := e.log.Append(ctx, eventlog.TypeToolResult, r)
+	ev, err := e.log.Append(ctx, record.TypeToolResult, r)
 	if err != nil {
 		return r, ev, err
 	}
@@ -136,17 +118,17 @@ func (e *Engine) RecordResult(ctx context.Context, r ToolResult) (ToolResult, ev
 // scanForStep looks for r's step in the last resultScan events of the log:
 // the tool_call that carries r's tool call id, else (when r has none) the
 // newest of r's session.
-func (e *Engine) scanForStep(r ToolResult, head eventlog.Seq) (eventlog.Seq, bool, error) {
-	from := eventlog.Seq(1)
+func (e *Engine) scanForStep(r record.ToolResultPayload, head record.Seq) (record.Seq, bool, error) {
+	from := record.Seq(1)
 	if head > resultScan {
 		from = head - resultScan
 	}
-	var found eventlog.Seq
+	var found record.Seq
 	for ev, err := range e.log.Events(from) {
 		if err != nil {
 			return 0, false, err
 		}
-		if ev.Type != eventlog.TypeToolCall || ev.Seq > head {
+		if ev.Type != record.TypeToolCall || ev.Seq > head {
 			continue
 		}
 		var p struct {

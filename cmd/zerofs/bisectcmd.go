@@ -13,6 +13,7 @@ import (
 	"github.com/zerofs/zerofs/bisect"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 )
 
 var bisectCmd = &command{
@@ -118,7 +119,7 @@ func bisectPrint(e *env, src history.Source, opts bisect.Options) error {
 			fmt.Fprint(e.stderr, "\r\x1b[K")
 		}
 	}
-	opts.Probing = func(state history.Seq, _ *bisect.Candidate, n, left int) {
+	opts.Probing = func(state record.Seq, _ *bisect.Candidate, n, left int) {
 		if progress {
 			fmt.Fprintf(e.stderr, "\r\x1b[Kbisect: running %s at state %d (probe %d, at most %d more)…", cmdline, state, n+1, left)
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 var revertCmd = &command{
@@ -51,8 +51,8 @@ reflinked).
 // applyWith runs req on src: one request, whose result names the changes
 // made outside the agent's steps that it overwrote: they are named on
 // stderr (a dry run's preview lists those it would overwrite). A refused revert returns its report (with the
-// conflicts) and a *rewind.ConflictError.
-func applyWith(e *env, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
+// conflicts) and a *record.ConflictError.
+func applyWith(e *env, src history.Source, req record.Request) (control.RewindReport, error) {
 	ctx := e.ctx
 	var p *progress
 	if !req.DryRun {
@@ -82,7 +82,7 @@ func applyWith(e *env, src history.Source, req control.RewindRequest) (control.R
 }
 
 // rewindVerb names what req does, for its progress line.
-func rewindVerb(req control.RewindRequest) string {
+func rewindVerb(req record.Request) string {
 	switch {
 	case req.Undo:
 		return "undo"
@@ -99,7 +99,7 @@ func rewindVerb(req control.RewindRequest) string {
 var errUnchanged = errors.New("nothing to change")
 
 // unchangedWhat names what a rewind that changes nothing found as it would be.
-func unchangedWhat(req control.RewindRequest) string {
+func unchangedWhat(req record.Request) string {
 	switch {
 	case len(req.Paths) > 0:
 		return quote.Names(req.Paths, ", ") + (map[bool]string{true: " is", false: " are"})[len(req.Paths) == 1]
@@ -111,7 +111,7 @@ func unchangedWhat(req control.RewindRequest) string {
 
 // writeForeign names, one line each, the paths whose present state was made
 // outside the agent's steps (skipping those already named).
-func writeForeign(w io.Writer, fs []rewind.Foreign, verb string, seen map[string]bool) {
+func writeForeign(w io.Writer, fs []record.Foreign, verb string, seen map[string]bool) {
 	for _, line := range foreignWarnings(fs, verb, seen) {
 		fmt.Fprintf(w, "zerofs: warning: %s\n", line)
 	}
@@ -125,11 +125,11 @@ func writePreview(w io.Writer, what string, rep control.RewindReport) error {
 	fmt.Fprintf(w, "would %s: restore %d, delete %d, skip %d\n", what, r.Restored, r.Deleted, len(r.Skipped))
 	for _, c := range rep.Preview {
 		p := quote.Name(c.Path)
-		if c.Kind == rewind.KindDir {
+		if c.Kind == record.KindDir {
 			p += "/"
 		}
 		line := fmt.Sprintf("  %-8s %s", c.Action, p)
-		if c.Kind == rewind.KindSymlink {
+		if c.Kind == record.KindSymlink {
 			line += " (symlink)"
 		}
 		if c.Lines != nil && (c.Lines.Added > 0 || c.Lines.Removed > 0) {
@@ -182,11 +182,11 @@ func runRevert(e *env, c *command, args []string) error {
 			s = b.Seq
 		}
 		label := stepLabel(src, s)
-		rep, err := applyWith(e, src, control.RewindRequest{Revert: s, Force: *force, DryRun: *dry})
+		rep, err := applyWith(e, src, record.Request{Revert: s, Force: *force, DryRun: *dry})
 		if errors.Is(err, errUnchanged) {
 			return nil
 		}
-		var ce *rewind.ConflictError
+		var ce *record.ConflictError
 		if errors.As(err, &ce) {
 			if *dry {
 				writePreview(e.stdout, "revert "+label, rep)
@@ -213,7 +213,7 @@ func runRevert(e *env, c *command, args []string) error {
 }
 
 // stepLabel names the block holding s: `step 4 "Edit main.go"`.
-func stepLabel(src history.Source, s Seq) string {
+func stepLabel(src history.Source, s record.Seq) string {
 	blocks, _, err := history.Blocks(src)
 	if err == nil {
 		for i := len(blocks) - 1; i >= 0; i-- {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/zerofs/zerofs/bisect"
 	"github.com/zerofs/zerofs/history"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 type (
@@ -80,7 +80,7 @@ func (t *mcpTools) bisect(ctx context.Context, _ *mcp.CallToolRequest, a mcpBise
 	}
 	cmdline := strings.Join(a.Command, " ")
 	err := t.with(ctx, func(ws *history.Workspace, src history.Source) error {
-		rep, err := bisect.Run(ctx, src, bisect.Options{Argv: a.Command, Turns: a.Turns, Good: history.Seq(a.Good), Bad: history.Seq(a.Bad), Timeout: timeout})
+		rep, err := bisect.Run(ctx, src, bisect.Options{Argv: a.Command, Turns: a.Turns, Good: record.Seq(a.Good), Bad: record.Seq(a.Bad), Timeout: timeout})
 		var se *bisect.SearchError
 		switch {
 		case errors.As(err, &se) && errors.Is(err, bisect.ErrNotBad):
@@ -104,8 +104,8 @@ func (t *mcpTools) bisect(ctx context.Context, _ *mcp.CallToolRequest, a mcpBise
 			pruned, _ := src.PrunedBefore()
 			if cs, err := history.Changes(src, b, pruned); err == nil {
 				for _, c := range cs {
-					out.FirstBad.Changes = append(out.FirstBad.Changes, mcpChange{Path: rewind.Readable(c.Path), PathBytes: rewind.ExactBytes(c.Path),
-						Change: c.Change, From: rewind.Readable(c.From), FromBytes: rewind.ExactBytes(c.From)})
+					out.FirstBad.Changes = append(out.FirstBad.Changes, mcpChange{Path: record.Readable(c.Path), PathBytes: record.ExactBytes(c.Path),
+						Change: c.Change, From: record.Readable(c.From), FromBytes: record.ExactBytes(c.From)})
 				}
 			}
 		}
@@ -134,7 +134,7 @@ func (t *mcpTools) bisect(ctx context.Context, _ *mcp.CallToolRequest, a mcpBise
 }
 
 // mcpResultOf is a step's result as the MCP tools return it.
-func mcpResultOf(r *rewind.ToolResult) *mcpToolResult {
+func mcpResultOf(r *record.ToolResultPayload) *mcpToolResult {
 	if r == nil {
 		return nil
 	}

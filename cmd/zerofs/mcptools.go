@@ -19,7 +19,7 @@ import (
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // mcpTools are the MCP server's tools, on the workspace around dir. Each
@@ -269,11 +269,11 @@ func (t *mcpTools) status(ctx context.Context, _ *mcp.CallToolRequest, _ mcpNoAr
 		}
 		return nil, mcpStatusOut{}, mcpError(err)
 	}
-	out := mcpStatusOut{Workspace: rewind.Readable(st.Workspace.Root), WorkspaceBytes: rewind.ExactBytes(st.Workspace.Root), Mounted: st.Workspace.Mounted, Recording: st.Workspace.Mounted,
+	out := mcpStatusOut{Workspace: record.Readable(st.Workspace.Root), WorkspaceBytes: record.ExactBytes(st.Workspace.Root), Mounted: st.Workspace.Mounted, Recording: st.Workspace.Mounted,
 		Head: uint64(st.Head), Steps: st.Steps, PrunedBefore: uint64(st.Pruned), StoreBytes: st.StoreBytes}
 	if st.Workspace.Mounted {
 		mp := st.Workspace.Status.Mountpoint
-		out.Mountpoint, out.MountpointBytes = rewind.Readable(mp), rewind.ExactBytes(mp)
+		out.Mountpoint, out.MountpointBytes = record.Readable(mp), record.ExactBytes(mp)
 	} else {
 		w := "not mounted: changes made now are not recorded, and undo cannot take them back (zerofs mount " + quote.Name(st.Workspace.Root) + ")"
 		if st.DaemonElsewhere > 0 {
@@ -357,8 +357,8 @@ func compactEntry(e history.Entry, details bool) mcpEntry {
 		m.Target, m.Restored, m.Deleted = uint64(r.TargetSequence), r.Report.Restored, r.Report.Deleted
 	}
 	for _, c := range e.Changes {
-		mc := mcpChange{Path: rewind.Readable(c.Path), PathBytes: rewind.ExactBytes(c.Path), Change: c.Change,
-			From: rewind.Readable(c.From), FromBytes: rewind.ExactBytes(c.From)}
+		mc := mcpChange{Path: record.Readable(c.Path), PathBytes: record.ExactBytes(c.Path), Change: c.Change,
+			From: record.Readable(c.From), FromBytes: record.ExactBytes(c.From)}
 		if details {
 			mc.Blob = c.Blob
 		}
@@ -437,16 +437,16 @@ func (t *mcpTools) show(ctx context.Context, _ *mcp.CallToolRequest, a mcpShowAr
 	if err != nil {
 		return nil, mcpShowOut{}, err
 	}
-	out := mcpShowOut{Seq: a.Seq, Path: rewind.Readable(p), PathBytes: rewind.ExactBytes(p)}
+	out := mcpShowOut{Seq: a.Seq, Path: record.Readable(p), PathBytes: record.ExactBytes(p)}
 	if p != "" {
-		if err := rewind.CleanPath(p); err != nil {
+		if err := record.CleanPath(p); err != nil {
 			return nil, out, fmt.Errorf("path %s is not a workspace path: give it relative to the workspace root, without . or .. (%v)", quote.Name(p), err)
 		}
 	}
 	var entries []string // exact names
 	var target string
 	err = t.with(ctx, func(ws *history.Workspace, src history.Source) error {
-		seq := history.Seq(a.Seq)
+		seq := record.Seq(a.Seq)
 		n, err := src.Stat(p, seq)
 		if err != nil {
 			return mcpError(history.ExplainSeq(src, seq, err))
@@ -456,13 +456,13 @@ func (t *mcpTools) show(ctx context.Context, _ *mcp.CallToolRequest, a mcpShowAr
 		}
 		out.Exists, out.Kind, out.Bytes = true, string(n.Kind), n.Bytes
 		switch n.Kind {
-		case rewind.KindDir:
+		case record.KindDir:
 			entries, err = src.List(p, seq)
-			out.Entries, out.EntriesBytes = rewind.ReadableAll(entries), rewind.ExactBytesAll(entries)
+			out.Entries, out.EntriesBytes = record.ReadableAll(entries), record.ExactBytesAll(entries)
 			return mcpError(err)
-		case rewind.KindSymlink:
+		case record.KindSymlink:
 			target = n.Target
-			out.Target, out.TargetBytes = rewind.Readable(target), rewind.ExactBytes(target)
+			out.Target, out.TargetBytes = record.Readable(target), record.ExactBytes(target)
 			return nil
 		}
 		b, err := src.Content(p, seq)
@@ -484,9 +484,9 @@ func (t *mcpTools) show(ctx context.Context, _ *mcp.CallToolRequest, a mcpShowAr
 	}
 	msg := out.Content
 	switch {
-	case out.Kind == string(rewind.KindDir):
+	case out.Kind == string(record.KindDir):
 		msg = strings.Join(quoteAll(entries), "\n")
-	case out.Kind == string(rewind.KindSymlink):
+	case out.Kind == string(record.KindSymlink):
 		msg = "symlink to " + quote.Name(target)
 	case out.ContentBase64 != "":
 		msg = fmt.Sprintf("binary file of %d bytes (content_base64 holds it)", out.Bytes)
@@ -539,27 +539,27 @@ func (t *mcpTools) rewind(ctx context.Context, _ *mcp.CallToolRequest, a mcpRewi
 	if (a.Paths != nil || a.PathsBytes != nil) && len(paths) == 0 {
 		return nil, mcpActionOut{}, errors.New("paths is empty: omit it to rewind the whole workspace")
 	}
-	return t.act(ctx, "rewind", control.RewindRequest{Target: history.Seq(a.Seq), Paths: paths, DryRun: a.DryRun})
+	return t.act(ctx, "rewind", record.Request{Target: record.Seq(a.Seq), Paths: paths, DryRun: a.DryRun})
 }
 
 func (t *mcpTools) undo(ctx context.Context, _ *mcp.CallToolRequest, a mcpUndoArgs) (*mcp.CallToolResult, mcpActionOut, error) {
-	return t.act(ctx, "undo", control.RewindRequest{Undo: true, DryRun: a.DryRun})
+	return t.act(ctx, "undo", record.Request{Undo: true, DryRun: a.DryRun})
 }
 
 func (t *mcpTools) redo(ctx context.Context, _ *mcp.CallToolRequest, a mcpUndoArgs) (*mcp.CallToolResult, mcpActionOut, error) {
-	return t.act(ctx, "redo", control.RewindRequest{Redo: true, DryRun: a.DryRun})
+	return t.act(ctx, "redo", record.Request{Redo: true, DryRun: a.DryRun})
 }
 
 func (t *mcpTools) revert(ctx context.Context, _ *mcp.CallToolRequest, a mcpRevertArgs) (*mcp.CallToolResult, mcpActionOut, error) {
 	if a.Seq == 0 {
 		return nil, mcpActionOut{}, errors.New("seq 0 names no step: give a step's sequence as zerofs_log shows it")
 	}
-	return t.act(ctx, "revert", control.RewindRequest{Revert: history.Seq(a.Seq), Force: a.Force, DryRun: a.DryRun})
+	return t.act(ctx, "revert", record.Request{Revert: record.Seq(a.Seq), Force: a.Force, DryRun: a.DryRun})
 }
 
 // act runs one rewind request: first as a dry run when it is not one, so
 // that the changes it overwrites are known (warnings), then for real.
-func (t *mcpTools) act(ctx context.Context, action string, req control.RewindRequest) (*mcp.CallToolResult, mcpActionOut, error) {
+func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (*mcp.CallToolResult, mcpActionOut, error) {
 	out := mcpActionOut{Action: action, DryRun: req.DryRun}
 	err := t.with(ctx, func(ws *history.Workspace, src history.Source) error {
 		head, err := src.Head()
@@ -572,7 +572,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 			dry := req
 			dry.DryRun = true
 			rep, err := doRewind(ctx, src, dry)
-			if err != nil && !errors.Is(err, rewind.ErrConflict) {
+			if err != nil && !errors.Is(err, record.ErrConflict) {
 				return mcpError(err)
 			}
 			if err == nil || req.Force {
@@ -581,7 +581,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 		}
 		rep, err := doRewind(ctx, src, req)
 		if err != nil {
-			var ce *rewind.ConflictError
+			var ce *record.ConflictError
 			if errors.As(err, &ce) {
 				return fmt.Errorf("nothing changed: later changes also touched %s; call zerofs_revert again with force: true to take those back too (dry_run: true shows what that does)",
 					quote.Names(ce.Paths, ", "))
@@ -599,10 +599,10 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 		}
 		out.Restored, out.Deleted, out.Unchanged = rep.Report.Restored, rep.Report.Deleted, rep.Unchanged
 		if len(rep.Report.Skipped) > 0 {
-			out.Skipped, out.SkippedBytes = rewind.ReadableAll(rep.Report.Skipped), rewind.ExactBytesAll(rep.Report.Skipped)
+			out.Skipped, out.SkippedBytes = record.ReadableAll(rep.Report.Skipped), record.ExactBytesAll(rep.Report.Skipped)
 		}
-		out.Paths, out.PathsBytes = rewind.ReadableAll(rep.Paths), rewind.ExactBytesAll(rep.Paths)
-		out.Conflicts, out.ConflictsBytes = rewind.ReadableAll(rep.Conflicts), rewind.ExactBytesAll(rep.Conflicts)
+		out.Paths, out.PathsBytes = record.ReadableAll(rep.Paths), record.ExactBytesAll(rep.Paths)
+		out.Conflicts, out.ConflictsBytes = record.ReadableAll(rep.Conflicts), record.ExactBytesAll(rep.Conflicts)
 		switch {
 		case rep.Undid != nil:
 			out.Step = &mcpStepRef{Sequence: uint64(rep.Undid.Sequence), Label: rep.Undid.Label}
@@ -612,7 +612,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 			out.Step = revertedStep(src, req.Revert)
 		}
 		for _, c := range rep.Preview {
-			p := mcpPreview{Action: string(c.Action), Path: rewind.Readable(c.Path), PathBytes: rewind.ExactBytes(c.Path), Kind: string(c.Kind)}
+			p := mcpPreview{Action: string(c.Action), Path: record.Readable(c.Path), PathBytes: record.ExactBytes(c.Path), Kind: string(c.Kind)}
 			if c.Lines != nil {
 				p.Added, p.Removed = c.Lines.Added, c.Lines.Removed
 			}
@@ -627,7 +627,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 }
 
 // revertedStep names the step holding sequence s.
-func revertedStep(src history.Source, s history.Seq) *mcpStepRef {
+func revertedStep(src history.Source, s record.Seq) *mcpStepRef {
 	blocks, _, err := history.Blocks(src)
 	if err != nil {
 		return &mcpStepRef{Sequence: uint64(s)}
@@ -664,7 +664,7 @@ func actionText(o mcpActionOut) string {
 	} else {
 		fmt.Fprintf(&b, "%s done: restored %d, deleted %d; zerofs_rewind to %d takes it back\n", what, o.Restored, o.Deleted, o.Before)
 	}
-	skipped, _ := rewind.FromBytesAll("skipped", o.Skipped, o.SkippedBytes)
+	skipped, _ := record.FromBytesAll("skipped", o.Skipped, o.SkippedBytes)
 	for _, p := range skipped {
 		fmt.Fprintf(&b, "  skipped %s (its earlier state was not kept)\n", quote.Name(p))
 	}
@@ -677,7 +677,7 @@ func actionText(o mcpActionOut) string {
 // foreignWarnings names the changes made outside the agent's steps (or in
 // another agent session's) that a rewind overwrites, and the person's
 // changes it left alone, skipping those already named.
-func foreignWarnings(fs []rewind.Foreign, verb string, seen map[string]bool) []string {
+func foreignWarnings(fs []record.Foreign, verb string, seen map[string]bool) []string {
 	var out []string
 	for _, f := range fs {
 		if seen[f.Path] {
@@ -704,7 +704,7 @@ func foreignWarnings(fs []rewind.Foreign, verb string, seen map[string]bool) []s
 // exactName is the name a result's readable form and "..._bytes" field
 // stand for (its text's own form when the field is empty).
 func exactName(text, b64 string) string {
-	if n, err := rewind.FromBytes("path", text, b64); err == nil {
+	if n, err := record.FromBytes("path", text, b64); err == nil {
 		return n
 	}
 	return text
@@ -759,7 +759,7 @@ func mcpPaths(paths []string) ([]string, error) {
 	var out []string
 	for i, p := range paths {
 		p = strings.TrimSuffix(p, "/")
-		if err := rewind.CleanPath(p); err != nil {
+		if err := record.CleanPath(p); err != nil {
 			return nil, fmt.Errorf("paths[%d] %s is not a workspace path: give it relative to the workspace root, without . or .. (%v)", i, quote.Name(p), err)
 		}
 		out = append(out, p)
@@ -774,17 +774,17 @@ func mcpError(err error) error {
 		return nil
 	}
 	var se *history.SeqError
-	var re *rewind.RefusedError
+	var re *record.RefusedError
 	switch {
-	case errors.As(err, &re) && (re.Refusal == rewind.RefusedNoSuchSeq || re.Refusal == rewind.RefusedPruned || re.Refusal == rewind.RefusedThinned) && re.Op == "":
+	case errors.As(err, &re) && (re.Refusal == record.RefusedNoSuchSeq || re.Refusal == record.RefusedPruned || re.Refusal == record.RefusedThinned) && re.Op == "":
 		return fmt.Errorf("%s (seq: %d; zerofs_log shows the sequences there are)", re.Error(), re.Seq)
-	case errors.As(err, &re) && re.Refusal == rewind.RefusedBadRequest:
+	case errors.As(err, &re) && re.Refusal == record.RefusedBadRequest:
 		return errors.New(mcpArgWords(re.Error()) + " (check the arguments against the tool's input schema)")
 	case errors.As(err, &se):
 		return fmt.Errorf("%s (seq: %d; zerofs_log shows the sequences there are)", se.Error(), se.Seq)
-	case errors.Is(err, history.ErrNothingToUndo):
+	case errors.Is(err, record.ErrNothingToUndo):
 		return errors.New("nothing to undo: no step or rewind is in effect (zerofs_log shows the history)")
-	case errors.Is(err, history.ErrNothingToRedo):
+	case errors.Is(err, record.ErrNothingToRedo):
 		return errors.New("nothing to redo: no undo is waiting to be taken back")
 	}
 	return errors.New(mcpArgWords(err.Error()))

@@ -5,13 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/hooks"
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // recordHookResult records an after-tool hook's result (hooks.KindResult)
@@ -19,7 +19,7 @@ import (
 // same tool call id, else the agent session's newest step. noPrompt keeps
 // the error's first line out, as it keeps a prompt's text out of a turn.
 func recordHookResult(e *env, ws *history.Workspace, c hooks.Call, noPrompt bool) error {
-	r := rewind.ToolResult{Agent: c.Agent, AgentSession: c.Session, ToolUseID: c.ToolUseID}
+	r := record.ToolResultPayload{Agent: c.Agent, AgentSession: c.Session, ToolUseID: c.ToolUseID}
 	if c.Result != nil {
 		r.Status, r.ExitCode, r.DurationMs, r.Summary = c.Result.Status, c.Result.ExitCode, c.Result.DurationMs, c.Result.Summary
 	}
@@ -30,7 +30,7 @@ func recordHookResult(e *env, ws *history.Workspace, c hooks.Call, noPrompt bool
 }
 
 // recordResult sends r to ws's history.
-func recordResult(e *env, ws *history.Workspace, r rewind.ToolResult) error {
+func recordResult(e *env, ws *history.Workspace, r record.ToolResultPayload) error {
 	h, err := history.Open(e.ctx, ws, history.Options{Logger: e.logger()})
 	if err != nil {
 		return err
@@ -55,7 +55,7 @@ func runID() string {
 // is a warning: the command's own status is what run exits with.
 func recordRunResult(e *env, ws *history.Workspace, id string, code int, took time.Duration, summary string) {
 	ms := took.Milliseconds()
-	r := rewind.ToolResult{Status: "ok", ExitCode: &code, DurationMs: &ms, ToolUseID: id, Summary: summary}
+	r := record.ToolResultPayload{Status: "ok", ExitCode: &code, DurationMs: &ms, ToolUseID: id, Summary: summary}
 	if code != 0 {
 		r.Status = "error"
 	}
@@ -66,8 +66,8 @@ func recordRunResult(e *env, ws *history.Workspace, id string, code int, took ti
 
 // resultLine is `hooks check`'s words for a tool_result event: the agent
 // that sent it and "last result 42 (step 41): error, exit 2".
-func resultLine(ev eventlog.Event) (agent, line string) {
-	var r rewind.ToolResult
+func resultLine(ev record.Event) (agent, line string) {
+	var r record.ToolResultPayload
 	if json.Unmarshal(ev.Payload, &r) != nil || r.Agent == "" {
 		return "", ""
 	}
@@ -84,7 +84,7 @@ func resultLine(ev eventlog.Event) (agent, line string) {
 // resultMark is what the log adds to a step's line for its result: "
 // failed (exit 2, 19 ms)" in red for a failed tool call, nothing else (a
 // step that went well is the usual case).
-func resultMark(r *rewind.ToolResult, paint func(string, string) string) string {
+func resultMark(r *record.ToolResultPayload, paint func(string, string) string) string {
 	status, detail := history.ResultWords(r)
 	if status != "failed" {
 		return ""
@@ -94,4 +94,26 @@ func resultMark(r *rewind.ToolResult, paint func(string, string) string) string 
 		s += " (" + detail + ")"
 	}
 	return s
+}
+
+// writeResult is show STEP's line for the step's result: "result: failed
+// (exit 2, 19 ms): ls: cannot access ...", "result: ok (33 ms)", "result:
+// not said (412 ms)"; nothing when none was recorded.
+func writeResult(w io.Writer, r *record.ToolResultPayload) error {
+	if r == nil {
+		return nil
+	}
+	status, detail := history.ResultWords(r)
+	if status == "" {
+		status = "not said"
+	}
+	s := "result: " + status
+	if detail != "" {
+		s += " (" + detail + ")"
+	}
+	if r.Summary != "" {
+		s += ": " + quote.Line(r.Summary)
+	}
+	_, err := fmt.Fprintln(w, s)
+	return err
 }

@@ -13,7 +13,7 @@ import (
 // TestRunRecordsResult: `zerofs run` records its command's exit status and
 // how long it ran in its step; `log` marks the failed step ("failed", the
 // exit code), `log --failed` lists only it, whether it changed anything or
-// not, and `log --json` carries each step's result.
+// not, `log --json` carries each step's result and `show STEP` says it.
 func TestRunRecordsResult(t *testing.T) {
 	ws := filepath.Join(t.TempDir(), "app")
 	if err := os.Mkdir(ws, 0o755); err != nil {
@@ -35,6 +35,11 @@ func TestRunRecordsResult(t *testing.T) {
 	}
 	got := map[string]string{}
 	for _, e := range entries {
+		if e.Label == "test" {
+			if out := binOK(t, ws, "show", itoaT(int(e.Sequence))); !strings.Contains(out, "result: failed (exit 3, ") {
+				t.Errorf("show %d lacks its result:\n%s", e.Sequence, out)
+			}
+		}
 		r := e.Result
 		if r == nil || r.ExitCode == nil || r.DurationMs == nil || r.Step != e.Sequence {
 			t.Fatalf("step %d %q: result %+v", e.Sequence, e.Label, r)

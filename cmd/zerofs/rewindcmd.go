@@ -10,7 +10,7 @@ import (
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 var rewindCmd = &command{
@@ -103,13 +103,13 @@ func runRewind(e *env, c *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		req := control.RewindRequest{Target: t, DryRun: *dry}
+		req := record.Request{Target: t, DryRun: *dry}
 		for _, p := range paths {
 			rel, err := ws.RelPath(e.cwd, p)
 			if err != nil {
 				return err
 			}
-			if err := rewind.CleanPath(rel); err != nil {
+			if err := record.CleanPath(rel); err != nil {
 				return fmt.Errorf("%s: not a path zerofs versions (%v)", quote.Name(p), err)
 			}
 			req.Paths = append(req.Paths, rel)
@@ -118,8 +118,8 @@ func runRewind(e *env, c *command, args []string) error {
 		if errors.Is(err, errUnchanged) {
 			return nil
 		}
-		var re *rewind.RefusedError
-		if errors.As(err, &re) && re.Refusal == rewind.RefusedNoSuchPath {
+		var re *record.RefusedError
+		if errors.As(err, &re) && re.Refusal == record.RefusedNoSuchPath {
 			// Name the paths as they were typed (relative to this
 			// directory), not as the workspace names them.
 			typed := map[string]string{}
@@ -147,9 +147,9 @@ func runRewind(e *env, c *command, args []string) error {
 }
 
 // doRewind runs req and explains a sequence that is not in the history.
-func doRewind(ctx context.Context, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
+func doRewind(ctx context.Context, src history.Source, req record.Request) (control.RewindReport, error) {
 	rep, err := src.Rewind(ctx, req)
-	if errors.Is(err, rewind.ErrNoSuchSeq) && !req.Undo && !req.Redo && req.Turn == 0 {
+	if errors.Is(err, record.ErrNoSuchSeq) && !req.Undo && !req.Redo && req.Turn == 0 {
 		t := req.Target
 		if req.Revert != 0 {
 			t = req.Revert
@@ -185,15 +185,15 @@ func writeRewind(w io.Writer, rep control.RewindReport) error {
 
 // stepName is what an undo or redo acted on: `step 42 "Edit main.go"`,
 // or a rewind taken back: `rewind 57`, `revert 60`, `path rewind 61`.
-func stepName(s rewind.StepRef) string {
+func stepName(s record.StepRef) string {
 	if s.Kind == "turn" {
 		return fmt.Sprintf("turn %d", s.Sequence)
 	}
 	if s.Kind == "rewind" {
 		switch s.Label {
-		case rewind.FormPaths:
+		case record.FormPaths:
 			return fmt.Sprintf("path rewind %d", s.Sequence)
-		case rewind.FormRevert, rewind.FormUndo, rewind.FormRedo, rewind.FormTurn:
+		case record.FormRevert, record.FormUndo, record.FormRedo, record.FormTurn:
 			return fmt.Sprintf("%s %d", s.Label, s.Sequence)
 		}
 		return fmt.Sprintf("rewind %d", s.Sequence)
@@ -201,7 +201,7 @@ func stepName(s rewind.StepRef) string {
 	return fmt.Sprintf("step %d %q", s.Sequence, s.Label)
 }
 
-func skippedCount(r rewind.Report) string {
+func skippedCount(r record.Report) string {
 	if len(r.Skipped) == 0 {
 		return ""
 	}
@@ -235,22 +235,22 @@ func runUndo(e *env, c *command, args []string) error {
 			return rewindTurn(e, 0, *dry, true)
 		}
 	}
-	return undoRedo(e, c, args, control.RewindRequest{Undo: true})
+	return undoRedo(e, c, args, record.Request{Undo: true})
 }
 
 // rewindTurn takes back a turn: the one at seq, or (last) the whole turn
 // of what an undo would take back now, which the engine chooses under its
 // lock. One request either way; the turn it names is then looked up for
 // its prompt, only to say which it was.
-func rewindTurn(e *env, seq Seq, dry, last bool) error {
-	req := control.RewindRequest{Turn: seq, DryRun: dry}
+func rewindTurn(e *env, seq record.Seq, dry, last bool) error {
+	req := record.Request{Turn: seq, DryRun: dry}
 	if last {
-		req = control.RewindRequest{Undo: true, WholeTurn: true, DryRun: dry}
+		req = record.Request{Undo: true, WholeTurn: true, DryRun: dry}
 	}
 	return withHistory(e, func(_ *history.Workspace, src history.Source) error {
 		rep, err := applyWith(e, src, req)
-		var re *rewind.RefusedError
-		if !last && errors.As(err, &re) && re.Refusal == rewind.RefusedNoSuchSeq && re.Seq == seq {
+		var re *record.RefusedError
+		if !last && errors.As(err, &re) && re.Refusal == record.RefusedNoSuchSeq && re.Seq == seq {
 			return &history.TurnError{Seq: seq}
 		}
 		if err != nil {
@@ -289,10 +289,10 @@ func turnName(t history.Turn) string {
 }
 
 func runRedo(e *env, c *command, args []string) error {
-	return undoRedo(e, c, args, control.RewindRequest{Redo: true})
+	return undoRedo(e, c, args, record.Request{Redo: true})
 }
 
-func undoRedo(e *env, c *command, args []string, req control.RewindRequest) error {
+func undoRedo(e *env, c *command, args []string, req record.Request) error {
 	fs := newFlags(c)
 	dry := fs.Bool("dry-run", false, "")
 	pos, rest, err := parseArgs(c, fs, args)
