@@ -104,11 +104,44 @@ func TestResultHookEdges(t *testing.T) {
 	if len(entries) != 1 || entries[0].Result == nil || entries[0].Result.Status != "error" || entries[0].Result.Summary != "" {
 		t.Fatalf("with --no-prompt: %+v", entries)
 	}
+	if check := binOK(t, ws, "hooks", "check"); !strings.Contains(check, "(step "+itoaT(int(entries[0].Sequence))+"): error, exit 2") {
+		t.Errorf("hooks check does not name claude's last result:\n%s", check)
+	}
 	// Unmounted: a warning, exit 0.
 	other := filepath.Join(t.TempDir(), "other")
 	os.Mkdir(other, 0o755)
 	r := bin(t, "/", fixture(t, "claude-PostToolUse-Bash.json", other), "step", "--hook", "--agent", "claude")
 	if r.code != 0 || !strings.Contains(r.stderr, "warning") {
 		t.Errorf("a result outside a mounted workspace: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// TestHooksCheckOldInstall: an install from before results (the tool and
+// prompt hooks only) is found by `hooks check`, which says the after-tool
+// hooks are missing; installing again adds them and keeps the rest.
+func TestHooksCheckOldInstall(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	mustRun(t, project, "hooks", "install", "claude", "--zerofs", "/usr/local/bin/zerofs")
+	path := filepath.Join(project, ".claude", "settings.json")
+	var cfg map[string]map[string]any
+	b, err := os.ReadFile(path)
+	if err != nil || json.Unmarshal(b, &cfg) != nil || cfg["hooks"]["PostToolUse"] == nil || cfg["hooks"]["PostToolUseFailure"] == nil {
+		t.Fatalf("the install lacks the after-tool hooks: %v\n%s", err, b)
+	}
+	delete(cfg["hooks"], "PostToolUse")
+	delete(cfg["hooks"], "PostToolUseFailure")
+	b, _ = json.Marshal(cfg)
+	writeFile(t, path, string(b))
+	check := mustRun(t, project, "hooks", "check")
+	if !strings.Contains(check, "claude    installed: project") || !strings.Contains(check, "without the after-tool hooks") {
+		t.Errorf("hooks check of an old install:\n%s", check)
+	}
+	if out := mustRun(t, project, "hooks", "install", "claude", "--zerofs", "/usr/local/bin/zerofs"); !strings.Contains(out, "+    \"PostToolUse\"") {
+		t.Errorf("installing again:\n%s", out)
+	}
+	if check := mustRun(t, project, "hooks", "check"); strings.Contains(check, "without the after-tool hooks") {
+		t.Errorf("hooks check after installing again:\n%s", check)
 	}
 }
