@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -23,7 +24,7 @@ import (
 // every other step writes a file of its own, and each after k removes one
 // an earlier step wrote, a directory's included, touching nothing step k
 // did. It returns the workspace, unmounted.
-func build(t *testing.T, n, k int) string {
+func build(t *testing.T, n, k int, after ...func(e *rewind.Engine, i int)) string {
 	t.Helper()
 	ctx := context.Background()
 	ws := filepath.Join(t.TempDir(), "ws")
@@ -78,6 +79,9 @@ func build(t *testing.T, n, k int) string {
 				must(t, os.RemoveAll(filepath.Join(ws, gone)))
 			}
 			release()
+		}
+		for _, f := range after {
+			f(e, i)
 		}
 	}
 	must(t, e.Close())
@@ -300,5 +304,54 @@ func TestBisectEnds(t *testing.T) {
 	}
 	if _, err := run(`kill -9 $$`, bisect.Options{}); !errors.Is(err, bisect.ErrAbort) {
 		t.Errorf("a command killed by a signal: %v, want ErrAbort", err)
+	}
+}
+
+// TestBisectChecksRecordedResults: an ok result the history holds for the
+// same command (an agent ran it and it passed) narrows the search, and is
+// probed before it is trusted: one recorded before the bad step saves
+// probes below it; one recorded after it (the agent's run passed, but the
+// state is bad now) changes nothing of the answer.
+func TestBisectChecksRecordedResults(t *testing.T) {
+	const script = "grep -qx ok flag.txt"
+	argv := []string{"sh", "-c", script}
+	ranAt := func(at int) func(e *rewind.Engine, i int) {
+		return func(e *rewind.Engine, i int) {
+			if i != at {
+				return
+			}
+			ev, err := e.BeginStep(context.Background(), strings.Join(argv, " "), nil)
+			must(t, err)
+			if _, _, err := e.RecordResult(context.Background(), record.ToolResultPayload{Step: ev.Seq, Status: "ok"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		at   int
+	}{{"before the bad step", 30}, {"after the bad step", 45}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := build(t, 60, 40, ranAt(tc.at))
+			src := open(t, ws)
+			rep, err := bisect.Run(context.Background(), src, bisect.Options{Argv: argv, Scratch: t.TempDir()})
+			if err != nil || rep.FirstBad.Label != "step 40" {
+				t.Fatalf("first bad %+v, err %v; want step 40", rep.FirstBad, err)
+			}
+			if tc.at < 40 {
+				// Nothing below the vouched-for state was probed, and the
+				// search took fewer probes than over all 60 steps (7).
+				for _, p := range rep.Probes {
+					if p.Candidate == nil {
+						t.Errorf("probed the oldest state %d", p.State)
+					} else if n, _ := strconv.Atoi(strings.TrimPrefix(p.Candidate.Label, "step ")); n < 30 {
+						t.Errorf("probed %d (%s) below the recorded ok result", p.State, p.Candidate.Label)
+					}
+				}
+				if len(rep.Probes) > 1+bitsFor(60-30) {
+					t.Errorf("%d probes with the result's help, want at most %d", len(rep.Probes), 1+bitsFor(60-30))
+				}
+			}
+		})
 	}
 }
