@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -207,10 +208,11 @@ func TestBisectFindsPlantedStep(t *testing.T) {
 // dumpScript writes a listing of the directory it runs in (but the fork's
 // store) to $1/$ZEROFS_BISECT_STATE: each path, its kind, and a file's
 // sha256, sorted.
-const dumpScript = `find . -path ./.zero -prune -o -print | sed 1d | LC_ALL=C sort | while read -r f; do
-  if [ -L "$f" ]; then echo "l ${f#./}"; elif [ -d "$f" ]; then echo "d ${f#./}";
-  else echo "f ${f#./} $(sha256sum < "$f" | cut -c1-64)"; fi
-done > "$1/$ZEROFS_BISECT_STATE"
+const dumpScript = `{
+  find . -path ./.zero -prune -o -type d -print | sed 1d | sed 's|$| d|'
+  find . -path ./.zero -prune -o -type l -print | sed 's|$| l|'
+  find . -path ./.zero -prune -o -type f -exec sha256sum {} + | awk '{print $2 " f " $1}'
+} | sed 's|^\./||' | LC_ALL=C sort > "$1/$ZEROFS_BISECT_STATE"
 `
 
 // listAt is the listing dumpScript writes, of the state at t.
@@ -230,30 +232,20 @@ func listAt(t *testing.T, src history.Source, at record.Seq) string {
 			must(t, err)
 			switch n.Kind {
 			case record.KindDir:
-				lines = append(lines, "d "+p)
+				lines = append(lines, p+" d")
 				walk(p)
 			case record.KindSymlink:
-				lines = append(lines, "l "+p)
+				lines = append(lines, p+" l")
 			default:
 				b, err := src.Content(p, at)
 				must(t, err)
-				lines = append(lines, fmt.Sprintf("f %s %x", p, sha256.Sum256(b)))
+				lines = append(lines, fmt.Sprintf("%s f %x", p, sha256.Sum256(b)))
 			}
 		}
 	}
 	walk("")
-	// Sorted by path, as the script sorts.
-	pathOf := func(l string) string { return strings.SplitN(l, " ", 3)[1] }
-	sortFunc(lines, func(a, b string) bool { return pathOf(a) < pathOf(b) })
+	sort.Strings(lines)
 	return strings.Join(lines, "\n") + "\n"
-}
-
-func sortFunc(s []string, less func(a, b string) bool) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && less(s[j], s[j-1]); j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
 
 // TestBisectEnds: a command that does not fail at the newest state, or
