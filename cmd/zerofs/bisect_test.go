@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestBisectGoModuleMounted is bisect's real case: a Go module on a
@@ -148,4 +151,46 @@ func readCtl(t *testing.T, ws, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestBisectCLIEnds: bisect of an unmounted workspace; a command that does
+// not fail now, or fails at the oldest state too, exits 1 with one line
+// saying so; no command, or an argument before --, is bad usage; --good
+// and --bad take sequences (and relative refs) as rewind does; --turns
+// names the first bad turn.
+func TestBisectCLIEnds(t *testing.T) {
+	s := newStore(t, map[string]string{"flag": "ok\n"})
+	var seqs []record.Seq
+	for i, label := range []string{"one", "two", "three", "four"} {
+		if i == 2 {
+			if _, err := s.eng.BeginTurn(context.Background(), []byte(`{"prompt":"break it","agentSession":"s1"}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seqs = append(seqs, s.step(label))
+		s.write(label+".txt", "x\n")
+		if label == "three" {
+			s.write("flag", "broken\n")
+		}
+	}
+	s.close()
+	wantFail(t, s.ws, 1, "does not fail at the bad state", "bisect", "--", "true")
+	wantFail(t, s.ws, 1, "fails at the good state 0 too", "bisect", "--", "false")
+	wantFail(t, s.ws, 2, "want a command after --", "bisect")
+	wantFail(t, s.ws, 2, "the command goes after --", "bisect", "grep", "--", "x")
+	check := []string{"--", "grep", "-qx", "ok", "flag"}
+	out := mustRun(t, s.ws, append([]string{"bisect"}, check...)...)
+	if !strings.HasSuffix(out, "first bad step "+itoa(seqs[2])+" \"three\"\n") || !strings.Contains(out, "zerofs revert "+itoa(seqs[2])) {
+		t.Errorf("bisect:\n%s", out)
+	}
+	// --bad at the state before "three": nothing fails there.
+	wantFail(t, s.ws, 1, "does not fail at the bad state", append([]string{"bisect", "--bad", itoa(seqs[2] - 1)}, check...)...)
+	out = mustRun(t, s.ws, append([]string{"bisect", "--good", "-3"}, check...)...)
+	if !strings.HasSuffix(out, "first bad step "+itoa(seqs[2])+" \"three\"\n") {
+		t.Errorf("bisect --good -3:\n%s", out)
+	}
+	out = mustRun(t, s.ws, append([]string{"bisect", "--turns"}, check...)...)
+	if !strings.HasSuffix(out, "first bad turn "+itoa(seqs[2]-1)+" \"break it\"\n") {
+		t.Errorf("bisect --turns:\n%s", out)
+	}
 }
