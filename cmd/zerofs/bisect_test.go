@@ -194,3 +194,32 @@ func TestBisectCLIEnds(t *testing.T) {
 		t.Errorf("bisect --turns:\n%s", out)
 	}
 }
+
+// TestBisectProgressOnTerminal: on a terminal, bisect shows which state it
+// is running the command at on stderr, cleared before each probe's line;
+// stdout holds only the report; in a pipe stderr stays empty.
+func TestBisectProgressOnTerminal(t *testing.T) {
+	s := newStore(t, map[string]string{"flag": "ok\n"})
+	for i := 1; i <= 6; i++ {
+		s.step("step " + itoa(record.Seq(i)))
+		s.write(itoa(record.Seq(i))+".txt", "x\n")
+		if i == 4 {
+			s.write("flag", "broken\n")
+		}
+	}
+	s.close()
+	args := []string{"bisect", "--", "grep", "-qx", "ok", "flag"}
+	stdout, stderr, code := runOnTTY(t, s.ws, args...)
+	if code != 0 || !strings.HasSuffix(stdout, "\"step 4\"\n") || strings.ContainsAny(stdout, "\r\x1b") {
+		t.Fatalf("bisect on a terminal: exit %d\nstdout %q", code, stdout)
+	}
+	if !strings.Contains(stderr, "bisect: running grep -qx ok flag at state ") || !strings.Contains(stderr, "\r\x1b[K") {
+		t.Errorf("stderr on a terminal: %q, want a progress line", stderr)
+	}
+	if i := strings.LastIndex(stderr, "\x1b[K"); i < 0 || strings.TrimSpace(strings.ReplaceAll(stderr[i+3:], "\r", "")) != "" {
+		t.Errorf("stderr does not end cleared: %q", stderr)
+	}
+	if r := zerofs(t, s.ws, "", args...); r.code != 0 || r.stderr != "" {
+		t.Errorf("in a pipe: exit %d, stderr %q, want none", r.code, r.stderr)
+	}
+}
