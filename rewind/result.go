@@ -108,6 +108,10 @@ func (e *Engine) RecordResult(ctx context.Context, r record.ToolResultPayload) (
 	if err != nil {
 		return r, ev, err
 	}
+	// Folded as a reopen folds it (it changes no file: only the head).
+	if err := e.state.Add(ev); err != nil {
+		return r, ev, err
+	}
 	if e.opts.Sync {
 		return r, ev, e.Sync()
 	}

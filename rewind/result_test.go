@@ -49,6 +49,10 @@ func TestRecordResultFindsItsStep(t *testing.T) {
 		if json.Unmarshal(ev.Payload, &p) != nil || p.Step != want {
 			t.Errorf("the event's payload %s names another step than %d", ev.Payload, want)
 		}
+		// Folded as a reopen folds it.
+		if e.state.Head() != ev.Seq {
+			t.Errorf("the derived state's head is %d after the result at %d", e.state.Head(), ev.Seq)
+		}
 	}
 	for i := range 2 {
 		if i == 1 {
