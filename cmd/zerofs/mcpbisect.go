@@ -141,14 +141,16 @@ func mcpResultOf(r *record.ToolResultPayload) *mcpToolResult {
 	return &mcpToolResult{Status: r.Status, ExitCode: r.ExitCode, DurationMs: r.DurationMs, Summary: r.Summary}
 }
 
-// mcpResultWords is what zerofs_log's text adds to a failed step's line.
+// mcpResultWords is what zerofs_log's text adds to a failed step's line,
+// worded as log words it (history.ResultWords).
 func mcpResultWords(r *mcpToolResult) string {
 	if r == nil || r.Status != "error" {
 		return ""
 	}
-	s := " failed"
-	if r.ExitCode != nil {
-		s += fmt.Sprintf(" (exit %d)", *r.ExitCode)
+	status, detail := history.ResultWords(&record.ToolResultPayload{Status: r.Status, ExitCode: r.ExitCode, DurationMs: r.DurationMs})
+	s := " " + status
+	if detail != "" {
+		s += " (" + detail + ")"
 	}
 	if r.Summary != "" {
 		s += ": " + strconv.Quote(r.Summary)
