@@ -156,10 +156,11 @@ func readCtl(t *testing.T, ws, name string) string {
 // TestBisectCLIEnds: bisect of an unmounted workspace; a command that does
 // not fail now, or fails at the oldest state too, exits 1 with one line
 // saying so; no command, or an argument before --, is bad usage; --good
-// and --bad take sequences (and relative refs) as rewind does; --turns
-// names the first bad turn.
+// and --bad take sequences (and relative refs) as rewind does; CMD runs in
+// the scratch copy of the directory bisect was run from; --turns names the
+// first bad turn.
 func TestBisectCLIEnds(t *testing.T) {
-	s := newStore(t, map[string]string{"flag": "ok\n"})
+	s := newStore(t, map[string]string{"flag": "ok\n", "sub/keep": "x\n"})
 	var seqs []record.Seq
 	for i, label := range []string{"one", "two", "three", "four"} {
 		if i == 2 {
@@ -188,6 +189,11 @@ func TestBisectCLIEnds(t *testing.T) {
 	out = mustRun(t, s.ws, append([]string{"bisect", "--good", "-3"}, check...)...)
 	if !strings.HasSuffix(out, "first bad step "+itoa(seqs[2])+" \"three\"\n") {
 		t.Errorf("bisect --good -3:\n%s", out)
+	}
+	// From a subdirectory, CMD runs in the scratch copy of it.
+	out = mustRun(t, filepath.Join(s.ws, "sub"), "bisect", "--", "sh", "-c", "test -f keep && grep -qx ok ../flag")
+	if !strings.HasSuffix(out, "first bad step "+itoa(seqs[2])+" \"three\"\n") {
+		t.Errorf("bisect from sub:\n%s", out)
 	}
 	out = mustRun(t, s.ws, append([]string{"bisect", "--turns"}, check...)...)
 	if !strings.HasSuffix(out, "first bad turn "+itoa(seqs[2]-1)+" \"break it\"\n") {
