@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Options say what to run and over which states.
@@ -102,11 +103,26 @@ func Run(ctx context.Context, src history.Source, opts Options) (Report, error) 
 		return rep, err
 	}
 	defer s.remove()
+	thinned, err := src.Thinned()
+	if err != nil {
+		return rep, err
+	}
 	verdict := map[int]Probe{}
 	probe := func(i int, left int) (Probe, error) {
 		var c *Candidate
 		if i > 0 {
 			c = &p.cands[i-1]
+		}
+		if gone(thinned, p.states[i]) {
+			// gc thinned this state away: it cannot be tested, so it is
+			// skipped, as a state the command skips.
+			pr := Probe{State: p.states[i], Candidate: c, Verdict: Skip, ExitCode: -1}
+			rep.Probes = append(rep.Probes, pr)
+			verdict[i] = pr
+			if opts.Probed != nil {
+				opts.Probed(pr)
+			}
+			return pr, nil
 		}
 		if opts.Probing != nil {
 			opts.Probing(p.states[i], c, len(rep.Probes), left)
@@ -235,4 +251,15 @@ func bits(k int) int {
 		n++
 	}
 	return n
+}
+
+// gone reports whether the state t lies strictly inside one of the
+// intervals a thin gave up.
+func gone(thinned []record.ThinInterval, t Seq) bool {
+	for _, iv := range thinned {
+		if iv.After < t && t < iv.Before {
+			return true
+		}
+	}
+	return false
 }

@@ -14,6 +14,9 @@
 // command (an agent ran it and it passed) narrows the range first, and is
 // checked by a probe before the search trusts it.
 //
+// A state that gc thinned away cannot be tested: it counts as skipped (a
+// probe that ran nothing, ExitCode -1).
+//
 // Every probe runs in a scratch directory outside the workspace, written
 // once from the history with the fork machinery (history.Fork) and, between
 // probes, changed in only the paths whose state differs between the two

@@ -190,10 +190,12 @@ func probeLine(p bisect.Probe) string {
 		what = fmt.Sprintf("after %s %d %s", c.Kind, c.Seq, strconv.Quote(cutLine(c.Label, 60)))
 	}
 	verdict := string(p.Verdict)
-	switch p.Verdict {
-	case bisect.Bad, bisect.Skip:
+	switch {
+	case p.Verdict == bisect.Skip && p.ExitCode < 0:
+		verdict = "skip (thinned by gc)"
+	case p.Verdict == bisect.Bad, p.Verdict == bisect.Skip:
 		verdict += fmt.Sprintf(" (exit %d)", p.ExitCode)
-	case bisect.Timeout:
+	case p.Verdict == bisect.Timeout:
 		verdict = "bad (timed out)"
 	}
 	return fmt.Sprintf("state %-6d %-50s %-16s %s", p.State, what, verdict, history.Duration(p.Took.Round(time.Millisecond)))
