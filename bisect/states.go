@@ -110,6 +110,10 @@ func makePlan(src history.Source, turns bool, good, bad Seq, argv []string) (*pl
 	case good >= bad:
 		return nil, fmt.Errorf("bisect: the good state %d is not older than the bad state %d", good, bad)
 	}
+	thinned, err := src.Thinned()
+	if err != nil {
+		return nil, err
+	}
 	var all []Candidate
 	if turns {
 		all = turnCandidates(turnList, head, pruned)
@@ -128,6 +132,14 @@ func makePlan(src history.Source, turns bool, good, bad Seq, argv []string) (*pl
 				c.Label = "(no step)"
 			}
 			all = append(all, c)
+		}
+		for i := range all {
+			// A thin keeps the state at each day's first tool_call, which
+			// is the state just after the step before it: probe that one.
+			if n := i + 1; n < len(all) && gone(thinned, all[i].After) && all[n].Before == all[i].After &&
+				all[n].block.Type == history.BlockStep && !all[n].block.Implicit && !all[n].block.Person {
+				all[i].After++
+			}
 		}
 	}
 	p.states = []Seq{good}

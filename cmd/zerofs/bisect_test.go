@@ -229,3 +229,24 @@ func TestBisectProgressOnTerminal(t *testing.T) {
 		t.Errorf("in a pipe: exit %d, stderr %q, want none", r.code, r.stderr)
 	}
 }
+
+// TestBisectThinned: states gc thinned away cannot be tested: bisect skips
+// them without running anything and probes the states a thin keeps (each
+// day's first tool call); when the first bad step lies among thinned
+// states it names the steps it is among and exits 1.
+func TestBisectThinned(t *testing.T) {
+	ws, _, _ := buildOldDays(t)
+	mustRun(t, ws, "gc", "--thin-after", "72h")
+	// a.txt says which step wrote it last: the command fails from the
+	// first step of day 4 on.
+	check := []string{"bisect", "--", "sh", "-c", `! grep -q "day [45]\|recent" a.txt`}
+	r := wantFail(t, ws, 1, "no state that could tell them apart could be tested", check...)
+	for _, want := range []string{"skip (thinned by gc)", `"day 4 step 0"`, `"day 4 step 1"`, `"day 4 step 2"`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("bisect over thinned states lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, `"day 3 step 2"`+"\n") {
+		t.Errorf("bisect names a step before the kept good state:\n%s", r.stdout)
+	}
+}

@@ -145,7 +145,7 @@ func bisectPrint(e *env, src history.Source, opts bisect.Options) error {
 		for _, c := range se.Candidates {
 			fmt.Fprintf(w, "  %s %d %s\n", what, c.Seq, strconv.Quote(c.Label))
 		}
-		return fmt.Errorf("%s skipped (exit 125) every state that could tell them apart", cmdline)
+		return fmt.Errorf("no state that could tell them apart could be tested (%s exited 125, or gc thinned it away)", cmdline)
 	case err != nil:
 		return err
 	}

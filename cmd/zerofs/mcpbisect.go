@@ -92,7 +92,7 @@ func (t *mcpTools) bisect(ctx context.Context, _ *mcp.CallToolRequest, a mcpBise
 			for _, c := range se.Candidates {
 				seqs = append(seqs, strconv.FormatUint(uint64(c.Seq), 10))
 			}
-			return fmt.Errorf("%s skipped (exit 125) every state that could tell: the first bad step is one of %s", cmdline, strings.Join(seqs, ", "))
+			return fmt.Errorf("no state that could tell could be tested (%s exited 125, or gc thinned it away): the first bad step is one of %s", cmdline, strings.Join(seqs, ", "))
 		case err != nil:
 			return mcpError(err)
 		}
