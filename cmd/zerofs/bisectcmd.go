@@ -35,8 +35,8 @@ took), then the first bad step with its turn, the paths it changed (as log
 it ('zerofs revert SEQ'). The last line is
   first bad step SEQ "LABEL"      (first bad turn SEQ "PROMPT" with --turns)
 It exits 0 when it names one; 1 when CMD does not fail at the newest (--bad)
-state, fails at the oldest (--good) one too, or only skipped states are
-left. With N steps between the two states it needs at most
+state, fails at the oldest (--good) one too, or only skipped states (or
+states gc thinned away) are left. With N steps between the two states it needs at most
 ceil(log2(N+1))+1 runs of CMD.
 
   --turns      test turn boundaries only: name the first bad turn
