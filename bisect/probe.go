@@ -50,8 +50,7 @@ const maxTailBytes = 512
 // to stop the search, as git bisect run's command may).
 var ErrAbort = errors.New("bisect: the command exited 128 or more: search stopped")
 
-// run runs argv in dir (rel below the scratch workspace, when it exists
-// there) and says what it made of the state.
+// run runs argv in dir with env and says what it made of the state.
 func run(ctx context.Context, argv []string, dir string, timeout time.Duration, env []string) (Probe, error) {
 	cctx := ctx
 	if timeout > 0 {
@@ -67,6 +66,9 @@ func run(ctx context.Context, argv []string, dir string, timeout time.Duration, 
 	cmd.Stdin = nil
 	// Its own process group: a timeout kills everything it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A process it left behind in another group may hold its output open:
+	// the probe ends anyway.
+	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return Probe{}, fmt.Errorf("bisect: %w", err)
@@ -126,10 +128,9 @@ func run(ctx context.Context, argv []string, dir string, timeout time.Duration, 
 
 // tail keeps the last TailLines lines written to it.
 type tail struct {
-	mu    sync.Mutex // guards buf, lines
-	buf   []byte     // the unfinished last line
-	kept  []string
-	total int
+	mu   sync.Mutex // guards buf, kept
+	buf  []byte     // the unfinished last line
+	kept []string
 }
 
 func (t *tail) Write(b []byte) (int, error) {
