@@ -101,16 +101,14 @@ func run(ctx context.Context, argv []string, dir string, timeout time.Duration, 
 		p.Verdict, p.ExitCode = Timeout, -1
 		return p, nil
 	}
-	code := 0
-	var xe *exec.ExitError
-	switch {
-	case errors.As(err, &xe):
-		code = xe.ExitCode()
-		if code < 0 {
-			code = 128 + int(xe.Sys().(syscall.WaitStatus).Signal())
-		}
-	case err != nil:
+	if err != nil && cmd.ProcessState == nil {
 		return p, fmt.Errorf("bisect: %w", err)
+	}
+	// The exit status (exec.ErrWaitDelay only says its output was held
+	// open past it).
+	code := cmd.ProcessState.ExitCode()
+	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+		code = 128 + int(st.Signal())
 	}
 	p.ExitCode = code
 	switch {
