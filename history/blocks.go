@@ -391,6 +391,11 @@ func (b *Block) Title(blocks []*Block) string {
 		return fmt.Sprintf("%s (rewind to %d)", form, p.TargetSequence)
 	case record.FormTurn:
 		return fmt.Sprintf("take back a turn (rewind to %d)", p.TargetSequence)
+	case record.FormMerge:
+		if m := p.Merge; m != nil {
+			return MergeTitle(*m)
+		}
+		return "merge"
 	}
 	return fmt.Sprintf("rewind to %d", p.TargetSequence)
 }

@@ -16,6 +16,12 @@ import (
 // the Result then lists the conflicts (and, dry, the preview of a forced
 // revert). Other writers wait while it runs.
 func (e *Engine) Apply(ctx context.Context, req record.Request) (record.RewindResult, error) {
+	if req.Merge != nil {
+		if err := req.Check(); err != nil {
+			return record.RewindResult{}, err
+		}
+		return e.merge(ctx, req)
+	}
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
 	if err := e.NameStashes(ctx); err != nil {

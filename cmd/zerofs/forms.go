@@ -90,6 +90,8 @@ func rewindVerb(req record.Request) string {
 		return "redo"
 	case req.Revert != 0:
 		return "revert"
+	case req.Merge != nil:
+		return "merge"
 	}
 	return "rewind"
 }
@@ -105,6 +107,8 @@ func unchangedWhat(req record.Request) string {
 		return quote.Names(req.Paths, ", ") + (map[bool]string{true: " is", false: " are"})[len(req.Paths) == 1]
 	case req.Revert != 0:
 		return "every path the step changed is"
+	case req.Merge != nil:
+		return "the workspace (it holds every change of the fork) is"
 	}
 	return "the workspace is"
 }

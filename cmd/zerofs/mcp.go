@@ -16,7 +16,8 @@ var mcpCmd = &command{
 	usage:   "mcp [--workspace DIR]",
 	summary: "serve this workspace's history to an agent over the Model Context Protocol (stdio)",
 	help: `Serves the tools zerofs_status, zerofs_log, zerofs_diff, zerofs_show,
-zerofs_step, zerofs_rewind, zerofs_undo, zerofs_redo and zerofs_revert over
+zerofs_step, zerofs_rewind, zerofs_undo, zerofs_redo, zerofs_revert and
+zerofs_merge over
 stdin and stdout, on the workspace around the current directory (or
 --workspace DIR). Each tool returns structured content that matches its
 output schema, and a short text for people. Arguments are values, never
@@ -62,7 +63,8 @@ const mcpInstructions = `zerofs records every change to this workspace (by your 
 - Before each change of your own, call zerofs_step with a label saying what you are about to do, unless your client's hooks already begin steps (zerofs hooks install). Each step can later be undone on its own.
 - To see what happened: zerofs_log (the last 20 entries, newest first; turns group steps under the prompt that led to them), zerofs_diff (what changed between two sequences, or since one), zerofs_show (a file as it was at a sequence).
 - To take something back: zerofs_undo takes back the last thing done (a step, or a rewind or revert if that came last); zerofs_redo takes back the last undo; zerofs_revert takes back one older step and keeps everything after it (it refuses, naming the paths, if later changes touched them: pass force: true to take those back too); zerofs_rewind puts the whole workspace, or some paths, back to a sequence.
-- Use dry_run: true first on zerofs_rewind, zerofs_undo, zerofs_redo and zerofs_revert: it lists what would be restored, deleted and created and changes nothing. Read the warnings in each result: they name changes made by someone else (a person, another agent session) that the action overwrites.
+- To bring back the work of a fork of this workspace (zerofs fork): zerofs_merge merges its changes since it was forked, as one action zerofs_undo takes back; a conflict changes nothing and names each path (settle: ours or theirs settles it).
+- Use dry_run: true first on zerofs_rewind, zerofs_undo, zerofs_redo, zerofs_revert and zerofs_merge: it lists what would be restored, deleted and created and changes nothing. Read the warnings in each result: they name changes made by someone else (a person, another agent session) that the action overwrites.
 - When something that worked is broken now (a test, a build), zerofs_bisect with the command that shows it (an argument vector) names the step that broke it; zerofs_log marks steps whose tool call failed.
 - Sequences are the numbers zerofs_log shows; 0 is the state before any recorded change.
 - File names are bytes. A name that is not UTF-8 comes as a readable form (U+FFFD for each odd byte) with its exact bytes in base64 beside it (path_bytes, from_bytes, paths_bytes, entries_bytes...): two names that read the same there are different files. To name one, pass its bytes back: path_bytes in zerofs_show, paths_bytes in zerofs_log, zerofs_diff and zerofs_rewind.`

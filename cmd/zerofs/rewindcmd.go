@@ -193,7 +193,7 @@ func stepName(s record.StepRef) string {
 		switch s.Label {
 		case record.FormPaths:
 			return fmt.Sprintf("path rewind %d", s.Sequence)
-		case record.FormRevert, record.FormUndo, record.FormRedo, record.FormTurn:
+		case record.FormRevert, record.FormUndo, record.FormRedo, record.FormTurn, record.FormMerge:
 			return fmt.Sprintf("%s %d", s.Label, s.Sequence)
 		}
 		return fmt.Sprintf("rewind %d", s.Sequence)
