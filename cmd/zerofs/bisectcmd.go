@@ -36,8 +36,9 @@ it ('zerofs revert SEQ'). The last line is
   first bad step SEQ "LABEL"      (first bad turn SEQ "PROMPT" with --turns)
 It exits 0 when it names one; 1 when CMD does not fail at the newest (--bad)
 state, fails at the oldest (--good) one too, or only skipped states (or
-states gc thinned away) are left. With N steps between the two states it needs at most
-ceil(log2(N+1))+1 runs of CMD.
+states gc thinned away) are left. With N steps between the two states it
+needs at most ceil(log2(N+1))+1 runs of CMD. On an unmounted workspace it
+holds the store (as every command does) until it ends.
 
   --turns      test turn boundaries only: name the first bad turn
   --good SEQ   a state where CMD passes (default: the oldest state kept,
