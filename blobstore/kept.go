@@ -397,8 +397,8 @@ func (s *Store) syncKept() error {
 		// Many files (an rm -rf): one syncfs of the store's filesystem,
 		// their data and entries in one journal commit. An fdatasync
 		// each costs a commit each when the files were written just
-		// before they went (4,355 files of Go's cmd/ written by tar:
-		// 7.4 s one by one, 0.3 s with one syncfs, at load 15).
+		// before they went (docs/performance.md, Code written for
+		// speed).
 		if err := syncFS(dir); err != nil {
 			restore()
 			return fmt.Errorf("blobstore: sync kept blobs: %w", err)

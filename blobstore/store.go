@@ -27,11 +27,9 @@ var syncFS = durable.SyncFS
 // syncfsFrom is how many kept files a batch-mode Sync makes durable with
 // one syncfs rather than an fdatasync each (an open, an fcntl, an
 // fdatasync and a close a file, and an fsync of kept/: a journal commit
-// each). Two already cost three commits and nine system calls against
-// one and one: an rm -rf traced with strace (a removal every ~0.5 ms, a
-// flusher window of 5 ms) had 1-3 stashes a window and spent about 3 of
-// its 22 system calls a file on those syncs with 4 here. A single file is
-// still synced alone: a syncfs writes every other writer's dirty pages.
+// each): two already cost more than one syncfs. A single file is still
+// synced alone: a syncfs writes every other writer's dirty pages
+// (docs/performance.md, Code written for speed).
 var syncfsFrom = 2
 
 // hook calls durable.TestHook at a crash point of this package (see

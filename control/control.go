@@ -467,7 +467,7 @@ func ParseGCReport(b []byte) (GCReport, error) {
 // StatusReport is what reading "status" shows.
 type StatusReport struct {
 	PID int `json:"pid"`
-	// Start is the daemon's start time (identity.go): with PID, who the
+	// Start is the daemon's start time (internal/proc): with PID, who the
 	// daemon is; 0 from a daemon that did not say.
 	Start        uint64     `json:"start,omitempty"`
 	Workspace    string     `json:"workspace"`

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/internal/proc"
 	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
@@ -443,7 +444,7 @@ func (f *fsys) report(name string) ([]byte, error) {
 			sync = "always"
 		}
 		return control.JSONLine(control.StatusReport{
-			PID: os.Getpid(), Start: control.SelfStart(), Workspace: f.workspace, Mountpoint: f.mountpoint, Store: f.store,
+			PID: os.Getpid(), Start: proc.SelfStart(), Workspace: f.workspace, Mountpoint: f.mountpoint, Store: f.store,
 			Head: f.eng.Head(), Step: control.StepReport{Sequence: s.Seq, Label: s.Label},
 			Sync: sync, AutoStep: f.autoStep.String(), PrunedBefore: f.eng.PrunedBefore(),
 			Thinned:  f.eng.Thinned(),

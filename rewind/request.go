@@ -77,7 +77,7 @@ func (e *Engine) Apply(ctx context.Context, req record.Request) (record.RewindRe
 		// every path changed after it is captured again, so the state
 		// just before it stays what @head showed then (a write after it
 		// to a path the step had captured would otherwise change that
-		// state unrecorded: e2e/TestFSX, seed 1796395561946588390).
+		// state unrecorded).
 		e.capMu.Lock()
 		e.captured = map[string]record.Seq{}
 		e.capMu.Unlock()

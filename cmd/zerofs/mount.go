@@ -24,6 +24,7 @@ import (
 	"github.com/zerofs/zerofs/control"
 	zfs "github.com/zerofs/zerofs/fs"
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/proc"
 	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/replicate"
 	"github.com/zerofs/zerofs/rewind"
@@ -563,7 +564,7 @@ func writePIDFile(dir *os.File) (*pidFile, error) {
 		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), control.PIDFileName)
-	_, werr := f.Write(control.FormatPIDFile(os.Getpid(), control.SelfStart()))
+	_, werr := f.Write(control.FormatPIDFile(os.Getpid(), proc.SelfStart()))
 	f.Close()
 	if werr != nil {
 		dir.Close()
@@ -585,7 +586,7 @@ func (p *pidFile) remove(logger *slog.Logger) {
 // parseSize reads a size in bytes with an optional binary suffix: 512K,
 // 20M, 3G, 1T (also KiB, MiB, GiB, TiB, and B).
 func parseSize(s string) (int64, error) {
-	num := strings.TrimRight(s, "KMGTiBkmgtib")
+	num := strings.TrimRight(s, "KMGTiBkmgtb")
 	unit := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s[len(num):], "B"), "i"))
 	n, err := strconv.ParseFloat(num, 64)
 	if err != nil || n < 0 {
