@@ -25,8 +25,9 @@ type Agent struct {
 	Name  string // as `zerofs hooks install` takes it
 	Title string // as people call it
 	// ToolEvents and PromptEvents are the hook events zerofs installs:
-	// before each tool call (a step) and at each prompt (a turn).
-	ToolEvents, PromptEvents []string
+	// before each tool call (a step) and at each prompt (a turn);
+	// ResultEvents after each tool call (its step's tool_result).
+	ToolEvents, PromptEvents, ResultEvents []string
 	// Limits says what the agent's hooks cannot show zerofs.
 	Limits string
 	// file is the configuration file under the home or project directory.
@@ -50,22 +51,22 @@ const (
 // Agents are the agents `zerofs hooks install` knows, in the order the
 // agents guide (docs/agents.md) presents them.
 var Agents = []Agent{
-	{Name: "claude", Title: "Claude Code", ToolEvents: []string{"PreToolUse"}, PromptEvents: []string{"UserPromptSubmit"},
+	{Name: "claude", Title: "Claude Code", ToolEvents: []string{"PreToolUse"}, PromptEvents: []string{"UserPromptSubmit"}, ResultEvents: []string{"PostToolUse", "PostToolUseFailure"},
 		userFile: ".claude/settings.json", projectFile: ".claude/settings.json", kind: kindNested,
 		Limits: "Edits by Claude Code's own tools and by the commands it runs are both seen; subagents' tool calls are steps of their own."},
-	{Name: "codex", Title: "Codex", ToolEvents: []string{"PreToolUse"}, PromptEvents: []string{"UserPromptSubmit"},
+	{Name: "codex", Title: "Codex", ToolEvents: []string{"PreToolUse"}, PromptEvents: []string{"UserPromptSubmit"}, ResultEvents: []string{"PostToolUse"},
 		userFile: ".codex/hooks.json", projectFile: ".codex/hooks.json", kind: kindNested,
 		Limits: "Codex runs PreToolUse for Bash, apply_patch and MCP tools. Hooks are on by default from Codex 0.124 (the feature flag is now [features] hooks in config.toml; older versions called it codex_hooks)."},
-	{Name: "gemini", Title: "Gemini CLI", ToolEvents: []string{"BeforeTool"}, PromptEvents: []string{"BeforeAgent"},
+	{Name: "gemini", Title: "Gemini CLI", ToolEvents: []string{"BeforeTool"}, PromptEvents: []string{"BeforeAgent"}, ResultEvents: []string{"AfterTool"},
 		userFile: ".gemini/settings.json", projectFile: ".gemini/settings.json", kind: kindNested,
 		Limits: "Project settings apply only in a folder Gemini CLI trusts."},
-	{Name: "opencode", Title: "OpenCode", ToolEvents: []string{"tool.execute.before"}, PromptEvents: []string{"chat.message"},
+	{Name: "opencode", Title: "OpenCode", ToolEvents: []string{"tool.execute.before"}, PromptEvents: []string{"chat.message"}, ResultEvents: []string{"tool.execute.after"},
 		userFile: ".config/opencode/plugins/zerofs.js", projectFile: "opencode.json", kind: kindPlugin,
 		Limits: "OpenCode loads the plugin at start: restart it after installing. A project install names the plugin in the project's opencode.json and keeps the plugin file outside the workspace (OpenCode installs its own packages into any .opencode directory it finds)."},
-	{Name: "cursor", Title: "Cursor", ToolEvents: []string{"beforeShellExecution"}, PromptEvents: []string{"beforeSubmitPrompt"},
+	{Name: "cursor", Title: "Cursor", ToolEvents: []string{"beforeShellExecution"}, PromptEvents: []string{"beforeSubmitPrompt"}, ResultEvents: []string{"afterShellExecution"},
 		userFile: ".cursor/hooks.json", projectFile: ".cursor/hooks.json", kind: kindFlat,
 		Limits: "zerofs installs no hook before a Cursor file edit (afterFileEdit is too late; Cursor's newer preToolUse is not used yet): Cursor's edits are recorded (every change under the mount is), but they belong to the prompt's turn as one unnamed step, or to the shell command's step before them, not to a step of their own."},
-	{Name: "windsurf", Title: "Windsurf", ToolEvents: []string{"pre_run_command", "pre_write_code"}, PromptEvents: []string{"pre_user_prompt"},
+	{Name: "windsurf", Title: "Windsurf", ToolEvents: []string{"pre_run_command", "pre_write_code"}, PromptEvents: []string{"pre_user_prompt"}, ResultEvents: []string{"post_run_command", "post_write_code"},
 		userFile: ".codeium/windsurf/hooks.json", projectFile: ".windsurf/hooks.json", kind: kindFlat,
 		Limits: "Windsurf's hooks see commands and code writes; a tool that changes files any other way belongs to the step before it."},
 }
@@ -97,8 +98,9 @@ type InstallOptions struct {
 	// Zerofs is the zerofs binary the hooks run (an absolute path, or
 	// "zerofs" to find it on PATH).
 	Zerofs string
-	// NoPrompt installs the prompt hook with --no-prompt: turns are
-	// recorded without the prompt's text.
+	// NoPrompt installs the prompt and result hooks with --no-prompt:
+	// turns are recorded without the prompt's text, results without the
+	// error's first line.
 	NoPrompt bool
 }
 
@@ -141,8 +143,9 @@ func homeDir() string {
 	return h
 }
 
-// Command is the hook command installed for a (the prompt hook's when
-// prompt is true).
+// Command is the hook command installed for a (the prompt and result
+// hooks' when prompt is true: they carry a person's words or a tool's
+// output, which --no-prompt keeps out of the log).
 func (a Agent) Command(opts InstallOptions, prompt bool) string {
 	cmd := shellQuote(opts.Zerofs) + " step --hook --agent " + a.Name
 	if prompt && opts.NoPrompt {
@@ -300,6 +303,11 @@ func mergeConfig(a Agent, opts InstallOptions, before []byte) ([]byte, error) {
 	}
 	for _, ev := range a.PromptEvents {
 		if err := mergeEvent(a, hooks, ev, entryFor(a, a.Command(opts, true), false)); err != nil {
+			return nil, err
+		}
+	}
+	for _, ev := range a.ResultEvents {
+		if err := mergeEvent(a, hooks, ev, entryFor(a, a.Command(opts, true), true)); err != nil {
 			return nil, err
 		}
 	}

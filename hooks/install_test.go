@@ -124,7 +124,7 @@ func checkConfig(t *testing.T, a Agent, b []byte, opts InstallOptions) {
 	if err := json.Unmarshal(cfg["hooks"], &hooks); err != nil {
 		t.Fatal(err)
 	}
-	for _, ev := range append(append([]string{}, a.ToolEvents...), a.PromptEvents...) {
+	for _, ev := range append(append(append([]string{}, a.ToolEvents...), a.PromptEvents...), a.ResultEvents...) {
 		var cmds []string
 		for _, e := range hooks[ev] {
 			if c, ok := e["command"].(string); ok {
@@ -156,7 +156,7 @@ func checkConfig(t *testing.T, a Agent, b []byte, opts InstallOptions) {
 // and, where node is installed, parses as JavaScript.
 func checkPlugin(t *testing.T, b []byte) {
 	t.Helper()
-	for _, want := range []string{`"tool.execute.before"`, `"chat.message"`, `["/opt/zero fs/zerofs", "step", "--hook", "--agent", "opencode"]`} {
+	for _, want := range []string{`"tool.execute.before"`, `"tool.execute.after"`, `"chat.message"`, `["/opt/zero fs/zerofs", "step", "--hook", "--agent", "opencode"]`} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("the plugin lacks %s", want)
 		}
@@ -190,7 +190,7 @@ func TestInstallReplacesOldCommand(t *testing.T) {
 	}
 	Apply(c)
 	b, _ := os.ReadFile(c.Path)
-	if bytes.Contains(b, []byte("/old/zerofs")) || bytes.Count(b, []byte("/new/zerofs")) != 2 || !bytes.Contains(b, []byte("--no-prompt")) {
+	if bytes.Contains(b, []byte("/old/zerofs")) || bytes.Count(b, []byte("/new/zerofs")) != 2+len(a.ResultEvents) || !bytes.Contains(b, []byte("--no-prompt")) {
 		t.Fatalf("got\n%s", b)
 	}
 }

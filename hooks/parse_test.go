@@ -24,6 +24,11 @@ func TestParseRealPayloads(t *testing.T) {
 		cursor       = "91bb80bf-54e5-4858-9f98-65e8b42d308b"
 		windsurf     = "64944513-a64d-410b-af09-426251271f8b"
 		ws           = "/work/app"
+		// The runs that captured the after-tool hooks.
+		claude2   = "5bdb694b-1855-4b23-8b3e-374527cc3cf1"
+		codex2    = "01a244de-2bf7-7223-8d50-e06f3e31129e"
+		gemini2   = "bf09e448-b671-4800-98b2-7c4171a26640"
+		opencode2 = "ses_dbb20f98cffeF4d5Oy9HGGSuiy"
 	)
 	cases := []struct {
 		file                 string
@@ -63,6 +68,30 @@ func TestParseRealPayloads(t *testing.T) {
 		// pre_write_code says no cwd: the label names the file as given (the
 		// hook makes it relative to the workspace it finds).
 		{"windsurf-pre_write_code.json", KindTool, "windsurf", windsurf, "write_code /work/app/docs/hooks/_ws_write_probe.txt", "", ""},
+		// The after-tool hooks' runs: each tool call before and after
+		// (the label of a result is its tool's name; TestParseResults
+		// checks what each result says).
+		{"claude-PreToolUse-Bash-ls.json", KindTool, "claude", claude2, "Bash: ls src", ws, "toolu_01eb73ba962b2943de9cf993"},
+		{"claude-PostToolUse-Bash.json", KindResult, "claude", claude2, "Bash: ls src", ws, "toolu_01eb73ba962b2943de9cf993"},
+		{"claude-PreToolUse-Bash-fails.json", KindTool, "claude", claude2, "Bash: ls missing.txt", ws, "toolu_01053d80059a8142f3b91ea0"},
+		{"claude-PostToolUseFailure-Bash.json", KindResult, "claude", claude2, "Bash: ls missing.txt", ws, "toolu_01053d80059a8142f3b91ea0"},
+		{"codex-PreToolUse-Bash-ls.json", KindTool, "codex", codex2, "Bash: ls src", ws, "call_8f9833ef645f4240"},
+		{"codex-PostToolUse-Bash.json", KindResult, "codex", codex2, "Bash: ls src", ws, "call_8f9833ef645f4240"},
+		{"codex-PreToolUse-Bash-fails.json", KindTool, "codex", codex2, "Bash: ls missing.txt", ws, "call_7cc509b089a64e96"},
+		{"codex-PostToolUse-Bash-fails.json", KindResult, "codex", codex2, "Bash: ls missing.txt", ws, "call_7cc509b089a64e96"},
+		{"gemini-BeforeTool-run_shell_command-ls.json", KindTool, "gemini", gemini2, "run_shell_command: ls src", ws, ""},
+		{"gemini-AfterTool-run_shell_command.json", KindResult, "gemini", gemini2, "run_shell_command: ls src", ws, ""},
+		{"gemini-BeforeTool-run_shell_command-fails.json", KindTool, "gemini", gemini2, "run_shell_command: ls missing.txt", ws, ""},
+		{"gemini-AfterTool-run_shell_command-fails.json", KindResult, "gemini", gemini2, "run_shell_command: ls missing.txt", ws, ""},
+		{"gemini-BeforeTool-replace-fails.json", KindTool, "gemini", gemini2, "replace app.py", ws, ""},
+		{"gemini-AfterTool-replace-fails.json", KindResult, "gemini", gemini2, "replace app.py", ws, ""},
+		{"opencode-tool.execute.before-bash-ls.json", KindTool, "opencode", opencode2, "bash: ls src", ws, "call_08cec7c2024e"},
+		{"opencode-tool.execute.after-bash.json", KindResult, "opencode", opencode2, "bash", ws, "call_08cec7c2024e"},
+		{"opencode-tool.execute.before-bash-fails.json", KindTool, "opencode", opencode2, "bash: ls missing.txt", ws, "call_547fe8fbe303"},
+		{"opencode-tool.execute.after-bash-fails.json", KindResult, "opencode", opencode2, "bash", ws, "call_547fe8fbe303"},
+		{"cursor-afterShellExecution.json", KindResult, "cursor", cursor, "Shell", ws, ""},
+		{"windsurf-post_run_command.json", KindResult, "windsurf", windsurf, "run_command: echo rosetta-hook-probe", ws, ""},
+		{"windsurf-post_write_code.json", KindResult, "windsurf", windsurf, "write_code /work/app/docs/hooks/_ws_write_probe.txt", "", ""},
 	}
 	files, _ := filepath.Glob(filepath.Join("testdata", "payloads", "*.json"))
 	listed := map[string]bool{}
@@ -94,6 +123,12 @@ func TestParseRealPayloads(t *testing.T) {
 				t.Errorf("got cwd %q tool use id %q, want %q %q", c.Cwd, c.ToolUseID, tc.cwd, tc.id)
 			}
 			got := c.Prompt
+			if c.Kind == KindResult {
+				got = Label(c)
+				if c.Result == nil {
+					t.Fatal("a result without its Result")
+				}
+			}
 			if c.Kind == KindTool {
 				got = Label(c)
 				if len(c.Input) == 0 || !json.Valid(c.Input) {

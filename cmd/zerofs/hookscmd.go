@@ -23,8 +23,9 @@ var hooksCmd = &command{
 	summary: "write an agent's hook configuration; check what reached the log",
 	help: `  hooks install AGENT   merge zerofs's hooks into the configuration of AGENT
                         (` + strings.Join(hooks.AgentNames(), ", ") + `):
-                        a hook before each tool call begins a step, and a
-                        hook at each prompt begins a turn. Installing again
+                        a hook before each tool call begins a step, one
+                        after it records its result, and a hook at each
+                        prompt begins a turn. Installing again
                         changes nothing; the agent's other settings and hooks
                         are kept. It prints each file it writes with a diff,
                         then what the agent still needs before the hooks
@@ -37,12 +38,14 @@ var hooksCmd = &command{
                         current directory outside one
     --user              the user's configuration, for every project
     --dry-run           print what would change and write nothing
-    --no-prompt         record turns without the prompt's text
+    --no-prompt         record turns without the prompt's text and results
+                        without the error's first line
     --zerofs PATH       the zerofs the hooks run (default: this binary)
   hooks check           for each agent, where its hooks are installed, what
                         it still needs before they record, whether a file a
                         recorded install wrote is gone or changed, and the
-                        last step and turn it recorded in this workspace
+                        last step, result and turn it recorded in this
+                        workspace
 `,
 	run: runHooks,
 }
@@ -169,6 +172,9 @@ func runHooksCheck(e *env) error {
 			p := a.Path(o)
 			ok, err := hooks.Installed(a, p)
 			switch {
+			case ok && !hooks.ResultsInstalled(a, p):
+				where = append(where, fmt.Sprintf("%s (%s; without the after-tool hooks that record results: install again)", scope, p))
+				scopes = append(scopes, scope)
 			case ok:
 				where = append(where, fmt.Sprintf("%s (%s)", scope, p))
 				scopes = append(scopes, scope)
@@ -205,13 +211,19 @@ func lastByAgent(e *env, ws *history.Workspace) (map[string]string, map[string]i
 	out := map[string]string{}
 	installs := map[string]installRecord{}
 	err := withHistory(e, func(_ *history.Workspace, src history.Source) error {
-		steps, turns := map[string]string{}, map[string]string{}
+		steps, turns, results := map[string]string{}, map[string]string{}, map[string]string{}
 		for ev, err := range src.Events() {
 			if err != nil {
 				return err
 			}
 			if agent, rec, ok := installOf(ev); ok {
 				installs[agent] = rec
+				continue
+			}
+			if ev.Type == record.TypeToolResult {
+				if a, s := resultLine(ev); a != "" {
+					results[a] = s
+				}
 				continue
 			}
 			if ev.Type != record.TypeToolCall && ev.Type != record.TypeTurn {
@@ -235,6 +247,9 @@ func lastByAgent(e *env, ws *history.Workspace) (map[string]string, map[string]i
 			parts := []string{}
 			if s := steps[a.Name]; s != "" {
 				parts = append(parts, s)
+			}
+			if r := results[a.Name]; r != "" {
+				parts = append(parts, r)
 			}
 			if t := turns[a.Name]; t != "" {
 				parts = append(parts, t)

@@ -120,6 +120,7 @@ type (
 		Deleted      int            `json:"deleted,omitempty"`
 		Changes      []mcpChange    `json:"changes,omitempty"`
 		Payload      map[string]any `json:"payload,omitempty"`
+		Result       *mcpToolResult `json:"result,omitempty" jsonschema:"what came of the step's tool call (an agent's after-tool hook, zerofs run), when recorded"`
 	}
 	mcpLogOut struct {
 		Head    uint64     `json:"head"`
@@ -227,6 +228,7 @@ func (t *mcpTools) register(s *mcp.Server, schemas map[string]*jsonschema.Schema
 		Description: "Take back what one step changed and keep every later change. If a later change touched the same paths, nothing changes and the error names each of them; call again with force: true to take those back too."},
 		nil, t.revert)
 	t.registerMerge(s, schemas)
+	t.registerBisect(s, schemas)
 }
 
 // open finds the workspace and opens its history for one call.
@@ -346,7 +348,7 @@ func (t *mcpTools) log(ctx context.Context, _ *mcp.CallToolRequest, a mcpLogArgs
 // compactEntry is a log entry as zerofs_log returns it.
 func compactEntry(e history.Entry, details bool) mcpEntry {
 	m := mcpEntry{Type: e.Type, Sequence: uint64(e.Sequence), Time: e.Time.UTC().Format(time.RFC3339), Label: e.Label,
-		Turn: uint64(e.Turn), Prompt: e.Prompt, Agent: e.Agent, AgentSession: e.AgentSession}
+		Turn: uint64(e.Turn), Prompt: e.Prompt, Agent: e.Agent, AgentSession: e.AgentSession, Result: mcpResultOf(e.Result)}
 	if e.Person {
 		m.Label = "(a person)"
 	} else if e.Implicit {
@@ -386,7 +388,7 @@ func writeEntryLine(b *strings.Builder, e mcpEntry) {
 		if e.Turn != 0 {
 			ind = "  "
 		}
-		fmt.Fprintf(b, "%s%s %d %s %s\n", ind, e.Type, e.Sequence, e.Time, quote.Line(e.Label))
+		fmt.Fprintf(b, "%s%s %d %s %s%s\n", ind, e.Type, e.Sequence, e.Time, quote.Line(e.Label), mcpResultWords(e.Result))
 	}
 	for _, c := range e.Changes {
 		name := quote.Name(exactName(c.Path, c.PathBytes))
