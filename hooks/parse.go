@@ -46,6 +46,7 @@ type Call struct {
 // and Gemini CLI share their names; Cursor and Windsurf have their own.
 type rawPayload struct {
 	Agent         string          `json:"agent"` // the OpenCode plugin's
+	Argv          []string        `json:"argv"`  // the OpenCode plugin's: OpenCode's arguments
 	SessionID     string          `json:"session_id"`
 	HookEventName string          `json:"hook_event_name"`
 	ToolName      string          `json:"tool_name"`
@@ -133,6 +134,9 @@ func parseClaudeLike(c *Call, p *rawPayload) {
 			return
 		}
 		c.Kind, c.Prompt = KindPrompt, p.Prompt
+		if p.HookEventName == "chat.message" {
+			c.Prompt = unquoteRunPrompt(p.Prompt, p.Argv)
+		}
 		return
 	}
 	if p.ToolName == "" {

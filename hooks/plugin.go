@@ -63,6 +63,9 @@ export const ZerofsPlugin = async ({ directory }) => {
         session_id: input.sessionID,
         cwd: directory,
         prompt: text,
+        // OpenCode's command line: 'opencode run' quotes a message's
+        // words that hold spaces, and zerofs records them as typed.
+        argv: process.argv.slice(2),
       })
     },
   }

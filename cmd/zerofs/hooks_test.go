@@ -252,7 +252,7 @@ func TestEveryRealPayloadMounted(t *testing.T) {
 		claudeSub = "7e413420-7ae3-473e-8e51-7f7ac2fbd349"
 		codex     = "01a24245-babe-7a71-ba43-8424b07c8482"
 		gemini    = "4df9cd7d-1a30-4696-9bed-7a88217fc246"
-		opencode  = "ses_dbdb81147ffeK2X48seNTvOU5p"
+		opencode  = "ses_dbb1d410fffe9uZ9WoTUC3izEx"
 		cursor    = "91bb80bf-54e5-4858-9f98-65e8b42d308b"
 		windsurf  = "64944513-a64d-410b-af09-426251271f8b"
 	)
@@ -276,6 +276,11 @@ func TestEveryRealPayloadMounted(t *testing.T) {
 	wantTurns := map[string]string{ // agent: session
 		"claude": claude, "codex": codex, "gemini": gemini, "opencode": opencode, "cursor": cursor, "windsurf": windsurf,
 	}
+	// Codex with the project's .codex/hooks.json (the others came from a
+	// user-level install): a session of its own, the same steps.
+	const codexProject = "01a244ef-d0c7-7ff0-b783-3f914fecb8f2"
+	wantProject := map[string]bool{"Bash: cargo test -p core": true, "apply_patch: src/a.go, src/b.go": true}
+	projectSteps, projectTurns := 0, 0
 	var entries []history.Entry
 	if err := json.Unmarshal([]byte(binOK(t, ws, "log", "--json", "--all")), &entries); err != nil {
 		t.Fatal(err)
@@ -289,12 +294,20 @@ func TestEveryRealPayloadMounted(t *testing.T) {
 			if e.Prompt == "" || strings.Contains(e.Prompt, "task-notification") {
 				t.Errorf("%s's turn: prompt %q", e.Agent, e.Prompt)
 			}
+			if e.AgentSession == codexProject {
+				projectTurns++
+				continue
+			}
 			nturns++
 			turns[e.Agent] = e.AgentSession
 		case "step":
 			var p map[string]any
 			json.Unmarshal(e.Payload, &p)
 			s, _ := p["agentSession"].(string)
+			if s == codexProject && wantProject[e.Label] {
+				projectSteps++
+				continue
+			}
 			steps[e.Label] = s
 		}
 	}
@@ -310,6 +323,9 @@ func TestEveryRealPayloadMounted(t *testing.T) {
 	}
 	if len(steps) != len(wantSteps) || nturns != len(wantTurns) {
 		t.Errorf("got steps %v and turns %v", steps, turns)
+	}
+	if projectSteps != 2 || projectTurns != 1 {
+		t.Errorf("Codex with the project's hooks: %d steps and %d turns, want 2 and 1", projectSteps, projectTurns)
 	}
 }
 

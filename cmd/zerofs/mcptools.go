@@ -578,6 +578,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (
 				out.Warnings = foreignWarnings(rep.Foreign, "overwrites", seen)
 			}
 		}
+		guard := guardHooksAt(ws.Root)
 		rep, err := doRewind(ctx, src, req)
 		if err != nil {
 			var ce *record.ConflictError
@@ -592,6 +593,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (
 			verb = "would overwrite"
 		}
 		out.Warnings = append(out.Warnings, foreignWarnings(rep.Foreign, verb, seen)...)
+		out.Warnings = append(out.Warnings, guard.warnings(rep)...)
 		out.Sequence, out.Target = uint64(rep.Sequence), uint64(rep.TargetSequence)
 		if req.DryRun {
 			out.Sequence = 0
