@@ -154,6 +154,9 @@ type Engine struct {
 	// runs alone.
 	recovering record.Seq
 
+	// results finds the step of an after-tool hook's result (result.go).
+	results resultIndex
+
 	// stepSeq mirrors step.Seq for lock-free reads on the write path.
 	stepSeq atomic.Uint64
 

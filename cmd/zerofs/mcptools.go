@@ -122,6 +122,7 @@ type (
 		Deleted      int            `json:"deleted,omitempty"`
 		Changes      []mcpChange    `json:"changes,omitempty"`
 		Payload      map[string]any `json:"payload,omitempty"`
+		Result       *mcpToolResult `json:"result,omitempty" jsonschema:"what came of the step's tool call (an agent's after-tool hook, zerofs run), when recorded"`
 	}
 	mcpLogOut struct {
 		Head    uint64     `json:"head"`
@@ -229,6 +230,7 @@ func (t *mcpTools) register(s *mcp.Server, schemas map[string]*jsonschema.Schema
 		Description: "Take back what one step changed and keep every later change. If a later change touched the same paths, nothing changes and the error names each of them; call again with force: true to take those back too."},
 		nil, t.revert)
 	t.registerMerge(s, schemas)
+	t.registerBisect(s, schemas)
 }
 
 // open finds the workspace and opens its history for one call.
@@ -355,7 +357,7 @@ func (t *mcpTools) log(ctx context.Context, _ *mcp.CallToolRequest, a mcpLogArgs
 // compactEntry is a log entry as zerofs_log returns it.
 func compactEntry(e history.Entry, details bool) mcpEntry {
 	m := mcpEntry{Type: e.Type, Sequence: uint64(e.Sequence), Time: e.Time.UTC().Format(time.RFC3339), Label: e.Label,
-		Turn: uint64(e.Turn), Prompt: e.Prompt, Agent: e.Agent, AgentSession: e.AgentSession}
+		Turn: uint64(e.Turn), Prompt: e.Prompt, Agent: e.Agent, AgentSession: e.AgentSession, Result: mcpResultOf(e.Result)}
 	if e.Person {
 		m.Label = "(a person)"
 	} else if e.Implicit {
@@ -395,7 +397,7 @@ func writeEntryLine(b *strings.Builder, e mcpEntry) {
 		if e.Turn != 0 {
 			ind = "  "
 		}
-		fmt.Fprintf(b, "%s%s %d %s %s\n", ind, e.Type, e.Sequence, e.Time, quote.Line(e.Label))
+		fmt.Fprintf(b, "%s%s %d %s %s%s\n", ind, e.Type, e.Sequence, e.Time, quote.Line(e.Label), mcpResultWords(e.Result))
 	}
 	for _, c := range e.Changes {
 		name := quote.Name(exactName(c.Path, c.PathBytes))
@@ -587,6 +589,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (
 				out.Warnings = foreignWarnings(rep.Foreign, "overwrites", seen)
 			}
 		}
+		guard := guardHooksAt(ws.Root)
 		rep, err := doRewind(ctx, src, req)
 		if err != nil {
 			var ce *record.ConflictError
@@ -601,6 +604,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (
 			verb = "would overwrite"
 		}
 		out.Warnings = append(out.Warnings, foreignWarnings(rep.Foreign, verb, seen)...)
+		out.Warnings = append(out.Warnings, guard.warnings(rep)...)
 		out.Sequence, out.Target = uint64(rep.Sequence), uint64(rep.TargetSequence)
 		if req.DryRun {
 			out.Sequence = 0
