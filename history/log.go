@@ -51,6 +51,10 @@ type Entry struct {
 	// one was recorded.
 	Result  *record.ToolResultPayload `json:"result,omitempty"`
 	Changes []Change                  `json:"changes"`
+	// Ignores, for a block that changed .zeroignore, is its patterns after
+	// the block: what is ignored from then on (empty: nothing, the file
+	// gone or empty). Absent when the block did not change it.
+	Ignores *[]string `json:"ignores,omitempty"`
 }
 
 // EntryTurn is the type of a turn's entry.
@@ -135,6 +139,9 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 		}
 		ent.Thinned = b.Thinned
 		ent.StatesThinned = b.StatesThinned(thinned)
+		if ent.Ignores, err = ignoresAfter(src, b); err != nil {
+			return nil, err
+		}
 		if len(opts.Paths) > 0 {
 			if b.Type == BlockPruned || !touches(b, opts.Paths) {
 				continue
