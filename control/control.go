@@ -31,14 +31,15 @@ const (
 	Status = "status"
 	GC     = "gc"
 	Turn   = "turn"
+	Result = "result"
 )
 
 // Names lists every control file, sorted.
-var Names = []string{GC, Head, Log, Rewind, Status, Step, Turn}
+var Names = []string{GC, Head, Log, Result, Rewind, Status, Step, Turn}
 
 // Writable reports whether name takes requests (writes).
 func Writable(name string) bool {
-	return name == Step || name == Rewind || name == GC || name == Turn
+	return name == Step || name == Rewind || name == GC || name == Turn || name == Result
 }
 
 // ParseTurn parses a write to "turn": a JSON object, the turn event's
@@ -488,6 +489,9 @@ type StatusReport struct {
 	// Progress is how far the rewind or gc running now has come (nil when
 	// none runs): a client waiting on its write polls it for a progress bar.
 	Progress *record.ProgressReport `json:"progress,omitempty"`
+	// Ignore is what .zeroignore and --ignore make the daemon leave alone
+	// (nil: nothing, and no .zeroignore it could not use).
+	Ignore *record.IgnoreStatus `json:"ignore,omitempty"`
 }
 
 // ParseStatus parses what reading "status" shows. A status without a pid

@@ -44,10 +44,17 @@ type Entry struct {
 	// there is one.
 	Turn record.Seq `json:"turn,omitempty"`
 	// A turn's prompt (unless it was kept out), agent and agent session.
-	Prompt       string   `json:"prompt,omitempty"`
-	Agent        string   `json:"agent,omitempty"`
-	AgentSession string   `json:"agentSession,omitempty"`
-	Changes      []Change `json:"changes"`
+	Prompt       string `json:"prompt,omitempty"`
+	Agent        string `json:"agent,omitempty"`
+	AgentSession string `json:"agentSession,omitempty"`
+	// Result is what came of a step's tool call (its tool_result), when
+	// one was recorded.
+	Result  *record.ToolResultPayload `json:"result,omitempty"`
+	Changes []Change                  `json:"changes"`
+	// Ignores, for a block that changed .zeroignore, is its patterns after
+	// the block: what is ignored from then on (empty: nothing, the file
+	// gone or empty). Absent when the block did not change it.
+	Ignores *[]string `json:"ignores,omitempty"`
 }
 
 // EntryTurn is the type of a turn's entry.
@@ -67,6 +74,9 @@ type LogOptions struct {
 	// All keeps the steps that changed nothing (an agent's read-only tool
 	// calls), which are left out by default.
 	All bool
+	// Failed keeps only the steps whose recorded result is an error,
+	// whether they changed anything or not.
+	Failed bool
 }
 
 // Log is the history of src as entries, newest first. An implicit step
@@ -105,7 +115,9 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 		}
 	}
 	for i := len(blocks) - 1; i >= 0; i-- {
-		addTurns(blocks[i].Seq)
+		if !opts.Failed {
+			addTurns(blocks[i].Seq)
+		}
 		if opts.Limit > 0 && len(entries) >= opts.Limit {
 			break
 		}
@@ -113,8 +125,12 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 		if b.Forgotten(pruned) {
 			continue // the gc's entry stands for it
 		}
+		if opts.Failed && (b.Result == nil || b.Result.Status != "error") {
+			continue
+		}
 		ent := Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End, Time: b.Time,
-			Label: b.Label, Implicit: b.Implicit, Person: b.Person, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn, Changes: []Change{}}
+			Label: b.Label, Implicit: b.Implicit, Person: b.Person, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn,
+			Result: b.Result, Changes: []Change{}}
 		if b.Pruned != nil {
 			ent.PrunedBefore = &b.Pruned.Before
 		}
@@ -123,15 +139,21 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 		}
 		ent.Thinned = b.Thinned
 		ent.StatesThinned = b.StatesThinned(thinned)
+		if ent.Ignores, err = ignoresAfter(src, b); err != nil {
+			return nil, err
+		}
 		if len(opts.Paths) > 0 {
 			if b.Type == BlockPruned || !touches(b, opts.Paths) {
 				continue
 			}
 		}
-		if b.Type == BlockStep && !opts.All && len(b.Files) == 0 {
+		// A step whose tool call failed is shown even when it changed
+		// nothing: a failed test run says something.
+		all := opts.All || opts.Failed || (b.Result != nil && b.Result.Status == "error")
+		if b.Type == BlockStep && !all && len(b.Files) == 0 {
 			continue // changed nothing
 		}
-		if b.Type != BlockPruned && (opts.Changes || b.Implicit || len(opts.Paths) > 0 || (b.Type == BlockStep && !opts.All)) {
+		if b.Type != BlockPruned && (opts.Changes || b.Implicit || len(opts.Paths) > 0 || (b.Type == BlockStep && !all)) {
 			cs, err := Changes(src, b, pruned)
 			if err != nil {
 				return nil, err
@@ -139,7 +161,7 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 			if len(opts.Paths) > 0 {
 				cs = filterChanges(cs, opts.Paths)
 			}
-			if len(cs) == 0 && (b.Implicit || len(opts.Paths) > 0 || (b.Type == BlockStep && !opts.All)) {
+			if len(cs) == 0 && (b.Implicit || len(opts.Paths) > 0 || (b.Type == BlockStep && !all)) {
 				continue
 			}
 			if opts.Changes && cs != nil {
@@ -148,7 +170,9 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 		}
 		entries = append(entries, ent)
 	}
-	addTurns(0)
+	if !opts.Failed {
+		addTurns(0)
+	}
 	return entries, nil
 }
 

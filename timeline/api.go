@@ -59,6 +59,11 @@ type Item struct {
 	// Lines are the +/- line counts of each changed path (a renamed path
 	// by its new name); absent where the states were pruned.
 	Lines map[string]Lines `json:"lines,omitempty"`
+	// Outcome words a step's result ("failed", "ok", or "" when the agent
+	// did not say) and Took its details ("exit 2, 1.2 s"), as the CLI
+	// words them (history.ResultWords); Entry.Result has the fields.
+	Outcome string `json:"outcome,omitempty"`
+	Took    string `json:"took,omitempty"`
 }
 
 // A Proc is a process that changed something.
@@ -249,7 +254,8 @@ func LogWith(src history.Source, before record.Seq, limit int, all bool) (Page, 
 		}
 		it := Item{Entry: history.Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End,
 			Time: b.Time, Label: b.Label, Implicit: b.Implicit, Person: b.Person, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn,
-			Changes: []history.Change{}}, Before: b.Before(), After: b.After(), Procs: []Proc{}}
+			Result: b.Result, Changes: []history.Change{}}, Before: b.Before(), After: b.After(), Procs: []Proc{}}
+		it.Outcome, it.Took = history.ResultWords(b.Result)
 		if b.Pruned != nil {
 			it.PrunedBefore = &b.Pruned.Before
 		}
@@ -262,7 +268,7 @@ func LogWith(src history.Source, before record.Seq, limit int, all bool) (Page, 
 			if err != nil {
 				return Page{}, err
 			}
-			if len(cs) == 0 && (b.Implicit || (b.Type == history.BlockStep && !all)) {
+			if len(cs) == 0 && (b.Implicit || (b.Type == history.BlockStep && !all && it.Outcome != "failed")) {
 				continue
 			}
 			if cs != nil {

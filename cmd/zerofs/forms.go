@@ -61,11 +61,13 @@ func applyWith(e *env, src history.Source, req record.Request) (control.RewindRe
 		p = startProgress(e, rewindVerb(req))
 		ctx = p.with(ctx)
 	}
+	guard := guardHooks(e)
 	rep, err := doRewind(ctx, src, req)
 	p.Done() // cleared before anything is printed
 	if err != nil {
 		return rep, err
 	}
+	defer guard.warn(e.stderr, rep)
 	if rep.Unchanged {
 		// The engine found nothing to change and recorded nothing (no
 		// event, nothing on the redo stack): say so, and succeed.

@@ -96,7 +96,9 @@ type (
 		Steps        int         `json:"steps" jsonschema:"how many steps were recorded"`
 		PrunedBefore uint64      `json:"pruned_before" jsonschema:"history starts here (gc forgot the states before)"`
 		StoreBytes   int64       `json:"store_bytes"`
-		Warnings     []string    `json:"warnings,omitempty"`
+		// IgnoredPatterns are what .zeroignore and --ignore leave alone.
+		IgnoredPatterns []string `json:"ignored_patterns" jsonschema:"gitignore patterns (.zeroignore's, then mount --ignore's): the paths they match are never recorded and never touched by rewinds, undo or revert; empty: everything is recorded"`
+		Warnings        []string `json:"warnings,omitempty"`
 	}
 	mcpChange struct {
 		Path      string `json:"path" jsonschema:"the workspace path (a readable form when it is not UTF-8: path_bytes then holds it)"`
@@ -120,6 +122,7 @@ type (
 		Deleted      int            `json:"deleted,omitempty"`
 		Changes      []mcpChange    `json:"changes,omitempty"`
 		Payload      map[string]any `json:"payload,omitempty"`
+		Result       *mcpToolResult `json:"result,omitempty" jsonschema:"what came of the step's tool call (an agent's after-tool hook, zerofs run), when recorded"`
 	}
 	mcpLogOut struct {
 		Head    uint64     `json:"head"`
@@ -227,6 +230,7 @@ func (t *mcpTools) register(s *mcp.Server, schemas map[string]*jsonschema.Schema
 		Description: "Take back what one step changed and keep every later change. If a later change touched the same paths, nothing changes and the error names each of them; call again with force: true to take those back too."},
 		nil, t.revert)
 	t.registerMerge(s, schemas)
+	t.registerBisect(s, schemas)
 }
 
 // open finds the workspace and opens its history for one call.
@@ -283,6 +287,10 @@ func (t *mcpTools) status(ctx context.Context, _ *mcp.CallToolRequest, _ mcpNoAr
 	if st.Step.Sequence > 0 {
 		out.Step = &mcpStepRef{Sequence: uint64(st.Step.Sequence), Label: st.Step.Label}
 	}
+	out.IgnoredPatterns = append(append([]string{}, st.Ignore.File...), st.Ignore.Flags...)
+	if st.Ignore.Err != "" {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("%s not used (%s): everything is recorded but what mount --ignore matches", record.IgnoreFile, st.Ignore.Err))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "workspace %s: ", quote.Name(st.Workspace.Root))
 	if out.Recording {
@@ -293,6 +301,9 @@ func (t *mcpTools) status(ctx context.Context, _ *mcp.CallToolRequest, _ mcpNoAr
 	fmt.Fprintf(&b, "; head %d, %d steps", out.Head, out.Steps)
 	if out.Step != nil {
 		fmt.Fprintf(&b, "; current step %d %s", out.Step.Sequence, quote.Line(out.Step.Label))
+	}
+	if n := len(out.IgnoredPatterns); n > 0 {
+		fmt.Fprintf(&b, "; ignoring what %s match (never recorded nor rewound)", plural(n, "pattern"))
 	}
 	for _, w := range out.Warnings {
 		fmt.Fprintf(&b, "\nwarning: %s", w)
@@ -346,7 +357,7 @@ func (t *mcpTools) log(ctx context.Context, _ *mcp.CallToolRequest, a mcpLogArgs
 // compactEntry is a log entry as zerofs_log returns it.
 func compactEntry(e history.Entry, details bool) mcpEntry {
 	m := mcpEntry{Type: e.Type, Sequence: uint64(e.Sequence), Time: e.Time.UTC().Format(time.RFC3339), Label: e.Label,
-		Turn: uint64(e.Turn), Prompt: e.Prompt, Agent: e.Agent, AgentSession: e.AgentSession}
+		Turn: uint64(e.Turn), Prompt: e.Prompt, Agent: e.Agent, AgentSession: e.AgentSession, Result: mcpResultOf(e.Result)}
 	if e.Person {
 		m.Label = "(a person)"
 	} else if e.Implicit {
@@ -386,7 +397,7 @@ func writeEntryLine(b *strings.Builder, e mcpEntry) {
 		if e.Turn != 0 {
 			ind = "  "
 		}
-		fmt.Fprintf(b, "%s%s %d %s %s\n", ind, e.Type, e.Sequence, e.Time, quote.Line(e.Label))
+		fmt.Fprintf(b, "%s%s %d %s %s%s\n", ind, e.Type, e.Sequence, e.Time, quote.Line(e.Label), mcpResultWords(e.Result))
 	}
 	for _, c := range e.Changes {
 		name := quote.Name(exactName(c.Path, c.PathBytes))
@@ -577,6 +588,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (
 				out.Warnings = foreignWarnings(rep.Foreign, "overwrites", seen)
 			}
 		}
+		guard := guardHooksAt(ws.Root)
 		rep, err := doRewind(ctx, src, req)
 		if err != nil {
 			var ce *record.ConflictError
@@ -591,6 +603,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (
 			verb = "would overwrite"
 		}
 		out.Warnings = append(out.Warnings, foreignWarnings(rep.Foreign, verb, seen)...)
+		out.Warnings = append(out.Warnings, guard.warnings(rep)...)
 		out.Sequence, out.Target = uint64(rep.Sequence), uint64(rep.TargetSequence)
 		if req.DryRun {
 			out.Sequence = 0

@@ -15,7 +15,7 @@ import (
 
 var statusCmd = &command{
 	name:    "status",
-	usage:   "status [--json] [--thin-after DURATION]",
+	usage:   "status [--json] [--thin-after DURATION] [--ignored]",
 	summary: "mounted or not, head, current step, store size",
 	help: `Reads the log without taking the store's lock, so it works next to a
 running zerofs. When mounted, "log:" says where the daemon's log can be read:
@@ -25,6 +25,9 @@ own descriptor of it (/proc/PID/fd/2, readable by its user and root).
   --json                 one JSON object instead, with the fields of the text
   --thin-after DURATION  also say what ` + "`zerofs gc --thin-after DURATION`" + ` would
                          thin and free now (default 7d; 0: do not)
+  --ignored              also list the paths present that .zeroignore (and the
+                         mount's --ignore) leave out of history: an ignored
+                         directory once, not what is in it
 `,
 	run: runStatus,
 }
@@ -33,6 +36,7 @@ func runStatus(e *env, c *command, args []string) error {
 	fs := newFlags(c)
 	asJSON := fs.Bool("json", false, "")
 	thinAfter := durationFlag(fs, "thin-after", 7*24*time.Hour)
+	listIgnored := fs.Bool("ignored", false, "")
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -48,8 +52,14 @@ func runStatus(e *env, c *command, args []string) error {
 		return err
 	}
 	warnBacking(e)
+	var ignored []string
+	if *listIgnored {
+		if ignored, err = ignoredPresent(st); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
-		return writeStatusJSON(e, st)
+		return writeStatusJSON(e, st, ignored, *listIgnored)
 	}
 	ws := st.Workspace
 	w := e.stdout
@@ -76,6 +86,7 @@ func runStatus(e *env, c *command, args []string) error {
 		humanBytes(st.NamedBytes), st.Pruned, humanBytes(b.UniqueBytes), ratio(st.NamedBytes, b.UniqueBytes),
 		humanBytes(b.StoredBytes), ratio(b.UniqueBytes, b.StoredBytes), b.Chunks, b.Packs, b.Loose, b.Kept)
 	fmt.Fprintf(w, "captures:  %s\n", st.Captures)
+	writeIgnoreLines(w, st, ignored, *listIgnored)
 	replicationLines(w, st.Store, st.Head)
 	if ws.Mounted {
 		switch log, hidden := daemon.LogPath(ws.Status.Store, ws.Status.Mountpoint, ws.Status.PID); {
@@ -164,6 +175,10 @@ type statusJSON struct {
 	// replicates; BehindEvents how many events the replica lacks.
 	Replica      *replicate.State `json:"replica,omitempty"`
 	BehindEvents uint64           `json:"replicaBehindEvents,omitempty"`
+	// Ignore is what .zeroignore and --ignore leave out of history (absent:
+	// nothing); Ignored the paths present they match (with --ignored).
+	Ignore  *record.IgnoreStatus `json:"ignore,omitempty"`
+	Ignored *[]string            `json:"ignored,omitempty"`
 }
 
 type stepJSON struct {
@@ -171,7 +186,7 @@ type stepJSON struct {
 	Label    string     `json:"label"`
 }
 
-func writeStatusJSON(e *env, st history.Status) error {
+func writeStatusJSON(e *env, st history.Status, ignored []string, listed bool) error {
 	ws := st.Workspace
 	out := statusJSON{
 		Workspace: ws.Root, Mounted: ws.Mounted, DaemonElsewhere: st.DaemonElsewhere,
@@ -183,6 +198,13 @@ func writeStatusJSON(e *env, st history.Status) error {
 		m := ws.Status
 		out.Mountpoint, out.PID, out.Sync, out.AutoStep = m.Mountpoint, m.PID, m.Sync, autoStepWords(m.AutoStep)
 		out.DaemonLog, _ = daemon.LogPath(m.Store, m.Mountpoint, m.PID)
+	}
+	if ig := st.Ignore; ig.Patterns > 0 || ig.Err != "" {
+		out.Ignore = &ig
+	}
+	if listed {
+		list := append([]string{}, ignored...)
+		out.Ignored = &list
 	}
 	if st.Step.Sequence > 0 {
 		out.Step = &stepJSON{Sequence: st.Step.Sequence, Label: st.Step.Label}
