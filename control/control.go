@@ -328,6 +328,9 @@ type RewindReport struct {
 	// Form is what the rewind was (rewind, paths, revert, undo, redo).
 	Form string `json:"form,omitempty"`
 	// Undid names what an undo took back; Redid what a redo brought back.
+	// Step (in Refusal) names what any form acted on, a revert's step
+	// and a turn's prompt included: a client words the report from it
+	// (history.Describe) without reading the log.
 	Undid *rewind.StepRef `json:"undid,omitempty"`
 	Redid *rewind.StepRef `json:"redid,omitempty"`
 	Refusal
@@ -388,6 +391,9 @@ func ReportOf(res rewind.Result, err error) RewindReport {
 		if errors.As(err, &ce) {
 			rep.RevertOf, rep.Conflicts = ce.Step, ce.Paths
 		}
+	}
+	if rep.Step == nil {
+		rep.Step = res.Step
 	}
 	if rep.Report.Skipped == nil {
 		rep.Report.Skipped = []string{}

@@ -86,7 +86,12 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 	}
 	// The report is what the whole rewind changed, not only what was left
 	// to do after the crash.
-	_, err = e.finishRewind(ctx, in, e.planFromCheckpoint(in))
+	plan = e.planFromCheckpoint(in)
+	report, err := e.report(plan)
+	if err != nil {
+		return err
+	}
+	_, err = e.finishRewind(ctx, in, plan, report)
 	return err
 }
 

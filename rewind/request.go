@@ -156,18 +156,27 @@ func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
 		cerr = &ConflictError{Step: req.Revert, Paths: conflicts}
 	}
 	if req.DryRun {
-		res := Result{DryRun: true, Report: e.report(plan), Foreign: foreign, Conflicts: conflicts}
+		report, err := e.report(plan)
+		if err != nil {
+			return Result{}, err
+		}
+		res := Result{DryRun: true, Report: report, Foreign: foreign, Conflicts: conflicts}
+		// A rewind, path rewind or revert that would change nothing says
+		// so, as the real run does (it records nothing).
+		res.Unchanged = plan.empty() && cerr == nil && (in.Form == index.FormRewind || in.Form == index.FormPaths || in.Form == index.FormRevert)
 		res.Record = RewindPayload{TargetSequence: in.Target, Report: res.Report, Paths: in.Roots,
 			RevertOf: in.RevertOf, Force: in.Force, Foreign: foreign, Form: in.Form, Step: in.Step}
 		res.Preview, err = e.preview(plan)
 		if err != nil {
 			return Result{}, err
 		}
-		res.acted(in)
+		e.acted(&res, in)
 		return res, cerr
 	}
 	if cerr != nil {
-		return Result{Conflicts: conflicts}, cerr
+		res := Result{Conflicts: conflicts}
+		e.acted(&res, in)
+		return res, cerr
 	}
 	var over []string
 	for _, f := range foreign {
@@ -190,27 +199,38 @@ func (e *Engine) Apply(ctx context.Context, req Request) (Result, error) {
 		e.capMu.Lock()
 		e.captured = map[string]Seq{}
 		e.capMu.Unlock()
-		res := Result{Unchanged: true, Report: e.report(plan)}
+		res := Result{Unchanged: true, Report: Report{Skipped: append([]string{}, plan.skipped...)}}
 		res.Record = RewindPayload{TargetSequence: in.Target, Report: res.Report, Paths: in.Roots,
-			RevertOf: in.RevertOf, Force: in.Force, Form: in.Form}
+			RevertOf: in.RevertOf, Force: in.Force, Form: in.Form, Step: in.Step}
+		e.acted(&res, in)
 		return res, nil
 	}
 	in.Foreign = foreign
 	res, err := e.carryOut(ctx, in, plan)
 	res.Conflicts = conflicts
-	res.acted(in)
+	if err == nil {
+		e.acted(&res, in)
+	}
 	return res, err
 }
 
-// acted names in res what an undo or redo acted on.
-func (res *Result) acted(in intent) {
+// acted names in res what the rewind acted on (Step): the step, turn or
+// rewind an undo took back (Undid too), a redo brought back (Redid too)
+// or a revert reverted; a turn with its prompt.
+func (e *Engine) acted(res *Result, in intent) {
+	if in.Step == nil {
+		return
+	}
+	ref := *in.Step
+	if ref.Kind == "turn" {
+		ref.Prompt = e.turnPrompt(ref.Sequence)
+	}
+	res.Step = &ref
 	switch in.Form {
-	case index.FormUndo:
-		res.Undid = in.Step
+	case index.FormUndo, index.FormTurn:
+		res.Undid = &ref
 	case index.FormRedo:
-		res.Redid = in.Step
-	case index.FormTurn:
-		res.Undid = in.Step
+		res.Redid = &ref
 	}
 }
 

@@ -174,7 +174,8 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 		conflicts = append(conflicts, p)
 	}
 	sort.Strings(conflicts)
-	in = intent{Target: sp.Before, Narrow: true, Paths: cands, RevertOf: req.Revert, Force: req.Force && len(conflicts) > 0, Form: index.FormRevert}
+	ref := sp.Ref
+	in = intent{Target: sp.Before, Narrow: true, Paths: cands, RevertOf: req.Revert, Force: req.Force && len(conflicts) > 0, Form: index.FormRevert, Step: &ref}
 	plan, err = e.planPaths(sp.Before, ^Seq(0), cands)
 	if err != nil {
 		return fail(err)

@@ -90,12 +90,12 @@ func (s *State) UndoTarget() (target Seq, what StepRef, ok bool) {
 		case MarkTurn:
 			if m.First != 0 && m.First <= limit {
 				// Changes made after the turn began, before its first step.
-				return m.First - 1, StepRef{Kind: "step", Sequence: m.First}, true
+				return m.First - 1, StepRef{Kind: "step", Sequence: m.First, Implicit: true}, true
 			}
 		case MarkRewind:
 			if m.First != 0 && m.First <= limit {
 				// Changes made after the rewind, outside any step.
-				return m.First - 1, StepRef{Kind: "step", Sequence: m.First}, true
+				return m.First - 1, StepRef{Kind: "step", Sequence: m.First, Implicit: true}, true
 			}
 			start, cp := m.Seq, Seq(0)
 			if i > 0 && s.marks[i-1].Kind == MarkRewindCheckpoint {
@@ -111,7 +111,7 @@ func (s *State) UndoTarget() (target Seq, what StepRef, ok bool) {
 		}
 	}
 	if s.first0 != 0 && s.first0 <= limit {
-		return s.first0 - 1, StepRef{Kind: "step", Sequence: s.first0}, true
+		return s.first0 - 1, StepRef{Kind: "step", Sequence: s.first0, Implicit: true}, true
 	}
 	return 0, StepRef{}, false
 }
