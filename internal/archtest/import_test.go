@@ -16,7 +16,8 @@ const module = "github.com/zerofs/zerofs"
 // The daemon (fs) and the clients (history) share the control protocol;
 // the engine resolves every request, undo and redo included, so fs never
 // imports history (nor history fs), and nothing imports cmd. The timeline (zerofs ui)
-// stands on history like the CLI: never fs, never cmd. internal/wsdir (the workspace
+// and the MCP server (mcpserver, zerofs mcp) stand on history like the CLI:
+// never fs, never cmd, never each other. internal/wsdir (the workspace
 // path resolver) and internal/quote (how a name is printed for a person) are
 // leaves like internal/durable.
 var allowed = map[string][]string{
@@ -38,7 +39,8 @@ var allowed = map[string][]string{
 	// the engine (rewind) like history, below cmd, beside the front ends.
 	"replicate":  {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	"timeline":   {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"cmd/zerofs": {"fs", "history", "timeline", "replicate", "hooks", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"mcpserver":  {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"cmd/zerofs": {"fs", "history", "timeline", "mcpserver", "replicate", "hooks", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
 	"scripts/profmount": {"fs", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
@@ -67,6 +69,11 @@ var outside = map[string][]string{
 	"control":               append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),
 	"history":               append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
 	"timeline":              append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
+	// mcpserver speaks MCP (the SDK and its JSON schema package) and
+	// nothing else beyond what history uses.
+	"mcpserver": append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff",
+		"github.com/modelcontextprotocol/go-sdk", "github.com/google/jsonschema-go", "github.com/yosida95/uritemplate", "github.com/segmentio",
+		"golang.org/x/oauth2", "golang.org/x/sync", "golang.org/x/time"}, storeModules...),
 }
 
 type pkg struct {
