@@ -571,6 +571,10 @@ func (t *mcpTools) step(ctx context.Context, _ *mcp.CallToolRequest, a mcpStepAr
 	}
 	var out mcpStepRef
 	err := t.with(ctx, func(ws *history.Workspace, src history.Source) error {
+		if !ws.Mounted {
+			// As `zerofs step` refuses: a step nothing records changes in.
+			return fmt.Errorf("%s is not mounted, so nothing would be recorded in the step (zerofs mount %s); zerofs_status says when it is", quote.Name(ws.Root), quote.Name(ws.Root))
+		}
 		if err := src.BeginStep(ctx, label, nil); err != nil {
 			return mcpError(err)
 		}
@@ -581,11 +585,7 @@ func (t *mcpTools) step(ctx context.Context, _ *mcp.CallToolRequest, a mcpStepAr
 	if err != nil {
 		return nil, mcpStepRef{}, err
 	}
-	msg := fmt.Sprintf("step %d %s begun", out.Sequence, quote.Line(label))
-	if ws, err := history.Find(t.dir); err == nil && !ws.Mounted {
-		msg += "\nwarning: the workspace is not mounted: changes are not recorded until zerofs mount " + ws.Root
-	}
-	return text(msg), out, nil
+	return text(fmt.Sprintf("step %d %s begun", out.Sequence, quote.Line(label))), out, nil
 }
 
 func (t *mcpTools) rewind(ctx context.Context, _ *mcp.CallToolRequest, a mcpRewindArgs) (*mcp.CallToolResult, mcpActionOut, error) {

@@ -213,3 +213,20 @@ func tool(c *mcpClient) string {
 	}
 	return ""
 }
+
+// TestMCPStepUnmountedRefused: issue 30. zerofs_step on a workspace that
+// is not mounted recorded a step (and only warned), where `zerofs step`
+// refuses: nothing would record the step's changes. Both refuse, and
+// nothing is written.
+func TestMCPStepUnmountedRefused(t *testing.T) {
+	s := newStore(t, map[string]string{"a.txt": "a\n"})
+	s.close()
+	before := mustRun(t, s.ws, "log", "--all", "--json")
+	wantFail(t, s.ws, 1, "is not mounted, so nothing would be recorded in the step", "step", "Edit a.txt")
+	c := newMCPClient(t, s.ws)
+	c.fail("zerofs_step", map[string]any{"label": "Edit a.txt"}, "is not mounted, so nothing would be recorded in the step")
+	c.cs.Close()
+	if after := mustRun(t, s.ws, "log", "--all", "--json"); after != before {
+		t.Errorf("a refused step changed the log:\n%s\nwas\n%s", after, before)
+	}
+}
