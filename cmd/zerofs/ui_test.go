@@ -721,6 +721,20 @@ func TestTimelineTurnsGrouped(t *testing.T) {
 	check("the late step in its group",
 		want(append([]string{"\u201csecond prompt \u2026\u201d"}, seconds(53, 1)...),
 			[]string{"\u201cfirst prompt\u201d", "First B", "First A"}, []string{"Before any prompt"}))
+
+	// The second turn taken back and brought back: each named by the
+	// turn's prompt, as zerofs log names it (issue 30: it read "Redo of a
+	// step with no label"); the take-back stands outside every turn, the
+	// redo is the second turn's again.
+	binOK(t, ws, "undo", "--turn")
+	binOK(t, ws, "redo")
+	pollJS(t, ctx, "the turn's undo and redo named by its prompt", `(() => {
+		const top = [...document.getElementById("entries").children];
+		const out = top.find(li => !li.classList.contains("turn-group") && li.querySelector(".label")?.textContent.startsWith("Turn "));
+		const g = top.find(li => li.classList.contains("turn-group"));
+		const redo = g && g.querySelector(".turn-steps .label");
+		return !!out && /^Turn \d+ "second prompt …" taken back \(rewind to \d+\)$/.test(out.querySelector(".label").textContent) &&
+			!!redo && /^Redo of turn \d+ "second prompt …"$/.test(redo.textContent) })()`)
 }
 
 // TestTimelineTurnsInterleaved: two agent sessions at work at once: each
