@@ -31,7 +31,7 @@ type mcpTools struct{ dir string }
 type (
 	mcpNoArgs  struct{}
 	mcpLogArgs struct {
-		N     int      `json:"n,omitempty" jsonschema:"how many entries to return, newest first (default 20)"`
+		N     int      `json:"n,omitempty" jsonschema:"how many steps, rewinds and gcs to return, newest first (default 20), each with the turn (prompt) it belongs to"`
 		Paths []string `json:"paths,omitempty" jsonschema:"only the steps that changed these workspace paths (relative to the workspace root; a directory stands for everything under it)"`
 		// PathsBytes, here and in every tool that takes paths, names a
 		// path that is not UTF-8 by its exact bytes (mcpArgPaths).
@@ -334,15 +334,12 @@ func (t *mcpTools) log(ctx context.Context, _ *mcp.CallToolRequest, a mcpLogArgs
 		if err != nil {
 			return mcpError(err)
 		}
-		ents, err := history.Log(src, history.LogOptions{Changes: true, Limit: a.N + 1, Paths: paths, All: a.All})
+		page, err := history.LogPage(src, history.LogOptions{Changes: true, Limit: a.N, Paths: paths, All: a.All})
 		if err != nil {
 			return mcpError(err)
 		}
-		out.Head, out.Entries = uint64(head), []mcpEntry{}
-		if len(ents) > a.N {
-			ents, out.More = ents[:a.N], true
-		}
-		for _, e := range ents {
+		out.Head, out.Entries, out.More = uint64(head), []mcpEntry{}, page.More
+		for _, e := range page.Entries {
 			out.Entries = append(out.Entries, compactEntry(e, a.Details))
 		}
 		return nil

@@ -72,6 +72,13 @@ func TestTurnsNamedEverywhere(t *testing.T) {
 	if two := binOK(t, ws, "log", "-n", "3"); strings.Contains(two, "prompt not shown") || !strings.Contains(two, name1) {
 		t.Errorf("log -n 3 (reaching into the first turn):\n%s\nwant the first turn's header with its prompt", two)
 	}
+	// zerofs_log n: 1 likewise: the step and its turn, and more to come.
+	c := newMCPClient(t, ws)
+	_, lg1 := c.ok("zerofs_log", map[string]any{"n": 1})
+	if ents, _ := lg1["entries"].([]any); len(ents) != 2 || lg1["more"] != true ||
+		ents[0].(map[string]any)["label"] != "Edit b.txt" || ents[1].(map[string]any)["prompt"] != "second prompt" {
+		t.Errorf("zerofs_log n 1: %v, want the step, its turn with its prompt, and more", lg1)
+	}
 	if r := bin(t, ws, "", "log", "-n", "0"); r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "-n 0") {
 		t.Errorf("log -n 0: exit %d, stdout %q, stderr %q; want it refused as bad usage", r.code, r.stdout, r.stderr)
 	}
@@ -162,7 +169,6 @@ func TestTurnsNamedEverywhere(t *testing.T) {
 
 	// MCP: the same words, a turn form, a path rewind named as the CLI
 	// names it, and a rewind's target 0 kept.
-	c := newMCPClient(t, ws)
 	text, out := c.ok("zerofs_redo", map[string]any{})
 	step, _ := out["step"].(map[string]any)
 	if !strings.Contains(text, "(no step)") || step["implicit"] != true || !strings.HasSuffix(fmt.Sprint(step["name"]), "(no step)") {
