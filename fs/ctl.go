@@ -409,9 +409,9 @@ func (f *fsys) report(name string) ([]byte, error) {
 		if !ok {
 			return []byte("{}\n"), nil
 		}
-		res := rewind.Result{Seq: seq, Report: p.Report, Foreign: p.Foreign, Record: p}
+		res := rewind.Result{Seq: seq, Report: p.Report, Foreign: p.Foreign, Record: p, Step: p.Step}
 		switch p.Form {
-		case rewind.FormUndo:
+		case rewind.FormUndo, rewind.FormTurn:
 			res.Undid = p.Step
 		case rewind.FormRedo:
 			res.Redid = p.Step
