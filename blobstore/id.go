@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // ID is a blob's sha256.
@@ -18,16 +20,15 @@ func (id ID) Short() string { return id.String()[:12] }
 // IsZero reports whether id is the zero ID (no blob).
 func (id ID) IsZero() bool { return id == ID{} }
 
-// ParseID parses 64 lower-case hex digits.
+// ParseID parses 64 lower-case hex digits (record.IsBlobID: a blob as
+// the log names it).
 func ParseID(s string) (ID, error) {
 	var id ID
 	if len(s) != 2*len(id) {
 		return id, fmt.Errorf("blobstore: bad blob id %q: want %d hex digits", s, 2*len(id))
 	}
-	for _, c := range s {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return id, fmt.Errorf("blobstore: bad blob id %q: not lower-case hex", s)
-		}
+	if !record.IsBlobID(s) {
+		return id, fmt.Errorf("blobstore: bad blob id %q: not lower-case hex", s)
 	}
 	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
 		return id, fmt.Errorf("blobstore: bad blob id %q: %w", s, err)

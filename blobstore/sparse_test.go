@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zerofs/zerofs/record"
 	"golang.org/x/sys/unix"
 )
 
@@ -277,7 +278,7 @@ func TestStashCopySparse(t *testing.T) {
 			stashCopied.Store(0)
 			before := s.Size()
 			name, n, ok, err := s.StashCopy(f)
-			if err != nil || !ok || n != size || !IsStashName(name) {
+			if err != nil || !ok || n != size || !record.IsStashName(name) {
 				t.Fatalf("StashCopy: %q, %d bytes, ok %v, err %v", name, n, ok, err)
 			}
 			if got := wholeHashed.Swap(0); got != 0 {

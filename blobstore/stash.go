@@ -9,12 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Stashes: a workspace file about to lose its last name is linked into
@@ -30,31 +30,15 @@ import (
 // is registered before the writer check, and Detach hashes an unnamed
 // stash before anything can write to it.
 
-// stashPrefix begins every stash's name in kept/.
-const stashPrefix = "p-"
-
-// IsStashName reports whether name is a stash's name as Stash makes them:
-// the prefix and 32 lower-case hex digits. A name read back from the store
-// is untrusted; anything else is damage.
-func IsStashName(name string) bool {
-	rest, ok := strings.CutPrefix(name, stashPrefix)
-	if !ok || len(rest) != 32 {
-		return false
-	}
-	for i := 0; i < len(rest); i++ {
-		c := rest[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
+// A stash's name in kept/ is record.StashPrefix and 32 lower-case hex
+// digits (record.IsStashName). A name read back from the store is
+// untrusted; anything else is damage.
 
 // newStashName is a fresh random stash name.
 func newStashName() string {
 	var b [16]byte
 	rand.Read(b[:])
-	return stashPrefix + hex.EncodeToString(b[:])
+	return record.StashPrefix + hex.EncodeToString(b[:])
 }
 
 // Stash links f, an open regular workspace file about to lose its last name,
@@ -144,7 +128,7 @@ func (s *Store) Name(name string) (ID, int64, error) {
 	if s.opts.ReadOnly {
 		return ID{}, 0, ErrReadOnly
 	}
-	if !IsStashName(name) {
+	if !record.IsStashName(name) {
 		return ID{}, 0, fmt.Errorf("%w: %q is not a stash name", ErrCorrupt, name)
 	}
 	s.kmu.Lock()
@@ -281,7 +265,7 @@ func (s *Store) Unstash(names []string) error {
 	}
 	var first error
 	for _, name := range names {
-		if !IsStashName(name) {
+		if !record.IsStashName(name) {
 			continue
 		}
 		if err := unix.Unlinkat(int(dir.Fd()), name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
@@ -318,7 +302,7 @@ func (s *Store) Stashes() ([]string, error) {
 	}
 	var out []string
 	for _, e := range ents {
-		if IsStashName(e.Name()) {
+		if record.IsStashName(e.Name()) {
 			out = append(out, e.Name())
 		}
 	}
@@ -328,7 +312,7 @@ func (s *Store) Stashes() ([]string, error) {
 // HasStash reports whether the store holds the stash name as a regular
 // file (a read-only check, for verify).
 func (s *Store) HasStash(name string) bool {
-	if !IsStashName(name) {
+	if !record.IsStashName(name) {
 		return false
 	}
 	var st unix.Stat_t

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestStashNameUnstash: a stash is the workspace file's own inode under a
@@ -26,7 +28,7 @@ func TestStashNameUnstash(t *testing.T) {
 			wsIno, _ := inode(t, f.Name())
 			name, n, ok, err := s.Stash(f, func(_, _ uint64) bool { return false })
 			f.Close()
-			if err != nil || !ok || n != int64(len(data)) || !IsStashName(name) {
+			if err != nil || !ok || n != int64(len(data)) || !record.IsStashName(name) {
 				t.Fatalf("Stash: %q, %d bytes, ok %v, err %v", name, n, ok, err)
 			}
 			os.Remove(f.Name())

@@ -9,16 +9,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/zerofs/zerofs/eventlog"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
-
-// Seq is an event sequence.
-type Seq = eventlog.Seq
 
 // Dir is the control directory's name at the mount root (the store's name
 // on the backing side, which it hides).
-const Dir = rewind.StoreName
+const Dir = record.StoreName
 
 // PIDFileName is the daemon's pid file in the store: the daemon (zerofs
 // mount) writes it, the clients read it to name the process that holds the
@@ -129,8 +125,8 @@ func FormatStep(label string, extra json.RawMessage) ([]byte, error) {
 
 // StepReport is what reading "step" shows: the current step.
 type StepReport struct {
-	Sequence Seq    `json:"sequence"`
-	Label    string `json:"label"`
+	Sequence record.Seq `json:"sequence"`
+	Label    string     `json:"label"`
 }
 
 // Format is the report's text: "<seq> <label>\n".
@@ -138,28 +134,22 @@ func (s StepReport) Format() []byte {
 	return fmt.Appendf(nil, "%d %s\n", s.Sequence, s.Label)
 }
 
-// RewindRequest is a parsed write to "rewind": the engine's one request
-// type (rewind.Request). Exactly one of a target, Revert, Undo and Redo is
-// given; Paths only go with a target, Force only with Revert; DryRun and
-// Session go with any.
-type RewindRequest = rewind.Request
-
 // ParseRewind parses a write to "rewind": a decimal sequence, or a JSON
 // object (see the package comment). Anything else is ErrBadRequest.
-func ParseRewind(data []byte) (RewindRequest, error) {
+func ParseRewind(data []byte) (record.Request, error) {
 	s := bytes.TrimSpace(data)
 	if len(s) == 0 || s[0] != '{' {
 		t, err := parseSeq(string(s))
 		if err != nil {
-			return RewindRequest{}, err
+			return record.Request{}, err
 		}
-		return RewindRequest{Target: t}, nil
+		return record.Request{Target: t}, nil
 	}
 	if !utf8.Valid(s) {
 		// encoding/json would read each stray byte as U+FFFD: "bad\xff"
 		// would name "bad\uFFFD", another file. Such a name goes in
 		// pathsBytes.
-		return RewindRequest{}, badRequest("rewind request: not UTF-8 (give a path that is not UTF-8 in pathsBytes)")
+		return record.Request{}, badRequest("rewind request: not UTF-8 (give a path that is not UTF-8 in pathsBytes)")
 	}
 	var raw struct {
 		Target     *uint64         `json:"target"`
@@ -176,26 +166,26 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 	dec := json.NewDecoder(bytes.NewReader(s))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&raw); err != nil {
-		return RewindRequest{}, badRequest("rewind request: %v", err)
+		return record.Request{}, badRequest("rewind request: %v", err)
 	}
 	if dec.More() {
-		return RewindRequest{}, badRequest("rewind request: more than one JSON value")
+		return record.Request{}, badRequest("rewind request: more than one JSON value")
 	}
-	paths, err := rewind.FromBytesAll("paths", raw.Paths, raw.PathsBytes)
+	paths, err := record.FromBytesAll("paths", raw.Paths, raw.PathsBytes)
 	if err != nil {
-		return RewindRequest{}, badRequest("rewind request: %v", err)
+		return record.Request{}, badRequest("rewind request: %v", err)
 	}
-	req := RewindRequest{Paths: paths, Force: raw.Force, Undo: raw.Undo, Redo: raw.Redo,
+	req := record.Request{Paths: paths, Force: raw.Force, Undo: raw.Undo, Redo: raw.Redo,
 		DryRun: raw.DryRun, Session: raw.Session}
 	forms := 0
 	if raw.Target != nil {
-		req.Target = Seq(*raw.Target)
+		req.Target = record.Seq(*raw.Target)
 		forms++
 	}
 	if raw.Revert != nil {
-		t := Seq(*raw.Revert)
+		t := record.Seq(*raw.Revert)
 		if t == 0 {
-			return RewindRequest{}, badRequest("rewind request: revert 0 names no step")
+			return record.Request{}, badRequest("rewind request: revert 0 names no step")
 		}
 		req.Revert = t
 		forms++
@@ -213,31 +203,31 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 		// would take back; one form.
 		req.WholeTurn = true
 	case t == "true" || t == "false":
-		return RewindRequest{}, badRequest("rewind request: \"turn\": true goes with \"undo\": true")
+		return record.Request{}, badRequest("rewind request: \"turn\": true goes with \"undo\": true")
 	default:
 		var n uint64
 		if err := json.Unmarshal(raw.Turn, &n); err != nil {
-			return RewindRequest{}, badRequest("rewind request: turn: want a sequence, or true beside undo")
+			return record.Request{}, badRequest("rewind request: turn: want a sequence, or true beside undo")
 		}
 		if n == 0 {
-			return RewindRequest{}, badRequest("rewind request: turn 0 names no turn")
+			return record.Request{}, badRequest("rewind request: turn 0 names no turn")
 		}
-		req.Turn = Seq(n)
+		req.Turn = record.Seq(n)
 		forms++
 	}
 	switch {
 	case forms != 1:
-		return RewindRequest{}, badRequest("rewind request wants exactly one of target, revert, undo, redo and turn")
+		return record.Request{}, badRequest("rewind request wants exactly one of target, revert, undo, redo and turn")
 	case raw.Paths != nil && raw.Target == nil:
-		return RewindRequest{}, badRequest("rewind request: paths go with a target")
+		return record.Request{}, badRequest("rewind request: paths go with a target")
 	case raw.Paths != nil && len(raw.Paths) == 0:
-		return RewindRequest{}, badRequest("rewind request: empty paths")
+		return record.Request{}, badRequest("rewind request: empty paths")
 	case raw.Force && raw.Revert == nil:
-		return RewindRequest{}, badRequest("rewind request: force goes with a revert")
+		return record.Request{}, badRequest("rewind request: force goes with a revert")
 	}
 	for _, p := range req.Paths {
-		if err := rewind.CleanPath(p); err != nil {
-			return RewindRequest{}, badRequest("rewind request: path %q is not a clean workspace path", p)
+		if err := record.CleanPath(p); err != nil {
+			return record.Request{}, badRequest("rewind request: path %q is not a clean workspace path", p)
 		}
 	}
 	return req, nil
@@ -246,7 +236,7 @@ func ParseRewind(data []byte) (RewindRequest, error) {
 // FormatRewind is the request's text: a bare number for a whole rewind
 // (what every version of the daemon understands), else a JSON object; a
 // line either way (the daemon runs a request at its newline).
-func FormatRewind(r RewindRequest) []byte {
+func FormatRewind(r record.Request) []byte {
 	if r.Paths == nil && r.Revert == 0 && !r.Force && !r.Undo && !r.Redo && r.Turn == 0 && !r.DryRun && r.Session == "" {
 		return fmt.Appendf(nil, "%d\n", r.Target)
 	}
@@ -266,8 +256,8 @@ func FormatRewind(r RewindRequest) []byte {
 		obj["target"] = r.Target
 	}
 	if len(r.Paths) > 0 {
-		obj["paths"] = rewind.ReadableAll(r.Paths)
-		if b := rewind.ExactBytesAll(r.Paths); b != nil {
+		obj["paths"] = record.ReadableAll(r.Paths)
+		if b := record.ExactBytesAll(r.Paths); b != nil {
 			obj["pathsBytes"] = b
 		}
 	}
@@ -285,11 +275,11 @@ func FormatRewind(r RewindRequest) []byte {
 }
 
 // ParseSeq parses a decimal sequence (a write to "gc", a read of "head").
-func ParseSeq(data []byte) (Seq, error) {
+func ParseSeq(data []byte) (record.Seq, error) {
 	return parseSeq(string(bytes.TrimSpace(data)))
 }
 
-func parseSeq(s string) (Seq, error) {
+func parseSeq(s string) (record.Seq, error) {
 	if strings.HasPrefix(s, "-") {
 		return 0, badRequest("sequence %q is negative", s)
 	}
@@ -297,11 +287,11 @@ func parseSeq(s string) (Seq, error) {
 	if err != nil {
 		return 0, badRequest("not a sequence: %q", s)
 	}
-	return Seq(n), nil
+	return record.Seq(n), nil
 }
 
 // FormatSeq is a sequence as a request or report: "<seq>\n".
-func FormatSeq(t Seq) []byte { return fmt.Appendf(nil, "%d\n", t) }
+func FormatSeq(t record.Seq) []byte { return fmt.Appendf(nil, "%d\n", t) }
 
 // RewindReport is what reading "rewind" shows: the last rewind, or on the
 // handle that wrote a request, that request's result. A dry run has
@@ -309,21 +299,21 @@ func FormatSeq(t Seq) []byte { return fmt.Appendf(nil, "%d\n", t) }
 // "conflict" and the conflicting paths for a revert refused for them).
 type RewindReport struct {
 	// Sequence is the session_rewind event's.
-	Sequence       Seq `json:"sequence"`
-	TargetSequence Seq `json:"targetSequence"`
+	Sequence       record.Seq `json:"sequence"`
+	TargetSequence record.Seq `json:"targetSequence"`
 	// CheckpointSequence holds what the rewind replaced (0: it changed
 	// nothing); rewinding to CheckpointSequence-1 undoes it.
-	CheckpointSequence Seq           `json:"checkpointSequence"`
-	Report             rewind.Report `json:"report"`
+	CheckpointSequence record.Seq    `json:"checkpointSequence"`
+	Report             record.Report `json:"report"`
 	Paths              []string      `json:"paths,omitempty"`
-	RevertOf           Seq           `json:"revertOf,omitempty"`
+	RevertOf           record.Seq    `json:"revertOf,omitempty"`
 	Force              bool          `json:"force,omitempty"`
 	DryRun             bool          `json:"dryRun,omitempty"`
 	// Unchanged: the workspace already was as the rewind would make it, so
 	// nothing was changed or recorded (sequence 0).
 	Unchanged bool                `json:"unchanged,omitempty"`
-	Preview   []rewind.PathChange `json:"preview,omitempty"`
-	Foreign   []rewind.Foreign    `json:"foreign,omitempty"`
+	Preview   []record.PathChange `json:"preview,omitempty"`
+	Foreign   []record.Foreign    `json:"foreign,omitempty"`
 	Conflicts []string            `json:"conflicts,omitempty"`
 	// Form is what the rewind was (rewind, paths, revert, undo, redo).
 	Form string `json:"form,omitempty"`
@@ -331,8 +321,8 @@ type RewindReport struct {
 	// Step (in Refusal) names what any form acted on, a revert's step
 	// and a turn's prompt included: a client words the report from it
 	// (history.Describe) without reading the log.
-	Undid *rewind.StepRef `json:"undid,omitempty"`
-	Redid *rewind.StepRef `json:"redid,omitempty"`
+	Undid *record.StepRef `json:"undid,omitempty"`
+	Redid *record.StepRef `json:"redid,omitempty"`
 	Refusal
 }
 
@@ -347,25 +337,20 @@ type rewindReportJSON struct {
 
 type rewindReportFields RewindReport
 
+func (j *rewindReportJSON) names() []record.NameField {
+	return []record.NameField{record.Names("paths", &j.Paths, &j.PathsBytes), record.Names("conflicts", &j.Conflicts, &j.ConflictsBytes)}
+}
+
 // MarshalJSON writes the report with the exact bytes of odd names.
 func (r RewindReport) MarshalJSON() ([]byte, error) {
-	j := rewindReportJSON{rewindReportFields: rewindReportFields(r),
-		PathsBytes: rewind.ExactBytesAll(r.Paths), ConflictsBytes: rewind.ExactBytesAll(r.Conflicts)}
-	j.Paths, j.Conflicts = rewind.ReadableAll(r.Paths), rewind.ReadableAll(r.Conflicts)
-	return json.Marshal(j)
+	j := rewindReportJSON{rewindReportFields: rewindReportFields(r)}
+	return record.MarshalNames(&j, j.names()...)
 }
 
 // UnmarshalJSON reads a report, the exact bytes winning.
 func (r *RewindReport) UnmarshalJSON(data []byte) error {
 	var j rewindReportJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	var err error
-	if j.Paths, err = rewind.FromBytesAll("paths", j.Paths, j.PathsBytes); err != nil {
-		return err
-	}
-	if j.Conflicts, err = rewind.FromBytesAll("conflicts", j.Conflicts, j.ConflictsBytes); err != nil {
+	if err := record.UnmarshalNames(data, &j, j.names()...); err != nil {
 		return err
 	}
 	*r = RewindReport(j.rewindReportFields)
@@ -373,12 +358,12 @@ func (r *RewindReport) UnmarshalJSON(data []byte) error {
 }
 
 // ErrorConflict is RewindReport.Error for a revert refused for conflicts.
-const ErrorConflict = string(rewind.RefusedConflict)
+const ErrorConflict = string(record.RefusedConflict)
 
 // ReportOf is the report of a rewind request's result res and error err,
 // as the daemon hands it to the client (and the unmounted engine to the
 // CLI): what was done, or would be; for a refused request, the refusal.
-func ReportOf(res rewind.Result, err error) RewindReport {
+func ReportOf(res record.RewindResult, err error) RewindReport {
 	p := res.Record
 	rep := RewindReport{Sequence: res.Seq, TargetSequence: p.TargetSequence,
 		CheckpointSequence: p.CheckpointSequence, Report: res.Report,
@@ -387,7 +372,7 @@ func ReportOf(res rewind.Result, err error) RewindReport {
 		Undid: res.Undid, Redid: res.Redid}
 	if err != nil {
 		rep.Refusal = RefusalOf(err)
-		var ce *rewind.ConflictError
+		var ce *record.ConflictError
 		if errors.As(err, &ce) {
 			rep.RevertOf, rep.Conflicts = ce.Step, ce.Paths
 		}
@@ -402,12 +387,12 @@ func ReportOf(res rewind.Result, err error) RewindReport {
 }
 
 // Err is the error a refused request's report stands for (nil when it was
-// not refused): a *rewind.ConflictError for conflicts, else a
-// *rewind.RefusedError, so errors.Is and errors.As work on the client's
+// not refused): a *record.ConflictError for conflicts, else a
+// *record.RefusedError, so errors.Is and errors.As work on the client's
 // side as on the engine's.
 func (r RewindReport) Err() error {
 	if r.Error == ErrorConflict {
-		return &rewind.ConflictError{Step: r.RevertOf, Paths: r.Conflicts}
+		return &record.ConflictError{Step: r.RevertOf, Paths: r.Conflicts}
 	}
 	return r.Refusal.Err()
 }
@@ -425,19 +410,16 @@ func ParseRewindReport(b []byte) (RewindReport, error) {
 	return r, nil
 }
 
-// GCRequest is a parsed write to "gc".
-type GCRequest = rewind.GCRequest
-
 // ParseGC parses a write to "gc": a decimal sequence (the cut), or a JSON
 // object {"before": SEQ, "thinBefore": SEQ} (thinBefore: the history
 // before it keeps one state a day).
-func ParseGC(data []byte) (GCRequest, error) {
+func ParseGC(data []byte) (record.GCRequest, error) {
 	t := bytes.TrimSpace(data)
 	if len(t) == 0 || t[0] != '{' {
 		s, err := parseSeq(string(t))
-		return GCRequest{Before: s}, err
+		return record.GCRequest{Before: s}, err
 	}
-	var r GCRequest
+	var r record.GCRequest
 	d := json.NewDecoder(bytes.NewReader(t))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&r); err != nil {
@@ -448,7 +430,7 @@ func ParseGC(data []byte) (GCRequest, error) {
 
 // FormatGC is a gc request as written to "gc": the plain sequence when it
 // does not thin (what every zerofs understands), else the JSON object.
-func FormatGC(r GCRequest) []byte {
+func FormatGC(r record.GCRequest) []byte {
 	if r.ThinBefore == 0 {
 		return FormatSeq(r.Before)
 	}
@@ -459,7 +441,7 @@ func FormatGC(r GCRequest) []byte {
 // GCReport is what reading "gc" shows: what one gc did, or on the handle
 // that wrote a refused request, why.
 type GCReport struct {
-	rewind.GCResult
+	record.GCResult
 	Refusal
 }
 
@@ -481,13 +463,13 @@ type StatusReport struct {
 	Workspace    string     `json:"workspace"`
 	Mountpoint   string     `json:"mountpoint"`
 	Store        string     `json:"store"`
-	Head         Seq        `json:"head"`
+	Head         record.Seq `json:"head"`
 	Step         StepReport `json:"step"`
 	Sync         string     `json:"sync"`
 	AutoStep     string     `json:"autoStep"`
-	PrunedBefore Seq        `json:"prunedBefore"`
+	PrunedBefore record.Seq `json:"prunedBefore"`
 	// Thinned is the intervals of states gc thinned away (rewind.Engine.Thinned).
-	Thinned []rewind.ThinInterval `json:"thinned,omitempty"`
+	Thinned []record.ThinInterval `json:"thinned,omitempty"`
 	// Captures is how a removed file's before-state is captured: "link
 	// removed files" (its inode is kept in the store), or "copy: " and why.
 	Captures string `json:"captures,omitempty"`
@@ -496,7 +478,7 @@ type StatusReport struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Progress is how far the rewind or gc running now has come (nil when
 	// none runs): a client waiting on its write polls it for a progress bar.
-	Progress *rewind.ProgressReport `json:"progress,omitempty"`
+	Progress *record.ProgressReport `json:"progress,omitempty"`
 }
 
 // ParseStatus parses what reading "status" shows. A status without a pid

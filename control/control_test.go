@@ -7,25 +7,25 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 func TestParseRewind(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want RewindRequest
+		want record.Request
 	}{
-		{"42", RewindRequest{Target: 42}},
-		{" 7\n", RewindRequest{Target: 7}},
-		{`{"target": 3}`, RewindRequest{Target: 3}},
-		{`{"target": 3, "paths": ["a/b.go", "c"]}`, RewindRequest{Target: 3, Paths: []string{"a/b.go", "c"}}},
-		{`{"undo": true}`, RewindRequest{Undo: true}},
-		{`{"redo": true}` + "\n", RewindRequest{Redo: true}},
-		{`{"revert": 9, "force": true, "dryRun": true}`, RewindRequest{Revert: 9, Force: true, DryRun: true}},
-		{`{"undo": true, "dryRun": true, "session": "s1"}`, RewindRequest{Undo: true, DryRun: true, Session: "s1"}},
-		{`{"target": 0, "paths": [""]}`, RewindRequest{Paths: []string{""}}},
-		{`{"turn": 12}`, RewindRequest{Turn: 12}},
-		{`{"undo": true, "turn": true, "dryRun": true}`, RewindRequest{Undo: true, WholeTurn: true, DryRun: true}},
+		{"42", record.Request{Target: 42}},
+		{" 7\n", record.Request{Target: 7}},
+		{`{"target": 3}`, record.Request{Target: 3}},
+		{`{"target": 3, "paths": ["a/b.go", "c"]}`, record.Request{Target: 3, Paths: []string{"a/b.go", "c"}}},
+		{`{"undo": true}`, record.Request{Undo: true}},
+		{`{"redo": true}` + "\n", record.Request{Redo: true}},
+		{`{"revert": 9, "force": true, "dryRun": true}`, record.Request{Revert: 9, Force: true, DryRun: true}},
+		{`{"undo": true, "dryRun": true, "session": "s1"}`, record.Request{Undo: true, DryRun: true, Session: "s1"}},
+		{`{"target": 0, "paths": [""]}`, record.Request{Paths: []string{""}}},
+		{`{"turn": 12}`, record.Request{Turn: 12}},
+		{`{"undo": true, "turn": true, "dryRun": true}`, record.Request{Undo: true, WholeTurn: true, DryRun: true}},
 	} {
 		got, err := ParseRewind([]byte(tc.in))
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
@@ -89,7 +89,7 @@ func TestStep(t *testing.T) {
 // pathBytes); a request that is not UTF-8 is refused, never guessed at.
 func TestNonUTF8PathsRoundTrip(t *testing.T) {
 	names := []string{"bad\xff", "bad\xfe", "bad\ufffd", "d/ok"}
-	req := RewindRequest{Target: 3, Paths: names, DryRun: true}
+	req := record.Request{Target: 3, Paths: names, DryRun: true}
 	text := FormatRewind(req)
 	if !utf8.Valid(text) || !bytes.Contains(text, []byte(`"pathsBytes":["YmFk/w==","YmFk/g==","",""]`)) {
 		t.Errorf("FormatRewind = %s", text)
@@ -105,9 +105,9 @@ func TestNonUTF8PathsRoundTrip(t *testing.T) {
 		}
 	}
 	rep := RewindReport{TargetSequence: 3, Paths: names, Conflicts: names[:2],
-		Report:  rewind.Report{Restored: 1, Skipped: names[1:]},
-		Preview: []rewind.PathChange{{Path: "bad\xff", Action: rewind.ActionRestore, Kind: rewind.KindFile}},
-		Foreign: []rewind.Foreign{{Path: "bad\xfe", Seq: 2, Why: "outside"}}}
+		Report:  record.Report{Restored: 1, Skipped: names[1:]},
+		Preview: []record.PathChange{{Path: "bad\xff", Action: record.ActionRestore, Kind: record.KindFile}},
+		Foreign: []record.Foreign{{Path: "bad\xfe", Seq: 2, Why: "outside"}}}
 	b, err := JSONLine(rep)
 	if err != nil || !utf8.Valid(b) {
 		t.Fatalf("JSONLine = %q, %v", b, err)
@@ -121,8 +121,8 @@ func TestNonUTF8PathsRoundTrip(t *testing.T) {
 // A no-such-path refusal names its paths by their bytes across the
 // daemon's report: a name that is not UTF-8 comes back exactly.
 func TestRefusalMissingBytes(t *testing.T) {
-	err := &rewind.RefusedError{Refusal: rewind.RefusedNoSuchPath, Missing: []string{"ok.txt", "bad\xff"}}
-	b, jerr := JSONLine(ReportOf(rewind.Result{}, err))
+	err := &record.RefusedError{Refusal: record.RefusedNoSuchPath, Missing: []string{"ok.txt", "bad\xff"}}
+	b, jerr := JSONLine(ReportOf(record.RewindResult{}, err))
 	if jerr != nil {
 		t.Fatal(jerr)
 	}
@@ -130,8 +130,8 @@ func TestRefusalMissingBytes(t *testing.T) {
 	if perr != nil {
 		t.Fatal(perr)
 	}
-	var re *rewind.RefusedError
-	if !errors.As(rep.Err(), &re) || re.Refusal != rewind.RefusedNoSuchPath || len(re.Missing) != 2 || re.Missing[1] != "bad\xff" || re.Missing[0] != "ok.txt" {
+	var re *record.RefusedError
+	if !errors.As(rep.Err(), &re) || re.Refusal != record.RefusedNoSuchPath || len(re.Missing) != 2 || re.Missing[1] != "bad\xff" || re.Missing[0] != "ok.txt" {
 		t.Errorf("round trip of %q: %+v (%s)", err.Missing, re, b)
 	}
 }

@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Refusal is why the daemon refused a request, as the report read back
 // from the control file that took it (.zero/rewind, .zero/gc, .zero/step)
-// carries it: Error is the refusal's name (rewind.Refusal: "nothing-to-undo",
+// carries it: Error is the refusal's name (record.Refusal: "nothing-to-undo",
 // "nothing-to-redo", "no-turn", "no-such-seq", "pruned", "thinned", "conflict",
 // "no-such-path", "bad-request", "workspace", "failed"), Message says it in words, and the other fields
 // are its details. A client needs nothing else to say why: no re-reading of
@@ -18,14 +18,14 @@ import (
 type Refusal struct {
 	Error        string               `json:"error,omitempty"`
 	Message      string               `json:"message,omitempty"`
-	Requested    Seq                  `json:"requested,omitempty"`
-	Head         Seq                  `json:"head,omitempty"`
-	PrunedBefore Seq                  `json:"prunedBefore,omitempty"`
-	Interval     *rewind.ThinInterval `json:"thinnedInterval,omitempty"`
+	Requested    record.Seq           `json:"requested,omitempty"`
+	Head         record.Seq           `json:"head,omitempty"`
+	PrunedBefore record.Seq           `json:"prunedBefore,omitempty"`
+	Interval     *record.ThinInterval `json:"thinnedInterval,omitempty"`
 	Op           string               `json:"op,omitempty"`
 	// Step is what the request would have acted on; in a RewindReport of
 	// a request done, what it acted on (the step, turn or rewind).
-	Step    *rewind.StepRef `json:"step,omitempty"`
+	Step    *record.StepRef `json:"step,omitempty"`
 	Missing []string        `json:"missing,omitempty"`
 	// MissingBytes holds, at the same position, the exact bytes (base64)
 	// of a missing path that is not UTF-8 ("" for one that is).
@@ -37,29 +37,29 @@ func RefusalOf(err error) Refusal {
 	if err == nil {
 		return Refusal{}
 	}
-	r := Refusal{Error: string(rewind.RefusalOf(err)), Message: err.Error()}
+	r := Refusal{Error: string(record.RefusalOf(err)), Message: err.Error()}
 	if errors.Is(err, ErrBadRequest) {
-		r.Error = string(rewind.RefusedBadRequest)
+		r.Error = string(record.RefusedBadRequest)
 	}
-	var re *rewind.RefusedError
+	var re *record.RefusedError
 	if errors.As(err, &re) {
 		r.Requested, r.Head, r.PrunedBefore, r.Interval, r.Op, r.Step, r.Missing = re.Seq, re.Head, re.PrunedBefore, re.Thinned, re.Op, re.Step, re.Missing
-		r.MissingBytes = rewind.ExactBytesAll(re.Missing)
+		r.MissingBytes = record.ExactBytesAll(re.Missing)
 	}
 	return r
 }
 
-// Err is the error the refusal stands for: a *rewind.RefusedError (nil
+// Err is the error the refusal stands for: a *record.RefusedError (nil
 // when r refuses nothing). Its message is the daemon's.
 func (r Refusal) Err() error {
 	if r.Error == "" {
 		return nil
 	}
 	missing := r.Missing
-	if m, err := rewind.FromBytesAll("missing", r.Missing, r.MissingBytes); err == nil {
+	if m, err := record.FromBytesAll("missing", r.Missing, r.MissingBytes); err == nil {
 		missing = m
 	}
-	return &rewind.RefusedError{Refusal: rewind.Refusal(r.Error), Seq: r.Requested, Head: r.Head,
+	return &record.RefusedError{Refusal: record.Refusal(r.Error), Seq: r.Requested, Head: r.Head,
 		PrunedBefore: r.PrunedBefore, Thinned: r.Interval, Op: r.Op, Step: r.Step, Missing: missing, Msg: r.Message}
 }
 

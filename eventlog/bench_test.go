@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // BenchmarkAppend measures appends per second with 1 and 8 concurrent
@@ -48,7 +50,7 @@ func BenchmarkAppend(b *testing.B) {
 				for range appenders {
 					wg.Go(func() {
 						for range work {
-							if _, err := l.Append(ctx, TypeCheckpoint, payload); err != nil {
+							if _, err := l.Append(ctx, record.TypeCheckpoint, payload); err != nil {
 								fail.Do(func() { b.Error(err) })
 							}
 						}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Lock and crash tests with child processes (see main_test.go). The crash
@@ -168,7 +169,7 @@ func TestCrashLoop(t *testing.T) {
 	}
 	rnd := testsupport.Rand(t)
 	path := filepath.Join(t.TempDir(), "events.jsonl")
-	var maxAck Seq
+	var maxAck record.Seq
 	killedEarly, rounds := 0, 0
 	for start := time.Now(); rounds < minRounds || time.Since(start) < budget && rounds < 200; rounds++ {
 		round := rounds
@@ -197,7 +198,7 @@ func TestCrashLoop(t *testing.T) {
 				if err != nil {
 					t.Fatalf("round %d: child printed %q", round, line)
 				}
-				maxAck = max(maxAck, Seq(n))
+				maxAck = max(maxAck, record.Seq(n))
 			} else if !strings.HasPrefix(line, "open ") {
 				t.Fatalf("round %d: child printed %q", round, line)
 			}
@@ -257,8 +258,8 @@ func childDieMidAppend(path string) int {
 func TestCrashMidAppend(t *testing.T) {
 	tests := []struct {
 		mode     string
-		wantHead Seq  // after recovery
-		wantTorn bool // a torn tail to cut
+		wantHead record.Seq // after recovery
+		wantTorn bool       // a torn tail to cut
 	}{
 		{"append", 3, true},
 		{"batch-half", 4, true}, // the first line of three is whole

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // decoder reads the log format, one line at a time, holding one line in
@@ -15,13 +17,13 @@ import (
 type decoder struct {
 	br   *bufio.Reader
 	path string
-	off  int64 // byte offset of the next line in the log
-	head Seq   // the sequence of the last valid line
+	off  int64      // byte offset of the next line in the log
+	head record.Seq // the sequence of the last valid line
 }
 
 // newDecoder reads r, which starts at byte off of the log, just after the
 // line of sequence head.
-func newDecoder(r io.Reader, path string, off int64, head Seq) *decoder {
+func newDecoder(r io.Reader, path string, off int64, head record.Seq) *decoder {
 	return &decoder{br: bufio.NewReaderSize(r, 1<<16), path: path, off: off, head: head}
 }
 
@@ -40,13 +42,13 @@ type tailError struct {
 // included). At the end of the input it returns io.EOF; for a line that is
 // not the next valid event, a *tailError or a *CorruptError;
 // for a failed read, that error.
-func (d *decoder) next() (Event, []byte, error) {
+func (d *decoder) next() (record.Event, []byte, error) {
 	b, err := d.br.ReadBytes('\n')
 	if len(b) == 0 && err == io.EOF {
-		return Event{}, nil, io.EOF
+		return record.Event{}, nil, io.EOF
 	}
 	if err != nil && err != io.EOF {
-		return Event{}, nil, fmt.Errorf("eventlog: read %s: %w", d.path, err)
+		return record.Event{}, nil, fmt.Errorf("eventlog: read %s: %w", d.path, err)
 	}
 	start := d.off
 	d.off += int64(len(b))
@@ -54,14 +56,14 @@ func (d *decoder) next() (Event, []byte, error) {
 		return &CorruptError{Path: d.path, Line: int(d.head) + 1, Offset: start, Reason: reason}
 	}
 	if err == io.EOF {
-		return Event{}, b, &tailError{CorruptError: bad("incomplete final line"), incomplete: true}
+		return record.Event{}, b, &tailError{CorruptError: bad("incomplete final line"), incomplete: true}
 	}
 	ev, perr := parseLine(b[:len(b)-1])
 	if perr != nil {
-		return Event{}, b, &tailError{CorruptError: bad(perr.Error())}
+		return record.Event{}, b, &tailError{CorruptError: bad(perr.Error())}
 	}
 	if ev.Seq != d.head+1 {
-		return Event{}, b, bad(fmt.Sprintf("sequence %d after %d", ev.Seq, d.head))
+		return record.Event{}, b, bad(fmt.Sprintf("sequence %d after %d", ev.Seq, d.head))
 	}
 	d.head = ev.Seq
 	return ev, b, nil
@@ -88,7 +90,7 @@ func (d *decoder) validLineFollows() bool {
 // have been recovered yet), a torn tail: an incomplete last line (a line
 // being written, or a crash's), or lines that do not parse with no valid
 // line after them, as Open and Check see it. Those end it quietly.
-func readLines(d *decoder, from, upto Seq, torn bool, yield func(Event, error) bool) {
+func readLines(d *decoder, from, upto record.Seq, torn bool, yield func(record.Event, error) bool) {
 	for {
 		ev, _, err := d.next()
 		if err == io.EOF {
@@ -102,7 +104,7 @@ func readLines(d *decoder, from, upto Seq, torn bool, yield func(Event, error) b
 			err = te.CorruptError // a torn-tail candidate that was damage after all
 		}
 		if err != nil {
-			yield(Event{}, err)
+			yield(record.Event{}, err)
 			return
 		}
 		if ev.Seq < from {

@@ -7,17 +7,23 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/zerofs/zerofs/record"
 )
 
-// oldEnvelope is how the envelope was written before appendJSON: a struct
-// through encoding/json. appendJSON must write the same bytes, so that a
+// createdAtLayout is SPEC's createdAt: RFC 3339 in UTC with all nine
+// fractional digits.
+const createdAtLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// oldEnvelope is how the envelope was written before AppendJSON: a struct
+// through encoding/json. AppendJSON must write the same bytes, so that a
 // log's lines do not change form with the version that wrote them.
-func oldEnvelope(t *testing.T, e Event) []byte {
+func oldEnvelope(t *testing.T, e record.Event) []byte {
 	t.Helper()
 	b, err := json.Marshal(struct {
 		ID        string          `json:"id"`
 		SessionID string          `json:"sessionId"`
-		Seq       Seq             `json:"sequence"`
+		Seq       record.Seq      `json:"sequence"`
 		Type      string          `json:"type"`
 		CreatedAt string          `json:"createdAt"`
 		Payload   json.RawMessage `json:"payload"`
@@ -28,7 +34,7 @@ func oldEnvelope(t *testing.T, e Event) []byte {
 	return b
 }
 
-// TestEnvelopeBytes: appendJSON writes exactly what encoding/json wrote,
+// TestEnvelopeBytes: AppendJSON writes exactly what encoding/json wrote,
 // for plain and odd strings (escapes, HTML characters, bytes that are not
 // UTF-8, U+2028) and for payloads as marshalPayload makes them; an Append
 // writes such lines and reads them back.
@@ -42,8 +48,8 @@ func TestEnvelopeBytes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e := Event{ID: s, SessionID: s, Seq: 42, Type: "t" + s, CreatedAt: at, Payload: raw}
-			got, err := e.appendJSON(nil)
+			e := record.Event{ID: s, SessionID: s, Seq: 42, Type: "t" + s, CreatedAt: at, Payload: raw}
+			got, err := e.AppendJSON(nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,8 +61,8 @@ func TestEnvelopeBytes(t *testing.T) {
 			}
 		}
 	}
-	nilPayload := Event{ID: "i", Seq: 1, Type: "x", CreatedAt: at}
-	if got, _ := nilPayload.appendJSON(nil); !bytes.Equal(got, oldEnvelope(t, nilPayload)) {
+	nilPayload := record.Event{ID: "i", Seq: 1, Type: "x", CreatedAt: at}
+	if got, _ := nilPayload.AppendJSON(nil); !bytes.Equal(got, oldEnvelope(t, nilPayload)) {
 		t.Errorf("no payload: %s, want %s", got, oldEnvelope(t, nilPayload))
 	}
 	l, err := Open(filepath.Join(t.TempDir(), "events.jsonl"), Options{SessionID: "s<1>", Logger: quietLogger()})
@@ -86,7 +92,7 @@ func TestEnvelopeBytes(t *testing.T) {
 	if i != len(recs) {
 		t.Errorf("read back %d events, wrote %d", i, len(recs))
 	}
-	if _, err := json.Marshal(Event{Seq: 1, Type: "x", CreatedAt: at, Payload: json.RawMessage(`{"a":`)}); err == nil {
+	if _, err := json.Marshal(record.Event{Seq: 1, Type: "x", CreatedAt: at, Payload: json.RawMessage(`{"a":`)}); err == nil {
 		t.Error("json.Marshal of an event with a damaged payload succeeded")
 	}
 	if _, err := marshalPayload(json.RawMessage(`{"a":`)); err == nil {

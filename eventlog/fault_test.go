@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // Tests that go through the fault seams (writeAt, truncate, fdatasync). They
@@ -241,7 +243,7 @@ func TestGroupCommitDurability(t *testing.T) {
 				}
 			})
 			type ack struct {
-				seq     Seq
+				seq     record.Seq
 				durable int64 // durableSize when the ack arrived
 			}
 			var mu sync.Mutex
@@ -250,7 +252,7 @@ func TestGroupCommitDurability(t *testing.T) {
 			for g := range 16 {
 				wg.Go(func() {
 					for i := range 100 {
-						var s Seq
+						var s record.Seq
 						if g%2 == 0 && i%10 == 0 {
 							// A Sync covers everything written before it.
 							s = l.Head()
@@ -290,7 +292,7 @@ func TestGroupCommitDurability(t *testing.T) {
 				ends = append(ends, int64(off))
 			}
 			for _, a := range acks {
-				if a.seq >= Seq(len(ends)) {
+				if a.seq >= record.Seq(len(ends)) {
 					t.Fatalf("seq %d acknowledged but not in the file", a.seq)
 				}
 				if end := ends[a.seq]; end > a.durable {

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Options configure Open.
@@ -48,7 +49,7 @@ type Options struct {
 // Resume with that state, so that the next Open need not re-read lines the
 // state already covers.
 type Resume struct {
-	Head    Seq
+	Head    record.Seq
 	Size    int64
 	CRC     uint32
 	Offsets []int64
@@ -78,7 +79,7 @@ type Log struct {
 
 	mu sync.Mutex // guards head, size, offsets, closed, failed, and writes to f
 	// head is the last sequence written to the file.
-	head   Seq
+	head   record.Seq
 	size   int64
 	closed bool
 	// failed, once set, fails every later append and sync: see ErrFailed.
@@ -93,8 +94,8 @@ type Log struct {
 	syncMu sync.Mutex // guards synced, syncing and fileClosed; syncDone's lock
 	// syncDone is broadcast when an fdatasync ends.
 	syncDone *sync.Cond
-	synced   Seq  // every line up to synced is durable
-	syncing  bool // an fdatasync is running (without syncMu held)
+	synced   record.Seq // every line up to synced is durable
+	syncing  bool       // an fdatasync is running (without syncMu held)
 	// fileClosed: Close has closed f; no fdatasync may start.
 	fileClosed bool
 }
@@ -190,7 +191,7 @@ func (l *Log) cutTail(off, size int64) error {
 
 // scanResult is what a full scan of a log learned.
 type scanResult struct {
-	head     Seq
+	head     record.Seq
 	goodSize int64 // bytes up to and including the last valid line
 	fileSize int64
 	tornAt   int64 // offset of a torn tail to cut, or -1
@@ -299,7 +300,7 @@ func (l *Log) Path() string { return l.path }
 func (l *Log) SessionID() string { return l.opts.SessionID }
 
 // Head is the last sequence written (durable when Options.Sync is set).
-func (l *Log) Head() Seq {
+func (l *Log) Head() record.Seq {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.head
@@ -307,7 +308,7 @@ func (l *Log) Head() Seq {
 
 // Synced is the last sequence known durable: every line up to it has been
 // fdatasynced (or was found in the file at open).
-func (l *Log) Synced() Seq {
+func (l *Log) Synced() record.Seq {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	return l.synced
@@ -316,10 +317,10 @@ func (l *Log) Synced() Seq {
 // Append writes one event with the next sequence. payload is marshalled to
 // JSON (a json.RawMessage is used as is). With Options.Sync it returns only
 // once the line is durable.
-func (l *Log) Append(ctx context.Context, typ string, payload any) (Event, error) {
+func (l *Log) Append(ctx context.Context, typ string, payload any) (record.Event, error) {
 	evs, err := l.AppendBatch(ctx, []Record{{Type: typ, Payload: payload}})
 	if err != nil {
-		return Event{}, err
+		return record.Event{}, err
 	}
 	return evs[0], nil
 }
@@ -333,7 +334,7 @@ type Record struct {
 // AppendBatch writes several events with consecutive sequences in one write.
 // An empty batch writes nothing. A crash can keep a prefix of the batch (the
 // whole lines that reached the file), never a part of a line.
-func (l *Log) AppendBatch(ctx context.Context, recs []Record) ([]Event, error) {
+func (l *Log) AppendBatch(ctx context.Context, recs []Record) ([]record.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -362,21 +363,21 @@ func (l *Log) AppendBatch(ctx context.Context, recs []Record) ([]Event, error) {
 		l.mu.Unlock()
 		return nil, err
 	}
-	evs := make([]Event, len(recs))
+	evs := make([]record.Event, len(recs))
 	var buf []byte
 	var starts []int64
 	for i, r := range recs {
-		evs[i] = Event{
+		evs[i] = record.Event{
 			ID:        l.opts.NewID(),
 			SessionID: l.opts.SessionID,
-			Seq:       l.head + Seq(i) + 1,
+			Seq:       l.head + record.Seq(i) + 1,
 			Type:      r.Type,
 			CreatedAt: l.opts.Now().UTC(),
 			Payload:   payloads[i],
 		}
 		starts = append(starts, l.size+int64(len(buf)))
 		var err error
-		if buf, err = evs[i].appendJSON(buf); err != nil {
+		if buf, err = evs[i].AppendJSON(buf); err != nil {
 			l.mu.Unlock()
 			return nil, err
 		}
@@ -453,7 +454,7 @@ func (l *Log) Sync() error {
 // write: a second fdatasync then succeeds without the lost lines ever
 // reaching the disk ("fsyncgate"). Retrying would acknowledge later lines
 // written after a hole, so no later line is acknowledged at all.
-func (l *Log) syncTo(seq Seq) error {
+func (l *Log) syncTo(seq record.Seq) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	for {
@@ -527,25 +528,25 @@ func (l *Log) Close() error {
 
 // Events yields the events with sequence >= from, up to the head at the time
 // of the call, reading the file as it goes (never the whole log in memory).
-func (l *Log) Events(from Seq) iter.Seq2[Event, error] {
+func (l *Log) Events(from record.Seq) iter.Seq2[record.Event, error] {
 	l.mu.Lock()
 	head, size := l.head, l.size
 	// Start at the indexed line at or before from: line first, at off.
 	var off int64
-	first := Seq(1)
+	first := record.Seq(1)
 	if from > 1 && len(l.offsets) > 0 {
 		i := min(int((uint64(from)-1)/indexEvery), len(l.offsets)-1)
 		off = l.offsets[i]
-		first = Seq(i*indexEvery + 1)
+		first = record.Seq(i*indexEvery + 1)
 	}
 	l.mu.Unlock()
-	return func(yield func(Event, error) bool) {
+	return func(yield func(record.Event, error) bool) {
 		if from > head {
 			return
 		}
 		f, err := os.Open(l.path)
 		if err != nil {
-			yield(Event{}, fmt.Errorf("eventlog: %w", err))
+			yield(record.Event{}, fmt.Errorf("eventlog: %w", err))
 			return
 		}
 		defer f.Close()
@@ -556,22 +557,22 @@ func (l *Log) Events(from Seq) iter.Seq2[Event, error] {
 // ReadFile yields the events of the log at path with sequence >= from,
 // without taking the writer's lock and without repairing anything: a torn
 // tail simply ends the iteration. For read-only tools.
-func ReadFile(path string, from Seq) iter.Seq2[Event, error] {
-	return func(yield func(Event, error) bool) {
+func ReadFile(path string, from record.Seq) iter.Seq2[record.Event, error] {
+	return func(yield func(record.Event, error) bool) {
 		f, err := os.Open(path)
 		if err != nil {
-			yield(Event{}, fmt.Errorf("eventlog: %w", err))
+			yield(record.Event{}, fmt.Errorf("eventlog: %w", err))
 			return
 		}
 		defer f.Close()
-		readLines(newDecoder(f, path, 0, 0), from, ^Seq(0), true, yield)
+		readLines(newDecoder(f, path, 0, 0), from, ^record.Seq(0), true, yield)
 	}
 }
 
 // Check scans the log at path without changing it and reports its head, the
 // size of a torn tail (0 if none), and a *CorruptError for other damage. It
 // is what `zerofs verify` runs.
-func Check(path string) (head Seq, tornBytes int64, err error) {
+func Check(path string) (head record.Seq, tornBytes int64, err error) {
 	return check(path, false)
 }
 
@@ -579,11 +580,11 @@ func Check(path string) (head Seq, tornBytes int64, err error) {
 // mounted workspace). The writer's Open cut any torn tail, so an incomplete
 // last line is one being written: it is left out (head is the last whole
 // line) rather than reported, and nothing waits for the writer to finish it.
-func CheckLive(path string) (head Seq, tornBytes int64, err error) {
+func CheckLive(path string) (head record.Seq, tornBytes int64, err error) {
 	return check(path, true)
 }
 
-func check(path string, writing bool) (head Seq, tornBytes int64, err error) {
+func check(path string, writing bool) (head record.Seq, tornBytes int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, 0, fmt.Errorf("eventlog: %w", err)

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -67,8 +69,8 @@ func writeGolden(t *testing.T, path string) {
 			t.Fatal(err)
 		}
 	}
-	must(l.Append(ctx, TypeToolCall, json.RawMessage(` {"name": "edit main.go", "by": "agent"} `)))
-	must(l.Append(ctx, TypeCheckpoint, map[string]any{
+	must(l.Append(ctx, record.TypeToolCall, json.RawMessage(` {"name": "edit main.go", "by": "agent"} `)))
+	must(l.Append(ctx, record.TypeCheckpoint, map[string]any{
 		"tool": "edit main.go",
 		"files": []map[string]any{
 			{"path": "main.go", "kind": "file", "blob": strings.Repeat("ab", 32), "bytes": 123, "mode": 420, "pid": 4242, "comm": "sed"},
@@ -76,10 +78,10 @@ func writeGolden(t *testing.T, path string) {
 		},
 	}))
 	must(l.AppendBatch(ctx, []Record{
-		{Type: TypeCheckpoint, Payload: map[string]any{"tool": "edit main.go", "files": []map[string]any{{"path": "dir/ü ☃.txt", "kind": "symlink", "target": "../a\nb"}}}},
-		{Type: TypeCheckpoint, Payload: map[string]any{"tool": "edit main.go", "files": []map[string]any{{"path": "big", "kind": "file", "skipped": true, "reason": "too large"}}}},
+		{Type: record.TypeCheckpoint, Payload: map[string]any{"tool": "edit main.go", "files": []map[string]any{{"path": "dir/ü ☃.txt", "kind": "symlink", "target": "../a\nb"}}}},
+		{Type: record.TypeCheckpoint, Payload: map[string]any{"tool": "edit main.go", "files": []map[string]any{{"path": "big", "kind": "file", "skipped": true, "reason": "too large"}}}},
 	}))
-	must(l.Append(ctx, TypeRewind, map[string]any{"targetSequence": 1, "report": map[string]any{"restored": 1, "deleted": 1, "skipped": []string{}}}))
+	must(l.Append(ctx, record.TypeRewind, map[string]any{"targetSequence": 1, "report": map[string]any{"restored": 1, "deleted": 1, "skipped": []string{}}}))
 	must(l.Append(ctx, "some_future_type", nil))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -177,7 +179,7 @@ func TestEnvelope(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "events.jsonl")
 	l := openT(t, path, Options{})
-	ev, err := l.Append(context.Background(), TypeToolCall, map[string]string{"name": "x"})
+	ev, err := l.Append(context.Background(), record.TypeToolCall, map[string]string{"name": "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +216,7 @@ func TestAppendPayloads(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "events.jsonl")
 	l := openT(t, path, Options{})
-	var want Seq
+	var want record.Seq
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ev, err := l.Append(context.Background(), tt.typ, tt.payload)
@@ -291,7 +293,7 @@ func TestConcurrentAppends(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "events.jsonl")
 			l := openT(t, path, Options{Sync: syncOn})
 			type mark struct{ G, I int }
-			got := make([][]Seq, goroutines)
+			got := make([][]record.Seq, goroutines)
 			var wg sync.WaitGroup
 			errs := make(chan error, goroutines)
 			for g := range goroutines {
@@ -365,7 +367,7 @@ func TestConcurrentAppends(t *testing.T) {
 
 // tornCase writes data as a log, opens it, and checks the recovery: head,
 // the file cut to good bytes, the tail saved aside and logged.
-func checkRecovery(t *testing.T, data []byte, wantHead Seq, good int) {
+func checkRecovery(t *testing.T, data []byte, wantHead record.Seq, good int) {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "events.jsonl")
@@ -461,7 +463,7 @@ func TestTornTailEveryByte(t *testing.T) {
 			end += len(lines[lineAt])
 			lineAt++
 		}
-		head, good := Seq(lineAt), end
+		head, good := record.Seq(lineAt), end
 		if !interesting(cut) {
 			continue
 		}
@@ -482,7 +484,7 @@ func TestTornTailShapes(t *testing.T) {
 	tests := []struct {
 		name string
 		data []byte
-		head Seq
+		head record.Seq
 		good int
 	}{
 		{"final line parses but lacks its newline", data[:len(data)-1], 5, len(data) - len(lines[5])},
@@ -538,7 +540,7 @@ func TestCorrupt(t *testing.T) {
 			}
 			check := func(what string, err error) {
 				t.Helper()
-				if !errors.Is(err, ErrCorrupt) {
+				if !errors.Is(err, record.ErrCorrupt) {
 					t.Fatalf("%s: got %v, want ErrCorrupt", what, err)
 				}
 				var ce *CorruptError
@@ -597,11 +599,11 @@ func TestEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	froms := []Seq{0, 1, 2, 500, indexEvery - 1, indexEvery, indexEvery + 1, indexEvery + 2,
+	froms := []record.Seq{0, 1, 2, 500, indexEvery - 1, indexEvery, indexEvery + 1, indexEvery + 2,
 		2*indexEvery - 1, 2 * indexEvery, 2*indexEvery + 1, 2*indexEvery + 2, n - 1, n, n + 1, n + 1000}
 	check := func(t *testing.T, l *Log) {
 		for _, from := range froms {
-			var evs []Event
+			var evs []record.Event
 			for ev, err := range l.Events(from) {
 				if err != nil {
 					t.Fatalf("Events(%d): %v", from, err)
@@ -610,7 +612,7 @@ func TestEvents(t *testing.T) {
 			}
 			checkSeqs(t, evs, max(from, 1), n)
 		}
-		for _, from := range []Seq{0, indexEvery + 1, n, n + 1} {
+		for _, from := range []record.Seq{0, indexEvery + 1, n, n + 1} {
 			checkSeqs(t, readAll(t, path, from), max(from, 1), n)
 		}
 		// Stopping early works.
@@ -640,7 +642,7 @@ func TestEvents(t *testing.T) {
 	// Events sees the head as of its call, not lines appended later.
 	it := l2.Events(n - 1)
 	appendN(t, l2, 2)
-	var got []Event
+	var got []record.Event
 	for ev, err := range it {
 		if err != nil {
 			t.Fatal(err)
@@ -674,7 +676,7 @@ func TestEventsSkipsByIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	var evs []Event
+	var evs []record.Event
 	for ev, err := range l.Events(2 * indexEvery) {
 		if err != nil {
 			t.Fatalf("Events(%d): %v", 2*indexEvery, err)
@@ -717,7 +719,7 @@ func TestEventsMemory(t *testing.T) {
 		runtime.ReadMemStats(&ms)
 		peak = max(peak, ms.HeapAlloc)
 	}
-	for name, it := range map[string]func(func(Event, error) bool){
+	for name, it := range map[string]func(func(record.Event, error) bool){
 		"Events":   l.Events(1),
 		"ReadFile": ReadFile(path, 1),
 	} {
@@ -854,7 +856,7 @@ func TestCloseRacesAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var acked []Seq
+	var acked []record.Seq
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {

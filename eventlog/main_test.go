@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Crash and lock tests run parts of themselves in a child process
@@ -77,9 +78,9 @@ func appendN(t testing.TB, l *Log, n int) {
 }
 
 // readAll reads the log at path from sequence from, failing on any error.
-func readAll(t *testing.T, path string, from Seq) []Event {
+func readAll(t *testing.T, path string, from record.Seq) []record.Event {
 	t.Helper()
-	var evs []Event
+	var evs []record.Event
 	for ev, err := range ReadFile(path, from) {
 		if err != nil {
 			t.Fatalf("ReadFile: %v", err)
@@ -90,8 +91,8 @@ func readAll(t *testing.T, path string, from Seq) []Event {
 }
 
 // seqs lists the sequences of evs.
-func seqs(evs []Event) []Seq {
-	s := make([]Seq, len(evs))
+func seqs(evs []record.Event) []record.Seq {
+	s := make([]record.Seq, len(evs))
 	for i, ev := range evs {
 		s[i] = ev.Seq
 	}
@@ -99,7 +100,7 @@ func seqs(evs []Event) []Seq {
 }
 
 // checkSeqs checks that evs are exactly from, from+1, ..., to.
-func checkSeqs(t *testing.T, evs []Event, from, to Seq) {
+func checkSeqs(t *testing.T, evs []record.Event, from, to record.Seq) {
 	t.Helper()
 	if from > to {
 		if len(evs) != 0 {
@@ -111,7 +112,7 @@ func checkSeqs(t *testing.T, evs []Event, from, to Seq) {
 		t.Fatalf("got %d events, want %d (%d..%d)", got, want, from, to)
 	}
 	for i, ev := range evs {
-		if want := from + Seq(i); ev.Seq != want {
+		if want := from + record.Seq(i); ev.Seq != want {
 			t.Fatalf("event %d: got seq %d, want %d", i, ev.Seq, want)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"slices"
 	"testing"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestResumeSkipsCheckedPrefix: a Resume taken from a Log lets the next Open
@@ -52,7 +54,7 @@ func TestResumeMismatchScansAll(t *testing.T) {
 		name    string
 		damage  func(t *testing.T, path string, r *Resume)
 		corrupt bool
-		head    Seq
+		head    record.Seq
 	}{
 		{"byte flipped inside the prefix", func(t *testing.T, path string, r *Resume) {
 			f, _ := os.OpenFile(path, os.O_RDWR, 0)
@@ -74,7 +76,7 @@ func TestResumeMismatchScansAll(t *testing.T) {
 			tc.damage(t, path, &r)
 			l2, err := Open(path, Options{Logger: quietLogger(), Resume: &r})
 			if tc.corrupt {
-				if !errors.Is(err, ErrCorrupt) {
+				if !errors.Is(err, record.ErrCorrupt) {
 					t.Fatalf("got %v, want ErrCorrupt", err)
 				}
 				return

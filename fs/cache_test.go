@@ -12,13 +12,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // stepSeqOf is the sequence of the current step (its tool_call), from
 // .zero/step. After a step it can be below the head: with passthrough, the
 // boundary captures files held open for writing in checkpoints of its own.
-func stepSeqOf(t fatalT, mp string) rewind.Seq {
+func stepSeqOf(t fatalT, mp string) record.Seq {
 	t.Helper()
 	line := strings.TrimSpace(ctlRead(t, mp, "step"))
 	s, _, _ := strings.Cut(line, " ")
@@ -26,7 +26,7 @@ func stepSeqOf(t fatalT, mp string) rewind.Seq {
 	if err != nil {
 		t.Fatalf(".zero/step = %q: %v", line, err)
 	}
-	return rewind.Seq(n)
+	return record.Seq(n)
 }
 
 // With passthrough, reads and writes of workspace files never reach the
@@ -106,14 +106,14 @@ func TestRewindInvalidates(t *testing.T) {
 		// setup makes the state at the returned sequence, changes it in a
 		// later step, and reads what the kernel then caches; check returns
 		// "" when the mount shows the state at that sequence.
-		setup func(t *testing.T, mp string) (rewind.Seq, func() string)
+		setup func(t *testing.T, mp string) (record.Seq, func() string)
 		check func(t *testing.T, mp string, after func() string) string
 	}{
 		{
 			// A name that is another object after the rewind: a file
 			// that was a directory.
 			name: "entry", part: invalEntry,
-			setup: func(t *testing.T, mp string) (rewind.Seq, func() string) {
+			setup: func(t *testing.T, mp string) (record.Seq, func() string) {
 				x := filepath.Join(mp, "x")
 				os.Mkdir(x, 0o755)
 				writeFile(t, filepath.Join(x, "in"), "in")
@@ -137,7 +137,7 @@ func TestRewindInvalidates(t *testing.T) {
 			// A name the rewind brings back that the kernel keeps as
 			// absent (a negative entry, left by the unlink).
 			name: "negative", part: invalEntry,
-			setup: func(t *testing.T, mp string) (rewind.Seq, func() string) {
+			setup: func(t *testing.T, mp string) (record.Seq, func() string) {
 				n := filepath.Join(mp, "n")
 				writeFile(t, n, "n")
 				at := stepT(t, mp, "remove")
@@ -160,7 +160,7 @@ func TestRewindInvalidates(t *testing.T) {
 			// A mode restored in place, seen through a descriptor opened
 			// before the rewind (no lookup refreshes it).
 			name: "node", part: invalNode,
-			setup: func(t *testing.T, mp string) (rewind.Seq, func() string) {
+			setup: func(t *testing.T, mp string) (record.Seq, func() string) {
 				p := filepath.Join(mp, "m")
 				writeFile(t, p, "m")
 				os.Chmod(p, 0o644)
@@ -196,7 +196,7 @@ func TestRewindInvalidates(t *testing.T) {
 			// the kernel keeps, and of which it knows no entry (the name
 			// was renamed away, not removed).
 			name: "listing", part: invalListing,
-			setup: func(t *testing.T, mp string) (rewind.Seq, func() string) {
+			setup: func(t *testing.T, mp string) (record.Seq, func() string) {
 				d := filepath.Join(mp, "d")
 				os.Mkdir(d, 0o755)
 				writeFile(t, filepath.Join(d, "a"), "a")

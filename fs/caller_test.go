@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestCallerRecorded: a capture names the process (not the thread) whose
@@ -27,7 +27,7 @@ func TestCallerRecorded(t *testing.T) {
 	for line := range strings.Lines(ctlRead(t, mp, "log")) {
 		var ev struct {
 			Type    string            `json:"type"`
-			Payload rewind.Checkpoint `json:"payload"`
+			Payload record.Checkpoint `json:"payload"`
 		}
 		readJSON(t, line, &ev)
 		if ev.Type != "session_checkpoint" {

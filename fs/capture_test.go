@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/control"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestEveryChangeShowsInViews makes each kind of change through the mount,
@@ -21,12 +21,12 @@ func TestEveryChangeShowsInViews(t *testing.T) {
 	mp := m.Mountpoint()
 	p := func(name string) string { return filepath.Join(mp, name) }
 
-	type record struct {
+	type recorded struct {
 		what string
-		head rewind.Seq
+		head record.Seq
 		tree map[string]node
 	}
-	var records []record
+	var records []recorded
 	// Within a step only the first change to a path is captured, so @T is
 	// exact at step boundaries: each change gets its own step.
 	change := func(what string, fn func() error) {
@@ -35,7 +35,7 @@ func TestEveryChangeShowsInViews(t *testing.T) {
 		// The step's sequence, not the head: a boundary may capture a
 		// file whose RELEASE (asynchronous after close) is still on its
 		// way, in a checkpoint after the tool_call.
-		records = append(records, record{what, stepSeqOf(t, mp), snapshot(t, mp)})
+		records = append(records, recorded{what, stepSeqOf(t, mp), snapshot(t, mp)})
 		if err := fn(); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -87,7 +87,7 @@ func TestEveryChangeShowsInViews(t *testing.T) {
 		return unix.Renameat2(unix.AT_FDCWD, p("l"), unix.AT_FDCWD, p("l2"), unix.RENAME_NOREPLACE)
 	})
 	change("remove tree", func() error { return os.RemoveAll(p("a.txt")) })
-	final := record{"final", headOf(t, mp), snapshot(t, mp)}
+	final := recorded{"final", headOf(t, mp), snapshot(t, mp)}
 
 	for _, r := range records {
 		if d := diffTrees(snapshot(t, view(mp, r.head)), r.tree); d != "" {

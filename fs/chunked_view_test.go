@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // A large before-state is stored as chunks; @T/ reads it at random offsets
@@ -32,7 +32,7 @@ func TestChunkedBeforeStateThroughView(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	vf, err := os.Open(filepath.Join(view(mp, rewind.Seq(seq)), "big"))
+	vf, err := os.Open(filepath.Join(view(mp, record.Seq(seq)), "big"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,11 +46,11 @@ func TestChunkedBeforeStateThroughView(t *testing.T) {
 			t.Fatalf("@%d/big: pread(%d, %d) got %d bytes that differ, want %d", seq, len(buf), off, k, len(want))
 		}
 	}
-	whole, err := os.ReadFile(filepath.Join(view(mp, rewind.Seq(seq)), "big"))
+	whole, err := os.ReadFile(filepath.Join(view(mp, record.Seq(seq)), "big"))
 	if err != nil || !bytes.Equal(whole, old) {
 		t.Fatalf("@%d/big read whole: %d bytes, %v; want the %d before", seq, len(whole), err, len(old))
 	}
-	rewindT(t, mp, rewind.Seq(seq))
+	rewindT(t, mp, record.Seq(seq))
 	if got, err := os.ReadFile(filepath.Join(mp, "big")); err != nil || !bytes.Equal(got, old) {
 		t.Fatalf("big after the rewind: %d bytes, %v; want the %d before", len(got), err, len(old))
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestParallelWritesDuringRewinds: several goroutines write their own files
@@ -35,7 +35,7 @@ func TestParallelWritesDuringRewinds(t *testing.T) {
 	// and end, so a writer can tell whether one overlapped its look.
 	var rewinding atomic.Int64
 	type seen struct {
-		step    rewind.Seq
+		step    record.Seq
 		content string
 	}
 	records := make([][]seen, writers)
@@ -70,7 +70,7 @@ func TestParallelWritesDuringRewinds(t *testing.T) {
 						errs <- fmt.Errorf("writer %d: read: %w", i, err)
 						return
 					}
-					var s rewind.Seq
+					var s record.Seq
 					var curLabel string
 					fmt.Sscan(string(cur), &s, &curLabel)
 					if g2 := rewinding.Load(); g1 == g2 && g1%2 == 0 && curLabel == label {

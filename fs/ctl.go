@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -236,7 +237,7 @@ func (c *ctlFile) Write(ctx context.Context, f fusefs.FileHandle, data []byte, o
 	}
 	if len(h.req)+len(data) > maxRequest {
 		h.done, h.req = true, nil
-		h.content, _ = control.JSONLine(control.Refusal{Error: string(rewind.RefusedBadRequest),
+		h.content, _ = control.JSONLine(control.Refusal{Error: string(record.RefusedBadRequest),
 			Message: fmt.Sprintf("control: bad request: more than %d bytes written to .zero/%s", maxRequest, c.name)})
 		return 0, syscall.EINVAL
 	}
@@ -345,7 +346,7 @@ func (f *fsys) doTurn(ctx context.Context, data []byte) syscall.Errno {
 func (f *fsys) doRewind(ctx context.Context, data []byte) ([]byte, syscall.Errno) {
 	req, err := control.ParseRewind(data)
 	if err != nil {
-		out, _ := control.JSONLine(control.RewindReport{Refusal: control.RefusalOf(err), Report: rewind.Report{Skipped: []string{}}})
+		out, _ := control.JSONLine(control.RewindReport{Refusal: control.RefusalOf(err), Report: record.Report{Skipped: []string{}}})
 		return out, syscall.EINVAL
 	}
 	// Settled once the kernel was told what changed (rewinds.stale).
@@ -358,7 +359,7 @@ func (f *fsys) doRewind(ctx context.Context, data []byte) ([]byte, syscall.Errno
 		f.flushMapped()
 	}
 	err = f.mountInTheWay(engineCtx(ctx), req)
-	var res rewind.Result
+	var res record.RewindResult
 	if err == nil {
 		res, err = f.eng.Apply(rewind.WithProgress(engineCtx(ctx), &f.prog), req)
 	}
@@ -409,11 +410,11 @@ func (f *fsys) report(name string) ([]byte, error) {
 		if !ok {
 			return []byte("{}\n"), nil
 		}
-		res := rewind.Result{Seq: seq, Report: p.Report, Foreign: p.Foreign, Record: p, Step: p.Step}
+		res := record.RewindResult{Seq: seq, Report: p.Report, Foreign: p.Foreign, Record: p, Step: p.Step}
 		switch p.Form {
-		case rewind.FormUndo, rewind.FormTurn:
+		case record.FormUndo, record.FormTurn:
 			res.Undid = p.Step
-		case rewind.FormRedo:
+		case record.FormRedo:
 			res.Redid = p.Step
 		}
 		return control.JSONLine(control.ReportOf(res, nil))

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/control"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 func TestCtlStep(t *testing.T) {
@@ -33,7 +33,7 @@ func TestCtlStep(t *testing.T) {
 	log := ctlRead(t, mp, "log")
 	lines := strings.Split(strings.TrimSpace(log), "\n")
 	var ev struct {
-		Sequence rewind.Seq      `json:"sequence"`
+		Sequence record.Seq      `json:"sequence"`
 		Type     string          `json:"type"`
 		Payload  json.RawMessage `json:"payload"`
 	}
@@ -92,7 +92,7 @@ func TestCtlReports(t *testing.T) {
 	if err := ctlWrite(mp, "gc", "2\n"); err != nil {
 		t.Fatalf("gc 2: %v", err)
 	}
-	var res rewind.GCResult
+	var res record.GCResult
 	readJSON(t, ctlRead(t, mp, "gc"), &res)
 	if res.Before != 2 {
 		t.Errorf(".zero/gc = %+v, want before 2", res)
@@ -323,13 +323,13 @@ func TestCtlUndoRedo(t *testing.T) {
 	s2 := headOf(t, mp) - 1
 	for _, tc := range []struct {
 		req, file string
-		undid     *rewind.StepRef
-		redid     *rewind.StepRef
+		undid     *record.StepRef
+		redid     *record.StepRef
 	}{
-		{`{"undo": true}`, "1", &rewind.StepRef{Kind: "step", Sequence: s2, Label: "two"}, nil},
-		{`{"undo": true}`, "<absent>", &rewind.StepRef{Kind: "step", Sequence: s1, Label: "one"}, nil},
-		{`{"redo": true}`, "1", nil, &rewind.StepRef{Kind: "step", Sequence: s1, Label: "one"}},
-		{`{"redo": true}`, "2", nil, &rewind.StepRef{Kind: "step", Sequence: s2, Label: "two"}},
+		{`{"undo": true}`, "1", &record.StepRef{Kind: "step", Sequence: s2, Label: "two"}, nil},
+		{`{"undo": true}`, "<absent>", &record.StepRef{Kind: "step", Sequence: s1, Label: "one"}, nil},
+		{`{"redo": true}`, "1", nil, &record.StepRef{Kind: "step", Sequence: s1, Label: "one"}},
+		{`{"redo": true}`, "2", nil, &record.StepRef{Kind: "step", Sequence: s2, Label: "two"}},
 	} {
 		out, err := ctlRequestRaw(t, mp, "rewind", tc.req+"\n")
 		if err != nil {

@@ -11,7 +11,7 @@ import (
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // The control directory of a mount without OPEN (Options.NoOpen,
@@ -61,7 +61,7 @@ func mountCtl(mp string, f *fsys, main *fusefs.Options, selfOpens bool) (*fuse.S
 		opts.MountOptions.DirectMount = false
 	}
 	root := &ctlDir{fs: f}
-	server, err := fuse.NewServer(fusefs.NewNodeFS(root, &opts), filepath.Join(mp, rewind.StoreName), &opts.MountOptions)
+	server, err := fuse.NewServer(fusefs.NewNodeFS(root, &opts), filepath.Join(mp, record.StoreName), &opts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("fs: mount the control directory: %w", err)
 	}

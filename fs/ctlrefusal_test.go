@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/control"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // ctlRefused writes req to the control file name through one handle open
@@ -53,7 +53,7 @@ func TestCtlRefusals(t *testing.T) {
 	m := mountT(t, Options{})
 	mp := m.Mountpoint()
 	at := func(p string) string { return filepath.Join(mp, p) }
-	seq := func(s rewind.Seq) string { return strconv.FormatUint(uint64(s), 10) }
+	seq := func(s record.Seq) string { return strconv.FormatUint(uint64(s), 10) }
 	want := func(r control.Refusal, name string) {
 		t.Helper()
 		if r.Error != name || r.Message == "" {

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // countEvents counts the events of type typ in .zero/log.
@@ -82,7 +82,7 @@ func TestStepLabelOverManyWritesIsOneLabel(t *testing.T) {
 func TestRewindOneRequestPerOpenFile(t *testing.T) {
 	m := mountT(t, Options{})
 	mp := m.Mountpoint()
-	var at []rewind.Seq // the step at which f held "v<i>"
+	var at []record.Seq // the step at which f held "v<i>"
 	for i := range 12 {
 		stepT(t, mp, "s"+strconv.Itoa(i))
 		at = append(at, stepSeqOf(t, mp))

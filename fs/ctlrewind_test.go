@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/control"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // ctlRequest writes a request to .zero/rewind on a handle open for reading
@@ -54,9 +54,9 @@ func TestCtlRewindForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []rewind.PathChange{
-		{Path: "a.txt", Action: rewind.ActionRestore, Kind: rewind.KindFile, Lines: &rewind.LineCount{Added: 1, Removed: 2}},
-		{Path: "c.txt", Action: rewind.ActionDelete, Kind: rewind.KindFile, Lines: &rewind.LineCount{Removed: 1}},
+	want := []record.PathChange{
+		{Path: "a.txt", Action: record.ActionRestore, Kind: record.KindFile, Lines: &record.LineCount{Added: 1, Removed: 2}},
+		{Path: "c.txt", Action: record.ActionDelete, Kind: record.KindFile, Lines: &record.LineCount{Removed: 1}},
 	}
 	if g, w := jsonOf(r.Preview), jsonOf(want); !r.DryRun || r.Sequence != 0 || g != w {
 		t.Fatalf("dry run: got %+v preview %s, want preview %s", r, g, w)

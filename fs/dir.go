@@ -8,6 +8,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -27,14 +28,14 @@ var (
 // `name` in directory n: refuse reserved names at the root, capture
 // join(dir, name), open the directory, run fn on (dirfd, name) while holding
 // the capture. fn's step is the capture's step.
-func (n *wsNode) entryOp(ctx context.Context, op, name string, fn func(dirfd int, p string, step rewind.Seq) syscall.Errno) syscall.Errno {
+func (n *wsNode) entryOp(ctx context.Context, op, name string, fn func(dirfd int, p string, step record.Seq) syscall.Errno) syscall.Errno {
 	return n.entryOpRemoved(ctx, op, name, false, fn)
 }
 
 // entryOpRemoved is entryOp whose change says whether name is about to go
 // by an unlink (rewind.Change.Removed and Stash).
-func (n *wsNode) entryOpRemoved(ctx context.Context, op, name string, removed bool, fn func(dirfd int, p string, step rewind.Seq) syscall.Errno) syscall.Errno {
-	if n.isRoot() && rewind.IsReserved(name) {
+func (n *wsNode) entryOpRemoved(ctx context.Context, op, name string, removed bool, fn func(dirfd int, p string, step record.Seq) syscall.Errno) syscall.Errno {
+	if n.isRoot() && record.IsReserved(name) {
 		return syscall.EPERM
 	}
 	a := n.fs.rw.arrive()
@@ -138,7 +139,7 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 	var child *fusefs.Inode
 	var h *wsFile
 	var fuseFlags uint32
-	errno := n.entryOp(ctx, "create", name, func(dfd int, p string, step rewind.Seq) syscall.Errno {
+	errno := n.entryOp(ctx, "create", name, func(dfd int, p string, step record.Seq) syscall.Errno {
 		// O_TRUNC waits for beginWrite (Open says why); a file this
 		// create makes is not truncated at all, as by the kernel.
 		fl := openFlags(flags)
@@ -212,7 +213,7 @@ func createAt(dfd int, name string, flags int, excl bool, mode uint32) (fd int, 
 
 func (n *wsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	var child *fusefs.Inode
-	errno := n.entryOp(ctx, "mkdir", name, func(dfd int, p string, _ rewind.Seq) (errno syscall.Errno) {
+	errno := n.entryOp(ctx, "mkdir", name, func(dfd int, p string, _ record.Seq) (errno syscall.Errno) {
 		if err := unix.Mkdirat(dfd, name, mode); err != nil {
 			return sysErrno(err)
 		}
@@ -224,7 +225,7 @@ func (n *wsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.
 
 func (n *wsNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	var child *fusefs.Inode
-	errno := n.entryOp(ctx, "mknod", name, func(dfd int, p string, step rewind.Seq) (errno syscall.Errno) {
+	errno := n.entryOp(ctx, "mknod", name, func(dfd int, p string, step record.Seq) (errno syscall.Errno) {
 		fd, err := n.mknod(dfd, name, createMode(ctx, mode), rdev) // noopen.go
 		if err != nil {
 			return sysErrno(err)
@@ -258,7 +259,7 @@ func (n *wsNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out 
 
 func (n *wsNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	var child *fusefs.Inode
-	errno := n.entryOp(ctx, "symlink", name, func(dfd int, p string, _ rewind.Seq) (errno syscall.Errno) {
+	errno := n.entryOp(ctx, "symlink", name, func(dfd int, p string, _ record.Seq) (errno syscall.Errno) {
 		if err := unix.Symlinkat(target, dfd, name); err != nil {
 			return sysErrno(err)
 		}
@@ -276,7 +277,7 @@ func (n *wsNode) Link(ctx context.Context, target fusefs.InodeEmbedder, name str
 	a := n.fs.rw.arrive()
 	srcPath, named := src.path()
 	var child *fusefs.Inode
-	errno := n.entryOp(ctx, "link", name, func(dfd int, p string, _ rewind.Seq) syscall.Errno {
+	errno := n.entryOp(ctx, "link", name, func(dfd int, p string, _ record.Seq) syscall.Errno {
 		if !named {
 			// An O_TMPFILE file (or one unlinked while open, which the
 			// backing kernel refuses): link what its handle holds.
@@ -329,7 +330,7 @@ func (n *wsNode) linkNamed(a arrival, src string, dfd int, name string) syscall.
 // unlink then fails, the file keeps its name and shares its inode with the
 // stash: the stash is named (hashed) at once, before anything can write it.
 func (n *wsNode) Unlink(ctx context.Context, name string) syscall.Errno {
-	return n.entryOpRemoved(ctx, "unlink", name, true, func(dfd int, p string, _ rewind.Seq) syscall.Errno {
+	return n.entryOpRemoved(ctx, "unlink", name, true, func(dfd int, p string, _ record.Seq) syscall.Errno {
 		kept := n.holdRemoved(dfd, name)
 		err := unix.Unlinkat(dfd, name, 0)
 		kept(err == nil)
@@ -343,7 +344,7 @@ func (n *wsNode) Unlink(ctx context.Context, name string) syscall.Errno {
 }
 
 func (n *wsNode) Rmdir(ctx context.Context, name string) syscall.Errno {
-	return n.entryOp(ctx, "rmdir", name, func(dfd int, _ string, _ rewind.Seq) syscall.Errno {
+	return n.entryOp(ctx, "rmdir", name, func(dfd int, _ string, _ record.Seq) syscall.Errno {
 		kept := n.holdRemoved(dfd, name)
 		err := unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR)
 		kept(err == nil)
@@ -363,7 +364,7 @@ func (n *wsNode) Rename(ctx context.Context, name string, newParent fusefs.Inode
 		}
 		return syscall.EXDEV
 	}
-	if (n.isRoot() && rewind.IsReserved(name)) || (np.isRoot() && rewind.IsReserved(newName)) {
+	if (n.isRoot() && record.IsReserved(name)) || (np.isRoot() && record.IsReserved(newName)) {
 		return syscall.EPERM
 	}
 	a := n.fs.rw.arrive()
@@ -499,7 +500,7 @@ func (d *rootDir) inner() dirFile { return d.DirStream.(dirFile) }
 func (d *rootDir) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
 	for {
 		de, errno := d.inner().Readdirent(ctx)
-		if errno != 0 || de == nil || !rewind.IsReserved(de.Name) {
+		if errno != 0 || de == nil || !record.IsReserved(de.Name) {
 			return de, errno
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -34,19 +35,19 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 	}
 	// Our sentinels first.
 	switch {
-	case errors.Is(err, rewind.ErrNoSuchSeq):
+	case errors.Is(err, record.ErrNoSuchSeq):
 		if seq == seqNotFound {
 			return syscall.ENOENT
 		}
 		return syscall.EINVAL
-	case errors.Is(err, rewind.ErrReserved):
+	case errors.Is(err, record.ErrReserved):
 		return syscall.EPERM
-	case errors.Is(err, rewind.ErrUnsafePath), errors.Is(err, rewind.ErrBadRequest):
+	case errors.Is(err, record.ErrUnsafePath), errors.Is(err, record.ErrBadRequest):
 		return syscall.EINVAL
-	case errors.Is(err, rewind.ErrConflict):
+	case errors.Is(err, record.ErrConflict):
 		return syscall.EBUSY
-	case errors.Is(err, rewind.ErrNothingToUndo), errors.Is(err, rewind.ErrNothingToRedo), errors.Is(err, rewind.ErrNoTurn),
-		errors.Is(err, rewind.ErrNoSuchPath):
+	case errors.Is(err, record.ErrNothingToUndo), errors.Is(err, record.ErrNothingToRedo), errors.Is(err, record.ErrNoTurn),
+		errors.Is(err, record.ErrNoSuchPath):
 		return syscall.ENOENT
 	case errors.Is(err, rewind.ErrSkipped):
 		log.Warn("zerofs: state was not kept", "op", op, "path", path, "err", err)
@@ -63,7 +64,7 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 	}
 	// A rewind that could not change the workspace (and was rolled back):
 	// the backing errno (EBUSY for a mount point in the way).
-	if errors.Is(err, rewind.ErrWorkspace) {
+	if errors.Is(err, record.ErrWorkspace) {
 		var en syscall.Errno
 		if errors.As(err, &en) {
 			return en
@@ -74,7 +75,7 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 	// whatever errno may be inside. (An EACCES creating a blob's temporary
 	// file is no answer to the caller's write(2): nothing about its own
 	// file was refused.)
-	if errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, eventlog.ErrClosed) || errors.Is(err, eventlog.ErrFailed) ||
+	if errors.Is(err, record.ErrCorrupt) || errors.Is(err, eventlog.ErrClosed) || errors.Is(err, eventlog.ErrFailed) ||
 		errors.Is(err, blobstore.ErrCorrupt) || errors.Is(err, blobstore.ErrNotFound) || storeFile(err) {
 		log.Error("zerofs: store failure", "op", op, "path", path, "err", err)
 		return syscall.EIO

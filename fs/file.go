@@ -9,7 +9,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // wsFile is an open workspace file: a descriptor on the backing file.
@@ -38,7 +38,7 @@ type wsFile struct {
 	wkey        devIno // its inode
 
 	mu   sync.Mutex // guards step
-	step rewind.Seq // the step in which the file was last captured
+	step record.Seq // the step in which the file was last captured
 }
 
 var (
@@ -212,7 +212,7 @@ func (f *fsys) addWriter(h *wsFile) {
 // it with the kernel for the node's first open (see wsFile).
 func (h *wsFile) PassthroughFd() (int, bool) { return h.fd, h.passthrough }
 
-func (h *wsFile) setStep(s rewind.Seq) {
+func (h *wsFile) setStep(s record.Seq) {
 	h.mu.Lock()
 	h.step = s
 	h.mu.Unlock()

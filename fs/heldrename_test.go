@@ -8,8 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/zerofs/zerofs/eventlog"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestHeldOpenAcrossDirRename: a file held open for writing across the
@@ -92,7 +91,7 @@ func heldAcrossDirRename(t *testing.T, m *Mounted, records, early bool) {
 	}
 	absent(src)
 	for _, c := range []struct {
-		at       rewind.Seq
+		at       record.Seq
 		rel, has string
 		gone     string
 	}{
@@ -135,7 +134,7 @@ func heldAcrossDirRename(t *testing.T, m *Mounted, records, early bool) {
 // checkRenameEvents checks the events the rename of src to dst appended
 // (after before, up to after): with rename records one checkpoint, the
 // record; without, captures and no record.
-func checkRenameEvents(t *testing.T, m *Mounted, before, after rewind.Seq, records bool) {
+func checkRenameEvents(t *testing.T, m *Mounted, before, after record.Seq, records bool) {
 	t.Helper()
 	if records && after != before+1 {
 		t.Fatalf("head %d after the mv, want one record after %d", after, before)
@@ -151,10 +150,10 @@ func checkRenameEvents(t *testing.T, m *Mounted, before, after rewind.Seq, recor
 		if ev.Seq > after {
 			break
 		}
-		if ev.Type != eventlog.TypeCheckpoint {
+		if ev.Type != record.TypeCheckpoint {
 			t.Fatalf("event %d after the mv is %s, want a checkpoint", ev.Seq, ev.Type)
 		}
-		var cp rewind.Checkpoint
+		var cp record.Checkpoint
 		if err := json.Unmarshal(ev.Payload, &cp); err != nil {
 			t.Fatal(err)
 		}

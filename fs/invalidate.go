@@ -11,7 +11,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // invalidate tells the kernel to forget what it caches about paths a rewind
@@ -73,13 +73,13 @@ func (f *fsys) invalidate(paths []string) {
 	}
 }
 
-// mountInTheWay refuses (a *rewind.RefusedError, RefusedWorkspace) a rewind
+// mountInTheWay refuses (a *record.RefusedError, RefusedWorkspace) a rewind
 // that would remove or replace a directory at or above a path where another
 // filesystem is mounted on top of the mount: the kernel would detach that
 // filesystem when it forgets the name, as it refuses to remove a mount
 // point natively (EBUSY). It asks the engine for a dry run of req first,
 // only when such a mount exists. nil when nothing is in the way.
-func (f *fsys) mountInTheWay(ctx context.Context, req rewind.Request) error {
+func (f *fsys) mountInTheWay(ctx context.Context, req record.Request) error {
 	subs := f.submounts()
 	if len(subs) == 0 || req.DryRun {
 		return nil
@@ -94,8 +94,8 @@ func (f *fsys) mountInTheWay(ctx context.Context, req rewind.Request) error {
 		if !holdsMount(c.Path, subs) {
 			continue
 		}
-		replaced := c.Action == rewind.ActionDelete
-		if c.Action == rewind.ActionRestore && c.Kind != rewind.KindDir {
+		replaced := c.Action == record.ActionDelete
+		if c.Action == record.ActionRestore && c.Kind != record.KindDir {
 			replaced = true
 		}
 		if !replaced {
@@ -108,7 +108,7 @@ func (f *fsys) mountInTheWay(ctx context.Context, req rewind.Request) error {
 				break
 			}
 		}
-		return fmt.Errorf("%w (%w)", &rewind.RefusedError{Refusal: rewind.RefusedWorkspace,
+		return fmt.Errorf("%w (%w)", &record.RefusedError{Refusal: record.RefusedWorkspace,
 			Msg: fmt.Sprintf("rewind: refused: it would remove %s, and a filesystem is mounted on %s through the mount; unmount it first", quote.Name(c.Path), quote.Name(mnt))},
 			syscall.EBUSY)
 	}
@@ -129,7 +129,7 @@ func (f *fsys) submounts() []string {
 		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 			continue
 		}
-		if first, _, _ := strings.Cut(rel, "/"); rewind.IsReserved(first) {
+		if first, _, _ := strings.Cut(rel, "/"); record.IsReserved(first) {
 			continue // the control mount of --no-open (ctlmount.go), or a view's
 		}
 		out = append(out, filepath.ToSlash(rel))
@@ -186,7 +186,7 @@ func notifyErr(f *fsys, errno syscall.Errno, p string) {
 func (f *fsys) invalidateViews() {
 	root := f.root.EmbeddedInode()
 	for name := range root.Children() {
-		if t, ok := rewind.ParseView(name); ok && !f.eng.HasState(t) {
+		if t, ok := record.ParseView(name); ok && !f.eng.HasState(t) {
 			notifyErr(f, root.NotifyEntry(name), name)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -99,7 +100,7 @@ func TestRemovedFilesKeptThroughMount(t *testing.T) {
 			stashed := map[uint64]bool{}
 			ents, _ := os.ReadDir(filepath.Join(ws, ".zero", "blobs", "kept"))
 			for _, e := range ents {
-				if blobstore.IsStashName(e.Name()) {
+				if record.IsStashName(e.Name()) {
 					stashed[inoOf(t, filepath.Join(ws, ".zero", "blobs", "kept", e.Name()))] = true
 				}
 			}
@@ -108,7 +109,7 @@ func TestRemovedFilesKeptThroughMount(t *testing.T) {
 			}
 			ents, _ = os.ReadDir(filepath.Join(ws, ".zero", "blobs", "kept"))
 			for _, e := range ents {
-				if blobstore.IsStashName(e.Name()) {
+				if record.IsStashName(e.Name()) {
 					t.Errorf("stash %s left after NameStashes", e.Name())
 				}
 			}

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -110,7 +111,7 @@ func (n *wsNode) changes(p string) []rewind.Change {
 		if q == p {
 			continue
 		}
-		if dir == "" && rewind.IsReserved(l.name) {
+		if dir == "" && record.IsReserved(l.name) {
 			continue
 		}
 		dfd, done, err := n.fs.ws.dir(dir)

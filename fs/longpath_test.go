@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // chainName is the name of every directory of the deep chain.
@@ -283,7 +283,7 @@ func TestPathsPastPathMax(t *testing.T) {
 	rewindT(t, mp, T)
 	checkBefore("after the rewind", root)
 	var rep struct {
-		Report rewind.Report `json:"report"`
+		Report record.Report `json:"report"`
 	}
 	readJSON(t, ctlRead(t, mp, "rewind"), &rep)
 	if len(rep.Report.Skipped) != 0 {

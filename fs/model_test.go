@@ -15,7 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/zerofs/zerofs/control"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // mountModel drives random tool-like operations through a real mount. Its
@@ -26,7 +26,7 @@ type mountModel struct {
 	m      *Mounted
 	mp, ws string
 	// states maps each recorded sequence to the tree at it.
-	states map[rewind.Seq]map[string]node
+	states map[record.Seq]map[string]node
 	nops   int
 
 	// links: this case makes hard links, and then changes no file's mode
@@ -58,7 +58,7 @@ func (m *mountModel) existing() []string {
 			return nil
 		}
 		rel, _ := filepath.Rel(m.ws, p)
-		if rel == rewind.StoreName {
+		if rel == record.StoreName {
 			return filepath.SkipDir
 		}
 		if rel != "." {
@@ -215,7 +215,7 @@ func (m *mountModel) checkBacking(what string) {
 	m.t.Helper()
 	back := snapshot(m.t, m.ws)
 	for p := range back {
-		if p == rewind.StoreName || strings.HasPrefix(p, rewind.StoreName+"/") {
+		if p == record.StoreName || strings.HasPrefix(p, record.StoreName+"/") {
 			delete(back, p)
 		}
 	}
@@ -225,7 +225,7 @@ func (m *mountModel) checkBacking(what string) {
 }
 
 // step begins a step and records the tree at its sequence.
-func (m *mountModel) step(label string) rewind.Seq {
+func (m *mountModel) step(label string) record.Seq {
 	m.t.Helper()
 	stepT(m.t, m.mp, label)
 	line := strings.TrimSpace(ctlRead(m.t, m.mp, "step"))
@@ -234,7 +234,7 @@ func (m *mountModel) step(label string) rewind.Seq {
 	if err != nil {
 		m.t.Fatalf(".zero/step = %q: %v", line, err)
 	}
-	seq := rewind.Seq(n)
+	seq := record.Seq(n)
 	want := label
 	if strings.HasPrefix(label, "{") {
 		want = "tool"
@@ -251,7 +251,7 @@ func (m *mountModel) step(label string) rewind.Seq {
 // seq: seq itself, or with passthrough, the one checkpoint that captures the
 // files open for writing in the new step (the held file, or one whose
 // RELEASE, asynchronous after close, had not arrived yet).
-func (m *mountModel) boundaryHead(seq rewind.Seq) bool {
+func (m *mountModel) boundaryHead(seq record.Seq) bool {
 	head := headOf(m.t, m.mp)
 	if m.m.Passthrough() {
 		return head == seq || head == seq+1
@@ -270,7 +270,7 @@ func (m *mountModel) lastRewind() control.RewindReport {
 // rewind rewinds to seq and checks that the mount then shows want: first
 // path by path, through what the kernel cached before the rewind (the
 // tree was just read), then by a fresh walk.
-func (m *mountModel) rewind(seq rewind.Seq, want map[string]node) control.RewindReport {
+func (m *mountModel) rewind(seq record.Seq, want map[string]node) control.RewindReport {
 	m.t.Helper()
 	before := snapshot(m.t, m.mp)
 	// The handle's own report, not a fresh read of .zero/rewind: a rewind
@@ -345,8 +345,8 @@ func realDirs(tree map[string]node, p string) bool {
 	return true
 }
 
-func (m *mountModel) seqs() []rewind.Seq {
-	var out []rewind.Seq
+func (m *mountModel) seqs() []record.Seq {
+	var out []record.Seq
 	for s := range m.states {
 		out = append(out, s)
 	}
@@ -583,7 +583,7 @@ func TestMountModel(t *testing.T) {
 		ws := t.TempDir()
 		mt := mountT(t, Options{Workspace: ws, Sync: sync})
 		defer unmountT(t, mt)
-		m := &mountModel{t: rt, m: mt, mp: mt.Mountpoint(), ws: ws, states: map[rewind.Seq]map[string]node{0: {}}, links: links}
+		m := &mountModel{t: rt, m: mt, mp: mt.Mountpoint(), ws: ws, states: map[record.Seq]map[string]node{0: {}}, links: links}
 		defer m.closeHeld()
 
 		nops := rapid.IntRange(1, 60).Draw(rt, "ops")

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -100,7 +101,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	}
 	storeDir := opts.StoreDir
 	if storeDir == "" {
-		storeDir = filepath.Join(ws, rewind.StoreName)
+		storeDir = filepath.Join(ws, record.StoreName)
 	}
 	if storeDir, err = filepath.Abs(storeDir); err != nil {
 		return nil, fmt.Errorf("fs: store: %w", err)
@@ -136,7 +137,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 	// is a symlink (the workspace's owner may plant one) is refused.
 	var store *os.File
 	if opts.StoreDir == "" {
-		store, err = OpenStoreBeneath(root, rewind.StoreName)
+		store, err = OpenStoreBeneath(root, record.StoreName)
 	} else if err = os.MkdirAll(storeDir, 0o700); err == nil {
 		store, err = os.OpenFile(storeDir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	}
@@ -305,7 +306,7 @@ func probePassthrough(server *fuse.Server, storeFd int, logger *slog.Logger) boo
 		logger.Debug("zerofs: the kernel offers no FUSE passthrough")
 		return false
 	}
-	fd, err := unix.Openat(storeFd, rewind.LogName, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	fd, err := unix.Openat(storeFd, record.LogName, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return false
 	}

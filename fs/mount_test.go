@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // requireFUSE skips the test when it cannot mount (not root, no
@@ -134,17 +134,17 @@ func ctlWrite(mp, name, data string) error {
 	return cerr
 }
 
-func headOf(t fatalT, mp string) rewind.Seq {
+func headOf(t fatalT, mp string) record.Seq {
 	t.Helper()
 	s := strings.TrimSpace(ctlRead(t, mp, "head"))
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
 		t.Fatalf(".zero/head = %q: %v", s, err)
 	}
-	return rewind.Seq(n)
+	return record.Seq(n)
 }
 
-func rewindT(t fatalT, mp string, seq rewind.Seq) {
+func rewindT(t fatalT, mp string, seq record.Seq) {
 	t.Helper()
 	if err := ctlWrite(mp, "rewind", strconv.FormatUint(uint64(seq), 10)+"\n"); err != nil {
 		t.Fatalf("rewind to %d: %v", seq, err)
@@ -155,7 +155,7 @@ func rewindT(t fatalT, mp string, seq rewind.Seq) {
 // take as a view or rewind target: with passthrough the head read after a
 // step may already be past the captures the boundary made of files held
 // open for writing (their RELEASE still in flight).
-func stepT(t fatalT, mp, label string) rewind.Seq {
+func stepT(t fatalT, mp, label string) record.Seq {
 	t.Helper()
 	if err := ctlWrite(mp, "step", label+"\n"); err != nil {
 		t.Fatalf("step %q: %v", label, err)
@@ -163,7 +163,7 @@ func stepT(t fatalT, mp, label string) rewind.Seq {
 	return stepSeqOf(t, mp)
 }
 
-func view(mp string, seq rewind.Seq) string {
+func view(mp string, seq record.Seq) string {
 	return filepath.Join(mp, "@"+strconv.FormatUint(uint64(seq), 10))
 }
 

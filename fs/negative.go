@@ -6,7 +6,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // negativeFS lets the kernel keep a LOOKUP's "no such name" for as long as
@@ -36,7 +36,7 @@ func (n *negativeFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name strin
 	if st == fuse.ENOENT {
 		n.missed.Add(1)
 	}
-	if st != fuse.ENOENT || n.rw.overlapped(a) || (h.NodeId == fuse.FUSE_ROOT_ID && rewind.IsReserved(name)) {
+	if st != fuse.ENOENT || n.rw.overlapped(a) || (h.NodeId == fuse.FUSE_ROOT_ID && record.IsReserved(name)) {
 		return st
 	}
 	*out = fuse.EntryOut{} // node id 0: a negative entry

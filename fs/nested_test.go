@@ -9,19 +9,19 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // firstCaptures returns, for every path a checkpoint after t names, the
 // first before-state recorded for it: what @t shows for the path.
-func firstCaptures(t *testing.T, mp string, after rewind.Seq) map[string]rewind.FileState {
+func firstCaptures(t *testing.T, mp string, after record.Seq) map[string]record.FileState {
 	t.Helper()
-	got := map[string]rewind.FileState{}
+	got := map[string]record.FileState{}
 	for line := range strings.Lines(ctlRead(t, mp, "log")) {
 		var ev struct {
-			Sequence rewind.Seq        `json:"sequence"`
+			Sequence record.Seq        `json:"sequence"`
 			Type     string            `json:"type"`
-			Payload  rewind.Checkpoint `json:"payload"`
+			Payload  record.Checkpoint `json:"payload"`
 		}
 		readJSON(t, line, &ev)
 		if ev.Type != "session_checkpoint" || ev.Sequence <= after {
@@ -123,16 +123,16 @@ func nestedMount(t *testing.T, kind string, inPlace bool) {
 	}
 
 	caps := firstCaptures(t, mp, T)
-	for _, want := range []rewind.FileState{
-		{Path: "sub/f", Kind: rewind.KindFile, Bytes: 6, Mode: 0o644},
-		{Path: "sub/d/g", Kind: rewind.KindFile, Bytes: 11, Mode: 0o644},
-		{Path: "sub/d", Kind: rewind.KindDir, Mode: 0o750},
+	for _, want := range []record.FileState{
+		{Path: "sub/f", Kind: record.KindFile, Bytes: 6, Mode: 0o644},
+		{Path: "sub/d/g", Kind: record.KindFile, Bytes: 11, Mode: 0o644},
+		{Path: "sub/d", Kind: record.KindDir, Mode: 0o750},
 	} {
 		got, ok := caps[want.Path]
 		switch {
 		case !ok:
 			t.Errorf("%s: no capture after %d", want.Path, T)
-		case got.Absent || got.Kind != want.Kind || got.Mode != want.Mode || (want.Kind == rewind.KindFile && (got.Bytes != want.Bytes || got.Blob == "")):
+		case got.Absent || got.Kind != want.Kind || got.Mode != want.Mode || (want.Kind == record.KindFile && (got.Bytes != want.Bytes || got.Blob == "")):
 			t.Errorf("%s captured as %+v; want it present: kind %s, mode %o, %d bytes", want.Path, got, want.Kind, want.Mode, want.Bytes)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -54,7 +55,7 @@ type fsys struct {
 	mtime time.Time
 
 	mu     sync.Mutex       // guards lastGC
-	lastGC *rewind.GCResult // the last GC run through .zero/gc
+	lastGC *record.GCResult // the last GC run through .zero/gc
 
 	// passthrough: opens of workspace files offer their descriptor for
 	// FUSE passthrough (set once the mount has shown it works).
@@ -207,7 +208,7 @@ func (n *wsNode) path() (p string, ok bool) {
 
 // begin calls Engine.Begin for a mutating request: captures changes, and
 // returns release, to be called after the backing syscall.
-func (n *wsNode) begin(ctx context.Context, op string, changes ...rewind.Change) (release func(), step rewind.Seq, errno syscall.Errno) {
+func (n *wsNode) begin(ctx context.Context, op string, changes ...rewind.Change) (release func(), step record.Seq, errno syscall.Errno) {
 	release, step, err := n.fs.eng.Begin(engineCtx(ctx), callerOf(ctx), changes...)
 	if err != nil {
 		p := ""
@@ -247,7 +248,7 @@ func (n *wsNode) OnAdd(ctx context.Context) {
 }
 
 func (n *wsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	if n.isRoot() && rewind.IsReserved(name) {
+	if n.isRoot() && record.IsReserved(name) {
 		return n.fs.lookupReserved(ctx, name, out)
 	}
 	a := n.fs.rw.arrive()

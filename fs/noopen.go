@@ -10,7 +10,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Mounts without OPEN (Options.NoOpen). A warm grep or rg of a tree pays
@@ -123,7 +123,7 @@ func (n *wsNode) mknod(dfd int, name string, mode, rdev uint32) (fd int, err err
 
 // keepMade gives child, the node of the file mknod just made in step, the
 // descriptor mknod opened (fd), or closes it when there is no child.
-func (n *wsNode) keepMade(child *fusefs.Inode, fd int, step rewind.Seq) {
+func (n *wsNode) keepMade(child *fusefs.Inode, fd int, step record.Seq) {
 	if fd < 0 {
 		return
 	}
@@ -156,7 +156,7 @@ type nodeIO struct {
 	mu      sync.Mutex // guards rd, wr, stepSet, step
 	rd, wr  int        // kept descriptors plus one (0: none): read-only, writable
 	stepSet bool       // step is set
-	step    rewind.Seq // the step in which the node's names were last captured by a write
+	step    record.Seq // the step in which the node's names were last captured by a write
 }
 
 // ioFd returns a descriptor of the node's file for reading, or for writing
@@ -306,7 +306,7 @@ func (n *wsNode) statOwn(st *unix.Statx_t) syscall.Errno {
 }
 
 // noteStep records that the node's names were captured in step.
-func (n *wsNode) noteStep(step rewind.Seq) {
+func (n *wsNode) noteStep(step record.Seq) {
 	n.io.mu.Lock()
 	n.io.step, n.io.stepSet = step, true
 	n.io.mu.Unlock()

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestRenameRecordThroughMount: with rename records, mv of a directory and
@@ -56,7 +56,7 @@ func TestRenameRecordThroughMount(t *testing.T) {
 		return string(b)
 	}
 	for _, c := range []struct {
-		at       rewind.Seq
+		at       record.Seq
 		rel, has string
 	}{
 		{t0, "src/d1/f1", "content 1\n"}, {t0, "src/d2/f8", "content 8\n"},

@@ -15,6 +15,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -45,7 +46,7 @@ const liveTimeout = time.Nanosecond // 0 would be go-fuse's default
 type viewNode struct {
 	fusefs.Inode
 	fs   *fsys
-	t    rewind.Seq
+	t    record.Seq
 	path string // workspace path; "" is the view's root
 
 	ioMu sync.Mutex // guards io
@@ -78,7 +79,7 @@ var (
 // looked up twice is the same inode and readdir's d_ino matches stat's, and
 // with the top bit set, apart from backing inode numbers, so a view node is
 // never mistaken for a workspace node (which would make it writable).
-func viewIno(t rewind.Seq, path string) uint64 {
+func viewIno(t record.Seq, path string) uint64 {
 	h := fnv.New64a()
 	var b [8]byte
 	for i := range b {
@@ -89,11 +90,11 @@ func viewIno(t rewind.Seq, path string) uint64 {
 	return h.Sum64() | 1<<63
 }
 
-func kindMode(k rewind.Kind) uint32 {
+func kindMode(k record.Kind) uint32 {
 	switch k {
-	case rewind.KindDir:
+	case record.KindDir:
 		return syscall.S_IFDIR
-	case rewind.KindSymlink:
+	case record.KindSymlink:
 		return syscall.S_IFLNK
 	}
 	return syscall.S_IFREG
@@ -102,11 +103,11 @@ func kindMode(k rewind.Kind) uint32 {
 // lookupReserved answers a lookup of a reserved name at the root: the
 // control directory, or a view when T is within history.
 func (f *fsys) lookupReserved(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	if name == rewind.StoreName {
+	if name == record.StoreName {
 		f.fillVirtual(&out.Attr, syscall.S_IFDIR|0o755, 2)
 		return f.ctl, 0
 	}
-	t, ok := rewind.ParseView(name)
+	t, ok := record.ParseView(name)
 	if !ok || !f.eng.HasState(t) {
 		return nil, syscall.ENOENT
 	}
@@ -155,7 +156,7 @@ func (v *viewNode) fill(a *fuse.Attr, ent rewind.Entry) {
 		a.Nlink = 2
 	}
 	a.Size = uint64(st.Bytes)
-	if st.Kind == rewind.KindSymlink && st.Target != "" {
+	if st.Kind == record.KindSymlink && st.Target != "" {
 		a.Size = uint64(len(st.Target))
 	}
 	a.Blocks = (a.Size + 511) / 512
@@ -208,7 +209,7 @@ func (v *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if ent.Live {
 		out.SetAttrTimeout(liveTimeout)
 	}
-	if v.fs.noOpen && ent.Live && ent.State.Kind == rewind.KindFile {
+	if v.fs.noOpen && ent.Live && ent.State.Kind == record.KindFile {
 		// Without OPEN the kernel serves every reader of the node from
 		// the pages one reader brought in: each lookup checks the
 		// reader against the present path, and the entry is kept for no

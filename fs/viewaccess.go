@@ -15,7 +15,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Present content in views (SPEC, Trust). A path of @T that nothing
@@ -185,7 +185,7 @@ func setThreadCreds(uid, gid uint32, groups []uint32) error {
 // notTs reports whether the present file open at fd (the live state of a
 // path in view t) has been changed since t without a capture: its mtime is
 // later than the first step at or after t began.
-func (f *fsys) notTs(fd int, t rewind.Seq) bool {
+func (f *fsys) notTs(fd int, t record.Seq) bool {
 	at, ok := f.eng.StepAtOrAfter(t)
 	if !ok {
 		return false

@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // bigFile bounds what a diff, the log's change list and rename detection
@@ -18,18 +18,18 @@ import (
 const bigFile = 64 << 20
 
 // big reports whether n is a file over bigFile bytes.
-func big(n Node) bool { return n.Exists && n.Kind == rewind.KindFile && n.Bytes > bigFile }
+func big(n Node) bool { return n.Exists && n.Kind == record.KindFile && n.Bytes > bigFile }
 
 // contentStreamer is a Source that can hand out a path's content as a
 // stream (both sources can; fakes in tests need not).
 type contentStreamer interface {
-	withContent(path string, t Seq, fn func(io.Reader) error) error
+	withContent(path string, t record.Seq, fn func(io.Reader) error) error
 }
 
 // hashContent is the sha256 (hex) of path's content at t, never held in
 // memory whole: a file is hashed by blobstore.HashFile, which reads only
 // its data where the file system says where its holes are.
-func hashContent(src Source, path string, t Seq) (string, error) {
+func hashContent(src Source, path string, t record.Seq) (string, error) {
 	cs, ok := src.(contentStreamer)
 	if !ok {
 		b, err := src.Content(path, t)

@@ -14,6 +14,7 @@ import (
 	zfs "github.com/zerofs/zerofs/fs"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestBigFilesAreNeverReadWhole: issue 14, defect 6, in the views. A
@@ -42,7 +43,7 @@ func TestBigFilesAreNeverReadWhole(t *testing.T) {
 	}
 	t.Cleanup(unmount)
 	mp := m.Mountpoint()
-	step := func(label string) history.Seq {
+	step := func(label string) record.Seq {
 		if err := os.WriteFile(filepath.Join(mp, ".zero", "step"), []byte(label+"\n"), 0); err != nil {
 			t.Fatal(err)
 		}

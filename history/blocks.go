@@ -6,8 +6,8 @@ import (
 	"iter"
 	"time"
 
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -19,16 +19,16 @@ type Block struct {
 	Type string // BlockStep, BlockRewind or BlockPruned
 	// Seq is the block's own event (the tool_call, session_rewind or
 	// history_pruned); for an implicit step, its first checkpoint.
-	Seq Seq
+	Seq record.Seq
 	// Start and End bound the sequences that belong to the block. The state
 	// at End is the workspace just after it; the state at Start-1, just
 	// before it.
-	Start, End Seq
+	Start, End record.Seq
 	// First is the block's first checkpoint (0 when it has none). Nothing
 	// changes between Start and First, so the state at First-1 is also the
 	// state before the block: the latest sequence that names it, and the
 	// one undo rewinds to (it outlives a gc that cut at the tool_call).
-	First    Seq
+	First    record.Seq
 	Time     time.Time
 	Label    string
 	Implicit bool
@@ -37,42 +37,35 @@ type Block struct {
 	// agent's step.
 	Person  bool
 	Payload json.RawMessage // the tool_call's payload
-	Rewind  *rewind.RewindPayload
-	Pruned  *rewind.PrunedPayload
+	Rewind  *record.RewindPayload
+	Pruned  *record.PrunedPayload
 	// Thinned is a gc's thin (Type BlockPruned too).
-	Thinned *rewind.ThinnedPayload
+	Thinned *record.ThinnedPayload
 	// Files are the before-states captured in the block, the first one per
 	// path, in capture order.
-	Files []rewind.FileState
+	Files []record.FileState
 	// Turn is the sequence of the turn the block belongs to (the last turn
 	// event before it), 0 before the first turn.
-	Turn Seq
+	Turn record.Seq
 	// after is the block's last sequence at which something of its own
 	// happened (After).
-	after Seq
+	after record.Seq
 	// Last is set when the block's sequences interleave with another
 	// step's (several agent sessions at once: rewind/session.go): for each
 	// path, the block's last capture of it. The path's state just after
 	// the block is its state at that sequence, not at End.
-	Last map[string]Seq
+	Last map[string]record.Seq
 }
 
 // A Turn is a person's prompt to an agent (a turn event): the steps after
 // it belong to it until the next turn.
 type Turn struct {
-	Seq  Seq
+	Seq  record.Seq
 	Time time.Time
 	// Prompt is the prompt's text, "" when it was kept out.
 	Prompt       string
 	Agent        string
 	AgentSession string
-}
-
-// turnPayload is a turn event's payload.
-type turnPayload struct {
-	Prompt       string `json:"prompt"`
-	Agent        string `json:"agent"`
-	AgentSession string `json:"agentSession"`
 }
 
 // The block types, as `zerofs log --json` names them.
@@ -89,7 +82,7 @@ func (b *Block) Changed() bool { return len(b.Files) > 0 }
 
 // Before is the latest sequence whose state is the workspace just before
 // the block.
-func (b *Block) Before() Seq {
+func (b *Block) Before() record.Seq {
 	if b.First > 0 {
 		return b.First - 1
 	}
@@ -102,7 +95,7 @@ func (b *Block) Before() Seq {
 // writes when it comes to it; a turn; a gc), so that `show` labels a
 // step's after-state with the step's own last sequence, not with the
 // naming a rewind after it wrote first.
-func (b *Block) After() Seq {
+func (b *Block) After() record.Seq {
 	if b.after == 0 || b.after > b.End {
 		return b.End
 	}
@@ -111,7 +104,7 @@ func (b *Block) After() Seq {
 
 // Blocks reads the whole history of src into blocks, oldest first, and
 // returns the head they end at.
-func Blocks(src Source) ([]*Block, Seq, error) {
+func Blocks(src Source) ([]*Block, record.Seq, error) {
 	head, err := src.Head()
 	if err != nil {
 		return nil, 0, err
@@ -139,15 +132,15 @@ func BlocksAndTurns(src Source) ([]*Block, []Turn, error) {
 // no mark. Every block names the turn it belongs to: a step naming an
 // agent session, that session's last turn (when it has one); any other
 // block, the last turn.
-func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, []Turn, Seq, error) {
-	var evs []eventlog.Event
+func ReadHistory(events iter.Seq2[record.Event, error], head record.Seq) ([]*Block, []Turn, record.Seq, error) {
+	var evs []record.Event
 	for ev, err := range events {
 		if err != nil {
 			return nil, nil, 0, err
 		}
 		evs = append(evs, ev)
 	}
-	marks, err := rewind.StepMarks(func(yield func(eventlog.Event, error) bool) {
+	marks, err := rewind.StepMarks(func(yield func(record.Event, error) bool) {
 		for _, ev := range evs {
 			if !yield(ev, nil) {
 				return
@@ -158,10 +151,10 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 		return nil, nil, 0, err
 	}
 	// The blobs of removed files' stashes, named by later events.
-	named := map[string]rewind.Named{}
+	named := map[string]record.Named{}
 	for _, ev := range evs {
-		var p rewind.NamedPayload
-		if ev.Type == eventlog.TypeStashNamed && json.Unmarshal(ev.Payload, &p) == nil {
+		var p record.NamedPayload
+		if ev.Type == record.TypeStashNamed && json.Unmarshal(ev.Payload, &p) == nil {
 			for _, n := range p.Named {
 				named[n.Kept] = n
 			}
@@ -169,18 +162,18 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 	}
 	var blocks []*Block
 	var turns []Turn
-	var turn Seq                    // the turn new blocks belong to
-	var turnSession string          // its agent session
-	sessionTurn := map[string]Seq{} // each agent session's latest turn
-	begun := map[int]*Block{}       // the block each mark began (-1: before any mark)
+	var turn record.Seq                    // the turn new blocks belong to
+	var turnSession string                 // its agent session
+	sessionTurn := map[string]record.Seq{} // each agent session's latest turn
+	begun := map[int]*Block{}              // the block each mark began (-1: before any mark)
 	seen := map[*Block]map[string]bool{}
-	stepBlock := map[Seq]*Block{}   // tool_call sequence -> its block
-	personBlock := map[int]*Block{} // the person's changes after each mark
-	last := map[*Block]map[string]Seq{}
+	stepBlock := map[record.Seq]*Block{} // tool_call sequence -> its block
+	personBlock := map[int]*Block{}      // the person's changes after each mark
+	last := map[*Block]map[string]record.Seq{}
 	interleaved := map[*Block]bool{}
-	addFiles := func(b *Block, seq Seq, files []rewind.FileState) {
+	addFiles := func(b *Block, seq record.Seq, files []record.FileState) {
 		if last[b] == nil {
-			last[b] = map[string]Seq{}
+			last[b] = map[string]record.Seq{}
 		}
 		for _, f := range files {
 			last[b][f.Path] = seq
@@ -212,7 +205,7 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 		}
 		at := m >= 0 && marks[m].Seq == ev.Seq // ev is marks[m]'s own event
 		switch ev.Type {
-		case eventlog.TypeToolCall:
+		case record.TypeToolCall:
 			if !at {
 				continue
 			}
@@ -233,8 +226,8 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 			begun[m] = b
 			blocks = append(blocks, b)
 			stepBlock[ev.Seq] = b
-		case eventlog.TypeCheckpoint:
-			var p rewind.Checkpoint
+		case record.TypeCheckpoint:
+			var p record.Checkpoint
 			if json.Unmarshal(ev.Payload, &p) != nil {
 				continue
 			}
@@ -266,7 +259,7 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 			}
 			b := begun[m]
 			if b == nil {
-				if m >= 0 && marks[m].Kind == rewind.MarkRewindCheckpoint {
+				if m >= 0 && marks[m].Kind == record.MarkRewindCheckpoint {
 					b = &Block{Type: BlockRewind, Start: ev.Seq, Turn: turn}
 				} else {
 					b = &Block{Type: BlockStep, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Label: p.Tool, Implicit: true, Turn: turn}
@@ -275,13 +268,13 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 				blocks = append(blocks, b)
 			}
 			addFiles(b, ev.Seq, p.Files)
-		case eventlog.TypeRewind:
-			var p rewind.RewindPayload
+		case record.TypeRewind:
+			var p record.RewindPayload
 			if !at || json.Unmarshal(ev.Payload, &p) != nil {
 				continue
 			}
 			var b *Block
-			if m > 0 && marks[m-1].Kind == rewind.MarkRewindCheckpoint {
+			if m > 0 && marks[m-1].Kind == record.MarkRewindCheckpoint {
 				b = begun[m-1] // its own checkpoint began it
 			}
 			if b == nil {
@@ -294,16 +287,16 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 				// it): it is none of that turn's work.
 				b.Turn = 0
 			}
-		case eventlog.TypeHistoryPruned:
-			var p rewind.PrunedPayload
+		case record.TypeHistoryPruned:
+			var p record.PrunedPayload
 			json.Unmarshal(ev.Payload, &p)
 			blocks = append(blocks, &Block{Type: BlockPruned, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Pruned: &p})
-		case eventlog.TypeHistoryThinned:
-			var p rewind.ThinnedPayload
+		case record.TypeHistoryThinned:
+			var p record.ThinnedPayload
 			json.Unmarshal(ev.Payload, &p)
 			blocks = append(blocks, &Block{Type: BlockPruned, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Thinned: &p})
-		case eventlog.TypeTurn:
-			var p turnPayload
+		case record.TypeTurn:
+			var p record.TurnPayload
 			json.Unmarshal(ev.Payload, &p)
 			turns = append(turns, Turn{Seq: ev.Seq, Time: ev.CreatedAt, Prompt: p.Prompt, Agent: p.Agent, AgentSession: p.AgentSession})
 			turn, turnSession = ev.Seq, p.AgentSession
@@ -330,9 +323,9 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 		end = b.Start - 1
 	}
 	// And its after-state is named by its last event that is its own.
-	quiet := map[Seq]bool{} // events that change no file: namings, turns, gcs
+	quiet := map[record.Seq]bool{} // events that change no file: namings, turns, gcs
 	for _, ev := range evs {
-		if ev.Type == eventlog.TypeStashNamed || ev.Type == eventlog.TypeTurn || ev.Type == eventlog.TypeHistoryPruned || ev.Type == eventlog.TypeHistoryThinned {
+		if ev.Type == record.TypeStashNamed || ev.Type == record.TypeTurn || ev.Type == record.TypeHistoryPruned || ev.Type == record.TypeHistoryThinned {
 			quiet[ev.Seq] = true
 		}
 	}
@@ -351,8 +344,8 @@ func ReadHistory(events iter.Seq2[eventlog.Event, error], head Seq) ([]*Block, [
 // whole reports whether p put the whole workspace back at its target (a
 // rewind to a target, an undo, a redo, a turn taken back), rather than
 // some paths or one step's changes.
-func whole(p rewind.RewindPayload) bool {
-	return len(p.Paths) == 0 && p.RevertOf == 0 && p.Form != rewind.FormPaths && p.Form != rewind.FormRevert
+func whole(p record.RewindPayload) bool {
+	return len(p.Paths) == 0 && p.RevertOf == 0 && p.Form != record.FormPaths && p.Form != record.FormRevert
 }
 
 // Title names what a rewind block did, as the log shows it: `revert of
@@ -366,7 +359,7 @@ func (b *Block) Title(blocks []*Block, turns []Turn) string {
 	if p == nil {
 		return "rewind"
 	}
-	name := func(r *rewind.StepRef) string {
+	name := func(r *record.StepRef) string {
 		if r != nil && r.Kind == "turn" && r.Prompt == "" {
 			if t, err := FindTurn(turns, r.Sequence); err == nil {
 				c := *r
@@ -376,7 +369,7 @@ func (b *Block) Title(blocks []*Block, turns []Turn) string {
 		}
 		return Name(r)
 	}
-	step := func(s Seq) string {
+	step := func(s record.Seq) string {
 		for i := len(blocks) - 1; i >= 0; i-- {
 			o := blocks[i]
 			if o.Start <= s && s <= o.End && o.Type != BlockPruned {
@@ -389,20 +382,20 @@ func (b *Block) Title(blocks []*Block, turns []Turn) string {
 	if form == "" { // a log from before the form was recorded
 		switch {
 		case p.RevertOf != 0:
-			form = rewind.FormRevert
+			form = record.FormRevert
 		case len(p.Paths) > 0:
-			form = rewind.FormPaths
+			form = record.FormPaths
 		}
 	}
 	switch form {
-	case rewind.FormRevert:
+	case record.FormRevert:
 		if p.Step != nil {
 			return "revert of " + name(p.Step)
 		}
 		return "revert of " + step(p.RevertOf)
-	case rewind.FormPaths:
+	case record.FormPaths:
 		return fmt.Sprintf("restore %s to %d", quote.Names(p.Paths, ", "), p.TargetSequence)
-	case rewind.FormUndo, rewind.FormRedo:
+	case record.FormUndo, record.FormRedo:
 		if r := p.Step; r != nil {
 			if r.Kind == "step" && !r.Implicit && r.Label == "" {
 				// A log from before implicit steps were marked so: the
@@ -412,7 +405,7 @@ func (b *Block) Title(blocks []*Block, turns []Turn) string {
 			return form + " of " + name(r)
 		}
 		return fmt.Sprintf("%s (rewind to %d)", form, p.TargetSequence)
-	case rewind.FormTurn:
+	case record.FormTurn:
 		if r := p.Step; r != nil {
 			return fmt.Sprintf("%s taken back (rewind to %d)", name(r), p.TargetSequence)
 		}
@@ -423,13 +416,13 @@ func (b *Block) Title(blocks []*Block, turns []Turn) string {
 
 // Ref names the block as a report names what it acted on: a step (by its
 // label, or an implicit one), or a rewind (by its form).
-func (b *Block) Ref() *rewind.StepRef {
+func (b *Block) Ref() *record.StepRef {
 	if b.Type == BlockRewind {
 		form := ""
 		if b.Rewind != nil {
 			form = b.Rewind.Form
 		}
-		return &rewind.StepRef{Kind: "rewind", Sequence: b.Seq, Label: form}
+		return &record.StepRef{Kind: "rewind", Sequence: b.Seq, Label: form}
 	}
-	return &rewind.StepRef{Kind: "step", Sequence: b.Seq, Label: b.Label, Implicit: b.Implicit}
+	return &record.StepRef{Kind: "step", Sequence: b.Seq, Label: b.Label, Implicit: b.Implicit}
 }

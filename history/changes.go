@@ -1,11 +1,10 @@
 package history
 
 import (
-	"encoding/json"
 	"errors"
 	"sort"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // A Change is one path a block changed. Its JSON is part of `zerofs log
@@ -59,7 +58,7 @@ const (
 // session's, at its last capture of the path: Block.Last) and sorts the result by path. Captures
 // that ended as they began are left out; a deleted and an added file with
 // the same content become one rename.
-func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
+func Changes(src Source, b *Block, prunedBefore record.Seq) ([]Change, error) {
 	var out []Change
 	for _, before := range b.Files {
 		c := Change{Path: before.Path, Kind: string(before.Kind), Blob: before.Blob, PID: before.PID, Comm: before.Comm}
@@ -78,7 +77,7 @@ func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
 			end = t // interleaved with another session's step
 		}
 		after, err := src.Stat(before.Path, end)
-		if errors.Is(err, rewind.ErrNoSuchSeq) {
+		if errors.Is(err, record.ErrNoSuchSeq) {
 			c.Change, c.Reason = ChangeUnknown, "history pruned"
 			if b.End >= prunedBefore {
 				c.Reason = "history thinned"
@@ -89,7 +88,7 @@ func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
 		if err != nil {
 			return nil, err
 		}
-		if after.Kind == rewind.KindSymlink {
+		if after.Kind == record.KindSymlink {
 			c.Target = after.Target
 		}
 		switch {
@@ -98,7 +97,7 @@ func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
 		case before.Absent:
 			c.Change, c.Kind, c.Bytes = ChangeAdded, string(after.Kind), after.Bytes
 			c.Blob = ""
-			if after.Kind == rewind.KindFile {
+			if after.Kind == record.KindFile {
 				c.Blob = contentID(src, before.Path, end, after)
 			}
 		case !after.Exists:
@@ -110,9 +109,9 @@ func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
 			c.Bytes = after.Bytes
 			same := true
 			switch before.Kind {
-			case rewind.KindFile:
+			case record.KindFile:
 				same = before.Bytes == after.Bytes && before.Blob == contentID(src, before.Path, end, after)
-			case rewind.KindSymlink:
+			case record.KindSymlink:
 				same = before.Target == after.Target
 			}
 			if before.Mode != after.Mode {
@@ -136,10 +135,10 @@ func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
 				continue
 			}
 		}
-		if c.Kind == string(rewind.KindDir) {
+		if c.Kind == string(record.KindDir) {
 			c.Bytes, c.OldBytes = 0, 0 // a directory's size says nothing
 		}
-		if c.OldKind == string(rewind.KindDir) {
+		if c.OldKind == string(record.KindDir) {
 			c.OldBytes = 0
 		}
 		out = append(out, c)
@@ -156,7 +155,7 @@ func Changes(src Source, b *Block, prunedBefore Seq) ([]Change, error) {
 
 // contentID is the blob id of a file's content at t: recorded, or hashed
 // now, streamed ("" when unreadable, which then compares as changed).
-func contentID(src Source, path string, t Seq, n Node) string {
+func contentID(src Source, path string, t record.Seq, n Node) string {
 	if n.Blob != "" {
 		return n.Blob
 	}
@@ -175,7 +174,7 @@ func contentID(src Source, path string, t Seq, n Node) string {
 func findRenames(cs []Change) []Change {
 	added := map[string]int{}
 	for i, c := range cs {
-		if c.Change == ChangeAdded && c.Kind == string(rewind.KindFile) && c.Blob != "" {
+		if c.Change == ChangeAdded && c.Kind == string(record.KindFile) && c.Blob != "" {
 			if _, dup := added[c.Blob]; !dup {
 				added[c.Blob] = i
 			}
@@ -183,7 +182,7 @@ func findRenames(cs []Change) []Change {
 	}
 	drop := map[int]bool{}
 	for i, c := range cs {
-		if c.Change != ChangeDeleted || c.Kind != string(rewind.KindFile) || c.Blob == "" {
+		if c.Change != ChangeDeleted || c.Kind != string(record.KindFile) || c.Blob == "" {
 			continue
 		}
 		j, ok := added[c.Blob]
@@ -219,7 +218,7 @@ const maxSimilarPairs = 400
 func similarRenames(src Source, b *Block, cs []Change) ([]Change, error) {
 	var del, add []int
 	for i, c := range cs {
-		if c.Kind != string(rewind.KindFile) {
+		if c.Kind != string(record.KindFile) {
 			continue
 		}
 		switch c.Change {
@@ -234,7 +233,7 @@ func similarRenames(src Source, b *Block, cs []Change) ([]Change, error) {
 	if len(del) == 0 || len(add) == 0 || len(del)*len(add) > maxSimilarPairs {
 		return cs, nil
 	}
-	read := func(p string, t Seq) []byte {
+	read := func(p string, t record.Seq) []byte {
 		if n, err := src.Stat(p, t); err != nil || big(n) {
 			return nil // a big file is renamed only with its content unchanged (findRenames)
 		}
@@ -291,29 +290,22 @@ type changeJSON struct {
 	TargetBytes string `json:"targetBytes,omitempty"`
 }
 
+func (j *changeJSON) names() []record.NameField {
+	return []record.NameField{record.Name("path", &j.Path, &j.PathBytes), record.Name("from", &j.From, &j.FromBytes),
+		record.Name("target", &j.Target, &j.TargetBytes)}
+}
+
 // MarshalJSON writes the change with the exact bytes of odd names.
 func (c Change) MarshalJSON() ([]byte, error) {
-	j := changeJSON{changeFields: changeFields(c),
-		PathBytes: rewind.ExactBytes(c.Path), FromBytes: rewind.ExactBytes(c.From), TargetBytes: rewind.ExactBytes(c.Target)}
-	j.Path, j.From, j.Target = rewind.Readable(c.Path), rewind.Readable(c.From), rewind.Readable(c.Target)
-	return json.Marshal(j)
+	j := changeJSON{changeFields: changeFields(c)}
+	return record.MarshalNames(&j, j.names()...)
 }
 
 // UnmarshalJSON reads a change, the exact bytes winning over the readable
 // form.
 func (c *Change) UnmarshalJSON(data []byte) error {
 	var j changeJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	var err error
-	if j.Path, err = rewind.FromBytes("path", j.Path, j.PathBytes); err != nil {
-		return err
-	}
-	if j.From, err = rewind.FromBytes("from", j.From, j.FromBytes); err != nil {
-		return err
-	}
-	if j.Target, err = rewind.FromBytes("target", j.Target, j.TargetBytes); err != nil {
+	if err := record.UnmarshalNames(data, &j, j.names()...); err != nil {
 		return err
 	}
 	*c = Change(j.changeFields)
@@ -335,13 +327,13 @@ func dirRenames(b *Block, cs []Change) []Change {
 	}
 	added := map[string]int{}
 	for i, c := range cs {
-		if c.Change == ChangeAdded && c.Kind == string(rewind.KindDir) {
+		if c.Change == ChangeAdded && c.Kind == string(record.KindDir) {
 			added[c.Path] = i
 		}
 	}
 	drop := map[int]bool{}
 	for i, c := range cs {
-		if c.Change != ChangeDeleted || c.Kind != string(rewind.KindDir) || to[c.Path] == "" {
+		if c.Change != ChangeDeleted || c.Kind != string(record.KindDir) || to[c.Path] == "" {
 			continue
 		}
 		j, ok := added[to[c.Path]]

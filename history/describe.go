@@ -7,7 +7,7 @@ import (
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // The one wording of a rewind's result. The CLI prints it, the MCP server
@@ -27,7 +27,7 @@ const promptWidth = 60
 //	turn 24 (prompt kept out)
 //	rewind 57, path rewind 61, revert 60, undo 62, redo 63,
 //	rewind 64 (a turn taken back)
-func Name(ref *rewind.StepRef) string {
+func Name(ref *record.StepRef) string {
 	if ref == nil {
 		return "the last step"
 	}
@@ -48,7 +48,7 @@ func Name(ref *rewind.StepRef) string {
 
 // TurnName is `turn 24 "Rename hello to greet…"`: the prompt's first line,
 // cut, or "(prompt kept out)".
-func TurnName(seq Seq, prompt string) string {
+func TurnName(seq record.Seq, prompt string) string {
 	if prompt == "" {
 		return fmt.Sprintf("turn %d (prompt kept out)", seq)
 	}
@@ -58,13 +58,13 @@ func TurnName(seq Seq, prompt string) string {
 // RewindName names the session_rewind at seq by its form: `rewind 57`,
 // `path rewind 61`, `revert 60`, `undo 62`, `redo 63`, `rewind 64 (a turn
 // taken back)`.
-func RewindName(seq Seq, form string) string {
+func RewindName(seq record.Seq, form string) string {
 	switch form {
-	case rewind.FormPaths:
+	case record.FormPaths:
 		return fmt.Sprintf("path rewind %d", seq)
-	case rewind.FormRevert, rewind.FormUndo, rewind.FormRedo:
+	case record.FormRevert, record.FormUndo, record.FormRedo:
 		return fmt.Sprintf("%s %d", form, seq)
-	case rewind.FormTurn:
+	case record.FormTurn:
 		return fmt.Sprintf("rewind %d (a turn taken back)", seq)
 	}
 	return fmt.Sprintf("rewind %d", seq)
@@ -142,11 +142,11 @@ func Describe(rep control.RewindReport) Words {
 	if rep.DryRun {
 		for _, c := range rep.Preview {
 			p := quote.Name(c.Path)
-			if c.Kind == rewind.KindDir {
+			if c.Kind == record.KindDir {
 				p += "/"
 			}
 			line := fmt.Sprintf("  %-8s %s", c.Action, p)
-			if c.Kind == rewind.KindSymlink {
+			if c.Kind == record.KindSymlink {
 				line += " (symlink)"
 			}
 			if c.Lines != nil && (c.Lines.Added > 0 || c.Lines.Removed > 0) {
@@ -185,47 +185,47 @@ func formOf(rep control.RewindReport) string {
 	case rep.Form != "":
 		return rep.Form
 	case rep.Undid != nil:
-		return rewind.FormUndo
+		return record.FormUndo
 	case rep.Redid != nil:
-		return rewind.FormRedo
+		return record.FormRedo
 	case rep.RevertOf != 0:
-		return rewind.FormRevert
+		return record.FormRevert
 	case len(rep.Paths) > 0:
-		return rewind.FormPaths
+		return record.FormPaths
 	}
-	return rewind.FormRewind
+	return record.FormRewind
 }
 
 // dryWhat is what a dry run would do: `undo step 42 "Edit" (rewind to 41)`.
-func dryWhat(rep control.RewindReport, form string, what *rewind.StepRef) string {
+func dryWhat(rep control.RewindReport, form string, what *record.StepRef) string {
 	t := rep.TargetSequence
 	switch form {
-	case rewind.FormPaths:
+	case record.FormPaths:
 		return fmt.Sprintf("rewind %s to %d", quote.Names(rep.Paths, ", "), t)
-	case rewind.FormRevert:
+	case record.FormRevert:
 		return "revert " + revertName(rep, what)
-	case rewind.FormUndo, rewind.FormRedo:
+	case record.FormUndo, record.FormRedo:
 		return fmt.Sprintf("%s %s (rewind to %d)", form, Name(what), t)
-	case rewind.FormTurn:
+	case record.FormTurn:
 		return fmt.Sprintf("take back %s (rewind to %d)", Name(what), t)
 	}
 	return fmt.Sprintf("rewind to %d", t)
 }
 
 // doneWhat is the line of a rewind done.
-func doneWhat(rep control.RewindReport, form string, what *rewind.StepRef) string {
+func doneWhat(rep control.RewindReport, form string, what *record.StepRef) string {
 	r := rep.Report
 	t := rep.TargetSequence
 	switch form {
-	case rewind.FormPaths:
+	case record.FormPaths:
 		return fmt.Sprintf("rewound %s to %d: restored %d, deleted %d, skipped %d", quote.Names(rep.Paths, ", "), t, r.Restored, r.Deleted, len(r.Skipped))
-	case rewind.FormRevert:
+	case record.FormRevert:
 		return fmt.Sprintf("reverted %s: restored %d, deleted %d, skipped %d%s", revertName(rep, what), r.Restored, r.Deleted, len(r.Skipped), forced(rep))
-	case rewind.FormUndo:
+	case record.FormUndo:
 		return fmt.Sprintf("undid %s: restored %d, deleted %d%s", Name(what), r.Restored, r.Deleted, skippedCount(r))
-	case rewind.FormRedo:
+	case record.FormRedo:
 		return fmt.Sprintf("redid %s: restored %d, deleted %d%s", Name(what), r.Restored, r.Deleted, skippedCount(r))
-	case rewind.FormTurn:
+	case record.FormTurn:
 		return fmt.Sprintf("took back %s: rewound to %d, restored %d, deleted %d%s", Name(what), t, r.Restored, r.Deleted, skippedCount(r))
 	}
 	return fmt.Sprintf("rewound to %d: restored %d, deleted %d, skipped %d", t, r.Restored, r.Deleted, len(r.Skipped))
@@ -233,7 +233,7 @@ func doneWhat(rep control.RewindReport, form string, what *rewind.StepRef) strin
 
 // revertName is the step a revert acted on (by its sequence, from a daemon
 // that did not name it).
-func revertName(rep control.RewindReport, what *rewind.StepRef) string {
+func revertName(rep control.RewindReport, what *record.StepRef) string {
 	if what == nil {
 		return fmt.Sprintf("step %d", rep.RevertOf)
 	}
@@ -250,20 +250,20 @@ func forced(rep control.RewindReport) string {
 
 // unchangedWhat names what a rewind that changes nothing found as it would
 // be.
-func unchangedWhat(rep control.RewindReport, what *rewind.StepRef) string {
+func unchangedWhat(rep control.RewindReport, what *record.StepRef) string {
 	switch {
 	case len(rep.Paths) > 0:
 		if len(rep.Paths) == 1 {
 			return quote.Names(rep.Paths, ", ") + " is"
 		}
 		return quote.Names(rep.Paths, ", ") + " are"
-	case formOf(rep) == rewind.FormRevert:
+	case formOf(rep) == record.FormRevert:
 		return "every path " + revertName(rep, what) + " changed is"
 	}
 	return "the workspace is"
 }
 
-func skippedCount(r rewind.Report) string {
+func skippedCount(r record.Report) string {
 	if len(r.Skipped) == 0 {
 		return ""
 	}
@@ -274,7 +274,7 @@ func skippedCount(r rewind.Report) string {
 // another agent session's) that a rewind overwrote (verb "overwrote"; "would
 // overwrite" in a dry run), and the person's changes it left alone, one
 // sentence each, skipping the paths in seen (and adding those it names).
-func ForeignWarnings(fs []rewind.Foreign, verb string, seen map[string]bool) []string {
+func ForeignWarnings(fs []record.Foreign, verb string, seen map[string]bool) []string {
 	var out []string
 	for _, f := range fs {
 		if seen[f.Path] {

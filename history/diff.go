@@ -10,8 +10,8 @@ import (
 
 	udiff "github.com/aymanbagabas/go-udiff"
 
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -33,9 +33,9 @@ type FileDiff struct {
 // Diff compares the states at a and b (either may be Now) of every path
 // under filters (workspace paths; none: all), sorted by path. A sequence
 // not in the history is a *SeqError.
-func Diff(src Source, a, b Seq, filters []string) ([]FileDiff, error) {
+func Diff(src Source, a, b record.Seq, filters []string) ([]FileDiff, error) {
 	d := &differ{src: src, a: a, b: b, stats: map[statKey]Node{}}
-	for _, t := range []Seq{a, b} {
+	for _, t := range []record.Seq{a, b} {
 		if _, err := d.stat("", t); err != nil {
 			return nil, ExplainSeq(src, t, err)
 		}
@@ -77,16 +77,16 @@ func Diff(src Source, a, b Seq, filters []string) ([]FileDiff, error) {
 // differ compares two states of one history.
 type differ struct {
 	src   Source
-	a, b  Seq
+	a, b  record.Seq
 	stats map[statKey]Node
 }
 
 type statKey struct {
 	path string
-	t    Seq
+	t    record.Seq
 }
 
-func (d *differ) stat(p string, t Seq) (Node, error) {
+func (d *differ) stat(p string, t record.Seq) (Node, error) {
 	k := statKey{p, t}
 	if n, ok := d.stats[k]; ok {
 		return n, nil
@@ -113,10 +113,10 @@ func (d *differ) changedPaths(filters []string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if ev.Seq <= lo || ev.Seq > hi || ev.Type != eventlog.TypeCheckpoint {
+		if ev.Seq <= lo || ev.Seq > hi || ev.Type != record.TypeCheckpoint {
 			continue
 		}
-		var cp rewind.Checkpoint
+		var cp record.Checkpoint
 		if json.Unmarshal(ev.Payload, &cp) != nil {
 			continue
 		}
@@ -146,7 +146,7 @@ func (d *differ) changedPaths(filters []string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if (na.Exists && na.Kind != rewind.KindDir) || (nb.Exists && nb.Kind != rewind.KindDir) {
+		if (na.Exists && na.Kind != record.KindDir) || (nb.Exists && nb.Kind != record.KindDir) {
 			if (Under(p, filters) || len(filters) == 0) && !listed[p] {
 				listed[p] = true
 				files = append(files, p)
@@ -155,9 +155,9 @@ func (d *differ) changedPaths(filters []string) ([]string, error) {
 		// Expand a directory that exists on one side only.
 		for _, side := range []struct {
 			n, other Node
-			t        Seq
+			t        record.Seq
 		}{{na, nb, d.a}, {nb, na, d.b}} {
-			if side.n.Kind != rewind.KindDir || (side.other.Kind == rewind.KindDir && !deep[p]) {
+			if side.n.Kind != record.KindDir || (side.other.Kind == record.KindDir && !deep[p]) {
 				continue
 			}
 			names, err := d.src.List(p, side.t)
@@ -193,7 +193,7 @@ func matches(filters []string, p string) bool {
 }
 
 // Label names a state in the ---/+++ lines: "@42", or "now".
-func Label(t Seq) string {
+func Label(t record.Seq) string {
 	if t == Now {
 		return "now"
 	}
@@ -203,9 +203,9 @@ func Label(t Seq) string {
 // gitMode is the mode git prints: type bits and permission bits.
 func gitMode(n Node) uint32 {
 	switch n.Kind {
-	case rewind.KindSymlink:
+	case record.KindSymlink:
 		return 0o120000
-	case rewind.KindDir:
+	case record.KindDir:
 		return 0o040000
 	}
 	return 0o100000 | n.Mode&0o7777
@@ -215,10 +215,10 @@ func gitMode(n Node) uint32 {
 func (d *differ) file(p string) ([]FileDiff, error) {
 	na, _ := d.stat(p, d.a)
 	nb, _ := d.stat(p, d.b)
-	if na.Kind == rewind.KindDir {
+	if na.Kind == record.KindDir {
 		na = Node{}
 	}
-	if nb.Kind == rewind.KindDir {
+	if nb.Kind == record.KindDir {
 		nb = Node{}
 	}
 	var pairs [][2]Node
@@ -240,11 +240,11 @@ func (d *differ) file(p string) ([]FileDiff, error) {
 	return out, nil
 }
 
-func (d *differ) content(p string, t Seq, n Node) ([]byte, error) {
+func (d *differ) content(p string, t record.Seq, n Node) ([]byte, error) {
 	if !n.Exists {
 		return nil, nil
 	}
-	if n.Kind == rewind.KindSymlink {
+	if n.Kind == record.KindSymlink {
 		return []byte(n.Target), nil
 	}
 	if n.Skipped {
@@ -304,7 +304,7 @@ func (d *differ) pair(p string, na, nb Node) (string, error) {
 // xattrs are the lines saying which extended attributes (ACLs among them)
 // differ between a file's two sides, when both exist and both are known.
 func (d *differ) xattrs(p string, na, nb Node) (string, error) {
-	if !na.Exists || !nb.Exists || na.Kind != nb.Kind || na.Kind == rewind.KindSymlink {
+	if !na.Exists || !nb.Exists || na.Kind != nb.Kind || na.Kind == record.KindSymlink {
 		return "", nil
 	}
 	xa, err := d.src.Xattrs(p, d.a)
@@ -323,7 +323,7 @@ func (d *differ) xattrs(p string, na, nb Node) (string, error) {
 func (d *differ) bigPair(p string, na, nb Node) (string, error) {
 	for _, side := range []struct {
 		n Node
-		t Seq
+		t record.Seq
 	}{{na, d.a}, {nb, d.b}} {
 		if side.n.Exists && side.n.Skipped {
 			_, err := d.content(p, side.t, side.n) // the error that says why
@@ -407,9 +407,9 @@ func (d *differ) renames(files []string) (map[string]string, error) {
 		switch {
 		case big(na) || big(nb):
 			// Never read whole: a big file shows as deleted and added.
-		case na.Exists && na.Kind == rewind.KindFile && !na.Skipped && !nb.Exists:
+		case na.Exists && na.Kind == record.KindFile && !na.Skipped && !nb.Exists:
 			deleted = append(deleted, p)
-		case nb.Exists && nb.Kind == rewind.KindFile && !nb.Skipped && !na.Exists:
+		case nb.Exists && nb.Kind == record.KindFile && !nb.Skipped && !na.Exists:
 			added = append(added, p)
 		}
 	}
@@ -417,7 +417,7 @@ func (d *differ) renames(files []string) (map[string]string, error) {
 	if len(deleted) == 0 || len(added) == 0 {
 		return out, nil
 	}
-	read := func(p string, t Seq) ([]byte, error) {
+	read := func(p string, t record.Seq) ([]byte, error) {
 		n, _ := d.stat(p, t)
 		return d.content(p, t, n)
 	}

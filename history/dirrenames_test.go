@@ -3,21 +3,21 @@ package history
 import (
 	"testing"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // A rename record's two sides (the directory deleted, the one added) are
 // one rename in a block's changes; other changes are left alone.
 func TestDirRenamesPairsARenameRecord(t *testing.T) {
-	b := &Block{Files: []rewind.FileState{
-		{Path: "src", Kind: rewind.KindDir, RenamedTo: "lib"},
+	b := &Block{Files: []record.FileState{
+		{Path: "src", Kind: record.KindDir, RenamedTo: "lib"},
 		{Path: "lib", Absent: true, RenamedFrom: "src"},
-		{Path: "old", Kind: rewind.KindDir},
+		{Path: "old", Kind: record.KindDir},
 	}}
 	cs := []Change{
-		{Path: "lib", Change: ChangeAdded, Kind: string(rewind.KindDir)},
-		{Path: "old", Change: ChangeDeleted, Kind: string(rewind.KindDir)},
-		{Path: "src", Change: ChangeDeleted, Kind: string(rewind.KindDir), PID: 7, Comm: "mv"},
+		{Path: "lib", Change: ChangeAdded, Kind: string(record.KindDir)},
+		{Path: "old", Change: ChangeDeleted, Kind: string(record.KindDir)},
+		{Path: "src", Change: ChangeDeleted, Kind: string(record.KindDir), PID: 7, Comm: "mv"},
 	}
 	got := dirRenames(b, cs)
 	if len(got) != 2 || got[0].Path != "lib" || got[0].Change != ChangeRenamed || got[0].From != "src" || got[0].Comm != "mv" ||

@@ -5,7 +5,7 @@
 // (Changes, with renames and the process that made each change), the log
 // (Log), diffs between states (Diff), rewinds of every form (a target,
 // some paths, a revert, undo and redo, dry runs: Source.Rewind, one
-// request each, its refusals typed: rewind.RefusedError), gc cuts and thins (KeepCut, GCRequest's ThinBefore; Source.Thinned and
+// request each, its refusals typed: record.RefusedError), gc cuts and thins (KeepCut, GCRequest's ThinBefore; Source.Thinned and
 // ThinnedAt say which states a thin gave up), a status at a glance
 // (StatusOf, StatusWith: also what a thin would free) and store
 // verification with typed findings (Verify: only the blobs of the
@@ -22,7 +22,7 @@
 // Unmounted, the engine (package rewind) is opened on the store, holding
 // its lock until Close, so a caller never races a daemon.
 //
-// Undo and redo are the engine's (rewind.Request): it resolves them under
+// Undo and redo are the engine's (record.Request): it resolves them under
 // its workspace lock from the step marks it keeps, by the daemon when
 // mounted, so no change or step lands between choosing the target and
 // rewinding to it. Mounted, a refused request's reason is read back from

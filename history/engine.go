@@ -13,6 +13,7 @@ import (
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -41,23 +42,23 @@ func openEngine(ctx context.Context, ws *Workspace, opts Options) (*engineSource
 	return &engineSource{root: root, eng: eng}, nil
 }
 
-func (h *engineSource) Head() (Seq, error)         { return h.eng.Head(), nil }
-func (h *engineSource) PrunedBefore() (Seq, error) { return h.eng.PrunedBefore(), nil }
+func (h *engineSource) Head() (record.Seq, error)         { return h.eng.Head(), nil }
+func (h *engineSource) PrunedBefore() (record.Seq, error) { return h.eng.PrunedBefore(), nil }
 
-func (h *engineSource) Thinned() ([]rewind.ThinInterval, error) { return h.eng.Thinned(), nil }
+func (h *engineSource) Thinned() ([]record.ThinInterval, error) { return h.eng.Thinned(), nil }
 
-func (h *engineSource) Events() iter.Seq2[eventlog.Event, error] {
+func (h *engineSource) Events() iter.Seq2[record.Event, error] {
 	return checkedEvents(h.eng.Log().Path(), h.eng.Log().Events(1))
 }
 
-func (h *engineSource) entry(path string, t Seq) (rewind.Entry, error) {
+func (h *engineSource) entry(path string, t record.Seq) (rewind.Entry, error) {
 	if t == Now {
 		t = h.eng.Head()
 	}
 	return h.eng.StateAt(path, t)
 }
 
-func (h *engineSource) Stat(path string, t Seq) (Node, error) {
+func (h *engineSource) Stat(path string, t record.Seq) (Node, error) {
 	ent, err := h.entry(path, t)
 	if err != nil || !ent.Exists {
 		return Node{}, err
@@ -65,7 +66,7 @@ func (h *engineSource) Stat(path string, t Seq) (Node, error) {
 	s := ent.State
 	n := Node{Exists: true, Kind: s.Kind, Mode: s.Mode, Bytes: s.Bytes, Blob: s.Blob,
 		Target: s.Target, Skipped: s.Skipped, Reason: s.Reason}
-	if n.Kind == rewind.KindSymlink && n.Target == "" && !n.Skipped {
+	if n.Kind == record.KindSymlink && n.Target == "" && !n.Skipped {
 		if n.Target, err = h.eng.ReadLink(ent); err != nil {
 			return Node{}, err
 		}
@@ -73,7 +74,7 @@ func (h *engineSource) Stat(path string, t Seq) (Node, error) {
 	return n, nil
 }
 
-func (h *engineSource) Content(path string, t Seq) ([]byte, error) {
+func (h *engineSource) Content(path string, t record.Seq) ([]byte, error) {
 	var out []byte
 	err := h.withContent(path, t, func(r io.Reader) (err error) {
 		out, err = io.ReadAll(r)
@@ -84,7 +85,7 @@ func (h *engineSource) Content(path string, t Seq) ([]byte, error) {
 
 // withContent calls fn with a reader of path's content at t (streamed:
 // see contentStreamer).
-func (h *engineSource) withContent(path string, t Seq, fn func(io.Reader) error) error {
+func (h *engineSource) withContent(path string, t record.Seq, fn func(io.Reader) error) error {
 	ent, err := h.entry(path, t)
 	if err != nil {
 		return err
@@ -95,7 +96,7 @@ func (h *engineSource) withContent(path string, t Seq, fn func(io.Reader) error)
 	if ent.State.Skipped {
 		return fmt.Errorf("%s: %w (%s)", quote.Name(path), rewind.ErrSkipped, quote.Name(ent.State.Reason))
 	}
-	if ent.State.Kind == rewind.KindSymlink {
+	if ent.State.Kind == record.KindSymlink {
 		target, err := h.eng.ReadLink(ent)
 		if err != nil {
 			return err
@@ -110,7 +111,7 @@ func (h *engineSource) withContent(path string, t Seq, fn func(io.Reader) error)
 	return fn(f)
 }
 
-func (h *engineSource) List(dir string, t Seq) ([]string, error) {
+func (h *engineSource) List(dir string, t record.Seq) ([]string, error) {
 	if t == Now {
 		t = h.eng.Head()
 	}
@@ -135,12 +136,12 @@ func (h *engineSource) BeginTurn(ctx context.Context, payload json.RawMessage) e
 	return err
 }
 
-func (h *engineSource) Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error) {
+func (h *engineSource) Rewind(ctx context.Context, req record.Request) (control.RewindReport, error) {
 	res, err := h.eng.Apply(ctx, req)
 	return control.ReportOf(res, err), err
 }
 
-func (h *engineSource) GC(ctx context.Context, req control.GCRequest) (control.GCReport, error) {
+func (h *engineSource) GC(ctx context.Context, req record.GCRequest) (control.GCReport, error) {
 	res, err := h.eng.GCWith(ctx, req)
 	return control.GCReport{GCResult: res, Refusal: control.RefusalOf(err)}, err
 }

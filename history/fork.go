@@ -6,17 +6,18 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
 // A Forker writes the state at a sequence into a new workspace with a store
 // of its own (rewind.Fork). Both Sources are one.
 type Forker interface {
-	Fork(ctx context.Context, t Seq, dir string) (rewind.ForkResult, error)
+	Fork(ctx context.Context, t record.Seq, dir string) (rewind.ForkResult, error)
 }
 
 // Fork writes src's state at t into the new directory dir.
-func Fork(ctx context.Context, src Source, t Seq, dir string) (rewind.ForkResult, error) {
+func Fork(ctx context.Context, src Source, t record.Seq, dir string) (rewind.ForkResult, error) {
 	f, ok := src.(Forker)
 	if !ok {
 		return rewind.ForkResult{}, errors.New("history: this source cannot fork")
@@ -26,13 +27,13 @@ func Fork(ctx context.Context, src Source, t Seq, dir string) (rewind.ForkResult
 
 // Fork reflinks or copies from the store and the workspace, under the
 // engine's lock.
-func (h *engineSource) Fork(ctx context.Context, t Seq, dir string) (rewind.ForkResult, error) {
+func (h *engineSource) Fork(ctx context.Context, t record.Seq, dir string) (rewind.ForkResult, error) {
 	return h.eng.Fork(ctx, t, dir, h.root.Name())
 }
 
 // Fork copies from the mount's @t/ view, with the caller's permissions (a
 // FUSE file cannot be reflinked).
-func (m *mountSource) Fork(ctx context.Context, t Seq, dir string) (rewind.ForkResult, error) {
+func (m *mountSource) Fork(ctx context.Context, t record.Seq, dir string) (rewind.ForkResult, error) {
 	if _, err := m.base(t); err != nil {
 		return rewind.ForkResult{}, err
 	}

@@ -2,7 +2,7 @@ package history
 
 import (
 	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -10,7 +10,7 @@ import (
 // store that changes nothing (`zerofs gc --dry-run`).
 type GCPreview struct {
 	// Before is the cut (never below the present start of history).
-	Before Seq
+	Before record.Seq
 	// Steps is how many steps began between the present start of history
 	// and Before: the states that would go.
 	Steps int
@@ -21,15 +21,15 @@ type GCPreview struct {
 
 // PreviewGC reads store (beside a daemon or not, without its lock) and
 // says what a gc cutting at before would forget and free.
-func PreviewGC(store string, before Seq) (GCPreview, error) {
+func PreviewGC(store string, before record.Seq) (GCPreview, error) {
 	ret := rewind.NewRetention()
-	var starts []Seq
+	var starts []record.Seq
 	for ev, err := range StoreEvents(store) {
 		if err != nil {
 			return GCPreview{}, err
 		}
 		ret.Add(ev)
-		if ev.Type == eventlog.TypeToolCall {
+		if ev.Type == record.TypeToolCall {
 			starts = append(starts, ev.Seq)
 		}
 	}
@@ -40,7 +40,7 @@ func PreviewGC(store string, before Seq) (GCPreview, error) {
 		}
 	}
 	keep := map[blobstore.ID]bool{}
-	ret.Records(func(seq Seq, f rewind.FileState) {
+	ret.Records(func(seq record.Seq, f record.FileState) {
 		if seq <= p.Before {
 			return
 		}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // An Entry is one element of `zerofs log --json`: a block with its
@@ -16,39 +16,39 @@ type Entry struct {
 	Type string `json:"type"`
 	// Sequence is the block's event: the tool_call, session_rewind or
 	// history_pruned (an implicit step's first checkpoint).
-	Sequence Seq `json:"sequence"`
+	Sequence record.Seq `json:"sequence"`
 	// Start..End are the sequences that belong to the block: `zerofs diff
 	// Start-1 End` shows what it did, `zerofs rewind Start-1` undoes it.
-	Start Seq `json:"start"`
-	End   Seq `json:"end"`
+	Start record.Seq `json:"start"`
+	End   record.Seq `json:"end"`
 	// Before is the latest sequence whose state is the workspace just
 	// before the entry (Block.Before; a turn's, just before its prompt);
 	// After the earliest whose state is the workspace just after it
 	// (Block.After): a diff's two sides.
-	Before   Seq       `json:"before"`
-	After    Seq       `json:"after,omitempty"`
-	Time     time.Time `json:"time"`
-	Label    string    `json:"label,omitempty"`
-	Implicit bool      `json:"implicit,omitempty"`
+	Before   record.Seq `json:"before"`
+	After    record.Seq `json:"after,omitempty"`
+	Time     time.Time  `json:"time"`
+	Label    string     `json:"label,omitempty"`
+	Implicit bool       `json:"implicit,omitempty"`
 	// Person marks a person's change (SPEC, Whose change it is): made by a
 	// process outside every agent's process tree while agent sessions were
 	// known. It is an implicit step of its own, never part of an agent's.
 	Person  bool                  `json:"person,omitempty"`
 	Payload json.RawMessage       `json:"payload,omitempty"`
-	Rewind  *rewind.RewindPayload `json:"rewind,omitempty"`
+	Rewind  *record.RewindPayload `json:"rewind,omitempty"`
 	// Title says what a rewind was: `revert of step 15 "Bash: rm -rf
 	// docs"`, `restore README.md to 0`, `undo of step 27 "Edit"`.
-	Title        string `json:"title,omitempty"`
-	PrunedBefore *Seq   `json:"prunedBefore,omitempty"`
+	Title        string      `json:"title,omitempty"`
+	PrunedBefore *record.Seq `json:"prunedBefore,omitempty"`
 	// Thinned is a gc's thin: exactly the intervals of states it gave up.
-	Thinned *rewind.ThinnedPayload `json:"thinned,omitempty"`
+	Thinned *record.ThinnedPayload `json:"thinned,omitempty"`
 	// StatesThinned marks a block whose state before or after it a thin
 	// gave up: it stays listed with the paths it captured, but @T for
 	// those sequences no longer exists and its changes are "unknown".
 	StatesThinned bool `json:"statesThinned,omitempty"`
 	// Turn is the turn a step or rewind belongs to (its sequence), when
 	// there is one.
-	Turn Seq `json:"turn,omitempty"`
+	Turn record.Seq `json:"turn,omitempty"`
 	// A turn's prompt (unless it was kept out), agent and agent session.
 	Prompt       string   `json:"prompt,omitempty"`
 	Agent        string   `json:"agent,omitempty"`
@@ -71,7 +71,7 @@ type LogOptions struct {
 	Limit int
 	// Before, when not 0, keeps only the entries whose sequence is below
 	// it (the timeline's next page).
-	Before Seq
+	Before record.Seq
 	// Paths, when not empty, keeps only the entries that changed one of
 	// these workspace paths or something under them ("" is the root), and
 	// only those changes (with the turns they belong to).
@@ -118,8 +118,8 @@ func LogPage(src Source, opts LogOptions) (Page, error) {
 		return Page{}, err
 	}
 	page := Page{Entries: []Entry{}}
-	counted := 0           // entries kept that are not turns
-	want := map[Seq]bool{} // the turns of the entries kept
+	counted := 0                  // entries kept that are not turns
+	want := map[record.Seq]bool{} // the turns of the entries kept
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
 		if b.Forgotten(pruned) {
@@ -179,7 +179,7 @@ func LogPage(src Source, opts LogOptions) (Page, error) {
 	// paths' entries are asked for) those within the page: below Before
 	// and newer than its oldest entry (all of them when nothing older
 	// remains).
-	oldest := Seq(0)
+	oldest := record.Seq(0)
 	if page.More && len(page.Entries) > 0 {
 		oldest = page.Entries[len(page.Entries)-1].Sequence
 	}
@@ -238,7 +238,7 @@ func touches(b *Block, paths []string) bool {
 func filterChanges(cs []Change, paths []string) []Change {
 	var out []Change
 	for _, c := range cs {
-		if Under(c.Path, paths) || (c.From != "" && Under(c.From, paths)) || (c.Change == ChangeRenamed && c.Kind == string(rewind.KindDir) && beneath(paths, c.Path, c.From)) {
+		if Under(c.Path, paths) || (c.From != "" && Under(c.From, paths)) || (c.Change == ChangeRenamed && c.Kind == string(record.KindDir) && beneath(paths, c.Path, c.From)) {
 			out = append(out, c)
 		}
 	}
@@ -258,12 +258,12 @@ func Under(p string, roots []string) bool {
 
 // StatesThinned reports whether a thin (thinned: Source.Thinned) gave up
 // the state before or after the step or rewind b.
-func (b *Block) StatesThinned(thinned []rewind.ThinInterval) bool {
+func (b *Block) StatesThinned(thinned []record.ThinInterval) bool {
 	return b.Type != BlockPruned && (inThinned(thinned, b.Before()) || inThinned(thinned, b.End))
 }
 
 // inThinned reports whether the state t is strictly inside one of ivs.
-func inThinned(ivs []rewind.ThinInterval, t Seq) bool {
+func inThinned(ivs []record.ThinInterval, t record.Seq) bool {
 	for _, iv := range ivs {
 		if iv.After < t && t < iv.Before {
 			return true
@@ -277,7 +277,7 @@ func inThinned(ivs []rewind.ThinInterval, t Seq) bool {
 // before it nor the one after it exists. The log leaves it out, as the
 // gc's own entry ("pruned history before N") stands for it; its captured
 // paths (an editor's temporary files among them) say nothing any more.
-func (b *Block) Forgotten(prunedBefore Seq) bool {
+func (b *Block) Forgotten(prunedBefore record.Seq) bool {
 	return b.Type != BlockPruned && b.End < prunedBefore
 }
 

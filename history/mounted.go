@@ -22,6 +22,7 @@ import (
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/internal/wsdir"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -37,8 +38,8 @@ type mountSource struct {
 	root string
 	fd   *os.File // the mount's root directory
 
-	mu    sync.Mutex       // guards views
-	views map[Seq]*os.File // open @T directories, closed by Close
+	mu    sync.Mutex              // guards views
+	views map[record.Seq]*os.File // open @T directories, closed by Close
 }
 
 func openMounted(root string) (*mountSource, error) {
@@ -46,14 +47,14 @@ func openMounted(root string) (*mountSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &mountSource{root: root, fd: fd, views: map[Seq]*os.File{}}, nil
+	return &mountSource{root: root, fd: fd, views: map[record.Seq]*os.File{}}, nil
 }
 
 func (m *mountSource) ctl(name string) string {
 	return filepath.Join(m.root, control.Dir, name)
 }
 
-func (m *mountSource) Head() (Seq, error) {
+func (m *mountSource) Head() (record.Seq, error) {
 	b, err := os.ReadFile(m.ctl(control.Head))
 	if err != nil {
 		return 0, err
@@ -65,7 +66,7 @@ func (m *mountSource) Head() (Seq, error) {
 	return n, nil
 }
 
-func (m *mountSource) PrunedBefore() (Seq, error) {
+func (m *mountSource) PrunedBefore() (record.Seq, error) {
 	st, ok := ReadStatus(m.root)
 	if !ok {
 		return 0, fmt.Errorf("cannot read %s", m.ctl(control.Status))
@@ -73,7 +74,7 @@ func (m *mountSource) PrunedBefore() (Seq, error) {
 	return st.PrunedBefore, nil
 }
 
-func (m *mountSource) Thinned() ([]rewind.ThinInterval, error) {
+func (m *mountSource) Thinned() ([]record.ThinInterval, error) {
 	st, ok := ReadStatus(m.root)
 	if !ok {
 		return nil, fmt.Errorf("cannot read %s", m.ctl(control.Status))
@@ -81,13 +82,13 @@ func (m *mountSource) Thinned() ([]rewind.ThinInterval, error) {
 	return st.Thinned, nil
 }
 
-func (m *mountSource) Events() iter.Seq2[eventlog.Event, error] {
+func (m *mountSource) Events() iter.Seq2[record.Event, error] {
 	return checkedEvents(m.ctl(control.Log), eventlog.ReadFile(m.ctl(control.Log), 1))
 }
 
 // base is the directory t's paths are resolved from: the mount's root, or
-// the view @T (rewind.ErrNoSuchSeq when the daemon has no such view).
-func (m *mountSource) base(t Seq) (*os.File, error) {
+// the view @T (record.ErrNoSuchSeq when the daemon has no such view).
+func (m *mountSource) base(t record.Seq) (*os.File, error) {
 	if t == Now {
 		return m.fd, nil
 	}
@@ -98,7 +99,7 @@ func (m *mountSource) base(t Seq) (*os.File, error) {
 	}
 	fd, err := wsdir.New(int(m.fd.Fd())).Open("@"+strconv.FormatUint(uint64(t), 10), unix.O_RDONLY|unix.O_DIRECTORY)
 	if errors.Is(err, unix.ENOENT) {
-		return nil, fmt.Errorf("%w: %d", rewind.ErrNoSuchSeq, t)
+		return nil, fmt.Errorf("%w: %d", record.ErrNoSuchSeq, t)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open view @%d: %w", t, err)
@@ -110,8 +111,8 @@ func (m *mountSource) base(t Seq) (*os.File, error) {
 
 // at calls fn with the directory holding path at t and path's name in it
 // ("." for the root), resolved by wsdir as the engine resolves paths.
-func (m *mountSource) at(path string, t Seq, fn func(dirfd int, name string) error) error {
-	if err := rewind.CleanPath(path); err != nil {
+func (m *mountSource) at(path string, t record.Seq, fn func(dirfd int, name string) error) error {
+	if err := record.CleanPath(path); err != nil {
 		return fmt.Errorf("%w: %q", err, path)
 	}
 	base, err := m.base(t)
@@ -130,7 +131,7 @@ func missing(err error) bool {
 	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)
 }
 
-func (m *mountSource) Stat(path string, t Seq) (Node, error) {
+func (m *mountSource) Stat(path string, t record.Seq) (Node, error) {
 	var st unix.Stat_t
 	var target string
 	err := m.at(path, t, func(dirfd int, name string) error {
@@ -153,13 +154,13 @@ func (m *mountSource) Stat(path string, t Seq) (Node, error) {
 	n := Node{Exists: true, Mode: st.Mode & 0o7777, Bytes: st.Size}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
-		n.Kind = rewind.KindDir
+		n.Kind = record.KindDir
 	case unix.S_IFLNK:
-		n.Kind, n.Target = rewind.KindSymlink, target
+		n.Kind, n.Target = record.KindSymlink, target
 	case unix.S_IFREG:
-		n.Kind = rewind.KindFile
+		n.Kind = record.KindFile
 	default:
-		n.Kind, n.Skipped, n.Reason = rewind.KindFile, true, "not a regular file, directory or symlink"
+		n.Kind, n.Skipped, n.Reason = record.KindFile, true, "not a regular file, directory or symlink"
 	}
 	return n, nil
 }
@@ -177,7 +178,7 @@ func readlinkat(dirfd int, name string) (string, error) {
 	}
 }
 
-func (m *mountSource) Content(path string, t Seq) ([]byte, error) {
+func (m *mountSource) Content(path string, t record.Seq) ([]byte, error) {
 	var out []byte
 	err := m.withContent(path, t, func(r io.Reader) (err error) {
 		out, err = io.ReadAll(r)
@@ -188,7 +189,7 @@ func (m *mountSource) Content(path string, t Seq) ([]byte, error) {
 
 // withContent calls fn with a reader of path's content at t (streamed:
 // see contentStreamer).
-func (m *mountSource) withContent(path string, t Seq, fn func(io.Reader) error) error {
+func (m *mountSource) withContent(path string, t record.Seq, fn func(io.Reader) error) error {
 	err := m.at(path, t, func(dirfd int, name string) error {
 		var st unix.Stat_t
 		if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -219,7 +220,7 @@ func (m *mountSource) withContent(path string, t Seq, fn func(io.Reader) error) 
 	return err
 }
 
-func (m *mountSource) List(dir string, t Seq) ([]string, error) {
+func (m *mountSource) List(dir string, t record.Seq) ([]string, error) {
 	var names []string
 	err := m.at(dir, t, func(dirfd int, name string) error {
 		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -233,7 +234,7 @@ func (m *mountSource) List(dir string, t Seq) ([]string, error) {
 			return err
 		}
 		for _, n := range all {
-			if dir == "" && rewind.IsReserved(n) {
+			if dir == "" && record.IsReserved(n) {
 				continue
 			}
 			names = append(names, n)
@@ -272,7 +273,7 @@ func (m *mountSource) BeginTurn(ctx context.Context, payload json.RawMessage) er
 
 // Rewind sends one request and reads back its own report: what the rewind
 // did, or why the daemon refused it (control.Refusal, as a typed error).
-func (m *mountSource) Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error) {
+func (m *mountSource) Rewind(ctx context.Context, req record.Request) (control.RewindReport, error) {
 	text := control.FormatRewind(req)
 	if !req.DryRun {
 		defer m.pollProgress(ctx)()
@@ -289,7 +290,7 @@ func (m *mountSource) Rewind(ctx context.Context, req control.RewindRequest) (co
 	return control.ParseRewindReport(b)
 }
 
-func (m *mountSource) GC(ctx context.Context, req control.GCRequest) (control.GCReport, error) {
+func (m *mountSource) GC(ctx context.Context, req record.GCRequest) (control.GCReport, error) {
 	defer m.pollProgress(ctx)()
 	b, err := m.request(control.GC, control.FormatGC(req))
 	if err != nil {
@@ -318,7 +319,7 @@ func (m *mountSource) pollProgress(ctx context.Context) (stop func()) {
 		defer tick.Stop()
 		// task is the report last begun with its counts done zeroed;
 		// passed, the report whose counts done were passed on last.
-		var task, passed rewind.ProgressReport
+		var task, passed record.ProgressReport
 		for {
 			select {
 			case <-done:
@@ -339,7 +340,7 @@ func (m *mountSource) pollProgress(ctx context.Context) (stop func()) {
 			head.DoneItems, head.DoneBytes = 0, 0
 			if head != task || r.DoneItems < passed.DoneItems {
 				rewind.BeginCounting(p, r.What, r.Noun, r.Items, r.Bytes)
-				task, passed = head, rewind.ProgressReport{}
+				task, passed = head, record.ProgressReport{}
 			}
 			p.Add(r.DoneItems-passed.DoneItems, r.DoneBytes-passed.DoneBytes)
 			passed = r

@@ -10,20 +10,16 @@ import (
 	"math"
 
 	"github.com/zerofs/zerofs/control"
-	"github.com/zerofs/zerofs/eventlog"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
-// Seq is an event sequence.
-type Seq = eventlog.Seq
-
 // Now stands for "the workspace as it is now" where a sequence is expected.
-const Now Seq = math.MaxUint64
+const Now record.Seq = math.MaxUint64
 
 // Node is one path's state at some sequence.
 type Node struct {
 	Exists bool
-	Kind   rewind.Kind
+	Kind   record.Kind
 	Mode   uint32 // permission bits, setuid, setgid and sticky included
 	Bytes  int64
 	// Blob is the recorded blob, "" when unknown (live or mounted).
@@ -44,24 +40,24 @@ type Node struct {
 // symlink does not exist, and a symlink is never followed.
 type Source interface {
 	// Head is the last sequence written.
-	Head() (Seq, error)
+	Head() (record.Seq, error)
 	// PrunedBefore is the start of history (0 when gc never ran).
-	PrunedBefore() (Seq, error)
+	PrunedBefore() (record.Seq, error)
 	// Thinned is the intervals of states gc thinned away (rewind.Engine.Thinned).
-	Thinned() ([]rewind.ThinInterval, error)
+	Thinned() ([]record.ThinInterval, error)
 	// Events yields the whole log in order.
-	Events() iter.Seq2[eventlog.Event, error]
+	Events() iter.Seq2[record.Event, error]
 	// Stat is path's state at t (Now for the live workspace). A sequence
-	// above head or below the pruned history is rewind.ErrNoSuchSeq.
-	Stat(path string, t Seq) (Node, error)
+	// above head or below the pruned history is record.ErrNoSuchSeq.
+	Stat(path string, t record.Seq) (Node, error)
 	// Content is a file's bytes or a symlink's target at t.
-	Content(path string, t Seq) ([]byte, error)
+	Content(path string, t record.Seq) ([]byte, error)
 	// Xattrs is a file's or directory's kept extended attributes at t (the
 	// ACLs among them): nil when unknown (not recorded, not readable by
 	// this user, a symlink, no such path).
-	Xattrs(path string, t Seq) (map[string][]byte, error)
+	Xattrs(path string, t record.Seq) (map[string][]byte, error)
 	// List is a directory's names at t, sorted, reserved names left out.
-	List(dir string, t Seq) ([]string, error)
+	List(dir string, t record.Seq) ([]string, error)
 	// BeginStep begins a step; extra is a JSON object or nil.
 	BeginStep(ctx context.Context, label string, extra json.RawMessage) error
 	// BeginTurn records a turn (a person's prompt to an agent; payload is
@@ -71,10 +67,10 @@ type Source interface {
 	// reports what it did. Undo and redo choose their target under the
 	// workspace lock: nothing lands between the choice and the rewind.
 	// Nothing to undo or redo is ErrNothingToUndo or ErrNothingToRedo.
-	Rewind(ctx context.Context, req control.RewindRequest) (control.RewindReport, error)
+	Rewind(ctx context.Context, req record.Request) (control.RewindReport, error)
 	// GC forgets the states before req.Before and thins the history before
 	// req.ThinBefore to one state a day.
-	GC(ctx context.Context, req control.GCRequest) (control.GCReport, error)
+	GC(ctx context.Context, req record.GCRequest) (control.GCReport, error)
 	// Close releases the source (the engine's store lock, when unmounted).
 	Close() error
 }
@@ -109,19 +105,13 @@ func OpenDir(ctx context.Context, dir string, opts Options) (*Workspace, Source,
 	return ws, src, nil
 }
 
-// Errors of undo and redo (the engine's refusals).
-var (
-	ErrNothingToUndo = rewind.ErrNothingToUndo
-	ErrNothingToRedo = rewind.ErrNothingToRedo
-)
-
 // SeqError explains a sequence that is not in the history.
 type SeqError struct {
-	Seq, Head, PrunedBefore Seq
+	Seq, Head, PrunedBefore record.Seq
 	// Thinned is the thinned interval holding Seq, if any, or (with
 	// ThinnedAfter) the one just after it: a revert of the step at Seq
 	// needs the states after it too.
-	Thinned      *rewind.ThinInterval
+	Thinned      *record.ThinInterval
 	ThinnedAfter bool
 }
 
@@ -141,17 +131,17 @@ func (e *SeqError) Error() string {
 	return fmt.Sprintf("no sequence %d", e.Seq)
 }
 
-func (e *SeqError) Unwrap() error { return rewind.ErrNoSuchSeq }
+func (e *SeqError) Unwrap() error { return record.ErrNoSuchSeq }
 
 // ExplainSeq is err, or a *SeqError that says why t is not in src's
-// history when err is rewind.ErrNoSuchSeq.
-func ExplainSeq(src Source, t Seq, err error) error {
+// history when err is record.ErrNoSuchSeq.
+func ExplainSeq(src Source, t record.Seq, err error) error {
 	var se *SeqError
-	if err == nil || !errors.Is(err, rewind.ErrNoSuchSeq) || errors.As(err, &se) {
+	if err == nil || !errors.Is(err, record.ErrNoSuchSeq) || errors.As(err, &se) {
 		return err
 	}
 	// The engine's refusal names the history's bounds: nothing to read.
-	var re *rewind.RefusedError
+	var re *record.RefusedError
 	if errors.As(err, &re) && (re.Head != 0 || re.Thinned != nil) {
 		se = &SeqError{Seq: t, Head: re.Head, PrunedBefore: re.PrunedBefore, Thinned: re.Thinned}
 		se.ThinnedAfter = re.Thinned != nil && re.Seq != t
@@ -170,17 +160,17 @@ func ExplainSeq(src Source, t Seq, err error) error {
 
 // ThinnedAt is the thinned interval of src that holds the state t strictly
 // inside it, if any.
-func ThinnedAt(src Source, t Seq) (rewind.ThinInterval, bool) {
+func ThinnedAt(src Source, t record.Seq) (record.ThinInterval, bool) {
 	ivs, err := src.Thinned()
 	if err != nil {
-		return rewind.ThinInterval{}, false
+		return record.ThinInterval{}, false
 	}
 	for _, iv := range ivs {
 		if iv.After < t && t < iv.Before {
 			return iv, true
 		}
 	}
-	return rewind.ThinInterval{}, false
+	return record.ThinInterval{}, false
 }
 
 // checkedEvents passes on events, checked as the engine's Open checks them:
@@ -188,11 +178,11 @@ func ThinnedAt(src Source, t Seq) (rewind.ThinInterval, bool) {
 // checked it is untrusted too (a checkpoint naming "../../secret" must not
 // lead a diff outside the workspace). It stops at the first damaged one
 // with its error, naming the line.
-func checkedEvents(path string, events iter.Seq2[eventlog.Event, error]) iter.Seq2[eventlog.Event, error] {
-	return func(yield func(eventlog.Event, error) bool) {
+func checkedEvents(path string, events iter.Seq2[record.Event, error]) iter.Seq2[record.Event, error] {
+	return func(yield func(record.Event, error) bool) {
 		for ev, err := range events {
 			if err == nil {
-				err = rewind.CheckEvent(path, ev)
+				err = record.CheckEvent(path, ev)
 			}
 			if !yield(ev, err) || err != nil {
 				return

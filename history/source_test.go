@@ -15,7 +15,7 @@ import (
 	zfs "github.com/zerofs/zerofs/fs"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/testsupport"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // The same suite runs against both Sources (restic's backend tests and
@@ -27,7 +27,7 @@ import (
 type fixture struct {
 	ws    string // where the files are: the mountpoint, or the workspace
 	src   history.Source
-	steps map[string]history.Seq // tool_call sequence by label
+	steps map[string]record.Seq // tool_call sequence by label
 }
 
 // build makes the history: step "one" writes a, "two" writes b, "three"
@@ -53,7 +53,7 @@ func build(t *testing.T, mounted bool) *fixture {
 	}
 	t.Cleanup(unmount)
 	mp := m.Mountpoint()
-	f := &fixture{steps: map[string]history.Seq{}}
+	f := &fixture{steps: map[string]record.Seq{}}
 	step := func(label string) {
 		if err := os.WriteFile(filepath.Join(mp, ".zero", "step"), []byte(label+"\n"), 0); err != nil {
 			t.Fatal(err)
@@ -105,7 +105,7 @@ func read(f *fixture, p string) string {
 var suite = map[string]func(t *testing.T, f *fixture){
 	"States": func(t *testing.T, f *fixture) {
 		for _, tc := range []struct {
-			t       history.Seq
+			t       record.Seq
 			a, b    string
 			names   []string
 			bExists bool
@@ -120,7 +120,7 @@ var suite = map[string]func(t *testing.T, f *fixture){
 				t.Errorf("Content(a, %s) = %q, %v; want %q", history.Label(tc.t), got, err, tc.a)
 			}
 			n, err := f.src.Stat("b", tc.t)
-			if err != nil || n.Exists != tc.bExists || (n.Exists && (n.Kind != rewind.KindFile || n.Bytes != 2)) {
+			if err != nil || n.Exists != tc.bExists || (n.Exists && (n.Kind != record.KindFile || n.Bytes != 2)) {
 				t.Errorf("Stat(b, %s) = %+v, %v", history.Label(tc.t), n, err)
 			}
 			names, err := f.src.List("", tc.t)
@@ -129,7 +129,7 @@ var suite = map[string]func(t *testing.T, f *fixture){
 			}
 		}
 		head, _ := f.src.Head()
-		if _, err := f.src.Stat("a", head+1); !errors.Is(err, rewind.ErrNoSuchSeq) {
+		if _, err := f.src.Stat("a", head+1); !errors.Is(err, record.ErrNoSuchSeq) {
 			t.Errorf("Stat above head: %v, want ErrNoSuchSeq", err)
 		}
 	},
@@ -155,39 +155,39 @@ var suite = map[string]func(t *testing.T, f *fixture){
 	},
 	"UndoRedo": func(t *testing.T, f *fixture) {
 		ctx := context.Background()
-		rep, err := f.src.Rewind(ctx, control.RewindRequest{Undo: true})
-		if err != nil || rep.Undid == nil || *rep.Undid != (rewind.StepRef{Kind: "step", Sequence: f.steps["three"], Label: "three"}) || read(f, "a") != "a1" {
+		rep, err := f.src.Rewind(ctx, record.Request{Undo: true})
+		if err != nil || rep.Undid == nil || *rep.Undid != (record.StepRef{Kind: "step", Sequence: f.steps["three"], Label: "three"}) || read(f, "a") != "a1" {
 			t.Fatalf("undo: %+v, %v; a = %q; undid %+v; steps %v", rep, err, read(f, "a"), rep.Undid, f.steps)
 		}
-		rep, err = f.src.Rewind(ctx, control.RewindRequest{Redo: true})
+		rep, err = f.src.Rewind(ctx, record.Request{Redo: true})
 		if err != nil || rep.Redid == nil || rep.Redid.Label != "three" || read(f, "a") != "a3" {
 			t.Fatalf("redo: %+v, %v; a = %q", rep, err, read(f, "a"))
 		}
-		if _, err := f.src.Rewind(ctx, control.RewindRequest{Redo: true}); !errors.Is(err, history.ErrNothingToRedo) {
+		if _, err := f.src.Rewind(ctx, record.Request{Redo: true}); !errors.Is(err, record.ErrNothingToRedo) {
 			t.Errorf("second redo: %v, want ErrNothingToRedo", err)
 		}
 	},
 	"RevertConflict": func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		head, _ := f.src.Head()
-		rep, err := f.src.Rewind(ctx, control.RewindRequest{Revert: f.steps["one"]})
-		var ce *rewind.ConflictError
+		rep, err := f.src.Rewind(ctx, record.Request{Revert: f.steps["one"]})
+		var ce *record.ConflictError
 		if !errors.As(err, &ce) || !reflect.DeepEqual(ce.Paths, []string{"a"}) || rep.Error != control.ErrorConflict {
 			t.Fatalf("revert of one: %+v, %v; want a conflict on a", rep, err)
 		}
 		if h, _ := f.src.Head(); h != head || read(f, "a") != "a3" {
 			t.Errorf("a refused revert changed something: head %d (was %d), a = %q", h, head, read(f, "a"))
 		}
-		rep, err = f.src.Rewind(ctx, control.RewindRequest{Revert: f.steps["two"], DryRun: true})
+		rep, err = f.src.Rewind(ctx, record.Request{Revert: f.steps["two"], DryRun: true})
 		if err != nil || !rep.DryRun || len(rep.Preview) != 1 || rep.Preview[0].Path != "b" || read(f, "b") != "b2" {
 			t.Errorf("dry run of reverting two: %+v, %v", rep, err)
 		}
-		rep, err = f.src.Rewind(ctx, control.RewindRequest{Revert: f.steps["two"]})
+		rep, err = f.src.Rewind(ctx, record.Request{Revert: f.steps["two"]})
 		if err != nil || rep.RevertOf == 0 || read(f, "b") != "<absent>" || read(f, "a") != "a3" {
 			t.Errorf("revert of two: %+v, %v; a %q b %q", rep, err, read(f, "a"), read(f, "b"))
 		}
 		// Undo undoes the revert (a change like a step), not step three.
-		rep, err = f.src.Rewind(ctx, control.RewindRequest{Undo: true})
+		rep, err = f.src.Rewind(ctx, record.Request{Undo: true})
 		if err != nil || read(f, "b") != "b2" || read(f, "a") != "a3" {
 			t.Errorf("undo of the revert: %+v, %v; a %q b %q", rep, err, read(f, "a"), read(f, "b"))
 		}
@@ -201,15 +201,15 @@ var suite = map[string]func(t *testing.T, f *fixture){
 	},
 	"GC": func(t *testing.T, f *fixture) {
 		ctx := context.Background()
-		res, err := f.src.GC(ctx, control.GCRequest{Before: f.steps["three"]})
+		res, err := f.src.GC(ctx, record.GCRequest{Before: f.steps["three"]})
 		if err != nil || res.Before != f.steps["three"] || res.Seq == 0 {
 			t.Fatalf("GC: %+v, %v", res, err)
 		}
-		res, err = f.src.GC(ctx, control.GCRequest{Before: f.steps["three"]})
+		res, err = f.src.GC(ctx, record.GCRequest{Before: f.steps["three"]})
 		if err != nil || res.Seq != 0 {
 			t.Errorf("a second GC at the same cut: %+v, %v; want no event", res, err)
 		}
-		if _, err := f.src.Stat("a", 0); !errors.Is(err, rewind.ErrNoSuchSeq) {
+		if _, err := f.src.Stat("a", 0); !errors.Is(err, record.ErrNoSuchSeq) {
 			t.Errorf("Stat below the cut: %v, want ErrNoSuchSeq", err)
 		}
 		if p, _ := f.src.PrunedBefore(); p != f.steps["three"] {

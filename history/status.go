@@ -8,7 +8,7 @@ import (
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/control"
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -21,7 +21,7 @@ type Status struct {
 	// DaemonElsewhere is the pid of a daemon serving the store from another
 	// mountpoint, when the workspace is not mounted here (0: none).
 	DaemonElsewhere int
-	Head            Seq
+	Head            record.Seq
 	// Step is the current step (sequence 0: none yet); "(after rewind)"
 	// labels the implicit step after a rewind.
 	Step  control.StepReport
@@ -30,7 +30,7 @@ type Status struct {
 	StoreBytes int64
 	Blobs      int
 	// Pruned is the start of history (the last gc's cut).
-	Pruned Seq
+	Pruned record.Seq
 	// NamedBytes is what the before-states the log names after the cut
 	// would take stored whole, each time; the store's figures (content
 	// kept once, compressed) are in Store; Reclaimable is what a gc
@@ -39,12 +39,12 @@ type Status struct {
 	BlobStats   blobstore.Stats
 	Reclaimable blobstore.PruneResult
 	// Thinned is the intervals of states gc thinned away.
-	Thinned []rewind.ThinInterval
+	Thinned []record.ThinInterval
 	// ThinAfter is StatusOptions.ThinAfter; when > 0, Thin is what `gc
 	// --thin-after ThinAfter` would thin now (nil: nothing) and
 	// ThinReclaimable what that gc would free.
 	ThinAfter       time.Duration
-	Thin            []rewind.ThinInterval
+	Thin            []record.ThinInterval
 	ThinReclaimable blobstore.PruneResult
 	// Captures is how removed files are captured: rewind.CaptureLink, or
 	// "copy: " and why (the running daemon's word when mounted).
@@ -80,7 +80,7 @@ func StatusWith(dir string, opts StatusOptions) (Status, error) {
 	// survive gc's cuts and thins. thinCut is the state current ThinAfter
 	// ago (KeepCut).
 	ret := rewind.NewRetention()
-	thinCut, cutFound := Seq(0), false
+	thinCut, cutFound := record.Seq(0), false
 	since := time.Now().Add(-opts.ThinAfter)
 	for ev, err := range StoreEvents(store) {
 		if err != nil {
@@ -92,14 +92,14 @@ func StatusWith(dir string, opts StatusOptions) (Status, error) {
 		}
 		ret.Add(ev) // a damaged event folds in nothing: verify reports it
 		switch ev.Type {
-		case eventlog.TypeToolCall:
+		case record.TypeToolCall:
 			var p struct {
 				Name string `json:"name"`
 			}
 			json.Unmarshal(ev.Payload, &p)
 			st.Steps++
 			st.Step = control.StepReport{Sequence: ev.Seq, Label: p.Name}
-		case eventlog.TypeRewind:
+		case record.TypeRewind:
 			st.Step = control.StepReport{Sequence: ev.Seq, Label: StepAfterRewind}
 		}
 	}
@@ -109,14 +109,14 @@ func StatusWith(dir string, opts StatusOptions) (Status, error) {
 	st.Pruned, st.Thinned = ret.Pruned(), ret.Thinned()
 	needed := func() map[blobstore.ID]bool {
 		keep := map[blobstore.ID]bool{}
-		ret.Records(func(_ Seq, f rewind.FileState) {
+		ret.Records(func(_ record.Seq, f record.FileState) {
 			if id, err := blobstore.ParseID(f.Blob); err == nil {
 				keep[id] = true
 			}
 		})
 		return keep
 	}
-	ret.Records(func(_ Seq, f rewind.FileState) {
+	ret.Records(func(_ record.Seq, f record.FileState) {
 		if f.Blob != "" {
 			st.NamedBytes += f.Bytes
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -17,7 +18,7 @@ import (
 // only those blobs would free.
 func StoreFigures(store string, keep func(blobstore.ID) bool) (blobstore.Stats, int64, blobstore.PruneResult, error) {
 	var logBytes int64
-	if fi, err := os.Stat(filepath.Join(store, rewind.LogName)); err == nil {
+	if fi, err := os.Stat(filepath.Join(store, record.LogName)); err == nil {
 		logBytes = fi.Size()
 	}
 	dir := filepath.Join(store, rewind.BlobsName)
@@ -38,15 +39,15 @@ func StoreFigures(store string, keep func(blobstore.ID) bool) (blobstore.Stats, 
 }
 
 // StoreEvents reads store's log without taking its lock (beside a daemon).
-func StoreEvents(store string) iter.Seq2[eventlog.Event, error] {
-	return eventlog.ReadFile(filepath.Join(store, rewind.LogName), 1)
+func StoreEvents(store string) iter.Seq2[record.Event, error] {
+	return eventlog.ReadFile(filepath.Join(store, record.LogName), 1)
 }
 
 // KeepCut is the gc cut that keeps every state current at some time after
 // cutoff: the state at T lasts from event T until event T+1, so it is the
 // one just before the first event younger than cutoff (head when there is
 // none).
-func KeepCut(src Source, cutoff time.Time) (Seq, error) {
+func KeepCut(src Source, cutoff time.Time) (record.Seq, error) {
 	for ev, err := range src.Events() {
 		if err != nil {
 			return 0, err

@@ -12,6 +12,7 @@ import (
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -62,7 +63,7 @@ type Finding struct {
 	Kind FindingKind
 	// Seq is the event concerned (for a blob, the last checkpoint naming
 	// it); 0 when none.
-	Seq Seq
+	Seq record.Seq
 	// Path is the workspace path a blob or checkpoint entry is for.
 	Path string
 	// Blob is the blob id concerned, as the log spells it.
@@ -112,8 +113,8 @@ func (f Finding) Unwrap() error { return f.Err }
 
 // VerifyResult is what Verify checked and found.
 type VerifyResult struct {
-	Events   Seq // the log's head
-	Blobs    int // blobs verified whole
+	Events   record.Seq // the log's head
+	Blobs    int        // blobs verified whole
 	Findings []Finding
 }
 
@@ -133,7 +134,7 @@ type VerifyOptions struct {
 // is returned as findings; an error means the check itself failed.
 func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 	var res VerifyResult
-	logPath := filepath.Join(store, rewind.LogName)
+	logPath := filepath.Join(store, record.LogName)
 	check := eventlog.Check
 	if opts.Live {
 		check = eventlog.CheckLive
@@ -142,7 +143,7 @@ func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 	var ce *eventlog.CorruptError
 	switch {
 	case errors.As(err, &ce):
-		res.Findings = append(res.Findings, Finding{Kind: FindingCorruptLog, Seq: Seq(ce.Line), Log: logPath, Err: ce})
+		res.Findings = append(res.Findings, Finding{Kind: FindingCorruptLog, Seq: record.Seq(ce.Line), Log: logPath, Err: ce})
 	case err != nil:
 		return res, err
 	}
@@ -151,10 +152,10 @@ func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 	}
 	res.Events = head
 	type use struct {
-		seq  Seq // the last checkpoint naming it
+		seq  record.Seq // the last checkpoint naming it
 		path string
 	}
-	var pruned Seq
+	var pruned record.Seq
 	uses := map[string]use{}
 	// ret folds the log as the engine's index does: only the before-states
 	// that survive gc's cuts and thins need their blobs.
@@ -169,7 +170,7 @@ func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 		if ev.Seq > head {
 			break
 		}
-		if err := rewind.CheckEvent(logPath, ev); err != nil {
+		if err := record.CheckEvent(logPath, ev); err != nil {
 			res.Findings = append(res.Findings, Finding{Kind: FindingBadRecord, Seq: ev.Seq, Log: logPath, Err: err})
 			continue
 		}
@@ -178,13 +179,13 @@ func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 		}
 	}
 	pruned = ret.Pruned()
-	ret.Records(func(seq Seq, st rewind.FileState) {
+	ret.Records(func(seq record.Seq, st record.FileState) {
 		if st.Blob != "" && seq > uses[st.Blob].seq {
 			uses[st.Blob] = use{seq: seq, path: st.Path}
 		}
 	})
 	if ce == nil && torn == 0 {
-		events := func(from Seq) iter.Seq2[eventlog.Event, error] { return eventlog.ReadFile(logPath, from) }
+		events := func(from record.Seq) iter.Seq2[record.Event, error] { return eventlog.ReadFile(logPath, from) }
 		if err := rewind.CheckIntentFile(store, head, pruned, events); err != nil {
 			res.Findings = append(res.Findings, Finding{Kind: FindingBadIntent, Log: logPath, Err: err})
 		}
@@ -212,7 +213,7 @@ func Verify(store string, opts VerifyOptions) (VerifyResult, error) {
 	// (A live daemon may have named it and removed the stash since the log
 	// was read: not checked then.)
 	if !opts.Live {
-		for _, u := range ret.Index().Unnamed() {
+		for _, u := range ret.Unnamed() {
 			if bs == nil || !bs.HasStash(u.Kept) {
 				res.Findings = append(res.Findings, Finding{Kind: FindingMissingStash, Seq: u.Seq, Path: u.Path, Blob: u.Kept})
 			}

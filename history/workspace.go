@@ -12,7 +12,7 @@ import (
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // ErrNoWorkspace: no directory from the start up to / holds a zerofs store
@@ -108,7 +108,7 @@ func At(d string) (*Workspace, bool) {
 	if st, ok := ReadStatus(d); ok {
 		return &Workspace{Root: d, Mounted: true, Status: st}, true
 	}
-	if _, err := os.Stat(filepath.Join(zero, rewind.LogName)); err == nil {
+	if _, err := os.Stat(filepath.Join(zero, record.LogName)); err == nil {
 		return &Workspace{Root: d, Store: zero}, true
 	}
 	return nil, false
@@ -230,7 +230,7 @@ func mountedStore(st control.StatusReport) (string, error) {
 // isStore reports whether dir holds an event log (and is not a control
 // directory, which has "log" instead).
 func isStore(dir string) bool {
-	fi, err := os.Stat(filepath.Join(dir, rewind.LogName))
+	fi, err := os.Stat(filepath.Join(dir, record.LogName))
 	return err == nil && fi.Mode().IsRegular()
 }
 

@@ -11,10 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
-func (h *engineSource) Xattrs(path string, t Seq) (map[string][]byte, error) {
+func (h *engineSource) Xattrs(path string, t record.Seq) (map[string][]byte, error) {
 	ent, err := h.entry(path, t)
 	if err != nil {
 		return nil, err
@@ -22,7 +23,7 @@ func (h *engineSource) Xattrs(path string, t Seq) (map[string][]byte, error) {
 	return h.eng.Xattrs(ent)
 }
 
-func (m *mountSource) Xattrs(path string, t Seq) (map[string][]byte, error) {
+func (m *mountSource) Xattrs(path string, t record.Seq) (map[string][]byte, error) {
 	var xs map[string][]byte
 	err := m.at(path, t, func(dirfd int, name string) error {
 		fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)

@@ -18,7 +18,7 @@ import (
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // mcpTools are the MCP server's tools, on the workspace around dir. Each
@@ -216,7 +216,7 @@ func (t *mcpTools) register(s *mcp.Server, schemas map[string]*jsonschema.Schema
 		Description: "The workspace's history, newest first: steps (tool calls) with the paths each changed, rewinds, gcs, and turns (a person's prompt; each step names its turn). " +
 			"By default the last 20 entries, without the steps that changed nothing, and without payloads and blob ids (details: true adds them). " +
 			"A path that is not UTF-8 comes as a readable form with its exact bytes (base64) in path_bytes (from_bytes for a rename's old name): pass those back in paths_bytes. " +
-			"Use a step's sequence with zerofs_diff, zerofs_show, zerofs_revert or zerofs_rewind."},
+			"Use a step's sequence with zerofs_diff, zerofs_show, zerofs_revert or zerofs_record."},
 		map[string]mcpProp{"n": {min: floatp(1), max: 1000, def: "20"}}, t.log)
 	addTool(s, schemas, &mcp.Tool{Name: "zerofs_diff", Title: "Diff", Annotations: readOnly,
 		Description: "A unified diff of the workspace from sequence `from` to sequence `to` (omitted: the workspace now), optionally only of some paths. To see what the step at sequence S did: from S-1 to the step's end (the next entry's sequence minus one), or from S-1 to now."},
@@ -288,11 +288,11 @@ func (t *mcpTools) status(ctx context.Context, _ *mcp.CallToolRequest, _ mcpNoAr
 		}
 		return nil, mcpStatusOut{}, mcpError(err)
 	}
-	out := mcpStatusOut{Workspace: rewind.Readable(st.Workspace.Root), WorkspaceBytes: rewind.ExactBytes(st.Workspace.Root), Mounted: st.Workspace.Mounted, Recording: st.Workspace.Mounted,
+	out := mcpStatusOut{Workspace: record.Readable(st.Workspace.Root), WorkspaceBytes: record.ExactBytes(st.Workspace.Root), Mounted: st.Workspace.Mounted, Recording: st.Workspace.Mounted,
 		Head: uint64(st.Head), Steps: st.Steps, PrunedBefore: uint64(st.Pruned), StoreBytes: st.StoreBytes}
 	if st.Workspace.Mounted {
 		mp := st.Workspace.Status.Mountpoint
-		out.Mountpoint, out.MountpointBytes = rewind.Readable(mp), rewind.ExactBytes(mp)
+		out.Mountpoint, out.MountpointBytes = record.Readable(mp), record.ExactBytes(mp)
 	} else {
 		w := "not mounted: changes made now are not recorded, and undo cannot take them back (zerofs mount " + quote.Name(st.Workspace.Root) + ")"
 		if st.DaemonElsewhere > 0 {
@@ -374,8 +374,8 @@ func compactEntry(e history.Entry, details bool) mcpEntry {
 		m.Target, m.Restored, m.Deleted, m.Title = &target, &restored, &deleted, e.Title
 	}
 	for _, c := range e.Changes {
-		mc := mcpChange{Path: rewind.Readable(c.Path), PathBytes: rewind.ExactBytes(c.Path), Change: c.Change,
-			From: rewind.Readable(c.From), FromBytes: rewind.ExactBytes(c.From)}
+		mc := mcpChange{Path: record.Readable(c.Path), PathBytes: record.ExactBytes(c.Path), Change: c.Change,
+			From: record.Readable(c.From), FromBytes: record.ExactBytes(c.From)}
 		if details {
 			mc.Blob = c.Blob
 		}
@@ -432,16 +432,16 @@ func (t *mcpTools) diff(ctx context.Context, _ *mcp.CallToolRequest, a mcpDiffAr
 	err = t.with(ctx, func(ws *history.Workspace, src history.Source) error {
 		to := history.Now
 		if a.To != nil {
-			to = history.Seq(*a.To)
+			to = record.Seq(*a.To)
 		}
-		for _, s := range []history.Seq{history.Seq(a.From), to} {
+		for _, s := range []record.Seq{record.Seq(a.From), to} {
 			if err := t.checkSeq(src, s); err != nil {
 				return err
 			}
 		}
-		fds, err := history.Diff(src, history.Seq(a.From), to, paths)
+		fds, err := history.Diff(src, record.Seq(a.From), to, paths)
 		if err != nil {
-			return mcpError(history.ExplainSeq(src, history.Seq(a.From), err))
+			return mcpError(history.ExplainSeq(src, record.Seq(a.From), err))
 		}
 		var b strings.Builder
 		for _, fd := range fds {
@@ -462,7 +462,7 @@ func (t *mcpTools) diff(ctx context.Context, _ *mcp.CallToolRequest, a mcpDiffAr
 
 // checkSeq refuses a sequence the history does not hold (s is history.Now
 // for the workspace now).
-func (t *mcpTools) checkSeq(src history.Source, s history.Seq) error {
+func (t *mcpTools) checkSeq(src history.Source, s record.Seq) error {
 	if s == history.Now {
 		return nil
 	}
@@ -475,10 +475,10 @@ func (t *mcpTools) checkSeq(src history.Source, s history.Seq) error {
 		return mcpError(err)
 	}
 	if s > head || s < pruned {
-		return mcpError(history.ExplainSeq(src, s, rewind.ErrNoSuchSeq))
+		return mcpError(history.ExplainSeq(src, s, record.ErrNoSuchSeq))
 	}
 	if _, ok := history.ThinnedAt(src, s); ok {
-		return mcpError(history.ExplainSeq(src, s, rewind.ErrNoSuchSeq))
+		return mcpError(history.ExplainSeq(src, s, record.ErrNoSuchSeq))
 	}
 	return nil
 }
@@ -491,16 +491,16 @@ func (t *mcpTools) show(ctx context.Context, _ *mcp.CallToolRequest, a mcpShowAr
 	if err != nil {
 		return nil, mcpShowOut{}, err
 	}
-	out := mcpShowOut{Seq: a.Seq, Path: rewind.Readable(p), PathBytes: rewind.ExactBytes(p)}
+	out := mcpShowOut{Seq: a.Seq, Path: record.Readable(p), PathBytes: record.ExactBytes(p)}
 	if p != "" {
-		if err := rewind.CleanPath(p); err != nil {
+		if err := record.CleanPath(p); err != nil {
 			return nil, out, fmt.Errorf("path %s is not a workspace path: give it relative to the workspace root, without . or .. (%v)", quote.Name(p), err)
 		}
 	}
 	var entries []string // exact names
 	var target string
 	err = t.with(ctx, func(ws *history.Workspace, src history.Source) error {
-		seq := history.Seq(a.Seq)
+		seq := record.Seq(a.Seq)
 		n, err := src.Stat(p, seq)
 		if err != nil {
 			return mcpError(history.ExplainSeq(src, seq, err))
@@ -510,13 +510,13 @@ func (t *mcpTools) show(ctx context.Context, _ *mcp.CallToolRequest, a mcpShowAr
 		}
 		out.Exists, out.Kind, out.Bytes = true, string(n.Kind), n.Bytes
 		switch n.Kind {
-		case rewind.KindDir:
+		case record.KindDir:
 			entries, err = src.List(p, seq)
-			out.Entries, out.EntriesBytes = rewind.ReadableAll(entries), rewind.ExactBytesAll(entries)
+			out.Entries, out.EntriesBytes = record.ReadableAll(entries), record.ExactBytesAll(entries)
 			return mcpError(err)
-		case rewind.KindSymlink:
+		case record.KindSymlink:
 			target = n.Target
-			out.Target, out.TargetBytes = rewind.Readable(target), rewind.ExactBytes(target)
+			out.Target, out.TargetBytes = record.Readable(target), record.ExactBytes(target)
 			return nil
 		}
 		b, err := src.Content(p, seq)
@@ -538,9 +538,9 @@ func (t *mcpTools) show(ctx context.Context, _ *mcp.CallToolRequest, a mcpShowAr
 	}
 	msg := out.Content
 	switch {
-	case out.Kind == string(rewind.KindDir):
+	case out.Kind == string(record.KindDir):
 		msg = strings.Join(quoteAll(entries), "\n")
-	case out.Kind == string(rewind.KindSymlink):
+	case out.Kind == string(record.KindSymlink):
 		msg = "symlink to " + quote.Name(target)
 	case out.ContentBase64 != "":
 		msg = fmt.Sprintf("binary file of %d bytes (content_base64 holds it)", out.Bytes)
@@ -594,7 +594,7 @@ func (t *mcpTools) rewind(ctx context.Context, _ *mcp.CallToolRequest, a mcpRewi
 		if a.Seq != nil || len(paths) > 0 {
 			return nil, mcpActionOut{}, errors.New("before_turn takes a whole turn back: give it alone, without seq or paths")
 		}
-		return t.act(ctx, "rewind", control.RewindRequest{Turn: history.Seq(a.BeforeTurn), DryRun: a.DryRun})
+		return t.act(ctx, "rewind", record.Request{Turn: record.Seq(a.BeforeTurn), DryRun: a.DryRun})
 	}
 	if a.Seq == nil {
 		return nil, mcpActionOut{}, errors.New("seq: missing: give the sequence to roll back to (or before_turn, a turn's sequence)")
@@ -602,29 +602,29 @@ func (t *mcpTools) rewind(ctx context.Context, _ *mcp.CallToolRequest, a mcpRewi
 	if (a.Paths != nil || a.PathsBytes != nil) && len(paths) == 0 {
 		return nil, mcpActionOut{}, errors.New("paths is empty: omit it to rewind the whole workspace")
 	}
-	return t.act(ctx, "rewind", control.RewindRequest{Target: history.Seq(*a.Seq), Paths: paths, DryRun: a.DryRun})
+	return t.act(ctx, "rewind", record.Request{Target: record.Seq(*a.Seq), Paths: paths, DryRun: a.DryRun})
 }
 
 func (t *mcpTools) undo(ctx context.Context, _ *mcp.CallToolRequest, a mcpUndoArgs) (*mcp.CallToolResult, mcpActionOut, error) {
-	return t.act(ctx, "undo", control.RewindRequest{Undo: true, WholeTurn: a.Turn, DryRun: a.DryRun})
+	return t.act(ctx, "undo", record.Request{Undo: true, WholeTurn: a.Turn, DryRun: a.DryRun})
 }
 
 func (t *mcpTools) redo(ctx context.Context, _ *mcp.CallToolRequest, a mcpRedoArgs) (*mcp.CallToolResult, mcpActionOut, error) {
-	return t.act(ctx, "redo", control.RewindRequest{Redo: true, DryRun: a.DryRun})
+	return t.act(ctx, "redo", record.Request{Redo: true, DryRun: a.DryRun})
 }
 
 func (t *mcpTools) revert(ctx context.Context, _ *mcp.CallToolRequest, a mcpRevertArgs) (*mcp.CallToolResult, mcpActionOut, error) {
 	if a.Seq == 0 {
 		return nil, mcpActionOut{}, errors.New("seq 0 names no step: give a step's sequence as zerofs_log shows it")
 	}
-	return t.act(ctx, "revert", control.RewindRequest{Revert: history.Seq(a.Seq), Force: a.Force, DryRun: a.DryRun})
+	return t.act(ctx, "revert", record.Request{Revert: record.Seq(a.Seq), Force: a.Force, DryRun: a.DryRun})
 }
 
 // act runs one rewind request, one request to the daemon: its report
 // names what it acted on and the changes made by others that it
 // overwrote (or, dry, would), so nothing is asked twice and nothing is
 // read back from the log.
-func (t *mcpTools) act(ctx context.Context, action string, req control.RewindRequest) (*mcp.CallToolResult, mcpActionOut, error) {
+func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (*mcp.CallToolResult, mcpActionOut, error) {
 	out := mcpActionOut{Action: action, DryRun: req.DryRun}
 	var words history.Words
 	err := t.with(ctx, func(ws *history.Workspace, src history.Source) error {
@@ -634,11 +634,11 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 		}
 		out.Before = uint64(head)
 		rep, err := src.Rewind(ctx, req)
-		var re *rewind.RefusedError
+		var re *record.RefusedError
 		switch {
-		case req.Turn != 0 && errors.As(err, &re) && re.Refusal == rewind.RefusedNoSuchSeq && re.Seq == req.Turn:
+		case req.Turn != 0 && errors.As(err, &re) && re.Refusal == record.RefusedNoSuchSeq && re.Seq == req.Turn:
 			return fmt.Errorf("before_turn: %d is not a turn (zerofs_log lists each turn with its sequence)", req.Turn)
-		case errors.Is(err, rewind.ErrNoSuchSeq) && !req.Undo && !req.Redo && req.Turn == 0:
+		case errors.Is(err, record.ErrNoSuchSeq) && !req.Undo && !req.Redo && req.Turn == 0:
 			s := req.Target
 			if req.Revert != 0 {
 				s = req.Revert
@@ -646,7 +646,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 			err = history.ExplainSeq(src, s, err)
 		}
 		if err != nil {
-			var ce *rewind.ConflictError
+			var ce *record.ConflictError
 			if errors.As(err, &ce) {
 				return fmt.Errorf("nothing changed: later changes also touched %s; call zerofs_revert again with force: true to take those back too (dry_run: true shows what that does)",
 					quote.Names(ce.Paths, ", "))
@@ -665,15 +665,15 @@ func (t *mcpTools) act(ctx context.Context, action string, req control.RewindReq
 		}
 		out.Restored, out.Deleted, out.Unchanged = rep.Report.Restored, rep.Report.Deleted, rep.Unchanged
 		if len(rep.Report.Skipped) > 0 {
-			out.Skipped, out.SkippedBytes = rewind.ReadableAll(rep.Report.Skipped), rewind.ExactBytesAll(rep.Report.Skipped)
+			out.Skipped, out.SkippedBytes = record.ReadableAll(rep.Report.Skipped), record.ExactBytesAll(rep.Report.Skipped)
 		}
-		out.Paths, out.PathsBytes = rewind.ReadableAll(rep.Paths), rewind.ExactBytesAll(rep.Paths)
-		out.Conflicts, out.ConflictsBytes = rewind.ReadableAll(rep.Conflicts), rewind.ExactBytesAll(rep.Conflicts)
+		out.Paths, out.PathsBytes = record.ReadableAll(rep.Paths), record.ExactBytesAll(rep.Paths)
+		out.Conflicts, out.ConflictsBytes = record.ReadableAll(rep.Conflicts), record.ExactBytesAll(rep.Conflicts)
 		if s := rep.Step; s != nil {
 			out.Step = &mcpActed{Kind: s.Kind, Sequence: uint64(s.Sequence), Label: s.Label, Implicit: s.Implicit, Prompt: s.Prompt, Name: history.Name(s)}
 		}
 		for _, c := range rep.Preview {
-			p := mcpPreview{Action: string(c.Action), Path: rewind.Readable(c.Path), PathBytes: rewind.ExactBytes(c.Path), Kind: string(c.Kind)}
+			p := mcpPreview{Action: string(c.Action), Path: record.Readable(c.Path), PathBytes: record.ExactBytes(c.Path), Kind: string(c.Kind)}
 			if c.Lines != nil {
 				p.Added, p.Removed = c.Lines.Added, c.Lines.Removed
 			}
@@ -722,7 +722,7 @@ func deref[T int | uint64](p *T) T {
 // exactName is the name a result's readable form and "..._bytes" field
 // stand for (its text's own form when the field is empty).
 func exactName(text, b64 string) string {
-	if n, err := rewind.FromBytes("path", text, b64); err == nil {
+	if n, err := record.FromBytes("path", text, b64); err == nil {
 		return n
 	}
 	return text
@@ -777,7 +777,7 @@ func mcpPaths(paths []string) ([]string, error) {
 	var out []string
 	for i, p := range paths {
 		p = strings.TrimSuffix(p, "/")
-		if err := rewind.CleanPath(p); err != nil {
+		if err := record.CleanPath(p); err != nil {
 			return nil, fmt.Errorf("paths[%d] %s is not a workspace path: give it relative to the workspace root, without . or .. (%v)", i, quote.Name(p), err)
 		}
 		out = append(out, p)
@@ -792,17 +792,17 @@ func mcpError(err error) error {
 		return nil
 	}
 	var se *history.SeqError
-	var re *rewind.RefusedError
+	var re *record.RefusedError
 	switch {
-	case errors.As(err, &re) && (re.Refusal == rewind.RefusedNoSuchSeq || re.Refusal == rewind.RefusedPruned || re.Refusal == rewind.RefusedThinned) && re.Op == "":
+	case errors.As(err, &re) && (re.Refusal == record.RefusedNoSuchSeq || re.Refusal == record.RefusedPruned || re.Refusal == record.RefusedThinned) && re.Op == "":
 		return fmt.Errorf("%s (seq: %d; zerofs_log shows the sequences there are)", re.Error(), re.Seq)
-	case errors.As(err, &re) && re.Refusal == rewind.RefusedBadRequest:
+	case errors.As(err, &re) && re.Refusal == record.RefusedBadRequest:
 		return errors.New(mcpArgWords(re.Error()) + " (check the arguments against the tool's input schema)")
 	case errors.As(err, &se):
 		return fmt.Errorf("%s (seq: %d; zerofs_log shows the sequences there are)", se.Error(), se.Seq)
-	case errors.Is(err, history.ErrNothingToUndo):
+	case errors.Is(err, record.ErrNothingToUndo):
 		return errors.New("nothing to undo: no step or rewind is in effect (zerofs_log shows the history)")
-	case errors.Is(err, history.ErrNothingToRedo):
+	case errors.Is(err, record.ErrNothingToRedo):
 		return errors.New("nothing to redo: no undo is waiting to be taken back")
 	}
 	return errors.New(mcpArgWords(err.Error()))

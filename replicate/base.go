@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -18,10 +18,10 @@ import (
 // (doc.go says why bases exist and why the state at a step's start is
 // stable). Files lists every path, parents before children.
 type Base struct {
-	Format   int          `json:"format"`
-	Sequence eventlog.Seq `json:"sequence"`
-	Root     BaseEntry    `json:"root"`
-	Files    []BaseEntry  `json:"files"`
+	Format   int         `json:"format"`
+	Sequence record.Seq  `json:"sequence"`
+	Root     BaseEntry   `json:"root"`
+	Files    []BaseEntry `json:"files"`
 }
 
 // BaseEntry is one path of a base. A name or symlink target that is not
@@ -30,7 +30,7 @@ type Base struct {
 type BaseEntry struct {
 	Path        string      `json:"path"`
 	PathBytes   []byte      `json:"pathBytes,omitempty"`
-	Kind        rewind.Kind `json:"kind,omitempty"`
+	Kind        record.Kind `json:"kind,omitempty"`
 	Blob        string      `json:"blob,omitempty"`
 	Bytes       int64       `json:"bytes"`
 	Mode        uint32      `json:"mode"`
@@ -70,9 +70,9 @@ func newEntry(p string, ent rewind.Entry) BaseEntry {
 	e := BaseEntry{Path: p, Kind: st.Kind, Bytes: st.Bytes, Mode: st.Mode & 0o7777,
 		UID: st.UID, GID: st.GID, MTime: st.MTime, Skipped: st.Skipped, Reason: st.Reason, Xattrs: st.Xattrs, live: ent.Live}
 	if !utf8.ValidString(p) {
-		e.Path, e.PathBytes = rewind.Readable(p), []byte(p)
+		e.Path, e.PathBytes = record.Readable(p), []byte(p)
 	}
-	if !ent.Live && st.Kind == rewind.KindFile {
+	if !ent.Live && st.Kind == record.KindFile {
 		e.Blob = st.Blob
 	}
 	return e
@@ -89,12 +89,12 @@ type liveBlob struct {
 type baseMaker struct {
 	r   *Replicator
 	ctx context.Context
-	seq eventlog.Seq
+	seq record.Seq
 	out Base
 	// cache holds the files the previous base (at prev) read live; one
 	// that nothing named since prev is unchanged, so it is not read again.
 	cache map[string]liveBlob
-	prev  eventlog.Seq
+	prev  record.Seq
 	next  map[string]liveBlob
 	// ents are the entries of out.Files as walk listed them, for fill.
 	ents []rewind.Entry
@@ -109,7 +109,7 @@ type baseMaker struct {
 // path (a file read, its blob uploaded): the Progress in ctx, if any,
 // hears the paths and bytes of the whole tree ("replicate base"), then
 // each path filled.
-func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (_ Base, next map[string]liveBlob, err error) {
+func (r *Replicator) makeBase(ctx context.Context, seq record.Seq) (_ Base, next map[string]liveBlob, err error) {
 	pr := rewind.ProgressIn(ctx)
 	// Its uploads are counted here, path by path, not blob by blob.
 	ctx = rewind.WithProgress(ctx, nil)
@@ -128,7 +128,7 @@ func (r *Replicator) makeBase(ctx context.Context, seq eventlog.Seq) (_ Base, ne
 	}
 	var bytes int64
 	for _, e := range m.out.Files {
-		if e.Kind == rewind.KindFile && !e.Skipped {
+		if e.Kind == record.KindFile && !e.Skipped {
 			bytes += e.Bytes
 		}
 	}
@@ -195,7 +195,7 @@ func (m *baseMaker) fillAll(from, to int, pr rewind.Progress) error {
 			for i := range next {
 				e := &m.out.Files[i]
 				n := int64(0)
-				if e.Kind == rewind.KindFile && !e.Skipped {
+				if e.Kind == record.KindFile && !e.Skipped {
 					n = e.Bytes
 				}
 				if err := m.fill(ctx, e, m.ents[i]); err != nil {
@@ -275,7 +275,7 @@ func (m *baseMaker) walk(dir string) error {
 		e := newEntry(p, de.Entry)
 		m.out.Files = append(m.out.Files, e)
 		m.ents = append(m.ents, de.Entry)
-		if !e.Skipped && e.Kind == rewind.KindDir {
+		if !e.Skipped && e.Kind == record.KindDir {
 			if err := m.walk(p); err != nil {
 				return err
 			}
@@ -292,7 +292,7 @@ func (m *baseMaker) fill(ctx context.Context, e *BaseEntry, ent rewind.Entry) er
 		return nil
 	}
 	switch e.Kind {
-	case rewind.KindDir:
+	case record.KindDir:
 		if ent.Live {
 			xs, err := m.r.eng.DirXattrs(ent)
 			if err != nil {
@@ -300,16 +300,16 @@ func (m *baseMaker) fill(ctx context.Context, e *BaseEntry, ent rewind.Entry) er
 			}
 			e.Xattrs = xs
 		}
-	case rewind.KindSymlink:
+	case record.KindSymlink:
 		t, err := m.r.eng.ReadLink(ent)
 		if err != nil {
 			return err
 		}
 		e.Target = t
 		if !utf8.ValidString(t) {
-			e.Target, e.TargetBytes = rewind.Readable(t), []byte(t)
+			e.Target, e.TargetBytes = record.Readable(t), []byte(t)
 		}
-	case rewind.KindFile:
+	case record.KindFile:
 		if !ent.Live {
 			id, err := blobstore.ParseID(e.Blob)
 			if err != nil {

@@ -5,8 +5,7 @@ import (
 	"sort"
 
 	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/eventlog"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // collect deletes from the replica what no state it offers needs any
@@ -43,7 +42,7 @@ func (r *Replicator) collect(ctx context.Context) error {
 	for n := range r.baseBlobs {
 		keep[n] = true
 	}
-	ret.Records(func(_ eventlog.Seq, fs rewind.FileState) {
+	ret.Records(func(_ record.Seq, fs record.FileState) {
 		if id, err := blobstore.ParseID(fs.Blob); err == nil {
 			keep[r.codec.blobName(id)] = true
 		}

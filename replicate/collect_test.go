@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // bucketCount is how many objects (and bytes, for blobs) the replica at
@@ -40,9 +40,9 @@ func countBucket(t testing.TB, u URL) bucketCount {
 
 // buildHistory makes rounds of random changes in w, a step after each,
 // replicated after each; it returns the steps' sequences.
-func buildHistory(t testing.TB, w *workspace, r *Replicator, rounds int) []rewind.Seq {
+func buildHistory(t testing.TB, w *workspace, r *Replicator, rounds int) []record.Seq {
 	rng := testsupport.NewRand(uint64(rounds) * 7919)
-	var steps []rewind.Seq
+	var steps []record.Seq
 	for round := 0; round < rounds; round++ {
 		for i := 0; i < 25; i++ {
 			w.change(t, rng)
@@ -62,7 +62,7 @@ func buildHistory(t testing.TB, w *workspace, r *Replicator, rounds int) []rewin
 // checkOffered restores every step start the replica still offers (from
 // the local cut to the newest base) and compares it with the local @T;
 // one below the cut must be refused, saying why.
-func checkOffered(t *testing.T, w *workspace, u URL, steps []rewind.Seq, base rewind.Seq) {
+func checkOffered(t *testing.T, w *workspace, u URL, steps []record.Seq, base record.Seq) {
 	t.Helper()
 	cut := w.eng.PrunedBefore()
 	n := 0
@@ -87,7 +87,7 @@ func checkOffered(t *testing.T, w *workspace, u URL, steps []rewind.Seq, base re
 // restoreRefused restores u at a state the replica no longer offers and
 // returns the error; the refusal must come from the log alone, before
 // any base or blob is read.
-func restoreRefused(t *testing.T, u URL, at rewind.Seq) error {
+func restoreRefused(t *testing.T, u URL, at record.Seq) error {
 	t.Helper()
 	b, err := OpenS3(context.Background(), u)
 	if err != nil {
@@ -331,7 +331,7 @@ func TestThinPropagates(t *testing.T) {
 	r := replicator(t, w, u, Options{BaseEvery: time.Nanosecond, Logger: quiet})
 	steps := buildHistory(t, w, r, 6)
 	before := countBucket(t, u)
-	res, err := w.eng.GCWith(context.Background(), rewind.GCRequest{ThinBefore: steps[4]})
+	res, err := w.eng.GCWith(context.Background(), record.GCRequest{ThinBefore: steps[4]})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"errors"
 	"io"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // compactEvery is how many segments of one level compaction merges into
@@ -55,7 +55,7 @@ func (r *Replicator) compact(ctx context.Context) error {
 // are compressed (and sealed, in chunks) as they are read from the log
 // into an unlinked temporary file, hashed on the way, and sent from
 // there, so it is never held in memory.
-func (r *Replicator) putMerged(ctx context.Context, first, last eventlog.Seq, level int) (name, hash string, err error) {
+func (r *Replicator) putMerged(ctx context.Context, first, last record.Seq, level int) (name, hash string, err error) {
 	f, err := r.tempFile()
 	if err != nil {
 		return "", "", err

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -93,7 +94,7 @@ func TestSIGKILLMidUpload(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, end := chain(segs)
-		var newest rewind.Seq
+		var newest record.Seq
 		for _, br := range bases {
 			if br.Seq <= end && br.Seq > newest {
 				newest = br.Seq
@@ -136,7 +137,7 @@ func TestSIGKILLMidUpload(t *testing.T) {
 		if st.Logged != w.eng.Head() || st.Base < w.eng.Step().Seq {
 			t.Fatalf("kill %d: after resuming the replica is at %d (base %d), want %d (%d)", kill, st.Logged, st.Base, w.eng.Head(), w.eng.Step().Seq)
 		}
-		at := rewind.Seq(rng.IntN(int(st.Base) + 1))
+		at := record.Seq(rng.IntN(int(st.Base) + 1))
 		if w.eng.HasState(at) {
 			sameTree(t, fmt.Sprintf("kill %d: restore --at %d after resuming", kill, at), treeOf(t, restoreAt(t, u, at)), stateAt(t, w.eng, at))
 		}
@@ -147,7 +148,7 @@ func TestSIGKILLMidUpload(t *testing.T) {
 
 // dumpAfter logs the events from from on that name one of paths (and
 // every event that is not a checkpoint), to see why a state differs.
-func dumpAfter(t testing.TB, w *workspace, from rewind.Seq, paths ...string) {
+func dumpAfter(t testing.TB, w *workspace, from record.Seq, paths ...string) {
 	for ev, err := range w.eng.Log().Events(from) {
 		if err != nil {
 			t.Log(err)

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -137,7 +137,7 @@ func TestRestoreRefusesDamage(t *testing.T) {
 				if !errors.Is(err, ErrNotFound) {
 					t.Fatalf("got %v, want ErrNotFound", err)
 				}
-			case !errors.As(err, &de) || !errors.Is(err, eventlog.ErrCorrupt) || !strings.Contains(err.Error(), victim):
+			case !errors.As(err, &de) || !errors.Is(err, record.ErrCorrupt) || !strings.Contains(err.Error(), victim):
 				t.Fatalf("got %v, want a *DamageError naming %s", err, victim)
 			}
 			if _, serr := os.Lstat(target); !os.IsNotExist(serr) {
@@ -150,10 +150,10 @@ func TestRestoreRefusesDamage(t *testing.T) {
 // TestChain: segments chain from 1 without a gap; an overlap left by a
 // crash is bridged; a gap ends the chain.
 func TestChain(t *testing.T) {
-	seg := func(a, b eventlog.Seq) segment { return segment{First: a, Last: b} }
+	seg := func(a, b record.Seq) segment { return segment{First: a, Last: b} }
 	for _, c := range []struct {
 		segs []segment
-		want eventlog.Seq
+		want record.Seq
 	}{
 		{nil, 0},
 		{[]segment{seg(2, 5)}, 0},
@@ -245,7 +245,7 @@ func TestBaseNamesStashesAhead(t *testing.T) {
 			}
 		}
 		w := openWorkspace(t, dir)
-		remove := func(p string) eventlog.Seq {
+		remove := func(p string) record.Seq {
 			release, _, err := w.eng.Begin(ctx, rewind.Caller{PID: 1, Comm: "test"}, rewind.Change{Path: p, Removed: true, Stash: true})
 			if err != nil {
 				t.Fatal(err)
@@ -268,12 +268,12 @@ func TestBaseNamesStashesAhead(t *testing.T) {
 		// The order wanted: f's stash named after g's removal, in the
 		// step. The namer names after a 50 ms pause in removals, so on a
 		// loaded machine it may have named f's before the step: again.
-		var namedAt eventlog.Seq
+		var namedAt record.Seq
 		for ev, err := range w.eng.Log().Events(removed + 1) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ev.Type == eventlog.TypeStashNamed && strings.Contains(string(ev.Payload), fmt.Sprintf(`"sequence":%d,`, removed)) {
+			if ev.Type == record.TypeStashNamed && strings.Contains(string(ev.Payload), fmt.Sprintf(`"sequence":%d,`, removed)) {
 				namedAt = ev.Seq
 			}
 		}
@@ -299,7 +299,7 @@ func TestBaseNamesStashesAhead(t *testing.T) {
 				st, step.Seq, w.eng.Head(), removed, namedAt)
 		}
 		// The states before and after f's removal, from the replica alone.
-		for _, at := range []eventlog.Seq{removed - 1, step.Seq} {
+		for _, at := range []record.Seq{removed - 1, step.Seq} {
 			out := filepath.Join(t.TempDir(), "restored")
 			if _, err := Restore(ctx, b, URL{Bucket: "b"}, out, RestoreOptions{At: at, HasAt: true, Logger: quiet, SameOwner: true}); err != nil {
 				t.Fatalf("restore at %d: %v", at, err)
@@ -310,13 +310,13 @@ func TestBaseNamesStashesAhead(t *testing.T) {
 			}
 			// No rewind at the base itself: the restored log ends with
 			// the restore's own stash_named event, at the base's next.
-			raw, err := os.ReadFile(filepath.Join(out, rewind.StoreName, rewind.LogName))
+			raw, err := os.ReadFile(filepath.Join(out, record.StoreName, record.LogName))
 			if err != nil {
 				t.Fatal(err)
 			}
 			lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
-			var last eventlog.Event
-			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Seq != step.Seq+1 || last.Type != eventlog.TypeStashNamed {
+			var last record.Event
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Seq != step.Seq+1 || last.Type != record.TypeStashNamed {
 				t.Errorf("the restored log ends with %s (%v), want a stash_named event at %d", lines[len(lines)-1], err, step.Seq+1)
 			}
 		}

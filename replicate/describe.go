@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -17,25 +17,25 @@ type Summary struct {
 	Lease Lease  `json:"lease"`
 	// Logged is the last event of the unbroken log from 1; Segments how
 	// many segments it is read from.
-	Logged   eventlog.Seq `json:"logged"`
-	Segments int          `json:"segments"`
+	Logged   record.Seq `json:"logged"`
+	Segments int        `json:"segments"`
 	// Bases are the sequences of the bases within the log; states up to
 	// the newest can be restored, from PrunedBefore on (the start of the
 	// history the newest base's log keeps: gc's cut), except those in
 	// Thinned.
-	Bases        []eventlog.Seq        `json:"bases"`
-	PrunedBefore eventlog.Seq          `json:"prunedBefore"`
-	Thinned      []rewind.ThinInterval `json:"thinned,omitempty"`
+	Bases        []record.Seq          `json:"bases"`
+	PrunedBefore record.Seq            `json:"prunedBefore"`
+	Thinned      []record.ThinInterval `json:"thinned,omitempty"`
 	// Steps are the log's steps and rewinds, oldest first.
 	Steps []SummaryStep `json:"steps"`
 }
 
 // SummaryStep is one tool_call or session_rewind of a replica's log.
 type SummaryStep struct {
-	Seq   eventlog.Seq `json:"sequence"`
-	Type  string       `json:"type"`
-	At    time.Time    `json:"createdAt"`
-	Label string       `json:"label"`
+	Seq   record.Seq `json:"sequence"`
+	Type  string     `json:"type"`
+	At    time.Time  `json:"createdAt"`
+	Label string     `json:"label"`
 }
 
 // Describe reads what the replica u holds: its lease, its log (every
@@ -78,7 +78,7 @@ func describe(ctx context.Context, b Bucket, u URL, key []byte) (Summary, error)
 	if err := gap(segs, bases, end); err != nil {
 		return Summary{}, err
 	}
-	sum := Summary{URL: u.String(), Lease: lease, Logged: end, Segments: len(run), Bases: []eventlog.Seq{}, Steps: []SummaryStep{}}
+	sum := Summary{URL: u.String(), Lease: lease, Logged: end, Segments: len(run), Bases: []record.Seq{}, Steps: []SummaryStep{}}
 	for _, br := range bases {
 		if br.Seq <= end {
 			sum.Bases = append(sum.Bases, br.Seq)
@@ -86,17 +86,17 @@ func describe(ctx context.Context, b Bucket, u URL, key []byte) (Summary, error)
 	}
 	newest, _ := newestBase(bases, end)
 	ret := rewind.NewRetention()
-	next := eventlog.Seq(1)
+	next := record.Seq(1)
 	for _, s := range run {
 		err := eachLine(ctx, b, c, s, "", func(line []byte) error {
 			var ev struct {
-				Seq     eventlog.Seq `json:"sequence"`
-				Type    string       `json:"type"`
-				At      time.Time    `json:"createdAt"`
+				Seq     record.Seq `json:"sequence"`
+				Type    string     `json:"type"`
+				At      time.Time  `json:"createdAt"`
 				Payload struct {
-					Name   string       `json:"name"`
-					Target eventlog.Seq `json:"targetSequence"`
-					Form   string       `json:"form"`
+					Name   string     `json:"name"`
+					Target record.Seq `json:"targetSequence"`
+					Form   string     `json:"form"`
 				} `json:"payload"`
 			}
 			if err := json.Unmarshal(line, &ev); err != nil {
@@ -106,8 +106,8 @@ func describe(ctx context.Context, b Bucket, u URL, key []byte) (Summary, error)
 				return nil
 			}
 			next = ev.Seq + 1
-			if ev.Seq <= newest.Seq && (ev.Type == eventlog.TypeHistoryPruned || ev.Type == eventlog.TypeHistoryThinned) {
-				var full eventlog.Event
+			if ev.Seq <= newest.Seq && (ev.Type == record.TypeHistoryPruned || ev.Type == record.TypeHistoryThinned) {
+				var full record.Event
 				if err := json.Unmarshal(line, &full); err != nil {
 					return &DamageError{Object: s.Name, Why: err.Error()}
 				}
@@ -116,9 +116,9 @@ func describe(ctx context.Context, b Bucket, u URL, key []byte) (Summary, error)
 				}
 			}
 			switch ev.Type {
-			case eventlog.TypeToolCall:
+			case record.TypeToolCall:
 				sum.Steps = append(sum.Steps, SummaryStep{Seq: ev.Seq, Type: ev.Type, At: ev.At, Label: ev.Payload.Name})
-			case eventlog.TypeRewind:
+			case record.TypeRewind:
 				sum.Steps = append(sum.Steps, SummaryStep{Seq: ev.Seq, Type: ev.Type, At: ev.At,
 					Label: fmt.Sprintf("%s to %d", ev.Payload.Form, ev.Payload.Target)})
 			}

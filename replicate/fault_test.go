@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // faultProxy stands between the replicator and the S3 server and, by
@@ -141,7 +141,7 @@ func TestFaultyEndpoint(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the replica did not catch up: %+v, want log %d base %d", r.State(), head, step)
 	}
-	for _, at := range []rewind.Seq{step, rewind.Seq(rng.IntN(int(step) + 1))} {
+	for _, at := range []record.Seq{step, record.Seq(rng.IntN(int(step) + 1))} {
 		if w.eng.HasState(at) {
 			sameTree(t, "restore --at "+itoa(at)+" after the faults", treeOf(t, restoreAt(t, u, at)), stateAt(t, w.eng, at))
 		}

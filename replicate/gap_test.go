@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestMissingSegmentIsDamage: a log segment missing from the middle of a
@@ -53,13 +53,13 @@ func TestMissingSegmentIsDamage(t *testing.T) {
 	target := filepath.Join(t.TempDir(), "restored")
 	_, err = Restore(context.Background(), b, u, target, RestoreOptions{Logger: quiet})
 	want := "events " + itoa(victim.First) + ".." + itoa(victim.Last) + " are missing"
-	if !errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, ErrNoState) || !strings.Contains(err.Error(), want) {
+	if !errors.Is(err, record.ErrCorrupt) || errors.Is(err, ErrNoState) || !strings.Contains(err.Error(), want) {
 		t.Errorf("restore with %s deleted: got %v, want damage saying %q", victim.Name, err, want)
 	}
 	if _, serr := os.Lstat(target); !os.IsNotExist(serr) {
 		t.Errorf("the refused restore left %s behind", target)
 	}
-	if _, err := Describe(context.Background(), b, u, nil); !errors.Is(err, eventlog.ErrCorrupt) || !strings.Contains(err.Error(), want) {
+	if _, err := Describe(context.Background(), b, u, nil); !errors.Is(err, record.ErrCorrupt) || !strings.Contains(err.Error(), want) {
 		t.Errorf("describe with %s deleted: got %v, want damage saying %q", victim.Name, err, want)
 	}
 	// The writer, restarted, finds the replica short and fills it.

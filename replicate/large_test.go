@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -83,7 +84,7 @@ func TestLargeBlobStreams(t *testing.T) {
 			if n := r.State().Streamed; n < 2 {
 				t.Errorf("%d objects streamed, want both versions of big.bin", n)
 			}
-			for i, at := range []rewind.Seq{r.State().Base, first.Seq} {
+			for i, at := range []record.Seq{r.State().Base, first.Seq} {
 				b, _ := OpenS3(context.Background(), u)
 				dst := filepath.Join(t.TempDir(), "r")
 				// Both versions of big.bin come down (the history keeps
@@ -284,7 +285,7 @@ func TestOwnersRestored(t *testing.T) {
 		}
 		return [2]int{int(st.Uid), int(st.Gid)}
 	}
-	restore := func(at rewind.Seq, same bool) string {
+	restore := func(at record.Seq, same bool) string {
 		b, err := OpenS3(context.Background(), u)
 		if err != nil {
 			t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Object name prefixes (see doc.go).
@@ -35,7 +35,7 @@ func (e *DamageError) Error() string {
 	return fmt.Sprintf("replicate: damaged object %s: %s; refusing to restore from it", e.Object, e.Why)
 }
 
-func (e *DamageError) Unwrap() error { return eventlog.ErrCorrupt }
+func (e *DamageError) Unwrap() error { return record.ErrCorrupt }
 
 func hashHex(b []byte) string {
 	s := sha256.Sum256(b)
@@ -45,7 +45,7 @@ func hashHex(b []byte) string {
 // segment is a log segment object: events First..Last.
 type segment struct {
 	Name        string
-	First, Last eventlog.Seq
+	First, Last record.Seq
 	Hash        string
 	// Level is 0 for a segment an attempt wrote, n+1 for one compaction
 	// merged from segments of level n (compact.go).
@@ -54,18 +54,18 @@ type segment struct {
 
 // segmentLogical and baseLogical are the names a sealed segment or base
 // is bound to (crypt.go): the object name without its hash.
-func segmentLogical(first, last eventlog.Seq) string {
+func segmentLogical(first, last record.Seq) string {
 	return fmt.Sprintf("%s%020d-%020d", logDir, first, last)
 }
 
-func baseLogical(seq eventlog.Seq) string { return fmt.Sprintf("%s%020d", basesDir, seq) }
+func baseLogical(seq record.Seq) string { return fmt.Sprintf("%s%020d", basesDir, seq) }
 
-func segmentName(first, last eventlog.Seq, level int, body []byte) string {
+func segmentName(first, last record.Seq, level int, body []byte) string {
 	return segmentNameHashed(first, last, level, hashHex(body))
 }
 
 // segmentNameHashed is segmentName of a body whose sha256 is hash (hex).
-func segmentNameHashed(first, last eventlog.Seq, level int, hash string) string {
+func segmentNameHashed(first, last record.Seq, level int, hash string) string {
 	if level > 0 {
 		return fmt.Sprintf("%s%020d-%020d-L%d-%s.jsonl.zst", logDir, first, last, level, hash)
 	}
@@ -96,17 +96,17 @@ func parseSegment(name string) (segment, bool) {
 	if err1 != nil || err2 != nil || first == 0 || last < first {
 		return segment{}, false
 	}
-	return segment{Name: name, First: eventlog.Seq(first), Last: eventlog.Seq(last), Hash: parts[2], Level: level}, true
+	return segment{Name: name, First: record.Seq(first), Last: record.Seq(last), Hash: parts[2], Level: level}, true
 }
 
 // baseRef is a base object: the whole workspace at Seq.
 type baseRef struct {
 	Name string
-	Seq  eventlog.Seq
+	Seq  record.Seq
 	Hash string
 }
 
-func baseName(seq eventlog.Seq, body []byte) string {
+func baseName(seq record.Seq, body []byte) string {
 	return fmt.Sprintf("%s%020d-%s.json.zst", basesDir, seq, hashHex(body))
 }
 
@@ -124,16 +124,16 @@ func parseBase(name string) (baseRef, bool) {
 	if err != nil {
 		return baseRef{}, false
 	}
-	return baseRef{Name: name, Seq: eventlog.Seq(n), Hash: hash}, true
+	return baseRef{Name: name, Seq: record.Seq(n), Hash: hash}, true
 }
 
 // chain picks, from the segments listed, a run that covers 1..n without a
 // gap, and returns it with n (0 and nil when segment 1 is missing).
 // Overlaps (a run that crashed after writing a segment and wrote a longer
 // one after) are allowed; the one reaching furthest wins at each step.
-func chain(segs []segment) ([]segment, eventlog.Seq) {
+func chain(segs []segment) ([]segment, record.Seq) {
 	var out []segment
-	var end eventlog.Seq
+	var end record.Seq
 	for {
 		// The segment starting at or before end+1 that reaches furthest.
 		best, found := segment{}, false
@@ -157,7 +157,7 @@ func chain(segs []segment) ([]segment, eventlog.Seq) {
 // and deletes only what a longer segment covers, so no run of its ever
 // leaves such a gap: it is damage (or tampering), not a replica that has
 // no base yet.
-func gap(segs []segment, bases []baseRef, end eventlog.Seq) error {
+func gap(segs []segment, bases []baseRef, end record.Seq) error {
 	var next *segment
 	for i, s := range segs {
 		if s.First > end+1 && (next == nil || s.First < next.First) {

@@ -8,8 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/zerofs/zerofs/eventlog"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // A plain replica (no replica key) is not authenticated: anyone who can
@@ -94,7 +93,7 @@ func umask() uint32 {
 
 // state makes one path's state the restoring user's, noting what changed.
 // A symlink's mode means nothing, and an absent path's is none.
-func (d *disowner) state(path string, kind rewind.Kind, uid, gid **uint32, mode *uint32, xattrs map[string][]byte) map[string][]byte {
+func (d *disowner) state(path string, kind record.Kind, uid, gid **uint32, mode *uint32, xattrs map[string][]byte) map[string][]byte {
 	if *uid != nil && **uid != d.uid || *gid != nil && **gid != d.gid {
 		d.owners[path] = true
 	}
@@ -110,7 +109,7 @@ func (d *disowner) state(path string, kind rewind.Kind, uid, gid **uint32, mode 
 		d.setid[path] = true
 		*mode &^= 0o6000
 	}
-	if kind != rewind.KindSymlink && *mode&d.mask != 0 {
+	if kind != record.KindSymlink && *mode&d.mask != 0 {
 		d.modes[path] = true
 		*mode &^= d.mask
 	}
@@ -144,8 +143,8 @@ func (d *disowner) entry(e *BaseEntry) {
 // no owner and are returned as they are. The checkpoint's payload is
 // changed only in the keys of its records that say owner, mode and
 // xattrs: everything else in it is kept as it was.
-func (d *disowner) event(ev eventlog.Event, line []byte) ([]byte, error) {
-	if ev.Type != eventlog.TypeCheckpoint {
+func (d *disowner) event(ev record.Event, line []byte) ([]byte, error) {
+	if ev.Type != record.TypeCheckpoint {
 		return line, nil
 	}
 	var cp map[string]json.RawMessage
@@ -158,7 +157,7 @@ func (d *disowner) event(ev eventlog.Event, line []byte) ([]byte, error) {
 	}
 	changed := false
 	for _, f := range files {
-		var fs rewind.FileState
+		var fs record.FileState
 		raw, err := json.Marshal(f)
 		if err != nil {
 			return nil, err

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 func TestMain(m *testing.M) {
@@ -40,7 +40,7 @@ func replicator(t testing.TB, w *workspace, u URL, opts Options) *Replicator {
 
 // restoreAt restores u at seq into a new directory and returns it, with
 // SameOwner: the test's own replica, whose modes are compared as written.
-func restoreAt(t testing.TB, u URL, at rewind.Seq) string {
+func restoreAt(t testing.TB, u URL, at record.Seq) string {
 	t.Helper()
 	b, err := OpenS3(context.Background(), u)
 	if err != nil {
@@ -91,7 +91,7 @@ func TestRestoreRandomStates(t *testing.T) {
 		t.Fatalf("replica at log %d base %d, want %d and %d", st.Logged, st.Base, w.eng.Head(), w.eng.Step().Seq)
 	}
 	for i := 0; i < 6; i++ {
-		at := rewind.Seq(rng.IntN(int(st.Base) + 1))
+		at := record.Seq(rng.IntN(int(st.Base) + 1))
 		if i == 0 {
 			at = st.Base
 		}
@@ -105,7 +105,7 @@ func TestRestoreRandomStates(t *testing.T) {
 		// The restored store offers the replicated history: its @T for
 		// a T below at are the original's.
 		rw := openWorkspace(t, dir)
-		for _, tt := range []rewind.Seq{0, at / 2, at} {
+		for _, tt := range []record.Seq{0, at / 2, at} {
 			if w.eng.HasState(tt) && rw.eng.HasState(tt) {
 				sameTree(t, "restored @"+itoa(tt), stateAt(t, rw.eng, tt), stateAt(t, w.eng, tt))
 			}
@@ -128,7 +128,7 @@ func seedTree(t testing.TB, dir string) {
 	os.Chmod(filepath.Join(dir, "src", "pkg3"), 0o700)
 }
 
-func itoa(s rewind.Seq) string { return uitoa(uint64(s)) }
+func itoa(s record.Seq) string { return uitoa(uint64(s)) }
 
 func uitoa(n uint64) string {
 	if n == 0 {

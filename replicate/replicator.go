@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -66,11 +66,11 @@ type Replicator struct {
 	segs         []segment       // the replica's segments
 	bases        []baseRef       // the replica's bases
 	lastBase     time.Time
-	lastLog      time.Time    // when the log last went up (logAlongside)
-	lastHead     eventlog.Seq // the head at an attempt, and since when
+	lastLog      time.Time  // when the log last went up (logAlongside)
+	lastHead     record.Seq // the head at an attempt, and since when
 	quietSince   time.Time
 	liveCache    map[string]liveBlob
-	liveCacheSeq eventlog.Seq
+	liveCacheSeq record.Seq
 	// base is the newest base (the one a restore reads) and baseBlobs
 	// the blob objects it names (nil: not read yet); collectDue says the
 	// replica may hold objects no state it offers needs (collect.go).
@@ -81,7 +81,7 @@ type Replicator struct {
 	// the replica holds is the local log's prefix): which before-states
 	// a base's history keeps, so which blobs it needs.
 	ret    *rewind.Retention
-	retSeq eventlog.Seq
+	retSeq record.Seq
 }
 
 // Open prepares replication of eng's history (its store in storeDir) to
@@ -376,7 +376,7 @@ func (r *Replicator) uploadLog(ctx context.Context) error {
 // there is the step's start, and a base there carries a cut made during
 // the step, so the bucket can forget what it cut without waiting for the
 // next step.
-func (r *Replicator) baseAt() (eventlog.Seq, error) {
+func (r *Replicator) baseAt() (record.Seq, error) {
 	at, logged := r.eng.Step().Seq, r.State().Logged
 	if at >= logged {
 		return at, nil
@@ -389,7 +389,7 @@ func (r *Replicator) baseAt() (eventlog.Seq, error) {
 			break
 		}
 		switch ev.Type {
-		case eventlog.TypeHistoryPruned, eventlog.TypeHistoryThinned, eventlog.TypeStashNamed:
+		case record.TypeHistoryPruned, record.TypeHistoryThinned, record.TypeStashNamed:
 			at = ev.Seq
 		default:
 			return at, nil
@@ -462,7 +462,7 @@ func (r *Replicator) begin(ctx context.Context) error {
 
 // newestBase is the base a restore reads: the newest within the log's
 // end (of two at one sequence, the first by name).
-func newestBase(bases []baseRef, end eventlog.Seq) (baseRef, bool) {
+func newestBase(bases []baseRef, end record.Seq) (baseRef, bool) {
 	var out baseRef
 	found := false
 	for _, b := range bases {
@@ -564,18 +564,18 @@ func (r *Replicator) uploadSegment(ctx context.Context) (more bool, err error) {
 
 // blobsOf is the blobs an event names: a checkpoint's records', a
 // stash_named event's.
-func blobsOf(ev eventlog.Event) ([]blobstore.ID, error) {
+func blobsOf(ev record.Event) ([]blobstore.ID, error) {
 	var names []string
 	switch ev.Type {
-	case eventlog.TypeCheckpoint:
-		var cp rewind.Checkpoint
+	case record.TypeCheckpoint:
+		var cp record.Checkpoint
 		if err := json.Unmarshal(ev.Payload, &cp); err != nil {
 			return nil, fmt.Errorf("replicate: event %d: %w", ev.Seq, err)
 		}
 		for _, f := range cp.Files {
 			names = append(names, f.Blob)
 		}
-	case eventlog.TypeStashNamed:
+	case record.TypeStashNamed:
 		var np struct {
 			Named []struct {
 				Blob string `json:"blob"`
@@ -612,22 +612,22 @@ var errGone = errors.New("replicate: blob gone from the store")
 // event names (nameAhead; a gc after seq cut the record), or a blob gone
 // from the store (a gc after seq cut or thinned the states that need it;
 // a base after that gc will not need it).
-func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) error {
+func (r *Replicator) uploadBase(ctx context.Context, seq record.Seq) error {
 	ret, err := r.foldTo(seq)
 	if err != nil {
 		return err
 	}
-	if ret.Index().HasUnnamed() {
+	if ret.HasUnnamed() {
 		if err := r.nameAhead(seq); err != nil {
 			return err
 		}
-		if ret.Index().HasUnnamed() {
+		if ret.HasUnnamed() {
 			r.opts.Logger.Info("replicate: base waits for a later step: a removed file's stash before it is named nowhere", "at", seq)
 			return nil
 		}
 	}
 	var need []blobstore.ID
-	ret.Records(func(_ eventlog.Seq, fs rewind.FileState) {
+	ret.Records(func(_ record.Seq, fs record.FileState) {
 		if id, err := blobstore.ParseID(fs.Blob); err == nil {
 			need = append(need, id)
 		}
@@ -687,7 +687,7 @@ func (r *Replicator) uploadBase(ctx context.Context, seq eventlog.Seq) error {
 // no state, so the base at seq may carry it; only names the replica holds
 // are taken, since a restore from the base reads them from the segments
 // past it (restore.go: writeLog).
-func (r *Replicator) nameAhead(seq eventlog.Seq) error {
+func (r *Replicator) nameAhead(seq record.Seq) error {
 	logged := r.State().Logged
 	for ev, err := range r.eng.Log().Events(seq + 1) {
 		if err != nil {
@@ -707,7 +707,7 @@ func (r *Replicator) nameAhead(seq eventlog.Seq) error {
 func (r *Replicator) blobNames(b Base) map[string]bool {
 	out := map[string]bool{}
 	for _, e := range b.Files {
-		if id, err := blobstore.ParseID(e.Blob); err == nil && e.Kind == rewind.KindFile && !e.Skipped {
+		if id, err := blobstore.ParseID(e.Blob); err == nil && e.Kind == record.KindFile && !e.Skipped {
 			out[r.codec.blobName(id)] = true
 		}
 	}
@@ -716,7 +716,7 @@ func (r *Replicator) blobNames(b Base) map[string]bool {
 
 // foldTo folds the local log into r.ret up to seq (never back: bases only
 // move forward) and returns it.
-func (r *Replicator) foldTo(seq eventlog.Seq) (*rewind.Retention, error) {
+func (r *Replicator) foldTo(seq record.Seq) (*rewind.Retention, error) {
 	if r.ret == nil {
 		r.ret, r.retSeq = rewind.NewRetention(), 0
 	}
@@ -830,10 +830,10 @@ func (r *Replicator) pending() int64 {
 		if line, err := json.Marshal(ev); err == nil {
 			n += int64(len(line)) + 1
 		}
-		if ev.Type != eventlog.TypeCheckpoint {
+		if ev.Type != record.TypeCheckpoint {
 			continue
 		}
-		var cp rewind.Checkpoint
+		var cp record.Checkpoint
 		if json.Unmarshal(ev.Payload, &cp) != nil {
 			continue
 		}

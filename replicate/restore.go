@@ -21,6 +21,7 @@ import (
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/wsdir"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -28,7 +29,7 @@ import (
 type RestoreOptions struct {
 	// At is the state to write (when HasAt; else the newest the replica
 	// offers).
-	At    eventlog.Seq
+	At    record.Seq
 	HasAt bool
 	// Logger for the restored engine's notes. Default slog.Default().
 	Logger *slog.Logger
@@ -54,11 +55,11 @@ type RestoreResult struct {
 	URL string `json:"url"`
 	// Sequence is the state written; History the last event of the
 	// replicated history the new store holds (its newest base).
-	Sequence eventlog.Seq `json:"sequence"`
-	History  eventlog.Seq `json:"history"`
+	Sequence record.Seq `json:"sequence"`
+	History  record.Seq `json:"history"`
 	// Files to Bytes count the newest base's tree as written; Rewound
 	// what the rewind to Sequence then did (nil when Sequence is History).
-	Rewound  *rewind.Report `json:"rewound,omitempty"`
+	Rewound  *record.Report `json:"rewound,omitempty"`
 	Files    int            `json:"files"`
 	Dirs     int            `json:"dirs"`
 	Symlinks int            `json:"symlinks"`
@@ -67,7 +68,7 @@ type RestoreResult struct {
 	Skipped  []string       `json:"skipped"`
 	// From is the first state the restored history offers (a gc's cut
 	// before it).
-	From eventlog.Seq `json:"from"`
+	From record.Seq `json:"from"`
 	// Dropped is what a plain replica gave that the restore did not take
 	// (owners.go); empty for a sealed one, or with SameOwner.
 	Dropped Ownership `json:"dropped"`
@@ -201,10 +202,10 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 		root.Close()
 		return RestoreResult{}, err
 	}
-	if err := unix.Mkdirat(root.Fd(), rewind.StoreName, 0o700); err != nil {
+	if err := unix.Mkdirat(root.Fd(), record.StoreName, 0o700); err != nil {
 		return fail(err)
 	}
-	sfd, err := root.Open(rewind.StoreName, unix.O_RDONLY|unix.O_DIRECTORY)
+	sfd, err := root.Open(record.StoreName, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return fail(err)
 	}
@@ -246,12 +247,12 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 	// Each with the largest length a state gives it: more is refused.
 	need := map[blobstore.ID]int64{}
 	for _, e := range bs.Files {
-		if e.Kind == rewind.KindFile && !e.Skipped {
+		if e.Kind == record.KindFile && !e.Skipped {
 			id, _ := blobstore.ParseID(e.Blob)
 			need[id] = max(need[id], e.Bytes)
 		}
 	}
-	ret.Records(func(_ eventlog.Seq, fs rewind.FileState) {
+	ret.Records(func(_ record.Seq, fs record.FileState) {
 		if id, err := blobstore.ParseID(fs.Blob); err == nil {
 			need[id] = max(need[id], fs.Bytes)
 		}
@@ -289,7 +290,7 @@ func restore(ctx context.Context, b Bucket, u URL, dir string, opts RestoreOptio
 			continue
 		}
 		var content *blobstore.Reader
-		if e.Kind == rewind.KindFile {
+		if e.Kind == record.KindFile {
 			id, _ := blobstore.ParseID(e.Blob)
 			if content, err = blobs.Open(id); err != nil {
 				blobs.Close()
@@ -374,7 +375,7 @@ func fetchBase(ctx context.Context, b Bucket, c *codec, ref baseRef) (Base, erro
 	dirs := map[string]bool{"": true}
 	for _, e := range bs.Files {
 		p := e.name()
-		if err := rewind.CleanPath(p); err != nil || p == "" {
+		if err := record.CleanPath(p); err != nil || p == "" {
 			return Base{}, &DamageError{Object: ref.Name, Why: fmt.Sprintf("path %q: not a clean workspace path", p)}
 		}
 		parent, _ := wsdir.Split(p)
@@ -384,20 +385,20 @@ func fetchBase(ctx context.Context, b Bucket, c *codec, ref baseRef) (Base, erro
 		if e.Mode > 0o7777 {
 			return Base{}, &DamageError{Object: ref.Name, Why: fmt.Sprintf("path %q: mode %#o", p, e.Mode)}
 		}
-		if why := rewind.CheckXattrs(e.Xattrs); why != "" {
+		if why := record.CheckXattrs(e.Xattrs); why != "" {
 			return Base{}, &DamageError{Object: ref.Name, Why: fmt.Sprintf("path %q: %s", p, why)}
 		}
 		if e.Skipped {
 			continue
 		}
 		switch e.Kind {
-		case rewind.KindDir:
+		case record.KindDir:
 			dirs[p] = true
-		case rewind.KindFile:
+		case record.KindFile:
 			if _, err := blobstore.ParseID(e.Blob); err != nil {
 				return Base{}, &DamageError{Object: ref.Name, Why: fmt.Sprintf("path %q: %v", p, err)}
 			}
-		case rewind.KindSymlink:
+		case record.KindSymlink:
 			if e.target() == "" {
 				return Base{}, &DamageError{Object: ref.Name, Why: fmt.Sprintf("symlink %q without a target", p)}
 			}
@@ -410,8 +411,8 @@ func fetchBase(ctx context.Context, b Bucket, c *codec, ref baseRef) (Base, erro
 
 // upTo is the start of run (a chain) that writeLog reads to reach event
 // upto.
-func upTo(run []segment, upto eventlog.Seq) []segment {
-	var next eventlog.Seq = 1
+func upTo(run []segment, upto record.Seq) []segment {
+	var next record.Seq = 1
 	for i, s := range run {
 		if next > upto {
 			return run[:i]
@@ -445,25 +446,25 @@ func (w progressWriter) Write(b []byte) (int, error) {
 //
 // With d (a plain replica restored without SameOwner), every checkpoint's
 // before-states are written as the restoring user's (owners.go).
-func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto eventlog.Seq, sfd int, store string, d *disowner) (*rewind.Retention, error) {
-	fd, err := unix.Openat(sfd, rewind.LogName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto record.Seq, sfd int, store string, d *disowner) (*rewind.Retention, error) {
+	fd, err := unix.Openat(sfd, record.LogName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), rewind.LogName)
+	f := os.NewFile(uintptr(fd), record.LogName)
 	defer f.Close()
 	ret := rewind.NewRetention()
 	pr := rewind.ProgressIn(ctx)
-	var next eventlog.Seq = 1
-	ahead := map[string]rewind.Named{} // names past upto, by stash
+	var next record.Seq = 1
+	ahead := map[string]record.Named{} // names past upto, by stash
 	for _, s := range run {
 		counted := next <= upto // as upTo counts the segments for the progress
-		if !counted && !ret.Index().HasUnnamed() {
+		if !counted && !ret.HasUnnamed() {
 			break
 		}
 		want := s.First
 		err := eachLine(ctx, b, c, s, store, func(line []byte) error {
-			var ev eventlog.Event
+			var ev record.Event
 			if err := json.Unmarshal(line, &ev); err != nil || ev.Seq != want {
 				return &DamageError{Object: s.Name, Why: fmt.Sprintf("line of sequence %d: not the event it should be (%v)", want, err)}
 			}
@@ -473,12 +474,12 @@ func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto event
 			}
 			if ev.Seq > upto {
 				next = ev.Seq + 1
-				if ev.Type != eventlog.TypeStashNamed {
+				if ev.Type != record.TypeStashNamed {
 					return nil
 				}
 				return nameAhead(s.Name, ret, ev, upto, ahead)
 			}
-			if err := rewind.CheckEvent(s.Name, ev); err != nil {
+			if err := record.CheckEvent(s.Name, ev); err != nil {
 				return &DamageError{Object: s.Name, Why: err.Error()}
 			}
 			if err := ret.Add(ev); err != nil {
@@ -522,11 +523,11 @@ func writeLog(ctx context.Context, b Bucket, c *codec, run []segment, upto event
 
 // nameAhead folds the names stash_named event ev (past upto, in segment
 // obj) gives records up to upto, and keeps them in ahead.
-func nameAhead(obj string, ret *rewind.Retention, ev eventlog.Event, upto eventlog.Seq, ahead map[string]rewind.Named) error {
-	if err := rewind.CheckEvent(obj, ev); err != nil {
+func nameAhead(obj string, ret *rewind.Retention, ev record.Event, upto record.Seq, ahead map[string]record.Named) error {
+	if err := record.CheckEvent(obj, ev); err != nil {
 		return &DamageError{Object: obj, Why: err.Error()}
 	}
-	var p rewind.NamedPayload
+	var p record.NamedPayload
 	if err := json.Unmarshal(ev.Payload, &p); err != nil { // checked just above
 		return &DamageError{Object: obj, Why: err.Error()}
 	}
@@ -543,19 +544,19 @@ func nameAhead(obj string, ret *rewind.Retention, ev eventlog.Event, upto eventl
 
 // appendNamed appends one stash_named event with names to the restored
 // log (store's events.jsonl), durable before the engine opens it.
-func appendNamed(ctx context.Context, store string, names map[string]rewind.Named) error {
-	p := rewind.NamedPayload{Named: make([]rewind.Named, 0, len(names))}
+func appendNamed(ctx context.Context, store string, names map[string]record.Named) error {
+	p := record.NamedPayload{Named: make([]record.Named, 0, len(names))}
 	for _, n := range names {
 		p.Named = append(p.Named, n)
 	}
-	slices.SortFunc(p.Named, func(a, b rewind.Named) int {
+	slices.SortFunc(p.Named, func(a, b record.Named) int {
 		return cmp.Or(cmp.Compare(a.Sequence, b.Sequence), strings.Compare(a.Kept, b.Kept))
 	})
-	l, err := eventlog.Open(filepath.Join(store, rewind.LogName), eventlog.Options{Sync: true})
+	l, err := eventlog.Open(filepath.Join(store, record.LogName), eventlog.Options{Sync: true})
 	if err != nil {
 		return err
 	}
-	if _, err := l.Append(ctx, eventlog.TypeStashNamed, p); err != nil {
+	if _, err := l.Append(ctx, record.TypeStashNamed, p); err != nil {
 		l.Close()
 		return err
 	}

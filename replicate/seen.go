@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/record"
 )
 
 // What a replica already promised: a bucket cannot prove it is not an
@@ -31,10 +31,10 @@ import (
 
 // Promise is what a replica offered when it was last seen.
 type Promise struct {
-	Store  string       `json:"store"`
-	Logged eventlog.Seq `json:"logged"`
-	Base   eventlog.Seq `json:"base"`
-	At     time.Time    `json:"at"`
+	Store  string     `json:"store"`
+	Logged record.Seq `json:"logged"`
+	Base   record.Seq `json:"base"`
+	At     time.Time  `json:"at"`
 }
 
 // RollbackError: a replica offers less than it already promised, or is

@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Store file names (their one owner, STYLE rule 4).
@@ -33,17 +33,17 @@ type State struct {
 	// replication, kept for the store's life).
 	Store string `json:"store"`
 	// Logged is the last event uploaded in a segment (0: none).
-	Logged eventlog.Seq `json:"logged"`
+	Logged record.Seq `json:"logged"`
 	// Base is the sequence of the newest base uploaded: states up to it
 	// can be restored from the replica.
-	Base eventlog.Seq `json:"base"`
+	Base record.Seq `json:"base"`
 	// Based: the replica holds a base (Base 0 is a base too: the
 	// workspace before any event).
 	Based bool `json:"based"`
 	// Head is the local log's head when this was written, Pending the
 	// bytes of log and content not yet uploaded then.
-	Head    eventlog.Seq `json:"head"`
-	Pending int64        `json:"pendingBytes"`
+	Head    record.Seq `json:"head"`
+	Pending int64      `json:"pendingBytes"`
 	// Uploaded counts the objects and bytes this store has written to the
 	// replica.
 	Objects int64 `json:"objects"`
@@ -77,13 +77,13 @@ type State struct {
 // log's end and newest base uploaded, and those the bucket held then
 // (HeldBased false: no base at all).
 type Shrink struct {
-	At           time.Time    `json:"at"`
-	PID          int          `json:"pid"`
-	UploadedLog  eventlog.Seq `json:"uploadedLog"`
-	UploadedBase eventlog.Seq `json:"uploadedBase"`
-	HeldLog      eventlog.Seq `json:"heldLog"`
-	HeldBase     eventlog.Seq `json:"heldBase"`
-	HeldBased    bool         `json:"heldBased"`
+	At           time.Time  `json:"at"`
+	PID          int        `json:"pid"`
+	UploadedLog  record.Seq `json:"uploadedLog"`
+	UploadedBase record.Seq `json:"uploadedBase"`
+	HeldLog      record.Seq `json:"heldLog"`
+	HeldBase     record.Seq `json:"heldBase"`
+	HeldBased    bool       `json:"heldBased"`
 }
 
 // FinalReport is what a daemon's last attempt, at its unmount, left

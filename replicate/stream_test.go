@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestStreamedRestoreRefusesTampering: a restore reads a blob as a stream
@@ -113,7 +113,7 @@ func TestStreamedRestoreRefusesTampering(t *testing.T) {
 			}
 			blobs, err := fetch(tc.c, tc.body, size)
 			var de *DamageError
-			if !errors.As(err, &de) || !errors.Is(err, eventlog.ErrCorrupt) || !strings.Contains(err.Error(), tc.c.blobName(id)) {
+			if !errors.As(err, &de) || !errors.Is(err, record.ErrCorrupt) || !strings.Contains(err.Error(), tc.c.blobName(id)) {
 				t.Fatalf("got %v, want a *DamageError naming %s", err, tc.c.blobName(id))
 			}
 			stored := 0

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/internal/wsdir"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -104,7 +105,7 @@ func (w *treeWriter) xattrs(fd int, e BaseEntry) error {
 	if e.Xattrs == nil {
 		return nil
 	}
-	return rewind.RestoreXattrs(fd, rewind.FileState{Path: e.name(), Kind: e.Kind, Mode: e.Mode, UID: e.UID, GID: e.GID, Xattrs: e.Xattrs})
+	return rewind.RestoreXattrs(fd, record.FileState{Path: e.name(), Kind: e.Kind, Mode: e.Mode, UID: e.UID, GID: e.GID, Xattrs: e.Xattrs})
 }
 
 // finish gives the directories (the root last) their owners, modes and

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -36,7 +37,7 @@ func openWorkspace(t testing.TB, dir string) *workspace {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := filepath.Join(dir, rewind.StoreName)
+	store := filepath.Join(dir, record.StoreName)
 	eng, err := rewind.Open(context.Background(), root, rewind.Options{StoreDir: store, Logger: quiet})
 	if err != nil {
 		root.Close()
@@ -81,7 +82,7 @@ func (w *workspace) change(t testing.TB, rng *rand.Rand) {
 		}
 	case k < 3:
 		if head := w.eng.Head(); head > 2 {
-			target := rewind.Seq(rng.IntN(int(head)))
+			target := record.Seq(rng.IntN(int(head)))
 			if w.eng.HasState(target) {
 				if _, err := w.eng.Rewind(ctx, target); err != nil {
 					t.Fatal(err)
@@ -142,7 +143,7 @@ func throughSymlink(dir, p string, last bool) bool {
 
 // stateAt describes the workspace at t as the engine (so @t) shows it:
 // path -> kind, mode, content hash or target.
-func stateAt(t testing.TB, eng *rewind.Engine, at rewind.Seq) map[string]string {
+func stateAt(t testing.TB, eng *rewind.Engine, at record.Seq) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	var walk func(dir string)
@@ -155,16 +156,16 @@ func stateAt(t testing.TB, eng *rewind.Engine, at rewind.Seq) map[string]string 
 			p := filepath.Join(dir, de.Name)
 			st := de.Entry.State
 			switch st.Kind {
-			case rewind.KindDir:
+			case record.KindDir:
 				out[p] = fmt.Sprintf("dir %#o", st.Mode&0o7777)
 				walk(p)
-			case rewind.KindSymlink:
+			case record.KindSymlink:
 				target, err := eng.ReadLink(de.Entry)
 				if err != nil {
 					t.Fatal(err)
 				}
 				out[p] = "symlink -> " + target
-			case rewind.KindFile:
+			case record.KindFile:
 				f, err := eng.OpenContent(de.Entry)
 				if err != nil {
 					t.Fatal(err)
@@ -192,7 +193,7 @@ func treeOf(t testing.TB, dir string) map[string]string {
 		if p == "." {
 			return nil
 		}
-		if p == rewind.StoreName {
+		if p == record.StoreName {
 			return filepath.SkipDir
 		}
 		mode := uint32(fi.Mode().Perm())

@@ -9,8 +9,8 @@ import (
 	"os"
 
 	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -25,32 +25,32 @@ var crashReader func(io.Reader) io.Reader
 // Rewind makes the workspace equal to its state at t, records the rewind,
 // and ends the current step. ErrNoSuchSeq when t > head. Other writers wait
 // while it runs.
-func (e *Engine) Rewind(ctx context.Context, t Seq) (Result, error) {
-	return e.Apply(ctx, Request{Target: t})
+func (e *Engine) Rewind(ctx context.Context, t record.Seq) (record.RewindResult, error) {
+	return e.Apply(ctx, record.Request{Target: t})
 }
 
 // carryOut makes plan happen and records it: its before-states become one
 // durable checkpoint, then the intent, then the workspace changes, then the
 // session_rewind. The caller holds wsMu for writing.
-func (e *Engine) carryOut(ctx context.Context, in intent, plan *rewindPlan) (Result, error) {
+func (e *Engine) carryOut(ctx context.Context, in intent, plan *rewindPlan) (record.RewindResult, error) {
 	report, err := e.report(plan)
 	if err != nil {
-		return Result{}, err
+		return record.RewindResult{}, err
 	}
 	if !plan.empty() {
 		cp, err := e.captureForRewind(ctx, plan)
 		if err != nil {
-			return Result{}, err
+			return record.RewindResult{}, err
 		}
 		crashPoint("rewind:captured")
 		in.Checkpoint = cp
 		b, _ := json.Marshal(in)
 		if err := durable.WriteFileAtomic(e.opts.StoreDir, intentName, b, 0o600); err != nil {
-			return Result{}, fmt.Errorf("rewind: write intent: %w", err)
+			return record.RewindResult{}, fmt.Errorf("rewind: write intent: %w", err)
 		}
 		crashPoint("rewind:intent")
 		if err := e.applyPlan(plan, ProgressIn(ctx)); err != nil {
-			return Result{}, e.rollBack(cp, err)
+			return record.RewindResult{}, e.rollBack(cp, err)
 		}
 		crashPoint("rewind:applied")
 	}
@@ -60,10 +60,10 @@ func (e *Engine) carryOut(ctx context.Context, in intent, plan *rewindPlan) (Res
 // finishRewind appends the session_rewind event, removes the intent and
 // ends the current step. report is what the plan did (report, counted
 // before it was applied).
-func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan, report Report) (Result, error) {
-	payload := RewindPayload{TargetSequence: in.Target, CheckpointSequence: in.Checkpoint, Report: report,
+func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan, report record.Report) (record.RewindResult, error) {
+	payload := record.RewindPayload{TargetSequence: in.Target, CheckpointSequence: in.Checkpoint, Report: report,
 		Paths: in.Roots, RevertOf: in.RevertOf, Force: in.Force, Foreign: in.Foreign, Form: in.Form, Step: in.Step}
-	ev, err := e.log.Append(ctx, eventlog.TypeRewind, payload)
+	ev, err := e.log.Append(ctx, record.TypeRewind, payload)
 	if err == nil {
 		err = e.Sync()
 	}
@@ -74,7 +74,7 @@ func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan, 
 		// The workspace is rewound but the rewind is not recorded, and its
 		// intent may remain: a later change would be undone when the next
 		// open finishes the rewind, so refuse changes until then.
-		return Result{}, e.fail(fmt.Errorf("rewind: the rewind was applied but could not be recorded (%w); remount to finish it", err))
+		return record.RewindResult{}, e.fail(fmt.Errorf("rewind: the rewind was applied but could not be recorded (%w); remount to finish it", err))
 	}
 	e.capMu.Lock()
 	e.setStep(Step{Seq: ev.Seq})
@@ -86,7 +86,7 @@ func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan, 
 		// a file held open for writing is missing.
 		e.opts.Logger.Warn("rewind: after the rewind", "err", err)
 	}
-	return Result{Report: report, Seq: ev.Seq, Changed: plan.changed(), Foreign: in.Foreign, Record: payload}, nil
+	return record.RewindResult{Report: report, Seq: ev.Seq, Changed: plan.changed(), Foreign: in.Foreign, Record: payload}, nil
 }
 
 // report counts what plan does, as a person counts it: each path it
@@ -94,8 +94,8 @@ func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan, 
 // deleted directory included, so the undo of a step that added a
 // directory of 3 files deletes 4 paths, as its redo restores 4. It reads
 // the removed directories, so it is called before the plan is applied.
-func (e *Engine) report(plan *rewindPlan) (Report, error) {
-	r := Report{Skipped: append([]string{}, plan.skipped...)}
+func (e *Engine) report(plan *rewindPlan) (record.Report, error) {
+	r := record.Report{Skipped: append([]string{}, plan.skipped...)}
 	restored := map[string]bool{}
 	for _, s := range plan.creates {
 		restored[s.Path] = true
@@ -110,7 +110,7 @@ func (e *Engine) report(plan *rewindPlan) (Report, error) {
 	}
 	dir := map[string]bool{}
 	for _, pe := range plan.entries {
-		dir[pe.path] = pe.cur.Exists && pe.cur.State.Kind == KindDir
+		dir[pe.path] = pe.cur.Exists && pe.cur.State.Kind == record.KindDir
 	}
 	for _, p := range plan.removes {
 		if !restored[p] {
@@ -125,7 +125,7 @@ func (e *Engine) report(plan *rewindPlan) (Report, error) {
 			}
 		})
 		if err != nil {
-			return Report{}, err
+			return record.Report{}, err
 		}
 	}
 	return r, nil
@@ -134,8 +134,8 @@ func (e *Engine) report(plan *rewindPlan) (Report, error) {
 // rollBack tries to put back the before-rewind state after a failed apply.
 // If that fails too, the intent stays, further changes are refused, and the
 // next Open finishes the rewind.
-func (e *Engine) rollBack(cp Seq, cause error) error {
-	back, err := e.plan(cp-1, ^Seq(0))
+func (e *Engine) rollBack(cp record.Seq, cause error) error {
+	back, err := e.plan(cp-1, ^record.Seq(0))
 	if err == nil {
 		err = e.applyPlan(back, noProgress{})
 	}
@@ -145,13 +145,13 @@ func (e *Engine) rollBack(cp Seq, cause error) error {
 	if err != nil {
 		return e.fail(fmt.Errorf("rewind: a rewind failed half-way (%v) and could not be rolled back (%v); remount to finish it", cause, err))
 	}
-	return fmt.Errorf("%w (%w)", &RefusedError{Refusal: RefusedWorkspace,
+	return fmt.Errorf("%w (%w)", &record.RefusedError{Refusal: record.RefusedWorkspace,
 		Msg: "rewind: the workspace could not be changed, so the rewind was rolled back and nothing changed"}, cause)
 }
 
 // captureForRewind stores the before-state of everything plan changes
 // (whole subtrees of what it removes) as one durable checkpoint.
-func (e *Engine) captureForRewind(ctx context.Context, plan *rewindPlan) (Seq, error) {
+func (e *Engine) captureForRewind(ctx context.Context, plan *rewindPlan) (record.Seq, error) {
 	// What a removal takes away includes everything under it; a restore or
 	// a mode fix changes only its own path.
 	removed := map[string]bool{}
@@ -166,7 +166,7 @@ func (e *Engine) captureForRewind(ctx context.Context, plan *rewindPlan) (Seq, e
 	if err != nil {
 		return 0, err
 	}
-	files := make([]FileState, 0, len(paths))
+	files := make([]record.FileState, 0, len(paths))
 	for _, p := range paths {
 		st, err := e.readState(p, false, false, false)
 		if err != nil {
@@ -174,7 +174,7 @@ func (e *Engine) captureForRewind(ctx context.Context, plan *rewindPlan) (Seq, e
 		}
 		files = append(files, st)
 	}
-	ev, err := e.log.Append(ctx, eventlog.TypeCheckpoint, Checkpoint{Tool: "rewind", Files: files, Rewind: true})
+	ev, err := e.log.Append(ctx, record.TypeCheckpoint, record.Checkpoint{Tool: "rewind", Files: files, Rewind: true})
 	if err != nil {
 		return 0, err
 	}
@@ -194,7 +194,7 @@ func (e *Engine) applyPlan(plan *rewindPlan, pr Progress) error {
 	}
 	var bytes int64
 	for _, st := range plan.creates {
-		if st.Kind == KindFile {
+		if st.Kind == record.KindFile {
 			bytes += st.Bytes
 		}
 	}
@@ -219,7 +219,7 @@ func (e *Engine) applyPlan(plan *rewindPlan, pr Progress) error {
 			return err
 		}
 		touch(st.Path)
-		if st.Kind == KindFile {
+		if st.Kind == record.KindFile {
 			pr.Add(1, st.Bytes)
 		} else {
 			pr.Add(1, 0)
@@ -230,7 +230,7 @@ func (e *Engine) applyPlan(plan *rewindPlan, pr Progress) error {
 			return err
 		}
 		touch(st.Path)
-		if st.Kind == KindDir {
+		if st.Kind == record.KindDir {
 			dirs[st.Path] = true
 		}
 		pr.Add(1, 0)
@@ -245,14 +245,14 @@ func (e *Engine) applyPlan(plan *rewindPlan, pr Progress) error {
 
 // create makes st at its path: a directory, a file from its blob, or a
 // symlink. Files and symlinks replace what is there atomically.
-func (e *Engine) create(st FileState) error {
+func (e *Engine) create(st record.FileState) error {
 	switch st.Kind {
-	case KindDir:
+	case record.KindDir:
 		err := e.ws.mkdir(st.Path)
 		if err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("rewind: mkdir %q: %w", st.Path, err)
 		}
-	case KindFile:
+	case record.KindFile:
 		id, err := blobstore.ParseID(st.Blob)
 		if err != nil {
 			return fmt.Errorf("rewind: %q: %w", st.Path, err)
@@ -270,7 +270,7 @@ func (e *Engine) create(st FileState) error {
 		if err := e.ws.writeFile(st.Path, content, finish); err != nil {
 			return fmt.Errorf("rewind: restore %q: %w", st.Path, err)
 		}
-	case KindSymlink:
+	case record.KindSymlink:
 		finish := func(dirfd int, tmp string) error { return finishSymlink(dirfd, tmp, st) }
 		if err := e.ws.symlink(st.Path, st.Target, finish); err != nil {
 			return fmt.Errorf("rewind: symlink %q: %w", st.Path, err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -19,7 +20,7 @@ func BenchmarkStateAt(b *testing.B) {
 		const paths = 1000
 		blob := strings.Repeat("ab", 32)
 		for i := range n {
-			if err := ix.Add(Seq(i+1), []FileState{{Path: fmt.Sprintf("dir%d/file%d", i%paths%10, i%paths), Kind: KindFile, Blob: blob}}); err != nil {
+			if err := ix.Add(record.Seq(i+1), []record.FileState{{Path: fmt.Sprintf("dir%d/file%d", i%paths%10, i%paths), Kind: record.KindFile, Blob: blob}}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -27,7 +28,7 @@ func BenchmarkStateAt(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				p := fmt.Sprintf("dir%d/file%d", i%paths%10, i%paths)
-				if _, ok := ix.At(p, Seq(i%n), ^Seq(0)); !ok && i%n < n-paths {
+				if _, ok := ix.At(p, record.Seq(i%n), ^record.Seq(0)); !ok && i%n < n-paths {
 					b.Fatal("missing record")
 				}
 				i += 7919

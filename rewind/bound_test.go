@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/durable"
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 )
 
 // version is the content file f has after step i: 200 KiB of incompressible
@@ -28,15 +28,15 @@ func version(i int) []byte {
 }
 
 // prunedEvents lists the history_pruned events of the log.
-func prunedEvents(t *testing.T, e *Engine) []PrunedPayload {
+func prunedEvents(t *testing.T, e *Engine) []record.PrunedPayload {
 	t.Helper()
-	var out []PrunedPayload
+	var out []record.PrunedPayload
 	for ev, err := range e.Log().Events(1) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Type == eventlog.TypeHistoryPruned {
-			var p PrunedPayload
+		if ev.Type == record.TypeHistoryPruned {
+			var p record.PrunedPayload
 			if err := json.Unmarshal(ev.Payload, &p); err != nil {
 				t.Fatal(err)
 			}
@@ -49,12 +49,12 @@ func prunedEvents(t *testing.T, e *Engine) []PrunedPayload {
 // checkRetained checks every acknowledged step state at or after the cut
 // (f as it was when that step began), that every state below the cut is
 // gone, and that each history_pruned event counts the steps before its cut.
-func checkRetained(t *testing.T, e *Engine, acked map[Seq]int) {
+func checkRetained(t *testing.T, e *Engine, acked map[record.Seq]int) {
 	t.Helper()
 	cut := e.PrunedBefore()
 	for seq, v := range acked {
 		if seq < cut {
-			if _, err := e.StateAt("f", seq); !errors.Is(err, ErrNoSuchSeq) {
+			if _, err := e.StateAt("f", seq); !errors.Is(err, record.ErrNoSuchSeq) {
 				t.Fatalf("@%d below the cut %d: got %v, want ErrNoSuchSeq", seq, cut, err)
 			}
 			continue
@@ -65,17 +65,17 @@ func checkRetained(t *testing.T, e *Engine, acked map[Seq]int) {
 		}
 	}
 	steps := 0
-	var prev Seq
-	var tools []Seq
+	var prev record.Seq
+	var tools []record.Seq
 	for ev, err := range e.Log().Events(1) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		switch ev.Type {
-		case eventlog.TypeToolCall:
+		case record.TypeToolCall:
 			tools = append(tools, ev.Seq)
-		case eventlog.TypeHistoryPruned:
-			var p PrunedPayload
+		case record.TypeHistoryPruned:
+			var p record.PrunedPayload
 			json.Unmarshal(ev.Payload, &p)
 			steps = 0
 			for _, s := range tools {
@@ -99,7 +99,7 @@ func TestMaxStoreSize(t *testing.T) {
 	const bound = 2 << 20
 	e, ws := openT(t, Options{MaxStoreSize: bound})
 	f := filepath.Join(ws, "f")
-	acked := map[Seq]int{}
+	acked := map[record.Seq]int{}
 	os.WriteFile(f, version(0), 0o644)
 	for i := 1; i <= 40; i++ {
 		s, err := e.BeginStep(ctx, "s", nil)
@@ -200,7 +200,7 @@ func TestMaxStoreSizeCrash(t *testing.T) {
 	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
 	os.Mkdir(ws, 0o755)
 	os.WriteFile(filepath.Join(ws, "f"), version(0), 0o644)
-	acked := map[Seq]int{}
+	acked := map[record.Seq]int{}
 	v := 0
 	rnd := testsupport.Rand(t)
 	for round := range rounds {
@@ -286,7 +286,7 @@ func TestMaxStoreSizeCrash(t *testing.T) {
 	t.Logf("%d rounds: %d steps acknowledged, %d prunes", rounds, len(acked), prunes)
 }
 
-func recordAck(t *testing.T, line string, acked map[Seq]int, v *int) {
+func recordAck(t *testing.T, line string, acked map[record.Seq]int, v *int) {
 	t.Helper()
 	f := strings.Fields(line)
 	if len(f) != 3 || f[0] != "ack" {
@@ -294,6 +294,6 @@ func recordAck(t *testing.T, line string, acked map[Seq]int, v *int) {
 	}
 	seq, _ := strconv.ParseUint(f[1], 10, 64)
 	n, _ := strconv.Atoi(f[2])
-	acked[Seq(seq)] = n
+	acked[record.Seq(seq)] = n
 	*v = n + 1
 }

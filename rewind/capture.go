@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -88,7 +88,7 @@ type Change struct {
 // keeping a file open for writing remembers: when a later Begin returns a
 // different step, the caller captures that file again with CaptureLocked.
 // On error nothing was changed and the operation must fail.
-func (e *Engine) Begin(ctx context.Context, who Caller, changes ...Change) (release func(), step Seq, err error) {
+func (e *Engine) Begin(ctx context.Context, who Caller, changes ...Change) (release func(), step record.Seq, err error) {
 	e.wsMu.RLock()
 	var once sync.Once
 	release = func() { once.Do(e.wsMu.RUnlock) }
@@ -106,7 +106,7 @@ func (e *Engine) Begin(ctx context.Context, who Caller, changes ...Change) (rele
 			return nil, 0, err
 		}
 	}
-	return release, Seq(e.stepSeq.Load()), nil
+	return release, record.Seq(e.stepSeq.Load()), nil
 }
 
 // autoStep begins a step labelled "auto" when the workspace was idle for
@@ -202,7 +202,7 @@ func (e *Engine) expand(changes []Change) ([]string, error) {
 		}
 	}
 	for _, c := range changes {
-		if err := CleanPath(c.Path); err != nil {
+		if err := record.CleanPath(c.Path); err != nil {
 			return nil, fmt.Errorf("%w: %q", err, c.Path)
 		}
 		add(c.Path)
@@ -212,7 +212,7 @@ func (e *Engine) expand(changes []Change) ([]string, error) {
 			}
 		}
 		if c.From != "" {
-			if err := CleanPath(c.From); err != nil {
+			if err := record.CleanPath(c.From); err != nil {
 				return nil, fmt.Errorf("%w: %q", err, c.From)
 			}
 			moved := func(q string) { add(index.JoinPath(c.Path, strings.TrimPrefix(q, c.From+"/"))) }
@@ -236,7 +236,7 @@ func (e *Engine) walk(p string, fn func(string)) error {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if p == "" && IsReserved(n) {
+		if p == "" && record.IsReserved(n) {
 			continue
 		}
 		c := index.JoinPath(p, n)
@@ -252,13 +252,13 @@ func (e *Engine) walk(p string, fn func(string)) error {
 // while the step of that sequence is the newest: a person's change to a
 // path an agent captured in the step is captured again, and the other way
 // round.
-const personKey = Seq(1) << 63
+const personKey = record.Seq(1) << 63
 
 // claim splits paths into those this call must capture (now marked in
 // flight) and captures under way by others to wait for; paths already
 // captured under key (a step's sequence, or with personKey a person's
 // captures during it) are dropped. newest is the newest step's sequence.
-func (e *Engine) claim(paths []string, step Seq) (mine []string, theirs []*capture, newest Seq) {
+func (e *Engine) claim(paths []string, step record.Seq) (mine []string, theirs []*capture, newest record.Seq) {
 	e.capMu.Lock()
 	defer e.capMu.Unlock()
 	for _, p := range paths {
@@ -287,7 +287,7 @@ func (e *Engine) claim(paths []string, step Seq) (mine []string, theirs []*captu
 // newest step's sequence when the paths were claimed. The files among
 // removed are kept rather than copied where they can be; those in dirs are
 // read through their parent's descriptor (Change.Dirfd).
-func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string, removed map[string]removal, dirs map[string]int, step Step, newest Seq, person bool, key Seq) (err error) {
+func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string, removed map[string]removal, dirs map[string]int, step Step, newest record.Seq, person bool, key record.Seq) (err error) {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -307,7 +307,7 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 		close(c.done)
 	}()
 	who = who.resolved()
-	files := make([]FileState, 0, len(paths))
+	files := make([]record.FileState, 0, len(paths))
 	stashed := 0
 	for _, p := range paths {
 		r, gone := removed[p]
@@ -326,10 +326,10 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 			stashed++
 		}
 	}
-	cp := Checkpoint{Tool: step.Label, Files: files}
+	cp := record.Checkpoint{Tool: step.Label, Files: files}
 	switch {
 	case person:
-		cp = Checkpoint{Files: files, Person: true} // no step's (session.go)
+		cp = record.Checkpoint{Files: files, Person: true} // no step's (session.go)
 	case step.Seq != newest:
 		cp.Step = step.Seq // not the newest step's (session.go)
 	}
@@ -350,8 +350,8 @@ type removal struct{ stash bool }
 // appendCheckpoint appends checkpoint cp and adds it to the index. With
 // Options.Sync the blobs are already durable (Put synced) and Append waits
 // for its fsync; in batch mode the flusher is told.
-func (e *Engine) appendCheckpoint(ctx context.Context, cp Checkpoint) (eventlog.Event, error) {
-	ev, err := e.log.Append(ctx, eventlog.TypeCheckpoint, cp)
+func (e *Engine) appendCheckpoint(ctx context.Context, cp record.Checkpoint) (record.Event, error) {
+	ev, err := e.log.Append(ctx, record.TypeCheckpoint, cp)
 	if err != nil {
 		return ev, err
 	}
@@ -371,13 +371,13 @@ func (e *Engine) appendCheckpoint(ctx context.Context, cp Checkpoint) (eventlog.
 // mostly holes is stashed by a copy of its data (blobstore.Store.StashCopy),
 // named later like an unlinked file's stash; only a capture that wakes the
 // namer (captureClaimed) asks for it.
-func (e *Engine) readState(p string, removed, stash, sparse bool) (FileState, error) {
+func (e *Engine) readState(p string, removed, stash, sparse bool) (record.FileState, error) {
 	return e.readStateAt(p, -1, removed, stash, sparse)
 }
 
 // readStateAt is readState reading p through dirfd, a descriptor of its
 // parent directory (Change.Dirfd), unless dirfd is -1.
-func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (FileState, error) {
+func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (record.FileState, error) {
 	var st unix.Stat_t
 	var err error
 	_, name := index.SplitPath(p)
@@ -387,27 +387,27 @@ func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (
 		st, err = e.ws.lstat(p)
 	}
 	if isMissing(err) {
-		return FileState{Path: p, Absent: true}, nil
+		return record.FileState{Path: p, Absent: true}, nil
 	}
 	if err != nil {
-		return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+		return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 	}
-	fs := FileState{Path: p, Mode: st.Mode & 0o7777}
+	fs := record.FileState{Path: p, Mode: st.Mode & 0o7777}
 	setMeta(&fs, &st)
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
-		fs.Kind = KindDir
+		fs.Kind = record.KindDir
 		if fs.Xattrs, err = e.ws.xattrs(p); err != nil {
-			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 		}
 	case unix.S_IFLNK:
 		target, err := e.ws.readlink(p)
 		if err != nil {
-			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 		}
-		fs.Kind, fs.Target, fs.Bytes = KindSymlink, target, int64(len(target))
+		fs.Kind, fs.Target, fs.Bytes = record.KindSymlink, target, int64(len(target))
 	case unix.S_IFREG:
-		fs.Kind, fs.Bytes = KindFile, st.Size
+		fs.Kind, fs.Bytes = record.KindFile, st.Size
 		if e.opts.MaxBlobSize > 0 && st.Size > e.opts.MaxBlobSize {
 			fs.Skipped = true
 			fs.Reason = fmt.Sprintf("file of %d bytes is larger than the blob size cap of %d bytes", st.Size, e.opts.MaxBlobSize)
@@ -417,11 +417,11 @@ func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (
 		if dirfd >= 0 {
 			fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 			if err != nil {
-				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+				return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 			}
 			if fs.Xattrs, err = fdXattrs(fd); err != nil {
 				unix.Close(fd)
-				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+				return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 			}
 			if removed && stash && st.Nlink == 1 && !e.opts.Sync {
 				// An unlink's stash, the common case of an rm -rf, on
@@ -431,7 +431,7 @@ func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (
 					unix.Close(fd)
 				}
 				if err != nil {
-					return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+					return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 				}
 				if ok {
 					fs.Kept, fs.Bytes = name, n
@@ -442,18 +442,18 @@ func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (
 			f = os.NewFile(uintptr(fd), p)
 		} else {
 			if f, err = e.ws.openFile(p); err != nil {
-				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+				return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 			}
 			if fs.Xattrs, err = fdXattrs(int(f.Fd())); err != nil {
 				f.Close()
-				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+				return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 			}
 		}
 		defer f.Close()
 		if removed && stash && st.Nlink == 1 {
 			name, n, ok, err := e.blobs.Stash(f, e.openForWrite)
 			if err != nil {
-				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+				return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 			}
 			if ok {
 				fs.Kept, fs.Bytes = name, n
@@ -463,7 +463,7 @@ func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (
 		if removed && st.Nlink == 1 {
 			id, n, ok, err := e.blobs.Keep(f, e.openForWrite)
 			if err != nil {
-				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+				return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 			}
 			if ok {
 				fs.Blob, fs.Bytes = id.String(), n
@@ -475,7 +475,7 @@ func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (
 		if sparse {
 			name, n, ok, err := e.blobs.StashCopy(f)
 			if err != nil {
-				return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+				return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 			}
 			if ok {
 				fs.Kept, fs.Bytes = name, n
@@ -485,14 +485,14 @@ func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (
 		// A large file (about to be written, or one that could not be
 		// kept) is cloned where the filesystem has reflinks.
 		if id, n, ok, err := e.blobs.Clone(f); err != nil {
-			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 		} else if ok {
 			fs.Blob, fs.Bytes = id.String(), n
 			return fs, nil
 		}
 		id, n, err := e.blobs.Put(f)
 		if err != nil {
-			return FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 		}
 		fs.Blob, fs.Bytes = id.String(), n
 	default:

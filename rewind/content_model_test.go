@@ -13,6 +13,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -41,7 +42,7 @@ func TestContentModel(t *testing.T) {
 		all := []string{"a", "b", "d/c", "e/c"}
 		os.MkdirAll(filepath.Join(ws, "d"), 0o755)
 		cur := map[string][]byte{}
-		states := map[Seq]map[string][]byte{} // step boundary → contents
+		states := map[record.Seq]map[string][]byte{} // step boundary → contents
 		snapshot := func() map[string][]byte {
 			m := map[string][]byte{}
 			for k, v := range cur {
@@ -97,7 +98,7 @@ func TestContentModel(t *testing.T) {
 			}
 		}
 		// A rewind to one boundary brings every file back.
-		seqs := make([]Seq, 0, len(states))
+		seqs := make([]record.Seq, 0, len(states))
 		for s := range states {
 			seqs = append(seqs, s)
 		}
@@ -212,7 +213,7 @@ func edit(rt *rapid.T, old []byte) []byte {
 }
 
 // checkContentAt reads p at seq streamed and at random offsets.
-func checkContentAt(rt *rapid.T, e *Engine, p string, seq Seq, want []byte) {
+func checkContentAt(rt *rapid.T, e *Engine, p string, seq record.Seq, want []byte) {
 	ent, err := e.StateAt(p, seq)
 	if err != nil {
 		rt.Fatal(err)

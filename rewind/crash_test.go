@@ -14,6 +14,7 @@ import (
 
 	"github.com/zerofs/zerofs/internal/durable"
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 )
 
 // The crash tests run a child process (this test binary again) that
@@ -77,17 +78,17 @@ func crashChild(point string) {
 	case form == "renamedir":
 		err = crashRenameDir(e, os.Getenv("ZEROFS_TEST_WS"))
 	case form == "thin":
-		_, err = e.GCWith(context.Background(), GCRequest{ThinBefore: Seq(seq)})
+		_, err = e.GCWith(context.Background(), record.GCRequest{ThinBefore: record.Seq(seq)})
 	case strings.HasPrefix(point, "gc:"):
-		_, err = e.GC(context.Background(), Seq(seq))
+		_, err = e.GC(context.Background(), record.Seq(seq))
 	case form == "revert":
-		_, err = e.Apply(context.Background(), Request{Revert: Seq(seq)})
+		_, err = e.Apply(context.Background(), record.Request{Revert: record.Seq(seq)})
 	case form == "undo":
-		_, err = e.Apply(context.Background(), Request{Undo: true})
+		_, err = e.Apply(context.Background(), record.Request{Undo: true})
 	case form != "":
-		_, err = e.Apply(context.Background(), Request{Target: Seq(seq), Paths: strings.Split(form, ",")})
+		_, err = e.Apply(context.Background(), record.Request{Target: record.Seq(seq), Paths: strings.Split(form, ",")})
 	default:
-		_, err = e.Rewind(context.Background(), Seq(seq))
+		_, err = e.Rewind(context.Background(), record.Seq(seq))
 	}
 	if err != nil {
 		os.Exit(5)
@@ -114,7 +115,7 @@ func (m *midWrite) Read(p []byte) (int, error) {
 // many paths: it returns the sequence to rewind to and the trees before.
 // With renameRecords, d holds files before the step too, and its rename
 // is one rename record: a rewind restores them from where they are now.
-func buildHistory(t *testing.T, renameRecords bool) (ws, store string, target Seq, atTarget, now tree) {
+func buildHistory(t *testing.T, renameRecords bool) (ws, store string, target record.Seq, atTarget, now tree) {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -284,7 +285,7 @@ func TestGCCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	states := map[Seq]tree{}
+	states := map[record.Seq]tree{}
 	for round := range 6 {
 		ev, _ := e.BeginStep(ctx, "round", nil)
 		states[ev.Seq] = diskTree(t, ws)
@@ -295,7 +296,7 @@ func TestGCCrash(t *testing.T) {
 			}, Change{Path: p})
 		}
 	}
-	cut := Seq(0)
+	cut := record.Seq(0)
 	for s := range states {
 		if s > cut && s < e.Head()/2 {
 			cut = s

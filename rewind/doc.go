@@ -64,11 +64,11 @@
 // finds, so the workspace is never left half-rewound.
 //
 // The store is untrusted input (SPEC, Trust). Every event is checked as it
-// is read (Open, every append, CheckEvent for readers outside the engine):
+// is read (Open, every append, record.CheckEvent for readers outside the engine):
 // a checkpoint record zerofs never writes — a path that is not clean and
 // relative or is reserved, an unknown kind, mode bits beyond 07777, a bad
 // blob id, a symlink without a target — is a *DamageError naming the log
-// line and path (errors.Is eventlog.ErrCorrupt), and Open refuses the store.
+// line and path (errors.Is record.ErrCorrupt), and Open refuses the store.
 // The intent record must name a rewind's checkpoint that nothing after it
 // contradicts; a plan is checked once more before it is applied. Temporary
 // files (internal/durable's scheme) that a crash inside a rewind's file

@@ -15,6 +15,7 @@ import (
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -67,7 +68,7 @@ type Options struct {
 // Step is the current step: the sequence that began it (its tool_call, or
 // the rewind or open that ended the previous one) and its label.
 type Step struct {
-	Seq   Seq
+	Seq   record.Seq
 	Label string
 	// ByHand: the step was begun for no agent session by a process outside
 	// every known agent's tree (`zerofs step`, `zerofs run`, an auto step):
@@ -87,69 +88,15 @@ type Entry struct {
 	// State is the before-state recorded (when !Live) or the live state.
 	// For a live file, State.Bytes is its size and State.Mode its
 	// permission bits.
-	State FileState
+	State record.FileState
 	// From is the checkpoint sequence the state came from (0 when Live).
-	From Seq
+	From record.Seq
 }
 
 // DirEntry is a name in a directory at some sequence.
 type DirEntry struct {
 	Name  string
 	Entry Entry
-}
-
-// Result is what Rewind did.
-type Result struct {
-	Report Report
-	// Seq is the session_rewind event's sequence.
-	Seq Seq
-	// Changed lists every workspace path the rewind created, replaced,
-	// changed the mode of, or removed (parents before children), so the
-	// FUSE layer can invalidate kernel caches for them.
-	Changed []string
-	// Foreign lists the paths whose present state was made outside the
-	// agent's steps and that the rewind overwrote (or, dry, would).
-	Foreign []Foreign
-	// Preview is what a dry run would do, path by path; nil otherwise.
-	Preview []PathChange
-	// Conflicts are the paths a revert found changed after its step (see
-	// ConflictError); with Force they were put back too.
-	Conflicts []string
-	// DryRun: nothing was changed or recorded (Seq is 0).
-	DryRun bool
-	// Unchanged: the rewind, path rewind or revert found the workspace
-	// already as it would make it, so it changed and recorded nothing, or
-	// (DryRun) would (Seq is 0; Report may still list skipped paths).
-	Unchanged bool
-	// Record is the session_rewind payload written (for a dry run, the one
-	// that would be).
-	Record RewindPayload
-	// Step is what the rewind acted on: the step, turn or rewind an undo
-	// took back, a redo brought back, or a revert reverted (a turn with its
-	// prompt); nil for a rewind to a target, and for a redo of an undo
-	// that did not record it.
-	Step *StepRef
-	// Undid is Step for an undo (or a turn taken back); Redid for a redo.
-	Undid, Redid *StepRef
-}
-
-// GCResult is what GC did.
-type GCResult struct {
-	// Before is the new start of history: @T with T < Before is gone.
-	Before Seq `json:"before"`
-	// Seq is the history_pruned event's sequence (0 when the cut did not
-	// move, which appends no event).
-	Seq Seq `json:"sequence"`
-	// Steps is how many steps this gc dropped the states of: those that
-	// began at or after the previous cut and before Before.
-	Steps        int   `json:"steps"`
-	BlobsRemoved int   `json:"blobsRemoved"`
-	BytesFreed   int64 `json:"bytesFreed"`
-	// ThinSeq is the history_thinned event's sequence, and Thinned its
-	// payload: exactly what the thin gave up (0 and nil when gc was not
-	// asked to thin, or the thin would have given up nothing).
-	ThinSeq Seq             `json:"thinSequence,omitempty"`
-	Thinned *ThinnedPayload `json:"thinned,omitempty"`
 }
 
 // Engine is an open workspace history: the event log, the blobs, the index
@@ -185,7 +132,7 @@ type Engine struct {
 	// captured holds the paths captured since the newest step began, each
 	// with the step it was captured in: a change in another step captures
 	// the path again.
-	captured map[string]Seq
+	captured map[string]record.Seq
 	// inflight holds captures under way, so a second change to the same
 	// path waits for the first capture instead of capturing twice.
 	inflight     map[string]*capture
@@ -201,7 +148,7 @@ type Engine struct {
 	// is the before-state that checkpoint recorded, when it recorded one
 	// (the interrupted rewind may have changed it). Set only while Open
 	// runs alone.
-	recovering Seq
+	recovering record.Seq
 
 	// stepSeq mirrors step.Seq for lock-free reads on the write path.
 	stepSeq atomic.Uint64
@@ -234,7 +181,7 @@ type Engine struct {
 	// held by the flusher after it lets go of wsMu.
 	snapMu sync.Mutex
 	// snapEvery is snapshotEvery when the engine was opened.
-	snapEvery Seq
+	snapEvery record.Seq
 }
 
 // capture is one path's capture under way.
@@ -279,7 +226,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	if snapErr == nil {
 		logOpts.Resume = &resume
 	}
-	log, err := eventlog.Open(filepath.Join(opts.StoreDir, LogName), logOpts)
+	log, err := eventlog.Open(filepath.Join(opts.StoreDir, record.LogName), logOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +249,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		log:          log,
 		blobs:        blobs,
 		state:        index.NewState(),
-		captured:     map[string]Seq{},
+		captured:     map[string]record.Seq{},
 		inflight:     map[string]*capture{},
 		dirty:        make(chan struct{}, 1),
 		nameWake:     make(chan struct{}, 1),
@@ -311,7 +258,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		stop:         make(chan struct{}),
 		stopped:      make(chan struct{}),
 	}
-	from := Seq(1)
+	from := record.Seq(1)
 	if snapErr == nil && log.Resumed() {
 		e.state = snapState
 		e.snapHead.Store(uint64(resume.Head))
@@ -364,7 +311,7 @@ func ensureGitignore(dir string) error {
 }
 
 // load folds the log's events from sequence from on into the state.
-func (e *Engine) load(from Seq) error {
+func (e *Engine) load(from record.Seq) error {
 	for ev, err := range e.log.Events(from) {
 		if err != nil {
 			return err
@@ -379,16 +326,16 @@ func (e *Engine) load(from Seq) error {
 // Thinned is the intervals of states thinned away by gc, merged and
 // sorted (internal/index/thin.go): @T with After < T < Before no longer exists. It
 // takes no lock.
-func (e *Engine) Thinned() []ThinInterval { return e.state.Thinned() }
+func (e *Engine) Thinned() []record.ThinInterval { return e.state.Thinned() }
 
 // HasState reports whether the state at t is in the history: 0 <= t <=
 // head, not before the pruned history, not thinned away. It takes no lock.
-func (e *Engine) HasState(t Seq) bool { return e.checkSeq(t) == nil }
+func (e *Engine) HasState(t record.Seq) bool { return e.checkSeq(t) == nil }
 
 // setStep starts a new step; the caller holds capMu or is single-threaded.
 func (e *Engine) setStep(s Step) {
 	e.step = s
-	e.captured = map[string]Seq{}
+	e.captured = map[string]record.Seq{}
 	e.moves = nil
 	e.stepSeq.Store(uint64(s.Seq))
 }
@@ -406,7 +353,7 @@ func (e *Engine) Close() error {
 		if err == nil {
 			err = e.Sync()
 		}
-		if err == nil && e.Head() != Seq(e.snapHead.Load()) {
+		if err == nil && e.Head() != record.Seq(e.snapHead.Load()) {
 			if serr := e.writeSnapshot(); serr != nil {
 				e.opts.Logger.Warn("rewind: could not save the index snapshot; the next mount reads the whole log", "err", serr)
 			}
@@ -422,7 +369,7 @@ func (e *Engine) Close() error {
 }
 
 // Head is the last sequence written.
-func (e *Engine) Head() Seq { return e.log.Head() }
+func (e *Engine) Head() record.Seq { return e.log.Head() }
 
 // Log is the event log (for readers: Events).
 func (e *Engine) Log() *eventlog.Log { return e.log }
@@ -439,15 +386,15 @@ func (e *Engine) Step() Step {
 
 // PrunedBefore is the start of history: states below it were pruned by GC
 // (0 when nothing was). It takes no lock.
-func (e *Engine) PrunedBefore() Seq { return e.state.Pruned() }
+func (e *Engine) PrunedBefore() record.Seq { return e.state.Pruned() }
 
 // StepAtOrAfter is when the first step at or after t began: a path not
 // captured since t that changed after then changed outside the mount
 // (ok is false when no step began since t).
-func (e *Engine) StepAtOrAfter(t Seq) (at time.Time, ok bool) { return e.state.StepAtOrAfter(t) }
+func (e *Engine) StepAtOrAfter(t record.Seq) (at time.Time, ok bool) { return e.state.StepAtOrAfter(t) }
 
 // LastRewind is the last rewind's payload and sequence, if any.
-func (e *Engine) LastRewind() (RewindPayload, Seq, bool) {
+func (e *Engine) LastRewind() (record.RewindPayload, record.Seq, bool) {
 	p, at := e.state.LastRewind()
 	return p, at, at != 0
 }
@@ -457,7 +404,7 @@ func (e *Engine) LastRewind() (RewindPayload, Seq, bool) {
 // after it belong to the new step (but see BeginStepAs: those of another
 // session's processes still belong to that session's step). It waits for
 // changes under way to finish, so the boundary is exact.
-func (e *Engine) BeginStep(ctx context.Context, label string, extra json.RawMessage) (eventlog.Event, error) {
+func (e *Engine) BeginStep(ctx context.Context, label string, extra json.RawMessage) (record.Event, error) {
 	return e.BeginStepAs(ctx, Caller{}, label, extra)
 }
 
@@ -484,13 +431,13 @@ func (e *Engine) captureOpenWriters(ctx context.Context) error {
 
 // beginStepLocked appends the tool_call and starts the step; the caller
 // holds capMu.
-func (e *Engine) beginStepLocked(ctx context.Context, label string, payload map[string]any) (eventlog.Event, error) {
+func (e *Engine) beginStepLocked(ctx context.Context, label string, payload map[string]any) (record.Event, error) {
 	if err := e.Sync(); err != nil {
-		return eventlog.Event{}, err
+		return record.Event{}, err
 	}
-	ev, err := e.log.Append(ctx, eventlog.TypeToolCall, payload)
+	ev, err := e.log.Append(ctx, record.TypeToolCall, payload)
 	if err != nil {
-		return eventlog.Event{}, err
+		return record.Event{}, err
 	}
 	e.markAppended()
 	e.setStep(Step{Seq: ev.Seq, Label: label})
@@ -567,7 +514,7 @@ func (e *Engine) flusher() {
 // snapshotDue reports whether the log has grown by snapshotEvery events
 // since the index snapshot was written.
 func (e *Engine) snapshotDue() bool {
-	return e.Head()-Seq(e.snapHead.Load()) >= e.snapEvery
+	return e.Head()-record.Seq(e.snapHead.Load()) >= e.snapEvery
 }
 
 // syncFailed returns the sticky failure, if any.

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // openT opens an engine on a fresh workspace with the store outside it.
@@ -45,7 +47,7 @@ func change(t *testing.T, e *Engine, fn func() error, changes ...Change) {
 	}
 }
 
-func readAt(t *testing.T, e *Engine, p string, seq Seq) (string, bool) {
+func readAt(t *testing.T, e *Engine, p string, seq record.Seq) (string, bool) {
 	t.Helper()
 	ent, err := e.StateAt(p, seq)
 	if err != nil {

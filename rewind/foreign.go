@@ -3,7 +3,7 @@ package rewind
 import (
 	"sort"
 
-	"github.com/zerofs/zerofs/rewind/internal/index"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Why a change is foreign: it was made outside the agent's steps.
@@ -30,7 +30,7 @@ func (e *Engine) overwritten(plan *rewindPlan) ([]planEntry, error) {
 	}
 	for _, pe := range plan.entries {
 		out = append(out, pe)
-		if !pe.cur.Exists || pe.cur.State.Kind != KindDir || (pe.tgt.Exists && pe.tgt.State.Kind == KindDir) {
+		if !pe.cur.Exists || pe.cur.State.Kind != record.KindDir || (pe.tgt.Exists && pe.tgt.State.Kind == record.KindDir) {
 			continue
 		}
 		var walkErr error
@@ -59,13 +59,13 @@ func (e *Engine) overwritten(plan *rewindPlan) ([]planEntry, error) {
 // foreign lists the paths plan overwrites whose present state was made
 // outside the agent's steps: by a person, between steps (when there are
 // steps at all), or in a step of an agent session other than session.
-func (e *Engine) foreign(plan *rewindPlan, session string) ([]Foreign, error) {
+func (e *Engine) foreign(plan *rewindPlan, session string) ([]record.Foreign, error) {
 	ents, err := e.overwritten(plan)
 	if err != nil {
 		return nil, err
 	}
 	steps := e.state.HasSteps()
-	var out []Foreign
+	var out []record.Foreign
 	for _, pe := range ents {
 		if !pe.cur.Exists {
 			continue
@@ -74,14 +74,14 @@ func (e *Engine) foreign(plan *rewindPlan, session string) ([]Foreign, error) {
 		if !ok {
 			continue // as it was before history began
 		}
-		f := Foreign{Path: pe.path, Seq: rec.Seq, PID: rec.State.PID, Comm: rec.State.Comm}
+		f := record.Foreign{Path: pe.path, Seq: rec.Seq, PID: rec.State.PID, Comm: rec.State.Comm}
 		m, inStep := e.state.MarkAt(rec.Seq)
 		switch {
 		case e.state.IsPerson(rec.Seq):
 			f.Why = WhyPerson
 		case !inStep && steps:
 			f.Why = WhyBetweenSteps
-		case inStep && m.Kind == index.MarkStep && session != "" && m.Session != "" && m.Session != session:
+		case inStep && m.Kind == record.MarkStep && session != "" && m.Session != "" && m.Session != session:
 			f.Why, f.Session = WhyOtherSession, m.Session
 		default:
 			continue

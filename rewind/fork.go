@@ -15,34 +15,21 @@ import (
 
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/wsdir"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
-// TypeForked is the first event of a fork's store: where its first state
-// came from. Payload: ForkPayload.
-const TypeForked = "workspace_forked"
-
-// ForkPayload is the payload of a workspace_forked event.
-type ForkPayload struct {
-	// Source is the workspace forked from, Sequence the state of it that
-	// the fork began as.
-	Source   string `json:"source"`
-	Sequence Seq    `json:"sequence"`
-	// SourceSession is the source log's session id, when known.
-	SourceSession string `json:"sourceSession,omitempty"`
-}
-
 // ForkResult is what a fork wrote.
 type ForkResult struct {
-	Dir      string   `json:"dir"`
-	Source   string   `json:"source"`
-	Sequence Seq      `json:"sequence"`
-	Files    int      `json:"files"`
-	Dirs     int      `json:"dirs"`
-	Symlinks int      `json:"symlinks"`
-	Bytes    int64    `json:"bytes"`
-	Cloned   int      `json:"cloned"` // files reflinked (FICLONE) rather than copied
-	Skipped  []string `json:"skipped"`
+	Dir      string     `json:"dir"`
+	Source   string     `json:"source"`
+	Sequence record.Seq `json:"sequence"`
+	Files    int        `json:"files"`
+	Dirs     int        `json:"dirs"`
+	Symlinks int        `json:"symlinks"`
+	Bytes    int64      `json:"bytes"`
+	Cloned   int        `json:"cloned"` // files reflinked (FICLONE) rather than copied
+	Skipped  []string   `json:"skipped"`
 }
 
 // ErrForkTarget: the fork's directory exists already or lies inside the
@@ -54,13 +41,13 @@ var ErrForkTarget = errors.New("rewind: bad fork directory")
 // event records source (the workspace's path) and t. File contents are
 // reflinked from the blob store or the workspace where the filesystem can,
 // copied elsewhere. Changes wait while it runs, so the copy is one state.
-func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResult, error) {
+func (e *Engine) Fork(ctx context.Context, t record.Seq, dir, source string) (ForkResult, error) {
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
 	if err := e.checkSeq(t); err != nil {
 		return ForkResult{}, err
 	}
-	root, err := e.stateAt("", t, ^Seq(0))
+	root, err := e.stateAt("", t, ^record.Seq(0))
 	if err != nil {
 		return ForkResult{}, err
 	}
@@ -78,7 +65,7 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 	var bytes int64
 	var list func(rel string) error
 	list = func(rel string) error {
-		ents, err := e.readDirAt(rel, t, ^Seq(0))
+		ents, err := e.readDirAt(rel, t, ^record.Seq(0))
 		if err != nil {
 			return err
 		}
@@ -88,11 +75,11 @@ func (e *Engine) Fork(ctx context.Context, t Seq, dir, source string) (ForkResul
 			st := de.Entry.State
 			switch {
 			case st.Skipped:
-			case st.Kind == KindDir:
+			case st.Kind == record.KindDir:
 				if err := list(p); err != nil {
 					return err
 				}
-			case st.Kind == KindFile:
+			case st.Kind == record.KindFile:
 				bytes += st.Bytes
 			}
 		}
@@ -117,11 +104,11 @@ func (e *Engine) forkOne(w *forkWriter, p string, ent Entry, pr Progress) error 
 	switch {
 	case st.Skipped:
 		w.res.Skipped = append(w.res.Skipped, p)
-	case st.Kind == KindDir:
+	case st.Kind == record.KindDir:
 		if err := w.mkdir(p, copyMode(st), st); err != nil {
 			return err
 		}
-	case st.Kind == KindSymlink:
+	case st.Kind == record.KindSymlink:
 		target, err := e.ReadLink(ent)
 		if err != nil {
 			return err
@@ -129,7 +116,7 @@ func (e *Engine) forkOne(w *forkWriter, p string, ent Entry, pr Progress) error 
 		if err := w.symlink(p, target); err != nil {
 			return err
 		}
-	case st.Kind == KindFile:
+	case st.Kind == record.KindFile:
 		f, err := e.OpenContent(ent)
 		if err != nil {
 			return err
@@ -149,7 +136,7 @@ func (e *Engine) forkOne(w *forkWriter, p string, ent Entry, pr Progress) error 
 // ForkDir forks from a directory that shows a past state (a mount's @T/,
 // read with the caller's own permissions): the same result as Fork, made
 // by copying, since a FUSE file cannot be reflinked.
-func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkResult, error) {
+func ForkDir(ctx context.Context, from string, t record.Seq, dir, source string) (ForkResult, error) {
 	fi, err := os.Lstat(from)
 	if err != nil {
 		return ForkResult{}, fmt.Errorf("rewind: fork: %w", err)
@@ -173,7 +160,7 @@ func ForkDir(ctx context.Context, from string, t Seq, dir, source string) (ForkR
 			return fmt.Errorf("rewind: fork: %w", err)
 		}
 		for _, de := range ents {
-			if rel == "" && IsReserved(de.Name()) {
+			if rel == "" && record.IsReserved(de.Name()) {
 				continue
 			}
 			p := index.JoinPath(rel, de.Name())
@@ -303,10 +290,10 @@ type dirMode struct {
 	path string
 	mode uint32
 	// want holds the xattrs to give the directory (restoreXattrs).
-	want FileState
+	want record.FileState
 }
 
-func newForkWriter(dir, source string, t Seq) (*forkWriter, error) {
+func newForkWriter(dir, source string, t record.Seq) (*forkWriter, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("rewind: fork: %w", err)
@@ -324,7 +311,7 @@ func newForkWriter(dir, source string, t Seq) (*forkWriter, error) {
 	return &forkWriter{dir: abs, root: root, res: ForkResult{Dir: abs, Source: source, Sequence: t, Skipped: []string{}}}, nil
 }
 
-func (w *forkWriter) mkdir(p string, mode uint32, want FileState) error {
+func (w *forkWriter) mkdir(p string, mode uint32, want record.FileState) error {
 	err := w.root.WithParent(p, func(fd int, name string) error { return unix.Mkdirat(fd, name, 0o700) })
 	if err != nil {
 		return fmt.Errorf("rewind: fork: mkdir %q: %w", p, err)
@@ -364,7 +351,7 @@ func (w *forkWriter) create(p string) (*os.File, error) {
 // rewind gives them (restoreXattrs): user.*, the ACLs, and a capability
 // only as root and when the fork's owner, this process, is the owner it
 // was recorded with (the rule copyMode applies to a setuid bit).
-func (w *forkWriter) file(p string, src Content, mode uint32, want FileState) error {
+func (w *forkWriter) file(p string, src Content, mode uint32, want record.FileState) error {
 	dst, err := w.create(p)
 	if err != nil {
 		return fmt.Errorf("rewind: fork: %q: %w", p, err)
@@ -429,11 +416,11 @@ func fileModeBits(mode uint32) os.FileMode {
 // written through /proc/self/fd of its own directory's descriptor, so the
 // event log lands in the directory the fork made whatever its path names
 // by now.
-func (w *forkWriter) finish(ctx context.Context, rootMode uint32, root FileState, session string) (ForkResult, error) {
-	if err := unix.Mkdirat(w.root.Fd(), StoreName, 0o700); err != nil {
+func (w *forkWriter) finish(ctx context.Context, rootMode uint32, root record.FileState, session string) (ForkResult, error) {
+	if err := unix.Mkdirat(w.root.Fd(), record.StoreName, 0o700); err != nil {
 		return w.abort(err)
 	}
-	sfd, err := w.root.Open(StoreName, unix.O_RDONLY|unix.O_DIRECTORY)
+	sfd, err := w.root.Open(record.StoreName, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return w.abort(err)
 	}
@@ -451,11 +438,11 @@ func (w *forkWriter) finish(ctx context.Context, rootMode uint32, root FileState
 	if err != nil {
 		return w.abort(err)
 	}
-	log, err := eventlog.Open(filepath.Join(store, LogName), eventlog.Options{Sync: true})
+	log, err := eventlog.Open(filepath.Join(store, record.LogName), eventlog.Options{Sync: true})
 	if err != nil {
 		return w.abort(err)
 	}
-	_, err = log.Append(ctx, TypeForked, ForkPayload{Source: w.res.Source, Sequence: w.res.Sequence, SourceSession: session})
+	_, err = log.Append(ctx, record.TypeForked, record.ForkPayload{Source: w.res.Source, Sequence: w.res.Sequence, SourceSession: session})
 	if err == nil {
 		err = log.Sync()
 	}

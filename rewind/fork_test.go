@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 func TestFork(t *testing.T) {
@@ -19,7 +20,7 @@ func TestFork(t *testing.T) {
 	change(t, e, func() error { return os.Chmod(filepath.Join(ws, "d"), 0o500) }, Change{Path: "d"})
 	t.Cleanup(func() { os.Chmod(filepath.Join(ws, "d"), 0o755) })
 	for _, tc := range []struct {
-		seq  Seq
+		seq  record.Seq
 		want tree
 	}{{steps[1], at[1]}, {steps[2], at[2]}, {e.Head(), diskTree(t, ws)}} {
 		dir := filepath.Join(t.TempDir(), "fork")
@@ -29,9 +30,9 @@ func TestFork(t *testing.T) {
 		}
 		t.Cleanup(func() { os.Chmod(filepath.Join(dir, "d"), 0o755) })
 		got := diskTree(t, dir)
-		delete(got, StoreName)
+		delete(got, record.StoreName)
 		for p := range got {
-			if len(p) > len(StoreName) && p[:len(StoreName)+1] == StoreName+"/" {
+			if len(p) > len(record.StoreName) && p[:len(record.StoreName)+1] == record.StoreName+"/" {
 				delete(got, p)
 			}
 		}
@@ -42,26 +43,26 @@ func TestFork(t *testing.T) {
 			t.Fatalf("fork result: %+v (want %d entries)", res, len(tc.want))
 		}
 		// The fork's store begins with where it came from, and opens.
-		var first eventlog.Event
-		for ev, err := range eventlog.ReadFile(filepath.Join(dir, StoreName, "events.jsonl"), 1) {
+		var first record.Event
+		for ev, err := range eventlog.ReadFile(filepath.Join(dir, record.StoreName, "events.jsonl"), 1) {
 			if err != nil {
 				t.Fatal(err)
 			}
 			first = ev
 			break
 		}
-		var p ForkPayload
-		if err := json.Unmarshal(first.Payload, &p); err != nil || first.Type != TypeForked || first.Seq != 1 || p.Source != ws || p.Sequence != tc.seq {
+		var p record.ForkPayload
+		if err := json.Unmarshal(first.Payload, &p); err != nil || first.Type != record.TypeForked || first.Seq != 1 || p.Source != ws || p.Sequence != tc.seq {
 			t.Fatalf("fork's first event: %+v %s (%v)", first, first.Payload, err)
 		}
-		if b, err := os.ReadFile(filepath.Join(dir, StoreName, ".gitignore")); err != nil || string(b) != "*\n" {
+		if b, err := os.ReadFile(filepath.Join(dir, record.StoreName, ".gitignore")); err != nil || string(b) != "*\n" {
 			t.Fatalf("fork's store .gitignore: %q, %v", b, err)
 		}
 		root, err := os.Open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fe, err := Open(ctx, root, Options{StoreDir: filepath.Join(dir, StoreName)})
+		fe, err := Open(ctx, root, Options{StoreDir: filepath.Join(dir, record.StoreName)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +79,7 @@ func TestFork(t *testing.T) {
 	if _, err := e.Fork(ctx, 0, filepath.Join(ws, "inside"), ws); !errors.Is(err, ErrForkTarget) {
 		t.Fatalf("fork into the workspace: %v", err)
 	}
-	if _, err := e.Fork(ctx, e.Head()+1, filepath.Join(t.TempDir(), "x"), ws); !errors.Is(err, ErrNoSuchSeq) {
+	if _, err := e.Fork(ctx, e.Head()+1, filepath.Join(t.TempDir(), "x"), ws); !errors.Is(err, record.ErrNoSuchSeq) {
 		t.Fatalf("fork of a sequence above head: %v", err)
 	}
 }

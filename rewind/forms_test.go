@@ -9,12 +9,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // history3 builds three steps: step 1 writes a.txt and d/x, step 2 edits
 // a.txt and writes b.txt, step 3 writes c.txt and d/y. It returns the
 // step sequences and the trees at each step's start.
-func history3(t *testing.T, e *Engine, ws string) (steps [3]Seq, at [4]tree) {
+func history3(t *testing.T, e *Engine, ws string) (steps [3]record.Seq, at [4]tree) {
 	t.Helper()
 	ctx := context.Background()
 	w := func(p, content string) {
@@ -58,7 +60,7 @@ func TestRevertKeepsLaterChanges(t *testing.T) {
 	ctx := context.Background()
 	e, ws := openT(t, Options{})
 	steps, at := history3(t, e, ws)
-	res, err := e.Apply(ctx, Request{Revert: steps[1]})
+	res, err := e.Apply(ctx, record.Request{Revert: steps[1]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,9 +91,9 @@ func TestRevertConflict(t *testing.T) {
 	steps, at := history3(t, e, ws)
 	// Step 1 made a.txt and d/ (d/x); step 2 changed a.txt, step 3 added d/y.
 	head := e.Head()
-	_, err := e.Apply(ctx, Request{Revert: steps[0]})
-	var ce *ConflictError
-	if !errors.As(err, &ce) || !errors.Is(err, ErrConflict) {
+	_, err := e.Apply(ctx, record.Request{Revert: steps[0]})
+	var ce *record.ConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("revert of step 1: got %v, want a *ConflictError", err)
 	}
 	if want := []string{"a.txt", "d/y"}; !reflect.DeepEqual(ce.Paths, want) {
@@ -101,7 +103,7 @@ func TestRevertConflict(t *testing.T) {
 		t.Fatalf("a refused revert changed something (head %d, was %d):\n%s", e.Head(), head, d)
 	}
 	// A dry run says the same and changes nothing.
-	res, err := e.Apply(ctx, Request{Revert: steps[0], DryRun: true})
+	res, err := e.Apply(ctx, record.Request{Revert: steps[0], DryRun: true})
 	if !errors.As(err, &ce) || !res.DryRun || !reflect.DeepEqual(res.Conflicts, []string{"a.txt", "d/y"}) {
 		t.Fatalf("dry run of a conflicting revert: got %+v, %v", res, err)
 	}
@@ -109,7 +111,7 @@ func TestRevertConflict(t *testing.T) {
 		t.Fatal("a dry run appended events")
 	}
 	// Forced: those go back too.
-	res, err = e.Apply(ctx, Request{Revert: steps[0], Force: true})
+	res, err = e.Apply(ctx, record.Request{Revert: steps[0], Force: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +132,8 @@ func TestRevertConflictCurrentStep(t *testing.T) {
 	e, ws := openT(t, Options{})
 	steps, _ := history3(t, e, ws)
 	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "b.txt"), []byte("edited"), 0o644) }, Change{Path: "b.txt"})
-	_, err := e.Apply(ctx, Request{Revert: steps[1]})
-	var ce *ConflictError
+	_, err := e.Apply(ctx, record.Request{Revert: steps[1]})
+	var ce *record.ConflictError
 	if !errors.As(err, &ce) || !reflect.DeepEqual(ce.Paths, []string{"b.txt"}) {
 		t.Fatalf("got %v, want a conflict on b.txt", err)
 	}
@@ -141,7 +143,7 @@ func TestRewindPaths(t *testing.T) {
 	ctx := context.Background()
 	e, ws := openT(t, Options{})
 	steps, at := history3(t, e, ws)
-	res, err := e.Apply(ctx, Request{Target: steps[1], Paths: []string{"a.txt", "d"}})
+	res, err := e.Apply(ctx, record.Request{Target: steps[1], Paths: []string{"a.txt", "d"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,10 +166,10 @@ func TestRewindPaths(t *testing.T) {
 	}
 	// A path that did not exist then, under a directory that does not
 	// exist now: its directory comes back too.
-	if _, err := e.Apply(ctx, Request{Target: 0, Paths: []string{"d"}}); err != nil {
+	if _, err := e.Apply(ctx, record.Request{Target: 0, Paths: []string{"d"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Apply(ctx, Request{Target: steps[2], Paths: []string{"d/x"}}); err != nil {
+	if _, err := e.Apply(ctx, record.Request{Target: steps[2], Paths: []string{"d/x"}}); err != nil {
 		t.Fatal(err)
 	}
 	got := diskTree(t, ws)
@@ -175,7 +177,7 @@ func TestRewindPaths(t *testing.T) {
 		t.Fatalf("d/x rewound into a missing d: got d=%+v d/x=%+v", got["d"], got["d/x"])
 	}
 	for _, bad := range []string{"/a", "a/../b", ".zero/x", "@3"} {
-		if _, err := e.Apply(ctx, Request{Target: 0, Paths: []string{bad}}); err == nil {
+		if _, err := e.Apply(ctx, record.Request{Target: 0, Paths: []string{bad}}); err == nil {
 			t.Errorf("path %q: accepted", bad)
 		}
 	}
@@ -186,7 +188,7 @@ func TestDryRun(t *testing.T) {
 	e, ws := openT(t, Options{})
 	steps, at := history3(t, e, ws)
 	head := e.Head()
-	res, err := e.Apply(ctx, Request{Target: steps[1], DryRun: true})
+	res, err := e.Apply(ctx, record.Request{Target: steps[1], DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,18 +198,18 @@ func TestDryRun(t *testing.T) {
 	if d := diffTrees(diskTree(t, ws), at[3]); d != "" {
 		t.Fatalf("a dry run changed the workspace:\n%s", d)
 	}
-	want := []PathChange{
-		{Path: "a.txt", Action: ActionRestore, Kind: KindFile, Lines: &LineCount{Added: 1, Removed: 2}},
-		{Path: "b.txt", Action: ActionDelete, Kind: KindFile, Lines: &LineCount{Removed: 1}},
-		{Path: "c.txt", Action: ActionDelete, Kind: KindFile, Lines: &LineCount{Removed: 1}},
-		{Path: "d/y", Action: ActionDelete, Kind: KindFile, Lines: &LineCount{Removed: 1}},
+	want := []record.PathChange{
+		{Path: "a.txt", Action: record.ActionRestore, Kind: record.KindFile, Lines: &record.LineCount{Added: 1, Removed: 2}},
+		{Path: "b.txt", Action: record.ActionDelete, Kind: record.KindFile, Lines: &record.LineCount{Removed: 1}},
+		{Path: "c.txt", Action: record.ActionDelete, Kind: record.KindFile, Lines: &record.LineCount{Removed: 1}},
+		{Path: "d/y", Action: record.ActionDelete, Kind: record.KindFile, Lines: &record.LineCount{Removed: 1}},
 	}
 	if !reflect.DeepEqual(res.Preview, want) {
 		g, _ := json.Marshal(res.Preview)
 		w, _ := json.Marshal(want)
 		t.Fatalf("preview:\ngot  %s\nwant %s", g, w)
 	}
-	real, err := e.Apply(ctx, Request{Target: steps[1]})
+	real, err := e.Apply(ctx, record.Request{Target: steps[1]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +217,7 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("the dry run reported %+v, the rewind %+v", res.Report, real.Report)
 	}
 	// A removed directory lists what is under it; a created one is shown.
-	res, err = e.Apply(ctx, Request{Target: 0, DryRun: true})
+	res, err = e.Apply(ctx, record.Request{Target: 0, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,11 +264,11 @@ func TestForeignChanges(t *testing.T) {
 	s2, _ := e.BeginStep(ctx, "Edit", json.RawMessage(`{"agentSession":"B"}`))
 	w("theirs.txt", "agent B")
 	w("scratch", "B's scratch file")
-	if _, err := e.Apply(ctx, Request{Target: s2.Seq, Paths: []string{"scratch"}}); err != nil {
+	if _, err := e.Apply(ctx, record.Request{Target: s2.Seq, Paths: []string{"scratch"}}); err != nil {
 		t.Fatal(err) // a rewind ends the step: what follows is between steps
 	}
 	w("person.txt", "typed by hand")
-	res, err := e.Apply(ctx, Request{Target: s1.Seq, DryRun: true, Session: "A"})
+	res, err := e.Apply(ctx, record.Request{Target: s1.Seq, DryRun: true, Session: "A"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +284,7 @@ func TestForeignChanges(t *testing.T) {
 	}
 	// Without a session given, the newest agent step's session counts as
 	// the agent's (B): then A's change is foreign too.
-	res, err = e.Apply(ctx, Request{Target: s1.Seq})
+	res, err = e.Apply(ctx, record.Request{Target: s1.Seq})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +310,7 @@ func TestNothingToChangeRecordsNothing(t *testing.T) {
 	e, ws := openT(t, Options{})
 	steps, _ := history3(t, e, ws)
 	head := e.Head()
-	for _, req := range []Request{
+	for _, req := range []record.Request{
 		{Target: head},
 		{Target: steps[2], Paths: []string{"a.txt"}},
 	} {
@@ -326,14 +328,14 @@ func TestNothingToChangeRecordsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	head = e.Head()
-	res, err := e.Apply(ctx, Request{Revert: ev.Seq})
+	res, err := e.Apply(ctx, record.Request{Revert: ev.Seq})
 	if err != nil || !res.Unchanged || e.Head() != head {
 		t.Errorf("revert of a step that changed nothing: unchanged %v, err %v, head %d: want unchanged, head %d", res.Unchanged, err, e.Head(), head)
 	}
 	for _, paths := range [][]string{{"nonexistent"}, {"a.txt", "no/such"}} {
-		_, err := e.Apply(ctx, Request{Target: 0, Paths: paths})
-		var re *RefusedError
-		if !errors.As(err, &re) || re.Refusal != RefusedNoSuchPath || !errors.Is(err, ErrNoSuchPath) || RefusalOf(err) != RefusedNoSuchPath {
+		_, err := e.Apply(ctx, record.Request{Target: 0, Paths: paths})
+		var re *record.RefusedError
+		if !errors.As(err, &re) || re.Refusal != record.RefusedNoSuchPath || !errors.Is(err, record.ErrNoSuchPath) || record.RefusalOf(err) != record.RefusedNoSuchPath {
 			t.Fatalf("paths %q: err %v, want a no-such-path refusal", paths, err)
 		}
 		if want := paths[len(paths)-1]; len(re.Missing) != 1 || re.Missing[0] != want {
@@ -344,10 +346,10 @@ func TestNothingToChangeRecordsNothing(t *testing.T) {
 		}
 	}
 	// A path that existed only at the target, or only now, matches.
-	if _, err := e.Apply(ctx, Request{Target: 0, Paths: []string{"b.txt"}}); err != nil {
+	if _, err := e.Apply(ctx, record.Request{Target: 0, Paths: []string{"b.txt"}}); err != nil {
 		t.Errorf("a path that exists now: %v", err)
 	}
-	if _, err := e.Apply(ctx, Request{Target: head, Paths: []string{"b.txt"}}); err != nil {
+	if _, err := e.Apply(ctx, record.Request{Target: head, Paths: []string{"b.txt"}}); err != nil {
 		t.Errorf("a path that existed at the target: %v", err)
 	}
 }
@@ -375,7 +377,7 @@ func TestProgressCounts(t *testing.T) {
 	steps, _ := history3(t, e, ws)
 	h0 := e.Head()
 	var r recProgress
-	if _, err := e.Apply(WithProgress(ctx, &r), Request{Target: steps[0]}); err != nil {
+	if _, err := e.Apply(WithProgress(ctx, &r), record.Request{Target: steps[0]}); err != nil {
 		t.Fatal(err)
 	}
 	// Back to before step 1: a.txt, b.txt, c.txt and d (with what is in
@@ -385,7 +387,7 @@ func TestProgressCounts(t *testing.T) {
 	}
 	// Forward again: files come back with their bytes.
 	r = recProgress{}
-	if _, err := e.Apply(WithProgress(ctx, &r), Request{Target: h0}); err != nil {
+	if _, err := e.Apply(WithProgress(ctx, &r), record.Request{Target: h0}); err != nil {
 		t.Fatal(err)
 	}
 	if r.bytes == 0 || r.doneBy != r.bytes || r.doneN != r.items {
@@ -407,7 +409,7 @@ func TestProgressCounts(t *testing.T) {
 	c.Start("rewind")
 	c.Begin("rewind", 10, 100)
 	c.Add(3, 30)
-	if got := c.Report(); got == nil || *got != (ProgressReport{What: "rewind", Items: 10, Bytes: 100, DoneItems: 3, DoneBytes: 30}) {
+	if got := c.Report(); got == nil || *got != (record.ProgressReport{What: "rewind", Items: 10, Bytes: 100, DoneItems: 3, DoneBytes: 30}) {
 		t.Errorf("counter report %+v", got)
 	}
 	c.Stop()
@@ -430,7 +432,7 @@ func TestNothingToChangeEndsTheStepsCaptures(t *testing.T) {
 	}
 	w("before the no-op rewind\n") // c.txt was captured in this step already
 	head := e.Head()
-	if res, err := e.Apply(ctx, Request{Target: head}); err != nil || !res.Unchanged {
+	if res, err := e.Apply(ctx, record.Request{Target: head}); err != nil || !res.Unchanged {
 		t.Fatalf("rewind to head: unchanged %v, %v", res.Unchanged, err)
 	}
 	w("after it\n")

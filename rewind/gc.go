@@ -6,21 +6,9 @@ import (
 	"os"
 
 	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
-
-// GCRequest is what one gc forgets.
-type GCRequest struct {
-	// Before: the states before it go (a history_pruned event). At or
-	// below the start of history nothing is cut; inside a thinned interval
-	// the cut moves to the interval's end (the states between are gone
-	// already).
-	Before Seq `json:"before"`
-	// ThinBefore, when above the start of history: the history before it
-	// keeps one state a day (a history_thinned event; see internal/index/thin.go).
-	ThinBefore Seq `json:"thinBefore,omitempty"`
-}
 
 // GC forgets states older than before: it appends a history_pruned event
 // (none when before does not move the cut: nothing is forgotten),
@@ -28,8 +16,8 @@ type GCRequest struct {
 // event names at all, left by a crash between blob and event).
 // ErrNoSuchSeq when before > head. Changes wait while it runs, so no capture
 // can name a blob it is removing.
-func (e *Engine) GC(ctx context.Context, before Seq) (GCResult, error) {
-	return e.GCWith(ctx, GCRequest{Before: before})
+func (e *Engine) GC(ctx context.Context, before record.Seq) (record.GCResult, error) {
+	return e.GCWith(ctx, record.GCRequest{Before: before})
 }
 
 // GCWith is GC with thinning: after the cut (if any), when req.ThinBefore
@@ -39,20 +27,20 @@ func (e *Engine) GC(ctx context.Context, before Seq) (GCResult, error) {
 // before-state names. A crash at any point leaves either no event (nothing
 // went) or the event with some blobs it let go still there (the next gc
 // removes them): never a kept state without its blob.
-func (e *Engine) GCWith(ctx context.Context, req GCRequest) (GCResult, error) {
-	return e.gc(ctx, req, PrunedPayload{Reason: "gc"})
+func (e *Engine) GCWith(ctx context.Context, req record.GCRequest) (record.GCResult, error) {
+	return e.gc(ctx, req, record.PrunedPayload{Reason: "gc"})
 }
 
-func (e *Engine) gc(ctx context.Context, req GCRequest, pp PrunedPayload) (GCResult, error) {
+func (e *Engine) gc(ctx context.Context, req record.GCRequest, pp record.PrunedPayload) (record.GCResult, error) {
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
 	if err := e.NameStashes(ctx); err != nil {
-		return GCResult{}, err
+		return record.GCResult{}, err
 	}
 	before := req.Before
-	for _, s := range []Seq{req.Before, req.ThinBefore} {
+	for _, s := range []record.Seq{req.Before, req.ThinBefore} {
 		if s > e.Head() {
-			return GCResult{}, e.refuseSeq(s)
+			return record.GCResult{}, e.refuseSeq(s)
 		}
 	}
 	if before < e.PrunedBefore() {
@@ -62,26 +50,26 @@ func (e *Engine) gc(ctx context.Context, req GCRequest, pp PrunedPayload) (GCRes
 		before = iv.Before
 	}
 	if err := e.Sync(); err != nil {
-		return GCResult{}, err
+		return record.GCResult{}, err
 	}
 	steps, err := e.stepsBetween(e.PrunedBefore(), before)
 	if err != nil {
-		return GCResult{}, err
+		return record.GCResult{}, err
 	}
-	res := GCResult{Before: before, Steps: steps}
+	res := record.GCResult{Before: before, Steps: steps}
 	// A cut that does not move forgets no state: it needs no event (the
 	// blobs it may still remove are ones no state needs).
 	if before > e.PrunedBefore() {
 		pp.Before, pp.Steps = before, steps
-		ev, err := e.log.Append(ctx, eventlog.TypeHistoryPruned, pp)
+		ev, err := e.log.Append(ctx, record.TypeHistoryPruned, pp)
 		if err == nil {
 			err = e.log.Sync()
 		}
 		if err != nil {
-			return GCResult{}, fmt.Errorf("rewind: gc: %w", err)
+			return record.GCResult{}, fmt.Errorf("rewind: gc: %w", err)
 		}
 		if err := e.state.Add(ev); err != nil {
-			return GCResult{}, err
+			return record.GCResult{}, err
 		}
 		res.Seq = ev.Seq
 	}
@@ -92,7 +80,7 @@ func (e *Engine) gc(ctx context.Context, req GCRequest, pp PrunedPayload) (GCRes
 		}
 		if len(tp.Intervals) > 0 {
 			crashPoint("thin:planned")
-			ev, err := e.log.Append(ctx, eventlog.TypeHistoryThinned, tp)
+			ev, err := e.log.Append(ctx, record.TypeHistoryThinned, tp)
 			if err == nil {
 				err = e.log.Sync()
 			}
@@ -126,16 +114,16 @@ func (e *Engine) gc(ctx context.Context, req GCRequest, pp PrunedPayload) (GCRes
 // blobsNamedAfter is the set of blobs named by the surviving before-states
 // (the index's records: thinning dropped some) with sequence > before: the
 // only ones a state at or after before can need.
-func (e *Engine) blobsNamedAfter(before Seq) (map[blobstore.ID]bool, error) {
+func (e *Engine) blobsNamedAfter(before record.Seq) (map[blobstore.ID]bool, error) {
 	return e.index.BlobsAfter(before)
 }
 
 // planThin plans a thin of the history before before (index.PlanThin over
 // the state's steps) with the records each interval drops. The caller
 // holds wsMu for writing.
-func (e *Engine) planThin(before Seq) (ThinnedPayload, error) {
+func (e *Engine) planThin(before record.Seq) (record.ThinnedPayload, error) {
 	ivs, before := e.state.PlanThin(before)
-	tp := ThinnedPayload{Reason: "gc", Before: before, Intervals: ivs}
+	tp := record.ThinnedPayload{Reason: "gc", Before: before, Intervals: ivs}
 	for _, iv := range tp.Intervals {
 		tp.Steps += iv.Steps
 		tp.Records += iv.Records
@@ -145,7 +133,7 @@ func (e *Engine) planThin(before Seq) (ThinnedPayload, error) {
 
 // stepsBetween counts the tool_call events from seq from up to (not
 // including) seq to.
-func (e *Engine) stepsBetween(from, seq Seq) (int, error) {
+func (e *Engine) stepsBetween(from, seq record.Seq) (int, error) {
 	n := 0
 	for ev, err := range e.log.Events(max(from, 1)) {
 		if err != nil {
@@ -154,7 +142,7 @@ func (e *Engine) stepsBetween(from, seq Seq) (int, error) {
 		if ev.Seq >= seq {
 			break
 		}
-		if ev.Type == eventlog.TypeToolCall {
+		if ev.Type == record.TypeToolCall {
 			n++
 		}
 	}
@@ -183,13 +171,13 @@ func (e *Engine) enforceBound(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	target := size - limit + limit/10
-	var cuts []Seq
+	var cuts []record.Seq
 	floor := e.PrunedBefore()
 	for ev, err := range e.log.Events(floor + 1) {
 		if err != nil {
 			return false, err
 		}
-		if ev.Type == eventlog.TypeToolCall {
+		if ev.Type == record.TypeToolCall {
 			cuts = append(cuts, ev.Seq)
 		}
 	}
@@ -200,7 +188,7 @@ func (e *Engine) enforceBound(ctx context.Context) (bool, error) {
 	if len(cuts) == 0 {
 		return false, nil
 	}
-	frees := func(cut Seq) (int64, error) {
+	frees := func(cut record.Seq) (int64, error) {
 		keep, err := e.blobsNamedAfter(cut)
 		if err != nil {
 			return 0, err
@@ -229,7 +217,7 @@ func (e *Engine) enforceBound(ctx context.Context) (bool, error) {
 	if cuts[lo] <= floor {
 		return false, nil
 	}
-	res, err := e.gc(ctx, GCRequest{Before: cuts[lo]}, PrunedPayload{Reason: "max-store-size", StoreBytes: size, MaxStoreSize: limit})
+	res, err := e.gc(ctx, record.GCRequest{Before: cuts[lo]}, record.PrunedPayload{Reason: "max-store-size", StoreBytes: size, MaxStoreSize: limit})
 	if err != nil {
 		return false, err
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // writeSyntheticLog writes a store whose log holds n events shaped like an
@@ -35,19 +35,19 @@ func writeSyntheticLog(tb testing.TB, store string, n, paths int) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	label := "Edit"
 	for i := 1; i <= n; i++ {
-		ev := eventlog.Event{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), SessionID: "11111111-2222-4333-8444-555555555555",
-			Seq: Seq(i), CreatedAt: t0.Add(time.Duration(i) * time.Millisecond)}
+		ev := record.Event{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), SessionID: "11111111-2222-4333-8444-555555555555",
+			Seq: record.Seq(i), CreatedAt: t0.Add(time.Duration(i) * time.Millisecond)}
 		var payload any
 		if i%10 == 1 {
-			ev.Type = eventlog.TypeToolCall
+			ev.Type = record.TypeToolCall
 			label = fmt.Sprintf("Edit %d", i)
 			payload = map[string]any{"name": label}
 		} else {
-			ev.Type = eventlog.TypeCheckpoint
+			ev.Type = record.TypeCheckpoint
 			sum := sha256.Sum256([]byte(fmt.Sprint(i)))
 			p := i * 7919 % paths
-			payload = Checkpoint{Tool: label, Files: []FileState{{
-				Path: fmt.Sprintf("src/pkg%d/file%d.go", p%97, p), Kind: KindFile,
+			payload = record.Checkpoint{Tool: label, Files: []record.FileState{{
+				Path: fmt.Sprintf("src/pkg%d/file%d.go", p%97, p), Kind: record.KindFile,
 				Blob: hex.EncodeToString(sum[:]), Bytes: int64(i % 5000), Mode: 0o644, PID: 4242, Comm: "sed",
 			}}}
 		}

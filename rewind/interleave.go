@@ -1,7 +1,7 @@
 package rewind
 
 import (
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -13,10 +13,10 @@ import (
 // nothing the other step did, though their sequences are mixed.
 type stepCaptures struct {
 	// first and last are the step's first and last capture of each path.
-	first, last map[string]Seq
+	first, last map[string]record.Seq
 	// others holds, for each path, the captures of other steps after the
 	// step began (within the sequences read).
-	others map[string][]Seq
+	others map[string][]record.Seq
 }
 
 // interleaved reads the log for the step sp (a tool_call) and returns its
@@ -39,13 +39,13 @@ func (e *Engine) interleaved(sp index.Span) (*stepCaptures, error) {
 			if m.Seq <= step {
 				continue
 			}
-			if m.Kind == index.MarkRewind || m.Kind == index.MarkRewindCheckpoint || (m.Kind == index.MarkStep && m.Session == sp.Step.Session) {
+			if m.Kind == record.MarkRewind || m.Kind == record.MarkRewindCheckpoint || (m.Kind == record.MarkStep && m.Session == sp.Step.Session) {
 				limit = m.Seq - 1
 				break
 			}
 		}
 	}
-	sc := &stepCaptures{first: map[string]Seq{}, last: map[string]Seq{}, others: map[string][]Seq{}}
+	sc := &stepCaptures{first: map[string]record.Seq{}, last: map[string]record.Seq{}, others: map[string][]record.Seq{}}
 	mixed := false
 	owner := step // the newest step or boundary before the event
 	for ev, err := range e.log.Events(step + 1) {
@@ -56,18 +56,18 @@ func (e *Engine) interleaved(sp index.Span) (*stepCaptures, error) {
 			break
 		}
 		switch ev.Type {
-		case eventlog.TypeToolCall, eventlog.TypeTurn, eventlog.TypeRewind:
+		case record.TypeToolCall, record.TypeTurn, record.TypeRewind:
 			owner = ev.Seq
 			continue
-		case eventlog.TypeCheckpoint:
+		case record.TypeCheckpoint:
 		default:
 			continue
 		}
-		v, err := index.DecodeEvent(e.log.Path(), ev)
+		v, err := record.DecodeEvent(e.log.Path(), ev)
 		if err != nil {
 			return nil, err
 		}
-		cp, _ := v.(Checkpoint)
+		cp, _ := v.(record.Checkpoint)
 		who := owner
 		switch {
 		case cp.Person:
@@ -98,7 +98,7 @@ func (e *Engine) interleaved(sp index.Span) (*stepCaptures, error) {
 
 // touchedBetween reports whether another step captured p after a and
 // before b.
-func (sc *stepCaptures) touchedBetween(p string, a, b Seq) bool {
+func (sc *stepCaptures) touchedBetween(p string, a, b record.Seq) bool {
 	for _, s := range sc.others[p] {
 		if a < s && s < b {
 			return true

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestLegacyStore: a store written by the code before packs (one file per
@@ -42,7 +44,7 @@ func TestLegacyStore(t *testing.T) {
 	}
 	defer e.Close()
 	want := []struct {
-		seq  Seq
+		seq  record.Seq
 		a, b string // "" when absent
 	}{
 		{1, "", ""},

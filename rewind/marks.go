@@ -3,7 +3,7 @@ package rewind
 import (
 	"iter"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -15,25 +15,10 @@ import (
 // rewind's; a gc ends nothing. Readers that show steps (history's log)
 // group with StepMarks rather than a grouping of their own.
 
-// Mark is one step boundary (index.Mark): a tool_call, a turn, a
-// session_rewind, or the first checkpoint a rewind wrote for itself.
-type Mark = index.Mark
-
-// MarkKind is what a Mark's event does to the grouping.
-type MarkKind = index.MarkKind
-
-// The kinds of mark.
-const (
-	MarkStep             = index.MarkStep
-	MarkRewindCheckpoint = index.MarkRewindCheckpoint
-	MarkRewind           = index.MarkRewind
-	MarkTurn             = index.MarkTurn
-)
-
 // StepMarks folds a log's events, read in order, into its step boundaries,
 // sorted by sequence, exactly as the engine does. An event belongs to the
 // block begun by the last mark at or before it (a checkpoint before every
 // mark, to an implicit step). A damaged event folds in nothing.
-func StepMarks(events iter.Seq2[eventlog.Event, error]) ([]Mark, error) {
+func StepMarks(events iter.Seq2[record.Event, error]) ([]record.Mark, error) {
 	return index.GroupMarks(events)
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zerofs/zerofs/record"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,7 +33,7 @@ var ErrUntrustedStore = errors.New("rewind: store is not the opening user's")
 var canChown = func() bool { return os.Geteuid() == 0 }
 
 // setMeta fills st's owner and mtime from a stat of the path.
-func setMeta(st *FileState, from *unix.Stat_t) {
+func setMeta(st *record.FileState, from *unix.Stat_t) {
 	uid, gid := from.Uid, from.Gid
 	mtime := time.Unix(from.Mtim.Unix()).UTC()
 	st.UID, st.GID, st.MTime = &uid, &gid, &mtime
@@ -41,7 +42,7 @@ func setMeta(st *FileState, from *unix.Stat_t) {
 // safeMode is the permission bits to give a restored path now owned by
 // uid:gid: want's bits, less a setuid bit unless uid is the recorded owner
 // and a setgid bit unless gid is the recorded group.
-func safeMode(want FileState, uid, gid uint32) uint32 {
+func safeMode(want record.FileState, uid, gid uint32) uint32 {
 	m := want.Mode & 0o7777
 	if want.UID == nil || *want.UID != uid {
 		m &^= unix.S_ISUID
@@ -59,15 +60,15 @@ func safeMode(want FileState, uid, gid uint32) uint32 {
 // otherwise put a copy of a setuid-root program into another user's
 // directory, beyond the reach of root's later fixes to the original). A
 // directory that cannot be stat'ed counts as another user's.
-func confined(want FileState, dirfd int) FileState {
+func confined(want record.FileState, dirfd int) record.FileState {
 	var st unix.Stat_t
 	if unix.Fstat(dirfd, &st) == nil && (st.Uid == 0 || (want.UID != nil && *want.UID == st.Uid)) {
 		return want
 	}
 	want.Mode &^= unix.S_ISUID | unix.S_ISGID
-	if _, ok := want.Xattrs[xattrCapability]; ok {
+	if _, ok := want.Xattrs[record.XattrCapability]; ok {
 		xs := maps.Clone(want.Xattrs)
-		delete(xs, xattrCapability)
+		delete(xs, record.XattrCapability)
 		want.Xattrs = xs
 	}
 	return want
@@ -76,14 +77,14 @@ func confined(want FileState, dirfd int) FileState {
 // copyMode is the mode for a copy of want made by this process, which owns
 // what it creates (a fork): want's bits, less a setuid or setgid bit the
 // copy's owner did not have.
-func copyMode(want FileState) uint32 {
+func copyMode(want record.FileState) uint32 {
 	return safeMode(want, uint32(os.Geteuid()), uint32(os.Getegid()))
 }
 
 // shownState is the mode and owner of a path as a directory shows it (a
 // view, for a fork made from one).
-func shownState(fi os.FileInfo) FileState {
-	st := FileState{Mode: uint32(fi.Mode().Perm()) | modeBits(fi.Mode())}
+func shownState(fi os.FileInfo) record.FileState {
+	st := record.FileState{Mode: uint32(fi.Mode().Perm()) | modeBits(fi.Mode())}
 	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
 		uid, gid := sys.Uid, sys.Gid
 		st.UID, st.GID = &uid, &gid
@@ -93,7 +94,7 @@ func shownState(fi os.FileInfo) FileState {
 
 // ownerFor is the owner a restore of want leaves a path with that is now
 // owned by uid:gid: the recorded one when the daemon may set it.
-func ownerFor(want FileState, uid, gid uint32) (uint32, uint32) {
+func ownerFor(want record.FileState, uid, gid uint32) (uint32, uint32) {
 	if want.Owned() && canChown() {
 		return *want.UID, *want.GID
 	}
@@ -103,7 +104,7 @@ func ownerFor(want FileState, uid, gid uint32) (uint32, uint32) {
 // metaDiffers reports whether the live state have differs from want in
 // what a rewind restores besides content: permission bits (as safeMode
 // would set them), the owner (where the daemon may set it) and the mtime.
-func metaDiffers(have, want FileState) bool {
+func metaDiffers(have, want record.FileState) bool {
 	if have.UID == nil || have.GID == nil {
 		return have.Mode != want.Mode
 	}
@@ -111,7 +112,7 @@ func metaDiffers(have, want FileState) bool {
 	if uid != *have.UID || gid != *have.GID {
 		return true
 	}
-	if want.Kind != KindSymlink && have.Mode != safeMode(want, uid, gid) {
+	if want.Kind != record.KindSymlink && have.Mode != safeMode(want, uid, gid) {
 		return true
 	}
 	return want.MTime != nil && (have.MTime == nil || !have.MTime.Equal(*want.MTime))
@@ -119,11 +120,11 @@ func metaDiffers(have, want FileState) bool {
 
 // metaDiffers is metaDiffers, and whether the path's xattrs differ from
 // those want records.
-func (e *Engine) metaDiffers(have, want FileState) bool {
+func (e *Engine) metaDiffers(have, want record.FileState) bool {
 	if metaDiffers(have, want) {
 		return true
 	}
-	if want.Xattrs == nil || want.Kind == KindSymlink {
+	if want.Xattrs == nil || want.Kind == record.KindSymlink {
 		return false
 	}
 	differ := true // cannot tell: restore
@@ -155,7 +156,7 @@ func mtimeSpec(mtime time.Time) ([]unix.Timespec, error) {
 
 // finishFile gives a restored file, open at fd and still 0600 under its
 // temporary name, its owner, then its mode, then its mtime.
-func finishFile(fd int, want FileState) error {
+func finishFile(fd int, want record.FileState) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
@@ -189,7 +190,7 @@ func finishFile(fd int, want FileState) error {
 
 // finishSymlink gives a restored symlink, still under its temporary name
 // tmp in dirfd, its owner and mtime (a symlink has no mode of its own).
-func finishSymlink(dirfd int, tmp string, want FileState) error {
+func finishSymlink(dirfd int, tmp string, want record.FileState) error {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, tmp, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return err
@@ -237,7 +238,7 @@ func (w *workspace) utimens(p string, mtime time.Time) error {
 
 // restoreMeta gives the existing path want.Path the owner, then the mode,
 // then the mtime want records.
-func (e *Engine) restoreMeta(want FileState) error {
+func (e *Engine) restoreMeta(want record.FileState) error {
 	p := want.Path
 	if p != "" {
 		if err := e.ws.withParent(p, func(dirfd int, _ string) error {
@@ -285,7 +286,7 @@ func (e *Engine) restoreMeta(want FileState) error {
 // authorized_keys. Blobs need no such check: each is verified against its
 // name.
 func checkStoreOwner(dir string) error {
-	for _, p := range []string{dir, filepath.Join(dir, LogName), filepath.Join(dir, intentName)} {
+	for _, p := range []string{dir, filepath.Join(dir, record.LogName), filepath.Join(dir, intentName)} {
 		var st unix.Stat_t
 		err := unix.Lstat(p, &st)
 		if p != dir && errors.Is(err, unix.ENOENT) {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 )
 
 // needRoot skips a test that gives files to other users when it cannot.
@@ -232,9 +233,9 @@ func TestOldRecordsWithoutOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A checkpoint as older zerofs wrote it.
-	old := FileState{Path: "tool", Kind: KindFile, Blob: id.String(), Bytes: n, Mode: 0o6755}
+	old := record.FileState{Path: "tool", Kind: record.KindFile, Blob: id.String(), Bytes: n, Mode: 0o6755}
 	e.wsMu.Lock()
-	ev, err := e.appendCheckpoint(ctx, Checkpoint{Tool: "old", Files: []FileState{old}})
+	ev, err := e.appendCheckpoint(ctx, record.Checkpoint{Tool: "old", Files: []record.FileState{old}})
 	e.wsMu.Unlock()
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -26,7 +27,7 @@ type fataler interface {
 
 // node is one path of a recorded tree.
 type node struct {
-	Kind    Kind
+	Kind    record.Kind
 	Mode    uint32
 	Content string // file content, or symlink target
 }
@@ -82,12 +83,12 @@ func diskTree(t fataler, dir string) tree {
 		n := node{Mode: uint32(info.Mode().Perm()) | modeExtra(info.Mode())}
 		switch {
 		case info.Mode()&os.ModeSymlink != 0:
-			n.Kind, n.Mode = KindSymlink, 0
+			n.Kind, n.Mode = record.KindSymlink, 0
 			n.Content, err = os.Readlink(p)
 		case info.IsDir():
-			n.Kind = KindDir
+			n.Kind = record.KindDir
 		default:
-			n.Kind = KindFile
+			n.Kind = record.KindFile
 			var b []byte
 			b, err = os.ReadFile(p)
 			n.Content = string(b)
@@ -116,7 +117,7 @@ func modeExtra(m os.FileMode) uint32 {
 }
 
 // indexTree computes the whole tree at seq from the engine alone.
-func indexTree(t fataler, e *Engine, seq Seq) tree {
+func indexTree(t fataler, e *Engine, seq record.Seq) tree {
 	tr := tree{}
 	var walk func(dir string)
 	walk = func(dir string) {
@@ -129,14 +130,14 @@ func indexTree(t fataler, e *Engine, seq Seq) tree {
 			st := de.Entry.State
 			n := node{Kind: st.Kind, Mode: st.Mode}
 			switch st.Kind {
-			case KindDir:
+			case record.KindDir:
 				tr[p] = n
 				walk(p)
 				continue
-			case KindSymlink:
+			case record.KindSymlink:
 				n.Mode = 0
 				n.Content, err = e.ReadLink(de.Entry)
-			case KindFile:
+			case record.KindFile:
 				var f Content
 				f, err = e.OpenContent(de.Entry)
 				if err == nil {
@@ -163,7 +164,7 @@ type model struct {
 	e  *Engine
 	ws string
 	// states maps each recorded sequence to the tree at it.
-	states map[Seq]tree
+	states map[record.Seq]tree
 	// tick, when set, runs before each step begins (a test's clock).
 	tick func(rt *rapid.T)
 }
@@ -368,7 +369,7 @@ func TestModel(t *testing.T) {
 		sync := rapid.Bool().Draw(rt, "sync")
 		renames := rapid.Bool().Draw(rt, "rename records")
 		e, ws := openT(t, Options{Sync: sync, RenameRecords: renames})
-		m := &model{t: rt, e: e, ws: ws, states: map[Seq]tree{0: {}}}
+		m := &model{t: rt, e: e, ws: ws, states: map[record.Seq]tree{0: {}}}
 		if renames {
 			// Directories to rename from the start (random paths seldom
 			// name one).
@@ -382,7 +383,7 @@ func TestModel(t *testing.T) {
 		}
 		m.step(rt)
 		final := diskTree(rt, ws)
-		var seqs []Seq
+		var seqs []record.Seq
 		for s := range m.states {
 			seqs = append(seqs, s)
 		}
@@ -447,7 +448,7 @@ func TestModel(t *testing.T) {
 // isDir reports whether tr has p as a directory.
 func (tr tree) isDir(p string) bool {
 	n, ok := tr[p]
-	return ok && n.Kind == KindDir
+	return ok && n.Kind == record.KindDir
 }
 
 func (tr tree) clone() tree {
@@ -472,7 +473,7 @@ func ancestors(p string) []string {
 // a directory that stays one.
 func (tr tree) put(p string, from tree) {
 	n, ok := from[p]
-	if !ok || n.Kind != KindDir || !tr.isDir(p) {
+	if !ok || n.Kind != record.KindDir || !tr.isDir(p) {
 		for q := range tr {
 			if q == p || strings.HasPrefix(q, p+"/") {
 				delete(tr, q)
@@ -577,10 +578,10 @@ func unionKeys(a, b tree) map[string]bool {
 // checkForms goes to each recorded state S of from and there reverts a
 // random step (of those between the recorded seqs) and rewinds random paths
 // to a random state, comparing each with the model, and undoes each.
-func (m *model) checkForms(rt *rapid.T, seqs, from []Seq) {
+func (m *model) checkForms(rt *rapid.T, seqs, from []record.Seq) {
 	ctx := context.Background()
 	e, ws := m.e, m.ws
-	undo := func(what string, want tree, res Result) {
+	undo := func(what string, want tree, res record.RewindResult) {
 		last, _, _ := e.LastRewind()
 		if res.Unchanged || last.CheckpointSequence == 0 {
 			return // nothing changed, nothing was recorded
@@ -611,8 +612,8 @@ func (m *model) checkForms(rt *rapid.T, seqs, from []Seq) {
 			before, after := m.states[seqs[k]], m.states[seqs[k+1]]
 			want, conflicts := modelRevert(before, after, cur)
 			head := e.Head()
-			res, err := e.Apply(ctx, Request{Revert: step})
-			var ce *ConflictError
+			res, err := e.Apply(ctx, record.Request{Revert: step})
+			var ce *record.ConflictError
 			switch {
 			case len(conflicts) > 0:
 				if !errors.As(err, &ce) || !reflect.DeepEqual(ce.Paths, conflicts) {
@@ -621,7 +622,7 @@ func (m *model) checkForms(rt *rapid.T, seqs, from []Seq) {
 				if d := diffTrees(diskTree(rt, ws), cur); d != "" || e.Head() != head {
 					rt.Fatalf("a refused revert of step %d changed the workspace:\n%s", step, d)
 				}
-				if res, err = e.Apply(ctx, Request{Revert: step, Force: true}); err != nil {
+				if res, err = e.Apply(ctx, record.Request{Revert: step, Force: true}); err != nil {
 					rt.Fatalf("forced revert of step %d: %v", step, err)
 				}
 			case err != nil:
@@ -654,9 +655,9 @@ func (m *model) checkForms(rt *rapid.T, seqs, from []Seq) {
 		if len(missing) > 0 {
 			// A path that matches nothing is refused, dry or not.
 			for _, dry := range []bool{true, false} {
-				_, err := e.Apply(ctx, Request{Target: t, Paths: roots, DryRun: dry})
-				var re *RefusedError
-				if !errors.As(err, &re) || re.Refusal != RefusedNoSuchPath || !reflect.DeepEqual(re.Missing, missing) {
+				_, err := e.Apply(ctx, record.Request{Target: t, Paths: roots, DryRun: dry})
+				var re *record.RefusedError
+				if !errors.As(err, &re) || re.Refusal != record.RefusedNoSuchPath || !reflect.DeepEqual(re.Missing, missing) {
 					rt.Fatalf("rewinding %v to %d (missing %v): %v, want a no-such-path refusal", roots, t, missing, err)
 				}
 			}
@@ -665,14 +666,14 @@ func (m *model) checkForms(rt *rapid.T, seqs, from []Seq) {
 			}
 			continue
 		}
-		dry, err := e.Apply(ctx, Request{Target: t, Paths: roots, DryRun: true})
+		dry, err := e.Apply(ctx, record.Request{Target: t, Paths: roots, DryRun: true})
 		if err != nil {
 			rt.Fatalf("dry run of rewinding %v to %d: %v", roots, t, err)
 		}
 		if d := diffTrees(diskTree(rt, ws), cur); d != "" {
 			rt.Fatalf("a dry run changed the workspace:\n%s", d)
 		}
-		res, err := e.Apply(ctx, Request{Target: t, Paths: roots})
+		res, err := e.Apply(ctx, record.Request{Target: t, Paths: roots})
 		if err != nil {
 			rt.Fatalf("rewinding %v to %d: %v", roots, t, err)
 		}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // Files held open for writing whose writes bypass Begin (FUSE passthrough)
@@ -17,16 +19,16 @@ func TestOpenWritersCapturedAtBoundaries(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name     string
-		boundary func(t *testing.T, e *Engine, ws string) Seq
+		boundary func(t *testing.T, e *Engine, ws string) record.Seq
 	}{
-		{"step", func(t *testing.T, e *Engine, ws string) Seq {
+		{"step", func(t *testing.T, e *Engine, ws string) record.Seq {
 			ev, err := e.BeginStep(ctx, "s", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return ev.Seq
 		}},
-		{"rewind", func(t *testing.T, e *Engine, ws string) Seq {
+		{"rewind", func(t *testing.T, e *Engine, ws string) record.Seq {
 			// A rewind that changes something (one that changes nothing
 			// records nothing and ends no step).
 			before := e.Head()
@@ -37,7 +39,7 @@ func TestOpenWritersCapturedAtBoundaries(t *testing.T) {
 			}
 			return res.Seq
 		}},
-		{"auto", func(t *testing.T, e *Engine, ws string) Seq {
+		{"auto", func(t *testing.T, e *Engine, ws string) record.Seq {
 			before := e.Head()
 			// Poll: the auto step begins at the first change after the idle time.
 			for deadline := time.Now().Add(30 * time.Second); e.Step().Seq <= before; {

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -27,9 +28,9 @@ import (
 
 // personRecords walks p's records after t, oldest first, calling fn with
 // each and whether it is a person's.
-func (e *Engine) personRecords(p string, t Seq, fn func(rec index.Record, person bool)) {
+func (e *Engine) personRecords(p string, t record.Seq, fn func(rec index.Record, person bool)) {
 	for after := t; ; {
-		rec, ok := e.index.At(p, after, ^Seq(0))
+		rec, ok := e.index.At(p, after, ^record.Seq(0))
 		if !ok {
 			return
 		}
@@ -43,7 +44,7 @@ func (e *Engine) personRecords(p string, t Seq, fn func(rec index.Record, person
 // replace or remove, and plans the rest again. It returns the new plan, the
 // paths it kept and the paths it still restores (nil when it kept none, and
 // the plan is unchanged).
-func (e *Engine) keepPersons(t Seq, plan *rewindPlan) (*rewindPlan, []Foreign, []string, error) {
+func (e *Engine) keepPersons(t record.Seq, plan *rewindPlan) (*rewindPlan, []record.Foreign, []string, error) {
 	if !e.state.HasPerson(t) {
 		return plan, nil, nil, nil
 	}
@@ -51,7 +52,7 @@ func (e *Engine) keepPersons(t Seq, plan *rewindPlan) (*rewindPlan, []Foreign, [
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var kept []Foreign
+	var kept []record.Foreign
 	for _, pe := range ents {
 		var last index.Record
 		found := false
@@ -61,7 +62,7 @@ func (e *Engine) keepPersons(t Seq, plan *rewindPlan) (*rewindPlan, []Foreign, [
 			}
 		})
 		if found {
-			kept = append(kept, Foreign{Path: pe.path, Seq: last.Seq, Why: WhyPerson, PID: last.State.PID, Comm: last.State.Comm, Kept: true})
+			kept = append(kept, record.Foreign{Path: pe.path, Seq: last.Seq, Why: WhyPerson, PID: last.State.PID, Comm: last.State.Comm, Kept: true})
 		}
 	}
 	if len(kept) == 0 {
@@ -82,7 +83,7 @@ func (e *Engine) keepPersons(t Seq, plan *rewindPlan) (*rewindPlan, []Foreign, [
 			cands = append(cands, pe.path)
 		}
 	}
-	narrowed, err := e.planPaths(t, ^Seq(0), cands)
+	narrowed, err := e.planPaths(t, ^record.Seq(0), cands)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -92,7 +93,7 @@ func (e *Engine) keepPersons(t Seq, plan *rewindPlan) (*rewindPlan, []Foreign, [
 // personInSpan sorts a revert's path p by its captures after lo up to hi:
 // only a person's (the step did not change it), or a person's among the
 // step's (putting it back would take the person's change back too).
-func (e *Engine) personInSpan(p string, lo, hi Seq) (onlyPerson, mixed bool) {
+func (e *Engine) personInSpan(p string, lo, hi record.Seq) (onlyPerson, mixed bool) {
 	persons, others := 0, 0
 	e.personRecords(p, lo, func(rec index.Record, person bool) {
 		if rec.Seq > hi {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // personT is an engine with one agent session known (agent process 100,
@@ -62,7 +64,7 @@ func (p *personT) mkdir(who Caller, path string) {
 	}
 }
 
-func (p *personT) turn() Seq {
+func (p *personT) turn() record.Seq {
 	p.t.Helper()
 	ev, err := p.e.BeginTurnAs(context.Background(), p.hook, json.RawMessage(`{"agentSession":"S"}`))
 	if err != nil {
@@ -71,7 +73,7 @@ func (p *personT) turn() Seq {
 	return ev.Seq
 }
 
-func (p *personT) step(label string) Seq {
+func (p *personT) step(label string) record.Seq {
 	p.t.Helper()
 	ev, err := p.e.BeginStepAs(context.Background(), p.hook, label, json.RawMessage(`{"agentSession":"S"}`))
 	if err != nil {
@@ -96,7 +98,7 @@ func (p *personT) want(want map[string]string) {
 }
 
 // kept lists the paths a result names as left alone.
-func kept(res Result) []string {
+func kept(res record.RewindResult) []string {
 	var out []string
 	for _, f := range res.Foreign {
 		if f.Kept {
@@ -124,7 +126,7 @@ func TestPersonChangeRecorded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var cp Checkpoint
+		var cp record.Checkpoint
 		if json.Unmarshal(ev.Payload, &cp) != nil || ev.Type != "session_checkpoint" {
 			continue
 		}
@@ -162,12 +164,12 @@ func TestUndoLeavesPersonAlone(t *testing.T) {
 			p.write(p.editor, "gen/mine", "person\n") // beneath the agent's new directory
 			p.mkdir(p.editor, "pdir")
 			p.write(p.editor, "pdir/f", "person\n")
-			req := Request{Undo: true}
+			req := record.Request{Undo: true}
 			switch form {
 			case "turn":
 				req.WholeTurn = true
 			case "turn-seq":
-				req = Request{Turn: turn}
+				req = record.Request{Turn: turn}
 			}
 			dry := req
 			dry.DryRun = true
@@ -179,7 +181,7 @@ func TestUndoLeavesPersonAlone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, r := range []Result{d, res} {
+			for _, r := range []record.RewindResult{d, res} {
 				// gen, the agent's, stays too: it holds the person's file.
 				if got := kept(r); len(got) != 4 || got[0] != "gen/mine" || got[1] != "notes.txt" || got[2] != "pdir" || got[3] != "pdir/f" {
 					t.Errorf("kept %v, want gen/mine notes.txt pdir pdir/f", got)
@@ -188,7 +190,7 @@ func TestUndoLeavesPersonAlone(t *testing.T) {
 			p.want(map[string]string{"app.py": "v0\n", "gen/out": "", "gen/mine": "person\n", "notes.txt": "person\n", "pdir/f": "person\n"})
 			// Redo brings the agent's changes back, and the person's stay.
 			p.write(p.editor, "notes.txt", "person again\n")
-			if _, err := p.e.Apply(ctx, Request{Redo: true}); err != nil {
+			if _, err := p.e.Apply(ctx, record.Request{Redo: true}); err != nil {
 				t.Fatal(err)
 			}
 			p.want(map[string]string{"app.py": "agent\n", "gen/out": "agent\n", "notes.txt": "person again\n", "pdir/f": "person\n"})
@@ -206,7 +208,7 @@ func TestRewindNamesPerson(t *testing.T) {
 	p.write(p.agent, "app.py", "agent\n")
 	p.write(p.editor, "notes.txt", "person\n")
 	for _, dry := range []bool{true, false} {
-		res, err := p.e.Apply(ctx, Request{Target: s, DryRun: dry})
+		res, err := p.e.Apply(ctx, record.Request{Target: s, DryRun: dry})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +235,7 @@ func TestRevertLeavesPersonAlone(t *testing.T) {
 	for _, implicit := range []bool{false, true} {
 		p := newPersonT(t)
 		p.write(p.agent, "app.py", "v0\n")
-		var at Seq
+		var at record.Seq
 		if implicit {
 			p.turn()
 		} else {
@@ -247,7 +249,7 @@ func TestRevertLeavesPersonAlone(t *testing.T) {
 			at = ev.Seq // the agent's capture: in the step's span
 		}
 		p.write(p.editor, "notes.txt", "person\n")
-		res, err := p.e.Apply(ctx, Request{Revert: at})
+		res, err := p.e.Apply(ctx, record.Request{Revert: at})
 		if err != nil {
 			t.Fatalf("implicit %v: %v", implicit, err)
 		}
@@ -259,7 +261,7 @@ func TestRevertLeavesPersonAlone(t *testing.T) {
 		// The person edits the agent's file after its step: a conflict.
 		p.step("Edit again")
 		p.write(p.agent, "app.py", "agent 2\n")
-		s2 := Seq(0)
+		s2 := record.Seq(0)
 		for ev, err := range p.e.Log().Events(1) {
 			if err != nil {
 				t.Fatal(err)
@@ -267,7 +269,7 @@ func TestRevertLeavesPersonAlone(t *testing.T) {
 			s2 = ev.Seq
 		}
 		p.write(p.editor, "app.py", "person on top\n")
-		if _, err := p.e.Apply(ctx, Request{Revert: s2}); err == nil {
+		if _, err := p.e.Apply(ctx, record.Request{Revert: s2}); err == nil {
 			t.Errorf("implicit %v: revert over the person's change to its file: no conflict", implicit)
 		}
 		p.want(map[string]string{"app.py": "person on top\n"})
@@ -299,7 +301,7 @@ func TestPersonMarksSurviveReopen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := e.Apply(ctx, Request{Undo: true, DryRun: true})
+		res, err := e.Apply(ctx, record.Request{Undo: true, DryRun: true})
 		e.Close()
 		root.Close()
 		if err != nil {
@@ -391,7 +393,7 @@ func TestStepByHandIsThePersons(t *testing.T) {
 	if p.e.state.HasPerson(0) {
 		t.Errorf("a change in a step the person began is marked a person's change")
 	}
-	res, err := p.e.Apply(ctx, Request{Undo: true})
+	res, err := p.e.Apply(ctx, record.Request{Undo: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +409,7 @@ func TestStepByHandIsThePersons(t *testing.T) {
 	}
 	p.write(p.agent, "app.py", "agent 2\n")
 	p.write(p.editor, "notes.txt", "person\n")
-	res, err = p.e.Apply(ctx, Request{Undo: true})
+	res, err = p.e.Apply(ctx, record.Request{Undo: true})
 	if err != nil {
 		t.Fatal(err)
 	}

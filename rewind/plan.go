@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -15,8 +16,8 @@ import (
 // directory its mtime, after its children are in place).
 type rewindPlan struct {
 	removes []string
-	creates []FileState
-	chmods  []FileState
+	creates []record.FileState
+	chmods  []record.FileState
 	skipped []string
 	// entries are the paths the plan changes, with their state now and at
 	// the target, parents first (for previews and whose-change reports).
@@ -72,7 +73,7 @@ func sortParentsFirst(ps []string) {
 
 // plan compares the state at t (from records below limit) with the
 // workspace for every path a checkpoint after t names (changedSince).
-func (e *Engine) plan(t, limit Seq) (*rewindPlan, error) {
+func (e *Engine) plan(t, limit record.Seq) (*rewindPlan, error) {
 	cands, err := e.changedSince(t, limit)
 	if err != nil {
 		return nil, err
@@ -84,7 +85,7 @@ func (e *Engine) plan(t, limit Seq) (*rewindPlan, error) {
 // may differ from the workspace's: those a checkpoint after t names, and
 // for each rename record after t, the paths beneath its source at t and
 // beneath its destination now (a rename record names neither).
-func (e *Engine) changedSince(t, limit Seq) ([]string, error) {
+func (e *Engine) changedSince(t, limit record.Seq) ([]string, error) {
 	return e.changedIn(t, limit, limit)
 }
 
@@ -92,7 +93,7 @@ func (e *Engine) changedSince(t, limit Seq) ([]string, error) {
 // at hi-1 (from records below limit; hi == limit means the workspace): as
 // changedSince, with the destinations of the rename records before hi
 // walked at hi-1.
-func (e *Engine) changedIn(t, hi, limit Seq) ([]string, error) {
+func (e *Engine) changedIn(t, hi, limit record.Seq) ([]string, error) {
 	cands := e.index.ChangedBetween(t, hi)
 	renames := e.index.RenamesBetween(t, hi)
 	if len(renames) == 0 {
@@ -108,8 +109,8 @@ func (e *Engine) changedIn(t, hi, limit Seq) ([]string, error) {
 			cands = append(cands, p)
 		}
 	}
-	var walkAt func(dir string, t Seq) error
-	walkAt = func(dir string, t Seq) error {
+	var walkAt func(dir string, t record.Seq) error
+	walkAt = func(dir string, t record.Seq) error {
 		ents, err := e.readDirAt(dir, t, limit)
 		if err != nil {
 			return err
@@ -117,7 +118,7 @@ func (e *Engine) changedIn(t, hi, limit Seq) ([]string, error) {
 		for _, de := range ents {
 			p := index.JoinPath(dir, de.Name)
 			add(p)
-			if de.Entry.State.Kind == KindDir {
+			if de.Entry.State.Kind == record.KindDir {
 				if err := walkAt(p, t); err != nil {
 					return err
 				}
@@ -128,7 +129,7 @@ func (e *Engine) changedIn(t, hi, limit Seq) ([]string, error) {
 	for _, r := range renames {
 		if ent, err := e.stateAt(r.From, t, limit); err != nil {
 			return nil, err
-		} else if ent.Exists && ent.State.Kind == KindDir {
+		} else if ent.Exists && ent.State.Kind == record.KindDir {
 			if err := walkAt(r.From, t); err != nil {
 				return nil, err
 			}
@@ -139,7 +140,7 @@ func (e *Engine) changedIn(t, hi, limit Seq) ([]string, error) {
 			}
 		} else if ent, err := e.stateAt(r.To, hi-1, limit); err != nil {
 			return nil, err
-		} else if ent.Exists && ent.State.Kind == KindDir {
+		} else if ent.Exists && ent.State.Kind == record.KindDir {
 			if err := walkAt(r.To, hi-1); err != nil {
 				return nil, err
 			}
@@ -153,7 +154,7 @@ func (e *Engine) changedIn(t, hi, limit Seq) ([]string, error) {
 // rename record took it there) is stored first, so that the plan restores
 // it from a blob like any recorded state. (A recovering rewind finds such
 // content in its own checkpoint where it recorded it: childAt.)
-func (e *Engine) planPaths(t, limit Seq, cands []string) (*rewindPlan, error) {
+func (e *Engine) planPaths(t, limit record.Seq, cands []string) (*rewindPlan, error) {
 	cands = append([]string(nil), cands...)
 	sortParentsFirst(cands)
 	p := &rewindPlan{}
@@ -206,26 +207,26 @@ func (e *Engine) planPath(p *rewindPlan, path string, tgt, cur Entry) error {
 	have := cur.State
 	if !cur.Exists {
 		p.creates = append(p.creates, want)
-		if want.Kind == KindDir {
+		if want.Kind == record.KindDir {
 			p.chmods = append(p.chmods, want)
 		}
 		return nil
 	}
 	switch want.Kind {
-	case KindDir:
-		if have.Kind != KindDir {
+	case record.KindDir:
+		if have.Kind != record.KindDir {
 			p.removes = append(p.removes, path)
 			p.creates = append(p.creates, want)
 			p.chmods = append(p.chmods, want)
 		} else if e.metaDiffers(have, want) {
 			p.chmods = append(p.chmods, want)
 		}
-	case KindFile:
+	case record.KindFile:
 		if err := e.checkBlob(want); err != nil {
 			return err
 		}
 		same := false
-		if have.Kind == KindFile && have.Bytes == want.Bytes {
+		if have.Kind == record.KindFile && have.Bytes == want.Bytes {
 			h, err := e.hashLive(path)
 			if err != nil {
 				return err
@@ -239,13 +240,13 @@ func (e *Engine) planPath(p *rewindPlan, path string, tgt, cur Entry) error {
 			p.chmods = append(p.chmods, want)
 		case same:
 		default:
-			if have.Kind == KindDir {
+			if have.Kind == record.KindDir {
 				p.removes = append(p.removes, path)
 			}
 			p.creates = append(p.creates, want)
 		}
-	case KindSymlink:
-		if have.Kind == KindSymlink {
+	case record.KindSymlink:
+		if have.Kind == record.KindSymlink {
 			target, err := e.ws.readlink(path)
 			if err != nil {
 				return fmt.Errorf("rewind: readlink %q: %w", path, err)
@@ -257,7 +258,7 @@ func (e *Engine) planPath(p *rewindPlan, path string, tgt, cur Entry) error {
 				return nil
 			}
 		}
-		if have.Kind == KindDir {
+		if have.Kind == record.KindDir {
 			p.removes = append(p.removes, path)
 		}
 		p.creates = append(p.creates, want)
@@ -277,7 +278,7 @@ func (e *Engine) sharedInode(path string) bool {
 
 // checkBlob verifies the blob a restore would write, before anything
 // changes: a damaged or missing blob fails the rewind cleanly.
-func (e *Engine) checkBlob(st FileState) error {
+func (e *Engine) checkBlob(st record.FileState) error {
 	id, err := blobstore.ParseID(st.Blob)
 	if err != nil {
 		return fmt.Errorf("rewind: %q: %w", st.Path, err)
@@ -308,21 +309,21 @@ func (e *Engine) hashLive(p string) (string, error) {
 // line, so that no bug in planning can send a rewind outside the workspace.
 func (p *rewindPlan) check() error {
 	bad := func(path string, root bool) bool {
-		return (path == "" && !root) || index.CheckRecordPath(path) != ""
+		return (path == "" && !root) || record.CheckRecordPath(path) != ""
 	}
 	for _, path := range p.removes {
 		if bad(path, false) {
-			return fmt.Errorf("%w: a rewind would remove %q", ErrUnsafePath, path)
+			return fmt.Errorf("%w: a rewind would remove %q", record.ErrUnsafePath, path)
 		}
 	}
 	for _, st := range p.creates {
 		if bad(st.Path, false) {
-			return fmt.Errorf("%w: a rewind would create %q", ErrUnsafePath, st.Path)
+			return fmt.Errorf("%w: a rewind would create %q", record.ErrUnsafePath, st.Path)
 		}
 	}
 	for _, st := range p.chmods {
 		if bad(st.Path, true) {
-			return fmt.Errorf("%w: a rewind would chmod %q", ErrUnsafePath, st.Path)
+			return fmt.Errorf("%w: a rewind would chmod %q", record.ErrUnsafePath, st.Path)
 		}
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // maxPreviewBytes bounds the files a preview counts lines of: a larger file
@@ -16,24 +18,24 @@ const maxPreviewBytes = 4 << 20
 const maxEditDistance = 4000
 
 // preview lists what plan does, path by path, sorted by path.
-func (e *Engine) preview(plan *rewindPlan) ([]PathChange, error) {
+func (e *Engine) preview(plan *rewindPlan) ([]record.PathChange, error) {
 	ents, err := e.overwritten(plan)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]PathChange, 0, len(ents))
+	out := make([]record.PathChange, 0, len(ents))
 	for _, pe := range ents {
-		c := PathChange{Path: pe.path}
+		c := record.PathChange{Path: pe.path}
 		var from, to *Entry
 		switch {
 		case !pe.tgt.Exists:
-			c.Action, c.Kind = ActionDelete, pe.cur.State.Kind
+			c.Action, c.Kind = record.ActionDelete, pe.cur.State.Kind
 			from = &pe.cur
 		case !pe.cur.Exists:
-			c.Action, c.Kind = ActionCreate, pe.tgt.State.Kind
+			c.Action, c.Kind = record.ActionCreate, pe.tgt.State.Kind
 			to = &pe.tgt
 		default:
-			c.Action, c.Kind = ActionRestore, pe.tgt.State.Kind
+			c.Action, c.Kind = record.ActionRestore, pe.tgt.State.Kind
 			from, to = &pe.cur, &pe.tgt
 		}
 		a, aok, err := e.previewText(from)
@@ -46,7 +48,7 @@ func (e *Engine) preview(plan *rewindPlan) ([]PathChange, error) {
 		}
 		if aok && bok {
 			added, removed := lineDelta(a, b)
-			c.Lines = &LineCount{Added: added, Removed: removed}
+			c.Lines = &record.LineCount{Added: added, Removed: removed}
 		}
 		out = append(out, c)
 	}
@@ -58,7 +60,7 @@ func (e *Engine) preview(plan *rewindPlan) ([]PathChange, error) {
 // it is a file too large or not text. A side that is absent, a directory or
 // a symlink counts as no lines.
 func (e *Engine) previewText(ent *Entry) ([]byte, bool, error) {
-	if ent == nil || !ent.Exists || ent.State.Kind != KindFile {
+	if ent == nil || !ent.Exists || ent.State.Kind != record.KindFile {
 		return nil, true, nil
 	}
 	if ent.State.Skipped || ent.State.Bytes > maxPreviewBytes {

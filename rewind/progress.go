@@ -3,6 +3,8 @@ package rewind
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // Progress hears how far a long operation has come (a rewind's changes, a
@@ -63,19 +65,6 @@ func ProgressOf(ctx context.Context) Progress {
 	return nil
 }
 
-// ProgressReport is how far a long operation has come, as the daemon shows
-// it in .zero/status while one runs: what it is, the totals (0 when not
-// known) and what is done. Noun is what the items are when they are not
-// files.
-type ProgressReport struct {
-	What      string `json:"what"`
-	Noun      string `json:"noun,omitempty"`
-	Items     int64  `json:"items"`
-	Bytes     int64  `json:"bytes"`
-	DoneItems int64  `json:"doneItems"`
-	DoneBytes int64  `json:"doneBytes"`
-}
-
 // ProgressCounter is a Progress that others may read while the work goes
 // on (Report), without a lock the work holds.
 type ProgressCounter struct {
@@ -116,11 +105,11 @@ func (c *ProgressCounter) Add(items, bytes int64) {
 }
 
 // Report is the counts now; nil when no work runs.
-func (c *ProgressCounter) Report() *ProgressReport {
+func (c *ProgressCounter) Report() *record.ProgressReport {
 	if !c.active.Load() {
 		return nil
 	}
-	r := &ProgressReport{Items: c.items.Load(), Bytes: c.bytes.Load(), DoneItems: c.doneN.Load(), DoneBytes: c.doneB.Load()}
+	r := &record.ProgressReport{Items: c.items.Load(), Bytes: c.bytes.Load(), DoneItems: c.doneN.Load(), DoneBytes: c.doneB.Load()}
 	if w := c.what.Load(); w != nil {
 		r.What = *w
 	}

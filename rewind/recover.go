@@ -9,8 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -24,16 +24,16 @@ const intentName = "rewind-intent.json"
 // (Narrow) plans exactly Paths; the other fields are what its
 // session_rewind records.
 type intent struct {
-	Target     Seq       `json:"target"`
-	Checkpoint Seq       `json:"checkpoint"`
-	Narrow     bool      `json:"narrow,omitempty"`
-	Paths      []string  `json:"paths,omitempty"`
-	Roots      []string  `json:"roots,omitempty"`
-	RevertOf   Seq       `json:"revertOf,omitempty"`
-	Force      bool      `json:"force,omitempty"`
-	Foreign    []Foreign `json:"foreign,omitempty"`
-	Form       string    `json:"form,omitempty"`
-	Step       *StepRef  `json:"step,omitempty"`
+	Target     record.Seq       `json:"target"`
+	Checkpoint record.Seq       `json:"checkpoint"`
+	Narrow     bool             `json:"narrow,omitempty"`
+	Paths      []string         `json:"paths,omitempty"`
+	Roots      []string         `json:"roots,omitempty"`
+	RevertOf   record.Seq       `json:"revertOf,omitempty"`
+	Force      bool             `json:"force,omitempty"`
+	Foreign    []record.Foreign `json:"foreign,omitempty"`
+	Form       string           `json:"form,omitempty"`
+	Step       *record.StepRef  `json:"step,omitempty"`
 }
 
 // recoverRewind finishes a rewind interrupted by a crash: it plans again
@@ -70,8 +70,8 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 	var plan *rewindPlan
 	if in.Narrow {
 		for _, p := range in.Paths {
-			if err := CleanPath(p); err != nil {
-				return &DamageError{File: intentName, Reason: fmt.Sprintf("names path %q: %v", p, err)}
+			if err := record.CleanPath(p); err != nil {
+				return &record.DamageError{File: intentName, Reason: fmt.Sprintf("names path %q: %v", p, err)}
 			}
 		}
 		plan, err = e.planPaths(in.Target, in.Checkpoint, in.Paths)
@@ -99,7 +99,7 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 // way Open does: against the log, given its head, the start of history and
 // its events from a sequence on. It returns a *DamageError naming the
 // record, or nil (also when there is no record).
-func CheckIntentFile(store string, head, pruned Seq, events func(from Seq) iter.Seq2[eventlog.Event, error]) error {
+func CheckIntentFile(store string, head, pruned record.Seq, events func(from record.Seq) iter.Seq2[record.Event, error]) error {
 	b, err := os.ReadFile(filepath.Join(store, intentName))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -126,9 +126,9 @@ func tempForAny(n string, names map[string]bool) bool {
 // the checkpoint it names must be a rewind's checkpoint above the target,
 // and nothing may follow it but that rewind's session_rewind (recorded is
 // then true). Anything else is a *DamageError naming file.
-func checkIntent(file string, data []byte, head, pruned Seq, events func(from Seq) iter.Seq2[eventlog.Event, error]) (in intent, recorded bool, err error) {
+func checkIntent(file string, data []byte, head, pruned record.Seq, events func(from record.Seq) iter.Seq2[record.Event, error]) (in intent, recorded bool, err error) {
 	bad := func(format string, args ...any) (intent, bool, error) {
-		return in, false, &DamageError{File: file, Reason: fmt.Sprintf(format, args...)}
+		return in, false, &record.DamageError{File: file, Reason: fmt.Sprintf(format, args...)}
 	}
 	if err := json.Unmarshal(data, &in); err != nil {
 		return bad("not an intent record: %v", err)
@@ -140,7 +140,7 @@ func checkIntent(file string, data []byte, head, pruned Seq, events func(from Se
 		return bad("names target %d, not in %d..%d", in.Target, pruned, in.Checkpoint-1)
 	}
 	switch in.Form {
-	case "", index.FormRewind, index.FormPaths, index.FormRevert, index.FormUndo, index.FormRedo, index.FormTurn:
+	case "", record.FormRewind, record.FormPaths, record.FormRevert, record.FormUndo, record.FormRedo, record.FormTurn:
 	default:
 		return bad("names an unknown form %q", in.Form)
 	}
@@ -153,12 +153,12 @@ func checkIntent(file string, data []byte, head, pruned Seq, events func(from Se
 		}
 		switch {
 		case ev.Seq == in.Checkpoint:
-			var cp Checkpoint
-			if ev.Type != eventlog.TypeCheckpoint || json.Unmarshal(ev.Payload, &cp) != nil || cp.Tool != "rewind" {
+			var cp record.Checkpoint
+			if ev.Type != record.TypeCheckpoint || json.Unmarshal(ev.Payload, &cp) != nil || cp.Tool != "rewind" {
 				return bad("names sequence %d, which is not a rewind's checkpoint", in.Checkpoint)
 			}
-		case ev.Seq == in.Checkpoint+1 && ev.Type == eventlog.TypeRewind:
-			var rp RewindPayload
+		case ev.Seq == in.Checkpoint+1 && ev.Type == record.TypeRewind:
+			var rp record.RewindPayload
 			if json.Unmarshal(ev.Payload, &rp) != nil || rp.CheckpointSequence != in.Checkpoint || rp.TargetSequence != in.Target {
 				return bad("checkpoint %d is followed by another rewind (sequence %d)", in.Checkpoint, ev.Seq)
 			}

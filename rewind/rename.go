@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
@@ -43,7 +43,7 @@ func (e *Engine) RenameDir(ctx context.Context, who Caller, from, to string, ren
 		strings.HasPrefix(to, from+"/") || strings.HasPrefix(from, to+"/") {
 		return false, nil
 	}
-	if CleanPath(from) != nil || CleanPath(to) != nil {
+	if record.CleanPath(from) != nil || record.CleanPath(to) != nil {
 		return false, nil
 	}
 	e.mvMu.Lock()
@@ -97,10 +97,10 @@ func (e *Engine) appendRename(ctx context.Context, who Caller, from, to string) 
 	e.capMu.Lock()
 	newest := e.step.Seq
 	e.capMu.Unlock()
-	cp := Checkpoint{Tool: step.Label, Files: []FileState{src, dst}}
+	cp := record.Checkpoint{Tool: step.Label, Files: []record.FileState{src, dst}}
 	switch {
 	case person:
-		cp = Checkpoint{Files: cp.Files, Person: true}
+		cp = record.Checkpoint{Files: cp.Files, Person: true}
 	case step.Seq != newest:
 		cp.Step = step.Seq
 	}
@@ -161,17 +161,17 @@ func (e *Engine) recoverRename(ctx context.Context) error {
 	if head == 0 || head <= e.PrunedBefore() {
 		return nil
 	}
-	var last eventlog.Event
+	var last record.Event
 	for ev, err := range e.log.Events(head) {
 		if err != nil {
 			return err
 		}
 		last = ev
 	}
-	if last.Seq != head || last.Type != eventlog.TypeCheckpoint {
+	if last.Seq != head || last.Type != record.TypeCheckpoint {
 		return nil
 	}
-	var cp Checkpoint
+	var cp record.Checkpoint
 	if json.Unmarshal(last.Payload, &cp) != nil || len(cp.Files) != 2 {
 		return nil
 	}

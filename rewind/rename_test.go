@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // renameDir renames from to to through RenameDir, as the FUSE layer does,
@@ -32,17 +32,17 @@ func renameDir(t *testing.T, e *Engine, ws, from, to string) {
 }
 
 // lastCheckpoint is the payload of the log's last session_checkpoint.
-func lastCheckpoint(t *testing.T, e *Engine) (Seq, Checkpoint) {
+func lastCheckpoint(t *testing.T, e *Engine) (record.Seq, record.Checkpoint) {
 	t.Helper()
-	var cp Checkpoint
-	var seq Seq
+	var cp record.Checkpoint
+	var seq record.Seq
 	for ev, err := range e.log.Events(1) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Type == eventlog.TypeCheckpoint {
+		if ev.Type == record.TypeCheckpoint {
 			seq = ev.Seq
-			cp = Checkpoint{}
+			cp = record.Checkpoint{}
 			if err := json.Unmarshal(ev.Payload, &cp); err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestRenameRecordIsOneRecord(t *testing.T) {
 	t3 := step(t, e, "end")
 
 	for _, c := range []struct {
-		t         Seq
+		t         record.Seq
 		path, has string
 	}{
 		{t0, "a/d1/f1", "content 1\n"}, {t0, "a/d2/f7", "content 7\n"},
@@ -85,7 +85,7 @@ func TestRenameRecordIsOneRecord(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		t    Seq
+		t    record.Seq
 		path string
 	}{{t0, "b"}, {t1, "a"}, {t2, "a/d1/f1"}, {t3, "b"}} {
 		if ent, err := e.StateAt(c.path, c.t); err != nil || ent.Exists {
@@ -99,15 +99,15 @@ func TestRenameRecordIsOneRecord(t *testing.T) {
 
 	// Rewinds put the tree back under its old name, and undo brings the
 	// later one back.
-	for _, tt := range []Seq{t1, t0, t2} {
+	for _, tt := range []record.Seq{t1, t0, t2} {
 		if _, err := e.Rewind(context.Background(), tt); err != nil {
 			t.Fatalf("Rewind(%d): %v", tt, err)
 		}
-		want := map[Seq]string{t0: "a", t1: "b", t2: "b"}[tt]
+		want := map[record.Seq]string{t0: "a", t1: "b", t2: "b"}[tt]
 		if got := readFile(t, ws, want+"/d2/f7"); got != "content 7\n" {
 			t.Fatalf("after Rewind(%d) %s/d2/f7 = %q", tt, want, got)
 		}
-		f1 := map[Seq]string{t0: "content 1\n", t1: "content 1\n", t2: "changed\n"}[tt]
+		f1 := map[record.Seq]string{t0: "content 1\n", t1: "content 1\n", t2: "changed\n"}[tt]
 		if got := readFile(t, ws, want+"/d1/f1"); got != f1 {
 			t.Fatalf("after Rewind(%d) %s/d1/f1 = %q, want %q", tt, want, got, f1)
 		}
@@ -178,7 +178,7 @@ func TestRenameRecordNotForNonEmptyDestination(t *testing.T) {
 }
 
 // contentAt is the content of file p at t.
-func contentAt(t *testing.T, e *Engine, p string, at Seq) string {
+func contentAt(t *testing.T, e *Engine, p string, at record.Seq) string {
 	t.Helper()
 	ent, err := e.StateAt(p, at)
 	if err != nil || !ent.Exists {
@@ -195,7 +195,7 @@ func contentAt(t *testing.T, e *Engine, p string, at Seq) string {
 }
 
 // step begins a step; the state before it is at the returned sequence.
-func step(t *testing.T, e *Engine, label string) Seq {
+func step(t *testing.T, e *Engine, label string) record.Seq {
 	t.Helper()
 	ev, err := e.BeginStep(context.Background(), label, nil)
 	if err != nil {
@@ -279,7 +279,7 @@ func TestRenameRecordCrash(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(ws, "b")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("b exists after the crash: %v", err)
 	}
-	for _, at := range []Seq{t0, e2.Head()} {
+	for _, at := range []record.Seq{t0, e2.Head()} {
 		if got := contentAt(t, e2, "a/d/y", at); got != "y\n" {
 			t.Errorf("@%d/a/d/y = %q", at, got)
 		}

@@ -6,28 +6,14 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/zerofs/zerofs/rewind/internal/index"
+	"github.com/zerofs/zerofs/record"
 )
-
-// ConflictError is a revert refused because the paths it names were changed
-// after the step (by a later step, or by changes in the current one): the
-// revert would overwrite those changes. Nothing was changed.
-type ConflictError struct {
-	Step  Seq
-	Paths []string
-}
-
-func (c *ConflictError) Error() string {
-	return fmt.Sprintf("rewind: revert of step %d conflicts with later changes to %s", c.Step, strings.Join(c.Paths, ", "))
-}
-
-func (c *ConflictError) Unwrap() error { return ErrConflict }
 
 // ErrRenameRecords: a form that does not resolve rename records yet.
 var ErrRenameRecords = errors.New("rewind: not supported across a directory rename record")
 
 // resolveRevert plans the revert of the step holding req.Revert.
-func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, conflicts []string, session string, err error) {
+func (e *Engine) resolveRevert(req record.Request) (in intent, plan *rewindPlan, conflicts []string, session string, err error) {
 	fail := func(err error) (intent, *rewindPlan, []string, string, error) {
 		return intent{}, nil, nil, "", err
 	}
@@ -54,16 +40,16 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 	// after is the sequence whose state of a path is the one the step left:
 	// the end of its span, or, when another session's step interleaves
 	// with it, its last capture of the path.
-	after := func(string) Seq { return sp.End }
+	after := func(string) record.Seq { return sp.End }
 	bad := map[string]bool{}
 	var changed []string
-	if sc != nil && e.index.HasMoves() && len(e.index.RenamesBetween(sp.Before, ^Seq(0))) > 0 {
+	if sc != nil && e.index.HasMoves() && len(e.index.RenamesBetween(sp.Before, ^record.Seq(0))) > 0 {
 		return fail(fmt.Errorf("%w: the revert of a step interleaved with another session's, with a directory rename recorded since, is not supported", ErrRenameRecords))
 	}
 	if sc == nil {
 		// The paths the step changed: captured in it (or beneath a
 		// directory it renamed), and different after it.
-		inStep, err := e.changedIn(sp.Before, sp.End+1, ^Seq(0))
+		inStep, err := e.changedIn(sp.Before, sp.End+1, ^record.Seq(0))
 		if err != nil {
 			return fail(err)
 		}
@@ -87,7 +73,7 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 			}
 		}
 	} else {
-		after = func(p string) Seq { return sc.last[p] }
+		after = func(p string) record.Seq { return sc.last[p] }
 		// The paths the step captured, wherever in the log, and different
 		// after its last capture than before its first. A path another
 		// step captured between the two (or before the first, after the
@@ -110,18 +96,18 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 	// A conflict is a path whose state now is not the one the step left:
 	// one of its paths, a path beneath one that the revert removes, or an
 	// ancestor that must become a directory again.
-	later, err := e.changedSince(sp.End, ^Seq(0))
+	later, err := e.changedSince(sp.End, ^record.Seq(0))
 	if err != nil {
 		return fail(err)
 	}
 	if sc != nil {
-		later = e.index.ChangedBetween(sp.Before, ^Seq(0))
+		later = e.index.ChangedBetween(sp.Before, ^record.Seq(0))
 	}
 	for _, p := range changed {
 		if bad[p] {
 			continue
 		}
-		b, err := e.stateAt(p, after(p), ^Seq(0))
+		b, err := e.stateAt(p, after(p), ^record.Seq(0))
 		if err != nil {
 			return fail(err)
 		}
@@ -137,18 +123,18 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 			bad[p] = true
 			continue
 		}
-		a, err := e.stateAt(p, sp.Before, ^Seq(0))
+		a, err := e.stateAt(p, sp.Before, ^record.Seq(0))
 		if err != nil {
 			return fail(err)
 		}
-		if !cur.Exists || cur.State.Kind != KindDir || (a.Exists && a.State.Kind == KindDir) {
+		if !cur.Exists || cur.State.Kind != record.KindDir || (a.Exists && a.State.Kind == record.KindDir) {
 			continue
 		}
 		for _, q := range later {
 			if !strings.HasPrefix(q, p+"/") || bad[q] {
 				continue
 			}
-			qb, err := e.stateAt(q, after(p), ^Seq(0))
+			qb, err := e.stateAt(q, after(p), ^record.Seq(0))
 			if err != nil {
 				return fail(err)
 			}
@@ -175,8 +161,8 @@ func (e *Engine) resolveRevert(req Request) (in intent, plan *rewindPlan, confli
 	}
 	sort.Strings(conflicts)
 	ref := sp.Ref
-	in = intent{Target: sp.Before, Narrow: true, Paths: cands, RevertOf: req.Revert, Force: req.Force && len(conflicts) > 0, Form: index.FormRevert, Step: &ref}
-	plan, err = e.planPaths(sp.Before, ^Seq(0), cands)
+	in = intent{Target: sp.Before, Narrow: true, Paths: cands, RevertOf: req.Revert, Force: req.Force && len(conflicts) > 0, Form: record.FormRevert, Step: &ref}
+	plan, err = e.planPaths(sp.Before, ^record.Seq(0), cands)
 	if err != nil {
 		return fail(err)
 	}
@@ -207,7 +193,7 @@ func (e *Engine) sameBody(a, b Entry) (bool, error) {
 		return false, nil
 	}
 	switch x.Kind {
-	case KindFile:
+	case record.KindFile:
 		if x.Skipped {
 			return a.From == b.From, nil
 		}
@@ -223,7 +209,7 @@ func (e *Engine) sameBody(a, b Entry) (bool, error) {
 			return false, err
 		}
 		return hx == hy, nil
-	case KindSymlink:
+	case record.KindSymlink:
 		tx, err := e.ReadLink(a)
 		if err != nil {
 			return false, err
@@ -247,12 +233,12 @@ func (e *Engine) entryHash(ent Entry) (string, error) {
 
 // differsBetween says whether path p's state at sequence to differs from
 // its state at from.
-func (e *Engine) differsBetween(p string, from, to Seq) (bool, error) {
-	a, err := e.stateAt(p, from, ^Seq(0))
+func (e *Engine) differsBetween(p string, from, to record.Seq) (bool, error) {
+	a, err := e.stateAt(p, from, ^record.Seq(0))
 	if err != nil {
 		return false, err
 	}
-	b, err := e.stateAt(p, to, ^Seq(0))
+	b, err := e.stateAt(p, to, ^record.Seq(0))
 	if err != nil {
 		return false, err
 	}

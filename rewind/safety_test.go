@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // A symlink planted in the workspace behind the engine's back, pointing
@@ -34,7 +34,7 @@ func TestRewindNeverFollowsPlantedSymlink(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(ws, "d")); err != nil {
 		t.Fatal(err)
 	}
-	for _, target := range []Seq{s1.Seq, 0} {
+	for _, target := range []record.Seq{s1.Seq, 0} {
 		if _, err := e.Rewind(ctx, target); err != nil {
 			t.Fatalf("Rewind(%d): %v", target, err)
 		}
@@ -61,7 +61,7 @@ func TestCapturePathsAreConfined(t *testing.T) {
 			t.Errorf("Begin(%q): got nil error, want ErrUnsafePath or ErrReserved", p)
 			continue
 		}
-		if !errors.Is(err, ErrUnsafePath) && !errors.Is(err, ErrReserved) {
+		if !errors.Is(err, record.ErrUnsafePath) && !errors.Is(err, record.ErrReserved) {
 			t.Errorf("Begin(%q): got %v, want ErrUnsafePath or ErrReserved", p, err)
 		}
 	}
@@ -121,11 +121,11 @@ func TestRewindRefusesDamagedBlob(t *testing.T) {
 
 func TestRewindBadTargets(t *testing.T) {
 	e, _ := openT(t, Options{})
-	for _, s := range []Seq{e.Head() + 1, 1 << 40} {
-		if _, err := e.Rewind(context.Background(), s); !errors.Is(err, ErrNoSuchSeq) {
+	for _, s := range []record.Seq{e.Head() + 1, 1 << 40} {
+		if _, err := e.Rewind(context.Background(), s); !errors.Is(err, record.ErrNoSuchSeq) {
 			t.Errorf("Rewind(%d): got %v, want ErrNoSuchSeq", s, err)
 		}
-		if _, err := e.StateAt("a", s); !errors.Is(err, ErrNoSuchSeq) {
+		if _, err := e.StateAt("a", s); !errors.Is(err, record.ErrNoSuchSeq) {
 			t.Errorf("StateAt(%d): got %v, want ErrNoSuchSeq", s, err)
 		}
 	}
@@ -147,20 +147,20 @@ func TestCheckpointRecords(t *testing.T) {
 		release()
 	}
 	e.Sync()
-	var cps []Checkpoint
+	var cps []record.Checkpoint
 	var calls []string
 	for ev, err := range e.Log().Events(1) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		switch ev.Type {
-		case eventlog.TypeCheckpoint:
-			var cp Checkpoint
+		case record.TypeCheckpoint:
+			var cp record.Checkpoint
 			if err := json.Unmarshal(ev.Payload, &cp); err != nil {
 				t.Fatal(err)
 			}
 			cps = append(cps, cp)
-		case eventlog.TypeToolCall:
+		case record.TypeToolCall:
 			calls = append(calls, string(ev.Payload))
 		}
 	}
@@ -243,7 +243,7 @@ func TestRewindCapturesOnlyWhatItChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	last, _, _ := e.LastRewind()
-	var cp Checkpoint
+	var cp record.Checkpoint
 	for ev, err := range e.Log().Events(last.CheckpointSequence) {
 		if err != nil {
 			t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Several agent sessions may work in one workspace at once: two agents in
@@ -74,11 +74,11 @@ const maxSessions = 64
 // BeginStepAs is BeginStep for a step begun by who's process: changes made
 // by processes of the same agent (those whose lineage meets who's nearest)
 // belong to it even after another session began a step.
-func (e *Engine) BeginStepAs(ctx context.Context, who Caller, label string, extra json.RawMessage) (eventlog.Event, error) {
+func (e *Engine) BeginStepAs(ctx context.Context, who Caller, label string, extra json.RawMessage) (record.Event, error) {
 	payload := map[string]any{}
 	if len(extra) > 0 {
 		if err := json.Unmarshal(extra, &payload); err != nil {
-			return eventlog.Event{}, fmt.Errorf("rewind: step payload is not a JSON object: %w", err)
+			return record.Event{}, fmt.Errorf("rewind: step payload is not a JSON object: %w", err)
 		}
 	}
 	payload["name"] = label

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestSessionsKeepTheirOwnSteps: two agent sessions (agent processes 100
@@ -61,18 +61,18 @@ func TestSessionsKeepTheirOwnSteps(t *testing.T) {
 	write(tool(agentB, 3), "b2.txt", "b2\n")
 	write(editor, "editor.txt", "e\n") // neither agent's: a person's
 
-	owner := map[string]Seq{} // path -> step of its capture
-	const personStep = ^Seq(0)
-	pos := Seq(0)
+	owner := map[string]record.Seq{} // path -> step of its capture
+	const personStep = ^record.Seq(0)
+	pos := record.Seq(0)
 	for ev, err := range e.Log().Events(1) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		switch ev.Type {
-		case eventlog.TypeToolCall:
+		case record.TypeToolCall:
 			pos = ev.Seq
-		case eventlog.TypeCheckpoint:
-			var cp Checkpoint
+		case record.TypeCheckpoint:
+			var cp record.Checkpoint
 			json.Unmarshal(ev.Payload, &cp)
 			s := pos
 			switch {
@@ -88,7 +88,7 @@ func TestSessionsKeepTheirOwnSteps(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]Seq{"shared.txt": 0, "a.txt": evA.Seq, "a2.txt": evA.Seq, "b.txt": evB.Seq, "b2.txt": evB.Seq, "editor.txt": personStep}
+	want := map[string]record.Seq{"shared.txt": 0, "a.txt": evA.Seq, "a2.txt": evA.Seq, "b.txt": evB.Seq, "b2.txt": evB.Seq, "editor.txt": personStep}
 	for p, w := range want {
 		if owner[p] != w {
 			t.Errorf("%s captured in step %d, want %d (A is %d, B is %d)", p, owner[p], w, evA.Seq, evB.Seq)
@@ -96,7 +96,7 @@ func TestSessionsKeepTheirOwnSteps(t *testing.T) {
 	}
 
 	// Revert A's step: A's files go, B's and the editor's stay.
-	if _, err := e.Apply(ctx, Request{Revert: evA.Seq}); err != nil {
+	if _, err := e.Apply(ctx, record.Request{Revert: evA.Seq}); err != nil {
 		t.Fatal(err)
 	}
 	got := diskTree(t, ws)
@@ -112,7 +112,7 @@ func TestSessionsKeepTheirOwnSteps(t *testing.T) {
 	}
 	// Revert B's step: B's files go; the editor's change in the same span
 	// is the person's, and stays.
-	if _, err := e.Apply(ctx, Request{Revert: evB.Seq}); err != nil {
+	if _, err := e.Apply(ctx, record.Request{Revert: evB.Seq}); err != nil {
 		t.Fatal(err)
 	}
 	got = diskTree(t, ws)
@@ -156,7 +156,7 @@ func TestSessionRevertConflict(t *testing.T) {
 	e.BeginStepAs(ctx, b, "B", json.RawMessage(`{"agentSession":"B"}`))
 	write(b, "b\n")
 	write(a, "a again\n")
-	if _, err := e.Apply(ctx, Request{Revert: evA.Seq}); err == nil {
+	if _, err := e.Apply(ctx, record.Request{Revert: evA.Seq}); err == nil {
 		t.Fatal("revert of A's step, whose file B changed in between: no conflict")
 	}
 	if got, _ := os.ReadFile(filepath.Join(ws, "f")); string(got) != "a again\n" {

@@ -1,6 +1,7 @@
 package rewind
 
 import (
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -12,7 +13,7 @@ import (
 // snapshotEvery is how many events the log may grow by before the engine
 // writes a new snapshot while running, bounding what a mount after a crash
 // must read (a variable for tests).
-var snapshotEvery Seq = 50_000
+var snapshotEvery record.Seq = 50_000
 
 // snapshotCommit makes an encoded snapshot durable and puts it in place (a
 // variable for tests).
@@ -51,7 +52,7 @@ func (e *Engine) writeSnapshotBehind() error {
 // encodeSnapshot writes the snapshot of the state at the log's head to a
 // temporary file; nil when there is nothing to write. The caller holds
 // wsMu for writing and snapMu.
-func (e *Engine) encodeSnapshot() (*index.PendingSnapshot, Seq, error) {
+func (e *Engine) encodeSnapshot() (*index.PendingSnapshot, record.Seq, error) {
 	if e.index.HasUnnamed() {
 		// A snapshot holds no stash names still to be named (stash.go);
 		// a later one will cover these records.
@@ -65,7 +66,7 @@ func (e *Engine) encodeSnapshot() (*index.PendingSnapshot, Seq, error) {
 // commitSnapshot makes p durable as the store's snapshot, covering the log
 // up to head; the caller holds snapMu, so snapshots go in place in the
 // order they were encoded.
-func (e *Engine) commitSnapshot(p *index.PendingSnapshot, head Seq) error {
+func (e *Engine) commitSnapshot(p *index.PendingSnapshot, head record.Seq) error {
 	if err := snapshotCommit(p); err != nil {
 		return err
 	}

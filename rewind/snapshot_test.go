@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -69,12 +70,12 @@ func reopen(t *testing.T, e *Engine, ws string) *Engine {
 func sameHistory(t *testing.T, a, b *Engine) {
 	t.Helper()
 	type recs struct {
-		seqs   []Seq
-		states []FileState
+		seqs   []record.Seq
+		states []record.FileState
 	}
 	dump := func(e *Engine) map[string]recs {
 		out := map[string]recs{}
-		e.index.Each(func(p string, seqs []Seq, state func(int) FileState) {
+		e.index.Each(func(p string, seqs []record.Seq, state func(int) record.FileState) {
 			r := recs{}
 			if len(seqs) > 0 { // a path whose records all went is nil or empty
 				r.seqs = slices.Clone(seqs)
@@ -307,7 +308,7 @@ func indexOf(b, sub []byte) int {
 // while the engine runs, as a SIGKILL would leave it) costs a mount only
 // the lines after it.
 func TestSnapshotWhileRunning(t *testing.T) {
-	defer func(n Seq) { snapshotEvery = n }(snapshotEvery)
+	defer func(n record.Seq) { snapshotEvery = n }(snapshotEvery)
 	snapshotEvery = 20
 	e, ws := openT(t, Options{})
 	for i := range 30 {
@@ -317,7 +318,7 @@ func TestSnapshotWhileRunning(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if testsupport.Poll(10*time.Second, func() bool { return Seq(e.snapHead.Load()) >= 20 }) != nil {
+	if testsupport.Poll(10*time.Second, func() bool { return record.Seq(e.snapHead.Load()) >= 20 }) != nil {
 		t.Fatalf("no snapshot while running: snapshot head %d, log head %d", e.snapHead.Load(), e.Head())
 	}
 	// A crash image: the store as it is now, engine still running.
@@ -417,7 +418,7 @@ func TestStepDoesNotWaitForSnapshot(t *testing.T) {
 		t.Fatalf("snapshot head %d before the snapshot was made durable", e.snapHead.Load())
 	}
 	unblock()
-	if testsupport.Poll(10*time.Second, func() bool { return Seq(e.snapHead.Load()) >= 20 }) != nil {
+	if testsupport.Poll(10*time.Second, func() bool { return record.Seq(e.snapHead.Load()) >= 20 }) != nil {
 		t.Fatalf("the snapshot never went in place: snapshot head %d, log head %d", e.snapHead.Load(), e.Head())
 	}
 	head := e.Head()

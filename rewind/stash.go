@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -121,15 +121,15 @@ func (e *Engine) nameBatch(ctx context.Context, un []index.Unnamed) error {
 	if err := e.syncFailed(); err != nil {
 		return err
 	}
-	names := make([]index.Named, 0, len(un))
+	names := make([]record.Named, 0, len(un))
 	for _, u := range un {
 		id, n, err := e.blobs.Name(u.Kept)
 		switch {
 		case err == nil:
-			names = append(names, index.Named{Sequence: u.Seq, Kept: u.Kept, Blob: id.String(), Bytes: n})
+			names = append(names, record.Named{Sequence: u.Seq, Kept: u.Kept, Blob: id.String(), Bytes: n})
 		case errors.Is(err, blobstore.ErrNotFound), errors.Is(err, blobstore.ErrCorrupt):
-			e.opts.Logger.Warn("rewind: a removed file's stash is missing or damaged; its before-state is lost", "path", Readable(u.Path), "seq", u.Seq, "err", err)
-			names = append(names, index.Named{Sequence: u.Seq, Kept: u.Kept, Lost: "its stash in the store was missing or damaged: " + err.Error()})
+			e.opts.Logger.Warn("rewind: a removed file's stash is missing or damaged; its before-state is lost", "path", record.Readable(u.Path), "seq", u.Seq, "err", err)
+			names = append(names, record.Named{Sequence: u.Seq, Kept: u.Kept, Lost: "its stash in the store was missing or damaged: " + err.Error()})
 		default:
 			return fmt.Errorf("rewind: name the stash of %q: %w", u.Path, err)
 		}
@@ -141,8 +141,8 @@ func (e *Engine) nameBatch(ctx context.Context, un []index.Unnamed) error {
 			return err
 		}
 	}
-	p := index.NamedPayload{Named: names}
-	ev, err := e.log.Append(ctx, eventlog.TypeStashNamed, p)
+	p := record.NamedPayload{Named: names}
+	ev, err := e.log.Append(ctx, record.TypeStashNamed, p)
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func (e *Engine) nameBatch(ctx context.Context, un []index.Unnamed) error {
 
 // unstashFailed removes the stashes of files whose checkpoint was never
 // appended (their capture failed, so the unlink never happens).
-func (e *Engine) unstashFailed(files []FileState) {
+func (e *Engine) unstashFailed(files []record.FileState) {
 	var kept []string
 	for _, f := range files {
 		if f.Kept != "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/record"
 )
 
 // stashFiles is what the stash tests remove: name -> content.
@@ -36,7 +37,7 @@ func unlinkStashed(t *testing.T, e *Engine, ws, p string) {
 
 // checkStashed fails unless every file of files reads back at t byte for
 // byte (verified blobs), and no stash is left in the store once named.
-func checkStashed(t *testing.T, e *Engine, files map[string]string, t0 Seq) {
+func checkStashed(t *testing.T, e *Engine, files map[string]string, t0 record.Seq) {
 	t.Helper()
 	for p, want := range files {
 		ent, err := e.StateAt(p, t0)
@@ -96,7 +97,7 @@ func TestStashedRemovals(t *testing.T) {
 			}
 			kept := 0
 			for p := range files {
-				if rec, ok := e.index.At(p, ev.Seq, ^Seq(0)); ok && rec.State.Kept != "" {
+				if rec, ok := e.index.At(p, ev.Seq, ^record.Seq(0)); ok && rec.State.Kept != "" {
 					kept++
 				}
 			}
@@ -239,7 +240,7 @@ func TestStashCrash(t *testing.T) {
 type crashed struct {
 	ws, store string
 	root      *os.File
-	step      eventlog.Event
+	step      record.Event
 }
 
 // killInStep makes a workspace (fill writes its files), begins a step
@@ -356,17 +357,17 @@ func TestStashTampered(t *testing.T) {
 }
 
 // lastRecord is p's last checkpoint record in the log of store.
-func lastRecord(t *testing.T, store, p string) FileState {
+func lastRecord(t *testing.T, store, p string) record.FileState {
 	t.Helper()
-	var out FileState
-	for ev, err := range eventlog.ReadFile(filepath.Join(store, LogName), 1) {
+	var out record.FileState
+	for ev, err := range eventlog.ReadFile(filepath.Join(store, record.LogName), 1) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Type != eventlog.TypeCheckpoint {
+		if ev.Type != record.TypeCheckpoint {
 			continue
 		}
-		var cp Checkpoint
+		var cp record.Checkpoint
 		json.Unmarshal(ev.Payload, &cp)
 		for _, f := range cp.Files {
 			if f.Path == p {

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -18,7 +19,7 @@ var ErrSkipped = errors.New("rewind: before-state was not kept")
 
 // checkSeq refuses sequences above head, below the pruned history, or
 // strictly inside a thinned interval, with a *RefusedError.
-func (e *Engine) checkSeq(t Seq) error {
+func (e *Engine) checkSeq(t record.Seq) error {
 	if r := e.refuseSeq(t); r != nil {
 		return r
 	}
@@ -27,19 +28,19 @@ func (e *Engine) checkSeq(t Seq) error {
 
 // StateAt is the state of path at sequence t, ancestors included: a path
 // under an ancestor that did not exist at t does not exist.
-func (e *Engine) StateAt(p string, t Seq) (Entry, error) {
-	if err := CleanPath(p); err != nil {
+func (e *Engine) StateAt(p string, t record.Seq) (Entry, error) {
+	if err := record.CleanPath(p); err != nil {
 		return Entry{}, fmt.Errorf("%w: %q", err, p)
 	}
 	if err := e.checkSeq(t); err != nil {
 		return Entry{}, err
 	}
-	return e.stateAt(p, t, ^Seq(0))
+	return e.stateAt(p, t, ^record.Seq(0))
 }
 
 // stateAt resolves p at t using only records below limit (a recovering
 // rewind ignores its own checkpoint).
-func (e *Engine) stateAt(p string, t, limit Seq) (Entry, error) {
+func (e *Engine) stateAt(p string, t, limit record.Seq) (Entry, error) {
 	if p == "" {
 		return e.childAt("", t, limit)
 	}
@@ -50,7 +51,7 @@ func (e *Engine) stateAt(p string, t, limit Seq) (Entry, error) {
 			return Entry{}, err
 		}
 		dir = index.JoinPath(dir, name)
-		if dir != p && ent.State.Kind != KindDir {
+		if dir != p && ent.State.Kind != record.KindDir {
 			return Entry{}, nil
 		}
 		if dir == p {
@@ -62,22 +63,22 @@ func (e *Engine) stateAt(p string, t, limit Seq) (Entry, error) {
 
 // ChildAt is the state of name in directory dir at t, given that dir existed
 // as a directory at t (what a FUSE lookup needs: O(log n), no ancestor walk).
-func (e *Engine) ChildAt(dir, name string, t Seq) (Entry, error) {
+func (e *Engine) ChildAt(dir, name string, t record.Seq) (Entry, error) {
 	p := index.JoinPath(dir, name)
-	if err := CleanPath(p); err != nil {
+	if err := record.CleanPath(p); err != nil {
 		return Entry{}, fmt.Errorf("%w: %q", err, p)
 	}
 	if err := e.checkSeq(t); err != nil {
 		return Entry{}, err
 	}
-	return e.childAt(p, t, ^Seq(0))
+	return e.childAt(p, t, ^record.Seq(0))
 }
 
 // childAt is p's own state at t: the first record after t below limit
 // that decides it (p's own, or one found through the rename records of
 // p's ancestors: index.Resolve), or the live state of the path p's content
 // is at now (p, or where renames took it: then State.Path is that path).
-func (e *Engine) childAt(p string, t, limit Seq) (Entry, error) {
+func (e *Engine) childAt(p string, t, limit record.Seq) (Entry, error) {
 	rec, ok, at := e.index.Resolve(p, t, limit)
 	if !ok && at != p && e.recovering != 0 {
 		rec, ok = e.index.At(at, e.recovering-1, e.recovering+1)
@@ -96,20 +97,20 @@ func (e *Engine) childAt(p string, t, limit Seq) (Entry, error) {
 func (e *Engine) live(p string) (Entry, error) {
 	st, err := e.ws.lstat(p)
 	if isMissing(err) {
-		return Entry{Live: true, State: FileState{Path: p, Absent: true}}, nil
+		return Entry{Live: true, State: record.FileState{Path: p, Absent: true}}, nil
 	}
 	if err != nil {
 		return Entry{}, fmt.Errorf("rewind: stat %q: %w", p, err)
 	}
-	fs := FileState{Path: p, Mode: st.Mode & 0o7777, Bytes: st.Size}
+	fs := record.FileState{Path: p, Mode: st.Mode & 0o7777, Bytes: st.Size}
 	setMeta(&fs, &st)
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
-		fs.Kind = KindDir
+		fs.Kind = record.KindDir
 	case unix.S_IFLNK:
-		fs.Kind = KindSymlink
+		fs.Kind = record.KindSymlink
 	case unix.S_IFREG:
-		fs.Kind = KindFile
+		fs.Kind = record.KindFile
 	default:
 		fs.Skipped, fs.Reason = true, "unsupported file type "+fileType(st.Mode)
 	}
@@ -118,17 +119,17 @@ func (e *Engine) live(p string) (Entry, error) {
 
 // ReadDirAt lists directory dir as it was at t, sorted by name. dir must
 // have existed at t as a directory. Reserved names at the root are left out.
-func (e *Engine) ReadDirAt(dir string, t Seq) ([]DirEntry, error) {
-	if err := CleanPath(dir); err != nil {
+func (e *Engine) ReadDirAt(dir string, t record.Seq) ([]DirEntry, error) {
+	if err := record.CleanPath(dir); err != nil {
 		return nil, fmt.Errorf("%w: %q", err, dir)
 	}
 	if err := e.checkSeq(t); err != nil {
 		return nil, err
 	}
-	return e.readDirAt(dir, t, ^Seq(0))
+	return e.readDirAt(dir, t, ^record.Seq(0))
 }
 
-func (e *Engine) readDirAt(dir string, t, limit Seq) ([]DirEntry, error) {
+func (e *Engine) readDirAt(dir string, t, limit record.Seq) ([]DirEntry, error) {
 	// The names recorded under dir, and under where renames after t took
 	// its content, and those directories' names now: each is resolved.
 	names, liveDirs := e.index.NamesAt(dir, t, limit)
@@ -143,7 +144,7 @@ func (e *Engine) readDirAt(dir string, t, limit Seq) ([]DirEntry, error) {
 	}
 	var out []DirEntry
 	for n := range names {
-		if dir == "" && IsReserved(n) {
+		if dir == "" && record.IsReserved(n) {
 			continue
 		}
 		ent, err := e.childAt(index.JoinPath(dir, n), t, limit)
@@ -171,7 +172,7 @@ type Content interface {
 // read at an offset does not read the file from its start), or for a live
 // entry the workspace file, read-only, never following a symlink.
 func (e *Engine) OpenContent(ent Entry) (Content, error) {
-	if !ent.Exists || ent.State.Kind != KindFile {
+	if !ent.Exists || ent.State.Kind != record.KindFile {
 		return nil, fmt.Errorf("rewind: %q is not a file at that sequence", ent.State.Path)
 	}
 	if ent.Live {
@@ -199,7 +200,7 @@ func (e *Engine) OpenContent(ent Entry) (Content, error) {
 // for a live one those it has now, read as a capture reads them (nil
 // where they cannot be read).
 func (e *Engine) DirXattrs(ent Entry) (map[string][]byte, error) {
-	if !ent.Exists || ent.State.Kind != KindDir {
+	if !ent.Exists || ent.State.Kind != record.KindDir {
 		return nil, fmt.Errorf("rewind: %q is not a directory at that sequence", ent.State.Path)
 	}
 	if !ent.Live {
@@ -214,7 +215,7 @@ func (e *Engine) DirXattrs(ent Entry) (map[string][]byte, error) {
 
 // ReadLink is a symlink's target at a state (recorded or live).
 func (e *Engine) ReadLink(ent Entry) (string, error) {
-	if !ent.Exists || ent.State.Kind != KindSymlink {
+	if !ent.Exists || ent.State.Kind != record.KindSymlink {
 		return "", fmt.Errorf("rewind: %q is not a symlink at that sequence", ent.State.Path)
 	}
 	if !ent.Live {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // The store is untrusted: these tests build a real store with the engine,
@@ -65,7 +66,7 @@ func realStore(t *testing.T) (parent, ws, store string) {
 // appendRaw appends an event with payload to the store's log through the
 // log's own writer, so the line is well formed and in sequence: only its
 // content is hostile. It returns the new event's sequence.
-func appendRaw(t *testing.T, store, typ string, payload any) Seq {
+func appendRaw(t *testing.T, store, typ string, payload any) record.Seq {
 	t.Helper()
 	l, err := eventlog.Open(filepath.Join(store, "events.jsonl"), eventlog.Options{Sync: true})
 	if err != nil {
@@ -79,7 +80,7 @@ func appendRaw(t *testing.T, store, typ string, payload any) Seq {
 	return ev.Seq
 }
 
-func writeIntent(t *testing.T, store string, target, cp Seq) {
+func writeIntent(t *testing.T, store string, target, cp record.Seq) {
 	t.Helper()
 	b, _ := json.Marshal(intent{Target: target, Checkpoint: cp})
 	if err := os.WriteFile(filepath.Join(store, intentName), b, 0o600); err != nil {
@@ -97,15 +98,15 @@ func openStore(ws, store string) (*Engine, error) {
 }
 
 // wantDamage checks that err is a *DamageError naming line and path, and
-// that eventlog.ErrCorrupt is inside it.
+// that record.ErrCorrupt is inside it.
 func wantDamage(t *testing.T, err error, line int, path string) {
 	t.Helper()
-	var de *DamageError
+	var de *record.DamageError
 	if !errors.As(err, &de) {
 		t.Fatalf("got %v, want a *DamageError", err)
 	}
-	if !errors.Is(err, eventlog.ErrCorrupt) {
-		t.Errorf("errors.Is(%v, eventlog.ErrCorrupt) = false", err)
+	if !errors.Is(err, record.ErrCorrupt) {
+		t.Errorf("errors.Is(%v, record.ErrCorrupt) = false", err)
 	}
 	if de.Line != line || de.Path != path {
 		t.Errorf("damage names line %d path %q, want line %d path %q (%v)", de.Line, de.Path, line, path, err)
@@ -130,7 +131,7 @@ func TestTamperedCheckpointDotDotNeverLeavesWorkspace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			parent, ws, store := realStore(t)
 			before, _ := os.Stat(parent)
-			seq := appendRaw(t, store, eventlog.TypeCheckpoint, map[string]any{"tool": "rewind", "files": []any{tc.record}})
+			seq := appendRaw(t, store, record.TypeCheckpoint, map[string]any{"tool": "rewind", "files": []any{tc.record}})
 			writeIntent(t, store, 0, seq)
 			e, err := openStore(ws, store)
 			if err == nil {
@@ -184,16 +185,16 @@ func TestTamperedRecordsRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ws, store := realStore(t)
-			seq := appendRaw(t, store, eventlog.TypeCheckpoint, map[string]any{"tool": "edit", "files": []any{tc.record}})
+			seq := appendRaw(t, store, record.TypeCheckpoint, map[string]any{"tool": "edit", "files": []any{tc.record}})
 			e, err := openStore(ws, store)
 			if err == nil {
 				e.Close()
 				t.Fatalf("Open of a store holding %v succeeded", tc.record)
 			}
 			wantDamage(t, err, int(seq), tc.record["path"].(string))
-			ev := eventlog.Event{Seq: seq, Type: eventlog.TypeCheckpoint}
+			ev := record.Event{Seq: seq, Type: record.TypeCheckpoint}
 			ev.Payload, _ = json.Marshal(map[string]any{"files": []any{tc.record}})
-			if err := CheckEvent("log", ev); err == nil {
+			if err := record.CheckEvent("log", ev); err == nil {
 				t.Errorf("CheckEvent of %v: nil, want damage", tc.record)
 			}
 		})
@@ -208,7 +209,7 @@ func TestUntamperedStoreOpens(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := CheckEvent("log", ev); err != nil {
+		if err := record.CheckEvent("log", ev); err != nil {
 			t.Errorf("event %d (%s): %v", ev.Seq, ev.Type, err)
 		}
 	}
@@ -232,18 +233,18 @@ func TestTamperedIntentRefused(t *testing.T) {
 		{"beyond head", func(t *testing.T, store string) { writeIntent(t, store, 0, 1000) }},
 		{"target not below checkpoint", func(t *testing.T, store string) { writeIntent(t, store, 2, 2) }},
 		{"names a tool_call", func(t *testing.T, store string) {
-			seq := appendRaw(t, store, eventlog.TypeToolCall, map[string]any{"name": "x"})
+			seq := appendRaw(t, store, record.TypeToolCall, map[string]any{"name": "x"})
 			writeIntent(t, store, 0, seq)
 		}},
 		{"names an edit's checkpoint", func(t *testing.T, store string) {
-			seq := appendRaw(t, store, eventlog.TypeCheckpoint, map[string]any{"tool": "edit", "files": []any{map[string]any{"path": "a", "absent": true}}})
+			seq := appendRaw(t, store, record.TypeCheckpoint, map[string]any{"tool": "edit", "files": []any{map[string]any{"path": "a", "absent": true}}})
 			writeIntent(t, store, 0, seq)
 		}},
 		{"stale", func(t *testing.T, store string) {
 			// A rewind's checkpoint with later events after it: replaying
 			// it would undo them.
-			seq := appendRaw(t, store, eventlog.TypeCheckpoint, map[string]any{"tool": "rewind", "files": []any{map[string]any{"path": "b", "absent": true}}})
-			appendRaw(t, store, eventlog.TypeToolCall, map[string]any{"name": "later"})
+			seq := appendRaw(t, store, record.TypeCheckpoint, map[string]any{"tool": "rewind", "files": []any{map[string]any{"path": "b", "absent": true}}})
+			appendRaw(t, store, record.TypeToolCall, map[string]any{"name": "later"})
 			writeIntent(t, store, 0, seq)
 		}},
 	} {
@@ -255,7 +256,7 @@ func TestTamperedIntentRefused(t *testing.T) {
 				e.Close()
 				t.Fatal("Open with a tampered intent succeeded")
 			}
-			var de *DamageError
+			var de *record.DamageError
 			if !errors.As(err, &de) || de.File != intentName {
 				t.Fatalf("got %v, want a *DamageError naming %s", err, intentName)
 			}
@@ -285,7 +286,7 @@ func TestIntentOfRecordedRewindRemoved(t *testing.T) {
 	lines, _ := os.ReadFile(filepath.Join(store, "events.jsonl"))
 	var keep []string
 	for _, l := range strings.SplitAfter(string(lines), "\n") {
-		var ev eventlog.Event
+		var ev record.Event
 		if json.Unmarshal([]byte(l), &ev) == nil && ev.Seq <= last.CheckpointSequence+1 {
 			keep = append(keep, l)
 		}
@@ -316,12 +317,12 @@ func TestApplyPlanRefusesUnsafePaths(t *testing.T) {
 		{removes: []string{".."}},
 		{removes: []string{""}},
 		{removes: []string{"a/../../x"}},
-		{creates: []FileState{{Path: "../x", Kind: KindDir}}},
-		{creates: []FileState{{Path: "/tmp/x", Kind: KindDir}}},
-		{chmods: []FileState{{Path: "..", Kind: KindDir, Mode: 0o777}}},
-		{chmods: []FileState{{Path: ".zero", Kind: KindDir, Mode: 0o777}}},
+		{creates: []record.FileState{{Path: "../x", Kind: record.KindDir}}},
+		{creates: []record.FileState{{Path: "/tmp/x", Kind: record.KindDir}}},
+		{chmods: []record.FileState{{Path: "..", Kind: record.KindDir, Mode: 0o777}}},
+		{chmods: []record.FileState{{Path: ".zero", Kind: record.KindDir, Mode: 0o777}}},
 	} {
-		if err := e.applyPlan(plan, noProgress{}); !errors.Is(err, ErrUnsafePath) {
+		if err := e.applyPlan(plan, noProgress{}); !errors.Is(err, record.ErrUnsafePath) {
 			t.Errorf("applyPlan(%+v): got %v, want ErrUnsafePath", *plan, err)
 		}
 	}

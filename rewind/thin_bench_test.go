@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // BenchmarkStoreThin: 30 days of 8 steps each (a clock set back), every step
@@ -26,7 +28,7 @@ func BenchmarkStoreThin(b *testing.B) {
 		for i := range 200 {
 			os.WriteFile(filepath.Join(ws, "s"+strconv.Itoa(i)), []byte("small "+strconv.Itoa(i)), 0o644)
 		}
-		var cut Seq
+		var cut record.Seq
 		for day := range 30 {
 			for step := range 8 {
 				clock = time.Date(2026, 1, 1+day, 8+step, 0, 0, 0, time.UTC)
@@ -54,7 +56,7 @@ func BenchmarkStoreThin(b *testing.B) {
 		}
 		before := storeBytes(b, store)
 		b.StartTimer()
-		res, err := e.GCWith(ctx, GCRequest{ThinBefore: cut})
+		res, err := e.GCWith(ctx, record.GCRequest{ThinBefore: cut})
 		b.StopTimer()
 		if err != nil || res.Thinned == nil {
 			b.Fatalf("gc: %+v, %v", res, err)

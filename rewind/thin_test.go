@@ -21,6 +21,7 @@ import (
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -34,20 +35,20 @@ func (c *fakeClock) now() time.Time { return c.t }
 // strictly after the start of history at a thin and before its
 // ThinBefore that are not the first step of their UTC day.
 type thinModel struct {
-	pruned Seq
+	pruned record.Seq
 	// firsts holds the first step of each UTC day.
-	firsts map[Seq]bool
+	firsts map[record.Seq]bool
 	// thins are the (start of history, ThinBefore) of each thin asked for.
-	thins [][2]Seq
+	thins [][2]record.Seq
 }
 
-func newThinModel(stepTimes map[Seq]time.Time) *thinModel {
-	var steps []Seq
+func newThinModel(stepTimes map[record.Seq]time.Time) *thinModel {
+	var steps []record.Seq
 	for s := range stepTimes {
 		steps = append(steps, s)
 	}
 	sort.Slice(steps, func(i, j int) bool { return steps[i] < steps[j] })
-	m := &thinModel{firsts: map[Seq]bool{}}
+	m := &thinModel{firsts: map[record.Seq]bool{}}
 	seen := map[string]bool{}
 	for _, s := range steps {
 		day := stepTimes[s].UTC().Format(time.DateOnly)
@@ -60,7 +61,7 @@ func newThinModel(stepTimes map[Seq]time.Time) *thinModel {
 }
 
 // has reports whether the state at t must still exist.
-func (m *thinModel) has(t Seq) bool {
+func (m *thinModel) has(t record.Seq) bool {
 	if t < m.pruned {
 		return false
 	}
@@ -73,7 +74,7 @@ func (m *thinModel) has(t Seq) bool {
 }
 
 // cut is a gc's cut at before: it moves on to the next state still there.
-func (m *thinModel) cut(before, head Seq) {
+func (m *thinModel) cut(before, head record.Seq) {
 	if before <= m.pruned {
 		return
 	}
@@ -84,9 +85,9 @@ func (m *thinModel) cut(before, head Seq) {
 }
 
 // indexRecords counts the index's records with seq > after.
-func indexRecords(e *Engine, after Seq) int {
+func indexRecords(e *Engine, after record.Seq) int {
 	n := 0
-	e.index.Each(func(_ string, seqs []Seq, _ func(int) FileState) {
+	e.index.Each(func(_ string, seqs []record.Seq, _ func(int) record.FileState) {
 		for _, s := range seqs {
 			if s > after {
 				n++
@@ -97,14 +98,14 @@ func indexRecords(e *Engine, after Seq) int {
 }
 
 // thinnedEvents lists the history_thinned events of the log.
-func thinnedEvents(t fataler, e *Engine) []ThinnedPayload {
-	var out []ThinnedPayload
+func thinnedEvents(t fataler, e *Engine) []record.ThinnedPayload {
+	var out []record.ThinnedPayload
 	for ev, err := range e.Log().Events(1) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Type == eventlog.TypeHistoryThinned {
-			var p ThinnedPayload
+		if ev.Type == record.TypeHistoryThinned {
+			var p record.ThinnedPayload
 			if err := json.Unmarshal(ev.Payload, &p); err != nil {
 				t.Fatal(err)
 			}
@@ -120,12 +121,12 @@ func thinnedEvents(t fataler, e *Engine) []ThinnedPayload {
 // intervals are exactly the states gone since the cut, the blobs every
 // surviving before-state names verify, and no blob is left that none
 // names. A Retention folding the log alone agrees with the index.
-func checkThinModel(rt *rapid.T, e *Engine, tm *thinModel, states map[Seq]tree, what string) {
+func checkThinModel(rt *rapid.T, e *Engine, tm *thinModel, states map[record.Seq]tree, what string) {
 	rt.Helper()
 	if e.PrunedBefore() != tm.pruned {
 		rt.Fatalf("%s: history starts at %d, want %d", what, e.PrunedBefore(), tm.pruned)
 	}
-	for s := Seq(0); s <= e.Head(); s++ {
+	for s := record.Seq(0); s <= e.Head(); s++ {
 		want := tm.has(s)
 		if got := e.HasState(s); got != want {
 			rt.Fatalf("%s: HasState(%d) = %v, want %v (thinned %v, start %d)", what, s, got, want, e.Thinned(), e.PrunedBefore())
@@ -141,15 +142,15 @@ func checkThinModel(rt *rapid.T, e *Engine, tm *thinModel, states map[Seq]tree, 
 			}
 			continue
 		}
-		if _, err := e.StateAt("", s); !errors.Is(err, ErrNoSuchSeq) {
+		if _, err := e.StateAt("", s); !errors.Is(err, record.ErrNoSuchSeq) {
 			rt.Fatalf("%s: StateAt(@%d) gone: got %v, want ErrNoSuchSeq", what, s, err)
 		}
-		if _, err := e.ReadDirAt("", s); !errors.Is(err, ErrNoSuchSeq) {
+		if _, err := e.ReadDirAt("", s); !errors.Is(err, record.ErrNoSuchSeq) {
 			rt.Fatalf("%s: ReadDirAt(@%d) gone: got %v, want ErrNoSuchSeq", what, s, err)
 		}
 		if _, ok := states[s]; ok {
 			head := e.Head()
-			if _, err := e.Rewind(context.Background(), s); !errors.Is(err, ErrNoSuchSeq) {
+			if _, err := e.Rewind(context.Background(), s); !errors.Is(err, record.ErrNoSuchSeq) {
 				rt.Fatalf("%s: Rewind(%d) to a state gone: got %v, want ErrNoSuchSeq", what, s, err)
 			}
 			if e.Head() != head {
@@ -183,8 +184,10 @@ func checkThinModel(rt *rapid.T, e *Engine, tm *thinModel, states map[Seq]tree, 
 		rt.Fatalf("%s: the log alone thins %v from %d, the index %v from %d", what, ret.Thinned(), ret.Pruned(), e.Thinned(), e.PrunedBefore())
 	}
 	var fromLog, fromIndex []string
-	ret.Records(func(seq Seq, st FileState) { fromLog = append(fromLog, fmt.Sprint(seq, st.Path, st.Blob)) })
-	e.index.RecordsAfter(e.PrunedBefore(), func(seq Seq, st FileState) error {
+	ret.Records(func(seq record.Seq, st record.FileState) {
+		fromLog = append(fromLog, fmt.Sprint(seq, st.Path, st.Blob))
+	})
+	e.index.RecordsAfter(e.PrunedBefore(), func(seq record.Seq, st record.FileState) error {
 		fromIndex = append(fromIndex, fmt.Sprint(seq, st.Path, st.Blob))
 		return nil
 	})
@@ -218,8 +221,8 @@ func TestThinModel(t *testing.T) {
 		ctx := context.Background()
 		clock := &fakeClock{t: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rapid.IntRange(0, 23).Draw(rt, "hour")) * time.Hour)}
 		e, ws := openT(t, Options{Now: clock.now, RenameRecords: rapid.Bool().Draw(rt, "rename records")})
-		m := &model{t: rt, e: e, ws: ws, states: map[Seq]tree{0: {}}}
-		stepTimes := map[Seq]time.Time{}
+		m := &model{t: rt, e: e, ws: ws, states: map[record.Seq]tree{0: {}}}
+		stepTimes := map[record.Seq]time.Time{}
 		m.tick = func(rt *rapid.T) {
 			// Mostly a few steps a day, now and then a day or more apart.
 			clock.t = clock.t.Add(time.Duration(rapid.SampledFrom([]int{0, 1, 1, 2, 3, 5, 8, 24, 40}).Draw(rt, "hours")) * time.Hour)
@@ -230,25 +233,25 @@ func TestThinModel(t *testing.T) {
 		}
 		m.step(rt)
 		tm := newThinModel(stepTimes)
-		var seqs []Seq
+		var seqs []record.Seq
 		for s := range m.states {
 			seqs = append(seqs, s)
 		}
 		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
 		for round := range rapid.IntRange(1, 3).Draw(rt, "gcs") {
 			head := e.Head()
-			req := GCRequest{ThinBefore: head - Seq(rapid.IntRange(0, int(head)).Draw(rt, "thin before head"))}
+			req := record.GCRequest{ThinBefore: head - record.Seq(rapid.IntRange(0, int(head)).Draw(rt, "thin before head"))}
 			if rapid.IntRange(0, 3).Draw(rt, "cut too") == 0 {
-				req.Before = Seq(rapid.IntRange(0, int(req.ThinBefore)).Draw(rt, "cut"))
+				req.Before = record.Seq(rapid.IntRange(0, int(req.ThinBefore)).Draw(rt, "cut"))
 			}
 			tm.cut(req.Before, head)
 			// The records and steps the model says this gc's thin gives up.
-			goneBefore := map[Seq]bool{}
-			for s := Seq(0); s <= head; s++ {
+			goneBefore := map[record.Seq]bool{}
+			for s := record.Seq(0); s <= head; s++ {
 				goneBefore[s] = !tm.has(s)
 			}
 			recsAfterCut := indexRecords(e, tm.pruned)
-			tm.thins = append(tm.thins, [2]Seq{tm.pruned, req.ThinBefore})
+			tm.thins = append(tm.thins, [2]record.Seq{tm.pruned, req.ThinBefore})
 			steps := 0
 			for s := range stepTimes {
 				if s >= tm.pruned && !goneBefore[s] && !tm.has(s) {
@@ -296,7 +299,7 @@ func TestThinModel(t *testing.T) {
 		}
 		// A rewind to a kept state gives its tree, and undoing it the
 		// tree before (the plan reads the thinned index).
-		var kept []Seq
+		var kept []record.Seq
 		for _, s := range seqs {
 			if tm.has(s) {
 				kept = append(kept, s)
@@ -334,7 +337,7 @@ func TestThinModel(t *testing.T) {
 // buildDays makes a history of four days with three steps each (a fake
 // clock), every step rewriting f0..f3 with new content. It returns the
 // tree at every step boundary and the first step of the last day.
-func buildDays(t *testing.T) (ws, store string, states map[Seq]tree, firsts map[Seq]bool, lastDay Seq) {
+func buildDays(t *testing.T) (ws, store string, states map[record.Seq]tree, firsts map[record.Seq]bool, lastDay record.Seq) {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -350,7 +353,7 @@ func buildDays(t *testing.T) (ws, store string, states map[Seq]tree, firsts map[
 	if err != nil {
 		t.Fatal(err)
 	}
-	states, firsts = map[Seq]tree{}, map[Seq]bool{}
+	states, firsts = map[record.Seq]tree{}, map[record.Seq]bool{}
 	for day := range 4 {
 		for step := range 3 {
 			clock.t = time.Date(2026, 5, 4+day, 9+3*step, 0, 0, 0, time.UTC)
@@ -395,7 +398,7 @@ func TestThinCrash(t *testing.T) {
 			ctx := context.Background()
 			ws, store, states, firsts, thinBefore := buildDays(t)
 			// What an uninterrupted gc does, on a copy of the store.
-			want := func() GCResult {
+			want := func() record.GCResult {
 				copyStore := filepath.Join(t.TempDir(), "store")
 				copyTree(t, store, copyStore)
 				root, _ := os.Open(ws)
@@ -405,7 +408,7 @@ func TestThinCrash(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer e.Close()
-				res, err := e.GCWith(ctx, GCRequest{ThinBefore: thinBefore})
+				res, err := e.GCWith(ctx, record.GCRequest{ThinBefore: thinBefore})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -452,7 +455,7 @@ func TestThinCrash(t *testing.T) {
 				}
 			}
 			check(appended)
-			res, err := e.GCWith(ctx, GCRequest{ThinBefore: thinBefore})
+			res, err := e.GCWith(ctx, record.GCRequest{ThinBefore: thinBefore})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -477,13 +480,13 @@ func TestThinCrash(t *testing.T) {
 func TestThinnedTampered(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		ivs  []ThinInterval
+		ivs  []record.ThinInterval
 	}{
-		{"empty", []ThinInterval{{After: 1, Before: 2}}},
-		{"backwards", []ThinInterval{{After: 3, Before: 1}}},
-		{"after itself", []ThinInterval{{After: 0, Before: 99}}},
-		{"out of order", []ThinInterval{{After: 2, Before: 5}, {After: 0, Before: 3}}},
-		{"negative count", []ThinInterval{{After: 0, Before: 3, Steps: -1}}},
+		{"empty", []record.ThinInterval{{After: 1, Before: 2}}},
+		{"backwards", []record.ThinInterval{{After: 3, Before: 1}}},
+		{"after itself", []record.ThinInterval{{After: 0, Before: 99}}},
+		{"out of order", []record.ThinInterval{{After: 2, Before: 5}, {After: 0, Before: 3}}},
+		{"negative count", []record.ThinInterval{{After: 0, Before: 3, Steps: -1}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, ws := openT(t, Options{})
@@ -492,11 +495,11 @@ func TestThinnedTampered(t *testing.T) {
 			}
 			store := e.opts.StoreDir
 			e.Close()
-			log, err := eventlog.Open(filepath.Join(store, LogName), eventlog.Options{Sync: true})
+			log, err := eventlog.Open(filepath.Join(store, record.LogName), eventlog.Options{Sync: true})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ev, err := log.Append(context.Background(), eventlog.TypeHistoryThinned, ThinnedPayload{Intervals: tc.ivs})
+			ev, err := log.Append(context.Background(), record.TypeHistoryThinned, record.ThinnedPayload{Intervals: tc.ivs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -505,8 +508,8 @@ func TestThinnedTampered(t *testing.T) {
 			root, _ := os.Open(ws)
 			defer root.Close()
 			_, err = Open(context.Background(), root, Options{StoreDir: store})
-			var de *DamageError
-			if !errors.As(err, &de) || de.Line != int(ev.Seq) || !errors.Is(err, eventlog.ErrCorrupt) {
+			var de *record.DamageError
+			if !errors.As(err, &de) || de.Line != int(ev.Seq) || !errors.Is(err, record.ErrCorrupt) {
 				t.Fatalf("open with a history_thinned %v at line %d: got %v, want damage at that line", tc.ivs, ev.Seq, err)
 			}
 		})

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // BeginTurn appends a turn event (SPEC: a person's prompt to an agent;
@@ -17,7 +17,7 @@ import (
 // turn's sequence minus one takes back everything done since the prompt.
 // The event is durable when BeginTurn returns with Options.Sync, and
 // within the flusher's window (BatchDelay) without it, as a capture is.
-func (e *Engine) BeginTurn(ctx context.Context, payload json.RawMessage) (eventlog.Event, error) {
+func (e *Engine) BeginTurn(ctx context.Context, payload json.RawMessage) (record.Event, error) {
 	return e.BeginTurnAs(ctx, Caller{}, payload)
 }
 
@@ -25,11 +25,11 @@ func (e *Engine) BeginTurn(ctx context.Context, payload json.RawMessage) (eventl
 // process. It ends that agent session's step only (session.go): the steps
 // other sessions have open stay open, and the session's changes before its
 // next tool call belong to the turn while it is the newest step.
-func (e *Engine) BeginTurnAs(ctx context.Context, who Caller, payload json.RawMessage) (eventlog.Event, error) {
+func (e *Engine) BeginTurnAs(ctx context.Context, who Caller, payload json.RawMessage) (record.Event, error) {
 	obj := map[string]any{}
 	if len(payload) > 0 {
 		if err := json.Unmarshal(payload, &obj); err != nil {
-			return eventlog.Event{}, fmt.Errorf("rewind: turn payload is not a JSON object: %w", err)
+			return record.Event{}, fmt.Errorf("rewind: turn payload is not a JSON object: %w", err)
 		}
 	}
 	session, _ := obj["agentSession"].(string)
@@ -50,13 +50,13 @@ func (e *Engine) BeginTurnAs(ctx context.Context, who Caller, payload json.RawMe
 
 // beginTurnLocked appends the turn and starts an unnamed step at it; the
 // caller holds wsMu and capMu.
-func (e *Engine) beginTurnLocked(ctx context.Context, payload map[string]any) (eventlog.Event, error) {
+func (e *Engine) beginTurnLocked(ctx context.Context, payload map[string]any) (record.Event, error) {
 	if err := e.Sync(); err != nil {
-		return eventlog.Event{}, err
+		return record.Event{}, err
 	}
-	ev, err := e.log.Append(ctx, eventlog.TypeTurn, payload)
+	ev, err := e.log.Append(ctx, record.TypeTurn, payload)
 	if err != nil {
-		return eventlog.Event{}, err
+		return record.Event{}, err
 	}
 	e.markAppended()
 	e.setStep(Step{Seq: ev.Seq})
@@ -67,9 +67,9 @@ func (e *Engine) beginTurnLocked(ctx context.Context, payload map[string]any) (e
 // turnPrompt is the prompt of the turn event at seq ("" when it was kept
 // out, or seq is not a turn): one event read, from the log's index of
 // line offsets, so a report names the turn it acted on.
-func (e *Engine) turnPrompt(seq Seq) string {
+func (e *Engine) turnPrompt(seq record.Seq) string {
 	for ev, err := range e.log.Events(seq) {
-		if err != nil || ev.Seq != seq || ev.Type != eventlog.TypeTurn {
+		if err != nil || ev.Seq != seq || ev.Type != record.TypeTurn {
 			return ""
 		}
 		var p struct {

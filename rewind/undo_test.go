@@ -10,12 +10,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // writeStep begins a step labelled label and writes content to p in it.
-func writeStep(t *testing.T, e *Engine, ws, label, p, content string) Seq {
+func writeStep(t *testing.T, e *Engine, ws, label, p, content string) record.Seq {
 	t.Helper()
 	ev, err := e.BeginStep(context.Background(), label, nil)
 	if err != nil {
@@ -33,33 +33,33 @@ func TestUndoInEngine(t *testing.T) {
 	e, ws := openT(t, Options{})
 	s1 := writeStep(t, e, ws, "one", "a", "1")
 	s2 := writeStep(t, e, ws, "two", "a", "2")
-	res, err := e.Apply(ctx, Request{Undo: true})
-	if err != nil || res.Undid == nil || res.Undid.Sequence != s2 || res.Undid.Label != "two" || res.Record.Form != FormUndo {
+	res, err := e.Apply(ctx, record.Request{Undo: true})
+	if err != nil || res.Undid == nil || res.Undid.Sequence != s2 || res.Undid.Label != "two" || res.Record.Form != record.FormUndo {
 		t.Fatalf("undo: %+v, %v", res, err)
 	}
 	if got := readFile(t, ws, "a"); got != "1" {
 		t.Fatalf("after undo a = %q", got)
 	}
-	if last, _, _ := e.LastRewind(); last.Form != FormUndo || last.Step == nil || last.Step.Sequence != s2 {
+	if last, _, _ := e.LastRewind(); last.Form != record.FormUndo || last.Step == nil || last.Step.Sequence != s2 {
 		t.Fatalf("the session_rewind does not record the undo: %+v", last)
 	}
-	res, err = e.Apply(ctx, Request{Redo: true})
-	if err != nil || res.Redid == nil || res.Redid.Sequence != s2 || res.Record.Form != FormRedo || readFile(t, ws, "a") != "2" {
+	res, err = e.Apply(ctx, record.Request{Redo: true})
+	if err != nil || res.Redid == nil || res.Redid.Sequence != s2 || res.Record.Form != record.FormRedo || readFile(t, ws, "a") != "2" {
 		t.Fatalf("redo: %+v, %v", res, err)
 	}
 	// A rewind, then undo: the rewind is taken back, not the step before.
-	if _, err := e.Apply(ctx, Request{Target: s1}); err != nil {
+	if _, err := e.Apply(ctx, record.Request{Target: s1}); err != nil {
 		t.Fatal(err)
 	}
 	if readFile(t, ws, "a") != "" {
 		t.Fatal("rewind to before step one left a")
 	}
-	res, err = e.Apply(ctx, Request{Undo: true})
+	res, err = e.Apply(ctx, record.Request{Undo: true})
 	if err != nil || res.Undid == nil || res.Undid.Kind != "rewind" || readFile(t, ws, "a") != "2" {
 		t.Fatalf("undo after a rewind: %+v, %v; a = %q", res, err, readFile(t, ws, "a"))
 	}
 	// The next undo goes on with step two; redo brings the rewind's undo back.
-	res, err = e.Apply(ctx, Request{Undo: true})
+	res, err = e.Apply(ctx, record.Request{Undo: true})
 	if err != nil || res.Undid == nil || res.Undid.Sequence != s2 || readFile(t, ws, "a") != "1" {
 		t.Fatalf("second undo: %+v, %v", res, err)
 	}
@@ -69,7 +69,7 @@ func TestUndoInEngine(t *testing.T) {
 	if !e.log.Resumed() {
 		t.Fatal("the reopen did not start from the snapshot")
 	}
-	res, err = e.Apply(ctx, Request{Redo: true})
+	res, err = e.Apply(ctx, record.Request{Redo: true})
 	if err != nil || res.Redid == nil || res.Redid.Sequence != s2 || readFile(t, ws, "a") != "2" {
 		t.Fatalf("redo after reopen: %+v, %v", res, err)
 	}
@@ -93,36 +93,36 @@ func readFile(t *testing.T, ws, p string) string {
 func TestRefusals(t *testing.T) {
 	ctx := context.Background()
 	e, ws := openT(t, Options{})
-	refused := func(what string, err error, want Refusal, sentinel error) *RefusedError {
+	refused := func(what string, err error, want record.Refusal, sentinel error) *record.RefusedError {
 		t.Helper()
-		if RefusalOf(err) != want || !errors.Is(err, sentinel) {
-			t.Fatalf("%s: got %v (%s), want %s", what, err, RefusalOf(err), want)
+		if record.RefusalOf(err) != want || !errors.Is(err, sentinel) {
+			t.Fatalf("%s: got %v (%s), want %s", what, err, record.RefusalOf(err), want)
 		}
-		var re *RefusedError
+		var re *record.RefusedError
 		errors.As(err, &re)
 		return re
 	}
-	_, err := e.Apply(ctx, Request{Undo: true})
-	refused("undo of nothing", err, RefusedNothingToUndo, ErrNothingToUndo)
-	_, err = e.Apply(ctx, Request{Redo: true})
-	refused("redo of nothing", err, RefusedNothingToRedo, ErrNothingToRedo)
+	_, err := e.Apply(ctx, record.Request{Undo: true})
+	refused("undo of nothing", err, record.RefusedNothingToUndo, record.ErrNothingToUndo)
+	_, err = e.Apply(ctx, record.Request{Redo: true})
+	refused("redo of nothing", err, record.RefusedNothingToRedo, record.ErrNothingToRedo)
 	s1 := writeStep(t, e, ws, "one", "a", "1")
 	writeStep(t, e, ws, "two", "b", "2")
-	re := refused("above head", func() error { _, err := e.Apply(ctx, Request{Target: 999}); return err }(), RefusedNoSuchSeq, ErrNoSuchSeq)
+	re := refused("above head", func() error { _, err := e.Apply(ctx, record.Request{Target: 999}); return err }(), record.RefusedNoSuchSeq, record.ErrNoSuchSeq)
 	if re.Seq != 999 || re.Head != e.Head() {
 		t.Fatalf("no-such-seq details: %+v", re)
 	}
-	_, err = e.Apply(ctx, Request{Revert: 999})
-	refused("revert above head", err, RefusedNoSuchSeq, ErrNoSuchSeq)
-	_, err = e.Apply(ctx, Request{Undo: true, Target: 3})
-	refused("two forms", err, RefusedBadRequest, ErrBadRequest)
-	_, err = e.Apply(ctx, Request{Revert: s1, Paths: []string{"a"}})
-	refused("revert with paths", err, RefusedBadRequest, ErrBadRequest)
+	_, err = e.Apply(ctx, record.Request{Revert: 999})
+	refused("revert above head", err, record.RefusedNoSuchSeq, record.ErrNoSuchSeq)
+	_, err = e.Apply(ctx, record.Request{Undo: true, Target: 3})
+	refused("two forms", err, record.RefusedBadRequest, record.ErrBadRequest)
+	_, err = e.Apply(ctx, record.Request{Revert: s1, Paths: []string{"a"}})
+	refused("revert with paths", err, record.RefusedBadRequest, record.ErrBadRequest)
 	// A revert over a later change: a conflict.
 	writeStep(t, e, ws, "three", "a", "3")
-	_, err = e.Apply(ctx, Request{Revert: s1})
-	var ce *ConflictError
-	if RefusalOf(err) != RefusedConflict || !errors.As(err, &ce) || len(ce.Paths) != 1 {
+	_, err = e.Apply(ctx, record.Request{Revert: s1})
+	var ce *record.ConflictError
+	if record.RefusalOf(err) != record.RefusedConflict || !errors.As(err, &ce) || len(ce.Paths) != 1 {
 		t.Fatalf("conflict: %v", err)
 	}
 	// Pruned: the state before step one is gone; undo of every step after.
@@ -130,22 +130,22 @@ func TestRefusals(t *testing.T) {
 	if _, err := e.GC(ctx, s1+2); err != nil {
 		t.Fatal(err)
 	}
-	re = refused("rewind below the cut", func() error { _, err := e.Apply(ctx, Request{Target: s1}); return err }(), RefusedPruned, ErrNoSuchSeq)
+	re = refused("rewind below the cut", func() error { _, err := e.Apply(ctx, record.Request{Target: s1}); return err }(), record.RefusedPruned, record.ErrNoSuchSeq)
 	if re.Seq != s1 || re.PrunedBefore != s1+2 {
 		t.Fatalf("pruned details: %+v", re)
 	}
 	for range 2 {
-		if _, err := e.Apply(ctx, Request{Undo: true}); err != nil {
+		if _, err := e.Apply(ctx, record.Request{Undo: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err = e.Apply(ctx, Request{Undo: true})
-	re = refused("undo of a pruned step", err, RefusedPruned, ErrNoSuchSeq)
+	_, err = e.Apply(ctx, record.Request{Undo: true})
+	re = refused("undo of a pruned step", err, record.RefusedPruned, record.ErrNoSuchSeq)
 	if re.Op != "undo" || re.Step == nil || re.Step.Sequence != s1 {
 		t.Fatalf("undo pruned details: %+v (%v)", re, err)
 	}
 	_, err = e.GC(ctx, head+100)
-	refused("gc above head", err, RefusedNoSuchSeq, ErrNoSuchSeq)
+	refused("gc above head", err, record.RefusedNoSuchSeq, record.ErrNoSuchSeq)
 }
 
 // TestUndoWhileStepsArrive: an undo (and its dry run) chooses its step
@@ -190,8 +190,8 @@ func TestUndoWhileStepsArrive(t *testing.T) {
 	undos := 0
 	for undos < 20 {
 		dry := undos%2 == 0
-		res, err := e.Apply(ctx, Request{Undo: true, DryRun: dry})
-		if errors.Is(err, ErrNothingToUndo) {
+		res, err := e.Apply(ctx, record.Request{Undo: true, DryRun: dry})
+		if errors.Is(err, record.ErrNothingToUndo) {
 			continue
 		}
 		if err != nil {
@@ -222,11 +222,11 @@ func TestUndoWhileStepsArrive(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	// With nothing arriving, the dry run and the undo choose the same step.
-	dry, err := e.Apply(ctx, Request{Undo: true, DryRun: true})
+	dry, err := e.Apply(ctx, record.Request{Undo: true, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	real, err := e.Apply(ctx, Request{Undo: true})
+	real, err := e.Apply(ctx, record.Request{Undo: true})
 	if err != nil || *real.Undid != *dry.Undid || real.Record.TargetSequence != dry.Record.TargetSequence {
 		t.Fatalf("dry run chose %+v, the undo %+v (%v)", dry.Undid, real.Undid, err)
 	}
@@ -235,16 +235,16 @@ func TestUndoWhileStepsArrive(t *testing.T) {
 // firstCaptured is the path captured by the first checkpoint at or after
 // seq: the file the step at seq (or the implicit step beginning with the
 // checkpoint at seq) wrote.
-func firstCaptured(t *testing.T, e *Engine, seq Seq) string {
+func firstCaptured(t *testing.T, e *Engine, seq record.Seq) string {
 	t.Helper()
 	for ev, err := range e.Log().Events(seq) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Type != eventlog.TypeCheckpoint {
+		if ev.Type != record.TypeCheckpoint {
 			continue
 		}
-		var cp Checkpoint
+		var cp record.Checkpoint
 		if err := json.Unmarshal(ev.Payload, &cp); err != nil || len(cp.Files) == 0 {
 			t.Fatalf("checkpoint %d: %v", ev.Seq, err)
 		}
@@ -282,17 +282,17 @@ func BenchmarkUndo(b *testing.B) {
 		release()
 		b.Run(fmt.Sprintf("events=%d/dry-run", n), func(b *testing.B) {
 			for b.Loop() {
-				if _, err := e.Apply(ctx, Request{Undo: true, DryRun: true}); err != nil {
+				if _, err := e.Apply(ctx, record.Request{Undo: true, DryRun: true}); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 		b.Run(fmt.Sprintf("events=%d/undo+redo", n), func(b *testing.B) {
 			for b.Loop() {
-				if _, err := e.Apply(ctx, Request{Undo: true}); err != nil {
+				if _, err := e.Apply(ctx, record.Request{Undo: true}); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := e.Apply(ctx, Request{Redo: true}); err != nil {
+				if _, err := e.Apply(ctx, record.Request{Redo: true}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -347,20 +347,20 @@ func TestUndoTurnWhileStepsArrive(t *testing.T) {
 			}
 		}
 	}()
-	type dryRun struct{ from, to, turn Seq }
+	type dryRun struct{ from, to, turn record.Seq }
 	var drys []dryRun
 	for undos := 0; undos < 20; {
 		dry := undos%2 == 0
 		from := e.Head()
-		res, err := e.Apply(ctx, Request{Undo: true, WholeTurn: true, DryRun: dry})
-		if errors.Is(err, ErrNothingToUndo) || errors.Is(err, ErrNoTurn) {
+		res, err := e.Apply(ctx, record.Request{Undo: true, WholeTurn: true, DryRun: dry})
+		if errors.Is(err, record.ErrNothingToUndo) || errors.Is(err, record.ErrNoTurn) {
 			continue
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		x := res.Undid.Sequence
-		if res.Undid.Kind != "turn" || res.Record.Form != FormTurn || res.Record.TargetSequence != x-1 {
+		if res.Undid.Kind != "turn" || res.Record.Form != record.FormTurn || res.Record.TargetSequence != x-1 {
 			t.Fatalf("undo of a turn: %+v, record %+v", res.Undid, res.Record)
 		}
 		if dry {
@@ -375,14 +375,14 @@ func TestUndoTurnWhileStepsArrive(t *testing.T) {
 	}
 	// The oracle: the turn an undo of a whole turn takes back after the
 	// events up to h, from a fold of the log's first h events.
-	var evs []eventlog.Event
+	var evs []record.Event
 	for ev, err := range e.Log().Events(1) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		evs = append(evs, ev)
 	}
-	turnAfter := func(h Seq) Seq {
+	turnAfter := func(h record.Seq) record.Seq {
 		st := index.NewState()
 		for _, ev := range evs[:h] {
 			if err := st.Add(ev); err != nil {
@@ -398,8 +398,8 @@ func TestUndoTurnWhileStepsArrive(t *testing.T) {
 	}
 	reals := 0
 	for _, ev := range evs {
-		var p RewindPayload
-		if ev.Type != eventlog.TypeRewind || json.Unmarshal(ev.Payload, &p) != nil {
+		var p record.RewindPayload
+		if ev.Type != record.TypeRewind || json.Unmarshal(ev.Payload, &p) != nil {
 			continue
 		}
 		before := ev.Seq - 1 // the rewind's own events begin after it
@@ -424,11 +424,11 @@ func TestUndoTurnWhileStepsArrive(t *testing.T) {
 		t.Errorf("%d real undos and %d dry runs checked, want 10 each", reals, len(drys))
 	}
 	// With nothing arriving, the dry run and the undo choose the same turn.
-	dry, err := e.Apply(ctx, Request{Undo: true, WholeTurn: true, DryRun: true})
+	dry, err := e.Apply(ctx, record.Request{Undo: true, WholeTurn: true, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	real, err := e.Apply(ctx, Request{Undo: true, WholeTurn: true})
+	real, err := e.Apply(ctx, record.Request{Undo: true, WholeTurn: true})
 	if err != nil || *real.Undid != *dry.Undid || real.Record.TargetSequence != dry.Record.TargetSequence {
 		t.Fatalf("dry run chose %+v, the undo %+v (%v)", dry.Undid, real.Undid, err)
 	}
@@ -441,13 +441,13 @@ func TestUndoTurnWhileStepsArrive(t *testing.T) {
 func TestUndoTurnRefusals(t *testing.T) {
 	ctx := context.Background()
 	e, ws := openT(t, Options{})
-	if _, err := e.Apply(ctx, Request{Undo: true, WholeTurn: true}); RefusalOf(err) != RefusedNothingToUndo {
+	if _, err := e.Apply(ctx, record.Request{Undo: true, WholeTurn: true}); record.RefusalOf(err) != record.RefusedNothingToUndo {
 		t.Fatalf("empty history: %v", err)
 	}
 	s1 := writeStep(t, e, ws, "one", "a", "1")
-	_, err := e.Apply(ctx, Request{Undo: true, WholeTurn: true})
-	var re *RefusedError
-	if !errors.As(err, &re) || re.Refusal != RefusedNoTurn || !errors.Is(err, ErrNoTurn) || re.Step == nil || re.Step.Sequence != s1 {
+	_, err := e.Apply(ctx, record.Request{Undo: true, WholeTurn: true})
+	var re *record.RefusedError
+	if !errors.As(err, &re) || re.Refusal != record.RefusedNoTurn || !errors.Is(err, record.ErrNoTurn) || re.Step == nil || re.Step.Sequence != s1 {
 		t.Fatalf("a step before any turn: %v (%+v)", err, re)
 	}
 	turnA, _ := e.BeginTurn(ctx, json.RawMessage(`{"agentSession":"A"}`))
@@ -458,14 +458,14 @@ func TestUndoTurnRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "b"), []byte("A"), 0o644) }, Change{Path: "b"})
-	res, err := e.Apply(ctx, Request{Undo: true, WholeTurn: true, DryRun: true})
+	res, err := e.Apply(ctx, record.Request{Undo: true, WholeTurn: true, DryRun: true})
 	if err != nil || res.Undid == nil || res.Undid.Sequence != turnA.Seq {
 		t.Fatalf("A's step after B's turn: took back %+v (%v), want A's turn %d", res.Undid, err, turnA.Seq)
 	}
-	if _, err := e.Apply(ctx, Request{Target: s1}); err != nil {
+	if _, err := e.Apply(ctx, record.Request{Target: s1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Apply(ctx, Request{Undo: true, WholeTurn: true}); RefusalOf(err) != RefusedNoTurn {
+	if _, err := e.Apply(ctx, record.Request{Undo: true, WholeTurn: true}); record.RefusalOf(err) != record.RefusedNoTurn {
 		t.Fatalf("a rewind in effect: %v", err)
 	}
 }

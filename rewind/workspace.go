@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/internal/wsdir"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
@@ -30,7 +31,7 @@ func (w *workspace) dir() wsdir.Dir { return wsdir.New(int(w.root.Fd())) }
 // with ENOTDIR.
 func (w *workspace) withParent(p string, fn func(dirfd int, name string) error) error {
 	if p == "" {
-		return fmt.Errorf("%w: the workspace root itself", ErrUnsafePath)
+		return fmt.Errorf("%w: the workspace root itself", record.ErrUnsafePath)
 	}
 	return unsafePath(w.dir().WithParent(p, fn))
 }
@@ -51,7 +52,7 @@ func (w *workspace) open(p string, flags int) (*os.File, error) {
 // unsafePath adds ErrUnsafePath to wsdir's refusal of an unclean path.
 func unsafePath(err error) error {
 	if errors.Is(err, wsdir.ErrUnclean) {
-		return fmt.Errorf("%w: %w", ErrUnsafePath, err)
+		return fmt.Errorf("%w: %w", record.ErrUnsafePath, err)
 	}
 	return err
 }

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/zerofs/zerofs/rewind/internal/index"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Extended attributes: a before-state records the xattrs a rewind may put
@@ -26,21 +26,11 @@ import (
 // file owned by the owner it was recorded with, and never into a directory
 // of another user (safeMode's rule, extended by restorePrivileged).
 //
-// The store is untrusted: index.CheckXattrs bounds what a record may hold.
-
-const (
-	xattrCapability = index.XattrCapability
-)
-
-// xattrKept reports whether name is an xattr a before-state records.
-func xattrKept(name string, root bool) bool { return index.XattrKept(name, root) }
+// The store is untrusted: record.CheckXattrs bounds what a record may hold.
 
 // isRoot is whether the daemon may read and write the privileged
 // namespaces; tests set it with canChown.
 func isRoot() bool { return canChown() }
-
-// checkXattrs is index.CheckXattrs.
-func checkXattrs(xs map[string][]byte) string { return index.CheckXattrs(xs) }
 
 // procFd is the /proc path of descriptor fd: the xattr calls reach any
 // descriptor (O_PATH ones too) through it, never by a workspace path.
@@ -68,7 +58,7 @@ func readXattrs(fd int) (map[string][]byte, error) {
 	}
 	root := isRoot()
 	for _, name := range names {
-		if !xattrKept(name, root) {
+		if !record.XattrKept(name, root) {
 			continue
 		}
 		v, err := getXattr(procFd(fd), name)
@@ -89,7 +79,7 @@ func readXattrs(fd int) (map[string][]byte, error) {
 // change goes ahead, as it does for a file larger than the blob size cap.
 func fdXattrs(fd int) (map[string][]byte, error) {
 	xs, err := readXattrs(fd)
-	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || (err == nil && checkXattrs(xs) != "") {
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || (err == nil && record.CheckXattrs(xs) != "") {
 		return nil, nil
 	}
 	return xs, err
@@ -113,11 +103,7 @@ func ReadXattrs(fd int) (map[string][]byte, error) { return readXattrs(fd) }
 // RestoreXattrs gives the file or directory open at fd the kept xattrs of
 // want as a rewind gives them (a capability only under want's owner), for
 // a writer of a tree outside the engine (replicate's restore).
-func RestoreXattrs(fd int, want FileState) error { return restoreXattrs(fd, want) }
-
-// CheckXattrs says what is wrong with xattrs read from an untrusted
-// source ("" when nothing): the bounds a record's xattrs must keep.
-func CheckXattrs(xs map[string][]byte) string { return checkXattrs(xs) }
+func RestoreXattrs(fd int, want record.FileState) error { return restoreXattrs(fd, want) }
 
 // listXattrs lists the xattr names of path (which is followed).
 func listXattrs(path string) ([]string, error) {
@@ -148,7 +134,7 @@ func getXattr(path, name string) ([]byte, error) {
 	for {
 		buf := make([]byte, size)
 		n, err := unix.Getxattr(path, name, buf)
-		if errors.Is(err, unix.ERANGE) && size <= index.MaxXattrValue {
+		if errors.Is(err, unix.ERANGE) && size <= record.MaxXattrValue {
 			size *= 4
 			continue
 		}
@@ -161,7 +147,7 @@ func getXattr(path, name string) ([]byte, error) {
 
 // xattrsDiffer reports whether the file open at fd has other kept xattrs
 // than want records (false when want records none: nothing to restore).
-func xattrsDiffer(fd int, want FileState) (bool, error) {
+func xattrsDiffer(fd int, want record.FileState) (bool, error) {
 	if want.Xattrs == nil {
 		return false, nil
 	}
@@ -190,14 +176,14 @@ func xattrsEqual(a, b map[string][]byte) bool {
 // at fd: the namespaces this daemon keeps, and a capability only where the
 // file has the owner it was recorded with and its directory gives no other
 // user more than its own (privileged).
-func restorable(want FileState, fd int) map[string][]byte {
+func restorable(want record.FileState, fd int) map[string][]byte {
 	root := isRoot()
 	out := make(map[string][]byte, len(want.Xattrs))
 	for name, v := range want.Xattrs {
-		if !xattrKept(name, root) {
+		if !record.XattrKept(name, root) {
 			continue
 		}
-		if name == xattrCapability && !ownerKept(want, fd) {
+		if name == record.XattrCapability && !ownerKept(want, fd) {
 			continue
 		}
 		out[name] = v
@@ -207,7 +193,7 @@ func restorable(want FileState, fd int) map[string][]byte {
 
 // ownerKept reports whether the file open at fd has the owner want records
 // (a capability, like a setuid bit, is its owner's privilege).
-func ownerKept(want FileState, fd int) bool {
+func ownerKept(want record.FileState, fd int) bool {
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil {
 		return false
@@ -220,7 +206,7 @@ func ownerKept(want FileState, fd int) bool {
 // differ, the capability last. Called after the file has its owner and
 // mode, since a chown clears a capability. A filesystem without xattrs,
 // or a name the daemon may not set, is left as it is.
-func restoreXattrs(fd int, want FileState) error {
+func restoreXattrs(fd int, want record.FileState) error {
 	if want.Xattrs == nil {
 		return nil
 	}
@@ -243,7 +229,7 @@ func restoreXattrs(fd int, want FileState) error {
 	}
 	slices.SortFunc(names, func(a, b string) int {
 		// The capability last: nothing after it may clear it.
-		if c := boolCmp(a == xattrCapability, b == xattrCapability); c != 0 {
+		if c := boolCmp(a == record.XattrCapability, b == record.XattrCapability); c != 0 {
 			return c
 		}
 		return strings.Compare(a, b)
@@ -275,7 +261,7 @@ func boolCmp(a, b bool) int {
 // means unknown (a record from before xattrs were kept, a file the daemon
 // may not read, a symlink, a path that does not exist): nothing to compare.
 func (e *Engine) Xattrs(ent Entry) (map[string][]byte, error) {
-	if !ent.Exists || ent.State.Skipped || (ent.State.Kind != KindFile && ent.State.Kind != KindDir) {
+	if !ent.Exists || ent.State.Skipped || (ent.State.Kind != record.KindFile && ent.State.Kind != record.KindDir) {
 		return nil, nil
 	}
 	if !ent.Live {
@@ -301,7 +287,7 @@ func XattrsDiffer(a, b map[string][]byte) bool {
 	root := isRoot()
 	seen := 0
 	for k, v := range a {
-		if !xattrKept(k, root) {
+		if !record.XattrKept(k, root) {
 			continue
 		}
 		w, ok := b[k]
@@ -312,7 +298,7 @@ func XattrsDiffer(a, b map[string][]byte) bool {
 	}
 	n := 0
 	for k := range b {
-		if xattrKept(k, root) {
+		if record.XattrKept(k, root) {
 			n++
 		}
 	}
@@ -320,7 +306,7 @@ func XattrsDiffer(a, b map[string][]byte) bool {
 }
 
 // XattrKept reports whether this process reads and compares xattr name.
-func XattrKept(name string) bool { return xattrKept(name, isRoot()) }
+func XattrKept(name string) bool { return record.XattrKept(name, isRoot()) }
 
 // sameXattrs reports whether two states of one path have the same kept
 // xattrs, or either is unknown.

@@ -12,13 +12,9 @@ import (
 	"strings"
 
 	"github.com/zerofs/zerofs/control"
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/history"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
-
-// Seq is an event sequence.
-type Seq = history.Seq
 
 // DefaultLimit is how many entries a page of the log holds by default;
 // MaxLimit bounds what a request may ask for.
@@ -39,8 +35,8 @@ type Head struct {
 
 // Page is /api/log: entries newest first, and whether older ones remain.
 type Page struct {
-	Head    Seq    `json:"head"`
-	Entries []Item `json:"entries"`
+	Head    record.Seq `json:"head"`
+	Entries []Item     `json:"entries"`
 	// More: entries older than the last one remain (ask with before set
 	// to its sequence).
 	More bool `json:"more"`
@@ -117,11 +113,11 @@ func (s *Server) fail(w http.ResponseWriter, code int, err error) {
 // status is the HTTP status for a library error.
 func status(err error) int {
 	switch {
-	case errors.Is(err, rewind.ErrNoSuchSeq), errors.Is(err, control.ErrBadRequest),
-		errors.Is(err, rewind.ErrUnsafePath), errors.Is(err, rewind.ErrNoSuchPath):
+	case errors.Is(err, record.ErrNoSuchSeq), errors.Is(err, control.ErrBadRequest),
+		errors.Is(err, record.ErrUnsafePath), errors.Is(err, record.ErrNoSuchPath):
 		return http.StatusBadRequest
-	case errors.Is(err, history.ErrNothingToUndo), errors.Is(err, history.ErrNothingToRedo),
-		errors.Is(err, rewind.ErrConflict), errors.Is(err, history.ErrInUse):
+	case errors.Is(err, record.ErrNothingToUndo), errors.Is(err, record.ErrNothingToRedo),
+		errors.Is(err, record.ErrConflict), errors.Is(err, history.ErrInUse):
 		return http.StatusConflict
 	}
 	return http.StatusInternalServerError
@@ -147,7 +143,7 @@ func (s *Server) head(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, h)
 }
 
-func seqParam(r *http.Request, name string, def Seq) (Seq, error) {
+func seqParam(r *http.Request, name string, def record.Seq) (record.Seq, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
 		return def, nil
@@ -156,7 +152,7 @@ func seqParam(r *http.Request, name string, def Seq) (Seq, error) {
 	if err != nil {
 		return 0, &paramError{name, v}
 	}
-	return Seq(n), nil
+	return record.Seq(n), nil
 }
 
 type paramError struct{ name, value string }
@@ -191,14 +187,14 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) {
 // Log is a page of src's timeline: up to limit entries whose sequence is
 // below before, newest first, each with its changes, processes and line
 // counts. Like history.Log, it leaves out the steps that changed nothing.
-func Log(src history.Source, before Seq, limit int) (Page, error) {
+func Log(src history.Source, before record.Seq, limit int) (Page, error) {
 	return LogWith(src, before, limit, false)
 }
 
 // LogWith is Log that keeps the steps that changed nothing when all is
 // true: history.LogPage's entries (the log every front end shows), each
 // with its processes and line counts.
-func LogWith(src history.Source, before Seq, limit int, all bool) (Page, error) {
+func LogWith(src history.Source, before record.Seq, limit int, all bool) (Page, error) {
 	src = &onceSource{Source: src}
 	head, err := src.Head()
 	if err != nil {
@@ -238,7 +234,7 @@ func procs(cs []history.Change) []Proc {
 // lines counts each changed path's added and removed lines between a and
 // b; nil when the diff cannot be made (a state was pruned). A rename is
 // counted under its new path: what its content's diff adds and removes.
-func lines(src history.Source, a, b Seq, cs []history.Change) map[string]Lines {
+func lines(src history.Source, a, b record.Seq, cs []history.Change) map[string]Lines {
 	out := map[string]Lines{}
 	var paths []string
 	for _, c := range cs {
@@ -246,7 +242,7 @@ func lines(src history.Source, a, b Seq, cs []history.Change) map[string]Lines {
 		case c.Change == history.ChangeRenamed:
 			out[c.Path] = Lines{}
 			paths = append(paths, c.Path, c.From)
-		case c.Kind == string(rewind.KindDir) && c.OldKind == "":
+		case c.Kind == string(record.KindDir) && c.OldKind == "":
 		default:
 			paths = append(paths, c.Path)
 		}
@@ -276,7 +272,7 @@ func lines(src history.Source, a, b Seq, cs []history.Change) map[string]Lines {
 // the whole log, and a page makes one Diff per entry.
 type onceSource struct {
 	history.Source
-	events []eventlog.Event
+	events []record.Event
 	err    error
 	read   bool
 }
@@ -284,18 +280,18 @@ type onceSource struct {
 // between is o with only the events after lo up to hi: a Diff of lo and
 // hi reads the log for the checkpoints between them and nothing else, so
 // a page of diffs in a long log does not walk the whole log per entry.
-func (o *onceSource) between(lo, hi Seq) history.Source {
+func (o *onceSource) between(lo, hi record.Seq) history.Source {
 	o.Events() // read it
 	if o.err != nil {
 		return o
 	}
 	lo, hi = min(lo, hi), max(lo, hi)
-	i, _ := slices.BinarySearchFunc(o.events, lo+1, func(ev eventlog.Event, t Seq) int { return cmp.Compare(ev.Seq, t) })
-	j, _ := slices.BinarySearchFunc(o.events, hi+1, func(ev eventlog.Event, t Seq) int { return cmp.Compare(ev.Seq, t) })
+	i, _ := slices.BinarySearchFunc(o.events, lo+1, func(ev record.Event, t record.Seq) int { return cmp.Compare(ev.Seq, t) })
+	j, _ := slices.BinarySearchFunc(o.events, hi+1, func(ev record.Event, t record.Seq) int { return cmp.Compare(ev.Seq, t) })
 	return &onceSource{Source: o.Source, events: o.events[i:j], read: true}
 }
 
-func (o *onceSource) Events() iter.Seq2[eventlog.Event, error] {
+func (o *onceSource) Events() iter.Seq2[record.Event, error] {
 	if !o.read {
 		o.read = true
 		for ev, err := range o.Source.Events() {
@@ -306,14 +302,14 @@ func (o *onceSource) Events() iter.Seq2[eventlog.Event, error] {
 			o.events = append(o.events, ev)
 		}
 	}
-	return func(yield func(eventlog.Event, error) bool) {
+	return func(yield func(record.Event, error) bool) {
 		for _, ev := range o.events {
 			if !yield(ev, nil) {
 				return
 			}
 		}
 		if o.err != nil {
-			yield(eventlog.Event{}, o.err)
+			yield(record.Event{}, o.err)
 		}
 	}
 }
@@ -321,12 +317,12 @@ func (o *onceSource) Events() iter.Seq2[eventlog.Event, error] {
 func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 	a, err := seqParam(r, "a", 0)
 	if err == nil {
-		var b Seq
+		var b record.Seq
 		b, err = seqParam(r, "b", history.Now)
 		if err == nil {
 			paths := r.URL.Query()["path"]
 			for _, p := range paths {
-				if rewind.CleanPath(p) != nil {
+				if record.CleanPath(p) != nil {
 					err = &paramError{"path", p}
 				}
 			}
@@ -336,8 +332,8 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 					fds, err := history.Diff(src, a, b, paths)
 					for _, fd := range fds {
 						_, _, bin := history.CountLines(fd.Text)
-						out = append(out, FileDiff{Path: rewind.Readable(fd.Path), From: rewind.Readable(fd.From), Text: fd.Text, Binary: bin,
-							PathBytes: rewind.ExactBytes(fd.Path), FromBytes: rewind.ExactBytes(fd.From)})
+						out = append(out, FileDiff{Path: record.Readable(fd.Path), From: record.Readable(fd.From), Text: fd.Text, Binary: bin,
+							PathBytes: record.ExactBytes(fd.Path), FromBytes: record.ExactBytes(fd.From)})
 					}
 					return err
 				})
@@ -382,10 +378,10 @@ func (s *Server) rewind(w http.ResponseWriter, r *http.Request) {
 	err = s.withSource(r.Context(), func(src history.Source) error {
 		rep, err := src.Rewind(r.Context(), req)
 		ans.Report = rep
-		if err == nil || errors.Is(err, rewind.ErrConflict) {
+		if err == nil || errors.Is(err, record.ErrConflict) {
 			ans.Text = history.Describe(rep).Head
 		}
-		if errors.Is(err, rewind.ErrNoSuchSeq) && !req.Undo && !req.Redo {
+		if errors.Is(err, record.ErrNoSuchSeq) && !req.Undo && !req.Redo {
 			t := req.Target
 			if req.Revert != 0 {
 				t = req.Revert

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 	"github.com/zerofs/zerofs/timeline"
 )
@@ -65,7 +66,7 @@ func (w *workspace) close() {
 	}
 }
 
-func (w *workspace) step(label string) history.Seq {
+func (w *workspace) step(label string) record.Seq {
 	w.t.Helper()
 	ev, err := w.eng.BeginStep(context.Background(), label, nil)
 	if err != nil {
@@ -494,7 +495,7 @@ func TestPaging10000(t *testing.T) {
 		root = d
 	}
 	w := newWorkspaceIn(t, root)
-	seqs := make([]history.Seq, 0, n)
+	seqs := make([]record.Seq, 0, n)
 	for i := range n {
 		seqs = append(seqs, w.step(fmt.Sprintf("step %d", i)))
 		if i%10 == 9 { // one step in ten writes (the others read, say)
@@ -567,7 +568,7 @@ func TestLogThinned(t *testing.T) {
 			w.write("sh", "a", fmt.Sprintf("%d %d\n", day, i))
 		}
 	}
-	res, err := w.eng.GCWith(context.Background(), rewind.GCRequest{ThinBefore: w.eng.Head()})
+	res, err := w.eng.GCWith(context.Background(), record.GCRequest{ThinBefore: w.eng.Head()})
 	if err != nil || res.Thinned == nil || res.Thinned.Steps != 2 {
 		t.Fatalf("thin: %+v, %v; want the states of 2 steps gone", res.Thinned, err)
 	}

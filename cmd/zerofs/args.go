@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // errHelp is -h or --help, which prints the command's help.
@@ -104,7 +106,7 @@ func takesValue(fs *flag.FlagSet, a string) bool {
 
 // parseSeq parses a sequence argument: a non-negative decimal integer,
 // optionally written "@N" like the views.
-func parseSeq(c *command, s string) (Seq, error) {
+func parseSeq(c *command, s string) (record.Seq, error) {
 	if isNegative(s) {
 		return 0, usagef(c, "sequence %s is negative: sequences count up from 0", s)
 	}
@@ -112,5 +114,5 @@ func parseSeq(c *command, s string) (Seq, error) {
 	if err != nil {
 		return 0, usagef(c, "bad sequence %q: want a number like 42", s)
 	}
-	return Seq(n), nil
+	return record.Seq(n), nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -97,7 +98,7 @@ func (s *store) open() {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	eng, err := rewind.Open(context.Background(), dir, rewind.Options{StoreDir: filepath.Join(s.ws, rewind.StoreName)})
+	eng, err := rewind.Open(context.Background(), dir, rewind.Options{StoreDir: filepath.Join(s.ws, record.StoreName)})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func (s *store) close() {
 	}
 }
 
-func (s *store) step(label string) rewind.Seq {
+func (s *store) step(label string) record.Seq {
 	s.t.Helper()
 	ev, err := s.eng.BeginStep(context.Background(), label, nil)
 	if err != nil {

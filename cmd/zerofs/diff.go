@@ -7,6 +7,7 @@ import (
 
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 )
 
 var diffCmd = &command{
@@ -56,7 +57,7 @@ func runDiff(e *env, c *command, args []string) error {
 			}
 			filters = append(filters, rel)
 		}
-		a, b := Seq(0), now
+		a, b := record.Seq(0), now
 		switch len(refs) {
 		case 0:
 			cur, err := ref{rel: true, text: "@"}.stepBlock(src)

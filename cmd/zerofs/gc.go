@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/control"
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/history"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 var gcCmd = &command{
@@ -76,7 +75,7 @@ func runGC(e *env, c *command, args []string) error {
 	if *dry && *thinAfter > 0 {
 		return usagef(c, "--dry-run does not preview --thin-after: zerofs status --thin-after %s says what it would thin and free", formatDuration(*thinAfter))
 	}
-	var cut Seq
+	var cut record.Seq
 	if *before != "" {
 		if cut, err = parseSeq(c, *before); err != nil {
 			return err
@@ -101,7 +100,7 @@ func runGC(e *env, c *command, args []string) error {
 		if *dry {
 			return previewGC(e, ws, h, cut)
 		}
-		req := control.GCRequest{Before: cut}
+		req := record.GCRequest{Before: cut}
 		if *thinAfter > 0 {
 			if req.ThinBefore, err = history.KeepCut(h, time.Now().Add(-*thinAfter)); err != nil {
 				return err
@@ -110,7 +109,7 @@ func runGC(e *env, c *command, args []string) error {
 		p := startProgress(e, "gc")
 		res, err := h.GC(p.with(e.ctx), req)
 		p.Done()
-		if errors.Is(err, rewind.ErrNoSuchSeq) {
+		if errors.Is(err, record.ErrNoSuchSeq) {
 			return history.ExplainSeq(h, cut, err)
 		}
 		if err != nil {
@@ -133,13 +132,13 @@ func runGC(e *env, c *command, args []string) error {
 
 // keepStepsCut is where the nth last step began (the start of history when
 // there are fewer steps, so nothing goes).
-func keepStepsCut(h history.Source, n int) (Seq, error) {
-	var starts []Seq
+func keepStepsCut(h history.Source, n int) (record.Seq, error) {
+	var starts []record.Seq
 	for ev, err := range h.Events() {
 		if err != nil {
 			return 0, err
 		}
-		if ev.Type == eventlog.TypeToolCall {
+		if ev.Type == record.TypeToolCall {
 			starts = append(starts, ev.Seq)
 		}
 	}
@@ -151,7 +150,7 @@ func keepStepsCut(h history.Source, n int) (Seq, error) {
 
 // printThinGC reports a gc that was asked to thin: the cut (if it moved),
 // exactly which states the thin gave up, and what was freed.
-func printThinGC(e *env, res control.GCReport, thinBefore Seq) {
+func printThinGC(e *env, res control.GCReport, thinBefore record.Seq) {
 	w := e.stdout
 	if res.Seq != 0 {
 		fmt.Fprintf(w, "pruned history before %d; the states of %s went\n", res.Before, plural(res.Steps, "step"))
@@ -181,13 +180,13 @@ func freedWords(n int64) string {
 }
 
 // previewGC is gc --dry-run: what a cut at cut would forget and free.
-func previewGC(e *env, ws *history.Workspace, h history.Source, cut Seq) error {
+func previewGC(e *env, ws *history.Workspace, h history.Source, cut record.Seq) error {
 	store, err := ws.StoreDir()
 	if err != nil {
 		return err
 	}
 	if head, err := h.Head(); err == nil && cut > head {
-		return history.ExplainSeq(h, cut, rewind.ErrNoSuchSeq)
+		return history.ExplainSeq(h, cut, record.ErrNoSuchSeq)
 	}
 	p, err := history.PreviewGC(store, cut)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // What git and jj users reach for: show STEP, diff of the current step,
@@ -16,12 +18,12 @@ import (
 func TestShowStepAndRelativeRefs(t *testing.T) {
 	bothSourcesTidy(t, func(t *testing.T, ws string) {
 		var entries []struct {
-			Sequence Seq    `json:"sequence"`
-			Label    string `json:"label"`
-			Start    Seq    `json:"start"`
+			Sequence record.Seq `json:"sequence"`
+			Label    string     `json:"label"`
+			Start    record.Seq `json:"start"`
 		}
 		json.Unmarshal([]byte(mustRun(t, ws, "log", "--json")), &entries)
-		seqOf := map[string]Seq{}
+		seqOf := map[string]record.Seq{}
 		for _, e := range entries {
 			seqOf[e.Label] = e.Sequence
 		}
@@ -87,9 +89,9 @@ func TestStatusAndVerifyJSON(t *testing.T) {
 		t.Errorf("status --json: %v", st)
 	}
 	var v struct {
-		OK       bool  `json:"ok"`
-		Events   Seq   `json:"events"`
-		Findings []any `json:"findings"`
+		OK       bool       `json:"ok"`
+		Events   record.Seq `json:"events"`
+		Findings []any      `json:"findings"`
 	}
 	if err := json.Unmarshal([]byte(mustRun(t, s.ws, "verify", "--json")), &v); err != nil {
 		t.Fatal(err)
@@ -155,12 +157,12 @@ func TestDurations(t *testing.T) {
 func TestGCDryRunAndPrunedLog(t *testing.T) {
 	s := newStore(t, map[string]string{"a.txt": "0\n"})
 	for i := 1; i <= 5; i++ {
-		s.step("edit " + itoa(Seq(i)))
-		s.write("a.txt", strings.Repeat(itoa(Seq(i)), 100*i)+"\n")
+		s.step("edit " + itoa(record.Seq(i)))
+		s.write("a.txt", strings.Repeat(itoa(record.Seq(i)), 100*i)+"\n")
 		s.change(func(ws string) error {
-			return os.WriteFile(filepath.Join(ws, "sedTMP"+itoa(Seq(i))), []byte("x"), 0o644)
-		}, "sedTMP"+itoa(Seq(i)))
-		s.change(func(ws string) error { return os.Remove(filepath.Join(ws, "sedTMP"+itoa(Seq(i)))) }, "sedTMP"+itoa(Seq(i)))
+			return os.WriteFile(filepath.Join(ws, "sedTMP"+itoa(record.Seq(i))), []byte("x"), 0o644)
+		}, "sedTMP"+itoa(record.Seq(i)))
+		s.change(func(ws string) error { return os.Remove(filepath.Join(ws, "sedTMP"+itoa(record.Seq(i)))) }, "sedTMP"+itoa(record.Seq(i)))
 	}
 	s.close()
 	logBefore := mustRun(t, s.ws, "log")
@@ -266,9 +268,9 @@ func TestRewindNamesAndNoops(t *testing.T) {
 	s.write("README.md", "v1\n")
 	s.close()
 	var entries []struct {
-		Sequence Seq    `json:"sequence"`
-		Label    string `json:"label"`
-		Title    string `json:"title"`
+		Sequence record.Seq `json:"sequence"`
+		Label    string     `json:"label"`
+		Title    string     `json:"title"`
 	}
 	json.Unmarshal([]byte(mustRun(t, s.ws, "log", "--json")), &entries)
 	bash := entries[1].Sequence

@@ -10,6 +10,7 @@ import (
 
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/hooks"
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestHooksInstall runs `zerofs hooks install AGENT` against a temporary
@@ -207,7 +208,7 @@ func TestHookTurnsMounted(t *testing.T) {
 	}
 }
 
-func itoa(s Seq) string { return strings.TrimSpace(string(must(json.Marshal(s)))) }
+func itoa(s record.Seq) string { return strings.TrimSpace(string(must(json.Marshal(s)))) }
 
 func must(b []byte, err error) []byte {
 	if err != nil {
@@ -340,7 +341,7 @@ func TestTwoSessionsMounted(t *testing.T) {
 
 	var entries []history.Entry
 	json.Unmarshal([]byte(binOK(t, ws, "log", "--json")), &entries)
-	turnOf := map[string]Seq{}
+	turnOf := map[string]record.Seq{}
 	stepOf := map[string]history.Entry{}
 	for _, e := range entries {
 		if e.Type == "turn" {
@@ -423,7 +424,7 @@ echo b2 > b2.txt`)
 		t.Fatal(err)
 	}
 	paths := map[string][]string{}
-	step := map[string]Seq{}
+	step := map[string]record.Seq{}
 	for _, e := range entries {
 		var p map[string]any
 		json.Unmarshal(e.Payload, &p)

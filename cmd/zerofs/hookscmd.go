@@ -11,10 +11,10 @@ import (
 
 	udiff "github.com/aymanbagabas/go-udiff"
 
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/hooks"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 )
 
 var hooksCmd = &command{
@@ -217,7 +217,7 @@ func lastByAgent(e *env, ws *history.Workspace) (map[string]string, error) {
 			if err != nil {
 				return err
 			}
-			if ev.Type != eventlog.TypeToolCall && ev.Type != eventlog.TypeTurn {
+			if ev.Type != record.TypeToolCall && ev.Type != record.TypeTurn {
 				continue
 			}
 			var p struct {
@@ -228,7 +228,7 @@ func lastByAgent(e *env, ws *history.Workspace) (map[string]string, error) {
 				continue
 			}
 			when := ev.CreatedAt.Local().Format("2006-01-02 15:04:05")
-			if ev.Type == eventlog.TypeTurn {
+			if ev.Type == record.TypeTurn {
 				turns[p.Agent] = fmt.Sprintf("last turn %d at %s", ev.Seq, when)
 			} else {
 				steps[p.Agent] = fmt.Sprintf("last step %d at %s: %s", ev.Seq, when, quote.Name(p.Name))

@@ -10,7 +10,7 @@ import (
 
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 var logCmd = &command{
@@ -110,7 +110,7 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 	}
 	// Align the times: the widest sequence is the first (newest) one.
 	width := len(fmt.Sprint(entries[0].Sequence))
-	turns := map[Seq]history.Entry{}
+	turns := map[record.Seq]history.Entry{}
 	for _, ent := range entries {
 		if ent.Type == history.EntryTurn {
 			turns[ent.Sequence] = ent
@@ -118,11 +118,11 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 	}
 	// Each turn heads its steps (newest first, like everything), which are
 	// indented under it.
-	var group Seq
-	shown := map[Seq]bool{}
+	var group record.Seq
+	shown := map[record.Seq]bool{}
 	printed := false // anything printed yet (a blank line goes between blocks with --stat)
 	headed := false  // a turn's header was the last line printed
-	header := func(t Seq) error {
+	header := func(t record.Seq) error {
 		shown[t] = true
 		if stat && printed {
 			fmt.Fprintln(w)
@@ -236,9 +236,9 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 // kindSuffix marks a directory with "/" and a symlink with "@", as ls -F.
 func kindSuffix(kind string) string {
 	switch kind {
-	case string(rewind.KindDir):
+	case string(record.KindDir):
 		return "/"
-	case string(rewind.KindSymlink):
+	case string(record.KindSymlink):
 		return "@"
 	}
 	return ""
@@ -249,7 +249,7 @@ func kindSuffix(kind string) string {
 func formatChange(c history.Change, paint func(string, string) string) string {
 	name := quote.Name(c.Path) + kindSuffix(c.Kind)
 	var detail []string
-	isFile := c.Kind == string(rewind.KindFile)
+	isFile := c.Kind == string(record.KindFile)
 	switch c.Change {
 	case history.ChangeAdded:
 		if isFile {
@@ -259,20 +259,20 @@ func formatChange(c history.Change, paint func(string, string) string) string {
 		switch {
 		case c.OldKind != "":
 			what := func(kind string, bytes int64) string {
-				if kind == string(rewind.KindFile) {
+				if kind == string(record.KindFile) {
 					return "file of " + humanBytes(bytes)
 				}
-				if kind == string(rewind.KindDir) {
+				if kind == string(record.KindDir) {
 					return "directory"
 				}
 				return kind
 			}
 			to := what(c.Kind, c.Bytes)
-			if c.Kind == string(rewind.KindSymlink) {
+			if c.Kind == string(record.KindSymlink) {
 				to = "symlink to " + quote.Name(c.Target)
 			}
 			detail = append(detail, what(c.OldKind, c.OldBytes)+" -> "+to)
-		case c.Kind == string(rewind.KindSymlink):
+		case c.Kind == string(record.KindSymlink):
 			detail = append(detail, "now to "+quote.Name(c.Target))
 		case isFile:
 			detail = append(detail, humanBytes(c.OldBytes)+" -> "+humanBytes(c.Bytes))

@@ -24,6 +24,7 @@ import (
 	"github.com/zerofs/zerofs/control"
 	zfs "github.com/zerofs/zerofs/fs"
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/replicate"
 	"github.com/zerofs/zerofs/rewind"
 )
@@ -168,7 +169,7 @@ func runMount(e *env, c *command, args []string) error {
 	}
 	store := opts.StoreDir
 	if store == "" {
-		store = filepath.Join(opts.Workspace, rewind.StoreName)
+		store = filepath.Join(opts.Workspace, record.StoreName)
 	}
 	// A killed daemon leaves its mount behind, dead: every access to it
 	// fails with ENOTCONN, the in-place workspace's store included (or,

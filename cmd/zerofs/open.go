@@ -6,9 +6,6 @@ import (
 	"github.com/zerofs/zerofs/history"
 )
 
-// Seq is an event sequence.
-type Seq = history.Seq
-
 // now stands for the live workspace where a sequence is expected.
 const now = history.Now
 

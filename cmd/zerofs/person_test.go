@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/record"
 )
 
 // The person's change (SPEC, Whose change it is): while an agent's step is
@@ -32,7 +33,7 @@ const (
 // app.py; after its step began and before its write, a process started
 // outside it appends to person.txt. It returns the workspace and the
 // sequences of the turn and of the Edit step.
-func personScenario(t *testing.T) (ws string, turn, step Seq) {
+func personScenario(t *testing.T) (ws string, turn, step record.Seq) {
 	t.Helper()
 	ws = filepath.Join(t.TempDir(), "app")
 	if err := os.Mkdir(ws, 0o755); err != nil {
@@ -119,12 +120,12 @@ func checkAgentUndone(t *testing.T, ws, what string) {
 func TestPersonChangeLeftAlone(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		args func(turn, step Seq) []string
+		args func(turn, step record.Seq) []string
 	}{
-		{"undo", func(_, _ Seq) []string { return []string{"undo"} }},
-		{"undo --turn", func(_, _ Seq) []string { return []string{"undo", "--turn"} }},
-		{"rewind --before-turn", func(turn, _ Seq) []string { return []string{"rewind", "--before-turn", itoa(turn)} }},
-		{"revert", func(_, step Seq) []string { return []string{"revert", itoa(step)} }},
+		{"undo", func(_, _ record.Seq) []string { return []string{"undo"} }},
+		{"undo --turn", func(_, _ record.Seq) []string { return []string{"undo", "--turn"} }},
+		{"rewind --before-turn", func(turn, _ record.Seq) []string { return []string{"rewind", "--before-turn", itoa(turn)} }},
+		{"revert", func(_, step record.Seq) []string { return []string{"revert", itoa(step)} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws, turn, step := personScenario(t)
@@ -148,10 +149,10 @@ func TestPersonChangeLeftAlone(t *testing.T) {
 func TestPersonChangeLeftAloneMCP(t *testing.T) {
 	for _, tc := range []struct {
 		tool string
-		args func(step Seq) map[string]any
+		args func(step record.Seq) map[string]any
 	}{
-		{"zerofs_undo", func(Seq) map[string]any { return map[string]any{} }},
-		{"zerofs_revert", func(step Seq) map[string]any { return map[string]any{"seq": step} }},
+		{"zerofs_undo", func(record.Seq) map[string]any { return map[string]any{} }},
+		{"zerofs_revert", func(step record.Seq) map[string]any { return map[string]any{"seq": step} }},
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
 			ws, _, step := personScenario(t)

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 )
 
 // progressHistory is an unmounted workspace whose last step wrote n files
@@ -237,8 +237,8 @@ func TestProgressRestore(t *testing.T) {
 	// The objects it lists: the base, and the segments up to it (one
 	// --once: all of them).
 	var sum struct {
-		Segments int            `json:"segments"`
-		Bases    []eventlog.Seq `json:"bases"`
+		Segments int          `json:"segments"`
+		Bases    []record.Seq `json:"bases"`
 	}
 	if err := json.Unmarshal([]byte(mustRun(t, s.ws, "log", "--replica", url, "--json")), &sum); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/record"
 )
 
 // A ref is a sequence as the user wrote it: absolute ("42", "@42") or
@@ -21,7 +22,7 @@ import (
 // what the current step did); used as a step (show, revert), it is the
 // step itself.
 type ref struct {
-	seq  Seq
+	seq  record.Seq
 	back int // steps back from the current one, when rel
 	rel  bool
 	text string
@@ -44,7 +45,7 @@ func parseRef(c *command, s string) (ref, error) {
 	if err != nil {
 		return ref{}, usagef(c, "bad sequence %q: want a number like 42, or -1 / @-1 for the step before the current one", s)
 	}
-	return ref{seq: Seq(n), text: s}, nil
+	return ref{seq: record.Seq(n), text: s}, nil
 }
 
 // stepBlock is the block a ref names as a step: for an absolute ref, the
@@ -94,7 +95,7 @@ func oldestRef(n int) string {
 // before the step after it ("@" is the head; "@-1" the state before the
 // current step, whatever happened since; "@-N" with N steps in the
 // history, the state before the oldest).
-func (r ref) state(src history.Source) (Seq, error) {
+func (r ref) state(src history.Source) (record.Seq, error) {
 	if !r.rel {
 		return r.seq, nil
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestAdviseEveryRefusal: every kind of refusal the engine and the daemon
@@ -20,10 +20,10 @@ import (
 // golden: one block per refusal.
 func TestAdviseEveryRefusal(t *testing.T) {
 	var b strings.Builder
-	kinds := map[rewind.Refusal]bool{}
+	kinds := map[record.Refusal]bool{}
 	for _, tc := range refusalExamples() {
 		line := advise(tc.err)
-		kinds[rewind.RefusalOf(tc.err)] = true
+		kinds[record.RefusalOf(tc.err)] = true
 		fmt.Fprintf(&b, "%s\nzerofs: %s\n\n", tc.name, oneLine(line))
 		if !strings.Contains(line, "zerofs ") {
 			t.Errorf("%s: %q names nothing to do next", tc.name, line)
@@ -32,7 +32,7 @@ func TestAdviseEveryRefusal(t *testing.T) {
 			t.Errorf("%s: %q is more than one line", tc.name, line)
 		}
 		// As the mounted client sees it: rebuilt from the daemon's report.
-		rep := control.ReportOf(rewind.Result{}, tc.err)
+		rep := control.ReportOf(record.RewindResult{}, tc.err)
 		if rep.Error == "" {
 			t.Errorf("%s: no refusal in the report", tc.name)
 		}
@@ -43,9 +43,9 @@ func TestAdviseEveryRefusal(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []rewind.Refusal{rewind.RefusedNothingToUndo, rewind.RefusedNothingToRedo, rewind.RefusedNoTurn,
-		rewind.RefusedNoSuchSeq, rewind.RefusedPruned, rewind.RefusedThinned, rewind.RefusedConflict,
-		rewind.RefusedNoSuchPath, rewind.RefusedBadRequest, rewind.RefusedFailed} {
+	for _, k := range []record.Refusal{record.RefusedNothingToUndo, record.RefusedNothingToRedo, record.RefusedNoTurn,
+		record.RefusedNoSuchSeq, record.RefusedPruned, record.RefusedThinned, record.RefusedConflict,
+		record.RefusedNoSuchPath, record.RefusedBadRequest, record.RefusedFailed} {
 		if !kinds[k] {
 			t.Errorf("refusal %s has no example", k)
 		}
@@ -59,25 +59,25 @@ type refusalExample struct {
 }
 
 func refusalExamples() []refusalExample {
-	step := &rewind.StepRef{Kind: "step", Sequence: 4, Label: "Bash"}
+	step := &record.StepRef{Kind: "step", Sequence: 4, Label: "Bash"}
 	return []refusalExample{
-		{"nothing-to-undo", &rewind.RefusedError{Refusal: rewind.RefusedNothingToUndo}},
-		{"nothing-to-redo", &rewind.RefusedError{Refusal: rewind.RefusedNothingToRedo}},
-		{"no-turn", &rewind.RefusedError{Refusal: rewind.RefusedNoTurn, Op: "turn", Step: step,
+		{"nothing-to-undo", &record.RefusedError{Refusal: record.RefusedNothingToUndo}},
+		{"nothing-to-redo", &record.RefusedError{Refusal: record.RefusedNothingToRedo}},
+		{"no-turn", &record.RefusedError{Refusal: record.RefusedNoTurn, Op: "turn", Step: step,
 			Msg: `no turn to undo: the last step in effect (4 "Bash") came before any prompt hook recorded a turn`}},
-		{"no-such-seq", &rewind.RefusedError{Refusal: rewind.RefusedNoSuchSeq, Seq: 99, Head: 31}},
+		{"no-such-seq", &record.RefusedError{Refusal: record.RefusedNoSuchSeq, Seq: 99, Head: 31}},
 		{"no-such-seq (explained)", &history.SeqError{Seq: 99, Head: 31}},
-		{"pruned", &rewind.RefusedError{Refusal: rewind.RefusedPruned, Seq: 3, Head: 31, PrunedBefore: 10}},
+		{"pruned", &record.RefusedError{Refusal: record.RefusedPruned, Seq: 3, Head: 31, PrunedBefore: 10}},
 		{"pruned (explained)", &history.SeqError{Seq: 3, Head: 31, PrunedBefore: 10}},
-		{"pruned (undo)", &rewind.RefusedError{Refusal: rewind.RefusedPruned, Seq: 3, Head: 31, PrunedBefore: 10, Op: "undo", Step: step}},
-		{"thinned", &rewind.RefusedError{Refusal: rewind.RefusedThinned, Seq: 12, Head: 31, Thinned: &rewind.ThinInterval{After: 8, Before: 20}}},
-		{"thinned (explained)", &history.SeqError{Seq: 12, Head: 31, Thinned: &rewind.ThinInterval{After: 8, Before: 20}}},
-		{"thinned (redo)", &rewind.RefusedError{Refusal: rewind.RefusedThinned, Seq: 12, Head: 31, Op: "redo", Step: step,
-			Thinned: &rewind.ThinInterval{After: 8, Before: 20}}},
-		{"conflict", &rewind.ConflictError{Step: 4, Paths: []string{"a.txt", "b c.txt"}}},
-		{"no-such-path", &rewind.RefusedError{Refusal: rewind.RefusedNoSuchPath, Seq: 0, Missing: []string{"nonexistent", "tab\there"}}},
-		{"bad-request", &rewind.RefusedError{Refusal: rewind.RefusedBadRequest, Msg: "rewind: bad request: paths go with a target only"}},
-		{"failed", &rewind.RefusedError{Refusal: rewind.RefusedFailed, Msg: "blobstore: blob not found: 1f2e"}},
+		{"pruned (undo)", &record.RefusedError{Refusal: record.RefusedPruned, Seq: 3, Head: 31, PrunedBefore: 10, Op: "undo", Step: step}},
+		{"thinned", &record.RefusedError{Refusal: record.RefusedThinned, Seq: 12, Head: 31, Thinned: &record.ThinInterval{After: 8, Before: 20}}},
+		{"thinned (explained)", &history.SeqError{Seq: 12, Head: 31, Thinned: &record.ThinInterval{After: 8, Before: 20}}},
+		{"thinned (redo)", &record.RefusedError{Refusal: record.RefusedThinned, Seq: 12, Head: 31, Op: "redo", Step: step,
+			Thinned: &record.ThinInterval{After: 8, Before: 20}}},
+		{"conflict", &record.ConflictError{Step: 4, Paths: []string{"a.txt", "b c.txt"}}},
+		{"no-such-path", &record.RefusedError{Refusal: record.RefusedNoSuchPath, Seq: 0, Missing: []string{"nonexistent", "tab\there"}}},
+		{"bad-request", &record.RefusedError{Refusal: record.RefusedBadRequest, Msg: "rewind: bad request: paths go with a target only"}},
+		{"failed", &record.RefusedError{Refusal: record.RefusedFailed, Msg: "blobstore: blob not found: 1f2e"}},
 	}
 }
 

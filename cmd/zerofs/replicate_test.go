@@ -16,8 +16,8 @@ import (
 
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/replicate"
-	"github.com/zerofs/zerofs/rewind"
 )
 
 // TestReplicateAndRestoreCLI: replicate --once an unmounted store,
@@ -211,10 +211,10 @@ func TestReplicateContinuousCLI(t *testing.T) {
 	// Up to date, said by replica.json (which status reads) and by the
 	// bucket (log --replica).
 	if err := testsupport.Poll(60*time.Second, func() bool {
-		rs, err := replicate.ReadState(filepath.Join(s.ws, rewind.StoreName))
+		rs, err := replicate.ReadState(filepath.Join(s.ws, record.StoreName))
 		return err == nil && rs.Base >= last && !rs.LastSuccess.IsZero() && rs.LastError == ""
 	}); err != nil {
-		rs, err := replicate.ReadState(filepath.Join(s.ws, rewind.StoreName))
+		rs, err := replicate.ReadState(filepath.Join(s.ws, record.StoreName))
 		t.Fatalf("zerofs replicate did not bring the replica up to %d: %+v %v", last, rs, err)
 	}
 	if lr := mustRun(t, "/", "log", "--replica", url); !strings.Contains(lr, fmt.Sprintf("restorable 0..%d", last)) {
@@ -415,7 +415,7 @@ func TestMountReplicateAtUnmount(t *testing.T) {
 	head := readTrim(t, filepath.Join(mp, ".zero/head"))
 	binOK(t, "/", "umount", mp)
 
-	dlog, err := os.ReadFile(filepath.Join(ws, rewind.StoreName, "daemon.log"))
+	dlog, err := os.ReadFile(filepath.Join(ws, record.StoreName, "daemon.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +463,7 @@ func TestMountReplicateAtUnmountAbsent(t *testing.T) {
 	if testsupport.FUSEMounted(mp) {
 		t.Fatalf("%s still mounted after umount", mp)
 	}
-	dlog, err := os.ReadFile(filepath.Join(ws, rewind.StoreName, "daemon.log"))
+	dlog, err := os.ReadFile(filepath.Join(ws, record.StoreName, "daemon.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +551,7 @@ func TestMountReplicateAtUnmountHung(t *testing.T) {
 		t.Errorf("status does not show the request the endpoint never answers:\n%s", binOK(t, mp, "status"))
 	}
 	umountLeftBehind(t, mp, url)
-	dlog, err := os.ReadFile(filepath.Join(ws, rewind.StoreName, "daemon.log"))
+	dlog, err := os.ReadFile(filepath.Join(ws, record.StoreName, "daemon.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,7 +585,7 @@ func TestMountReplicateAtUnmountAbandoned(t *testing.T) {
 	if out, err := exec.Command("umount", mp).CombinedOutput(); err != nil {
 		t.Fatalf("umount(8) %s: %v\n%s", mp, err, out)
 	}
-	dlogPath := filepath.Join(ws, rewind.StoreName, "daemon.log")
+	dlogPath := filepath.Join(ws, record.StoreName, "daemon.log")
 	// The last attempt has begun once the daemon logged the unmount.
 	for i := 0; ; i++ {
 		b, _ := os.ReadFile(dlogPath)
@@ -644,7 +644,7 @@ func TestMountReplicateSIGKILLAtUnmount(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Killed once the last attempt began, at a random moment of it.
-	logPath := filepath.Join(ws, rewind.StoreName, "daemon.log")
+	logPath := filepath.Join(ws, record.StoreName, "daemon.log")
 	if err := testsupport.Poll(60*time.Second, func() bool {
 		b, _ := os.ReadFile(logPath)
 		return strings.Contains(string(b), "replicate: last attempt before unmounting")

@@ -20,6 +20,7 @@ import (
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/replicate"
 	"github.com/zerofs/zerofs/rewind"
 )
@@ -187,7 +188,7 @@ func runRestore(e *env, c *command, args []string) error {
 		if err != nil {
 			return usagef(c, "--at wants a sequence number, not %q", *at)
 		}
-		opts.At, opts.HasAt = eventlog.Seq(n), true
+		opts.At, opts.HasAt = record.Seq(n), true
 	}
 	dir := pos[1]
 	if !filepath.IsAbs(dir) {
@@ -240,14 +241,14 @@ func runRestore(e *env, c *command, args []string) error {
 // away with what restores instead (--at, not a rewind: there is no
 // workspace yet); other errors are returned as they are.
 func restoreAdvice(err error, u replicate.URL) error {
-	var re *rewind.RefusedError
+	var re *record.RefusedError
 	if !errors.As(err, &re) {
 		return err
 	}
 	switch {
-	case re.Refusal == rewind.RefusedPruned:
+	case re.Refusal == record.RefusedPruned:
 		return fmt.Errorf("%v: restore --at %d restores the oldest state left ('zerofs log --replica %s' lists them)", err, re.PrunedBefore, u)
-	case re.Refusal == rewind.RefusedThinned && re.Thinned != nil:
+	case re.Refusal == record.RefusedThinned && re.Thinned != nil:
 		return fmt.Errorf("%v: restore --at %d or --at %d restores the nearest state kept", err, re.Thinned.After, re.Thinned.Before)
 	}
 	return fmt.Errorf("%v ('zerofs log --replica %s' lists the states it offers)", err, u)
@@ -383,7 +384,7 @@ func (d *daemonReplication) stop() {
 
 // replicationLines is what status says of replication, from the store's
 // replica.json (none when the store never replicated).
-func replicationLines(w io.Writer, store string, head eventlog.Seq) {
+func replicationLines(w io.Writer, store string, head record.Seq) {
 	st, err := replicate.ReadState(store)
 	if err != nil {
 		return
@@ -510,7 +511,7 @@ func logReplica(e *env, c *command, url, keyFile string, asJSON bool) error {
 	for i := len(sum.Steps) - 1; i >= 0; i-- {
 		st := sum.Steps[i]
 		kind := "step  "
-		if st.Type == eventlog.TypeRewind {
+		if st.Type == record.TypeRewind {
 			kind = "rewind"
 		}
 		fmt.Fprintf(e.stdout, "%s %4d  %s  %s\n", kind, st.Seq, st.At.Local().Format(time.DateTime), quote.Name(st.Label))

@@ -18,8 +18,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/replicate"
-	"github.com/zerofs/zerofs/rewind"
 )
 
 // forgeBase rewrites the newest base of the plain replica url as whoever
@@ -219,15 +219,15 @@ func TestRestoreWordsAfterGC(t *testing.T) {
 	}
 	s.step("last")
 	ctx := context.Background()
-	if _, err := s.eng.GCWith(ctx, rewind.GCRequest{Before: rewind.Seq(steps[1])}); err != nil {
+	if _, err := s.eng.GCWith(ctx, record.GCRequest{Before: record.Seq(steps[1])}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.eng.GCWith(ctx, rewind.GCRequest{ThinBefore: rewind.Seq(steps[6])}); err != nil {
+	if _, err := s.eng.GCWith(ctx, record.GCRequest{ThinBefore: record.Seq(steps[6])}); err != nil {
 		t.Fatal(err)
 	}
 	thinned := uint64(0)
 	for _, at := range steps[2:6] {
-		if !s.eng.HasState(rewind.Seq(at)) {
+		if !s.eng.HasState(record.Seq(at)) {
 			thinned = at
 		}
 	}

@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 var revertCmd = &command{
@@ -58,8 +57,8 @@ func runRevert(e *env, c *command, args []string) error {
 			}
 			s = b.Seq
 		}
-		rep, err := applyWith(e, src, control.RewindRequest{Revert: s, Force: *force, DryRun: *dry})
-		var ce *rewind.ConflictError
+		rep, err := applyWith(e, src, record.Request{Revert: s, Force: *force, DryRun: *dry})
+		var ce *record.ConflictError
 		if errors.As(err, &ce) {
 			if *dry {
 				writeWords(e.stdout, rep)

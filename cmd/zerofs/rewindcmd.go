@@ -9,7 +9,7 @@ import (
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 var rewindCmd = &command{
@@ -105,20 +105,20 @@ func runRewind(e *env, c *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		req := control.RewindRequest{Target: t, DryRun: *dry}
+		req := record.Request{Target: t, DryRun: *dry}
 		for _, p := range paths {
 			rel, err := ws.RelPath(e.cwd, p)
 			if err != nil {
 				return err
 			}
-			if err := rewind.CleanPath(rel); err != nil {
+			if err := record.CleanPath(rel); err != nil {
 				return fmt.Errorf("%s: not a path zerofs versions (%v)", quote.Name(p), err)
 			}
 			req.Paths = append(req.Paths, rel)
 		}
 		rep, err := applyWith(e, src, req)
-		var re *rewind.RefusedError
-		if errors.As(err, &re) && re.Refusal == rewind.RefusedNoSuchPath {
+		var re *record.RefusedError
+		if errors.As(err, &re) && re.Refusal == record.RefusedNoSuchPath {
 			// Name the paths as they were typed (relative to this
 			// directory), not as the workspace names them.
 			typed := map[string]string{}
@@ -139,9 +139,9 @@ func runRewind(e *env, c *command, args []string) error {
 }
 
 // doRewind runs req and explains a sequence that is not in the history.
-func doRewind(ctx context.Context, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
+func doRewind(ctx context.Context, src history.Source, req record.Request) (control.RewindReport, error) {
 	rep, err := src.Rewind(ctx, req)
-	if errors.Is(err, rewind.ErrNoSuchSeq) && !req.Undo && !req.Redo && req.Turn == 0 {
+	if errors.Is(err, record.ErrNoSuchSeq) && !req.Undo && !req.Redo && req.Turn == 0 {
 		t := req.Target
 		if req.Revert != 0 {
 			t = req.Revert
@@ -156,8 +156,8 @@ func doRewind(ctx context.Context, src history.Source, req control.RewindRequest
 // overwrote, which are named on stderr (a dry run's words list those it
 // would overwrite). On a terminal a progress bar runs meanwhile. A
 // refused revert returns its report (with the conflicts) and a
-// *rewind.ConflictError.
-func applyWith(e *env, src history.Source, req control.RewindRequest) (control.RewindReport, error) {
+// *record.ConflictError.
+func applyWith(e *env, src history.Source, req record.Request) (control.RewindReport, error) {
 	ctx := e.ctx
 	var p *progress
 	if !req.DryRun {
@@ -177,7 +177,7 @@ func applyWith(e *env, src history.Source, req control.RewindRequest) (control.R
 }
 
 // rewindVerb names what req does, for its progress line.
-func rewindVerb(req control.RewindRequest) string {
+func rewindVerb(req record.Request) string {
 	switch {
 	case req.Undo:
 		return "undo"
@@ -223,22 +223,22 @@ func runUndo(e *env, c *command, args []string) error {
 			return rewindTurn(e, 0, *dry, true)
 		}
 	}
-	return undoRedo(e, c, args, control.RewindRequest{Undo: true})
+	return undoRedo(e, c, args, record.Request{Undo: true})
 }
 
 // rewindTurn takes back a turn: the one at seq, or (last) the whole turn
 // of what an undo would take back now, which the engine chooses under its
 // lock. One request either way, whose report names the turn by its
 // prompt.
-func rewindTurn(e *env, seq Seq, dry, last bool) error {
-	req := control.RewindRequest{Turn: seq, DryRun: dry}
+func rewindTurn(e *env, seq record.Seq, dry, last bool) error {
+	req := record.Request{Turn: seq, DryRun: dry}
 	if last {
-		req = control.RewindRequest{Undo: true, WholeTurn: true, DryRun: dry}
+		req = record.Request{Undo: true, WholeTurn: true, DryRun: dry}
 	}
 	return withHistory(e, func(_ *history.Workspace, src history.Source) error {
 		rep, err := applyWith(e, src, req)
-		var re *rewind.RefusedError
-		if !last && errors.As(err, &re) && re.Refusal == rewind.RefusedNoSuchSeq && re.Seq == seq {
+		var re *record.RefusedError
+		if !last && errors.As(err, &re) && re.Refusal == record.RefusedNoSuchSeq && re.Seq == seq {
 			return &history.TurnError{Seq: seq}
 		}
 		if err != nil {
@@ -249,10 +249,10 @@ func rewindTurn(e *env, seq Seq, dry, last bool) error {
 }
 
 func runRedo(e *env, c *command, args []string) error {
-	return undoRedo(e, c, args, control.RewindRequest{Redo: true})
+	return undoRedo(e, c, args, record.Request{Redo: true})
 }
 
-func undoRedo(e *env, c *command, args []string, req control.RewindRequest) error {
+func undoRedo(e *env, c *command, args []string, req record.Request) error {
 	fs := newFlags(c)
 	dry := fs.Bool("dry-run", false, "")
 	pos, rest, err := parseArgs(c, fs, args)

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/zerofs/zerofs/history"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 var showCmd = &command{
@@ -71,7 +71,7 @@ func showStep(e *env, h history.Source, r ref) error {
 	if b == nil {
 		head, _ := h.Head()
 		if r.seq > head {
-			return history.ExplainSeq(h, r.seq, rewind.ErrNoSuchSeq)
+			return history.ExplainSeq(h, r.seq, record.ErrNoSuchSeq)
 		}
 		return fmt.Errorf("no step holds sequence %d (it is a gc's, or was pruned)", r.seq)
 	}
@@ -135,13 +135,13 @@ func blockDiff(h history.Source, b *history.Block) ([]history.FileDiff, error) {
 	return out, nil
 }
 
-func show(e *env, ws *history.Workspace, h history.Source, arg string, t Seq) error {
+func show(e *env, ws *history.Workspace, h history.Source, arg string, t record.Seq) error {
 	p, n, err := resolveAt(e, ws, h, arg, t)
 	if err != nil {
 		return err
 	}
 	switch n.Kind {
-	case rewind.KindDir:
+	case record.KindDir:
 		names, err := h.List(p, t)
 		if err != nil {
 			return err
@@ -151,13 +151,13 @@ func show(e *env, ws *history.Workspace, h history.Source, arg string, t Seq) er
 			if err != nil {
 				return err
 			}
-			if c.Kind == rewind.KindDir {
+			if c.Kind == record.KindDir {
 				name += "/"
 			}
 			fmt.Fprintln(e.stdout, name)
 		}
 		return nil
-	case rewind.KindSymlink:
+	case record.KindSymlink:
 		_, err := fmt.Fprintln(e.stdout, n.Target)
 		return err
 	}
@@ -172,7 +172,7 @@ func show(e *env, ws *history.Workspace, h history.Source, arg string, t Seq) er
 // resolveAt finds the path the user means at t: relative to the current
 // directory first, then relative to the workspace root (like paths copied
 // from `zerofs log`).
-func resolveAt(e *env, ws *history.Workspace, h history.Source, arg string, t Seq) (string, history.Node, error) {
+func resolveAt(e *env, ws *history.Workspace, h history.Source, arg string, t record.Seq) (string, history.Node, error) {
 	p, err := ws.RelPath(e.cwd, arg)
 	if err != nil {
 		return "", history.Node{}, err
@@ -186,10 +186,10 @@ func resolveAt(e *env, ws *history.Workspace, h history.Source, arg string, t Se
 	}
 	for _, c := range cands {
 		n, err := h.Stat(c, t)
-		if errors.Is(err, rewind.ErrNoSuchSeq) {
+		if errors.Is(err, record.ErrNoSuchSeq) {
 			return "", history.Node{}, history.ExplainSeq(h, t, err)
 		}
-		if errors.Is(err, rewind.ErrUnsafePath) || errors.Is(err, rewind.ErrReserved) {
+		if errors.Is(err, record.ErrUnsafePath) || errors.Is(err, record.ErrReserved) {
 			return "", history.Node{}, fmt.Errorf("%s: not a workspace path", arg)
 		}
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestShowLabelsTheStepsOwnAfterState: on a mounted workspace `zerofs show
@@ -81,7 +82,7 @@ func TestShowLabelsTheStepsOwnAfterState(t *testing.T) {
 	if last == 0 || !named {
 		t.Fatalf("want the step's captures, then a stash_named, then the rewind's checkpoint %d; the log:\n%s", rewindCP, logText)
 	}
-	want := "(@" + itoa(history.Seq(last)) + ")"
+	want := "(@" + itoa(record.Seq(last)) + ")"
 	labels := regexp.MustCompile(`\+\+\+ b/\S+\t(\(@\d+\))`)
 	for _, ref := range []string{"@", itoa(rm)} {
 		out := binOK(t, ws, "show", ref)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/replicate"
 )
 
@@ -129,16 +130,16 @@ type statusJSON struct {
 	Sync       string `json:"sync,omitempty"`
 	AutoStep   string `json:"autoStep,omitempty"`
 	// DaemonElsewhere is a daemon serving the store from another mountpoint.
-	DaemonElsewhere int `json:"daemonElsewhere,omitempty"`
-	Head            Seq `json:"head"`
+	DaemonElsewhere int        `json:"daemonElsewhere,omitempty"`
+	Head            record.Seq `json:"head"`
 	// Step is the current step (null before the first).
-	Step         *stepJSON `json:"step"`
-	Steps        int       `json:"steps"`
-	Store        string    `json:"store"`
-	StoreBytes   int64     `json:"storeBytes"`
-	Blobs        int       `json:"blobs"`
-	PrunedBefore Seq       `json:"prunedBefore"`
-	Captures     string    `json:"captures"`
+	Step         *stepJSON  `json:"step"`
+	Steps        int        `json:"steps"`
+	Store        string     `json:"store"`
+	StoreBytes   int64      `json:"storeBytes"`
+	Blobs        int        `json:"blobs"`
+	PrunedBefore record.Seq `json:"prunedBefore"`
+	Captures     string     `json:"captures"`
 	// GCWouldFree is what a gc keeping all history would free now.
 	GCWouldFree int64 `json:"gcWouldFreeBytes"`
 	// InBacking is true when the caller's working directory is the
@@ -151,8 +152,8 @@ type statusJSON struct {
 }
 
 type stepJSON struct {
-	Sequence Seq    `json:"sequence"`
-	Label    string `json:"label"`
+	Sequence record.Seq `json:"sequence"`
+	Label    string     `json:"label"`
 }
 
 func writeStatusJSON(e *env, st history.Status) error {

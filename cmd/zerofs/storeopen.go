@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	zfs "github.com/zerofs/zerofs/fs"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -30,7 +31,7 @@ func openStoreDir(opts zfs.Options, store string) (*os.File, error) {
 		return nil, err
 	}
 	defer ws.Close()
-	d, err := zfs.OpenStoreBeneath(ws, rewind.StoreName)
+	d, err := zfs.OpenStoreBeneath(ws, record.StoreName)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", store, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // TestMountedDiffNeverFollowsSymlinkOutOfWorkspace (issue 7, defect 5):
@@ -77,11 +79,11 @@ func TestMountedDiffNeverFollowsSymlinkOutOfWorkspace(t *testing.T) {
 }
 
 // daemonHead is the mount's head sequence.
-func daemonHead(t *testing.T, ws string) Seq {
+func daemonHead(t *testing.T, ws string) record.Seq {
 	t.Helper()
 	n, err := strconv.ParseUint(readTrim(t, filepath.Join(ws, ".zero", "head")), 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Seq(n)
+	return record.Seq(n)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
 )
@@ -54,7 +55,7 @@ func TestTamperedStoreDotDotRefusedByMountAndVerify(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ev, err := l.Append(context.Background(), eventlog.TypeCheckpoint, map[string]any{"tool": "rewind", "files": []any{tc.record}})
+			ev, err := l.Append(context.Background(), record.TypeCheckpoint, map[string]any{"tool": "rewind", "files": []any{tc.record}})
 			l.Close()
 			if err != nil {
 				t.Fatal(err)

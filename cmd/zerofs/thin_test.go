@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
 
 // oldStep is one step of buildOldDays: where it began, and a.txt in the
 // state it began from.
 type oldStep struct {
-	seq   rewind.Seq
+	seq   record.Seq
 	first bool // the first step of its UTC day
 	a     string
 }
@@ -30,7 +31,7 @@ type oldStep struct {
 // then one step an hour ago. Each step rewrites a.txt and 4 KiB of b.bin.
 // It returns the workspace, the old steps, and the cut `gc --thin-after
 // 72h` thins before (the state an hour ago).
-func buildOldDays(t *testing.T) (ws string, steps []oldStep, cut rewind.Seq) {
+func buildOldDays(t *testing.T) (ws string, steps []oldStep, cut record.Seq) {
 	t.Helper()
 	ctx := context.Background()
 	ws = filepath.Join(t.TempDir(), "ws")
@@ -42,7 +43,7 @@ func buildOldDays(t *testing.T) (ws string, steps []oldStep, cut rewind.Seq) {
 	defer dir.Close()
 	now := time.Now().UTC()
 	clock := now.Truncate(24 * time.Hour).Add(-11 * 24 * time.Hour)
-	eng, err := rewind.Open(ctx, dir, rewind.Options{StoreDir: filepath.Join(ws, rewind.StoreName), Now: func() time.Time { return clock }})
+	eng, err := rewind.Open(ctx, dir, rewind.Options{StoreDir: filepath.Join(ws, record.StoreName), Now: func() time.Time { return clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func buildOldDays(t *testing.T) (ws string, steps []oldStep, cut rewind.Seq) {
 // wantThinGC checks the output of the first `gc --thin-after 72h` over
 // buildOldDays' history: six intervals (one from each day's first step to
 // the next day's, the last to the cut), the states of two steps in each.
-func wantThinGC(t *testing.T, out string, steps []oldStep, cut rewind.Seq) {
+func wantThinGC(t *testing.T, out string, steps []oldStep, cut record.Seq) {
 	t.Helper()
 	want := []string{fmt.Sprintf("thinned history before %d to one state a day: 6 intervals went (the states of 12 steps, ", cut)}
 	for day := range 6 {
@@ -199,7 +200,7 @@ func TestGCThinAfterMounted(t *testing.T) {
 			t.Errorf("stat %s after the thin: %v, want ENOENT", view, err)
 		}
 	}
-	seq := func(s rewind.Seq) string { return strconv.FormatUint(uint64(s), 10) }
+	seq := func(s record.Seq) string { return strconv.FormatUint(uint64(s), 10) }
 	// The CLI's words: the interval that holds the state, and the two kept.
 	if r := bin(t, ws, "", "rewind", seq(steps[1].seq)); r.code != 1 || r.stderr != fmt.Sprintf("zerofs: no sequence %d: history between %d and %d was thinned to one state a day (%d and %d remain): zerofs rewind %d or %d goes to the nearest state kept\n",
 		steps[1].seq, steps[0].seq, steps[3].seq, steps[0].seq, steps[3].seq, steps[0].seq, steps[3].seq) {
@@ -222,12 +223,12 @@ func TestGCThinAfterMounted(t *testing.T) {
 	b := make([]byte, 1<<16)
 	n, _ := f.ReadAt(b, 0)
 	rep, err := control.ParseRewindReport(b[:n])
-	if err != nil || rep.Error != string(rewind.RefusedThinned) || rep.Requested != steps[1].seq || rep.Interval == nil ||
+	if err != nil || rep.Error != string(record.RefusedThinned) || rep.Requested != steps[1].seq || rep.Interval == nil ||
 		rep.Interval.After != steps[0].seq || rep.Interval.Before != steps[3].seq || !strings.Contains(rep.Message, "thinned to one state a day") {
 		t.Errorf("the refusal read back from .zero/rewind: %q (%v)", b[:n], err)
 	}
-	if !errors.Is(rep.Err(), rewind.ErrNoSuchSeq) {
-		t.Errorf("the refusal's error %v is not rewind.ErrNoSuchSeq", rep.Err())
+	if !errors.Is(rep.Err(), record.ErrNoSuchSeq) {
+		t.Errorf("the refusal's error %v is not record.ErrNoSuchSeq", rep.Err())
 	}
 	if after := readTrim(t, filepath.Join(ws, ".zero", "head")); after != head {
 		t.Errorf("a refused rewind moved head from %s to %s", head, after)

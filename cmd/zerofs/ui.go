@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/history"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/timeline"
 )
 
@@ -68,7 +68,7 @@ func runUI(e *env, c *command, args []string) error {
 		if ws.Mounted {
 			return fmt.Sprintf("head %d", ws.Status.Head), true, nil
 		}
-		fi, err := os.Stat(filepath.Join(ws.Store, rewind.LogName))
+		fi, err := os.Stat(filepath.Join(ws.Store, record.LogName))
 		if err != nil {
 			return "", false, err
 		}

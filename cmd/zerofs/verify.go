@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/record"
 )
 
 var verifyCmd = &command{
@@ -79,14 +80,14 @@ func runVerify(e *env, c *command, args []string) error {
 // verifyJSON is `zerofs verify --json`: add fields, never rename them.
 type verifyJSON struct {
 	OK       bool          `json:"ok"`
-	Events   Seq           `json:"events"`
+	Events   record.Seq    `json:"events"`
 	Blobs    int           `json:"blobs"`
 	Findings []findingJSON `json:"findings"`
 }
 
 type findingJSON struct {
 	Kind     history.FindingKind `json:"kind"`
-	Sequence Seq                 `json:"sequence,omitempty"`
+	Sequence record.Seq          `json:"sequence,omitempty"`
 	Path     string              `json:"path,omitempty"`
 	Blob     string              `json:"blob,omitempty"`
 	Message  string              `json:"message"`

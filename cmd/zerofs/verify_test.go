@@ -9,7 +9,7 @@ import (
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/eventlog"
-	"github.com/zerofs/zerofs/rewind"
+	"github.com/zerofs/zerofs/record"
 )
 
 // blobsOf lists the blobs the store's checkpoints name, with a path each.
@@ -20,8 +20,8 @@ func blobsOf(t *testing.T, ws string) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var cp rewind.Checkpoint
-		if ev.Type == eventlog.TypeCheckpoint && json.Unmarshal(ev.Payload, &cp) == nil {
+		var cp record.Checkpoint
+		if ev.Type == record.TypeCheckpoint && json.Unmarshal(ev.Payload, &cp) == nil {
 			for _, f := range cp.Files {
 				if f.Blob != "" {
 					out[f.Blob] = f.Path

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/timeline"
 )
 
@@ -30,9 +31,9 @@ func TestTurnsNamedEverywhere(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
 	mountT(t, ws)
-	head := func() Seq {
+	head := func() record.Seq {
 		t.Helper()
-		var n Seq
+		var n record.Seq
 		if _, err := fmt.Sscan(readTrim(t, filepath.Join(ws, ".zero", "head")), &n); err != nil {
 			t.Fatal(err)
 		}

@@ -10,17 +10,23 @@ import (
 const module = "github.com/zerofs/zerofs"
 
 // allowed lists, for each of our packages, the packages of ours it may
-// import (directly or not). Imports point one way: cmd/zerofs → fs,
-// history → control → rewind → rewind/internal/index (the state derived
-// from the log, folded once) → eventlog, blobstore → internal/durable.
-// The daemon (fs) and the clients (history) share the control protocol;
-// the engine resolves every request, undo and redo included, so fs never
-// imports history (nor history fs), and nothing imports cmd. The timeline (zerofs ui)
-// and the MCP server (mcpserver, zerofs mcp) stand on history like the CLI:
-// never fs, never cmd, never each other. internal/wsdir (the workspace
-// path resolver) and internal/quote (how a name is printed for a person) are
-// leaves like internal/durable.
+// import (directly or not). Imports point one way. At the bottom, record
+// holds the contract's words (events and their payloads, sequences, kinds,
+// forms, requests and refusals, name rules, the damage check) and imports
+// none of ours: everything above speaks them without importing another
+// floor to do so. Then the log and the blob store (eventlog, blobstore, on
+// internal/durable); the state derived from the log, folded once
+// (rewind/internal/index); the engine (rewind). The control protocol
+// stands on record alone, beside the engine, not on it: the daemon (fs)
+// and the clients (history) share it, and the engine resolves every
+// request, undo and redo included, so fs never imports history (nor
+// history fs), and nothing imports cmd. The timeline (zerofs ui) stands on
+// history like the CLI, and so does the MCP server (mcpserver, zerofs
+// mcp): never fs, never cmd, never each other. internal/wsdir (the workspace
+// path resolver) and internal/quote (how a name is printed for a person)
+// are leaves like internal/durable.
 var allowed = map[string][]string{
+	"record":           {},
 	"internal/durable": {},
 	"internal/wsdir":   {},
 	"internal/quote":   {},
@@ -28,22 +34,22 @@ var allowed = map[string][]string{
 	// ours: every package's tests may use it.
 	"internal/testsupport":  {},
 	"hooks":                 {},
-	"eventlog":              {"internal/durable"},
-	"blobstore":             {"internal/durable"},
-	"rewind/internal/index": {"eventlog", "blobstore", "internal/durable"},
-	"rewind":                {"rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"control":               {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"history":               {"control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"fs":                    {"control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"eventlog":              {"record", "internal/durable"},
+	"blobstore":             {"record", "internal/durable"},
+	"rewind/internal/index": {"record", "eventlog", "blobstore", "internal/durable"},
+	"rewind":                {"record", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"control":               {"record"},
+	"history":               {"record", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"fs":                    {"record", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	// replicate copies a store to S3 and restores from it: it stands on
 	// the engine (rewind) like history, below cmd, beside the front ends.
-	"replicate":  {"rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"timeline":   {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"mcpserver":  {"history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"cmd/zerofs": {"fs", "history", "timeline", "mcpserver", "replicate", "hooks", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"replicate":  {"record", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"timeline":   {"record", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"mcpserver":  {"record", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"cmd/zerofs": {"record", "fs", "history", "timeline", "mcpserver", "replicate", "hooks", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
-	"scripts/profmount": {"fs", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"scripts/profmount": {"record", "fs", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	// scripts/loopmount is the benchmark's floor: go-fuse's plain loopback
 	// with zerofs's mount settings and none of zerofs's code, so it
 	// imports none of ours and, like cmd, may use go-fuse directly.
@@ -57,6 +63,7 @@ var storeModules = []string{"github.com/restic/chunker", "github.com/klauspost/c
 // outside lists, for each package, the outside modules it may reach.
 // Only fs (and cmd, through it) may use go-fuse.
 var outside = map[string][]string{
+	"record":                {},
 	"internal/durable":      {},
 	"internal/wsdir":        {"golang.org/x/sys"},
 	"hooks":                 {},
@@ -66,7 +73,7 @@ var outside = map[string][]string{
 	"blobstore":             append([]string{"golang.org/x/sys"}, storeModules...),
 	"rewind/internal/index": append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),
 	"rewind":                append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),
-	"control":               append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),
+	"control":               {},
 	"history":               append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
 	"timeline":              append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
 	// mcpserver speaks MCP (the SDK and its JSON schema package) and

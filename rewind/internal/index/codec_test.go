@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zerofs/zerofs/record"
 	"pgregory.net/rapid"
 )
 
@@ -14,7 +15,7 @@ import (
 // to a value that is not its zero and checks the round trip, so a field
 // added to FileState without the codec fails here.
 func TestStateCodecKeepsEveryField(t *testing.T) {
-	var f FileState
+	var f record.FileState
 	v := reflect.ValueOf(&f).Elem()
 	for i := range v.NumField() {
 		fv, name := v.Field(i), v.Type().Field(i).Name
@@ -29,7 +30,7 @@ func TestStateCodecKeepsEveryField(t *testing.T) {
 	}
 	valid := "ab34567890abcdef0123456789abcdef0123456789abcdef0123456789abcdef" // stored raw
 	for _, blob := range []string{valid, "not-a-blob-id", ""} {
-		for _, kind := range []Kind{KindFile, KindDir, KindSymlink, "", "fifo?"} {
+		for _, kind := range []record.Kind{record.KindFile, record.KindDir, record.KindSymlink, "", "fifo?"} {
 			g := f
 			g.Blob, g.Kind = blob, kind
 			b := encodeState(nil, g)
@@ -89,9 +90,9 @@ func setNonZero(fv reflect.Value, i int) bool {
 // the same verdict for every record.
 func TestCheckPackedAgreesWithCheckRecord(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		f := FileState{
+		f := record.FileState{
 			Path:    rapid.SampledFrom([]string{"", "a", "d/b"}).Draw(rt, "path"),
-			Kind:    Kind(rapid.SampledFrom([]string{"file", "dir", "symlink", "", "fifo"}).Draw(rt, "kind")),
+			Kind:    record.Kind(rapid.SampledFrom([]string{"file", "dir", "symlink", "", "fifo"}).Draw(rt, "kind")),
 			Blob:    rapid.SampledFrom([]string{"", "ab34567890abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "AB34567890ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF", "xyz"}).Draw(rt, "blob"),
 			Absent:  rapid.Bool().Draw(rt, "absent"),
 			Skipped: rapid.Bool().Draw(rt, "skipped"),
@@ -101,7 +102,7 @@ func TestCheckPackedAgreesWithCheckRecord(t *testing.T) {
 			Reason:  rapid.SampledFrom([]string{"", "why"}).Draw(rt, "reason"),
 		}
 		packed := encodeState(nil, f)
-		got, want := checkPacked(f.Path, packed), checkRecord(f)
+		got, want := checkPacked(f.Path, packed), record.CheckRecord(f)
 		if (got == "") != (want == "") {
 			rt.Fatalf("%+v: checkPacked says %q, checkRecord %q", f, got, want)
 		}

@@ -9,6 +9,6 @@
 // its own, so the two agree on which records survive.
 //
 // The log and the snapshot are untrusted input: every record is checked
-// (damage.go) before it is indexed, and a bad one is a *DamageError naming
-// its line.
+// (record.CheckFiles, record.DecodeEvent) before it is indexed, and a bad
+// one is a *record.DamageError naming its line.
 package index

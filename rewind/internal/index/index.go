@@ -5,12 +5,14 @@ import (
 	"sort"
 	"sync"
 	"unsafe"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // Record is one checkpoint's before-state of one path.
 type Record struct {
-	Seq   Seq
-	State FileState
+	Seq   record.Seq
+	State record.FileState
 }
 
 // Index answers "what was at P at T" from the checkpoints. Per path it keeps
@@ -67,7 +69,7 @@ const noRec = ^uint64(0)
 // rec is one record: the sequence of the checkpoint naming the path, and
 // where that checkpoint's state of it is in the arena.
 type rec struct {
-	seq Seq
+	seq record.Seq
 	off uint64
 }
 
@@ -98,15 +100,15 @@ func (pr *pathRecords) setRecs(recs []rec) {
 
 // search is the index of pr's first record with seq > after (len(list)
 // if none).
-func (pr *pathRecords) search(after Seq) int {
+func (pr *pathRecords) search(after record.Seq) int {
 	recs := pr.list()
 	return sort.Search(len(recs), func(i int) bool { return recs[i].seq > after })
 }
 
 // seqs is a copy of pr's sequences.
-func (pr *pathRecords) seqs() []Seq {
+func (pr *pathRecords) seqs() []record.Seq {
 	recs := pr.list()
-	out := make([]Seq, len(recs))
+	out := make([]record.Seq, len(recs))
 	for i, r := range recs {
 		out[i] = r.seq
 	}
@@ -155,8 +157,8 @@ func NewIndex() *Index {
 // views and rewinds act on): if one is not a record zerofs could have
 // written, add records nothing and returns a *DamageError naming seq and the
 // path, for the caller to name the file.
-func (ix *Index) Add(seq Seq, files []FileState) error {
-	if err := checkFiles(seq, files); err != nil {
+func (ix *Index) Add(seq record.Seq, files []record.FileState) error {
+	if err := record.CheckFiles(seq, files); err != nil {
 		return err
 	}
 	ix.mu.Lock()
@@ -228,13 +230,13 @@ func (ix *Index) childrenRLock() {
 // At returns the before-state recorded by the first checkpoint with
 // after < seq < limit that names p. It does not look through renames of
 // p's ancestors: Resolve does.
-func (ix *Index) At(p string, after, limit Seq) (Record, bool) {
+func (ix *Index) At(p string, after, limit record.Seq) (Record, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return ix.atLocked(p, after, limit)
 }
 
-func (ix *Index) atLocked(p string, after, limit Seq) (Record, bool) {
+func (ix *Index) atLocked(p string, after, limit record.Seq) (Record, bool) {
 	id, ok := ix.ids.find(&ix.paths, p)
 	if !ok {
 		return Record{}, false
@@ -252,7 +254,7 @@ func (ix *Index) atLocked(p string, after, limit Seq) (Record, bool) {
 
 // ChangedBetween returns every path named by a checkpoint with
 // after < seq < limit.
-func (ix *Index) ChangedBetween(after, limit Seq) []string {
+func (ix *Index) ChangedBetween(after, limit record.Seq) []string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	var out []string
@@ -270,7 +272,7 @@ func (ix *Index) ChangedBetween(after, limit Seq) []string {
 // Prune drops records with seq <= before: no state at or after before can
 // use them. Their bytes stay in the arena until the index is next written
 // out and read back (a snapshot holds only live records).
-func (ix *Index) Prune(before Seq) {
+func (ix *Index) Prune(before record.Seq) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for i := range ix.paths.n {
@@ -324,12 +326,12 @@ func (ix *Index) Last(p string) (Record, bool) {
 // Each calls fn for every path with its live records, in the order the
 // paths were first recorded (for tests comparing two indexes); fn must not
 // keep the slices.
-func (ix *Index) Each(fn func(p string, seqs []Seq, states func(i int) FileState)) {
+func (ix *Index) Each(fn func(p string, seqs []record.Seq, states func(i int) record.FileState)) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	for i := range ix.paths.n {
 		pr := ix.paths.at(i)
-		fn(pr.path, pr.seqs(), func(j int) FileState { return ix.arena.get(pr.list()[j].off) })
+		fn(pr.path, pr.seqs(), func(j int) record.FileState { return ix.arena.get(pr.list()[j].off) })
 	}
 }
 

@@ -6,64 +6,20 @@ import (
 	"sort"
 	"time"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
-
-// MarkKind is what an event does to the grouping of checkpoints into steps.
-type MarkKind uint8
-
-const (
-	// MarkStep: a tool_call; a step begins.
-	MarkStep MarkKind = iota
-	// MarkRewindCheckpoint: a rewind's own checkpoint; the rewind's block
-	// begins (it is known only from the session_rewind that follows).
-	MarkRewindCheckpoint
-	// MarkRewind: a session_rewind; the step ends, and checkpoints after it
-	// belong to an implicit step until the next tool_call.
-	MarkRewind
-	// MarkTurn: a turn event (a person's prompt); like a rewind it ends the
-	// step, so changes before the turn's first tool_call form an implicit
-	// step of their own.
-	MarkTurn
-)
-
-// Mark is one step boundary. The marks follow the grouping `zerofs log`
-// shows: a gc and a reopen of the store are not boundaries.
-type Mark struct {
-	Seq     Seq
-	Kind    MarkKind
-	Label   string
-	Session string    // the agent's session id ("agentSession" in the tool_call or turn)
-	At      time.Time // when the step began (MarkStep only)
-	// First is the first checkpoint of the block the mark begins (0 while
-	// it has none): for a MarkStep its step's, for a MarkRewind or a
-	// MarkTurn the implicit step's after it, for a MarkRewindCheckpoint its
-	// own seq.
-	First Seq
-	// Target, Form and Back describe a MarkRewind: its target, its form,
-	// and whether it put the whole workspace back (an undo, a redo, a turn
-	// taken back, or a whole rewind written before forms were recorded),
-	// which takes the
-	// actions after Target out of effect instead of being one itself.
-	Target Seq
-	Form   string
-	Back   bool
-}
 
 // markEvent notes the boundary ev makes, if any, and keeps the redo stack
 // (undo.go); the caller holds s.mu. rp is the payload of a session_rewind.
-func (s *State) markEvent(ev eventlog.Event, rp *RewindPayload) {
+func (s *State) markEvent(ev record.Event, rp *record.RewindPayload) {
 	switch ev.Type {
-	case eventlog.TypeToolCall:
-		var p struct {
-			Name         string `json:"name"`
-			AgentSession string `json:"agentSession"`
-		}
+	case record.TypeToolCall:
+		var p record.ToolCallPayload
 		json.Unmarshal(ev.Payload, &p)
 		s.endBlock()
-		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkStep, Label: p.Name, Session: p.AgentSession, At: ev.CreatedAt})
-	case eventlog.TypeRewind:
-		cp := Seq(0)
+		s.insertMark(record.Mark{Seq: ev.Seq, Kind: record.MarkStep, Label: p.Name, Session: p.AgentSession, At: ev.CreatedAt})
+	case record.TypeRewind:
+		cp := record.Seq(0)
 		if rp.CheckpointSequence > 0 && rp.CheckpointSequence < ev.Seq {
 			cp = rp.CheckpointSequence
 			// The rewind's own checkpoints were folded into the block open
@@ -72,18 +28,16 @@ func (s *State) markEvent(ev eventlog.Event, rp *RewindPayload) {
 		}
 		s.endBlock()
 		if cp != 0 {
-			s.insertMark(Mark{Seq: cp, Kind: MarkRewindCheckpoint, First: cp})
+			s.insertMark(record.Mark{Seq: cp, Kind: record.MarkRewindCheckpoint, First: cp})
 		}
-		back := rp.Form == FormUndo || rp.Form == FormRedo || rp.Form == FormTurn || (rp.Form == "" && len(rp.Paths) == 0 && rp.RevertOf == 0)
-		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkRewind, Target: rp.TargetSequence, Form: rp.Form, Back: back})
+		back := rp.Form == record.FormUndo || rp.Form == record.FormRedo || rp.Form == record.FormTurn || (rp.Form == "" && len(rp.Paths) == 0 && rp.RevertOf == 0)
+		s.insertMark(record.Mark{Seq: ev.Seq, Kind: record.MarkRewind, Target: rp.TargetSequence, Form: rp.Form, Back: back})
 		s.rewound(ev.Seq, cp, *rp, back)
-	case eventlog.TypeTurn:
-		var p struct {
-			AgentSession string `json:"agentSession"`
-		}
+	case record.TypeTurn:
+		var p record.TurnPayload
 		json.Unmarshal(ev.Payload, &p)
 		s.endBlock()
-		s.insertMark(Mark{Seq: ev.Seq, Kind: MarkTurn, Session: p.AgentSession, At: ev.CreatedAt})
+		s.insertMark(record.Mark{Seq: ev.Seq, Kind: record.MarkTurn, Session: p.AgentSession, At: ev.CreatedAt})
 	}
 }
 
@@ -91,7 +45,7 @@ func (s *State) markEvent(ev eventlog.Event, rp *RewindPayload) {
 // earlier step named by step (a checkpoint of another session's step), or,
 // for a person's change, in no block: it is nobody's action to undo. The
 // caller holds s.mu.
-func (s *State) noteCheckpoint(seq, step Seq, person bool) {
+func (s *State) noteCheckpoint(seq, step record.Seq, person bool) {
 	if person {
 		s.person = append(s.person, seq)
 		return
@@ -116,7 +70,7 @@ func (s *State) noteCheckpoint(seq, step Seq, person bool) {
 
 // disown gives the checkpoints from cp on back to the rewind that wrote
 // them: the open block's first checkpoint is not its own if it is one.
-func (s *State) disown(cp Seq) {
+func (s *State) disown(cp record.Seq) {
 	if n := len(s.marks); n > 0 {
 		if s.marks[n-1].First >= cp {
 			s.marks[n-1].First = 0
@@ -131,24 +85,24 @@ func (s *State) disown(cp Seq) {
 // calls them) but no index of before-states: the one grouping of events
 // into steps, for a reader that shows the steps (history's log). A
 // damaged event folds in nothing, as in State.Add.
-func GroupMarks(events iter.Seq2[eventlog.Event, error]) ([]Mark, error) {
+func GroupMarks(events iter.Seq2[record.Event, error]) ([]record.Mark, error) {
 	var s State
 	for ev, err := range events {
 		if err != nil {
 			return nil, err
 		}
-		v, err := DecodeEvent(LogName, ev)
+		v, err := record.DecodeEvent(record.LogName, ev)
 		if err != nil {
 			continue
 		}
 		switch p := v.(type) {
-		case Checkpoint:
+		case record.Checkpoint:
 			if !p.Rewind {
 				s.noteCheckpoint(ev.Seq, p.Step, p.Person)
 			}
-		case RewindPayload:
+		case record.RewindPayload:
 			s.markEvent(ev, &p)
-		case PrunedPayload, ThinnedPayload:
+		case record.PrunedPayload, record.ThinnedPayload:
 			// A gc changes no file and ends no step.
 		default:
 			s.markEvent(ev, nil)
@@ -159,13 +113,13 @@ func GroupMarks(events iter.Seq2[eventlog.Event, error]) ([]Mark, error) {
 
 // insertMark keeps marks sorted (they arrive in order, except a rewind's
 // checkpoint, which is learnt after it).
-func (s *State) insertMark(m Mark) {
+func (s *State) insertMark(m record.Mark) {
 	i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq >= m.Seq })
 	if i < len(s.marks) && s.marks[i].Seq == m.Seq {
 		s.marks[i] = m
 		return
 	}
-	s.marks = append(s.marks, Mark{})
+	s.marks = append(s.marks, record.Mark{})
 	copy(s.marks[i+1:], s.marks[i:])
 	s.marks[i] = m
 }
@@ -174,20 +128,20 @@ func (s *State) insertMark(m Mark) {
 // The state at Before is the workspace just before it, the state at End
 // just after it.
 type Span struct {
-	Before, End Seq
+	Before, End record.Seq
 	// Step is the tool_call that began it; nil for an implicit step
 	// (changes made before any step, or after a rewind) and for a rewind.
-	Step *Mark
+	Step *record.Mark
 	// Rewind: the block is a rewind (reverting it undoes the rewind).
 	Rewind bool
 	// Ref names the block as a report does: the step (its tool_call, or
 	// an implicit step's first checkpoint) or the rewind.
-	Ref StepRef
+	Ref record.StepRef
 }
 
 // SpanOf is the block holding sequence seq (1 <= seq <= head, the log's
 // head); the caller keeps events from being appended meanwhile.
-func (s *State) SpanOf(seq, head Seq) Span {
+func (s *State) SpanOf(seq, head record.Seq) Span {
 	s.mu.Lock()
 	marks, first0 := s.marks, s.first0
 	s.mu.Unlock()
@@ -197,31 +151,31 @@ func (s *State) SpanOf(seq, head Seq) Span {
 	switch {
 	case i < 0:
 		sp.Before = 0
-		sp.Ref = StepRef{Kind: "step", Sequence: first0, Implicit: true}
-	case marks[i].Kind == MarkStep:
+		sp.Ref = record.StepRef{Kind: "step", Sequence: first0, Implicit: true}
+	case marks[i].Kind == record.MarkStep:
 		m := marks[i]
 		sp.Before, sp.Step = m.Seq, &m
-		sp.Ref = StepRef{Kind: "step", Sequence: m.Seq, Label: m.Label}
-	case marks[i].Kind == MarkTurn:
+		sp.Ref = record.StepRef{Kind: "step", Sequence: m.Seq, Label: m.Label}
+	case marks[i].Kind == record.MarkTurn:
 		// An implicit step after a turn (changes made before its first
 		// tool_call).
 		sp.Before = marks[i].Seq
-		sp.Ref = StepRef{Kind: "step", Sequence: marks[i].First, Implicit: true}
-	case marks[i].Kind == MarkRewindCheckpoint:
+		sp.Ref = record.StepRef{Kind: "step", Sequence: marks[i].First, Implicit: true}
+	case marks[i].Kind == record.MarkRewindCheckpoint:
 		sp.Before, sp.Rewind = marks[i].Seq-1, true
 		next = i + 2 // past the rewind event that owns the checkpoint
 		if i+1 < len(marks) {
-			sp.Ref = StepRef{Kind: "rewind", Sequence: marks[i+1].Seq, Label: marks[i+1].Form}
+			sp.Ref = record.StepRef{Kind: "rewind", Sequence: marks[i+1].Seq, Label: marks[i+1].Form}
 		}
-	case seq == marks[i].Seq && i > 0 && marks[i-1].Kind == MarkRewindCheckpoint:
+	case seq == marks[i].Seq && i > 0 && marks[i-1].Kind == record.MarkRewindCheckpoint:
 		sp.Before, sp.Rewind = marks[i-1].Seq-1, true
-		sp.Ref = StepRef{Kind: "rewind", Sequence: marks[i].Seq, Label: marks[i].Form}
+		sp.Ref = record.StepRef{Kind: "rewind", Sequence: marks[i].Seq, Label: marks[i].Form}
 	case seq == marks[i].Seq:
 		// A rewind that changed nothing: there is nothing to revert.
-		return Span{Before: seq, End: seq, Rewind: true, Ref: StepRef{Kind: "rewind", Sequence: seq, Label: marks[i].Form}}
+		return Span{Before: seq, End: seq, Rewind: true, Ref: record.StepRef{Kind: "rewind", Sequence: seq, Label: marks[i].Form}}
 	default: // an implicit step after a rewind
 		sp.Before = marks[i].Seq
-		sp.Ref = StepRef{Kind: "step", Sequence: marks[i].First, Implicit: true}
+		sp.Ref = record.StepRef{Kind: "step", Sequence: marks[i].First, Implicit: true}
 	}
 	if sp.Ref.Implicit && sp.Ref.Sequence == 0 {
 		sp.Ref.Sequence = seq // no checkpoint yet: the sequence asked for
@@ -235,12 +189,12 @@ func (s *State) SpanOf(seq, head Seq) Span {
 
 // MarkAt is the boundary that began the block holding checkpoint seq, for
 // telling whose change seq recorded: ok is false for an implicit step.
-func (s *State) MarkAt(seq Seq) (Mark, bool) {
+func (s *State) MarkAt(seq record.Seq) (record.Mark, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq > seq }) - 1
-	if i < 0 || s.marks[i].Kind == MarkRewind || s.marks[i].Kind == MarkTurn {
-		return Mark{}, false
+	if i < 0 || s.marks[i].Kind == record.MarkRewind || s.marks[i].Kind == record.MarkTurn {
+		return record.Mark{}, false
 	}
 	return s.marks[i], true
 }
@@ -251,7 +205,7 @@ func (s *State) HasSteps() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range s.marks {
-		if m.Kind == MarkStep {
+		if m.Kind == record.MarkStep {
 			return true
 		}
 	}
@@ -259,14 +213,14 @@ func (s *State) HasSteps() bool {
 }
 
 // TurnAt is the turn event at seq; ok is false when seq is not one.
-func (s *State) TurnAt(seq Seq) (m Mark, ok bool) {
+func (s *State) TurnAt(seq record.Seq) (m record.Mark, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq >= seq })
-	if i < len(s.marks) && s.marks[i].Seq == seq && s.marks[i].Kind == MarkTurn {
+	if i < len(s.marks) && s.marks[i].Seq == seq && s.marks[i].Kind == record.MarkTurn {
 		return s.marks[i], true
 	}
-	return Mark{}, false
+	return record.Mark{}, false
 }
 
 // TurnOf is the turn the step what belongs to (a StepRef of kind "step",
@@ -276,18 +230,18 @@ func (s *State) TurnAt(seq Seq) (m Mark, ok bool) {
 // unless that turn names another agent session (a session that began no
 // turn never takes another's). ok is false when it came before any turn
 // it can belong to.
-func (s *State) TurnOf(what StepRef) (turn Mark, ok bool) {
+func (s *State) TurnOf(what record.StepRef) (turn record.Mark, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq > what.Sequence }) - 1
 	session := ""
-	if i >= 0 && s.marks[i].Seq == what.Sequence && s.marks[i].Kind == MarkStep {
+	if i >= 0 && s.marks[i].Seq == what.Sequence && s.marks[i].Kind == record.MarkStep {
 		session = s.marks[i].Session
 		i--
 	}
 	for ; i >= 0; i-- {
 		m := s.marks[i]
-		if m.Kind != MarkTurn {
+		if m.Kind != record.MarkTurn {
 			continue
 		}
 		if !ok {
@@ -301,18 +255,18 @@ func (s *State) TurnOf(what StepRef) (turn Mark, ok bool) {
 		}
 	}
 	if ok && turn.Session != "" && turn.Session != session {
-		return Mark{}, false
+		return record.Mark{}, false
 	}
 	return turn, ok
 }
 
 // LatestSession is the agent session of the newest step after t, "" if no
 // step after t names one.
-func (s *State) LatestSession(t Seq) string {
+func (s *State) LatestSession(t record.Seq) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := len(s.marks) - 1; i >= 0 && s.marks[i].Seq > t; i-- {
-		if s.marks[i].Kind == MarkStep && s.marks[i].Session != "" {
+		if s.marks[i].Kind == record.MarkStep && s.marks[i].Session != "" {
 			return s.marks[i].Session
 		}
 	}
@@ -321,7 +275,7 @@ func (s *State) LatestSession(t Seq) string {
 
 // Steps are the tool_calls before seq before, oldest first, with their
 // times (what a thin plans its days from).
-func (s *State) Steps(before Seq) []StepStart {
+func (s *State) Steps(before record.Seq) []StepStart {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []StepStart
@@ -329,7 +283,7 @@ func (s *State) Steps(before Seq) []StepStart {
 		if m.Seq >= before {
 			break
 		}
-		if m.Kind == MarkStep {
+		if m.Kind == record.MarkStep {
 			out = append(out, StepStart{seq: m.Seq, at: m.At})
 		}
 	}
@@ -337,21 +291,21 @@ func (s *State) Steps(before Seq) []StepStart {
 }
 
 // Marks is a copy of every mark, in order (for tests comparing two folds).
-func (s *State) Marks() []Mark {
+func (s *State) Marks() []record.Mark {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Mark(nil), s.marks...)
+	return append([]record.Mark(nil), s.marks...)
 }
 
 // StepAtOrAfter is when the first step at or after seq began (a tool_call
 // at seq itself counts): from then on every change through the mount was
 // captured in a step after seq. ok is false when no step began since.
-func (s *State) StepAtOrAfter(seq Seq) (at time.Time, ok bool) {
+func (s *State) StepAtOrAfter(seq record.Seq) (at time.Time, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq >= seq })
 	for ; i < len(s.marks); i++ {
-		if m := s.marks[i]; m.Kind == MarkStep && !m.At.IsZero() {
+		if m := s.marks[i]; m.Kind == record.MarkStep && !m.At.IsZero() {
 			return m.At, true
 		}
 	}

@@ -1,12 +1,9 @@
 package index
 
 import (
-	"encoding/json"
-	"fmt"
 	"sort"
 
-	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // A removed file's checkpoint record may name its before-state by its stash
@@ -18,24 +15,9 @@ import (
 // from the store, or damaged) is named Lost, and its record becomes
 // skipped with that reason: a rewind reports it and never invents content.
 
-// NamedPayload is the payload of a stash_named event.
-type NamedPayload struct {
-	Named []Named `json:"named"`
-}
-
-// Named is one stash named: the checkpoint whose record names it, the blob
-// its content hashed to and its size, or why it could not be named.
-type Named struct {
-	Sequence Seq    `json:"sequence"`
-	Kept     string `json:"kept"`
-	Blob     string `json:"blob,omitempty"`
-	Bytes    int64  `json:"bytes"`
-	Lost     string `json:"lost,omitempty"`
-}
-
 // Unnamed is a record whose stash is not named yet.
 type Unnamed struct {
-	Seq  Seq
+	Seq  record.Seq
 	Path string
 	Kept string
 }
@@ -44,41 +26,13 @@ type Unnamed struct {
 // checkpoint.
 type unnamedRec struct {
 	id  uint32
-	seq Seq
-}
-
-// decodeNamed parses and checks a stash_named payload (untrusted).
-func decodeNamed(logPath string, ev eventlog.Event) (NamedPayload, error) {
-	var np NamedPayload
-	bad := func(reason string) error {
-		return &DamageError{File: logPath, Line: int(ev.Seq), Reason: reason}
-	}
-	if err := json.Unmarshal(ev.Payload, &np); err != nil {
-		return np, bad(fmt.Sprintf("bad stash_named payload: %v", err))
-	}
-	for _, n := range np.Named {
-		switch {
-		case n.Sequence >= ev.Seq:
-			return np, bad(fmt.Sprintf("stash_named names checkpoint %d, not before it", n.Sequence))
-		case !blobstore.IsStashName(n.Kept):
-			return np, bad(fmt.Sprintf("stash_named holds a bad stash name %q", n.Kept))
-		case n.Bytes < 0:
-			return np, bad(fmt.Sprintf("stash_named holds a negative size %d", n.Bytes))
-		case n.Lost != "" && n.Blob != "":
-			return np, bad("stash_named both names and loses a stash")
-		case n.Lost == "":
-			if _, err := blobstore.ParseID(n.Blob); err != nil {
-				return np, bad(fmt.Sprintf("stash_named holds a bad blob id %q", n.Blob))
-			}
-		}
-	}
-	return np, nil
+	seq record.Seq
 }
 
 // Name gives each unnamed record that names names the blob (or the loss).
 // A name for a record the index does not hold as unnamed (named before,
 // pruned or thinned away since) changes nothing.
-func (ix *Index) Name(names []Named) {
+func (ix *Index) Name(names []record.Named) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, n := range names {

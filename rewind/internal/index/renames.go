@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"sort"
 	"strings"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // A directory's rename is recorded once, not as a capture of everything
@@ -29,7 +31,7 @@ import (
 // to `to` (from is false), or replaced by a directory renamed from `to`
 // (from is true).
 type move struct {
-	seq  Seq
+	seq  record.Seq
 	to   string
 	from bool
 }
@@ -37,34 +39,12 @@ type move struct {
 // Rename is one directory rename recorded between two sequences: at Seq,
 // From was renamed to To.
 type Rename struct {
-	Seq      Seq
+	Seq      record.Seq
 	From, To string
 }
 
-// checkRenamed checks a record's rename side: a clean path other than the
-// record's own and not beneath or above it, on one side only.
-func checkRenamed(f FileState) string {
-	other := f.RenamedTo
-	if f.RenamedFrom != "" {
-		if other != "" {
-			return "a rename record with both renamedTo and renamedFrom"
-		}
-		other = f.RenamedFrom
-	}
-	if other == "" {
-		return ""
-	}
-	if r := CheckRecordPath(other); r != "" {
-		return "rename to or from a path that is " + r
-	}
-	if f.Path == "" || other == f.Path || strings.HasPrefix(other, f.Path+"/") || strings.HasPrefix(f.Path, other+"/") {
-		return "a rename of a directory onto itself, its root, or into its own subtree"
-	}
-	return ""
-}
-
 // addMoveLocked notes f's rename side at seq, if it has one.
-func (ix *Index) addMoveLocked(seq Seq, f FileState) {
+func (ix *Index) addMoveLocked(seq record.Seq, f record.FileState) {
 	var m move
 	switch {
 	case f.RenamedTo != "":
@@ -98,7 +78,7 @@ func (ix *Index) loadMoves() {
 }
 
 // pruneMovesLocked drops the rename sides with seq <= before.
-func (ix *Index) pruneMovesLocked(before Seq) {
+func (ix *Index) pruneMovesLocked(before record.Seq) {
 	for p, ms := range ix.moves {
 		j := sort.Search(len(ms), func(j int) bool { return ms[j].seq > before })
 		if j == len(ms) {
@@ -110,7 +90,7 @@ func (ix *Index) pruneMovesLocked(before Seq) {
 }
 
 // firstMove is p's first rename side with after < seq < limit.
-func (ix *Index) firstMove(p string, after, limit Seq) (move, bool) {
+func (ix *Index) firstMove(p string, after, limit record.Seq) (move, bool) {
 	ms := ix.moves[p]
 	j := sort.Search(len(ms), func(j int) bool { return ms[j].seq > after })
 	if j == len(ms) || ms[j].seq >= limit {
@@ -121,7 +101,7 @@ func (ix *Index) firstMove(p string, after, limit Seq) (move, bool) {
 
 // ancestorMove is the earliest rename side with after < seq < limit of one
 // of p's ancestors, self included when self is true; anc is that ancestor.
-func (ix *Index) ancestorMove(p string, self bool, after, limit Seq) (m move, anc string, ok bool) {
+func (ix *Index) ancestorMove(p string, self bool, after, limit record.Seq) (m move, anc string, ok bool) {
 	if len(ix.moves) == 0 {
 		return move{}, "", false
 	}
@@ -147,7 +127,7 @@ func (ix *Index) ancestorMove(p string, self bool, after, limit Seq) (m move, an
 // seq < limit: the record (p's own, or for an ancestor's RenamedFrom an
 // absent record of p at that sequence), or when none does, the path whose
 // live state p's is (p itself, or where renames after `after` took it).
-func (ix *Index) Resolve(p string, after, limit Seq) (rec Record, ok bool, live string) {
+func (ix *Index) Resolve(p string, after, limit record.Seq) (rec Record, ok bool, live string) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	for {
@@ -155,7 +135,7 @@ func (ix *Index) Resolve(p string, after, limit Seq) (rec Record, ok bool, live 
 		m, anc, moved := ix.ancestorMove(p, false, after, limit)
 		if moved && (!ok || m.seq < rec.Seq) {
 			if m.from {
-				return Record{Seq: m.seq, State: FileState{Path: p, Absent: true}}, true, ""
+				return Record{Seq: m.seq, State: record.FileState{Path: p, Absent: true}}, true, ""
 			}
 			p, after = m.to+p[len(anc):], m.seq
 			continue
@@ -172,7 +152,7 @@ func (ix *Index) Resolve(p string, after, limit Seq) (rec Record, ok bool, live 
 // or under the directories renames after `after` took dir's content to,
 // and the directories whose live listing may add names (dir, and where
 // those renames took it). Each name still needs resolving.
-func (ix *Index) NamesAt(dir string, after, limit Seq) (names map[string]bool, liveDirs []string) {
+func (ix *Index) NamesAt(dir string, after, limit record.Seq) (names map[string]bool, liveDirs []string) {
 	ix.childrenRLock()
 	defer ix.mu.RUnlock()
 	names = map[string]bool{}
@@ -197,7 +177,7 @@ func (ix *Index) NamesAt(dir string, after, limit Seq) (names map[string]bool, l
 
 // RenamesBetween lists the directory renames recorded with after < seq <
 // limit, in sequence order.
-func (ix *Index) RenamesBetween(after, limit Seq) []Rename {
+func (ix *Index) RenamesBetween(after, limit record.Seq) []Rename {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	out := ix.renamesBetweenLocked(after, limit)
@@ -250,7 +230,7 @@ func (ix *Index) thinKeepLocked(pr *pathRecords, lo, hi int, renames []Rename) m
 }
 
 // renamesBetweenLocked is RenamesBetween with the lock held.
-func (ix *Index) renamesBetweenLocked(after, limit Seq) []Rename {
+func (ix *Index) renamesBetweenLocked(after, limit record.Seq) []Rename {
 	var out []Rename
 	for p, ms := range ix.moves {
 		for _, m := range ms {

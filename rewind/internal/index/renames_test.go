@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 func blobOf(c byte) string {
@@ -20,16 +22,16 @@ func blobOf(c byte) string {
 func renameIndex(t *testing.T) *Index {
 	t.Helper()
 	ix := NewIndex()
-	add := func(seq Seq, files ...FileState) {
+	add := func(seq record.Seq, files ...record.FileState) {
 		t.Helper()
 		if err := ix.Add(seq, files); err != nil {
 			t.Fatal(err)
 		}
 	}
-	add(1, FileState{Path: "b/x", Kind: KindFile, Blob: blobOf('0')}, FileState{Path: "b", Kind: KindDir, Mode: 0o755})
-	add(2, FileState{Path: "a", Kind: KindDir, Mode: 0o700, RenamedTo: "b"}, FileState{Path: "b", Absent: true, RenamedFrom: "a"})
-	add(3, FileState{Path: "b/x", Kind: KindFile, Blob: blobOf('2')})
-	add(4, FileState{Path: "b/x", Kind: KindFile, Blob: blobOf('3')})
+	add(1, record.FileState{Path: "b/x", Kind: record.KindFile, Blob: blobOf('0')}, record.FileState{Path: "b", Kind: record.KindDir, Mode: 0o755})
+	add(2, record.FileState{Path: "a", Kind: record.KindDir, Mode: 0o700, RenamedTo: "b"}, record.FileState{Path: "b", Absent: true, RenamedFrom: "a"})
+	add(3, record.FileState{Path: "b/x", Kind: record.KindFile, Blob: blobOf('2')})
+	add(4, record.FileState{Path: "b/x", Kind: record.KindFile, Blob: blobOf('3')})
 	return ix
 }
 
@@ -42,7 +44,7 @@ func TestResolveThroughRenames(t *testing.T) {
 		t.Helper()
 		for _, c := range []struct {
 			p     string
-			after Seq
+			after record.Seq
 			blob  string // the record's blob; "absent"; or "live:" and the live path
 		}{
 			{"a/x", 0, blobOf('2')}, // through the rename at 2, to b/x's record at 3
@@ -56,7 +58,7 @@ func TestResolveThroughRenames(t *testing.T) {
 			{"b/x", 4, "live:b/x"},
 			{"a", 0, ""}, // a's own record: a directory
 		} {
-			rec, ok, live := ix.Resolve(c.p, c.after, ^Seq(0))
+			rec, ok, live := ix.Resolve(c.p, c.after, ^record.Seq(0))
 			got := "live:" + live
 			switch {
 			case ok && rec.State.Absent:
@@ -68,11 +70,11 @@ func TestResolveThroughRenames(t *testing.T) {
 				t.Errorf("Resolve(%q, %d) = %q, want %q", c.p, c.after, got, c.blob)
 			}
 		}
-		names, live := ix.NamesAt("a", 0, ^Seq(0))
+		names, live := ix.NamesAt("a", 0, ^record.Seq(0))
 		if !names["x"] || !reflect.DeepEqual(live, []string{"a", "b"}) {
 			t.Errorf("NamesAt(a, 0) = %v, %v; want x among the names, live [a b]", names, live)
 		}
-		if got := ix.RenamesBetween(0, ^Seq(0)); !reflect.DeepEqual(got, []Rename{{Seq: 2, From: "a", To: "b"}}) {
+		if got := ix.RenamesBetween(0, ^record.Seq(0)); !reflect.DeepEqual(got, []Rename{{Seq: 2, From: "a", To: "b"}}) {
 			t.Errorf("RenamesBetween = %v", got)
 		}
 	}
@@ -90,14 +92,14 @@ func TestThinKeepsWhatARenameNeeds(t *testing.T) {
 	ix := renameIndex(t)
 	want := map[string]string{}
 	for _, p := range []string{"a/x", "b/x", "a", "b"} {
-		rec, _, _ := ix.Resolve(p, 0, ^Seq(0))
+		rec, _, _ := ix.Resolve(p, 0, ^record.Seq(0))
 		want[p] = rec.State.Blob + string(rec.State.Kind)
 	}
 	if n := ix.Thin(0, 4); n != 1 {
 		t.Errorf("Thin dropped %d records, want 1 (b/x at 4)", n)
 	}
 	for p, w := range want {
-		rec, _, _ := ix.Resolve(p, 0, ^Seq(0))
+		rec, _, _ := ix.Resolve(p, 0, ^record.Seq(0))
 		if got := rec.State.Blob + string(rec.State.Kind); got != w {
 			t.Errorf("after the thin, %q at 0 = %q, want %q", p, got, w)
 		}
@@ -106,14 +108,14 @@ func TestThinKeepsWhatARenameNeeds(t *testing.T) {
 	if ix.HasMoves() {
 		t.Errorf("a cut past the rename kept its sides")
 	}
-	var seqs []Seq
-	ix.Each(func(p string, s []Seq, _ func(int) FileState) {
+	var seqs []record.Seq
+	ix.Each(func(p string, s []record.Seq, _ func(int) record.FileState) {
 		if p == "b/x" {
 			seqs = append(seqs, s...)
 		}
 	})
 	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
-	if !reflect.DeepEqual(seqs, []Seq{3}) {
+	if !reflect.DeepEqual(seqs, []record.Seq{3}) {
 		t.Errorf("b/x's records after the cut = %v, want [3]", seqs)
 	}
 }
@@ -121,23 +123,23 @@ func TestThinKeepsWhatARenameNeeds(t *testing.T) {
 // TestRenameRecordChecks: a rename side the capture never writes is
 // damage.
 func TestRenameRecordChecks(t *testing.T) {
-	for _, f := range []FileState{
-		{Path: "a", Kind: KindDir, RenamedTo: "a"},
-		{Path: "a", Kind: KindDir, RenamedTo: "a/b"},
-		{Path: "a/b", Kind: KindDir, RenamedTo: "a"},
-		{Path: "a", Kind: KindDir, RenamedTo: "../x"},
-		{Path: "a", Kind: KindDir, RenamedTo: ".zero/x"},
-		{Path: "a", Kind: KindDir, RenamedTo: "b", RenamedFrom: "c"},
-		{Path: "", Kind: KindDir, RenamedTo: "b"},
+	for _, f := range []record.FileState{
+		{Path: "a", Kind: record.KindDir, RenamedTo: "a"},
+		{Path: "a", Kind: record.KindDir, RenamedTo: "a/b"},
+		{Path: "a/b", Kind: record.KindDir, RenamedTo: "a"},
+		{Path: "a", Kind: record.KindDir, RenamedTo: "../x"},
+		{Path: "a", Kind: record.KindDir, RenamedTo: ".zero/x"},
+		{Path: "a", Kind: record.KindDir, RenamedTo: "b", RenamedFrom: "c"},
+		{Path: "", Kind: record.KindDir, RenamedTo: "b"},
 	} {
-		if r := checkRecord(f); r == "" {
+		if r := record.CheckRecord(f); r == "" {
 			t.Errorf("%+v passes the check", f)
 		}
-		if got, want := checkPacked(f.Path, encodeState(nil, f)), checkRecord(f); (got == "") != (want == "") {
+		if got, want := checkPacked(f.Path, encodeState(nil, f)), record.CheckRecord(f); (got == "") != (want == "") {
 			t.Errorf("%+v: checkPacked %q, checkRecord %q", f, got, want)
 		}
 	}
-	if r := checkRecord(FileState{Path: "a/b", Kind: KindDir, RenamedTo: "c/b"}); r != "" {
+	if r := record.CheckRecord(record.FileState{Path: "a/b", Kind: record.KindDir, RenamedTo: "c/b"}); r != "" {
 		t.Errorf("a real rename record fails the check: %s", r)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/record"
 )
 
 // The index snapshot lets a mount start without re-reading the whole log.
@@ -72,23 +73,23 @@ const (
 // Every field of State must be here, or a mount from a snapshot would lack
 // it.
 type snapshotState struct {
-	LastRewind   RewindPayload  `json:"lastRewind"`
-	LastRewindAt Seq            `json:"lastRewindAt"`
-	Pruned       Seq            `json:"pruned"`
-	Thinned      []ThinInterval `json:"thinned,omitempty"`
+	LastRewind   record.RewindPayload  `json:"lastRewind"`
+	LastRewindAt record.Seq            `json:"lastRewindAt"`
+	Pruned       record.Seq            `json:"pruned"`
+	Thinned      []record.ThinInterval `json:"thinned,omitempty"`
 	// Marks are kept after the JSON in a binary form of their own
 	// (appendMarks): a mark per step, and a long history's hundred
 	// thousand took a fifth of a mount's time as JSON.
-	Marks  []Mark      `json:"-"`
-	First0 Seq         `json:"first0,omitempty"`
-	Person []Seq       `json:"person,omitempty"`
-	Redo   []RedoEntry `json:"redo,omitempty"`
+	Marks  []record.Mark `json:"-"`
+	First0 record.Seq    `json:"first0,omitempty"`
+	Person []record.Seq  `json:"person,omitempty"`
+	Redo   []RedoEntry   `json:"redo,omitempty"`
 }
 
 // appendMarks appends the marks' snapshot form to b: their count, then per
 // mark its seq, kind, label, session, start time (Unix nanoseconds, 0 for
 // none), first, target, form and back.
-func appendMarks(b []byte, ms []Mark) []byte {
+func appendMarks(b []byte, ms []record.Mark) []byte {
 	b = binary.AppendUvarint(b, uint64(len(ms)))
 	for _, m := range ms {
 		b = binary.AppendUvarint(b, uint64(m.Seq))
@@ -114,28 +115,28 @@ func appendMarks(b []byte, ms []Mark) []byte {
 
 // marks reads what appendMarks wrote, checking what the fold would have
 // made: kinds it knows, sequences in increasing order and none past head.
-func (d *snapReader) marks(head Seq) ([]Mark, string) {
+func (d *snapReader) marks(head record.Seq) ([]record.Mark, string) {
 	n := d.count(9) // a mark takes at least 9 bytes
-	out := make([]Mark, n)
-	var prev Seq
+	out := make([]record.Mark, n)
+	var prev record.Seq
 	for i := range out {
 		m := &out[i]
-		m.Seq = Seq(d.uvarint())
-		m.Kind = MarkKind(d.byte())
+		m.Seq = record.Seq(d.uvarint())
+		m.Kind = record.MarkKind(d.byte())
 		m.Label = string(d.next(d.count(1)))
 		m.Session = string(d.next(d.count(1)))
 		if at := d.varint(); at != 0 {
 			m.At = time.Unix(0, at).UTC()
 		}
-		m.First = Seq(d.uvarint())
-		m.Target = Seq(d.uvarint())
+		m.First = record.Seq(d.uvarint())
+		m.Target = record.Seq(d.uvarint())
 		m.Form = string(d.next(d.count(1)))
 		back := d.byte()
 		m.Back = back == 1
 		switch {
 		case d.err != nil:
 			return nil, "marks cut short"
-		case m.Kind > MarkTurn || back > 1:
+		case m.Kind > record.MarkTurn || back > 1:
 			return nil, fmt.Sprintf("mark %d: not a mark", m.Seq)
 		case m.Seq <= prev && i > 0:
 			return nil, fmt.Sprintf("mark %d: out of order (after %d)", m.Seq, prev)
@@ -239,7 +240,7 @@ func encodeSnapshot(w *bufio.Writer, r eventlog.Resume, st snapshotState, ix *In
 		b = appendString(b[:0], pr.path)
 		recs := pr.list()
 		b = binary.AppendUvarint(b, uint64(len(recs)))
-		var prevSeq Seq
+		var prevSeq record.Seq
 		for _, r := range recs {
 			b = binary.AppendUvarint(b, uint64(r.seq-prevSeq))
 			prevSeq = r.seq
@@ -314,7 +315,7 @@ func parseSnapshot(data, body []byte) (*Index, eventlog.Resume, snapshotState, e
 	if v := d.uvarint(); v != SnapshotVersion {
 		return nil, r, st, fmt.Errorf("%w: version %d", errSnapshot, v)
 	}
-	r.Head = Seq(d.uvarint())
+	r.Head = record.Seq(d.uvarint())
 	r.Size = int64(d.uvarint())
 	r.CRC = binary.LittleEndian.Uint32(d.next(4))
 	n := d.count(1)
@@ -330,7 +331,7 @@ func parseSnapshot(data, body []byte) (*Index, eventlog.Resume, snapshotState, e
 		if err := json.Unmarshal(js, &st); err != nil {
 			return nil, r, st, fmt.Errorf("%w: state: %v", errSnapshot, err)
 		}
-		if why := checkThinned(r.Head+1, ThinnedPayload{Intervals: st.Thinned}); why != "" {
+		if why := record.CheckThinned(r.Head+1, record.ThinnedPayload{Intervals: st.Thinned}); why != "" {
 			return nil, r, st, fmt.Errorf("%w: %s", errSnapshot, why)
 		}
 	}
@@ -358,7 +359,7 @@ func parseSnapshot(data, body []byte) (*Index, eventlog.Resume, snapshotState, e
 		if len(pb) > 0 {
 			p = unsafe.String(&pb[0], len(pb))
 		}
-		if why := CheckRecordPath(p); why != "" || d.err != nil {
+		if why := record.CheckRecordPath(p); why != "" || d.err != nil {
 			return nil, r, st, fmt.Errorf("%w: path %q: %s", errSnapshot, p, why)
 		}
 		id, added := ix.newEntryLocked(p)
@@ -376,9 +377,9 @@ func parseSnapshot(data, body []byte) (*Index, eventlog.Resume, snapshotState, e
 		} else {
 			recs = unsafe.Slice(&pr.one, 1) // a path's one record is kept in its entry
 		}
-		var seq Seq
+		var seq record.Seq
 		for i := range recs {
-			delta := Seq(d.uvarint())
+			delta := record.Seq(d.uvarint())
 			n := d.count(1)
 			at := len(body) - len(d.b) // d.b is a suffix of body, which starts data: the state is at data[at:]
 			packed := d.next(n)

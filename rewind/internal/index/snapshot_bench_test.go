@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // BenchmarkReadSnapshot reads the index snapshot of a history shaped like
@@ -22,13 +23,13 @@ func BenchmarkReadSnapshot(b *testing.B) {
 			for i := 1; i <= c.records; i++ {
 				sum := sha256.Sum256([]byte(fmt.Sprint(i)))
 				p := i * 7919 % c.paths
-				f := FileState{Path: fmt.Sprintf("src/pkg%d/file%d.go", p%97, p), Kind: KindFile,
+				f := record.FileState{Path: fmt.Sprintf("src/pkg%d/file%d.go", p%97, p), Kind: record.KindFile,
 					Blob: hex.EncodeToString(sum[:]), Bytes: int64(i % 5000), Mode: 0o644, PID: 4242, Comm: "sed"}
-				if err := s.AddCheckpoint(Seq(i), 0, false, []FileState{f}); err != nil {
+				if err := s.AddCheckpoint(record.Seq(i), 0, false, []record.FileState{f}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			if err := WriteSnapshot(dir, eventlog.Resume{Head: Seq(c.records)}, s); err != nil {
+			if err := WriteSnapshot(dir, eventlog.Resume{Head: record.Seq(c.records)}, s); err != nil {
 				b.Fatal(err)
 			}
 			s = nil

@@ -5,12 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
-
-// LogName is the event log's file in the store (a damaged record is named
-// in it).
-const LogName = "events.jsonl"
 
 // State is everything derived from the log: the index of before-states,
 // the start of history (pruned), the thinned intervals, the step marks
@@ -27,18 +23,18 @@ type State struct {
 	// thinned holds the intervals of states thinned away, merged and
 	// sorted; nil when none. Replaced whole, never changed in place, and
 	// read without a lock like pruned.
-	thinned atomic.Pointer[[]ThinInterval]
+	thinned atomic.Pointer[[]record.ThinInterval]
 
 	mu           sync.Mutex // guards the fields below
-	head         Seq
-	marks        []Mark      // the step boundaries, sorted (marks.go)
-	first0       Seq         // the first checkpoint before any mark (0: none)
-	redo         []RedoEntry // the undos not yet redone, oldest first (undo.go)
-	lastRewind   RewindPayload
-	lastRewindAt Seq
+	head         record.Seq
+	marks        []record.Mark // the step boundaries, sorted (marks.go)
+	first0       record.Seq    // the first checkpoint before any mark (0: none)
+	redo         []RedoEntry   // the undos not yet redone, oldest first (undo.go)
+	lastRewind   record.RewindPayload
+	lastRewindAt record.Seq
 	// person holds the sequences of the checkpoints marked "person" (a
 	// person's changes), sorted.
-	person []Seq
+	person []record.Seq
 }
 
 // NewState returns the state of an empty log.
@@ -50,24 +46,24 @@ func (s *State) Index() *Index { return s.ix }
 // Add folds one event read from the log, in order. The event is untrusted,
 // so it is checked first: a record zerofs never writes is a *DamageError
 // naming its line in LogName, and nothing is folded.
-func (s *State) Add(ev eventlog.Event) error {
-	v, err := DecodeEvent(LogName, ev)
+func (s *State) Add(ev record.Event) error {
+	v, err := record.DecodeEvent(record.LogName, ev)
 	if err != nil {
 		return err
 	}
 	switch p := v.(type) {
-	case Checkpoint:
+	case record.Checkpoint:
 		if p.Rewind {
 			return s.AddRewindCheckpoint(ev.Seq, p.Files)
 		}
 		return s.AddCheckpoint(ev.Seq, p.Step, p.Person, p.Files)
-	case RewindPayload:
+	case record.RewindPayload:
 		s.AddRewind(ev, p)
-	case PrunedPayload:
+	case record.PrunedPayload:
 		s.addPruned(ev.Seq, p)
-	case ThinnedPayload:
+	case record.ThinnedPayload:
 		s.addThinned(ev.Seq, p)
-	case NamedPayload:
+	case record.NamedPayload:
 		s.AddNamed(ev.Seq, p)
 	default:
 		s.mu.Lock()
@@ -81,9 +77,9 @@ func (s *State) Add(ev eventlog.Event) error {
 // AddCheckpoint folds a checkpoint the engine has just appended (or Add
 // has decoded): its records are checked and indexed. step is the
 // checkpoint's Step (0: the newest step before it), person its Person.
-func (s *State) AddCheckpoint(seq, step Seq, person bool, files []FileState) error {
+func (s *State) AddCheckpoint(seq, step record.Seq, person bool, files []record.FileState) error {
 	if err := s.ix.Add(seq, files); err != nil {
-		return InFile(err, LogName)
+		return record.InFile(err, record.LogName)
 	}
 	s.mu.Lock()
 	s.noteCheckpoint(seq, step, person)
@@ -96,9 +92,9 @@ func (s *State) AddCheckpoint(seq, step Seq, person bool, files []FileState) err
 // indexed like any, but no block's first checkpoint: the session_rewind
 // after it gives it its own block, and without one (a rewind that failed
 // and was rolled back) the step open before it did not change because of it.
-func (s *State) AddRewindCheckpoint(seq Seq, files []FileState) error {
+func (s *State) AddRewindCheckpoint(seq record.Seq, files []record.FileState) error {
 	if err := s.ix.Add(seq, files); err != nil {
-		return InFile(err, LogName)
+		return record.InFile(err, record.LogName)
 	}
 	s.setHead(seq)
 	return nil
@@ -106,7 +102,7 @@ func (s *State) AddRewindCheckpoint(seq Seq, files []FileState) error {
 
 // AddNamed folds a stash_named event: the records it names get their
 // blobs.
-func (s *State) AddNamed(seq Seq, p NamedPayload) {
+func (s *State) AddNamed(seq record.Seq, p record.NamedPayload) {
 	s.ix.Name(p.Named)
 	s.setHead(seq)
 }
@@ -119,20 +115,20 @@ func (s *State) AddNamed(seq Seq, p NamedPayload) {
 // start and named after a change later in the step. Folding ev in its turn
 // then changes nothing more. Any other event is ignored; ev is untrusted
 // and checked as Add checks it.
-func (s *State) NameAhead(ev eventlog.Event) error {
-	if ev.Type != eventlog.TypeStashNamed {
+func (s *State) NameAhead(ev record.Event) error {
+	if ev.Type != record.TypeStashNamed {
 		return nil
 	}
-	v, err := DecodeEvent(LogName, ev)
+	v, err := record.DecodeEvent(record.LogName, ev)
 	if err != nil {
 		return err
 	}
-	s.ix.Name(v.(NamedPayload).Named)
+	s.ix.Name(v.(record.NamedPayload).Named)
 	return nil
 }
 
 // AddStep folds a tool_call the engine has just appended.
-func (s *State) AddStep(ev eventlog.Event) {
+func (s *State) AddStep(ev record.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.markEvent(ev, nil)
@@ -140,7 +136,7 @@ func (s *State) AddStep(ev eventlog.Event) {
 }
 
 // AddRewind folds a session_rewind with payload p.
-func (s *State) AddRewind(ev eventlog.Event, p RewindPayload) {
+func (s *State) AddRewind(ev record.Event, p record.RewindPayload) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastRewind, s.lastRewindAt = p, ev.Seq
@@ -150,7 +146,7 @@ func (s *State) AddRewind(ev eventlog.Event, p RewindPayload) {
 
 // addPruned folds a history_pruned event. A cut never moves back: what an
 // earlier one dropped is gone.
-func (s *State) addPruned(seq Seq, p PrunedPayload) {
+func (s *State) addPruned(seq record.Seq, p record.PrunedPayload) {
 	if p.Before > s.Pruned() {
 		s.ix.Prune(p.Before)
 		s.mu.Lock()
@@ -164,19 +160,19 @@ func (s *State) addPruned(seq Seq, p PrunedPayload) {
 }
 
 // addThinned folds a history_thinned event.
-func (s *State) addThinned(seq Seq, p ThinnedPayload) {
+func (s *State) addThinned(seq record.Seq, p record.ThinnedPayload) {
 	s.setThinned(foldThin(s.ix, s.Thinned(), p))
 	s.setHead(seq)
 }
 
-func (s *State) setHead(seq Seq) {
+func (s *State) setHead(seq record.Seq) {
 	s.mu.Lock()
 	s.head = max(s.head, seq)
 	s.mu.Unlock()
 }
 
 // Head is the last sequence folded.
-func (s *State) Head() Seq {
+func (s *State) Head() record.Seq {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.head
@@ -184,11 +180,11 @@ func (s *State) Head() Seq {
 
 // Pruned is the start of history: states below it were pruned by gc (0
 // when nothing was). It takes no lock.
-func (s *State) Pruned() Seq { return Seq(s.pruned.Load()) }
+func (s *State) Pruned() record.Seq { return record.Seq(s.pruned.Load()) }
 
 // Thinned is the intervals of states thinned away, merged and sorted. It
 // takes no lock.
-func (s *State) Thinned() []ThinInterval {
+func (s *State) Thinned() []record.ThinInterval {
 	if p := s.thinned.Load(); p != nil {
 		return *p
 	}
@@ -197,7 +193,7 @@ func (s *State) Thinned() []ThinInterval {
 
 // setThinned replaces the thinned intervals; folds are serialised by the
 // caller (the engine's workspace lock, or a single reader).
-func (s *State) setThinned(ivs []ThinInterval) {
+func (s *State) setThinned(ivs []record.ThinInterval) {
 	if len(ivs) == 0 {
 		s.thinned.Store(nil)
 		return
@@ -206,7 +202,7 @@ func (s *State) setThinned(ivs []ThinInterval) {
 }
 
 // IsPerson reports whether the checkpoint at seq is a person's change.
-func (s *State) IsPerson(seq Seq) bool {
+func (s *State) IsPerson(seq record.Seq) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, ok := slices.BinarySearch(s.person, seq)
@@ -214,14 +210,14 @@ func (s *State) IsPerson(seq Seq) bool {
 }
 
 // HasPerson reports whether any person's change was recorded after seq.
-func (s *State) HasPerson(after Seq) bool {
+func (s *State) HasPerson(after record.Seq) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.person) > 0 && s.person[len(s.person)-1] > after
 }
 
 // LastRewind is the last rewind's payload and sequence (0 when none).
-func (s *State) LastRewind() (RewindPayload, Seq) {
+func (s *State) LastRewind() (record.RewindPayload, record.Seq) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lastRewind, s.lastRewindAt

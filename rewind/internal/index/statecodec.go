@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/zerofs/zerofs/blobstore"
+	"github.com/zerofs/zerofs/record"
 )
 
 // The index keeps each record's FileState packed (the path aside: the index
@@ -64,7 +64,7 @@ const (
 )
 
 // encodeState appends f's packed form (without its path) to b.
-func encodeState(b []byte, f FileState) []byte {
+func encodeState(b []byte, f record.FileState) []byte {
 	var flags uint64
 	if f.Absent {
 		flags |= stateAbsent
@@ -106,11 +106,11 @@ func encodeState(b []byte, f FileState) []byte {
 	switch f.Kind {
 	case "":
 		b = append(b, kindNone)
-	case KindFile:
+	case record.KindFile:
 		b = append(b, kindFile)
-	case KindDir:
+	case record.KindDir:
 		b = append(b, kindDir)
-	case KindSymlink:
+	case record.KindSymlink:
 		b = append(b, kindSymlink)
 	default:
 		b = appendString(append(b, kindOther), string(f.Kind))
@@ -159,21 +159,21 @@ func encodeState(b []byte, f FileState) []byte {
 // own encodeState (the arena) or from a snapshot record whose layout
 // stateSize checked (the snapshot's checksum is summed beside the parse),
 // so a short or malformed b is a bug: it panics like an index out of range.
-func decodeState(b []byte) FileState {
+func decodeState(b []byte) record.FileState {
 	d := stateDecoder{b: b}
-	var f FileState
+	var f record.FileState
 	flags := d.uvarint()
 	f.Absent = flags&stateAbsent != 0
 	f.Skipped = flags&stateSkipped != 0
 	switch k := d.byte(); k {
 	case kindFile:
-		f.Kind = KindFile
+		f.Kind = record.KindFile
 	case kindDir:
-		f.Kind = KindDir
+		f.Kind = record.KindDir
 	case kindSymlink:
-		f.Kind = KindSymlink
+		f.Kind = record.KindSymlink
 	case kindOther:
-		f.Kind = Kind(d.string())
+		f.Kind = record.Kind(d.string())
 	}
 	switch {
 	case flags&stateBlobRaw != 0:
@@ -284,7 +284,7 @@ type arena struct {
 const arenaChunk = 1 << 20
 
 // add packs f into the arena and returns its offset.
-func (a *arena) add(f FileState) uint64 {
+func (a *arena) add(f record.FileState) uint64 {
 	a.scratch = encodeState(a.scratch[:0], f)
 	return a.addPacked(a.scratch)
 }
@@ -309,11 +309,11 @@ func (a *arena) packed(off uint64) []byte {
 }
 
 // get decodes the state at off.
-func (a *arena) get(off uint64) FileState {
+func (a *arena) get(off uint64) record.FileState {
 	return decodeState(a.packed(off))
 }
 
-// checkPacked is checkRecord (damage.go) on a packed state of path p, without
+// checkPacked is record.CheckRecord on a packed state of path p, without
 // decoding it: a snapshot's million records are checked as they are read,
 // with no garbage. TestCheckPackedAgreesWithCheckRecord holds the two to the
 // same verdicts. b must be a whole packed state (stateSize(b) == len(b)).
@@ -324,7 +324,7 @@ func checkPacked(p string, b []byte) string {
 		// Rename records are few: check the decoded record.
 		f := decodeState(b)
 		f.Path = p
-		return checkRecord(f)
+		return record.CheckRecord(f)
 	}
 	absent, skipped := flags&stateAbsent != 0, flags&stateSkipped != 0
 	kind := d.byte()
@@ -361,7 +361,7 @@ func checkPacked(p string, b []byte) string {
 				name := d.string()
 				xs[name] = d.next(int(d.uvarint()))
 			}
-			xattrs = CheckXattrs(xs)
+			xattrs = record.CheckXattrs(xs)
 		}
 		if flags&stateKept != 0 {
 			kept = d.string()
@@ -376,7 +376,7 @@ func checkPacked(p string, b []byte) string {
 		return "the workspace root recorded as something other than a directory"
 	case xattrs != "":
 		return xattrs
-	case kept != "" && !blobstore.IsStashName(kept):
+	case kept != "" && !record.IsStashName(kept):
 		return "a bad stash name"
 	case absent || skipped:
 		return ""

@@ -1,13 +1,12 @@
 package index
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/record"
 )
 
 // Thinning keeps one state a day of old history (gc's ThinBefore). The
@@ -35,32 +34,6 @@ import (
 // engine and for readers outside it (verify, status) alike, so they agree
 // on which records survive.
 
-// ThinInterval is one interval a thin gave up: the states T with After <
-// T < Before no longer exist; After and Before stay. Steps is how many
-// steps (tool_calls) began inside it whose states this thin dropped, and
-// Records how many before-states (one path in one checkpoint) it dropped.
-type ThinInterval struct {
-	After   Seq `json:"after"`
-	Before  Seq `json:"before"`
-	Steps   int `json:"steps"`
-	Records int `json:"records"`
-}
-
-// ThinnedPayload is the payload of a history_thinned event: what one thin
-// gave up.
-type ThinnedPayload struct {
-	// Reason is why: "gc".
-	Reason string `json:"reason,omitempty"`
-	// Before: history before it was thinned to one state a day; the states
-	// from Before on are untouched.
-	Before Seq `json:"before"`
-	// Intervals lists what went, oldest first.
-	Intervals []ThinInterval `json:"intervals"`
-	// Steps and Records are the intervals' totals.
-	Steps   int `json:"steps"`
-	Records int `json:"records"`
-}
-
 // ThinDay is the day a step's time falls on: its UTC date (a variable so
 // that a test can speak of days without waiting for them).
 var ThinDay = func(t time.Time) int {
@@ -68,51 +41,30 @@ var ThinDay = func(t time.Time) int {
 	return y*10000 + int(m)*100 + d
 }
 
-// checkThinned checks a history_thinned payload read from the log: its
-// intervals hold at least one state each, are sorted and apart, and lie
-// before the event itself.
-func checkThinned(seq Seq, p ThinnedPayload) string {
-	var prev Seq
-	for i, iv := range p.Intervals {
-		switch {
-		case iv.After+1 >= iv.Before:
-			return fmt.Sprintf("history_thinned interval (%d, %d) holds no state", iv.After, iv.Before)
-		case iv.Before >= seq:
-			return fmt.Sprintf("history_thinned interval (%d, %d) is not before it", iv.After, iv.Before)
-		case i > 0 && iv.After < prev:
-			return fmt.Sprintf("history_thinned intervals overlap or are out of order at (%d, %d)", iv.After, iv.Before)
-		case iv.Steps < 0 || iv.Records < 0:
-			return "history_thinned counts are negative"
-		}
-		prev = iv.Before
-	}
-	return ""
-}
-
 // ThinnedAt returns the interval of ivs (sorted, apart) that holds the
 // state t strictly inside it.
-func ThinnedAt(ivs []ThinInterval, t Seq) (ThinInterval, bool) {
+func ThinnedAt(ivs []record.ThinInterval, t record.Seq) (record.ThinInterval, bool) {
 	i := sort.Search(len(ivs), func(i int) bool { return ivs[i].Before > t })
 	if i < len(ivs) && ivs[i].After < t {
 		return ivs[i], true
 	}
-	return ThinInterval{}, false
+	return record.ThinInterval{}, false
 }
 
 // mergeThin is the union of the states have and add give up, as sorted
 // intervals apart from each other (two that share only a bound stay two:
 // the bound is kept). Counts are not kept: the result is only for lookups
 // and folds.
-func mergeThin(have, add []ThinInterval) []ThinInterval {
-	all := make([]ThinInterval, 0, len(have)+len(add))
+func mergeThin(have, add []record.ThinInterval) []record.ThinInterval {
+	all := make([]record.ThinInterval, 0, len(have)+len(add))
 	for _, iv := range have {
-		all = append(all, ThinInterval{After: iv.After, Before: iv.Before})
+		all = append(all, record.ThinInterval{After: iv.After, Before: iv.Before})
 	}
 	for _, iv := range add {
-		all = append(all, ThinInterval{After: iv.After, Before: iv.Before})
+		all = append(all, record.ThinInterval{After: iv.After, Before: iv.Before})
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].After < all[j].After })
-	var out []ThinInterval
+	var out []record.ThinInterval
 	for _, iv := range all {
 		if n := len(out); n > 0 && iv.After+1 < out[n-1].Before {
 			// They share a state strictly inside both: one interval.
@@ -128,7 +80,7 @@ func mergeThin(have, add []ThinInterval) []ThinInterval {
 // intervals that take in one of p's are thinned (each record but the first
 // of each path in (After, Before] dropped; thinning an interval twice drops
 // nothing more). It returns the new merged intervals.
-func foldThin(ix *Index, have []ThinInterval, p ThinnedPayload) []ThinInterval {
+func foldThin(ix *Index, have []record.ThinInterval, p record.ThinnedPayload) []record.ThinInterval {
 	merged := mergeThin(have, p.Intervals)
 	for _, m := range merged {
 		for _, iv := range p.Intervals {
@@ -143,8 +95,8 @@ func foldThin(ix *Index, have []ThinInterval, p ThinnedPayload) []ThinInterval {
 
 // foldPrune drops the intervals that end at or before a gc's cut (their
 // records went with the cut).
-func foldPrune(have []ThinInterval, before Seq) []ThinInterval {
-	var out []ThinInterval
+func foldPrune(have []record.ThinInterval, before record.Seq) []record.ThinInterval {
+	var out []record.ThinInterval
 	for _, iv := range have {
 		if iv.Before > before {
 			out = append(out, iv)
@@ -156,20 +108,20 @@ func foldPrune(have []ThinInterval, before Seq) []ThinInterval {
 // Thin drops, for each path, every record with after < seq <= before but
 // the first, and returns how many it dropped. Their bytes stay in the
 // arena until the index is written out and read back (as prune's).
-func (ix *Index) Thin(after, before Seq) int {
+func (ix *Index) Thin(after, before record.Seq) int {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	return ix.thinLocked(after, before, true)
 }
 
 // thinCount is how many records Thin(after, before) would drop.
-func (ix *Index) thinCount(after, before Seq) int {
+func (ix *Index) thinCount(after, before record.Seq) int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return ix.thinLocked(after, before, false)
 }
 
-func (ix *Index) thinLocked(after, before Seq, drop bool) int {
+func (ix *Index) thinLocked(after, before record.Seq, drop bool) int {
 	n := 0
 	// Renames inside the interval: the state at after may resolve through
 	// them (renames.go), so their records stay, and so does the first
@@ -213,9 +165,9 @@ func (ix *Index) thinLocked(after, before Seq, drop bool) int {
 
 // BlobsAfter is the set of blobs named by the index's records with seq >
 // after: the only ones a state at or after after can need.
-func (ix *Index) BlobsAfter(after Seq) (map[blobstore.ID]bool, error) {
+func (ix *Index) BlobsAfter(after record.Seq) (map[blobstore.ID]bool, error) {
 	keep := map[blobstore.ID]bool{}
-	err := ix.RecordsAfter(after, func(seq Seq, st FileState) error {
+	err := ix.RecordsAfter(after, func(seq record.Seq, st record.FileState) error {
 		if st.Blob == "" {
 			return nil
 		}
@@ -230,7 +182,7 @@ func (ix *Index) BlobsAfter(after Seq) (map[blobstore.ID]bool, error) {
 }
 
 // RecordsAfter calls fn with every record with seq > after, path by path.
-func (ix *Index) RecordsAfter(after Seq, fn func(seq Seq, st FileState) error) error {
+func (ix *Index) RecordsAfter(after record.Seq, fn func(seq record.Seq, st record.FileState) error) error {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	for i := range ix.paths.n {
@@ -248,7 +200,7 @@ func (ix *Index) RecordsAfter(after Seq, fn func(seq Seq, st FileState) error) e
 
 // StepStart is a step's tool_call: its sequence and time.
 type StepStart struct {
-	seq Seq
+	seq record.Seq
 	at  time.Time
 }
 
@@ -260,14 +212,14 @@ type StepStart struct {
 // returns the intervals, each with the steps that began inside it and are
 // not gone already (Records is left for the index to count), and the
 // effective before.
-func PlanThin(steps []StepStart, pruned, before Seq, have []ThinInterval) ([]ThinInterval, Seq) {
+func PlanThin(steps []StepStart, pruned, before record.Seq, have []record.ThinInterval) ([]record.ThinInterval, record.Seq) {
 	if iv, ok := ThinnedAt(have, before); ok {
 		before = iv.After
 	}
 	if before <= pruned+1 {
 		return nil, before
 	}
-	kept := []Seq{pruned}
+	kept := []record.Seq{pruned}
 	day, first := 0, true
 	for _, s := range steps {
 		if s.seq >= before {
@@ -283,7 +235,7 @@ func PlanThin(steps []StepStart, pruned, before Seq, have []ThinInterval) ([]Thi
 		}
 	}
 	kept = append(kept, before)
-	var out []ThinInterval
+	var out []record.ThinInterval
 	for i := 1; i < len(kept); i++ {
 		a, b := kept[i-1], kept[i]
 		if b <= a+1 {
@@ -292,7 +244,7 @@ func PlanThin(steps []StepStart, pruned, before Seq, have []ThinInterval) ([]Thi
 		if iv, ok := ThinnedAt(have, a+1); ok && iv.After <= a && iv.Before >= b {
 			continue // gone already
 		}
-		iv := ThinInterval{After: a, Before: b}
+		iv := record.ThinInterval{After: a, Before: b}
 		for _, s := range steps {
 			if _, gone := ThinnedAt(have, s.seq); s.seq > a && s.seq < b && !gone {
 				iv.Steps++
@@ -304,8 +256,8 @@ func PlanThin(steps []StepStart, pruned, before Seq, have []ThinInterval) ([]Thi
 }
 
 // Records calls fn with every surviving before-state.
-func (s *State) Records(fn func(seq Seq, st FileState)) {
-	s.ix.RecordsAfter(s.Pruned(), func(seq Seq, st FileState) error {
+func (s *State) Records(fn func(seq record.Seq, st record.FileState)) {
+	s.ix.RecordsAfter(s.Pruned(), func(seq record.Seq, st record.FileState) error {
 		fn(seq, st)
 		return nil
 	})
@@ -314,7 +266,7 @@ func (s *State) Records(fn func(seq Seq, st FileState)) {
 // PlanThin plans the thin a gc with ThinBefore before would make now
 // (PlanThin over the state's steps), with each interval's Records counted,
 // and the effective before. It changes nothing.
-func (s *State) PlanThin(before Seq) ([]ThinInterval, Seq) {
+func (s *State) PlanThin(before record.Seq) ([]record.ThinInterval, record.Seq) {
 	ivs, before := PlanThin(s.Steps(before), s.Pruned(), before, s.Thinned())
 	for i := range ivs {
 		ivs[i].Records = s.ix.thinCount(ivs[i].After, ivs[i].Before)
@@ -326,22 +278,10 @@ func (s *State) PlanThin(before Seq) ([]ThinInterval, Seq) {
 // if it had run (for "what would gc free"), and returns its intervals.
 // Only a reader's copy of the state may be thinned this way: nothing
 // records it in the log.
-func (s *State) Thin(before Seq) []ThinInterval {
+func (s *State) Thin(before record.Seq) []record.ThinInterval {
 	ivs, _ := s.PlanThin(before)
 	if len(ivs) > 0 {
-		s.setThinned(foldThin(s.ix, s.Thinned(), ThinnedPayload{Intervals: ivs}))
+		s.setThinned(foldThin(s.ix, s.Thinned(), record.ThinnedPayload{Intervals: ivs}))
 	}
 	return ivs
-}
-
-// decodeThinned parses and checks a history_thinned payload.
-func decodeThinned(logPath string, ev eventlog.Event) (ThinnedPayload, error) {
-	var tp ThinnedPayload
-	if err := json.Unmarshal(ev.Payload, &tp); err != nil {
-		return tp, &DamageError{File: logPath, Line: int(ev.Seq), Reason: fmt.Sprintf("bad history_thinned payload: %v", err)}
-	}
-	if why := checkThinned(ev.Seq, tp); why != "" {
-		return tp, &DamageError{File: logPath, Line: int(ev.Seq), Reason: why}
-	}
-	return tp, nil
 }

@@ -1,5 +1,7 @@
 package index
 
+import "github.com/zerofs/zerofs/record"
+
 // Undo and redo stack like an editor's, and the engine answers both from
 // the marks it keeps as events are folded, never by reading the log: what
 // an undo takes back is found by walking the marks back from the newest,
@@ -28,8 +30,8 @@ package index
 // RedoEntry is one undo not yet redone: the state before it, and what it
 // took back (nil for a rewind written before forms were recorded).
 type RedoEntry struct {
-	State Seq      `json:"s"`
-	Step  *StepRef `json:"step,omitempty"`
+	State record.Seq      `json:"s"`
+	Step  *record.StepRef `json:"step,omitempty"`
 }
 
 // endBlock is called at every boundary (a tool_call or a session_rewind,
@@ -52,7 +54,7 @@ func (s *State) openChanged() bool {
 
 // rewound keeps the redo stack at a session_rewind at seq with its own
 // checkpoint at cp (0: it changed nothing).
-func (s *State) rewound(seq, cp Seq, p RewindPayload, back bool) {
+func (s *State) rewound(seq, cp record.Seq, p record.RewindPayload, back bool) {
 	if !back {
 		if cp != 0 {
 			s.redo = nil // an action
@@ -64,7 +66,7 @@ func (s *State) rewound(seq, cp Seq, p RewindPayload, back bool) {
 		start = cp
 	}
 	n := len(s.redo)
-	if p.Form == FormRedo || (p.Form == "" && n > 0 && s.redo[n-1].State == p.TargetSequence) {
+	if p.Form == record.FormRedo || (p.Form == "" && n > 0 && s.redo[n-1].State == p.TargetSequence) {
 		if n > 0 {
 			s.redo = s.redo[:n-1]
 		}
@@ -76,29 +78,29 @@ func (s *State) rewound(seq, cp Seq, p RewindPayload, back bool) {
 // UndoTarget is where an undo rewinds to now (the state just before the
 // newest action in effect) and that action; ok is false when no action is
 // in effect. The caller keeps events from being folded meanwhile.
-func (s *State) UndoTarget() (target Seq, what StepRef, ok bool) {
+func (s *State) UndoTarget() (target record.Seq, what record.StepRef, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	limit := ^Seq(0) // the actions at or before limit are in effect
+	limit := ^record.Seq(0) // the actions at or before limit are in effect
 	for i := len(s.marks) - 1; i >= 0; i-- {
 		m := s.marks[i]
 		switch m.Kind {
-		case MarkStep:
+		case record.MarkStep:
 			if m.First != 0 && m.First <= limit {
-				return m.First - 1, StepRef{Kind: "step", Sequence: m.Seq, Label: m.Label}, true
+				return m.First - 1, record.StepRef{Kind: "step", Sequence: m.Seq, Label: m.Label}, true
 			}
-		case MarkTurn:
+		case record.MarkTurn:
 			if m.First != 0 && m.First <= limit {
 				// Changes made after the turn began, before its first step.
-				return m.First - 1, StepRef{Kind: "step", Sequence: m.First, Implicit: true}, true
+				return m.First - 1, record.StepRef{Kind: "step", Sequence: m.First, Implicit: true}, true
 			}
-		case MarkRewind:
+		case record.MarkRewind:
 			if m.First != 0 && m.First <= limit {
 				// Changes made after the rewind, outside any step.
-				return m.First - 1, StepRef{Kind: "step", Sequence: m.First, Implicit: true}, true
+				return m.First - 1, record.StepRef{Kind: "step", Sequence: m.First, Implicit: true}, true
 			}
-			start, cp := m.Seq, Seq(0)
-			if i > 0 && s.marks[i-1].Kind == MarkRewindCheckpoint {
+			start, cp := m.Seq, record.Seq(0)
+			if i > 0 && s.marks[i-1].Kind == record.MarkRewindCheckpoint {
 				cp = s.marks[i-1].Seq
 				start = cp
 			}
@@ -106,20 +108,20 @@ func (s *State) UndoTarget() (target Seq, what StepRef, ok bool) {
 			case m.Back && start <= limit:
 				limit = m.Target
 			case !m.Back && cp != 0 && cp <= limit:
-				return cp - 1, StepRef{Kind: "rewind", Sequence: m.Seq, Label: m.Form}, true
+				return cp - 1, record.StepRef{Kind: "rewind", Sequence: m.Seq, Label: m.Form}, true
 			}
 		}
 	}
 	if s.first0 != 0 && s.first0 <= limit {
-		return s.first0 - 1, StepRef{Kind: "step", Sequence: s.first0, Implicit: true}, true
+		return s.first0 - 1, record.StepRef{Kind: "step", Sequence: s.first0, Implicit: true}, true
 	}
-	return 0, StepRef{}, false
+	return 0, record.StepRef{}, false
 }
 
 // RedoTarget is where a redo rewinds to now and what it brings back (nil
 // when the undo did not record it); ok is false when no undo waits to be
 // redone.
-func (s *State) RedoTarget() (target Seq, what *StepRef, ok bool) {
+func (s *State) RedoTarget() (target record.Seq, what *record.StepRef, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := len(s.redo)

@@ -1,13 +1,10 @@
-package index
+package record
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/zerofs/zerofs/blobstore"
-	"github.com/zerofs/zerofs/eventlog"
 )
 
 // The store is untrusted input (SPEC, Trust): anyone with write access to
@@ -19,8 +16,8 @@ import (
 
 // DamageError names a record in the store that zerofs never writes: the log
 // line (which is the event's sequence) or the intent record, the recorded
-// path concerned and what is wrong. errors.Is(err, eventlog.ErrCorrupt)
-// holds, so a mount refuses such a store and `zerofs verify` reports it.
+// path concerned and what is wrong. errors.Is(err, ErrCorrupt)
+// holds (ErrCorrupt), so a mount refuses such a store and `zerofs verify` reports it.
 type DamageError struct {
 	File   string // the store file: the event log or the intent record
 	Line   int    // the log line, which is the event's sequence; 0 for the intent
@@ -41,7 +38,7 @@ func (e *DamageError) Error() string {
 	return b.String()
 }
 
-func (e *DamageError) Unwrap() error { return eventlog.ErrCorrupt }
+func (e *DamageError) Unwrap() error { return ErrCorrupt }
 
 // CheckRecordPath checks a path read from the store: the workspace root
 // ("", whose own before-state a chmod of the root records) or a clean
@@ -60,12 +57,12 @@ func CheckRecordPath(p string) string {
 	return ""
 }
 
-// checkRecord checks one file's before-state read from a checkpoint and
+// CheckRecord checks one file's before-state read from a checkpoint and
 // returns what is wrong with it ("" when nothing is). Absent records carry
 // only their path; skipped ones keep no content, so only their path and mode
 // matter; a present one must be a file with a valid blob id, a directory, or
 // a symlink with a target. The root can only have been a directory.
-func checkRecord(f FileState) string {
+func CheckRecord(f FileState) string {
 	if r := CheckRecordPath(f.Path); r != "" {
 		return r
 	}
@@ -84,7 +81,7 @@ func checkRecord(f FileState) string {
 	if r := checkRenamed(f); r != "" {
 		return r
 	}
-	if f.Kept != "" && !blobstore.IsStashName(f.Kept) {
+	if f.Kept != "" && !IsStashName(f.Kept) {
 		return fmt.Sprintf("a bad stash name %q", f.Kept)
 	}
 	if f.Absent || f.Skipped {
@@ -95,7 +92,7 @@ func checkRecord(f FileState) string {
 		if f.Kept != "" && f.Blob == "" {
 			break // named by a later stash_named event
 		}
-		if _, err := blobstore.ParseID(f.Blob); err != nil {
+		if !IsBlobID(f.Blob) {
 			return fmt.Sprintf("file with a bad blob id %q", f.Blob)
 		}
 	case KindDir:
@@ -112,18 +109,18 @@ func checkRecord(f FileState) string {
 	return ""
 }
 
-// checkFiles checks every record of the checkpoint at seq. The error is a
+// CheckFiles checks every record of the checkpoint at seq. The error is a
 // *DamageError whose File the caller fills in.
-func checkFiles(seq Seq, files []FileState) error {
+func CheckFiles(seq Seq, files []FileState) error {
 	for _, f := range files {
-		if r := checkRecord(f); r != "" {
+		if r := CheckRecord(f); r != "" {
 			return &DamageError{Line: int(seq), Path: f.Path, Reason: r}
 		}
 	}
 	return nil
 }
 
-// inFile names the store file of a *DamageError that has none yet.
+// InFile names the store file of a *DamageError that has none yet.
 func InFile(err error, file string) error {
 	var de *DamageError
 	if errors.As(err, &de) && de.File == "" {
@@ -132,35 +129,35 @@ func InFile(err error, file string) error {
 	return err
 }
 
-// CheckEvent checks one event of the log at logPath the way Open does
+// CheckEvent checks one event of the log at logPath the way the engine does
 // before using it: a payload zerofs reads (checkpoint, rewind, history
 // pruned) must parse, and every record of a checkpoint must be one zerofs
 // could have written. It returns a *DamageError naming the line, or nil.
 // Events of types zerofs does not read are not checked.
-func CheckEvent(logPath string, ev eventlog.Event) error {
+func CheckEvent(logPath string, ev Event) error {
 	v, err := DecodeEvent(logPath, ev)
 	if cp, ok := v.(Checkpoint); ok && err == nil {
-		err = InFile(checkFiles(ev.Seq, cp.Files), logPath)
+		err = InFile(CheckFiles(ev.Seq, cp.Files), logPath)
 	}
 	return err
 }
 
-// decodeEvent parses the payload of an event zerofs reads and checks what
+// DecodeEvent parses the payload of an event zerofs reads and checks what
 // the payload says of the log itself (a checkpoint's records are checked by
 // the index as they are added). It returns a Checkpoint, RewindPayload,
 // PrunedPayload, ThinnedPayload or NamedPayload, or nil for other types.
-func DecodeEvent(logPath string, ev eventlog.Event) (any, error) {
+func DecodeEvent(logPath string, ev Event) (any, error) {
 	bad := func(what string, err error) error {
 		return &DamageError{File: logPath, Line: int(ev.Seq), Reason: fmt.Sprintf("bad %s payload: %v", what, err)}
 	}
 	switch ev.Type {
-	case eventlog.TypeCheckpoint:
+	case TypeCheckpoint:
 		var cp Checkpoint
 		if err := json.Unmarshal(ev.Payload, &cp); err != nil {
 			return nil, bad("checkpoint", err)
 		}
 		return cp, nil
-	case eventlog.TypeRewind:
+	case TypeRewind:
 		var rp RewindPayload
 		if err := json.Unmarshal(ev.Payload, &rp); err != nil {
 			return nil, bad("session_rewind", err)
@@ -170,7 +167,7 @@ func DecodeEvent(logPath string, ev eventlog.Event) (any, error) {
 				Reason: fmt.Sprintf("session_rewind names sequences %d and %d, not before it", rp.TargetSequence, rp.CheckpointSequence)}
 		}
 		return rp, nil
-	case eventlog.TypeHistoryPruned:
+	case TypeHistoryPruned:
 		var pp PrunedPayload
 		if err := json.Unmarshal(ev.Payload, &pp); err != nil {
 			return nil, bad("history_pruned", err)
@@ -180,10 +177,87 @@ func DecodeEvent(logPath string, ev eventlog.Event) (any, error) {
 				Reason: fmt.Sprintf("history_pruned cuts at %d, after itself", pp.Before)}
 		}
 		return pp, nil
-	case eventlog.TypeHistoryThinned:
+	case TypeHistoryThinned:
 		return decodeThinned(logPath, ev)
-	case eventlog.TypeStashNamed:
+	case TypeStashNamed:
 		return decodeNamed(logPath, ev)
 	}
 	return nil, nil
+}
+
+// checkRenamed checks a record's rename side: a clean path other than the
+// record's own and not beneath or above it, on one side only.
+func checkRenamed(f FileState) string {
+	other := f.RenamedTo
+	if f.RenamedFrom != "" {
+		if other != "" {
+			return "a rename record with both renamedTo and renamedFrom"
+		}
+		other = f.RenamedFrom
+	}
+	if other == "" {
+		return ""
+	}
+	if r := CheckRecordPath(other); r != "" {
+		return "rename to or from a path that is " + r
+	}
+	if f.Path == "" || other == f.Path || strings.HasPrefix(other, f.Path+"/") || strings.HasPrefix(f.Path, other+"/") {
+		return "a rename of a directory onto itself, its root, or into its own subtree"
+	}
+	return ""
+}
+
+// The extended attributes a record may hold (FileState.Xattrs; SPEC,
+// Events): user.*, the POSIX ACLs, and, recorded by a root daemon,
+// security.capability and trusted.*. The log is untrusted input:
+// CheckXattrs bounds a record's xattrs by the kernel's own limits on names
+// and values and by a total, so a forged log can neither name an attribute
+// outside these namespaces nor make a rewind or a view allocate without
+// bound.
+const (
+	XattrCapability = "security.capability"
+	XattrACLAccess  = "system.posix_acl_access"
+	XattrACLDefault = "system.posix_acl_default"
+
+	// MaxXattrName and MaxXattrValue are Linux's XATTR_NAME_MAX and
+	// XATTR_SIZE_MAX; MaxXattrTotal bounds one record's xattrs (names,
+	// with their NUL, and values).
+	MaxXattrName  = 255
+	MaxXattrValue = 64 << 10
+	MaxXattrTotal = 64 << 10
+)
+
+// XattrKept reports whether name is an xattr a before-state records, for a
+// daemon that is root or not.
+func XattrKept(name string, root bool) bool {
+	switch {
+	case strings.HasPrefix(name, "user."), name == XattrACLAccess, name == XattrACLDefault:
+		return true
+	case name == XattrCapability, strings.HasPrefix(name, "trusted."):
+		return root
+	}
+	return false
+}
+
+// CheckXattrs says what is wrong with a record's xattrs ("" when nothing):
+// a name outside the kept namespaces (as a root daemon would keep them),
+// an overlong name, one holding a NUL or ending in its namespace's dot, a
+// value beyond the kernel's limit, or more than MaxXattrTotal in all.
+func CheckXattrs(xs map[string][]byte) string {
+	total := 0
+	for name, v := range xs {
+		switch {
+		case !XattrKept(name, true):
+			return fmt.Sprintf("xattr %q is not one zerofs records", name)
+		case len(name) > MaxXattrName || strings.IndexByte(name, 0) >= 0 || strings.HasSuffix(name, "."):
+			return fmt.Sprintf("bad xattr name %q", name)
+		case len(v) > MaxXattrValue:
+			return fmt.Sprintf("xattr %q of %d bytes is larger than %d", name, len(v), MaxXattrValue)
+		}
+		total += len(name) + 1 + len(v)
+	}
+	if total > MaxXattrTotal {
+		return fmt.Sprintf("xattrs of %d bytes in all, more than %d", total, MaxXattrTotal)
+	}
+	return ""
 }

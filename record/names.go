@@ -1,4 +1,4 @@
-package index
+package record
 
 import (
 	"errors"
@@ -6,10 +6,11 @@ import (
 	"strings"
 )
 
-// The names a workspace reserves and the paths a record may name: what
-// every record read from the store is checked against (damage.go).
+// The names a workspace reserves, the store's own names, and the paths a
+// record may name: what every record read from the store is checked
+// against (damage.go).
 
-// Errors callers test with errors.Is (rewind re-exports them).
+// Errors of a path a request or record names (errors.Is).
 var (
 	// ErrReserved: a name reserved at the workspace root.
 	ErrReserved = errors.New("rewind: reserved name")
@@ -20,6 +21,9 @@ var (
 
 // StoreName is the store's default directory name in the workspace root.
 const StoreName = ".zero"
+
+// LogName is the event log's file name in the store.
+const LogName = "events.jsonl"
 
 // IsReserved reports whether name, at the workspace root, is reserved: the
 // store and control directory ".zero", and "@" followed by one or more
@@ -78,4 +82,33 @@ func CleanPath(p string) error {
 		}
 	}
 	return nil
+}
+
+// IsBlobID reports whether s names a blob as a record does: its sha256 in
+// 64 lower-case hex digits (SPEC, Words).
+func IsBlobID(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	return isLowerHex(s)
+}
+
+// StashPrefix begins the name of every stash: a removed file linked into
+// the store unread, which a checkpoint names by it (FileState.Kept).
+const StashPrefix = "p-"
+
+// IsStashName reports whether name is a stash's name: StashPrefix and 32
+// lower-case hex digits.
+func IsStashName(name string) bool {
+	rest, ok := strings.CutPrefix(name, StashPrefix)
+	return ok && len(rest) == 32 && isLowerHex(rest)
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

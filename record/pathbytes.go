@@ -1,4 +1,4 @@
-package index
+package record
 
 import (
 	"encoding/base64"
@@ -18,7 +18,7 @@ import (
 // the exact bytes; only JSON needs the second field.
 //
 // pathBytes comes from the store and is untrusted like path: it is decoded
-// into Path, which checkRecord then checks (clean, relative, no NUL, not
+// into Path, which CheckRecord then checks (clean, relative, no NUL, not
 // reserved) exactly as it checks a path given as text.
 
 // Readable is s with each byte that is not part of valid UTF-8 replaced by
@@ -58,48 +58,9 @@ func FromBytes(field, text, b64 string) (string, error) {
 	}
 	raw, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
-		return "", fmt.Errorf("index: %sBytes is not base64: %v", field, err)
+		return "", fmt.Errorf("record: %sBytes is not base64: %v", field, err)
 	}
 	return string(raw), nil
-}
-
-// fileStateJSON is FileState as JSON holds it: the exact bytes of a name
-// that is not UTF-8 beside its readable form.
-type fileStateJSON struct {
-	fileStateFields
-	PathBytes   string `json:"pathBytes,omitempty"`
-	TargetBytes string `json:"targetBytes,omitempty"`
-}
-
-// fileStateFields has FileState's fields without its methods (so
-// marshalling it does not recurse).
-type fileStateFields FileState
-
-// MarshalJSON writes the record with pathBytes (and targetBytes) when the
-// name is not valid UTF-8.
-func (s FileState) MarshalJSON() ([]byte, error) {
-	j := fileStateJSON{fileStateFields: fileStateFields(s), PathBytes: ExactBytes(s.Path), TargetBytes: ExactBytes(s.Target)}
-	j.Path, j.Target = Readable(s.Path), Readable(s.Target)
-	return json.Marshal(j)
-}
-
-// UnmarshalJSON reads a record, taking the name from pathBytes (and the
-// target from targetBytes) when present. Records written before pathBytes
-// existed read as they always did.
-func (s *FileState) UnmarshalJSON(data []byte) error {
-	var j fileStateJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	var err error
-	if j.Path, err = FromBytes("path", j.Path, j.PathBytes); err != nil {
-		return err
-	}
-	if j.Target, err = FromBytes("target", j.Target, j.TargetBytes); err != nil {
-		return err
-	}
-	*s = FileState(j.fileStateFields)
-	return nil
 }
 
 // Lists of names (a rewind's paths, skipped paths, conflicts) travel the
@@ -142,7 +103,7 @@ func FromBytesAll(field string, texts, b64 []string) ([]string, error) {
 		return texts, nil
 	}
 	if len(b64) != len(texts) {
-		return nil, fmt.Errorf("index: %sBytes has %d names for %d", field, len(b64), len(texts))
+		return nil, fmt.Errorf("record: %sBytes has %d names for %d", field, len(b64), len(texts))
 	}
 	out := make([]string, len(texts))
 	for i := range texts {
@@ -155,7 +116,92 @@ func FromBytesAll(field string, texts, b64 []string) ([]string, error) {
 	return out, nil
 }
 
-// reportJSON is Report as JSON holds it.
+// A NameField is one field of a value's JSON form that holds a name, or a
+// list of names, and its "...Bytes" sibling: how every type that carries
+// names in JSON writes and reads them, with MarshalNames and
+// UnmarshalNames. Make one with Name or Names.
+type NameField struct {
+	key         string
+	text, b64   *string
+	texts, b64s *[]string
+}
+
+// Name is the name field key, at text, whose exact bytes go in b64.
+func Name(key string, text, b64 *string) NameField {
+	return NameField{key: key, text: text, b64: b64}
+}
+
+// Names is the list of names key, at texts, whose exact bytes go in b64.
+func Names(key string, texts, b64 *[]string) NameField {
+	return NameField{key: key, texts: texts, b64s: b64}
+}
+
+// MarshalNames writes j, a pointer to a value's JSON form, after putting
+// each field's readable form in place and its exact bytes beside it.
+func MarshalNames(j any, fields ...NameField) ([]byte, error) {
+	for _, f := range fields {
+		if f.text != nil {
+			*f.b64, *f.text = ExactBytes(*f.text), Readable(*f.text)
+		} else {
+			*f.b64s, *f.texts = ExactBytesAll(*f.texts), ReadableAll(*f.texts)
+		}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalNames reads data into j, a pointer to a value's JSON form, and
+// then each field's name from its exact bytes where they were given.
+func UnmarshalNames(data []byte, j any, fields ...NameField) error {
+	if err := json.Unmarshal(data, j); err != nil {
+		return err
+	}
+	var err error
+	for _, f := range fields {
+		if f.text != nil {
+			*f.text, err = FromBytes(f.key, *f.text, *f.b64)
+		} else {
+			*f.texts, err = FromBytesAll(f.key, *f.texts, *f.b64s)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fileStateJSON is FileState as JSON holds it; fileStateFields has
+// FileState's fields without its methods (so marshalling it does not
+// recurse). Likewise for the other types below.
+type fileStateJSON struct {
+	fileStateFields
+	PathBytes   string `json:"pathBytes,omitempty"`
+	TargetBytes string `json:"targetBytes,omitempty"`
+}
+
+type fileStateFields FileState
+
+func (j *fileStateJSON) names() []NameField {
+	return []NameField{Name("path", &j.Path, &j.PathBytes), Name("target", &j.Target, &j.TargetBytes)}
+}
+
+// MarshalJSON writes the record with pathBytes (and targetBytes) when the
+// name is not valid UTF-8.
+func (s FileState) MarshalJSON() ([]byte, error) {
+	j := fileStateJSON{fileStateFields: fileStateFields(s)}
+	return MarshalNames(&j, j.names()...)
+}
+
+// UnmarshalJSON reads a record, taking the name from pathBytes (and the
+// target from targetBytes) when present.
+func (s *FileState) UnmarshalJSON(data []byte) error {
+	var j fileStateJSON
+	if err := UnmarshalNames(data, &j, j.names()...); err != nil {
+		return err
+	}
+	*s = FileState(j.fileStateFields)
+	return nil
+}
+
 type reportJSON struct {
 	reportFields
 	SkippedBytes []string `json:"skippedBytes,omitempty"`
@@ -166,26 +212,20 @@ type reportFields Report
 // MarshalJSON writes the report with skippedBytes when a skipped name is
 // not valid UTF-8.
 func (r Report) MarshalJSON() ([]byte, error) {
-	j := reportJSON{reportFields: reportFields(r), SkippedBytes: ExactBytesAll(r.Skipped)}
-	j.Skipped = ReadableAll(r.Skipped)
-	return json.Marshal(j)
+	j := reportJSON{reportFields: reportFields(r)}
+	return MarshalNames(&j, Names("skipped", &j.Skipped, &j.SkippedBytes))
 }
 
 // UnmarshalJSON reads a report, the exact bytes winning.
 func (r *Report) UnmarshalJSON(data []byte) error {
 	var j reportJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	var err error
-	if j.Skipped, err = FromBytesAll("skipped", j.Skipped, j.SkippedBytes); err != nil {
+	if err := UnmarshalNames(data, &j, Names("skipped", &j.Skipped, &j.SkippedBytes)); err != nil {
 		return err
 	}
 	*r = Report(j.reportFields)
 	return nil
 }
 
-// rewindPayloadJSON is RewindPayload as JSON holds it.
 type rewindPayloadJSON struct {
 	rewindPayloadFields
 	PathsBytes []string `json:"pathsBytes,omitempty"`
@@ -196,26 +236,20 @@ type rewindPayloadFields RewindPayload
 // MarshalJSON writes the payload with pathsBytes when a path is not valid
 // UTF-8.
 func (p RewindPayload) MarshalJSON() ([]byte, error) {
-	j := rewindPayloadJSON{rewindPayloadFields: rewindPayloadFields(p), PathsBytes: ExactBytesAll(p.Paths)}
-	j.Paths = ReadableAll(p.Paths)
-	return json.Marshal(j)
+	j := rewindPayloadJSON{rewindPayloadFields: rewindPayloadFields(p)}
+	return MarshalNames(&j, Names("paths", &j.Paths, &j.PathsBytes))
 }
 
 // UnmarshalJSON reads a payload, the exact bytes winning.
 func (p *RewindPayload) UnmarshalJSON(data []byte) error {
 	var j rewindPayloadJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	var err error
-	if j.Paths, err = FromBytesAll("paths", j.Paths, j.PathsBytes); err != nil {
+	if err := UnmarshalNames(data, &j, Names("paths", &j.Paths, &j.PathsBytes)); err != nil {
 		return err
 	}
 	*p = RewindPayload(j.rewindPayloadFields)
 	return nil
 }
 
-// foreignJSON is Foreign as JSON holds it.
 type foreignJSON struct {
 	foreignFields
 	PathBytes string `json:"pathBytes,omitempty"`
@@ -225,19 +259,14 @@ type foreignFields Foreign
 
 // MarshalJSON writes the path with pathBytes when it is not valid UTF-8.
 func (f Foreign) MarshalJSON() ([]byte, error) {
-	j := foreignJSON{foreignFields: foreignFields(f), PathBytes: ExactBytes(f.Path)}
-	j.Path = Readable(f.Path)
-	return json.Marshal(j)
+	j := foreignJSON{foreignFields: foreignFields(f)}
+	return MarshalNames(&j, Name("path", &j.Path, &j.PathBytes))
 }
 
 // UnmarshalJSON reads a Foreign, the exact bytes winning.
 func (f *Foreign) UnmarshalJSON(data []byte) error {
 	var j foreignJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	var err error
-	if j.Path, err = FromBytes("path", j.Path, j.PathBytes); err != nil {
+	if err := UnmarshalNames(data, &j, Name("path", &j.Path, &j.PathBytes)); err != nil {
 		return err
 	}
 	*f = Foreign(j.foreignFields)
