@@ -151,7 +151,7 @@ type (
 		PathBytes string `json:"path_bytes,omitempty" jsonschema:"the path's exact bytes in base64, when it is not UTF-8"`
 		Exists    bool   `json:"exists"`
 		Kind      string `json:"kind,omitempty" jsonschema:"file, dir or symlink"`
-		Bytes     int64  `json:"bytes,omitempty"`
+		Bytes     *int64 `json:"bytes,omitempty" jsonschema:"a file's size (0 for an empty file); absent for a directory or symlink"`
 		// Content is a text file's content; ContentBase64 a binary one's.
 		Content       string   `json:"content,omitempty"`
 		ContentBase64 string   `json:"content_base64,omitempty"`
@@ -166,8 +166,8 @@ type (
 		Path      string `json:"path"`
 		PathBytes string `json:"path_bytes,omitempty" jsonschema:"the path's exact bytes in base64, when it is not UTF-8"`
 		Kind      string `json:"kind"`
-		Added     int    `json:"added,omitempty"`
-		Removed   int    `json:"removed,omitempty"`
+		Added     *int   `json:"added,omitempty" jsonschema:"lines the file gains (absent when it is not text or too large to compare)"`
+		Removed   *int   `json:"removed,omitempty" jsonschema:"lines the file loses (absent when it is not text or too large to compare)"`
 	}
 	mcpActionOut struct {
 		Action   string `json:"action" jsonschema:"rewind, undo, redo or revert"`
@@ -508,7 +508,11 @@ func (t *mcpTools) show(ctx context.Context, _ *mcp.CallToolRequest, a mcpShowAr
 		if !n.Exists {
 			return fmt.Errorf("%s did not exist at %d (path)", quote.Name(p), a.Seq)
 		}
-		out.Exists, out.Kind, out.Bytes = true, string(n.Kind), n.Bytes
+		out.Exists, out.Kind = true, string(n.Kind)
+		if n.Kind == record.KindFile {
+			b := n.Bytes
+			out.Bytes = &b
+		}
 		switch n.Kind {
 		case record.KindDir:
 			entries, err = src.List(p, seq)
@@ -543,7 +547,7 @@ func (t *mcpTools) show(ctx context.Context, _ *mcp.CallToolRequest, a mcpShowAr
 	case out.Kind == string(record.KindSymlink):
 		msg = "symlink to " + quote.Name(target)
 	case out.ContentBase64 != "":
-		msg = fmt.Sprintf("binary file of %d bytes (content_base64 holds it)", out.Bytes)
+		msg = fmt.Sprintf("binary file of %d bytes (content_base64 holds it)", deref(out.Bytes))
 	}
 	return text(msg), out, nil
 }
@@ -675,7 +679,8 @@ func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (
 		for _, c := range rep.Preview {
 			p := mcpPreview{Action: string(c.Action), Path: record.Readable(c.Path), PathBytes: record.ExactBytes(c.Path), Kind: string(c.Kind)}
 			if c.Lines != nil {
-				p.Added, p.Removed = c.Lines.Added, c.Lines.Removed
+				added, removed := c.Lines.Added, c.Lines.Removed
+				p.Added, p.Removed = &added, &removed
 			}
 			out.Preview = append(out.Preview, p)
 		}
@@ -712,7 +717,7 @@ func actionText(o mcpActionOut, words history.Words) string {
 }
 
 // deref is *p, 0 for nil.
-func deref[T int | uint64](p *T) T {
+func deref[T int | int64 | uint64](p *T) T {
 	if p == nil {
 		return 0
 	}

@@ -237,3 +237,57 @@ func TestMCPStepUnmountedRefused(t *testing.T) {
 		t.Errorf("a refused step changed the log:\n%s\nwas\n%s", after, before)
 	}
 }
+
+// TestMCPZeroFieldsKept: issue 30. A field that means something when it is
+// zero is never left out: an empty file's size in zerofs_show, a text
+// file's +0 or -0 lines in a preview, a rewind's target 0 (and its
+// restored and deleted counts) in zerofs_log; a field that does not apply
+// (a directory's size, the lines of a binary file) is absent.
+func TestMCPZeroFieldsKept(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountT(t, ws)
+	binOK(t, ws, "step", "Write files")
+	writeFile(t, filepath.Join(ws, "empty.txt"), "")
+	writeFile(t, filepath.Join(ws, "three.txt"), "a\nb\nc\n")
+	writeFile(t, filepath.Join(ws, "bin.dat"), "\x00\x01\x02")
+	if err := os.Mkdir(filepath.Join(ws, "dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := newMCPClient(t, ws)
+	var head float64
+	{
+		_, st := c.ok("zerofs_status", map[string]any{})
+		head = st["head"].(float64)
+	}
+	_, show := c.ok("zerofs_show", map[string]any{"seq": head, "path": "empty.txt"})
+	if b, ok := show["bytes"]; !ok || b != float64(0) {
+		t.Errorf("zerofs_show of an empty file: %v, want bytes 0", show)
+	}
+	if _, show = c.ok("zerofs_show", map[string]any{"seq": head, "path": "dir"}); show["bytes"] != nil {
+		t.Errorf("zerofs_show of a directory: %v, want no bytes", show)
+	}
+	_, dry := c.ok("zerofs_rewind", map[string]any{"seq": 0, "dry_run": true})
+	rows := map[string]map[string]any{}
+	for _, p := range dry["preview"].([]any) {
+		m := p.(map[string]any)
+		rows[m["path"].(string)] = m
+	}
+	if r := rows["three.txt"]; r == nil || r["added"] != float64(0) || r["removed"] != float64(3) {
+		t.Errorf("preview of deleting three.txt: %v, want added 0, removed 3", r)
+	}
+	if r := rows["empty.txt"]; r == nil || r["added"] != float64(0) || r["removed"] != float64(0) {
+		t.Errorf("preview of deleting empty.txt: %v, want added 0, removed 0", r)
+	}
+	if r := rows["bin.dat"]; r == nil || r["added"] != nil || r["removed"] != nil {
+		t.Errorf("preview of deleting bin.dat: %v, want no line counts", r)
+	}
+	c.ok("zerofs_rewind", map[string]any{"seq": 0})
+	_, lg := c.ok("zerofs_log", map[string]any{"n": 1})
+	e0 := lg["entries"].([]any)[0].(map[string]any)
+	if e0["type"] != "rewind" || e0["target"] != float64(0) || e0["restored"] != float64(0) || e0["deleted"] != float64(4) {
+		t.Errorf("zerofs_log's rewind to 0: %v, want target 0, restored 0, deleted 4", e0)
+	}
+}
