@@ -63,7 +63,11 @@ func runRevert(e *env, c *command, args []string) error {
 			if *dry {
 				writeWords(e.stdout, rep)
 			}
-			return fmt.Errorf("revert of %s conflicts with later changes to %s (--force puts them back too)", history.Name(rep.Step), quote.Names(ce.Paths, ", "))
+			name := fmt.Sprintf("step %d", s) // a daemon that did not name it
+			if rep.Step != nil {
+				name = history.Name(rep.Step)
+			}
+			return fmt.Errorf("revert of %s conflicts with later changes to %s (--force puts them back too)", name, quote.Names(ce.Paths, ", "))
 		}
 		if err != nil {
 			return err
