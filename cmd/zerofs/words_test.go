@@ -194,8 +194,8 @@ func TestTurnsNamedEverywhere(t *testing.T) {
 	if out := binOK(t, ws, "undo"); !cliUndo.MatchString(out) {
 		t.Errorf("undo of a path rewind: %q, want it named as zerofs_undo named it", out)
 	}
-	if !strings.Contains(tool(c), "whole workspace goes back") {
-		t.Errorf("zerofs_undo's description does not say the whole workspace goes back:\n%s", tool(c))
+	if d := tool(c); !strings.Contains(d, "whole workspace goes back") || !strings.Contains(d, "dry_run: true first") || !strings.Contains(d, "turn: true") {
+		t.Errorf("zerofs_undo's description does not say the whole workspace goes back, dry run first, and its turn form:\n%s", d)
 	}
 	text, out = c.ok("zerofs_undo", map[string]any{"turn": true, "dry_run": true})
 	if step, _ := out["step"].(map[string]any); step["kind"] != "turn" || !strings.HasPrefix(text, "would take back turn ") {
