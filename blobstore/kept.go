@@ -60,6 +60,10 @@ type keptInode struct {
 	named       bool
 	stashBytes  int64
 	stashStored int64
+	// stashStat is the stash's lstat as this process linked it (nil when
+	// unknown: a stash found at Open): Name trusts it rather than
+	// reading it again, since nothing writes a stash before it is named.
+	stashStat *unix.Stat_t
 }
 
 // keptState is the store's kept blobs (see Store.kmu).
@@ -172,27 +176,36 @@ func (s *Store) claimInode(fd int, bySize bool, writing func(dev, ino uint64) bo
 	if err := unix.Fstat(fd, &st); err != nil {
 		return st, nil, nil, err
 	}
+	ki, forget = s.claimStat(&st, 1, bySize, writing)
+	return st, ki, forget, nil
+}
+
+// claimStat is claimInode of the inode st describes, which must have
+// exactly links links (1 for a workspace file's last name; 2 once the
+// store has linked it already, StashAt).
+func (s *Store) claimStat(st *unix.Stat_t, links uint64, bySize bool, writing func(dev, ino uint64) bool) (ki *keptInode, forget func()) {
 	s.kmu.Lock()
-	if s.kept.dir == nil || s.kept.off != "" || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Dev != s.kept.dev || s.kept.ino[st.Ino] != nil ||
+	if s.kept.dir == nil || s.kept.off != "" || st.Mode&unix.S_IFMT != unix.S_IFREG || uint64(st.Nlink) != links || st.Dev != s.kept.dev || s.kept.ino[st.Ino] != nil ||
 		(bySize && s.opts.MaxSize > 0 && st.Size > s.opts.MaxSize) {
 		s.kmu.Unlock()
-		return st, nil, nil, nil
+		return nil, nil
 	}
-	ki = &keptInode{ino: st.Ino}
+	ino := st.Ino
+	ki = &keptInode{ino: ino}
 	ki.mu.Lock()
-	s.kept.ino[st.Ino] = ki
+	s.kept.ino[ino] = ki
 	s.kmu.Unlock()
 	forget = func() {
 		s.kmu.Lock()
-		delete(s.kept.ino, st.Ino)
+		delete(s.kept.ino, ino)
 		s.kmu.Unlock()
 	}
-	if writing != nil && writing(st.Dev, st.Ino) {
+	if writing != nil && writing(st.Dev, ino) {
 		forget()
 		ki.mu.Unlock()
-		return st, nil, nil, nil
+		return nil, nil
 	}
-	return st, ki, forget, nil
+	return ki, forget
 }
 
 // Keep stores the content of f, an open regular workspace file about to
@@ -384,8 +397,8 @@ func (s *Store) syncKept() error {
 		// Many files (an rm -rf): one syncfs of the store's filesystem,
 		// their data and entries in one journal commit. An fdatasync
 		// each costs a commit each when the files were written just
-		// before they went (4,355 files of Go's cmd/ written by tar:
-		// 7.4 s one by one, 0.3 s with one syncfs, at load 15).
+		// before they went (docs/performance.md, Code written for
+		// speed).
 		if err := syncFS(dir); err != nil {
 			restore()
 			return fmt.Errorf("blobstore: sync kept blobs: %w", err)

@@ -134,26 +134,37 @@ func HashFile(f *os.File) (ID, int64, error) {
 // of an rm -rf the namer hashes).
 const hashSmall = 64 << 10
 
+// hashSmallFd hashes the file open at fd, of st.Size <= hashSmall bytes,
+// read whole; grew says it was longer than st.Size (nothing is hashed
+// then: the caller reads it as a large one).
+func hashSmallFd(fd int, st *unix.Stat_t) (id ID, n64 int64, grew bool, err error) {
+	buf := make([]byte, st.Size+1)
+	n := 0
+	for n < len(buf) {
+		k, err := unix.Pread(fd, buf[n:], int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return ID{}, 0, false, err
+		}
+		n += k
+		if k == 0 || (k < len(buf)-(n-k) && n >= int(st.Size)) {
+			break // a short read of a regular file is its end
+		}
+	}
+	if n > int(st.Size) {
+		return ID{}, 0, true, nil
+	}
+	return sha256.Sum256(buf[:n]), int64(n), false, nil
+}
+
 // hashFileStat is HashFile of f, whose fstat is st.
 func hashFileStat(f *os.File, st *unix.Stat_t) (ID, int64, error) {
 	if st.Size <= hashSmall {
-		buf := make([]byte, st.Size+1)
-		n := 0
-		for n < len(buf) {
-			k, err := unix.Pread(int(f.Fd()), buf[n:], int64(n))
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				return ID{}, 0, err
-			}
-			n += k
-			if k == 0 || (k < len(buf)-(n-k) && n >= int(st.Size)) {
-				break // a short read of a regular file is its end
-			}
-		}
-		if n <= int(st.Size) { // at its end: nothing follows
-			return sha256.Sum256(buf[:n]), int64(n), nil
+		id, n, grew, err := hashSmallFd(int(f.Fd()), st)
+		if err != nil || !grew {
+			return id, n, err
 		}
 		// It grew since its fstat: read it as a large one.
 	}

@@ -90,6 +90,7 @@ func (s *Store) stash(fd int, f *os.File, writing func(dev, ino uint64) bool) (n
 	}
 	hook("kept:stashed", filepath.Join(s.dir, keptDirName, name))
 	ki.stash, ki.stashBytes, ki.stashStored = name, st.Size, st.Size
+	ki.stashStat = &st
 	s.kmu.Lock()
 	s.kept.stash[name] = ki
 	if !s.opts.Sync {
@@ -154,16 +155,33 @@ func (s *Store) Name(name string) (ID, int64, error) {
 	case err != nil:
 		return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
 	}
-	f := os.NewFile(uintptr(fd), filepath.Join(s.dir, keptDirName, name))
-	defer f.Close()
-	hook("kept:naming", f.Name()) // what it holds while it hashes, held
+	path := filepath.Join(s.dir, keptDirName, name)
+	hook("kept:naming", path) // what it holds while it hashes, held
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	if ki != nil && ki.stashStat != nil {
+		st = *ki.stashStat // this process linked it, and nothing wrote it since
+	} else if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
 		return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
 		return ID{}, 0, fmt.Errorf("%w: stash %s is not a regular file", ErrCorrupt, name)
 	}
+	if !mostlyHoles(&st) && st.Size <= hashSmall {
+		// Most of an rm -rf: one pread, and no *os.File (its fcntl).
+		id, n, grew, err := hashSmallFd(fd, &st)
+		if err == nil && !grew {
+			unix.Close(fd)
+			return s.nameHashed(name, dir, ki, &st, id, n, nil)
+		}
+		if err != nil {
+			unix.Close(fd)
+			return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
+		}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
 	if mostlyHoles(&st) && (s.opts.MaxSize <= 0 || st.Size <= s.opts.MaxSize) {
 		// A large sparse file (StashCopy's copies, or an unlinked one) is
 		// stored with its holes recorded, not linked: a blob that is a
@@ -181,6 +199,13 @@ func (s *Store) Name(name string) (ID, int64, error) {
 	if err != nil {
 		return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
 	}
+	return s.nameHashed(name, dir, ki, &st, id, n, f)
+}
+
+// nameHashed is the rest of Name once stash name (inode st, lstat'ed or
+// as linked) hashed to id: its link as the blob. f is the stash open, for
+// Options.Sync's fdatasync (nil: it is opened again for that).
+func (s *Store) nameHashed(name string, dir *os.File, ki *keptInode, st *unix.Stat_t, id ID, n int64, f *os.File) (ID, int64, error) {
 	linked := false
 	_, inPack := s.lookup(id)
 	if !inPack {
@@ -215,6 +240,14 @@ func (s *Store) Name(name string) (ID, int64, error) {
 		}
 		s.kmu.Unlock()
 		if s.opts.Sync {
+			if f == nil {
+				g, err := os.OpenFile(filepath.Join(s.dir, keptDirName, name), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+				if err != nil {
+					return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
+				}
+				defer g.Close()
+				f = g
+			}
 			if err := fdatasync(f); err != nil {
 				return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
 			}

@@ -25,10 +25,12 @@ var syncDirFile = durable.SyncDirFile
 var syncFS = durable.SyncFS
 
 // syncfsFrom is how many kept files a batch-mode Sync makes durable with
-// one syncfs rather than an fdatasync each (an open, an fdatasync and a
-// close a file: with 64, an rm -rf of 1,680 files, a flusher window every
-// 5 ms, spent about 4 of its 33 system calls a file so).
-var syncfsFrom = 4
+// one syncfs rather than an fdatasync each (an open, an fcntl, an
+// fdatasync and a close a file, and an fsync of kept/: a journal commit
+// each): two already cost more than one syncfs. A single file is still
+// synced alone: a syncfs writes every other writer's dirty pages
+// (docs/performance.md, Code written for speed).
+var syncfsFrom = 2
 
 // hook calls durable.TestHook at a crash point of this package (see
 // doc.go for the points).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -152,16 +153,17 @@ func ParseRewind(data []byte) (record.Request, error) {
 		return record.Request{}, badRequest("rewind request: not UTF-8 (give a path that is not UTF-8 in pathsBytes)")
 	}
 	var raw struct {
-		Target     *uint64         `json:"target"`
-		Revert     *uint64         `json:"revert"`
-		Paths      []string        `json:"paths"`
-		PathsBytes []string        `json:"pathsBytes"`
-		Force      bool            `json:"force"`
-		Undo       bool            `json:"undo"`
-		Redo       bool            `json:"redo"`
-		Turn       json.RawMessage `json:"turn"` // a sequence, or true beside "undo"
-		DryRun     bool            `json:"dryRun"`
-		Session    string          `json:"session"`
+		Target     *uint64              `json:"target"`
+		Revert     *uint64              `json:"revert"`
+		Paths      []string             `json:"paths"`
+		PathsBytes []string             `json:"pathsBytes"`
+		Force      bool                 `json:"force"`
+		Undo       bool                 `json:"undo"`
+		Redo       bool                 `json:"redo"`
+		Turn       json.RawMessage      `json:"turn"` // a sequence, or true beside "undo"
+		DryRun     bool                 `json:"dryRun"`
+		Session    string               `json:"session"`
+		Merge      *record.MergeRequest `json:"merge"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(s))
 	dec.DisallowUnknownFields()
@@ -176,8 +178,14 @@ func ParseRewind(data []byte) (record.Request, error) {
 		return record.Request{}, badRequest("rewind request: %v", err)
 	}
 	req := record.Request{Paths: paths, Force: raw.Force, Undo: raw.Undo, Redo: raw.Redo,
-		DryRun: raw.DryRun, Session: raw.Session}
+		DryRun: raw.DryRun, Session: raw.Session, Merge: raw.Merge}
 	forms := 0
+	if raw.Merge != nil {
+		if !filepath.IsAbs(raw.Merge.Dir) {
+			return record.Request{}, badRequest("rewind request: merge: dir %q is not an absolute path", raw.Merge.Dir)
+		}
+		forms++
+	}
 	if raw.Target != nil {
 		req.Target = record.Seq(*raw.Target)
 		forms++
@@ -217,7 +225,7 @@ func ParseRewind(data []byte) (record.Request, error) {
 	}
 	switch {
 	case forms != 1:
-		return record.Request{}, badRequest("rewind request wants exactly one of target, revert, undo, redo and turn")
+		return record.Request{}, badRequest("rewind request wants exactly one of target, revert, undo, redo, turn and merge")
 	case raw.Paths != nil && raw.Target == nil:
 		return record.Request{}, badRequest("rewind request: paths go with a target")
 	case raw.Paths != nil && len(raw.Paths) == 0:
@@ -237,7 +245,7 @@ func ParseRewind(data []byte) (record.Request, error) {
 // (what every version of the daemon understands), else a JSON object; a
 // line either way (the daemon runs a request at its newline).
 func FormatRewind(r record.Request) []byte {
-	if r.Paths == nil && r.Revert == 0 && !r.Force && !r.Undo && !r.Redo && r.Turn == 0 && !r.DryRun && r.Session == "" {
+	if r.Paths == nil && r.Revert == 0 && !r.Force && !r.Undo && !r.Redo && r.Turn == 0 && !r.DryRun && r.Session == "" && r.Merge == nil {
 		return fmt.Appendf(nil, "%d\n", r.Target)
 	}
 	obj := map[string]any{}
@@ -252,6 +260,8 @@ func FormatRewind(r record.Request) []byte {
 		obj["turn"] = r.Turn
 	case r.Revert != 0:
 		obj["revert"] = r.Revert
+	case r.Merge != nil:
+		obj["merge"] = r.Merge
 	default:
 		obj["target"] = r.Target
 	}
@@ -323,6 +333,8 @@ type RewindReport struct {
 	// (history.Describe) without reading the log.
 	Undid *record.StepRef `json:"undid,omitempty"`
 	Redid *record.StepRef `json:"redid,omitempty"`
+	// Merge is what a merge brought in (Record), or its conflicts.
+	Merge *record.MergeReport `json:"merge,omitempty"`
 	Refusal
 }
 
@@ -369,7 +381,7 @@ func ReportOf(res record.RewindResult, err error) RewindReport {
 		CheckpointSequence: p.CheckpointSequence, Report: res.Report,
 		Paths: p.Paths, RevertOf: p.RevertOf, Force: p.Force, Form: p.Form,
 		DryRun: res.DryRun, Unchanged: res.Unchanged, Preview: res.Preview, Foreign: res.Foreign, Conflicts: res.Conflicts,
-		Undid: res.Undid, Redid: res.Redid}
+		Undid: res.Undid, Redid: res.Redid, Merge: res.Merge}
 	if err != nil {
 		rep.Refusal = RefusalOf(err)
 		var ce *record.ConflictError
@@ -391,6 +403,9 @@ func ReportOf(res record.RewindResult, err error) RewindReport {
 // *record.RefusedError, so errors.Is and errors.As work on the client's
 // side as on the engine's.
 func (r RewindReport) Err() error {
+	if r.Error == ErrorConflict && r.Merge != nil {
+		return &record.MergeConflictError{Dir: r.Merge.Record.Dir, Conflicts: r.Merge.Conflicts}
+	}
 	if r.Error == ErrorConflict {
 		return &record.ConflictError{Step: r.RevertOf, Paths: r.Conflicts}
 	}

@@ -2,7 +2,9 @@
 //
 // Format: one JSON object per line, each terminated by '\n', with the
 // envelope {"id","sessionId","sequence","type","createdAt","payload"} that
-// SPEC.md defines; createdAt is UTC with all nine fractional digits.
+// SPEC.md defines (record.Event, which writes it); createdAt is UTC with
+// all nine fractional digits. What a payload holds is record's; the log
+// frames events and keeps them, whatever their type.
 // Sequences start at 1 and increase by exactly one per line, so line n holds
 // sequence n. No line is ever rewritten or removed. A sparse index (the offset
 // of every 1024th line) lets Events start near any sequence; readers hold one

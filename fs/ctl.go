@@ -349,6 +349,10 @@ func (f *fsys) doRewind(ctx context.Context, data []byte) ([]byte, syscall.Errno
 		out, _ := control.JSONLine(control.RewindReport{Refusal: control.RefusalOf(err), Report: record.Report{Skipped: []string{}}})
 		return out, syscall.EINVAL
 	}
+	if req.Merge != nil {
+		// The fork records the workspace by the path it is mounted at.
+		req.Merge.Workspace = f.mountpoint
+	}
 	// Settled once the kernel was told what changed (rewinds.stale).
 	defer f.rw.begin()()
 	if !req.DryRun {

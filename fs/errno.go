@@ -42,7 +42,7 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 		return syscall.EINVAL
 	case errors.Is(err, record.ErrReserved):
 		return syscall.EPERM
-	case errors.Is(err, record.ErrUnsafePath), errors.Is(err, record.ErrBadRequest):
+	case errors.Is(err, record.ErrUnsafePath), errors.Is(err, record.ErrBadRequest), errors.Is(err, record.ErrNotFork):
 		return syscall.EINVAL
 	case errors.Is(err, record.ErrConflict):
 		return syscall.EBUSY

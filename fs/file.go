@@ -162,8 +162,7 @@ const passthroughMin = 1 << 20
 // backing file per node, and the RELEASE of a cached handle drops one too
 // when, while that RELEASE ran, an open registered a backing file. The
 // kernel then finds that backing file gone and fails the open with EIO
-// (TestParallelWritesDuringRewinds, a reader's release racing a writer's
-// open). A node that never changes mode has nothing to race.
+// (a reader's release racing a writer's open). A node that never changes mode has nothing to race.
 func (n *wsNode) openMode(fd int, write bool) bool {
 	return n.openModeStatx(fd, write, nil)
 }

@@ -50,7 +50,7 @@ func (h *heldFds) drain() (fd int, ok bool) {
 // so that unmounting closes every one, also those whose RELEASE or FORGET
 // the kernel never sent: at unmount it drops the requests still queued,
 // and a descriptor left open would keep a file system mounted inside the
-// workspace busy (TestNestedMountCaptured).
+// workspace busy.
 type openFds struct {
 	mu  sync.Mutex
 	fds map[int]struct{}

@@ -28,8 +28,8 @@ import (
 // With the mount's long timeouts and kept listings each part is needed:
 // without the entry a removed name still resolves, without the node's
 // attributes a restored mode shows the old one, without the parent's
-// listing `ls` shows the names from before (TestRewindInvalidates, which
-// switches each part off through noInvalidate).
+// listing `ls` shows the names from before (noInvalidate switches each
+// part off, for the tests that show it).
 //
 // A name with another filesystem mounted at or beneath it (a tmpfs on
 // MNT/keep/inner) keeps its entry: the kernel's d_invalidate detaches every

@@ -18,8 +18,9 @@ import (
 
 // Kernel cache timeouts. Workspace entries and attributes can change behind
 // the kernel's back only through a rewind, which invalidates exactly what it
-// changed (invalidate.go), so the kernel keeps them for wsCacheTimeout: at
-// about 40 µs a request, every LOOKUP and GETATTR saved counts. wsTimeout
+// changed (invalidate.go), so the kernel keeps them for wsCacheTimeout:
+// every LOOKUP and GETATTR it answers itself is a round trip to the daemon
+// saved (docs/performance.md, Code written for speed). wsTimeout
 // bounds what gc can remove (a view root's entry). Views never change.
 const (
 	wsCacheTimeout = time.Hour

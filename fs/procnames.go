@@ -14,8 +14,8 @@ import (
 // procNames answers processOf from descriptors it keeps open, so that a
 // capture costs one pread of /proc/<pid>/comm rather than reading and
 // parsing /proc/<tid>/status (open, stat, read, close, and the kernel
-// formatting forty lines): an rm -rf asks once per file, and that read was
-// a tenth of the daemon's time.
+// formatting forty lines): an rm -rf asks once per file
+// (docs/performance.md, Code written for speed).
 //
 // Thread ids are reused, so the cache keys nothing by number alone: each
 // entry holds /proc/<tid>/comm (and, for a thread other than the leader,

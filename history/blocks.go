@@ -410,6 +410,11 @@ func (b *Block) Title(blocks []*Block, turns []Turn) string {
 			return fmt.Sprintf("%s taken back (rewind to %d)", name(r), p.TargetSequence)
 		}
 		return fmt.Sprintf("a turn taken back (rewind to %d)", p.TargetSequence)
+	case record.FormMerge:
+		if m := p.Merge; m != nil {
+			return MergeTitle(*m)
+		}
+		return "merge"
 	}
 	return fmt.Sprintf("rewind to %d", p.TargetSequence)
 }

@@ -25,7 +25,7 @@ const promptWidth = 60
 //	step 42 (no step)                  changes made outside any step
 //	turn 24 "Rename hello to greet…"   a person's prompt, its first line
 //	turn 24 (prompt kept out)
-//	rewind 57, path rewind 61, revert 60, undo 62, redo 63,
+//	rewind 57, path rewind 61, revert 60, undo 62, redo 63, merge 65,
 //	rewind 64 (a turn taken back)
 func Name(ref *record.StepRef) string {
 	if ref == nil {
@@ -62,7 +62,7 @@ func RewindName(seq record.Seq, form string) string {
 	switch form {
 	case record.FormPaths:
 		return fmt.Sprintf("path rewind %d", seq)
-	case record.FormRevert, record.FormUndo, record.FormRedo:
+	case record.FormRevert, record.FormUndo, record.FormRedo, record.FormMerge:
 		return fmt.Sprintf("%s %d", form, seq)
 	case record.FormTurn:
 		return fmt.Sprintf("rewind %d (a turn taken back)", seq)
@@ -190,6 +190,8 @@ func formOf(rep control.RewindReport) string {
 		return record.FormRedo
 	case rep.RevertOf != 0:
 		return record.FormRevert
+	case rep.Merge != nil:
+		return record.FormMerge
 	case len(rep.Paths) > 0:
 		return record.FormPaths
 	}
@@ -208,8 +210,18 @@ func dryWhat(rep control.RewindReport, form string, what *record.StepRef) string
 		return fmt.Sprintf("%s %s (rewind to %d)", form, Name(what), t)
 	case record.FormTurn:
 		return fmt.Sprintf("take back %s (rewind to %d)", Name(what), t)
+	case record.FormMerge:
+		return "merge " + quote.Name(mergeDir(rep))
 	}
 	return fmt.Sprintf("rewind to %d", t)
+}
+
+// mergeDir is the fork a merge's report names.
+func mergeDir(rep control.RewindReport) string {
+	if rep.Merge != nil {
+		return rep.Merge.Record.Dir
+	}
+	return "a fork"
 }
 
 // doneWhat is the line of a rewind done.
@@ -227,6 +239,12 @@ func doneWhat(rep control.RewindReport, form string, what *record.StepRef) strin
 		return fmt.Sprintf("redid %s: restored %d, deleted %d%s", Name(what), r.Restored, r.Deleted, skippedCount(r))
 	case record.FormTurn:
 		return fmt.Sprintf("took back %s: rewound to %d, restored %d, deleted %d%s", Name(what), t, r.Restored, r.Deleted, skippedCount(r))
+	case record.FormMerge:
+		base := record.Seq(0)
+		if rep.Merge != nil {
+			base = rep.Merge.Record.Base
+		}
+		return fmt.Sprintf("merged %s (forked at %d) as %d: restored %d, deleted %d%s", quote.Name(mergeDir(rep)), base, rep.Sequence, r.Restored, r.Deleted, skippedCount(r))
 	}
 	return fmt.Sprintf("rewound to %d: restored %d, deleted %d, skipped %d", t, r.Restored, r.Deleted, len(r.Skipped))
 }
@@ -259,6 +277,8 @@ func unchangedWhat(rep control.RewindReport, what *record.StepRef) string {
 		return quote.Names(rep.Paths, ", ") + " are"
 	case formOf(rep) == record.FormRevert:
 		return "every path " + revertName(rep, what) + " changed is"
+	case formOf(rep) == record.FormMerge:
+		return "the workspace (it holds every change of the fork) is"
 	}
 	return "the workspace is"
 }

@@ -137,6 +137,11 @@ func (h *engineSource) BeginTurn(ctx context.Context, payload json.RawMessage) e
 }
 
 func (h *engineSource) Rewind(ctx context.Context, req record.Request) (control.RewindReport, error) {
+	if req.Merge != nil {
+		m := *req.Merge
+		m.Workspace = h.root.Name() // as a fork records its source (Fork)
+		req.Merge = &m
+	}
 	res, err := h.eng.Apply(ctx, req)
 	return control.ReportOf(res, err), err
 }

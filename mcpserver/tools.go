@@ -247,6 +247,7 @@ func (t *mcpTools) register(s *mcp.Server, schemas map[string]*jsonschema.Schema
 	addTool(s, schemas, &mcp.Tool{Name: "zerofs_revert", Title: "Revert one step", Annotations: destructive(false),
 		Description: "Take back what one step changed and keep every later change. If a later change touched the same paths, nothing changes and the error names each of them; call again with force: true to take those back too."},
 		nil, t.revert)
+	t.registerMerge(s, schemas)
 }
 
 // open finds the workspace and opens its history for one call.

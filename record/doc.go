@@ -1,9 +1,10 @@
 // Package record holds the words of zerofs's contract (SPEC.md, Words and
-// Events): the event types and their payloads as the log holds them, the
-// sequence, the kinds of a path, the forms of a rewind, the names a
-// workspace reserves and what makes a path clean, how a name that is not
-// UTF-8 travels in JSON, and the check that tells a record zerofs could
-// have written from a damaged one.
+// Events): the event envelope, the event types and their payloads as the
+// log holds them, the sequence, the kinds of a path, the forms of a rewind,
+// the rewind request with what comes of it and why one is refused, the
+// names a workspace reserves and what makes a path clean, how a name that
+// is not UTF-8 travels in JSON, and the check that tells a record zerofs
+// could have written from a damaged one.
 //
 // It imports nothing of zerofs: the engine (rewind), the log (eventlog),
 // the control protocol, the clients (history, replicate) and the front

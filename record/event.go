@@ -29,13 +29,14 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	return e.AppendJSON(nil)
 }
 
-// AppendJSON appends the envelope to buf, in the order and form SPEC gives
-// (the bytes encoding/json wrote before: TestEnvelopeBytes). The payload is
-// written as it is: Append passes one marshalPayload made (valid and
-// compact), and json.Marshal checks MarshalJSON's output for any other
-// caller. Written by hand because encoding/json scanned each payload twice
-// more (RawMessage, then the Marshaler's output): ~2% of the daemon's CPU
-// in an rm -rf, whose every removal appends a checkpoint.
+// AppendJSON appends the envelope to buf, in the order and form SPEC gives:
+// the bytes encoding/json writes for it. The
+// payload is written as it is: eventlog's Append passes one it has checked
+// and compacted, and json.Marshal checks MarshalJSON's output for any other
+// caller. It is written by hand so that no payload is scanned again
+// (encoding/json scans a RawMessage field, then a Marshaler's output), as
+// every change appends a checkpoint (docs/performance.md, Code written for
+// speed).
 func (e Event) AppendJSON(buf []byte) ([]byte, error) {
 	t := e.CreatedAt.UTC()
 	if y := t.Year(); y < 0 || y > 9999 {

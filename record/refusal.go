@@ -167,7 +167,7 @@ func RefusalOf(err error) Refusal {
 		return RefusedNoSuchPath
 	case errors.Is(err, ErrWorkspace):
 		return RefusedWorkspace
-	case errors.Is(err, ErrBadRequest), errors.Is(err, ErrUnsafePath), errors.Is(err, ErrReserved):
+	case errors.Is(err, ErrBadRequest), errors.Is(err, ErrUnsafePath), errors.Is(err, ErrReserved), errors.Is(err, ErrNotFork):
 		return RefusedBadRequest
 	}
 	return RefusedFailed

@@ -49,11 +49,16 @@ type Request struct {
 	// telling whose changes it overwrites; "" means the session of the
 	// reverted step, or of the newest agent step the rewind undoes.
 	Session string `json:"session,omitempty"`
+	// Merge, when set, brings a fork's changes in (merge.go); it goes
+	// with DryRun only.
+	Merge *MergeRequest `json:"merge,omitempty"`
 }
 
 // Form is the form req asks for (one of the Form constants).
 func (req Request) Form() string {
 	switch {
+	case req.Merge != nil:
+		return FormMerge
 	case req.Undo && req.WholeTurn:
 		return FormTurn
 	case req.Undo:
@@ -73,7 +78,7 @@ func (req Request) Form() string {
 // Check refuses a request that mixes forms.
 func (req Request) Check() error {
 	forms := 0
-	for _, on := range []bool{req.Undo, req.Redo, req.Revert != 0, req.Turn != 0} {
+	for _, on := range []bool{req.Undo, req.Redo, req.Revert != 0, req.Turn != 0, req.Merge != nil} {
 		if on {
 			forms++
 		}
@@ -82,7 +87,7 @@ func (req Request) Check() error {
 	case req.WholeTurn && !req.Undo:
 		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: a whole turn goes with an undo only"}
 	case forms > 1:
-		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: more than one of revert, undo, redo and turn"}
+		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: more than one of revert, undo, redo, turn and merge"}
 	case forms == 1 && req.Target != 0:
 		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: a target goes with no other form"}
 	case len(req.Paths) > 0 && forms > 0:
@@ -157,6 +162,8 @@ type RewindResult struct {
 	Step *StepRef
 	// Undid is Step for an undo (or a turn taken back); Redid for a redo.
 	Undid, Redid *StepRef
+	// Merge is what a merge brought in, or the conflicts that refused it.
+	Merge *MergeReport
 }
 
 // GCResult is what GC did.

@@ -33,6 +33,8 @@ type RewindPayload struct {
 	Form string `json:"form,omitempty"`
 	// Step is what an undo took back or a redo brought back.
 	Step *StepRef `json:"step,omitempty"`
+	// Merge says what a merge brought in (form "merge").
+	Merge *MergeRecord `json:"merge,omitempty"`
 }
 
 // The forms of a rewind (RewindPayload.Form, SPEC's "form").
@@ -43,6 +45,7 @@ const (
 	FormUndo   = "undo"   // the last action still in effect
 	FormRedo   = "redo"   // the last undo
 	FormTurn   = "turn"   // the steps of a turn, taken back
+	FormMerge  = "merge"  // a fork's changes brought in (merge.go)
 )
 
 // StepRef names what an undo, redo, revert or turn taken back acted on: a

@@ -62,7 +62,7 @@ func (e *Engine) carryOut(ctx context.Context, in intent, plan *rewindPlan) (rec
 // before it was applied).
 func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan, report record.Report) (record.RewindResult, error) {
 	payload := record.RewindPayload{TargetSequence: in.Target, CheckpointSequence: in.Checkpoint, Report: report,
-		Paths: in.Roots, RevertOf: in.RevertOf, Force: in.Force, Foreign: in.Foreign, Form: in.Form, Step: in.Step}
+		Paths: in.Roots, RevertOf: in.RevertOf, Force: in.Force, Foreign: in.Foreign, Form: in.Form, Step: in.Step, Merge: in.Merge}
 	ev, err := e.log.Append(ctx, record.TypeRewind, payload)
 	if err == nil {
 		err = e.Sync()

@@ -381,6 +381,11 @@ func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (
 	var st unix.Stat_t
 	var err error
 	_, name := index.SplitPath(p)
+	if dirfd >= 0 && removed && stash && !e.opts.Sync {
+		if fs, ok, err := e.stashAt(p, dirfd, name); ok || err != nil {
+			return fs, err
+		}
+	}
 	if dirfd >= 0 {
 		err = unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	} else {
@@ -397,7 +402,12 @@ func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		fs.Kind = record.KindDir
-		if fs.Xattrs, err = e.ws.xattrs(p); err != nil {
+		if dirfd >= 0 {
+			fs.Xattrs, err = dirXattrs(dirfd, name)
+		} else {
+			fs.Xattrs, err = e.ws.xattrs(p)
+		}
+		if err != nil {
 			return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 		}
 	case unix.S_IFLNK:
@@ -584,6 +594,3 @@ func fileType(mode uint32) string {
 	}
 	return "unknown"
 }
-
-// errClosed is returned after Close.
-var errClosed = errors.New("rewind: engine is closed")

@@ -85,6 +85,8 @@ func crashChild(point string) {
 		_, err = e.Apply(context.Background(), record.Request{Revert: record.Seq(seq)})
 	case form == "undo":
 		_, err = e.Apply(context.Background(), record.Request{Undo: true})
+	case form == "merge":
+		_, err = e.Apply(context.Background(), record.Request{Merge: &record.MergeRequest{Dir: os.Getenv("ZEROFS_TEST_FORK"), Workspace: os.Getenv("ZEROFS_TEST_WS")}})
 	case form != "":
 		_, err = e.Apply(context.Background(), record.Request{Target: record.Seq(seq), Paths: strings.Split(form, ",")})
 	default:

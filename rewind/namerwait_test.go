@@ -39,7 +39,7 @@ func TestStepDoesNotWaitForNamer(t *testing.T) {
 	if _, err := e.BeginStep(ctx, "rm", nil); err != nil {
 		t.Fatal(err)
 	}
-	unlinkStashed(t, e, ws, "big")
+	unlinkStashed(t, e, ws, "big", -1)
 	select {
 	case <-hashing:
 	case <-time.After(30 * time.Second):

@@ -34,6 +34,10 @@ type intent struct {
 	Foreign    []record.Foreign `json:"foreign,omitempty"`
 	Form       string           `json:"form,omitempty"`
 	Step       *record.StepRef  `json:"step,omitempty"`
+	// Targets are a merge's new states, path by path (content stored
+	// before the intent); Merge what it brings in.
+	Targets []record.FileState  `json:"targets,omitempty"`
+	Merge   *record.MergeRecord `json:"merge,omitempty"`
 }
 
 // recoverRewind finishes a rewind interrupted by a crash: it plans again
@@ -68,6 +72,21 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 		return err
 	}
 	var plan *rewindPlan
+	if in.Form == record.FormMerge {
+		if plan, err = e.planTargets(in.Targets); err != nil {
+			return err
+		}
+		if err := e.applyPlan(plan, noProgress{}); err != nil {
+			return err
+		}
+		plan = reportTargets(in.Targets)
+		report, err := e.report(plan)
+		if err != nil {
+			return err
+		}
+		_, err = e.finishRewind(ctx, in, plan, report)
+		return err
+	}
 	if in.Narrow {
 		for _, p := range in.Paths {
 			if err := record.CleanPath(p); err != nil {
@@ -141,6 +160,13 @@ func checkIntent(file string, data []byte, head, pruned record.Seq, events func(
 	}
 	switch in.Form {
 	case "", record.FormRewind, record.FormPaths, record.FormRevert, record.FormUndo, record.FormRedo, record.FormTurn:
+	case record.FormMerge:
+		if in.Merge == nil || len(in.Targets) == 0 {
+			return bad("names a merge without its states")
+		}
+		if err := checkTargets(in.Targets); err != nil {
+			return bad("merge: %v", err)
+		}
 	default:
 		return bad("names an unknown form %q", in.Form)
 	}

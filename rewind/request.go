@@ -16,6 +16,12 @@ import (
 // the Result then lists the conflicts (and, dry, the preview of a forced
 // revert). Other writers wait while it runs.
 func (e *Engine) Apply(ctx context.Context, req record.Request) (record.RewindResult, error) {
+	if req.Merge != nil {
+		if err := req.Check(); err != nil {
+			return record.RewindResult{}, err
+		}
+		return e.merge(ctx, req)
+	}
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
 	if err := e.NameStashes(ctx); err != nil {
@@ -80,7 +86,7 @@ func (e *Engine) Apply(ctx context.Context, req record.Request) (record.RewindRe
 		// every path changed after it is captured again, so the state
 		// just before it stays what @head showed then (a write after it
 		// to a path the step had captured would otherwise change that
-		// state unrecorded: e2e/TestFSX, seed 1796395561946588390).
+		// state unrecorded).
 		e.capMu.Lock()
 		e.captured = map[string]record.Seq{}
 		e.capMu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -29,10 +30,19 @@ func stashFiles() map[string]string {
 	return files
 }
 
-// unlinkStashed removes p through the engine as the mount's Unlink does.
-func unlinkStashed(t *testing.T, e *Engine, ws, p string) {
+// unlinkStashed removes p through the engine as the mount's Unlink does;
+// with dirfd >= 0 (ws's root open, p a name in it) the capture reads p
+// through that descriptor as the mount's does (Change.Dirfd), which in
+// batch mode links the stash by its name (blobstore.Store.StashAt).
+func unlinkStashed(t *testing.T, e *Engine, ws, p string, dirfd int) {
 	t.Helper()
-	change(t, e, func() error { return os.Remove(filepath.Join(ws, p)) }, Change{Path: p, Removed: true, Stash: true})
+	change(t, e, func() error { return os.Remove(filepath.Join(ws, p)) }, stashChange(p, dirfd))
+}
+
+// stashChange is an unlink's change of p, read through dirfd unless it is
+// -1.
+func stashChange(p string, dirfd int) Change {
+	return Change{Path: p, Removed: true, Stash: true, Dirfd: dirfd, InDir: dirfd >= 0}
 }
 
 // checkStashed fails unless every file of files reads back at t byte for
@@ -69,8 +79,9 @@ func checkStashed(t *testing.T, e *Engine, files map[string]string, t0 record.Se
 // blobs; a view read names them on demand; after a reopen (the log read
 // again, the snapshot left aside) every record has its blob.
 func TestStashedRemovals(t *testing.T) {
-	for _, sync := range []bool{false, true} {
-		t.Run(map[bool]string{false: "batch", true: "always"}[sync], func(t *testing.T) {
+	for _, mode := range []string{"batch", "always", "batch-dirfd", "always-dirfd"} {
+		sync, at := strings.HasPrefix(mode, "always"), strings.HasSuffix(mode, "-dirfd")
+		t.Run(mode, func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
 			ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
@@ -92,8 +103,12 @@ func TestStashedRemovals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			dirfd := -1
+			if at {
+				dirfd = int(root.Fd())
+			}
 			for p := range files {
-				unlinkStashed(t, e, ws, p)
+				unlinkStashed(t, e, ws, p, dirfd)
 			}
 			kept := 0
 			for p := range files {
@@ -173,9 +188,13 @@ func stashCrashChild(point string) {
 	if err != nil {
 		os.Exit(4)
 	}
+	dirfd := -1
+	if os.Getenv("ZEROFS_TEST_STASH_AT") == "1" {
+		dirfd = int(root.Fd())
+	}
 	i := 0
 	for p := range stashFiles() {
-		release, _, err := e.Begin(context.Background(), Caller{}, Change{Path: p, Removed: true, Stash: true})
+		release, _, err := e.Begin(context.Background(), Caller{}, stashChange(p, dirfd))
 		if err != nil {
 			os.Exit(5)
 		}
@@ -197,11 +216,15 @@ func stashCrashChild(point string) {
 // names what the log names (or removes what it does not), every file
 // reads back byte for byte at the step's start, and no stash is left.
 func TestStashCrash(t *testing.T) {
-	for _, sync := range []string{"0", "1"} {
+	for _, sync := range []string{"0", "1", "0-dirfd"} {
 		for _, point := range []string{"kept:stashed", "checkpointed", "unlinked", "stash:hashed", "stash:named"} {
 			t.Run(point+"/sync="+sync, func(t *testing.T) {
 				ctx := context.Background()
 				files := stashFiles()
+				sync, at := strings.CutSuffix(sync, "-dirfd")
+				if at {
+					t.Setenv("ZEROFS_TEST_STASH_AT", "1") // the child's capture reads through the root's descriptor
+				}
 				k := killInStep(t, stashCrashEnv, point, sync, "rm", func(ws string) {
 					for p, c := range files {
 						os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
@@ -419,7 +442,7 @@ func TestStepDoesNotWaitForNaming(t *testing.T) {
 		t.Fatal(err)
 	}
 	for p := range files {
-		unlinkStashed(t, e, ws, p)
+		unlinkStashed(t, e, ws, p, -1)
 	}
 	// A liveness bound, not a timing assertion: without the change the
 	// step waits until the namer is released, which only the test does.

@@ -44,9 +44,13 @@ func noXattrs(err error) bool {
 
 // readXattrs reads the kept xattrs of the file open at fd: a non-nil map,
 // empty when it has none.
-func readXattrs(fd int) (map[string][]byte, error) {
+func readXattrs(fd int) (map[string][]byte, error) { return readXattrsAt(procFd(fd), true) }
+
+// readXattrsAt is readXattrs of the file at path, followed if it is a
+// symlink only with follow (a descriptor's /proc path must be).
+func readXattrsAt(path string, follow bool) (map[string][]byte, error) {
 	out := map[string][]byte{}
-	names, err := listXattrs(procFd(fd))
+	names, err := listXattrs(path, follow)
 	if noXattrs(err) {
 		return out, nil
 	}
@@ -61,7 +65,7 @@ func readXattrs(fd int) (map[string][]byte, error) {
 		if !record.XattrKept(name, root) {
 			continue
 		}
-		v, err := getXattr(procFd(fd), name)
+		v, err := getXattr(path, name, follow)
 		if errors.Is(err, unix.ENODATA) || noXattrs(err) {
 			continue // removed meanwhile, or not readable here
 		}
@@ -78,7 +82,12 @@ func readXattrs(fd int) (map[string][]byte, error) {
 // and a file it cannot read) or they are more than a record holds: the
 // change goes ahead, as it does for a file larger than the blob size cap.
 func fdXattrs(fd int) (map[string][]byte, error) {
-	xs, err := readXattrs(fd)
+	return capturedXattrs(readXattrs(fd))
+}
+
+// capturedXattrs is what a capture records of xattrs xs read with err
+// (fdXattrs).
+func capturedXattrs(xs map[string][]byte, err error) (map[string][]byte, error) {
 	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || (err == nil && record.CheckXattrs(xs) != "") {
 		return nil, nil
 	}
@@ -105,12 +114,16 @@ func ReadXattrs(fd int) (map[string][]byte, error) { return readXattrs(fd) }
 // a writer of a tree outside the engine (replicate's restore).
 func RestoreXattrs(fd int, want record.FileState) error { return restoreXattrs(fd, want) }
 
-// listXattrs lists the xattr names of path (which is followed).
-func listXattrs(path string) ([]string, error) {
+// listXattrs lists the xattr names of path (followed with follow).
+func listXattrs(path string, follow bool) ([]string, error) {
+	list := unix.Llistxattr
+	if follow {
+		list = unix.Listxattr
+	}
 	size := 1024
 	for {
 		buf := make([]byte, size)
-		n, err := unix.Listxattr(path, buf)
+		n, err := list(path, buf)
 		if errors.Is(err, unix.ERANGE) && size < 1<<20 {
 			size *= 4
 			continue
@@ -128,12 +141,16 @@ func listXattrs(path string) ([]string, error) {
 	}
 }
 
-// getXattr reads one xattr's value of path (which is followed).
-func getXattr(path, name string) ([]byte, error) {
+// getXattr reads one xattr's value of path (followed with follow).
+func getXattr(path, name string, follow bool) ([]byte, error) {
+	get := unix.Lgetxattr
+	if follow {
+		get = unix.Getxattr
+	}
 	size := 256
 	for {
 		buf := make([]byte, size)
-		n, err := unix.Getxattr(path, name, buf)
+		n, err := get(path, name, buf)
 		if errors.Is(err, unix.ERANGE) && size <= record.MaxXattrValue {
 			size *= 4
 			continue

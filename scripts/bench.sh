@@ -82,8 +82,11 @@ if [[ ${1:-} == steplat ]]; then
 	# its CPU, blocking and mutex profiles (and the binary) in DIR;
 	# STEPLAT_TRACE=FILE appends every round's time (us), in order, to FILE;
 	# STEPLAT_BIN=FILE mounts with that zerofs binary instead of building one.
-	# The heavy session's own steps (a write to .zero/step each) are timed
-	# too: "steplat heavy" gives their median and largest.
+	# The heavy session's own steps are timed too, each right after the
+	# operation before it returned, with a one-line edit after the step:
+	# "steplat heavy" gives the steps' median and largest, "heavy+w" the
+	# step and its edit (what comes after a removal, a git commit or a
+	# 512 MiB write, whatever background work it left).
 	shift
 	rounds=${1:-200} cycles=${STEPLAT_CYCLES:-2} gcauto=0
 	if [[ -n ${STEPLAT_GITGC:-} ]]; then gcauto=6700; fi # git's default
@@ -116,12 +119,16 @@ if [[ ${1:-} == steplat ]]; then
 		fi
 	}
 	trap 'stopmount; rm -rf "$dir"' EXIT
-	hs=()
-	step() {
-		local t0=${EPOCHREALTIME/./}
+	hs=() hw=()
+	step() { # step LABEL: a step, then a one-line edit, right after the last operation
+		local t0 t1
+		t0=${EPOCHREALTIME/./}
 		printf '%s\n' "$1" >"$MP/.zero/step"
-		hs+=($((${EPOCHREALTIME/./} - t0)))
-		if [[ -n ${STEPLAT_TRACE:-} ]]; then printf 'heavy %s %s\n' "${hs[-1]}" "$1" >>"$STEPLAT_TRACE"; fi
+		t1=${EPOCHREALTIME/./}
+		printf 'x\n' >>"$MP/edit.txt"
+		hs+=($((t1 - t0)))
+		hw+=($((${EPOCHREALTIME/./} - t0)))
+		if [[ -n ${STEPLAT_TRACE:-} ]]; then printf 'heavy %s %s %s\n' "${hs[-1]}" "${hw[-1]}" "$1" >>"$STEPLAT_TRACE"; fi
 	}
 	measure() { # measure NAME: ROUNDS of a step plus a one-line edit
 		local t0 t1 k us=()
@@ -139,7 +146,7 @@ if [[ ${1:-} == steplat ]]; then
 				name, NR, v[int((NR + 1) / 2)] / 1000, v[p] / 1000, v[NR] / 1000, first / 1000}' first="${us[0]}"
 	}
 	echo "steplat: load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs, --sync ${STEPLAT_SYNC:-batch}" >&2
-	step warm && printf 'x\n' >>"$MP/edit.txt"
+	step warm
 	measure fresh
 	h0=${EPOCHREALTIME/./}
 	for ((c = 1; c <= cycles; c++)); do
@@ -155,6 +162,8 @@ if [[ ${1:-} == steplat ]]; then
 	h1=${EPOCHREALTIME/./}
 	printf '%s\n' "${hs[@]:1}" | sort -n | awk '{v[NR] = $1}
 		END {printf "steplat heavy   steps %d  median %.2f ms  max %.2f ms\n", NR, v[int((NR + 1) / 2)] / 1000, v[NR] / 1000}'
+	printf '%s\n' "${hw[@]:1}" | sort -n | awk '{v[NR] = $1}
+		END {printf "steplat heavy+w steps %d  median %.2f ms  max %.2f ms  (a step and a one-line edit right after each operation)\n", NR, v[int((NR + 1) / 2)] / 1000, v[NR] / 1000}'
 	echo "steplat: heavy session took $(((h1 - h0) / 1000000)) s; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 	measure after
 	echo "steplat: load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
@@ -281,7 +290,7 @@ PY
 	}
 	mkdir -p "$sdir/zws" "$sdir/zmnt" "$sdir/lws" "$sdir/lmnt"
 	"$sdir/zerofs" mount --sync batch "$@" "$sdir/zws" "$sdir/zmnt" >/dev/null
-	zpid=$(cat "$sdir/zws/.zero/daemon.pid")
+	read -r zpid _ <"$sdir/zws/.zero/daemon.pid" # "PID START"
 	"$sdir/loopmount" "$sdir/lws" "$sdir/lmnt" >"$sdir/lmnt.ready" &
 	looppid=$!
 	until grep -q ready "$sdir/lmnt.ready" 2>/dev/null; do
@@ -299,11 +308,18 @@ PY
 	echo
 	echo "| per entry | system calls (runtime's apart) | FUSE requests | runtime's calls | largest |"
 	echo "|---|---|---|---|---|"
+	declare -A sum
 	for t in "z-tar:zerofs tar -x" "l-tar:loopback tar -x" "z-rm:zerofs rm -rf (own step)" "l-rm:loopback rm -rf"; do
 		for w in while after; do
 			IFS=$'\t' read -r own fuse rt top < <(count "$sdir/${t%%:*}" $w)
 			echo "| ${t#*:}, $w | $own | $fuse | $rt | $top |"
+			sum[${t%%:*}]=$(awk -v a="${sum[${t%%:*}]:-0}" -v b="$own" 'BEGIN {print a + b}')
 		done
+	done
+	echo
+	for w in tar rm; do # while + after, zerofs against the loopback (the goal: 1.2x at most)
+		awk -v w="$w" -v z="${sum[z-$w]}" -v l="${sum[l-$w]}" 'BEGIN {
+			printf "%s: zerofs %.1f system calls an entry (while + after), loopback %.1f: %.2fx\n", w == "tar" ? "creates (tar -x)" : "removals (rm -rf)", z, l, z / l }'
 	done
 	if [[ -n ${SYSCALLS_KEEP:-} ]]; then cp "$sdir"/z-* "$sdir"/l-* "$SYSCALLS_KEEP"/; fi
 	exit 0

@@ -34,6 +34,7 @@ var flagsOf = map[string]string{
 	"revert":    "--dry-run --force",
 	"undo":      "--dry-run --turn",
 	"redo":      "--dry-run",
+	"merge":     "--dry-run --ours --theirs",
 	"mcp":       "--workspace",
 	"ui":        "--listen",
 	"hooks":     "--user --project --dry-run --no-prompt --zerofs",

@@ -15,7 +15,8 @@ var mcpCmd = &command{
 	usage:   "mcp [--workspace DIR]",
 	summary: "serve this workspace's history to an agent over the Model Context Protocol (stdio)",
 	help: `Serves the tools zerofs_status, zerofs_log, zerofs_diff, zerofs_show,
-zerofs_step, zerofs_rewind, zerofs_undo, zerofs_redo and zerofs_revert over
+zerofs_step, zerofs_rewind, zerofs_undo, zerofs_redo, zerofs_revert and
+zerofs_merge over
 stdin and stdout, on the workspace around the current directory (or
 --workspace DIR). Each tool returns structured content that matches its
 output schema, and a short text for people. Arguments are values, never

@@ -585,7 +585,7 @@ func (p *pidFile) remove(logger *slog.Logger) {
 // parseSize reads a size in bytes with an optional binary suffix: 512K,
 // 20M, 3G, 1T (also KiB, MiB, GiB, TiB, and B).
 func parseSize(s string) (int64, error) {
-	num := strings.TrimRight(s, "KMGTiBkmgtib")
+	num := strings.TrimRight(s, "KMGTiBkmgtb")
 	unit := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s[len(num):], "B"), "i"))
 	n, err := strconv.ParseFloat(num, 64)
 	if err != nil || n < 0 {

@@ -32,24 +32,27 @@ var allowed = map[string][]string{
 	"internal/quote":   {},
 	// internal/testsupport is imported by tests only, and imports none of
 	// ours: every package's tests may use it.
-	"internal/testsupport":  {},
-	"hooks":                 {},
+	"internal/testsupport": {},
+	"hooks":                {},
+	// merge is the three-way merge of trees and text, the standard
+	// library only: the engine merges with it.
+	"merge":                 {},
 	"eventlog":              {"record", "internal/durable"},
 	"blobstore":             {"record", "internal/durable"},
 	"rewind/internal/index": {"record", "eventlog", "blobstore", "internal/durable"},
-	"rewind":                {"record", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"rewind":                {"record", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	"control":               {"record"},
-	"history":               {"record", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"fs":                    {"record", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"history":               {"record", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"fs":                    {"record", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	// replicate copies a store to S3 and restores from it: it stands on
 	// the engine (rewind) like history, below cmd, beside the front ends.
-	"replicate":  {"record", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"timeline":   {"record", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"mcpserver":  {"record", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"cmd/zerofs": {"record", "fs", "history", "timeline", "mcpserver", "replicate", "hooks", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"replicate":  {"record", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"timeline":   {"record", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"mcpserver":  {"record", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"cmd/zerofs": {"record", "fs", "history", "timeline", "mcpserver", "replicate", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
-	"scripts/profmount": {"record", "fs", "history", "control", "rewind", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"scripts/profmount": {"record", "fs", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	// scripts/loopmount is the benchmark's floor: go-fuse's plain loopback
 	// with zerofs's mount settings and none of zerofs's code, so it
 	// imports none of ours and, like cmd, may use go-fuse directly.
@@ -69,6 +72,7 @@ var outside = map[string][]string{
 	"hooks":                 {},
 	"internal/testsupport":  {"golang.org/x/sys", "github.com/moby/sys/mountinfo"},
 	"internal/quote":        {},
+	"merge":                 {},
 	"eventlog":              {"github.com/google/uuid", "golang.org/x/sys"},
 	"blobstore":             append([]string{"golang.org/x/sys"}, storeModules...),
 	"rewind/internal/index": append([]string{"github.com/google/uuid", "golang.org/x/sys"}, storeModules...),

@@ -46,20 +46,9 @@ import (
 // never half); the engine writes it at Close, after gc, and every so many
 // events.
 //
-// Version 12 added the sequences of the person's changes (Person).
-// Version 11 moved the step marks out of the JSON state into a binary form
-// checked as it is read (appendMarks, marks). Version 10 added the records'
-// stash names (FileState.Kept); a snapshot is written only while every
-// stash its records name is named (named.go).
-// Version 9 added to the turns' marks their agent session (undo of a
-// whole turn finds a step's turn as the log groups it).
-// Version 8 added the records' rename sides (renames.go). Version 7 added
-// to the marks what undo and redo need (undo.go): each block's first
-// checkpoint, each rewind's target and form, and the redo stack. Version 6 added the records' xattrs. Version 5 added the steps'
-// times to the marks (a thin plans its days from them). Version 4 added the
-// thinned intervals (thin.go) to the state. A version 3
-// snapshot is rebuilt from the log once: a zerofs before thinning skipped
-// history_thinned events, so its index may hold records a thin dropped.
+// SnapshotVersion changes whenever what a snapshot holds changes; a
+// snapshot of any other version is not read (the index is rebuilt from
+// the log, as for a damaged one).
 
 const (
 	// SnapshotName is the snapshot's file in the store.

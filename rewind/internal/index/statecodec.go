@@ -30,9 +30,9 @@ import (
 //	renamedTo, renamedFrom: a string each, if stateRenamedTo, stateRenamedFrom
 //	kept     a string if stateKept (the stash name of a removed file)
 //
-// TestStateCodecKeepsEveryField fails when FileState gains a field this
-// codec does not carry: extend encodeState and decodeState with it (and bump
-// SnapshotVersion, since snapshots hold the same encoding).
+// A field FileState gains must be carried here too (a test fails until it
+// is): extend encodeState and decodeState with it, and bump
+// SnapshotVersion, since snapshots hold the same encoding.
 const (
 	stateAbsent   = 1 << 0
 	stateSkipped  = 1 << 1
@@ -315,8 +315,8 @@ func (a *arena) get(off uint64) record.FileState {
 
 // checkPacked is record.CheckRecord on a packed state of path p, without
 // decoding it: a snapshot's million records are checked as they are read,
-// with no garbage. TestCheckPackedAgreesWithCheckRecord holds the two to the
-// same verdicts. b must be a whole packed state (stateSize(b) == len(b)).
+// with no garbage. The two give the same verdicts (a test holds them to
+// it). b must be a whole packed state (stateSize(b) == len(b)).
 func checkPacked(p string, b []byte) string {
 	d := stateDecoder{b: b}
 	flags := d.uvarint()

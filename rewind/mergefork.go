@@ -1,0 +1,179 @@
+package rewind
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/record"
+)
+
+// mergeSide is one side a merge brings in: a state it began from (Base,
+// a state of this workspace), its tree now (root), and its own history
+// (steps, and which step last changed each path). A fork is one (its own
+// directory and store); a branch will be one too (its mount and the
+// history it keeps in this store).
+type mergeSide struct {
+	dir  string
+	tree *workspace // its tree now, every path beneath its root descriptor
+	base record.Seq
+	head record.Seq
+	// steps are its steps since its base, oldest first; last names the
+	// step that last changed each path (absent when its history does not
+	// say: changed while it was not mounted).
+	steps []record.StepRef
+	last  map[string]record.StepRef
+	// changed lists the paths the side may have changed since its base;
+	// nil: every path of its tree and of the base, compared (a fork can
+	// have been changed while no daemon recorded it). A branch's copy-up
+	// layer knows its changed paths and gives them here.
+	changed func() ([]string, error)
+}
+
+func (s *mergeSide) close() { s.tree.root.Close() }
+
+// openFork opens the fork in dir as a merge side of the workspace at
+// ws: its first event must record that it was forked from there.
+// Its log is read from its store, or through its control directory when
+// it is mounted.
+func openFork(dir, ws string) (*mergeSide, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("rewind: merge: %w", err)
+	}
+	// Symlinks resolved, so that no name leads inside the workspace: a
+	// daemon must never read its own mount.
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", record.ErrNotFork, abs, err)
+	}
+	inside := func(p, w string) bool { return p == w || strings.HasPrefix(p, w+"/") }
+	w := filepath.Clean(ws)
+	rw, err := filepath.EvalSymlinks(w)
+	if err != nil {
+		rw = w
+	}
+	if inside(abs, w) || inside(real, w) || inside(real, rw) {
+		return nil, fmt.Errorf("%w: %s is inside the workspace", record.ErrNotFork, abs)
+	}
+	fd, err := unix.Open(real, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", record.ErrNotFork, abs, err)
+	}
+	side := &mergeSide{dir: abs, tree: &workspace{root: os.NewFile(uintptr(fd), abs)}, last: map[string]record.StepRef{}}
+	if err := side.readLog(ws); err != nil {
+		side.close()
+		return nil, err
+	}
+	return side, nil
+}
+
+// readLog reads the fork's history: its workspace_forked record, checked
+// against workspace, and its steps.
+func (s *mergeSide) readLog(ws string) error {
+	f, err := s.tree.open(record.StoreName+"/"+record.LogName, unix.O_RDONLY|unix.O_NOFOLLOW)
+	if err != nil {
+		// Mounted: the store is hidden behind its control directory.
+		f, err = s.tree.open(record.StoreName+"/log", unix.O_RDONLY|unix.O_NOFOLLOW)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s has no zerofs history (%w)", record.ErrNotFork, s.dir, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	var cur *record.StepRef
+	var rewound []string // the paths of a rewind's checkpoint, until its session_rewind
+	steps := map[record.Seq]record.StepRef{}
+	first := true
+	for sc.Scan() {
+		var ev record.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("%w: %s: its log does not parse at line %d: %v", record.ErrNotFork, s.dir, s.head+1, err)
+		}
+		s.head = ev.Seq
+		if first {
+			first = false
+			var fp record.ForkPayload
+			if ev.Type != record.TypeForked || json.Unmarshal(ev.Payload, &fp) != nil {
+				return fmt.Errorf("%w: %s was not made by zerofs fork", record.ErrNotFork, s.dir)
+			}
+			if !samePath(fp.Source, ws) {
+				return fmt.Errorf("%w: %s is a fork of %s", record.ErrNotFork, s.dir, fp.Source)
+			}
+			s.base = fp.Sequence
+			continue
+		}
+		v, err := record.DecodeEvent(s.dir, ev)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", record.ErrNotFork, s.dir, err)
+		}
+		switch p := v.(type) {
+		case record.Checkpoint:
+			ref := cur
+			if st, ok := steps[p.Step]; ok && p.Step != 0 {
+				ref = &st
+			}
+			if p.Rewind {
+				for _, fs := range p.Files {
+					rewound = append(rewound, fs.Path)
+				}
+				continue
+			}
+			if ref == nil {
+				// Changes made outside any step.
+				ref = &record.StepRef{Kind: "step", Sequence: ev.Seq}
+			}
+			for _, fs := range p.Files {
+				s.last[fs.Path] = *ref
+			}
+		case record.RewindPayload:
+			r := record.StepRef{Kind: "rewind", Sequence: ev.Seq, Label: p.Form}
+			if p.Form == "" {
+				r.Label = record.FormRewind
+			}
+			cur = nil
+			for _, path := range rewound {
+				s.last[path] = r
+			}
+			rewound = nil
+		default:
+			if ev.Type == record.TypeToolCall {
+				var tc struct {
+					Name string `json:"name"`
+				}
+				json.Unmarshal(ev.Payload, &tc)
+				r := record.StepRef{Kind: "step", Sequence: ev.Seq, Label: tc.Name}
+				steps[ev.Seq] = r
+				s.steps = append(s.steps, r)
+				cur = &r
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%w: %s: reading its log: %w", record.ErrNotFork, s.dir, err)
+	}
+	if first {
+		return fmt.Errorf("%w: %s has an empty history", record.ErrNotFork, s.dir)
+	}
+	return nil
+}
+
+// samePath reports whether a and b name the same directory: the same
+// path once cleaned, or the same directory on disk.
+func samePath(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
