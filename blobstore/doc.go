@@ -36,6 +36,10 @@
 // linked as kept/<sha256>, where the filesystem has reflinks (probed at
 // Open: CloneMode); Prune then leaves large kept blobs unpacked.
 //
+// Capture (capture.go) is the one entry point for a workspace file's
+// before-state: it picks stash, keep, sparse copy, reflink or pack, says
+// which and why (Captured), and states the durability of each once.
+//
 // Stashes (stash.go): DIR/kept/p-<32 hex digits> is a workspace file's own
 // inode linked there unread by Stash (an unlink's capture), durable like a
 // kept file. It is no blob: List, Prune and Verify never see it. Name

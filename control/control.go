@@ -31,14 +31,15 @@ const (
 	Status = "status"
 	GC     = "gc"
 	Turn   = "turn"
+	Result = "result"
 )
 
 // Names lists every control file, sorted.
-var Names = []string{GC, Head, Log, Rewind, Status, Step, Turn}
+var Names = []string{GC, Head, Log, Result, Rewind, Status, Step, Turn}
 
 // Writable reports whether name takes requests (writes).
 func Writable(name string) bool {
-	return name == Step || name == Rewind || name == GC || name == Turn
+	return name == Step || name == Rewind || name == GC || name == Turn || name == Result
 }
 
 // ParseTurn parses a write to "turn": a JSON object, the turn event's
@@ -472,7 +473,7 @@ func ParseGCReport(b []byte) (GCReport, error) {
 // StatusReport is what reading "status" shows.
 type StatusReport struct {
 	PID int `json:"pid"`
-	// Start is the daemon's start time (identity.go): with PID, who the
+	// Start is the daemon's start time (internal/proc): with PID, who the
 	// daemon is; 0 from a daemon that did not say.
 	Start        uint64     `json:"start,omitempty"`
 	Workspace    string     `json:"workspace"`

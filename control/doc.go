@@ -16,6 +16,10 @@
 //	status  read a Status (JSON).
 //	gc      write a sequence: forget the states before it. Read: a GCReport
 //	        (JSON), "{}" before any gc.
+//	turn    write a turn event's payload (JSON): a person's prompt began a turn.
+//	result  write a tool_result's payload (JSON, record.ToolResultPayload): what came
+//	        of a step's tool call. Read, through the handle that wrote it: a
+//	        ResultReport, or the Refusal (no step matches it).
 //
 // A rewind request is one of
 //

@@ -246,7 +246,8 @@ func TestViewHidesPastContentFromUsersWhoCouldNotReadIt(t *testing.T) {
 
 // The control files are the mounting user's: in a root mount with
 // --allow-other of a workspace nobody owns, nobody can neither begin a step,
-// rewind, gc, nor read the log or status; it can read head. The daemon
+// record a step's result, rewind, gc, nor read the log or status; it can read
+// head. The daemon
 // checks at open too: a caller whom the kernel lets through (CAP_DAC_OVERRIDE)
 // is still refused.
 func TestControlFilesRefuseOtherUsers(t *testing.T) {
@@ -261,7 +262,7 @@ func TestControlFilesRefuseOtherUsers(t *testing.T) {
 	T := step(t, ws, "edit")
 	mustNobody(t, ws, "echo two > f")
 	h := head(t, ws)
-	for name, want := range map[string]uint32{"step": 0o600, "rewind": 0o600, "gc": 0o600, "log": 0o600, "status": 0o600, "head": 0o644} {
+	for name, want := range map[string]uint32{"step": 0o600, "rewind": 0o600, "gc": 0o600, "log": 0o600, "status": 0o600, "head": 0o644, "result": 0o600, "turn": 0o600} {
 		if got := lstatOwned(t, filepath.Join(ws, ".zero", name)); got.uid != 0 || got.gid != 0 || got.mode != want {
 			t.Errorf(".zero/%s: %d:%d %04o, want root's, %04o", name, got.uid, got.gid, got.mode, want)
 		}
@@ -270,6 +271,7 @@ func TestControlFilesRefuseOtherUsers(t *testing.T) {
 		"echo mine > .zero/step",
 		"echo " + itoa(T) + " > .zero/rewind",
 		"echo 1 > .zero/gc",
+		`echo '{"step": ` + itoa(T) + `, "status": "error"}' > .zero/result`,
 		"cat .zero/log",
 		"cat .zero/status",
 		"cat .zero/step",

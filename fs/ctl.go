@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/internal/proc"
 	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
@@ -242,7 +243,7 @@ func (c *ctlFile) Write(ctx context.Context, f fusefs.FileHandle, data []byte, o
 		return 0, syscall.EINVAL
 	}
 	h.req = append(h.req, data...)
-	if c.name != control.Step && c.name != control.Turn && requestComplete(h.req) {
+	if c.name != control.Step && c.name != control.Turn && c.name != control.Result && requestComplete(h.req) {
 		h.done = true
 		if errno := c.run(ctx, h, h.req); errno != 0 {
 			return 0, errno
@@ -292,6 +293,12 @@ func (c *ctlFile) run(ctx context.Context, h *ctlHandle, req []byte) syscall.Err
 		return errno
 	case control.Turn:
 		return c.fs.doTurn(ctx, req)
+	case control.Result:
+		out, errno := c.fs.doResult(ctx, req)
+		if out != nil {
+			h.content = out
+		}
+		return errno
 	case control.Rewind:
 		out, errno := c.fs.doRewind(ctx, req)
 		if out != nil {
@@ -407,8 +414,8 @@ func (f *fsys) report(name string) ([]byte, error) {
 		return control.StepReport{Sequence: s.Seq, Label: s.Label}.Format(), nil
 	case control.Head:
 		return control.FormatSeq(f.eng.Head()), nil
-	case control.Turn:
-		return nil, nil // a request only; the log holds the turns
+	case control.Turn, control.Result:
+		return nil, nil // a request only; the log holds the turns and results
 	case control.Rewind:
 		p, seq, ok := f.eng.LastRewind()
 		if !ok {
@@ -437,7 +444,7 @@ func (f *fsys) report(name string) ([]byte, error) {
 			sync = "always"
 		}
 		return control.JSONLine(control.StatusReport{
-			PID: os.Getpid(), Start: control.SelfStart(), Workspace: f.workspace, Mountpoint: f.mountpoint, Store: f.store,
+			PID: os.Getpid(), Start: proc.SelfStart(), Workspace: f.workspace, Mountpoint: f.mountpoint, Store: f.store,
 			Head: f.eng.Head(), Step: control.StepReport{Sequence: s.Seq, Label: s.Label},
 			Sync: sync, AutoStep: f.autoStep.String(), PrunedBefore: f.eng.PrunedBefore(),
 			Thinned:  f.eng.Thinned(),

@@ -72,7 +72,7 @@ func TestCtlReports(t *testing.T) {
 	for _, n := range names {
 		got = append(got, n.Name())
 	}
-	if strings.Join(got, " ") != "gc head log rewind status step turn" {
+	if strings.Join(got, " ") != "gc head log result rewind status step turn" {
 		t.Errorf("ls .zero = %v", got)
 	}
 	// The control directory's names are fixed.

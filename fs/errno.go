@@ -47,7 +47,7 @@ func engineErrno(log *slog.Logger, op, path string, err error, seq seqMeaning) s
 	case errors.Is(err, record.ErrConflict):
 		return syscall.EBUSY
 	case errors.Is(err, record.ErrNothingToUndo), errors.Is(err, record.ErrNothingToRedo), errors.Is(err, record.ErrNoTurn),
-		errors.Is(err, record.ErrNoSuchPath):
+		errors.Is(err, record.ErrNoSuchPath), errors.Is(err, rewind.ErrNoStepForResult):
 		return syscall.ENOENT
 	case errors.Is(err, rewind.ErrSkipped):
 		log.Warn("zerofs: state was not kept", "op", op, "path", path, "err", err)

@@ -126,22 +126,6 @@ func (n *wsNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	return h, fuseFlags, 0
 }
 
-// passthroughOn reports whether the mount allows passthrough for the file
-// open at fd: it is on the workspace root's own mount (not a filesystem or a
-// bind mount inside the workspace: the kernel holds a registered backing
-// file until the FUSE connection is gone, which would keep that mount busy
-// after zerofs unmounts). It is the same for every open of a node.
-func (f *fsys) passthroughOn(fd int) bool {
-	if !f.passthrough.Load() {
-		return false
-	}
-	var st unix.Statx_t
-	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &st); err != nil || st.Mask&unix.STATX_MNT_ID == 0 {
-		return false
-	}
-	return st.Mnt_id == f.wsMnt
-}
-
 // passthroughMin is the size from which a file opened only for reading
 // gets passthrough. Below it the page cache of the FUSE inode serves reads
 // as well (KEEP_CACHE), and an open costs fewer steps: passthrough adds the
@@ -153,8 +137,11 @@ const passthroughMin = 1 << 20
 // openMode reports whether a new handle of n offers passthrough. The first
 // open of the node decides for the node's whole life: passthrough for a
 // writer, or a reader of a file of passthroughMin bytes or more, on the
-// workspace's own mount. fd is the open file. Only that first open looks
-// at the file (its size, its mount); every later one costs nothing here.
+// workspace's own mount (not a filesystem or a bind mount inside the
+// workspace: the kernel holds a registered backing file until the FUSE
+// connection is gone, which would keep that mount busy after zerofs
+// unmounts). fd is the open file. Only that first open looks at the file
+// (its size, its mount); every later one costs nothing here.
 //
 // The kernel refuses to mix passthrough and cached opens of one inode (the
 // open fails with EIO), and go-fuse makes a node's mode switch unsafe even
@@ -162,7 +149,8 @@ const passthroughMin = 1 << 20
 // backing file per node, and the RELEASE of a cached handle drops one too
 // when, while that RELEASE ran, an open registered a backing file. The
 // kernel then finds that backing file gone and fails the open with EIO
-// (a reader's release racing a writer's open). A node that never changes mode has nothing to race.
+// (a reader's release racing a writer's open). A node that never changes
+// mode has nothing to race.
 func (n *wsNode) openMode(fd int, write bool) bool {
 	return n.openModeStatx(fd, write, nil)
 }

@@ -47,6 +47,9 @@ type Block struct {
 	// Turn is the sequence of the turn the block belongs to (the last turn
 	// event before it), 0 before the first turn.
 	Turn record.Seq
+	// Result is what came of a step's tool call (its last tool_result),
+	// nil when none was recorded.
+	Result *record.ToolResultPayload
 	// after is the block's last sequence at which something of its own
 	// happened (After).
 	after record.Seq
@@ -295,6 +298,13 @@ func ReadHistory(events iter.Seq2[record.Event, error], head record.Seq) ([]*Blo
 			var p record.ThinnedPayload
 			json.Unmarshal(ev.Payload, &p)
 			blocks = append(blocks, &Block{Type: BlockPruned, Seq: ev.Seq, Start: ev.Seq, Time: ev.CreatedAt, Thinned: &p})
+		case record.TypeToolResult:
+			var r record.ToolResultPayload
+			if json.Unmarshal(ev.Payload, &r) == nil {
+				if sb := stepBlock[r.Step]; sb != nil {
+					sb.Result = &r
+				}
+			}
 		case record.TypeTurn:
 			var p record.TurnPayload
 			json.Unmarshal(ev.Payload, &p)
@@ -325,7 +335,7 @@ func ReadHistory(events iter.Seq2[record.Event, error], head record.Seq) ([]*Blo
 	// And its after-state is named by its last event that is its own.
 	quiet := map[record.Seq]bool{} // events that change no file: namings, turns, gcs
 	for _, ev := range evs {
-		if ev.Type == record.TypeStashNamed || ev.Type == record.TypeTurn || ev.Type == record.TypeHistoryPruned || ev.Type == record.TypeHistoryThinned {
+		if ev.Type == record.TypeStashNamed || ev.Type == record.TypeTurn || ev.Type == record.TypeHistoryPruned || ev.Type == record.TypeHistoryThinned || ev.Type == record.TypeToolResult {
 			quiet[ev.Seq] = true
 		}
 	}

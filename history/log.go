@@ -50,10 +50,13 @@ type Entry struct {
 	// there is one.
 	Turn record.Seq `json:"turn,omitempty"`
 	// A turn's prompt (unless it was kept out), agent and agent session.
-	Prompt       string   `json:"prompt,omitempty"`
-	Agent        string   `json:"agent,omitempty"`
-	AgentSession string   `json:"agentSession,omitempty"`
-	Changes      []Change `json:"changes"`
+	Prompt       string `json:"prompt,omitempty"`
+	Agent        string `json:"agent,omitempty"`
+	AgentSession string `json:"agentSession,omitempty"`
+	// Result is what came of a step's tool call (its tool_result), when
+	// one was recorded.
+	Result  *record.ToolResultPayload `json:"result,omitempty"`
+	Changes []Change                  `json:"changes"`
 }
 
 // EntryTurn is the type of a turn's entry.
@@ -79,6 +82,9 @@ type LogOptions struct {
 	// All keeps the steps that changed nothing (an agent's read-only tool
 	// calls), which are left out by default.
 	All bool
+	// Failed keeps only the steps whose recorded result is an error,
+	// whether they changed anything or not.
+	Failed bool
 }
 
 // Log is the history of src as entries, newest first: LogPage's entries.
@@ -128,12 +134,18 @@ func LogPage(src Source, opts LogOptions) (Page, error) {
 		if opts.Before != 0 && b.Seq >= opts.Before {
 			continue
 		}
+		if opts.Failed && (b.Result == nil || b.Result.Status != "error") {
+			continue
+		}
 		if len(opts.Paths) > 0 {
 			if b.Type == BlockPruned || !touches(b, opts.Paths) {
 				continue
 			}
 		}
-		if b.Type == BlockStep && !opts.All && len(b.Files) == 0 {
+		// A step whose tool call failed is shown even when it changed
+		// nothing: a failed test run says something.
+		all := opts.All || opts.Failed || (b.Result != nil && b.Result.Status == "error")
+		if b.Type == BlockStep && !all && len(b.Files) == 0 {
 			continue // changed nothing
 		}
 		if opts.Limit > 0 && counted >= opts.Limit {
@@ -142,7 +154,7 @@ func LogPage(src Source, opts LogOptions) (Page, error) {
 		}
 		ent := Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End, Time: b.Time,
 			Label: b.Label, Implicit: b.Implicit, Person: b.Person, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn,
-			Before: b.Before(), After: b.After(), Changes: []Change{}}
+			Result: b.Result, Before: b.Before(), After: b.After(), Changes: []Change{}}
 		if b.Type == BlockPruned {
 			ent.Before, ent.After = b.Seq, b.Seq
 		}
@@ -154,7 +166,7 @@ func LogPage(src Source, opts LogOptions) (Page, error) {
 		}
 		ent.Thinned = b.Thinned
 		ent.StatesThinned = b.StatesThinned(thinned)
-		if b.Type != BlockPruned && (opts.Changes || b.Implicit || len(opts.Paths) > 0 || (b.Type == BlockStep && !opts.All)) {
+		if b.Type != BlockPruned && (opts.Changes || b.Implicit || len(opts.Paths) > 0 || (b.Type == BlockStep && !all)) {
 			cs, err := Changes(src, b, pruned)
 			if err != nil {
 				return Page{}, err
@@ -162,7 +174,7 @@ func LogPage(src Source, opts LogOptions) (Page, error) {
 			if len(opts.Paths) > 0 {
 				cs = filterChanges(cs, opts.Paths)
 			}
-			if len(cs) == 0 && (b.Implicit || len(opts.Paths) > 0 || (b.Type == BlockStep && !opts.All)) {
+			if len(cs) == 0 && (b.Implicit || len(opts.Paths) > 0 || (b.Type == BlockStep && !all)) {
 				continue
 			}
 			if opts.Changes && cs != nil {
@@ -176,7 +188,8 @@ func LogPage(src Source, opts LogOptions) (Page, error) {
 		}
 	}
 	// The turns: those the entries kept belong to, and (unless only some
-	// paths' entries are asked for) those within the page: below Before
+	// paths' entries, or the failed steps, are asked for) those within the
+	// page: below Before
 	// and newer than its oldest entry (all of them when nothing older
 	// remains).
 	oldest := record.Seq(0)
@@ -185,7 +198,7 @@ func LogPage(src Source, opts LogOptions) (Page, error) {
 	}
 	var ts []Entry
 	for _, t := range turns {
-		within := len(opts.Paths) == 0 && t.Seq > oldest && (opts.Before == 0 || t.Seq < opts.Before)
+		within := len(opts.Paths) == 0 && !opts.Failed && t.Seq > oldest && (opts.Before == 0 || t.Seq < opts.Before)
 		if !want[t.Seq] && !within {
 			continue
 		}

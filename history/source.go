@@ -63,6 +63,11 @@ type Source interface {
 	// BeginTurn records a turn (a person's prompt to an agent; payload is
 	// the turn event's JSON object) and ends the current step.
 	BeginTurn(ctx context.Context, payload json.RawMessage) error
+	// RecordResult records what came of a step's tool call (a tool_result
+	// event; rewind.Engine.RecordResult finds its step) and reports the
+	// event's sequence and the step. A result no step matches is
+	// rewind.ErrNoStepForResult.
+	RecordResult(ctx context.Context, r record.ToolResultPayload) (control.ResultReport, error)
 	// Rewind runs one rewind request (a target, or undo, or redo) and
 	// reports what it did. Undo and redo choose their target under the
 	// workspace lock: nothing lands between the choice and the rewind.

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/internal/proc"
 	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/record"
 )
@@ -243,7 +244,7 @@ func DaemonPID(store string) int {
 		return 0
 	}
 	pid, start, err := control.ParsePIDFile(b)
-	if err != nil || !control.SameProcess(pid, start) {
+	if err != nil || !proc.Same(pid, start) {
 		return 0
 	}
 	return pid

@@ -7,7 +7,15 @@
 // app.py", "Bash: rm -rf docs", "apply_patch: src/a.go, src/b.go"), and
 // where and how each agent keeps its hook configuration (Agents, and
 // Install, which merges zerofs's hooks into it idempotently and says what
-// it changed).
+// it changed), and what an agent still needs before its hooks run (Needs:
+// Codex's project trust and hook review, read from its config.toml;
+// Gemini CLI's folder trust, from its trustedFolders.json). OpenCode's
+// project install writes only the project's opencode.json, naming a plugin
+// file kept outside the project (opencode.go says why).
+//
+// An agent's own files (Codex's config.toml, Gemini CLI's trusted folders)
+// are untrusted input too: read bounded, as far as they make sense, and a
+// file that cannot be read is said so rather than guessed about.
 //
 // A hook's JSON is untrusted input from another program: Parse never fails
 // on a field it does not know, and a label is always one bounded line.

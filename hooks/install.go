@@ -25,8 +25,9 @@ type Agent struct {
 	Name  string // as `zerofs hooks install` takes it
 	Title string // as people call it
 	// ToolEvents and PromptEvents are the hook events zerofs installs:
-	// before each tool call (a step) and at each prompt (a turn).
-	ToolEvents, PromptEvents []string
+	// before each tool call (a step) and at each prompt (a turn);
+	// ResultEvents after each tool call (its step's tool_result).
+	ToolEvents, PromptEvents, ResultEvents []string
 	// Limits says what the agent's hooks cannot show zerofs.
 	Limits string
 	// file is the configuration file under the home or project directory.
@@ -50,22 +51,22 @@ const (
 // Agents are the agents `zerofs hooks install` knows, in the order the
 // agents guide (docs/agents.md) presents them.
 var Agents = []Agent{
-	{Name: "claude", Title: "Claude Code", ToolEvents: []string{"PreToolUse"}, PromptEvents: []string{"UserPromptSubmit"},
+	{Name: "claude", Title: "Claude Code", ToolEvents: []string{"PreToolUse"}, PromptEvents: []string{"UserPromptSubmit"}, ResultEvents: []string{"PostToolUse", "PostToolUseFailure"},
 		userFile: ".claude/settings.json", projectFile: ".claude/settings.json", kind: kindNested,
 		Limits: "Edits by Claude Code's own tools and by the commands it runs are both seen; subagents' tool calls are steps of their own."},
-	{Name: "codex", Title: "Codex", ToolEvents: []string{"PreToolUse"}, PromptEvents: []string{"UserPromptSubmit"},
+	{Name: "codex", Title: "Codex", ToolEvents: []string{"PreToolUse"}, PromptEvents: []string{"UserPromptSubmit"}, ResultEvents: []string{"PostToolUse"},
 		userFile: ".codex/hooks.json", projectFile: ".codex/hooks.json", kind: kindNested,
-		Limits: "Codex runs PreToolUse for Bash, apply_patch and MCP tools (hooks are on by default from Codex 0.124; older versions need [features] codex_hooks = true in config.toml)."},
-	{Name: "gemini", Title: "Gemini CLI", ToolEvents: []string{"BeforeTool"}, PromptEvents: []string{"BeforeAgent"},
+		Limits: "Codex runs PreToolUse for Bash, apply_patch and MCP tools. Hooks are on by default from Codex 0.124 (the feature flag is now [features] hooks in config.toml; older versions called it codex_hooks)."},
+	{Name: "gemini", Title: "Gemini CLI", ToolEvents: []string{"BeforeTool"}, PromptEvents: []string{"BeforeAgent"}, ResultEvents: []string{"AfterTool"},
 		userFile: ".gemini/settings.json", projectFile: ".gemini/settings.json", kind: kindNested,
 		Limits: "Project settings apply only in a folder Gemini CLI trusts."},
-	{Name: "opencode", Title: "OpenCode", ToolEvents: []string{"tool.execute.before"}, PromptEvents: []string{"chat.message"},
-		userFile: ".config/opencode/plugins/zerofs.js", projectFile: ".opencode/plugins/zerofs.js", kind: kindPlugin,
-		Limits: "OpenCode loads the plugin at start: restart it after installing."},
-	{Name: "cursor", Title: "Cursor", ToolEvents: []string{"beforeShellExecution"}, PromptEvents: []string{"beforeSubmitPrompt"},
+	{Name: "opencode", Title: "OpenCode", ToolEvents: []string{"tool.execute.before"}, PromptEvents: []string{"chat.message"}, ResultEvents: []string{"tool.execute.after"},
+		userFile: ".config/opencode/plugins/zerofs.js", projectFile: "opencode.json", kind: kindPlugin,
+		Limits: "OpenCode loads the plugin at start: restart it after installing. A project install names the plugin in the project's opencode.json and keeps the plugin file outside the workspace (OpenCode installs its own packages into any .opencode directory it finds)."},
+	{Name: "cursor", Title: "Cursor", ToolEvents: []string{"beforeShellExecution"}, PromptEvents: []string{"beforeSubmitPrompt"}, ResultEvents: []string{"afterShellExecution"},
 		userFile: ".cursor/hooks.json", projectFile: ".cursor/hooks.json", kind: kindFlat,
 		Limits: "zerofs installs no hook before a Cursor file edit (afterFileEdit is too late; Cursor's newer preToolUse is not used yet): Cursor's edits are recorded (every change under the mount is), but they belong to the prompt's turn as one unnamed step, or to the shell command's step before them, not to a step of their own."},
-	{Name: "windsurf", Title: "Windsurf", ToolEvents: []string{"pre_run_command", "pre_write_code"}, PromptEvents: []string{"pre_user_prompt"},
+	{Name: "windsurf", Title: "Windsurf", ToolEvents: []string{"pre_run_command", "pre_write_code"}, PromptEvents: []string{"pre_user_prompt"}, ResultEvents: []string{"post_run_command", "post_write_code"},
 		userFile: ".codeium/windsurf/hooks.json", projectFile: ".windsurf/hooks.json", kind: kindFlat,
 		Limits: "Windsurf's hooks see commands and code writes; a tool that changes files any other way belongs to the step before it."},
 }
@@ -97,20 +98,28 @@ type InstallOptions struct {
 	// Zerofs is the zerofs binary the hooks run (an absolute path, or
 	// "zerofs" to find it on PATH).
 	Zerofs string
-	// NoPrompt installs the prompt hook with --no-prompt: turns are
-	// recorded without the prompt's text.
+	// NoPrompt installs the prompt and result hooks with --no-prompt:
+	// turns are recorded without the prompt's text, results without the
+	// error's first line.
 	NoPrompt bool
 }
 
 // A FileChange is one configuration file's content before and after an
-// install. Before is nil when the file does not exist yet.
+// install. Before is nil when the file does not exist yet; Remove says the
+// install removes it (a file an earlier install wrote).
 type FileChange struct {
 	Path          string
 	Before, After []byte
+	Remove        bool
 }
 
 // Changed reports whether the install changes the file.
-func (c FileChange) Changed() bool { return c.Before == nil || !bytes.Equal(c.Before, c.After) }
+func (c FileChange) Changed() bool {
+	if c.Remove {
+		return c.Before != nil
+	}
+	return c.Before == nil || !bytes.Equal(c.Before, c.After)
+}
 
 // ErrNotJSON: an agent's configuration file that is not a JSON object is
 // left alone.
@@ -134,8 +143,9 @@ func homeDir() string {
 	return h
 }
 
-// Command is the hook command installed for a (the prompt hook's when
-// prompt is true).
+// Command is the hook command installed for a (the prompt and result
+// hooks' when prompt is true: they carry a person's words or a tool's
+// output, which --no-prompt keeps out of the log).
 func (a Agent) Command(opts InstallOptions, prompt bool) string {
 	cmd := shellQuote(opts.Zerofs) + " step --hook --agent " + a.Name
 	if prompt && opts.NoPrompt {
@@ -149,6 +159,13 @@ func (a Agent) Command(opts InstallOptions, prompt bool) string {
 // second time: zerofs's own entries (commands running "step --hook") are
 // replaced in place, and everything else in the file is kept.
 func Plan(a Agent, opts InstallOptions) (FileChange, error) {
+	if a.kind == kindPlugin && opts.Scope == ScopeProject {
+		all, err := planOpenCodeProject(a, opts)
+		if err != nil {
+			return FileChange{}, err
+		}
+		return all[1], nil
+	}
 	path := a.Path(opts)
 	before, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -169,12 +186,33 @@ func Plan(a Agent, opts InstallOptions) (FileChange, error) {
 	return c, nil
 }
 
+// PlanAll is every file installing a's hooks changes: the configuration
+// (Plan's), and for OpenCode's project install the plugin file it names
+// and an earlier install's plugin file, removed.
+func PlanAll(a Agent, opts InstallOptions) ([]FileChange, error) {
+	if a.kind == kindPlugin && opts.Scope == ScopeProject {
+		return planOpenCodeProject(a, opts)
+	}
+	c, err := Plan(a, opts)
+	if err != nil {
+		return nil, err
+	}
+	return []FileChange{c}, nil
+}
+
 // Apply writes c.After to c.Path (creating its directories), through a
-// temporary file renamed over it, keeping the file's mode. An unchanged
-// file is not touched.
+// temporary file renamed over it, keeping the file's mode; or removes
+// c.Path (c.Remove). An unchanged file is not touched.
 func Apply(c FileChange) error {
 	if !c.Changed() {
 		return nil
+	}
+	if c.Remove {
+		err := os.Remove(c.Path)
+		if errors.Is(err, os.ErrNotExist) {
+			err = nil
+		}
+		return err
 	}
 	dir := filepath.Dir(c.Path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -216,6 +254,9 @@ func Installed(a Agent, path string) (bool, error) {
 		return false, err
 	}
 	if a.kind == kindPlugin {
+		if filepath.Base(path) == "opencode.json" {
+			return openCodeProjectInstalled(path)
+		}
 		return bytes.Contains(b, []byte("step\", \"--hook\"")), nil
 	}
 	cfg, err := parseObject(b)
@@ -262,6 +303,11 @@ func mergeConfig(a Agent, opts InstallOptions, before []byte) ([]byte, error) {
 	}
 	for _, ev := range a.PromptEvents {
 		if err := mergeEvent(a, hooks, ev, entryFor(a, a.Command(opts, true), false)); err != nil {
+			return nil, err
+		}
+	}
+	for _, ev := range a.ResultEvents {
+		if err := mergeEvent(a, hooks, ev, entryFor(a, a.Command(opts, true), true)); err != nil {
 			return nil, err
 		}
 	}

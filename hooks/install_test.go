@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -20,6 +21,7 @@ func TestInstallEveryAgentTwice(t *testing.T) {
 			t.Run(a.Name+"/"+string(scope), func(t *testing.T) {
 				home, project := t.TempDir(), t.TempDir()
 				t.Setenv("XDG_CONFIG_HOME", "")
+				t.Setenv("XDG_DATA_HOME", "")
 				opts := InstallOptions{Scope: scope, Home: home, Project: project, Zerofs: "/opt/zero fs/zerofs"}
 				path := a.Path(opts)
 				root := home
@@ -38,6 +40,10 @@ func TestInstallEveryAgentTwice(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
+				all1, err := PlanAll(a, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
 				c1, err := Plan(a, opts)
 				if err != nil {
 					t.Fatal(err)
@@ -45,18 +51,22 @@ func TestInstallEveryAgentTwice(t *testing.T) {
 				if !c1.Changed() {
 					t.Fatal("the first install changes nothing")
 				}
-				if err := Apply(c1); err != nil {
-					t.Fatal(err)
+				for _, c := range all1 {
+					if err := Apply(c); err != nil {
+						t.Fatal(err)
+					}
 				}
-				c2, err := Plan(a, opts)
+				all2, err := PlanAll(a, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if c2.Changed() {
-					t.Fatalf("the second install changes the file:\n%s\n---\n%s", c2.Before, c2.After)
-				}
-				if err := Apply(c2); err != nil {
-					t.Fatal(err)
+				for _, c2 := range all2 {
+					if c2.Changed() {
+						t.Fatalf("the second install changes %s:\n%s\n---\n%s", c2.Path, c2.Before, c2.After)
+					}
+					if err := Apply(c2); err != nil {
+						t.Fatal(err)
+					}
 				}
 				got, err := os.ReadFile(path)
 				if err != nil {
@@ -67,6 +77,14 @@ func TestInstallEveryAgentTwice(t *testing.T) {
 				}
 				if ok, err := Installed(a, path); !ok || err != nil {
 					t.Fatalf("Installed: %v, %v", ok, err)
+				}
+				if a.kind == kindPlugin && scope == ScopeProject {
+					plugin, err := os.ReadFile(opencodeProjectPlugin(opts))
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkPlugin(t, plugin)
+					return
 				}
 				if a.kind == kindPlugin {
 					checkPlugin(t, got)
@@ -106,7 +124,7 @@ func checkConfig(t *testing.T, a Agent, b []byte, opts InstallOptions) {
 	if err := json.Unmarshal(cfg["hooks"], &hooks); err != nil {
 		t.Fatal(err)
 	}
-	for _, ev := range append(append([]string{}, a.ToolEvents...), a.PromptEvents...) {
+	for _, ev := range append(append(append([]string{}, a.ToolEvents...), a.PromptEvents...), a.ResultEvents...) {
 		var cmds []string
 		for _, e := range hooks[ev] {
 			if c, ok := e["command"].(string); ok {
@@ -138,7 +156,7 @@ func checkConfig(t *testing.T, a Agent, b []byte, opts InstallOptions) {
 // and, where node is installed, parses as JavaScript.
 func checkPlugin(t *testing.T, b []byte) {
 	t.Helper()
-	for _, want := range []string{`"tool.execute.before"`, `"chat.message"`, `["/opt/zero fs/zerofs", "step", "--hook", "--agent", "opencode"]`} {
+	for _, want := range []string{`"tool.execute.before"`, `"tool.execute.after"`, `"chat.message"`, `["/opt/zero fs/zerofs", "step", "--hook", "--agent", "opencode"]`} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("the plugin lacks %s", want)
 		}
@@ -172,7 +190,7 @@ func TestInstallReplacesOldCommand(t *testing.T) {
 	}
 	Apply(c)
 	b, _ := os.ReadFile(c.Path)
-	if bytes.Contains(b, []byte("/old/zerofs")) || bytes.Count(b, []byte("/new/zerofs")) != 2 || !bytes.Contains(b, []byte("--no-prompt")) {
+	if bytes.Contains(b, []byte("/old/zerofs")) || bytes.Count(b, []byte("/new/zerofs")) != 2+len(a.ResultEvents) || !bytes.Contains(b, []byte("--no-prompt")) {
 		t.Fatalf("got\n%s", b)
 	}
 }
@@ -190,6 +208,30 @@ func TestInstallRefusesBadConfig(t *testing.T) {
 		if _, err := Plan(a, opts); err == nil || !strings.Contains(err.Error(), path) {
 			t.Errorf("%q: got %v, want an error naming %s", bad, err, path)
 		}
+	}
+}
+
+// TestOpenCodeRefusesBadConfig: a project opencode.json zerofs cannot
+// rewrite (JSON with comments, which OpenCode reads, or no object) is left
+// alone, nothing else is written, and the error says what to add by hand.
+func TestOpenCodeRefusesBadConfig(t *testing.T) {
+	a, _ := Lookup("opencode")
+	home, project := t.TempDir(), t.TempDir()
+	t.Setenv("XDG_DATA_HOME", "")
+	opts := InstallOptions{Scope: ScopeProject, Home: home, Project: project, Zerofs: "zerofs"}
+	path := a.Path(opts)
+	for _, bad := range []string{"{\n  // mine\n  \"model\": \"m\"\n}", `{"plugin": "one"}`, "[1]"} {
+		os.WriteFile(path, []byte(bad), 0o644)
+		_, err := PlanAll(a, opts)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "file://"+home) {
+			t.Errorf("%q: got %v, want an error naming %s and the plugin to add", bad, err, path)
+		}
+		if got, _ := os.ReadFile(path); string(got) != bad {
+			t.Errorf("%q: the file became %q", bad, got)
+		}
+	}
+	if n, _ := os.ReadDir(home); len(n) != 0 {
+		t.Errorf("a refused install wrote into the home: %v", n)
 	}
 }
 
@@ -227,8 +269,10 @@ func TestOpenCodePluginSends(t *testing.T) {
 	must(os.WriteFile(driver, []byte(`
 import { ZerofsPlugin } from "./zerofs.mjs"
 const ws = process.argv[2]
+// What OpenCode's own process.argv was for `+"`opencode run \"Say hello instead of hi\"`"+`.
+process.argv = [process.argv[0], "/$bunfs/root/src/index.js", "run", "Say hello instead of hi"]
 const hooks = await ZerofsPlugin({ directory: ws, worktree: ws })
-const sessionID = "ses_dbdb81147ffeK2X48seNTvOU5p"
+const sessionID = "ses_dbb1d410fffe9uZ9WoTUC3izEx"
 await hooks["chat.message"](
   { sessionID, agent: "build", model: { providerID: "mock", modelID: "m" }, messageID: "msg_1" },
   { message: { id: "msg_1", sessionID, role: "user" }, parts: [
@@ -237,10 +281,10 @@ await hooks["chat.message"](
     { id: "prt_3", sessionID, messageID: "msg_1", type: "file", mime: "text/plain", url: "file:///x" },
   ] })
 await hooks["tool.execute.before"](
-  { tool: "bash", sessionID, callID: "call_b1e445e6c5eb" },
+  { tool: "bash", sessionID, callID: "call_38cf3fb1cb24" },
   { args: { command: "go test ./...", description: "Runs the tests" } })
 await hooks["tool.execute.before"](
-  { tool: "edit", sessionID, callID: "call_96cf8bd9f379" },
+  { tool: "edit", sessionID, callID: "call_9d0cf4c0e8a7" },
   { args: { filePath: ws + "/app.py", oldString: "hi", newString: "hello" } })
 `), 0o644))
 	cmd := exec.Command(node, driver, ws)
@@ -265,8 +309,99 @@ await hooks["tool.execute.before"](
 		if got := strings.ReplaceAll(lines[i], ws, "/work/app"); got != strings.TrimSpace(string(want)) {
 			t.Errorf("%s: the plugin sent\n%s\nwant\n%s", f, got, want)
 		}
-		if c, err := Parse([]byte(lines[i]), "opencode"); err != nil || c.Session != "ses_dbdb81147ffeK2X48seNTvOU5p" || c.Cwd != ws {
+		if c, err := Parse([]byte(lines[i]), "opencode"); err != nil || c.Session != "ses_dbb1d410fffe9uZ9WoTUC3izEx" || c.Cwd != ws {
 			t.Errorf("%s: Parse: %+v, %v", f, c, err)
 		}
+	}
+}
+
+// TestOpenCodeProjectInstall: a project install for OpenCode writes one
+// file into the project, its opencode.json, naming a plugin file kept
+// outside it (so OpenCode, which installs its packages into every
+// .opencode directory, finds none there); it keeps what opencode.json
+// held, replaces the plugin an earlier install named, and removes an
+// earlier install's .opencode/plugins/zerofs.js (never a file of the
+// person's own). Without its plugin file the install is not installed.
+func TestOpenCodeProjectInstall(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	t.Setenv("XDG_DATA_HOME", "")
+	a, _ := Lookup("opencode")
+	opts := InstallOptions{Scope: ScopeProject, Home: home, Project: project, Zerofs: "/usr/bin/zerofs"}
+	write := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(project, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("opencode.json", `{"model": "mock/m", "plugin": ["opencode-wakatime", "file:///old/home/.local/share/zerofs/opencode/zerofs.js"]}`)
+	old := opencodePlugin(a, InstallOptions{Zerofs: "/old/zerofs"})
+	write(opencodeLegacyFile, old)
+	write(".opencode/plugins/mine.js", "export const Mine = async () => ({})\n")
+	all, err := PlanAll(a, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inProject []string
+	for _, c := range all {
+		if strings.HasPrefix(c.Path, project+"/") && !c.Remove {
+			inProject = append(inProject, c.Path)
+		}
+		if err := Apply(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{filepath.Join(project, "opencode.json")}; !slices.Equal(inProject, want) {
+		t.Errorf("the install writes %q into the project, want %q", inProject, want)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(project, "opencode.json"))
+	var got struct {
+		Model  string   `json:"model"`
+		Plugin []string `json:"plugin"`
+	}
+	if err := json.Unmarshal(cfg, &got); err != nil {
+		t.Fatal(err)
+	}
+	plugin := filepath.Join(home, ".local/share/zerofs/opencode/zerofs.js")
+	if want := []string{"opencode-wakatime", "file://" + plugin}; got.Model != "mock/m" || !slices.Equal(got.Plugin, want) {
+		t.Errorf("opencode.json: %s, want the model kept and plugins %q", cfg, want)
+	}
+	if _, err := os.Stat(filepath.Join(project, opencodeLegacyFile)); !os.IsNotExist(err) {
+		t.Errorf("the earlier install's plugin is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(project, ".opencode/plugins/mine.js")); err != nil {
+		t.Errorf("the person's own plugin: %v", err)
+	}
+	if ok, err := Installed(a, a.Path(opts)); !ok || err != nil {
+		t.Fatalf("Installed: %v, %v", ok, err)
+	}
+	again, err := PlanAll(a, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range again {
+		if c.Changed() {
+			t.Errorf("the second install changes %s", c.Path)
+		}
+	}
+	if err := os.Remove(plugin); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := Installed(a, a.Path(opts)); ok {
+		t.Error("installed, with the plugin file gone")
+	}
+	if m := MissingPlugins(a, opts); len(m) != 1 || m[0] != plugin {
+		t.Errorf("MissingPlugins: %q, want %q", m, plugin)
+	}
+	// With --no-prompt, a plugin file of its own: projects installed
+	// without it keep theirs.
+	opts.NoPrompt = true
+	c, err := Plan(a, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(c.After, []byte("zerofs-no-prompt.js")) {
+		t.Errorf("--no-prompt names %s", c.After)
 	}
 }

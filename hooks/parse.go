@@ -17,6 +17,8 @@ const (
 	KindPrompt
 	// KindOther: an event zerofs records nothing for.
 	KindOther
+	// KindResult: a tool call finished (its step's tool_result).
+	KindResult
 )
 
 // A Call is one hook invocation, whichever agent sent it.
@@ -40,12 +42,15 @@ type Call struct {
 	ToolUseID string
 	// Prompt is the person's prompt (KindPrompt).
 	Prompt string
+	// Result is what came of the tool call (KindResult).
+	Result *Result
 }
 
 // The fields of every agent's payload that zerofs reads. Claude Code, Codex
 // and Gemini CLI share their names; Cursor and Windsurf have their own.
 type rawPayload struct {
 	Agent         string          `json:"agent"` // the OpenCode plugin's
+	Argv          []string        `json:"argv"`  // the OpenCode plugin's: OpenCode's arguments
 	SessionID     string          `json:"session_id"`
 	HookEventName string          `json:"hook_event_name"`
 	ToolName      string          `json:"tool_name"`
@@ -55,6 +60,11 @@ type rawPayload struct {
 	Prompt        string          `json:"prompt"`
 	TurnID        string          `json:"turn_id"`
 	Model         string          `json:"model"`
+	// After a tool call (result.go).
+	ToolResponse json.RawMessage `json:"tool_response"`
+	Error        json.RawMessage `json:"error"`
+	DurationMs   *float64        `json:"duration_ms"`
+	Duration     *float64        `json:"duration"` // Cursor's
 	// Cursor.
 	ConversationID string   `json:"conversation_id"`
 	WorkspaceRoots []string `json:"workspace_roots"`
@@ -110,11 +120,12 @@ func detect(p *rawPayload) string {
 		return "windsurf"
 	case p.ConversationID != "" || len(p.WorkspaceRoots) > 0:
 		return "cursor"
-	case p.HookEventName == "BeforeTool" || p.HookEventName == "BeforeAgent":
+	case p.HookEventName == "BeforeTool" || p.HookEventName == "BeforeAgent" || p.HookEventName == "AfterTool":
 		return "gemini"
 	case p.TurnID != "" || p.Model != "":
 		return "codex"
-	case p.HookEventName == "PreToolUse" || p.HookEventName == "UserPromptSubmit":
+	case p.HookEventName == "PreToolUse" || p.HookEventName == "UserPromptSubmit" ||
+		p.HookEventName == "PostToolUse" || p.HookEventName == "PostToolUseFailure":
 		return "claude"
 	}
 	return ""
@@ -133,6 +144,13 @@ func parseClaudeLike(c *Call, p *rawPayload) {
 			return
 		}
 		c.Kind, c.Prompt = KindPrompt, p.Prompt
+		if p.HookEventName == "chat.message" {
+			c.Prompt = unquoteRunPrompt(p.Prompt, p.Argv)
+		}
+		return
+	case "PostToolUse", "PostToolUseFailure", "AfterTool", "tool.execute.after":
+		c.Kind, c.Tool, c.Input, c.ToolUseID = KindResult, p.ToolName, p.ToolInput, p.ToolUseID
+		c.Result = claudeLikeResult(c.Agent, p)
 		return
 	}
 	if p.ToolName == "" {
@@ -155,6 +173,8 @@ func parseCursor(c *Call, p *rawPayload) {
 	case "beforeShellExecution":
 		c.Kind, c.Tool = KindTool, "Shell"
 		c.Input, _ = json.Marshal(map[string]string{"command": p.Command, "cwd": c.Cwd})
+	case "afterShellExecution":
+		c.Kind, c.Tool, c.Result = KindResult, "Shell", cursorResult(p)
 	case "preToolUse":
 		if p.ToolName != "" {
 			c.Kind, c.Tool, c.Input, c.ToolUseID = KindTool, p.ToolName, p.ToolInput, p.ToolUseID
@@ -171,6 +191,12 @@ func parseWindsurf(c *Call, p *rawPayload) {
 	c.Event, c.Session = p.AgentActionName, p.TrajectoryID
 	ti := &p.ToolInfo
 	c.Cwd = ti.Cwd
+	if post, ok := strings.CutPrefix(p.AgentActionName, "post_"); ok && (post == "run_command" || post == "write_code") {
+		// What came of a command or a write: the same tool_info as
+		// before it, and nothing of how it went.
+		p.AgentActionName = "pre_" + post
+		defer func() { c.Event, c.Kind, c.Result = "post_"+post, KindResult, &Result{} }()
+	}
 	switch p.AgentActionName {
 	case "pre_user_prompt":
 		c.Kind, c.Prompt = KindPrompt, ti.UserPrompt

@@ -6,9 +6,11 @@ import (
 )
 
 // opencodePlugin is the OpenCode plugin zerofs installs: before each tool
-// call it runs `zerofs step --hook` with the call's JSON, and at each
-// prompt it sends the prompt's text, so OpenCode is recorded like the
-// agents with hooks. It waits for zerofs (synchronously) so the step has
+// call it runs `zerofs step --hook` with the call's JSON, after it what came
+// of it (the exit code a shell command's metadata gives, the time it took,
+// and on failure the output's first line: never the rest of the output),
+// and at each prompt it sends the prompt's text, so OpenCode is recorded
+// like the agents with hooks. It waits for zerofs (synchronously) so the step has
 // begun before the tool runs; zerofs never fails the call.
 func opencodePlugin(a Agent, opts InstallOptions) string {
 	argv := func(prompt bool) string {
@@ -28,6 +30,7 @@ const TOOL = ` + argv(false) + `
 const PROMPT = ` + argv(true) + `
 
 export const ZerofsPlugin = async ({ directory }) => {
+  const started = new Map()
   const send = (argv, payload) => {
     try {
       spawnSync(argv[0], argv.slice(1), {
@@ -42,6 +45,8 @@ export const ZerofsPlugin = async ({ directory }) => {
   }
   return {
     "tool.execute.before": async (input, output) => {
+      if (started.size > 1000) started.clear()
+      started.set(input.callID, Date.now())
       send(TOOL, {
         agent: "opencode",
         hook_event_name: "tool.execute.before",
@@ -49,6 +54,32 @@ export const ZerofsPlugin = async ({ directory }) => {
         tool_use_id: input.callID,
         tool_name: input.tool,
         tool_input: output.args,
+        cwd: directory,
+      })
+    },
+    "tool.execute.after": async (input, output) => {
+      const t0 = started.get(input.callID)
+      started.delete(input.callID)
+      const response = {}
+      try {
+        const meta = (output && output.metadata) || {}
+        if (typeof meta.exit === "number") response.exit = meta.exit
+        if (typeof meta.exit === "number" && meta.exit !== 0) {
+          const text = String(meta.output || output.output || "")
+          const first = text.split("\n").find((l) => l.trim() !== "")
+          if (first) response.error = first.slice(0, 512)
+        }
+      } catch (e) {
+        // An output of another shape: the result without its details.
+      }
+      send(PROMPT, {
+        agent: "opencode",
+        hook_event_name: "tool.execute.after",
+        session_id: input.sessionID,
+        tool_use_id: input.callID,
+        tool_name: input.tool,
+        tool_response: response,
+        duration_ms: t0 === undefined ? undefined : Date.now() - t0,
         cwd: directory,
       })
     },
@@ -63,6 +94,9 @@ export const ZerofsPlugin = async ({ directory }) => {
         session_id: input.sessionID,
         cwd: directory,
         prompt: text,
+        // OpenCode's command line: 'opencode run' quotes a message's
+        // words that hold spaces, and zerofs records them as typed.
+        argv: process.argv.slice(2),
       })
     },
   }

@@ -134,6 +134,7 @@ type (
 		Deleted      *int           `json:"deleted,omitempty" jsonschema:"how many paths a rewind deleted, everything beneath a deleted directory included"`
 		Changes      []mcpChange    `json:"changes,omitempty"`
 		Payload      map[string]any `json:"payload,omitempty"`
+		Result       *mcpToolResult `json:"result,omitempty" jsonschema:"what came of the step's tool call (an agent's after-tool hook, zerofs run), when recorded"`
 	}
 	mcpLogOut struct {
 		Head    uint64     `json:"head"`
@@ -248,6 +249,7 @@ func (t *mcpTools) register(s *mcp.Server, schemas map[string]*jsonschema.Schema
 		Description: "Take back what one step changed and keep every later change. If a later change touched the same paths, nothing changes and the error names each of them; call again with force: true to take those back too."},
 		nil, t.revert)
 	t.registerMerge(s, schemas)
+	t.registerBisect(s, schemas)
 }
 
 // open finds the workspace and opens its history for one call.
@@ -364,7 +366,7 @@ func (t *mcpTools) log(ctx context.Context, _ *mcp.CallToolRequest, a mcpLogArgs
 // compactEntry is a log entry as zerofs_log returns it.
 func compactEntry(e history.Entry, details bool) mcpEntry {
 	m := mcpEntry{Type: e.Type, Sequence: uint64(e.Sequence), Time: e.Time.UTC().Format(time.RFC3339), Label: e.Label,
-		Turn: uint64(e.Turn), Prompt: e.Prompt, Agent: e.Agent, AgentSession: e.AgentSession}
+		Turn: uint64(e.Turn), Prompt: e.Prompt, Agent: e.Agent, AgentSession: e.AgentSession, Result: mcpResultOf(e.Result)}
 	if e.Person {
 		m.Label = "(a person)"
 	} else if e.Implicit {
@@ -413,7 +415,7 @@ func writeEntryLine(b *strings.Builder, e mcpEntry) {
 		if e.Turn != 0 {
 			ind = "  "
 		}
-		fmt.Fprintf(b, "%s%s %d %s %s\n", ind, e.Type, e.Sequence, e.Time, quote.Line(e.Label))
+		fmt.Fprintf(b, "%s%s %d %s %s%s\n", ind, e.Type, e.Sequence, e.Time, quote.Line(e.Label), mcpResultWords(e.Result))
 	}
 	for _, c := range e.Changes {
 		name := quote.Name(exactName(c.Path, c.PathBytes))
@@ -650,6 +652,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (
 			}
 			err = history.ExplainSeq(src, s, err)
 		}
+		guard := history.GuardHooks(ws.Root)
 		if err != nil {
 			var ce *record.ConflictError
 			if errors.As(err, &ce) {
@@ -664,6 +667,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (
 		}
 		out.Warnings = history.ForeignWarnings(rep.Foreign, verb, map[string]bool{})
 		out.Form = rep.Form
+		out.Warnings = append(out.Warnings, guard.Warnings(rep)...)
 		out.Sequence, out.Target = uint64(rep.Sequence), uint64(rep.TargetSequence)
 		if req.DryRun {
 			out.Sequence = 0

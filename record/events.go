@@ -52,7 +52,7 @@ type TurnPayload struct {
 // not know are left out; never the tool's output beyond Summary.
 type ToolResultPayload struct {
 	Step         Seq    `json:"step"`
-	Status       string `json:"status"` // "ok" or "error"
+	Status       string `json:"status,omitempty"` // "ok" or "error"; left out when the source does not say
 	ExitCode     *int   `json:"exitCode,omitempty"`
 	DurationMs   *int64 `json:"durationMs,omitempty"`
 	Summary      string `json:"summary,omitempty"` // the first line of an error, at most 512 bytes

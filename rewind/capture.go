@@ -423,7 +423,10 @@ func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (
 			fs.Reason = fmt.Sprintf("file of %d bytes is larger than the blob size cap of %d bytes", st.Size, e.opts.MaxBlobSize)
 			return fs, nil
 		}
-		var f *os.File
+		// How the content is stored, and when it is durable, is the
+		// blob store's choice (blobstore.Store.Capture).
+		o := blobstore.CaptureOptions{Removed: removed && st.Nlink == 1, Stash: stash, Sparse: sparse, Writing: e.openForWrite, Name: p}
+		var c blobstore.Captured
 		if dirfd >= 0 {
 			fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 			if err != nil {
@@ -433,78 +436,32 @@ func (e *Engine) readStateAt(p string, dirfd int, removed, stash, sparse bool) (
 				unix.Close(fd)
 				return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 			}
-			if removed && stash && st.Nlink == 1 && !e.opts.Sync {
-				// An unlink's stash, the common case of an rm -rf, on
-				// the bare descriptor (blobstore.Store.StashFd).
-				name, n, ok, err := e.blobs.StashFd(fd, e.openForWrite)
-				if err != nil || ok {
-					unix.Close(fd)
-				}
-				if err != nil {
-					return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
-				}
-				if ok {
-					fs.Kept, fs.Bytes = name, n
-					return fs, nil
-				}
-				stash = false // refused: kept or copied below
-			}
-			f = os.NewFile(uintptr(fd), p)
-		} else {
-			if f, err = e.ws.openFile(p); err != nil {
+			c, err = e.blobs.Capture(fd, nil, o) // closes fd
+			if err != nil {
 				return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 			}
-			if fs.Xattrs, err = fdXattrs(int(f.Fd())); err != nil {
+		} else {
+			f, err := e.ws.openFile(p)
+			if err != nil {
+				return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
+			}
+			fd := int(f.Fd())
+			if fs.Xattrs, err = fdXattrs(fd); err != nil {
 				f.Close()
 				return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 			}
-		}
-		defer f.Close()
-		if removed && stash && st.Nlink == 1 {
-			name, n, ok, err := e.blobs.Stash(f, e.openForWrite)
+			c, err = e.blobs.Capture(fd, f, o)
+			f.Close()
 			if err != nil {
 				return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
 			}
-			if ok {
-				fs.Kept, fs.Bytes = name, n
-				return fs, nil
-			}
 		}
-		if removed && st.Nlink == 1 {
-			id, n, ok, err := e.blobs.Keep(f, e.openForWrite)
-			if err != nil {
-				return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
-			}
-			if ok {
-				fs.Blob, fs.Bytes = id.String(), n
-				return fs, nil
-			}
+		fs.Bytes = c.Bytes
+		if c.Stash != "" {
+			fs.Kept = c.Stash
+		} else {
+			fs.Blob = c.ID.String()
 		}
-		// A large file mostly holes is copied by its data, not hashed:
-		// its holes would be hashed as zeros on the writer's open.
-		if sparse {
-			name, n, ok, err := e.blobs.StashCopy(f)
-			if err != nil {
-				return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
-			}
-			if ok {
-				fs.Kept, fs.Bytes = name, n
-				return fs, nil
-			}
-		}
-		// A large file (about to be written, or one that could not be
-		// kept) is cloned where the filesystem has reflinks.
-		if id, n, ok, err := e.blobs.Clone(f); err != nil {
-			return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
-		} else if ok {
-			fs.Blob, fs.Bytes = id.String(), n
-			return fs, nil
-		}
-		id, n, err := e.blobs.Put(f)
-		if err != nil {
-			return record.FileState{}, fmt.Errorf("rewind: capture %q: %w", p, err)
-		}
-		fs.Blob, fs.Bytes = id.String(), n
 	default:
 		fs.Skipped = true
 		fs.Reason = "unsupported file type " + fileType(st.Mode)

@@ -32,13 +32,16 @@
 // (views, lookups, rewinds, reverts, forks) with ErrNoSuchSeq. Retention
 // (index.State) folds a log the same way for readers outside the engine.
 //
-// Files: engine.go (open, close, steps, flushing), capture.go (Begin and
-// before-states), state.go (past states: StateAt, ReadDirAt, content),
-// request.go (the Request and its resolution), plan.go (what a rewind
-// must do), apply.go (carrying a plan out and recording it), recover.go
-// (the intent record and finishing an interrupted rewind), revert.go (one
-// step's revert and its conflicts), foreign.go (changes made outside the
-// agent's steps), preview.go (dry runs), gc.go, fork.go.
+// Files: engine.go (open, close, steps), flusher.go (the batch flusher),
+// namer.go (the stash namer), capture.go (Begin and before-states),
+// stash.go (stashes and their naming), state.go (past states: StateAt,
+// ReadDirAt, content), request.go (the Request and its resolution),
+// plan.go (what a rewind must do), apply.go (carrying a plan out and
+// recording it), recover.go (the intent record and finishing an
+// interrupted rewind), revert.go (one step's revert and its conflicts),
+// foreign.go (changes made outside the agent's steps), preview.go (dry
+// runs), snapshot.go (the index snapshot), gc.go, fork.go, merge.go and
+// mergefork.go (a fork's changes merged back).
 //
 // All workspace access goes through the workspace root's directory
 // descriptor, resolved by internal/wsdir (the resolver the FUSE layer uses
@@ -50,10 +53,13 @@
 // that exists is never recorded as absent), and paths of any length work
 // (wsdir opens them a chunk at a time).
 //
-// A change marked Removed (an unlink, the victim of a rename) keeps the
-// file's inode in the store instead of copying it, where the store can
-// (blobstore.Store.Keep: one link, not open for writing per
-// Options.OpenForWrite, the same filesystem); CaptureMode says which.
+// How a regular file's before-state is stored is the blob store's choice,
+// made in one place (blobstore.Store.Capture: stash, keep, sparse copy,
+// reflink or pack, with the durability of each): a change marked Removed
+// (an unlink, the victim of a rename) keeps the file's inode in the store
+// instead of copying it where the store can (one link, not open for
+// writing per Options.OpenForWrite, the same filesystem); CaptureMode says
+// which.
 //
 // Durability: with Options.Sync, Begin returns only after every blob and the
 // checkpoint event naming it are fsynced, in that order. Without it (batch),
@@ -87,8 +93,53 @@
 // (between steps, or in another agent session's step, from the tool_call's
 // "agentSession") before it overwrites them.
 //
-// Lock order: the workspace lock (wsMu: Begin holds it shared, Rewind
-// exclusive) → the step/capture lock (capMu) → eventlog's lock. The
-// snapshot lock (snapMu) comes after wsMu; the flusher keeps it while it
-// makes a snapshot durable after letting go of wsMu (snapshot.go).
+// Background workers: the flusher (flusher.go) and the namer (namer.go)
+// each own their goroutine, their lock and their stop; Open starts them
+// once recovery is done, Close stops the namer, then the flusher, and then
+// names and flushes what is left itself.
+//
+// Lock order. Every lock the engine takes, outermost first; a lock is only
+// ever taken while holding locks above it in this list, never below:
+//
+//  1. wsMu (Engine, RWMutex), the workspace lock. Shared: Begin, from a
+//     change's capture through its syscall (capture.go), so also around
+//     RenameDir and Detach. Exclusive: BeginStepAs (session.go),
+//     BeginTurnAs (turn.go), Apply (request.go), Merge (merge.go), GC
+//     (gc.go), Fork (fork.go), Close, and the flusher's writeSnapshotBehind
+//     while it encodes (snapshot.go).
+//  2. mvMu (Engine, RWMutex), rename records. Shared: CaptureLocked
+//     (capture.go). Exclusive: RenameDir (rename.go), under wsMu shared.
+//  3. capMu (Engine), the step and the captures under way: autoStep,
+//     claim, captureClaimed (capture.go), appendRename, movedNames
+//     (rename.go), BeginStepAs, stepFor (session.go), BeginTurnAs
+//     (turn.go), request.go, apply.go, merge.go, Step. Held across
+//     beginStepLocked, which takes flusher.mu and the log's lock.
+//  4. namer.mu (namer.go), serialises naming stashes: the namer's
+//     goroutine, and NameStashes from Apply, Merge, GC, Close, Detach, named
+//     (state reads), Open's recoverStashes and fs. Never with mvMu or capMu
+//     held.
+//  5. snapMu (Engine), serialises index snapshots from encoding to rename:
+//     writeSnapshot (under wsMu exclusive: Open, GC, Close) and the
+//     flusher's writeSnapshotBehind, which takes it after wsMu and keeps it
+//     after letting wsMu go, while the snapshot is made durable. Never with
+//     capMu, namer.mu or flusher.mu held.
+//  6. flusher.mu (flusher.go), serialises flushes (Engine.Sync: blobs,
+//     then the log). Taken from beginStepLocked, Apply, Merge, the namer's
+//     batches, Open's recoverRename, GC, Close and the flusher's goroutine.
+//  7. Below the engine, each a leaf to it (taken inside its package's
+//     methods, never around a call back into the engine): the index's
+//     (index.State.mu, index.Index.mu), the log's (eventlog: mu, then
+//     syncMu), the blob store's (blobstore/store.go: wmu, mu, a kept
+//     inode's mu before kmu). One call goes back up with a lock held: the
+//     blob store asks Options.OpenForWrite (fs's write-open count, its own
+//     lock) while it holds the kept inode's mu.
+//
+// None of the six can go without a change in behaviour: flusher.mu keeps
+// "blobs durable before the log line naming them" across concurrent
+// Syncs (blobstore.Store.Sync hands the kept files waiting for their
+// fsync to one caller: a second, finding none, would otherwise sync the
+// log while the first still syncs them); mvMu could fold into
+// wsMu only if RenameDir took it exclusively, which its caller (a FUSE
+// rename, inside Begin) cannot; snapMu could go if GC and Close handed
+// their snapshot to the flusher instead of writing it themselves.
 package rewind

@@ -150,26 +150,20 @@ type Engine struct {
 	// runs alone.
 	recovering record.Seq
 
+	// results finds the step of an after-tool hook's result (result.go).
+	results resultIndex
+
 	// stepSeq mirrors step.Seq for lock-free reads on the write path.
 	stepSeq atomic.Uint64
 
-	// flushMu serialises flushes (blobs, then log).
-	flushMu sync.Mutex
-	// nameMu serialises the naming of stashes (stash.go); taken after
-	// wsMu, before flushMu.
-	nameMu   sync.Mutex
-	nameWake chan struct{}
-	// stashes counts the stashes recorded, for the namer to see a burst
-	// of removals go on.
-	stashes      atomic.Uint64
-	namerStopped chan struct{}
+	// flusher makes batch captures durable (flusher.go); namer names
+	// stashes (stash.go, namer.go). Each owns its goroutine, lock and stop.
+	flusher *flusher
+	namer   *namer
 	// failed holds the first failed flush or unrecoverable rewind: history
 	// can no longer be made durable, so every later change is refused with
 	// it. Read without a lock on every change.
-	failed  atomic.Pointer[error]
-	dirty   chan struct{}
-	stop    chan struct{}
-	stopped chan struct{}
+	failed atomic.Pointer[error]
 
 	closeOnce sync.Once
 
@@ -244,20 +238,23 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		opts:         opts,
-		ws:           workspace{root: root},
-		log:          log,
-		blobs:        blobs,
-		state:        index.NewState(),
-		captured:     map[string]record.Seq{},
-		inflight:     map[string]*capture{},
-		dirty:        make(chan struct{}, 1),
-		nameWake:     make(chan struct{}, 1),
-		namerStopped: make(chan struct{}),
-		snapEvery:    snapshotEvery,
-		stop:         make(chan struct{}),
-		stopped:      make(chan struct{}),
+		opts:      opts,
+		ws:        workspace{root: root},
+		log:       log,
+		blobs:     blobs,
+		state:     index.NewState(),
+		captured:  map[string]record.Seq{},
+		inflight:  map[string]*capture{},
+		snapEvery: snapshotEvery,
 	}
+	e.flusher = newFlusher(opts.BatchDelay, e.flush, e.snapshotAfterFlush, func(err error) {
+		opts.Logger.Error("rewind: flushing captures failed; refusing further changes", "err", err)
+	})
+	e.namer = newNamer(e.nameStashesLocked, func() int { return e.index.UnnamedCount() }, func(err error) {
+		if e.syncFailed() == nil {
+			opts.Logger.Warn("rewind: naming removed files' stashes failed; they are named at the next read or mount", "err", err)
+		}
+	})
 	from := record.Seq(1)
 	if snapErr == nil && log.Resumed() {
 		e.state = snapState
@@ -291,8 +288,8 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		log.Close()
 		return nil, err
 	}
-	go e.flusher()
-	go e.namer()
+	e.flusher.start()
+	e.namer.start()
 	return e, nil
 }
 
@@ -344,9 +341,8 @@ func (e *Engine) setStep(s Step) {
 func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
-		close(e.stop)
-		<-e.stopped
-		<-e.namerStopped
+		e.namer.close()
+		e.flusher.close()
 		e.wsMu.Lock()
 		defer e.wsMu.Unlock()
 		err = e.NameStashes(context.Background())
@@ -446,9 +442,10 @@ func (e *Engine) beginStepLocked(ctx context.Context, label string, payload map[
 }
 
 // Sync makes every capture so far durable: blobs first, then the log.
-func (e *Engine) Sync() error {
-	e.flushMu.Lock()
-	defer e.flushMu.Unlock()
+func (e *Engine) Sync() error { return e.flusher.sync() }
+
+// flush is Sync's work, under the flusher's lock.
+func (e *Engine) flush() error {
 	if err := e.syncFailed(); err != nil {
 		return err
 	}
@@ -476,37 +473,14 @@ func (e *Engine) markAppended() {
 }
 
 // markDirty tells the batch flusher there is something to fsync.
-func (e *Engine) markDirty() {
-	select {
-	case e.dirty <- struct{}{}:
-	default:
-	}
-}
+func (e *Engine) markDirty() { e.flusher.mark() }
 
-// flusher fsyncs batch captures within BatchDelay, grouping neighbours.
-func (e *Engine) flusher() {
-	defer close(e.stopped)
-	for {
-		select {
-		case <-e.stop:
-			return
-		case <-e.dirty:
-		}
-		timer := time.NewTimer(e.opts.BatchDelay)
-		select {
-		case <-e.stop:
-			timer.Stop()
-			return
-		case <-timer.C:
-		}
-		if err := e.Sync(); err != nil {
-			e.opts.Logger.Error("rewind: flushing captures failed; refusing further changes", "err", err)
-			continue
-		}
-		if e.snapshotDue() && !e.index.HasUnnamed() {
-			if err := e.writeSnapshotBehind(); err != nil {
-				e.opts.Logger.Warn("rewind: could not save the index snapshot", "err", err)
-			}
+// snapshotAfterFlush writes the index snapshot after the flusher's flush,
+// when one is due and no record waits for its stash's name.
+func (e *Engine) snapshotAfterFlush() {
+	if e.snapshotDue() && !e.index.HasUnnamed() {
+		if err := e.writeSnapshotBehind(); err != nil {
+			e.opts.Logger.Warn("rewind: could not save the index snapshot", "err", err)
 		}
 	}
 }

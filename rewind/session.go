@@ -94,6 +94,7 @@ func (e *Engine) BeginStepAs(ctx context.Context, who Caller, label string, extr
 	if err == nil {
 		e.step.ByHand = byHand
 		e.registerLocked(session, sessionStep{step: e.step, session: session, agent: agent}, ok)
+		e.results.note(payload, ev.Seq)
 	}
 	e.capMu.Unlock()
 	if err == nil {

@@ -99,11 +99,11 @@ func TestSparseWriteStashed(t *testing.T) {
 			}
 			// Hold the namer back, as a loaded machine would (and let it
 			// go before Close, which names, if the test fails).
-			e.nameMu.Lock()
+			e.namer.mu.Lock()
 			held := true
 			defer func() {
 				if held {
-					e.nameMu.Unlock()
+					e.namer.mu.Unlock()
 				}
 			}()
 			release, _, err := e.Begin(ctx, Caller{}, Change{Path: "big"})
@@ -122,7 +122,7 @@ func TestSparseWriteStashed(t *testing.T) {
 			f.WriteAt([]byte("x"), 70<<20)
 			f.Close()
 			release()
-			e.nameMu.Unlock()
+			e.namer.mu.Unlock()
 			held = false
 			readAt := func(what string) {
 				t.Helper()

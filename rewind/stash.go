@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/zerofs/zerofs/blobstore"
 	"github.com/zerofs/zerofs/record"
@@ -14,8 +13,8 @@ import (
 // Stashes: an unlinked file (Change.Stash) is linked into the store unread
 // (blobstore.Store.Stash) and its checkpoint record names the stash
 // (FileState.Kept) instead of a blob, so an rm -rf costs a link and a
-// record per file on the request path, no read and no hash. The namer, a
-// goroutine of the engine, then hashes each stash (blobstore.Store.Name:
+// record per file on the request path, no read and no hash. The namer
+// (namer.go) then hashes each stash (blobstore.Store.Name:
 // the same inode linked as kept/<sha256>), appends one stash_named event
 // for a batch of them (internal/index/named.go), and removes the stashes'
 // own links once that event is durable.
@@ -38,70 +37,17 @@ import (
 // is the store's own file, so nothing writes it; everything above holds
 // for it as for an unlinked file's stash.
 
-// namerBatch bounds the stashes one stash_named event names.
-const namerBatch = 4096
-
-// The namer waits for a burst of removals to pause (namerIdle without a
-// new stash) before it hashes, so that it does not take a core from the
-// rm -rf it follows, and names at least every namerMaxWait, or once
-// namerBatch stashes wait.
-const (
-	namerIdle    = 50 * time.Millisecond
-	namerMaxWait = 2 * time.Second
-)
-
-// wakeNamer tells the namer there are stashes to name.
-func (e *Engine) wakeNamer() {
-	e.stashes.Add(1)
-	select {
-	case e.nameWake <- struct{}{}:
-	default:
-	}
-}
-
-// namer names stashes in the background until Close.
-func (e *Engine) namer() {
-	defer close(e.namerStopped)
-	for {
-		select {
-		case <-e.stop:
-			return
-		case <-e.nameWake:
-		}
-		start := time.Now()
-		for {
-			seen := e.stashes.Load()
-			select {
-			case <-e.stop:
-				return
-			case <-time.After(namerIdle):
-			}
-			if e.stashes.Load() == seen || time.Since(start) >= namerMaxWait || e.index.UnnamedCount() >= namerBatch {
-				break
-			}
-		}
-		// Without the workspace lock: naming changes no path, so a step
-		// boundary (which takes that lock for writing) need not wait for
-		// a batch, seconds of hashing after an rm -rf of a large tree;
-		// everything that reads a record names its stash first, and
-		// waits for a batch under way through nameMu (NameStashes). The
-		// index snapshot is the one writer that must not see half a
-		// batch: it is written only when no record is unnamed, which
-		// stays true until the batch's stash_named event is folded in.
-		err := e.NameStashes(context.Background())
-		if err != nil && e.syncFailed() == nil {
-			e.opts.Logger.Warn("rewind: naming removed files' stashes failed; they are named at the next read or mount", "err", err)
-		}
-	}
-}
+// wakeNamer tells the namer a stash was recorded.
+func (e *Engine) wakeNamer() { e.namer.wake() }
 
 // NameStashes names every stash a record names and the index does not
 // have named yet: hashed, linked as blobs, one stash_named event per
 // batch, each made durable before the stashes' own links go. It returns
 // once all of them are named. Callers may hold the workspace lock.
-func (e *Engine) NameStashes(ctx context.Context) error {
-	e.nameMu.Lock()
-	defer e.nameMu.Unlock()
+func (e *Engine) NameStashes(ctx context.Context) error { return e.namer.nameAll(ctx) }
+
+// nameStashesLocked is NameStashes' work, under the namer's lock.
+func (e *Engine) nameStashesLocked(ctx context.Context) error {
 	for {
 		un := e.index.Unnamed()
 		if len(un) == 0 {
@@ -116,7 +62,7 @@ func (e *Engine) NameStashes(ctx context.Context) error {
 	}
 }
 
-// nameBatch names the stashes of un; the caller holds nameMu.
+// nameBatch names the stashes of un; the caller holds the namer's lock.
 func (e *Engine) nameBatch(ctx context.Context, un []index.Unnamed) error {
 	if err := e.syncFailed(); err != nil {
 		return err

@@ -54,6 +54,11 @@ type Item struct {
 	// Lines are the +/- line counts of each changed path (a renamed path
 	// by its new name); absent where the states were pruned.
 	Lines map[string]Lines `json:"lines,omitempty"`
+	// Outcome words a step's result ("failed", "ok", or "" when the agent
+	// did not say) and Took its details ("exit 2, 1.2 s"), as the CLI
+	// words them (history.ResultWords); Entry.Result has the fields.
+	Outcome string `json:"outcome,omitempty"`
+	Took    string `json:"took,omitempty"`
 }
 
 // A Proc is a process that changed something.
@@ -210,6 +215,7 @@ func LogWith(src history.Source, before record.Seq, limit int, all bool) (Page, 
 	page := Page{Head: head, Entries: []Item{}, More: lp.More}
 	for _, e := range lp.Entries {
 		it := Item{Entry: e, Procs: procs(e.Changes)}
+		it.Outcome, it.Took = history.ResultWords(e.Result)
 		if e.Type != history.EntryTurn && e.Type != history.BlockPruned {
 			it.Lines = lines(src, e.Before, e.After, e.Changes)
 		}

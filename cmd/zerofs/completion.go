@@ -24,7 +24,7 @@ var flagsOf = map[string]string{
 	"mount":     "-f --foreground --store --auto-step --allow-other --sync --max-store-size --replicate --replica-key --no-open --rename-records --rename-records=false --debug",
 	"step":      "--hook --agent --no-prompt",
 	"run":       "--label",
-	"log":       "--json --stat --all -n --replica --replica-key",
+	"log":       "--json --stat --all --failed -n --replica --replica-key",
 	"show":      "",
 	"diff":      "--stat",
 	"gc":        "--dry-run --before --keep --keep-steps --thin-after",
@@ -40,6 +40,7 @@ var flagsOf = map[string]string{
 	"hooks":     "--user --project --dry-run --no-prompt --zerofs",
 	"replicate": "--once --replica-key",
 	"restore":   "--at --replica-key --same-owner --accept-older",
+	"bisect":    "--turns --good --bad --timeout",
 }
 
 func runCompletion(e *env, c *command, args []string) error {

@@ -221,7 +221,11 @@ func must(b []byte, err error) []byte {
 // package's testdata through `zerofs step --hook --agent AGENT` on a
 // mounted workspace, as the installed hooks run it, and reads back from
 // `log --json` each step's label and agent session and each turn's prompt,
-// agent and session. The hooks run from / so that the payload alone says
+// agent and session. The after-tool hooks' payloads go each right after its
+// own tool call, as the agents sent them: each step's recorded result
+// (status and exit code, or none) is the one its agent gave, matched to its
+// step by the tool call id or the session, and nothing of the tools' output
+// but an error's first line reaches the log. The hooks run from / so that the payload alone says
 // where the workspace is (Windsurf's pre_write_code names only the file it
 // writes), except Windsurf's prompt: its payload names no directory, and
 // Windsurf runs its hooks in the workspace.
@@ -235,15 +239,45 @@ func TestEveryRealPayloadMounted(t *testing.T) {
 	if err != nil || len(files) < 22 {
 		t.Fatalf("payload fixtures: %v %v", files, err)
 	}
+	// The runs that captured the after-tool hooks go in the order the agent
+	// sent them: each result right after its own tool call.
+	runs := [][]string{
+		{"claude-PreToolUse-Bash-ls.json", "claude-PostToolUse-Bash.json", "claude-PreToolUse-Bash-fails.json", "claude-PostToolUseFailure-Bash.json"},
+		{"codex-PreToolUse-Bash-ls.json", "codex-PostToolUse-Bash.json", "codex-PreToolUse-Bash-fails.json", "codex-PostToolUse-Bash-fails.json"},
+		{"gemini-BeforeTool-run_shell_command-ls.json", "gemini-AfterTool-run_shell_command.json",
+			"gemini-BeforeTool-run_shell_command-fails.json", "gemini-AfterTool-run_shell_command-fails.json",
+			"gemini-BeforeTool-replace-fails.json", "gemini-AfterTool-replace-fails.json"},
+		{"opencode-tool.execute.before-bash-ls.json", "opencode-tool.execute.after-bash.json",
+			"opencode-tool.execute.before-bash-fails.json", "opencode-tool.execute.after-bash-fails.json"},
+		{"cursor-beforeShellExecution.json", "cursor-afterShellExecution.json"},
+		{"windsurf-pre_run_command.json", "windsurf-post_run_command.json", "windsurf-pre_write_code.json", "windsurf-post_write_code.json"},
+	}
+	inRun := map[string]bool{}
+	var order []string
+	for _, r := range runs {
+		for _, f := range r {
+			inRun[f] = true
+		}
+	}
 	for _, f := range files {
-		name := filepath.Base(f)
+		if name := filepath.Base(f); !inRun[name] {
+			order = append(order, name)
+		}
+	}
+	for _, r := range runs {
+		order = append(order, r...)
+	}
+	if len(order) != len(files) {
+		t.Fatalf("%d fixtures sent, %d in testdata", len(order), len(files))
+	}
+	for _, name := range order {
 		agent, _, _ := strings.Cut(name, "-")
 		dir := "/"
 		if name == "windsurf-pre_user_prompt.json" {
 			dir = ws
 		}
 		r := bin(t, dir, fixture(t, name, ws), "step", "--hook", "--agent", agent)
-		if r.code != 0 || strings.Contains(r.stderr, "not recorded") {
+		if r.code != 0 || strings.Contains(r.stderr, "not recorded") || strings.Contains(r.stderr, "warning") {
 			t.Fatalf("%s: exit %d: %s", name, r.code, r.stderr)
 		}
 	}
@@ -252,35 +286,63 @@ func TestEveryRealPayloadMounted(t *testing.T) {
 		claudeSub = "7e413420-7ae3-473e-8e51-7f7ac2fbd349"
 		codex     = "01a24245-babe-7a71-ba43-8424b07c8482"
 		gemini    = "4df9cd7d-1a30-4696-9bed-7a88217fc246"
-		opencode  = "ses_dbdb81147ffeK2X48seNTvOU5p"
+		opencode  = "ses_dbb1d410fffe9uZ9WoTUC3izEx"
 		cursor    = "91bb80bf-54e5-4858-9f98-65e8b42d308b"
 		windsurf  = "64944513-a64d-410b-af09-426251271f8b"
+		claude2   = "5bdb694b-1855-4b23-8b3e-374527cc3cf1"
+		codex2    = "01a244de-2bf7-7223-8d50-e06f3e31129e"
+		gemini2   = "bf09e448-b671-4800-98b2-7c4171a26640"
+		opencode2 = "ses_dbb20f98cffeF4d5Oy9HGGSuiy"
 	)
-	wantSteps := map[string]string{ // label: agent session
-		"Bash: rm -rf docs …":                          claude,
-		"Edit app.py":                                  claude,
-		"Write src/util.py":                            claude,
-		"Bash: ls docs":                                claudeSub, // a subagent's
-		"Bash: cargo test -p core":                     codex,
-		"apply_patch: src/a.go, src/b.go":              codex,
-		"run_shell_command: npm test -- --watch=false": gemini,
-		"write_file app.py":                            gemini,
-		"replace app.py":                               gemini,
-		"bash: go test ./...":                          opencode,
-		"edit app.py":                                  opencode,
-		"Shell: make run":                              cursor,
-		"Shell: curl -I http://localhost:3000/":        cursor,
-		"run_command: echo rosetta-hook-probe":         windsurf,
-		"write_code docs/hooks/_ws_write_probe.txt":    windsurf,
+	type step struct{ label, session string }
+	// Each step, and what its result says ("-": none recorded; "?": a
+	// result whose status the agent does not give), with its exit code
+	// (-1: none).
+	type result struct {
+		status string
+		exit   int
+	}
+	none, unknown := result{"-", -1}, result{"?", -1}
+	wantSteps := map[step]result{
+		{"Bash: rm -rf docs …", claude}:                          none,
+		{"Edit app.py", claude}:                                  none,
+		{"Write src/util.py", claude}:                            none,
+		{"Bash: ls docs", claudeSub}:                             none, // a subagent's
+		{"Bash: cargo test -p core", codex}:                      none,
+		{"apply_patch: src/a.go, src/b.go", codex}:               none,
+		{"run_shell_command: npm test -- --watch=false", gemini}: none,
+		{"write_file app.py", gemini}:                            none,
+		{"replace app.py", gemini}:                               none,
+		{"bash: go test ./...", opencode}:                        none,
+		{"edit app.py", opencode}:                                none,
+		{"Shell: curl -I http://localhost:3000/", cursor}:        none,
+		// The after-tool hooks' runs.
+		{"Bash: ls src", claude2}:                               {"ok", -1},
+		{"Bash: ls missing.txt", claude2}:                       {"error", 2},
+		{"Bash: ls src", codex2}:                                unknown,
+		{"Bash: ls missing.txt", codex2}:                        unknown,
+		{"run_shell_command: ls src", gemini2}:                  {"ok", -1},
+		{"run_shell_command: ls missing.txt", gemini2}:          {"error", 2},
+		{"replace app.py", gemini2}:                             {"error", -1},
+		{"bash: ls src", opencode2}:                             {"ok", 0},
+		{"bash: ls missing.txt", opencode2}:                     {"error", 2},
+		{"Shell: make run", cursor}:                             unknown,
+		{"run_command: echo rosetta-hook-probe", windsurf}:      unknown,
+		{"write_code docs/hooks/_ws_write_probe.txt", windsurf}: unknown,
 	}
 	wantTurns := map[string]string{ // agent: session
 		"claude": claude, "codex": codex, "gemini": gemini, "opencode": opencode, "cursor": cursor, "windsurf": windsurf,
 	}
+	// Codex with the project's .codex/hooks.json (the others came from a
+	// user-level install): a session of its own, the same steps.
+	const codexProject = "01a244ef-d0c7-7ff0-b783-3f914fecb8f2"
+	wantProject := map[string]bool{"Bash: cargo test -p core": true, "apply_patch: src/a.go, src/b.go": true}
+	projectSteps, projectTurns := 0, 0
 	var entries []history.Entry
 	if err := json.Unmarshal([]byte(binOK(t, ws, "log", "--json", "--all")), &entries); err != nil {
 		t.Fatal(err)
 	}
-	steps, turns := map[string]string{}, map[string]string{}
+	steps, turns := map[step]result{}, map[string]string{}
 	nturns := 0
 	for _, e := range entries {
 		switch e.Type {
@@ -289,18 +351,39 @@ func TestEveryRealPayloadMounted(t *testing.T) {
 			if e.Prompt == "" || strings.Contains(e.Prompt, "task-notification") {
 				t.Errorf("%s's turn: prompt %q", e.Agent, e.Prompt)
 			}
+			if e.AgentSession == codexProject {
+				projectTurns++
+				continue
+			}
 			nturns++
 			turns[e.Agent] = e.AgentSession
 		case "step":
 			var p map[string]any
 			json.Unmarshal(e.Payload, &p)
 			s, _ := p["agentSession"].(string)
-			steps[e.Label] = s
+			if s == codexProject && wantProject[e.Label] {
+				projectSteps++
+				continue
+			}
+			got := none
+			if r := e.Result; r != nil {
+				got = result{r.Status, -1}
+				if r.Status == "" {
+					got.status = "?"
+				}
+				if r.ExitCode != nil {
+					got.exit = *r.ExitCode
+				}
+				if r.Step != e.Sequence || r.AgentSession != s {
+					t.Errorf("step %d %q: its result names step %d, session %q", e.Sequence, e.Label, r.Step, r.AgentSession)
+				}
+			}
+			steps[step{e.Label, s}] = got
 		}
 	}
-	for label, session := range wantSteps {
-		if got, ok := steps[label]; !ok || got != session {
-			t.Errorf("step %q: session %q (recorded: %v), want %q", label, got, ok, session)
+	for st, want := range wantSteps {
+		if got, ok := steps[st]; !ok || got != want {
+			t.Errorf("step %q of %s: result %v (recorded: %v), want %v", st.label, st.session, got, ok, want)
 		}
 	}
 	for agent, session := range wantTurns {
@@ -310,6 +393,20 @@ func TestEveryRealPayloadMounted(t *testing.T) {
 	}
 	if len(steps) != len(wantSteps) || nturns != len(wantTurns) {
 		t.Errorf("got steps %v and turns %v", steps, turns)
+	}
+	if projectSteps != 2 || projectTurns != 1 {
+		t.Errorf("Codex with the project's hooks: %d steps and %d turns, want 2 and 1", projectSteps, projectTurns)
+	}
+	// Nothing of a tool's output but an error's first line reaches the log.
+	raw := binOK(t, ws, "log", "--json", "--all")
+	for _, secret := range []string{"Process Group PGID", "Exit code 2", "a.py", "untrusted_context"} {
+		if strings.Contains(raw, secret) {
+			t.Errorf("the log holds a tool's output: %q", secret)
+		}
+	}
+	log, err := os.ReadFile(filepath.Join(ws, ".zero", "log"))
+	if err != nil || strings.Contains(string(log), "PGID") {
+		t.Errorf(".zero/log holds a tool's output (%v)", err)
 	}
 }
 

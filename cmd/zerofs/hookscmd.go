@@ -23,20 +23,29 @@ var hooksCmd = &command{
 	summary: "write an agent's hook configuration; check what reached the log",
 	help: `  hooks install AGENT   merge zerofs's hooks into the configuration of AGENT
                         (` + strings.Join(hooks.AgentNames(), ", ") + `):
-                        a hook before each tool call begins a step, and a
-                        hook at each prompt begins a turn. Installing again
+                        a hook before each tool call begins a step, one
+                        after it records its result, and a hook at each
+                        prompt begins a turn. Installing again
                         changes nothing; the agent's other settings and hooks
-                        are kept. It prints each file it writes with a diff.
-                        OpenCode gets a small plugin file instead.
+                        are kept. It prints each file it writes with a diff,
+                        then what the agent still needs before the hooks
+                        record anything (Codex's and Gemini CLI's trust). In
+                        a mounted workspace the install is a step of its own.
+                        OpenCode gets a small plugin file instead (named in
+                        the project's opencode.json, kept outside it).
     --project           this project's configuration (the default): the
                         workspace around the current directory, or the
                         current directory outside one
     --user              the user's configuration, for every project
     --dry-run           print what would change and write nothing
-    --no-prompt         record turns without the prompt's text
+    --no-prompt         record turns without the prompt's text and results
+                        without the error's first line
     --zerofs PATH       the zerofs the hooks run (default: this binary)
-  hooks check           for each agent, where its hooks are installed and
-                        the last step and turn it recorded in this workspace
+  hooks check           for each agent, where its hooks are installed, what
+                        it still needs before they record, whether a file a
+                        recorded install wrote is gone or changed, and the
+                        last step, result and turn it recorded in this
+                        workspace
 `,
 	run: runHooks,
 }
@@ -85,32 +94,11 @@ func runHooksInstall(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	ch, err := hooks.Plan(agent, opts)
+	changes, err := hooks.PlanAll(agent, opts)
 	if err != nil {
 		return err
 	}
-	w := e.stdout
-	switch {
-	case !ch.Changed():
-		fmt.Fprintf(w, "%s: %s already has zerofs's hooks; nothing to change\n", agent.Title, ch.Path)
-		return nil
-	case *dry:
-		fmt.Fprintf(w, "%s: would write %s:\n", agent.Title, ch.Path)
-	default:
-		if err := hooks.Apply(ch); err != nil {
-			return err
-		}
-		verb := "updated"
-		if ch.Before == nil {
-			verb = "created"
-		}
-		fmt.Fprintf(w, "%s: %s %s:\n", agent.Title, verb, ch.Path)
-	}
-	writeConfigDiff(w, ch)
-	if !*dry {
-		fmt.Fprintf(w, "%s\n", agent.Limits)
-	}
-	return nil
+	return writeInstall(e, agent, opts, changes, *dry)
 }
 
 // installOptions works out where an install goes and which zerofs its
@@ -166,9 +154,10 @@ func runHooksCheck(e *env) error {
 		return err
 	}
 	last := map[string]string{}
+	installs := map[string]installRecord{}
 	ws, werr := history.Find(e.cwd)
 	if werr == nil {
-		last, err = lastByAgent(e, ws)
+		last, installs, err = lastByAgent(e, ws)
 		if err != nil {
 			return err
 		}
@@ -176,14 +165,19 @@ func runHooksCheck(e *env) error {
 	w := e.stdout
 	for _, a := range hooks.Agents {
 		var where []string
+		var scopes []hooks.Scope
 		for _, scope := range []hooks.Scope{hooks.ScopeProject, hooks.ScopeUser} {
 			o := opts
 			o.Scope = scope
 			p := a.Path(o)
 			ok, err := hooks.Installed(a, p)
 			switch {
+			case ok && !hooks.ResultsInstalled(a, p):
+				where = append(where, fmt.Sprintf("%s (%s; without the after-tool hooks that record results: install again)", scope, p))
+				scopes = append(scopes, scope)
 			case ok:
 				where = append(where, fmt.Sprintf("%s (%s)", scope, p))
+				scopes = append(scopes, scope)
 			case err != nil && !errors.Is(err, os.ErrNotExist):
 				where = append(where, fmt.Sprintf("%s: unreadable (%v)", scope, err))
 			}
@@ -193,6 +187,10 @@ func runHooksCheck(e *env) error {
 			state = "installed: " + strings.Join(where, ", ")
 		}
 		fmt.Fprintf(w, "%-9s %s\n", a.Name, state)
+		if rec, ok := installs[a.Name]; ok {
+			checkInstalledFiles(w, ws, a, rec)
+		}
+		writeCheckNeeds(w, a, opts, scopes)
 		switch {
 		case werr != nil:
 		case last[a.Name] != "":
@@ -208,14 +206,25 @@ func runHooksCheck(e *env) error {
 }
 
 // lastByAgent reads the workspace's log for each agent's last recorded
-// step and turn.
-func lastByAgent(e *env, ws *history.Workspace) (map[string]string, error) {
+// step and turn, and its last recorded `hooks install`.
+func lastByAgent(e *env, ws *history.Workspace) (map[string]string, map[string]installRecord, error) {
 	out := map[string]string{}
+	installs := map[string]installRecord{}
 	err := withHistory(e, func(_ *history.Workspace, src history.Source) error {
-		steps, turns := map[string]string{}, map[string]string{}
+		steps, turns, results := map[string]string{}, map[string]string{}, map[string]string{}
 		for ev, err := range src.Events() {
 			if err != nil {
 				return err
+			}
+			if agent, rec, ok := installOf(ev); ok {
+				installs[agent] = rec
+				continue
+			}
+			if ev.Type == record.TypeToolResult {
+				if a, s := resultLine(ev); a != "" {
+					results[a] = s
+				}
+				continue
 			}
 			if ev.Type != record.TypeToolCall && ev.Type != record.TypeTurn {
 				continue
@@ -239,6 +248,9 @@ func lastByAgent(e *env, ws *history.Workspace) (map[string]string, error) {
 			if s := steps[a.Name]; s != "" {
 				parts = append(parts, s)
 			}
+			if r := results[a.Name]; r != "" {
+				parts = append(parts, r)
+			}
 			if t := turns[a.Name]; t != "" {
 				parts = append(parts, t)
 			}
@@ -246,5 +258,5 @@ func lastByAgent(e *env, ws *history.Workspace) (map[string]string, error) {
 		}
 		return nil
 	})
-	return out, err
+	return out, installs, err
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/zerofs/zerofs/control"
 	zfs "github.com/zerofs/zerofs/fs"
+	"github.com/zerofs/zerofs/internal/proc"
 )
 
 // A killed daemon that was waiting on its own mount (a descriptor of a
@@ -80,7 +81,7 @@ func daemonGone(p, store string) (pid int, gone bool) {
 	if err != nil {
 		return 0, false
 	}
-	return pid, !control.SameProcess(pid, start)
+	return pid, !proc.Same(pid, start)
 }
 
 // readBeneath reads file name, which may lie under the mount point p:

@@ -15,13 +15,15 @@ import (
 
 var logCmd = &command{
 	name:    "log",
-	usage:   "log [--json] [--stat] [--all] [-n N] [-- PATH...] | log --replica URL [--replica-key FILE] [--json]",
+	usage:   "log [--json] [--stat] [--all] [--failed] [-n N] [-- PATH...] | log --replica URL [--replica-key FILE] [--json]",
 	summary: "steps, newest first, with changed paths",
-	help: `One block per step (its tool_call's sequence, local time and label), per
+	help: `One block per step (its tool_call's sequence, local time and label, and
+"failed" with the exit code and duration when its tool call failed), per
 rewind and per gc, newest first. Changes made outside any step (before the
 first one, or after a rewind) form an implicit step, "(no step)"; one that
 changed nothing in the end is left out, and so is a step that changed
-nothing (an agent's read-only tool call) unless --all.
+nothing (an agent's read-only tool call) unless --all or its tool call
+failed.
 
 When an agent's prompt hook records turns (zerofs hooks install), each
 turn (a person's prompt) heads the steps it led to, which are indented
@@ -33,6 +35,8 @@ under it; 'zerofs rewind --before-turn SEQ' takes a whole turn back.
   --json   one JSON array instead, changes included; docs/agents.md gives its
            fields
   --all    also the steps that changed nothing
+  --failed only the steps whose recorded result (an agent's after-tool hook,
+           'zerofs run') is an error, whether they changed anything or not
   -n N     only the newest N steps, rewinds and gcs (N >= 1), each under
            its turn's prompt, which is always shown with them
   PATH...  only the steps that changed these paths (relative to the current
@@ -50,6 +54,7 @@ func runLog(e *env, c *command, args []string) error {
 	stat := fs.Bool("stat", false, "")
 	limit := fs.Int("n", 0, "")
 	all := fs.Bool("all", false, "")
+	failed := fs.Bool("failed", false, "")
 	replica := fs.String("replica", "", "")
 	keyFile := fs.String("replica-key", "", "")
 	pos, paths, err := parseArgs(c, fs, args)
@@ -57,7 +62,7 @@ func runLog(e *env, c *command, args []string) error {
 		return err
 	}
 	if *replica != "" {
-		if len(pos)+len(paths) > 0 || *stat || *all || *limit != 0 {
+		if len(pos)+len(paths) > 0 || *stat || *all || *failed || *limit != 0 {
 			return usagef(c, "log --replica takes only --replica-key and --json")
 		}
 		return logReplica(e, c, *replica, *keyFile, *asJSON)
@@ -72,7 +77,7 @@ func runLog(e *env, c *command, args []string) error {
 		return usagef(c, "-n 0 would show nothing: want how many entries to show (1 or more), or leave -n out for all")
 	}
 	return withHistory(e, func(ws *history.Workspace, src history.Source) error {
-		opts := history.LogOptions{Changes: *asJSON || *stat, Limit: *limit, All: *all}
+		opts := history.LogOptions{Changes: *asJSON || *stat, Limit: *limit, All: *all, Failed: *failed}
 		for _, p := range paths {
 			rel, err := ws.RelPath(e.cwd, p)
 			if err != nil {
@@ -178,6 +183,7 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 			if ent.StatesThinned {
 				what += " (thinned)"
 			}
+			what += resultMark(ent.Result, paint)
 		case history.BlockRewind:
 			what = "rewind"
 			if ent.Title != "" {
@@ -200,6 +206,11 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 		}
 		if !stat {
 			continue
+		}
+		if r := ent.Result; r != nil && r.Status == "error" && r.Summary != "" {
+			if _, err := fmt.Fprintf(w, "%s    %s %s\n", indent, paint(colorRed, "error:"), quote.Line(r.Summary)); err != nil {
+				return err
+			}
 		}
 		for _, c := range ent.Changes {
 			if _, err := fmt.Fprintf(w, "%s    %s\n", indent, formatChange(c, paint)); err != nil {

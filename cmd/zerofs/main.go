@@ -54,7 +54,7 @@ func init() {
 	commands = []*command{
 		mountCmd, umountCmd, stepCmd, runCmd, logCmd, showCmd, diffCmd,
 		rewindCmd, revertCmd, undoCmd, redoCmd, forkCmd, mergeCmd, statusCmd, verifyCmd, gcCmd, mcpCmd, uiCmd, hooksCmd,
-		replicateCmd, restoreCmd, versionCmd, completionCmd,
+		replicateCmd, restoreCmd, bisectCmd, versionCmd, completionCmd,
 	}
 }
 

@@ -115,7 +115,7 @@ func (c *mcpClient) fail(name string, args any, want ...string) string {
 	return text
 }
 
-var mcpToolNames = []string{"zerofs_status", "zerofs_log", "zerofs_diff", "zerofs_show", "zerofs_step", "zerofs_rewind", "zerofs_undo", "zerofs_redo", "zerofs_revert", "zerofs_merge"}
+var mcpToolNames = []string{"zerofs_status", "zerofs_log", "zerofs_diff", "zerofs_show", "zerofs_step", "zerofs_rewind", "zerofs_undo", "zerofs_redo", "zerofs_revert", "zerofs_merge", "zerofs_bisect"}
 
 // TestMCPServer drives the real `zerofs mcp` binary with the Go SDK's
 // client over stdio, as an agent would, with a regression check for each
@@ -150,7 +150,7 @@ func TestMCPServer(t *testing.T) {
 		if tool.Annotations.ReadOnlyHint != ro {
 			t.Errorf("%s: readOnlyHint %v, want %v", name, tool.Annotations.ReadOnlyHint, ro)
 		}
-		if !ro && name != "zerofs_step" && (tool.Annotations.DestructiveHint == nil || !*tool.Annotations.DestructiveHint) {
+		if !ro && name != "zerofs_step" && name != "zerofs_bisect" && (tool.Annotations.DestructiveHint == nil || !*tool.Annotations.DestructiveHint) {
 			t.Errorf("%s: not marked destructive", name)
 		}
 	}

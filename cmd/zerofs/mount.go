@@ -24,6 +24,7 @@ import (
 	"github.com/zerofs/zerofs/control"
 	zfs "github.com/zerofs/zerofs/fs"
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/proc"
 	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/replicate"
 	"github.com/zerofs/zerofs/rewind"
@@ -563,7 +564,7 @@ func writePIDFile(dir *os.File) (*pidFile, error) {
 		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), control.PIDFileName)
-	_, werr := f.Write(control.FormatPIDFile(os.Getpid(), control.SelfStart()))
+	_, werr := f.Write(control.FormatPIDFile(os.Getpid(), proc.SelfStart()))
 	f.Close()
 	if werr != nil {
 		dir.Close()

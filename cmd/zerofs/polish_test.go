@@ -116,7 +116,7 @@ func TestVersionAndCompletion(t *testing.T) {
 		}
 	}
 	zsh := mustRun(t, dir, "completion", "zsh")
-	for _, want := range []string{"#compdef zerofs", `"undo:roll back the last step; names the step undone"`, `log) _arguments "--json[]" "--stat[]" "--all[]" "-n[]"`} {
+	for _, want := range []string{"#compdef zerofs", `"undo:roll back the last step; names the step undone"`, `log) _arguments "--json[]" "--stat[]" "--all[]" "--failed[]" "-n[]"`, `bisect) _arguments "--turns[]" "--good[]" "--bad[]" "--timeout[]"`} {
 		if !strings.Contains(zsh, want) {
 			t.Errorf("zsh completion lacks %q:\n%s", want, zsh)
 		}

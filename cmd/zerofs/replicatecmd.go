@@ -19,6 +19,7 @@ import (
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/proc"
 	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/replicate"
@@ -427,7 +428,7 @@ func replicationLines(w io.Writer, store string, head record.Seq) {
 // replica.json until the next replication run, and a request of a process
 // that is gone waits for nothing.
 func liveStall(st replicate.State) *replicate.Request {
-	if q := st.Stalled; q != nil && q.PID > 0 && control.SameProcess(q.PID, q.Start) {
+	if q := st.Stalled; q != nil && q.PID > 0 && proc.Same(q.PID, q.Start) {
 		return q
 	}
 	return nil

@@ -166,14 +166,24 @@ func applyWith(e *env, src history.Source, req record.Request) (control.RewindRe
 		p = startProgress(e, rewindVerb(req))
 		ctx = p.with(ctx)
 	}
+	var guard *history.HookGuard // the hook files installed before it
+	if ws, err := history.Find(e.cwd); err == nil {
+		guard = history.GuardHooks(ws.Root)
+	}
 	rep, err := doRewind(ctx, src, req)
 	p.Done() // cleared before anything is printed
-	if err == nil && !req.DryRun {
+	if err != nil {
+		return rep, err
+	}
+	for _, line := range guard.Warnings(rep) {
+		fmt.Fprintf(e.stderr, "zerofs: warning: %s\n", line)
+	}
+	if !req.DryRun {
 		for _, line := range history.ForeignWarnings(rep.Foreign, "overwrote", map[string]bool{}) {
 			fmt.Fprintf(e.stderr, "zerofs: warning: %s\n", line)
 		}
 	}
-	return rep, err
+	return rep, nil
 }
 
 // rewindVerb names what req does, for its progress line.

@@ -94,6 +94,9 @@ func showStep(e *env, h history.Source, r ref) error {
 		if err := writeLog(w, []history.Entry{*ent}, true, color); err != nil {
 			return err
 		}
+		if err := writeResult(w, ent.Result); err != nil {
+			return err
+		}
 		if derr != nil {
 			_, err := fmt.Fprintf(w, "\n(no diff: %v)\n", history.ExplainSeq(h, b.Before(), derr))
 			return err

@@ -34,8 +34,14 @@ var stepCmd = &command{
            recording {"name", "tool", "input", "hookEvent", "agent",
            "agentSession"} in the tool_call; a prompt (UserPromptSubmit,
            BeforeAgent, beforeSubmitPrompt, pre_user_prompt, chat.message)
-           begins a turn. Other events are ignored. 'zerofs hooks install'
-           writes this command into each agent's configuration.
+           begins a turn; the end of a tool call (PostToolUse,
+           PostToolUseFailure, AfterTool, tool.execute.after,
+           afterShellExecution, post_run_command, post_write_code) records
+           a tool_result in the step the call began (by its tool call id,
+           else the session's newest step): ok or error, the exit code and
+           duration where the agent says, and an error's first line, never
+           more of the output. Other events are ignored. 'zerofs hooks
+           install' writes this command into each agent's configuration.
            The workspace is the one the payload's cwd is in (else the
            hook's own directory's); a cwd that is not an absolute path
            records nothing. A tool input over 256 KiB is kept cut
@@ -47,7 +53,8 @@ var stepCmd = &command{
            tool call" and show other codes as a failed hook.
   --agent AGENT  the agent that runs the hook (claude, codex, gemini,
            opencode, cursor, windsurf); by default the JSON's shape tells
-  --no-prompt    record a turn without the prompt's text
+  --no-prompt    record a turn without the prompt's text, a result
+           without the error's first line
 `,
 	run: runStep,
 }
@@ -58,8 +65,10 @@ var runCmd = &command{
 	summary: "run one command as its own step",
 	help: `Begins a step labelled L (default: the command line), runs CMD with this
 terminal's stdin, stdout and stderr, and exits with CMD's exit status
-(128+N when a signal N killed it). The workspace must be mounted: outside a
-mount nothing would be recorded.
+(128+N when a signal N killed it), which it records in the step with how
+long CMD ran (a tool_result: 'zerofs log' marks the step failed when it was
+not 0). The workspace must be mounted: outside a mount nothing would be
+recorded.
 `,
 	run: runRun,
 }
@@ -209,8 +218,11 @@ func runHook(e *env, agent string, noPrompt bool) error {
 		return nil
 	}
 	what := "step"
-	if call.Kind == hooks.KindPrompt {
+	switch call.Kind {
+	case hooks.KindPrompt:
 		what = "turn"
+	case hooks.KindResult:
+		what = "result"
 	}
 	// Only the workspace the payload names may record its call: a cwd that
 	// is not an absolute path (relative, or ending in a newline or NUL) is
@@ -245,7 +257,7 @@ func runHook(e *env, agent string, noPrompt bool) error {
 	}
 	if !ws.Mounted {
 		// Nothing would fill the step: say so, and let the agent go on.
-		if call.Kind != hooks.KindPrompt {
+		if call.Kind == hooks.KindTool {
 			lc := call
 			lc.Cwd = ws.Root
 			what = "step " + strconv.Quote(hooks.Label(lc))
@@ -255,6 +267,9 @@ func runHook(e *env, agent string, noPrompt bool) error {
 	}
 	if call.Kind == hooks.KindPrompt {
 		return beginTurn(e, ws, call, noPrompt)
+	}
+	if call.Kind == hooks.KindResult {
+		return recordHookResult(e, ws, call, noPrompt)
 	}
 	// Paths in the label are relative to the workspace, as in the log.
 	lc := call
@@ -384,7 +399,8 @@ func runRun(e *env, c *command, args []string) error {
 		fmt.Fprintf(e.stderr, "zerofs: run: %s: command not found\n", argv[0])
 		return &exitError{code: 127}
 	}
-	if err := beginStep(e, ws, *label, nil); err != nil {
+	id := runID()
+	if err := beginStep(e, ws, *label, []byte(`{"toolUseId":"`+id+`"}`)); err != nil {
 		return err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
@@ -393,6 +409,7 @@ func runRun(e *env, c *command, args []string) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -411,12 +428,18 @@ func runRun(e *env, c *command, args []string) error {
 		}
 	}()
 	err = cmd.Wait()
+	took := time.Since(start)
 	var xe *exec.ExitError
 	if errors.As(err, &xe) {
 		if st, ok := xe.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+			recordRunResult(e, ws, id, 128+int(st.Signal()), took, "killed by signal "+st.Signal().String())
 			return &exitError{code: 128 + int(st.Signal())}
 		}
+		recordRunResult(e, ws, id, xe.ExitCode(), took, "")
 		return &exitError{code: xe.ExitCode()}
+	}
+	if err == nil {
+		recordRunResult(e, ws, id, 0, took, "")
 	}
 	return err
 }

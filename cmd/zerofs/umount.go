@@ -16,6 +16,7 @@ import (
 	"github.com/zerofs/zerofs/control"
 	zfs "github.com/zerofs/zerofs/fs"
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/proc"
 )
 
 var umountCmd = &command{
@@ -205,7 +206,7 @@ func (m heldMount) inspect(zerofs bool) (st control.StatusReport, answered, aliv
 	deadline := time.Now().Add(probeTimeout)
 	for {
 		st, ok := m.status()
-		if ok && control.SameProcess(st.PID, st.Start) {
+		if ok && proc.Same(st.PID, st.Start) {
 			return st, true, true, nil
 		}
 		alive, err = m.alive()
@@ -300,7 +301,7 @@ func unmountLive(e *env, mp string, entry mountEntry, st control.StatusReport) e
 	pfd, err := unix.PidfdOpen(st.PID, 0)
 	if err == nil {
 		defer unix.Close(pfd)
-		if control.SameProcess(st.PID, st.Start) {
+		if proc.Same(st.PID, st.Start) {
 			if err := unix.PidfdSendSignal(pfd, unix.SIGTERM, nil, 0); err != nil && err != unix.ESRCH {
 				return fmt.Errorf("signal zerofs (pid %d): %w", st.PID, err)
 			}
@@ -312,7 +313,7 @@ func unmountLive(e *env, mp string, entry mountEntry, st control.StatusReport) e
 	var exitBy time.Time // once the mount is gone, the daemon exits by then
 	gone := false        // once gone, a mount given its id and device is another
 	for {
-		alive := control.SameProcess(st.PID, st.Start)
+		alive := proc.Same(st.PID, st.Start)
 		present, err := mountPresent(entry)
 		if err != nil {
 			return err

@@ -23,13 +23,15 @@ const module = "github.com/zerofs/zerofs"
 // history fs), and nothing imports cmd. The timeline (zerofs ui) stands on
 // history like the CLI, and so does the MCP server (mcpserver, zerofs
 // mcp): never fs, never cmd, never each other. internal/wsdir (the workspace
-// path resolver) and internal/quote (how a name is printed for a person)
-// are leaves like internal/durable.
+// path resolver), internal/quote (how a name is printed for a person) and
+// internal/proc (a process's identity: pid and start time, from /proc) are
+// leaves like internal/durable.
 var allowed = map[string][]string{
 	"record":           {},
 	"internal/durable": {},
 	"internal/wsdir":   {},
 	"internal/quote":   {},
+	"internal/proc":    {},
 	// internal/testsupport is imported by tests only, and imports none of
 	// ours: every package's tests may use it.
 	"internal/testsupport": {},
@@ -42,17 +44,20 @@ var allowed = map[string][]string{
 	"rewind/internal/index": {"record", "eventlog", "blobstore", "internal/durable"},
 	"rewind":                {"record", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
 	"control":               {"record"},
-	"history":               {"record", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"fs":                    {"record", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"history":               {"record", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/proc"},
+	"fs":                    {"record", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/proc"},
 	// replicate copies a store to S3 and restores from it: it stands on
 	// the engine (rewind) like history, below cmd, beside the front ends.
-	"replicate":  {"record", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"timeline":   {"record", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"mcpserver":  {"record", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"cmd/zerofs": {"record", "fs", "history", "timeline", "mcpserver", "replicate", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"replicate": {"record", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"timeline":  {"record", "hooks", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/proc"},
+	// bisect searches the history for the step that broke a command: it
+	// stands on history like the front ends, and serves the CLI and MCP.
+	"bisect":     {"record", "hooks", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/proc"},
+	"mcpserver":  {"record", "history", "bisect", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/proc"},
+	"cmd/zerofs": {"record", "fs", "history", "timeline", "mcpserver", "bisect", "replicate", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/proc"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
-	"scripts/profmount": {"record", "fs", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"scripts/profmount": {"record", "hooks", "fs", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/proc"},
 	// scripts/loopmount is the benchmark's floor: go-fuse's plain loopback
 	// with zerofs's mount settings and none of zerofs's code, so it
 	// imports none of ours and, like cmd, may use go-fuse directly.
@@ -72,6 +77,7 @@ var outside = map[string][]string{
 	"hooks":                 {},
 	"internal/testsupport":  {"golang.org/x/sys", "github.com/moby/sys/mountinfo"},
 	"internal/quote":        {},
+	"internal/proc":         {},
 	"merge":                 {},
 	"eventlog":              {"github.com/google/uuid", "golang.org/x/sys"},
 	"blobstore":             append([]string{"golang.org/x/sys"}, storeModules...),
@@ -85,6 +91,7 @@ var outside = map[string][]string{
 	"mcpserver": append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff",
 		"github.com/modelcontextprotocol/go-sdk", "github.com/google/jsonschema-go", "github.com/yosida95/uritemplate", "github.com/segmentio",
 		"golang.org/x/oauth2", "golang.org/x/sync", "golang.org/x/time"}, storeModules...),
+	"bisect": append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
 }
 
 type pkg struct {

@@ -418,10 +418,17 @@ function turnEl(e) {
 
 function entryEl(e) {
   if (e.type === "turn") return turnEl(e);
-  const li = el("li", "entry " + e.type + (e.implicit ? " implicit" : "") + (e.turn ? " inturn" : ""));
+  const li = el("li", "entry " + e.type + (e.implicit ? " implicit" : "") + (e.turn ? " inturn" : "") + (e.outcome === "failed" ? " failed" : ""));
   li.dataset.seq = e.sequence;
   const h = el("div", "head");
   h.append(el("span", "badge " + e.type, e.person ? "person" : e.implicit ? "outside" : e.type), el("span", "label", title(e)));
+  if (e.result) {
+    // The tool call's result: a mark (failed, ok, or a dot when the agent
+    // did not say) and how long it took, the error's first line on hover.
+    const r = el("span", "outcome " + (e.outcome || "unsaid"), (e.outcome || "done") + (e.took ? " · " + e.took : ""));
+    if (e.result.summary) r.title = e.result.summary;
+    h.append(r);
+  }
   const meta = el("span", "meta");
   meta.append(el("span", "seq", "#" + e.sequence));
   const t = el("time", "", fmtTime(e.time));

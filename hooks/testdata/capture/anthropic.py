@@ -3,8 +3,9 @@
 # Each /v1/messages call gets the next tool_use of a script, by the number of
 # tool_result blocks already in the conversation, then a closing text. With
 # "sub", the main agent (the one with the Agent tool) starts a subagent,
-# which runs one Bash command.
-import json, sys, uuid
+# which runs one Bash command. With ZEROFS_CAPTURE_SCRIPT=results, a
+# command that succeeds and one that fails (for the after-tool hooks).
+import json, os, sys, uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 WS = sys.argv[2]
@@ -13,6 +14,12 @@ MAIN_SCRIPT = [
     ("Edit", {"file_path": WS + "/app.py", "old_string": "print('hi')", "new_string": "print('hello')"}),
     ("Write", {"file_path": WS + "/src/util.py", "content": "def util():\n    return 42\n"}),
 ]
+
+if os.environ.get("ZEROFS_CAPTURE_SCRIPT") == "results":
+    MAIN_SCRIPT = [
+        ("Bash", {"command": "ls src", "description": "List the sources"}),
+        ("Bash", {"command": "ls missing.txt", "description": "Look for missing.txt"}),
+    ]
 
 def sse(ev, data):
     return ("event: %s\ndata: %s\n\n" % (ev, json.dumps(data))).encode()

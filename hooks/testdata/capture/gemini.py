@@ -2,7 +2,9 @@
 # A fake Gemini API: streamGenerateContent answers with the next functionCall
 # of a script (by the number of functionResponse parts in the request), then a
 # closing text; other calls get a short text.
-import json, sys
+# With ZEROFS_CAPTURE_SCRIPT=results: a command that succeeds, one that
+# fails, and a replace that fails (for the after-tool hooks).
+import json, os, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 WS = sys.argv[2]
@@ -11,6 +13,12 @@ SCRIPT = [
     ("write_file", {"file_path": WS + "/app.py", "content": "print('hello')\n"}),
     ("replace", {"file_path": WS + "/app.py", "old_string": "hello", "new_string": "greetings", "instruction": "Say greetings"}),
 ]
+if os.environ.get("ZEROFS_CAPTURE_SCRIPT") == "results":
+    SCRIPT = [
+        ("run_shell_command", {"command": "ls src", "description": "List the sources"}),
+        ("run_shell_command", {"command": "ls missing.txt", "description": "Look for missing.txt"}),
+        ("replace", {"file_path": WS + "/app.py", "old_string": "no such text", "new_string": "greetings", "instruction": "Say greetings"}),
+    ]
 
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"

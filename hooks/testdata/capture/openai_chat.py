@@ -2,7 +2,9 @@
 # A fake OpenAI chat-completions API (streaming) for OpenCode: the main
 # agent's calls get the next tool call of a script (by the number of tool
 # messages so far), then a closing text; other calls get a short text.
-import json, sys, time, uuid
+# With ZEROFS_CAPTURE_SCRIPT=results: a command that succeeds and one that
+# fails (for the after-tool hook).
+import json, os, sys, time, uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 WS = sys.argv[2]
@@ -10,6 +12,11 @@ SCRIPT = [
     ("bash", {"command": "go test ./...", "description": "Runs the tests"}),
     ("edit", {"filePath": WS + "/app.py", "oldString": "hi", "newString": "hello"}),
 ]
+if os.environ.get("ZEROFS_CAPTURE_SCRIPT") == "results":
+    SCRIPT = [
+        ("bash", {"command": "ls src", "description": "Lists the sources"}),
+        ("bash", {"command": "ls missing.txt", "description": "Looks for missing.txt"}),
+    ]
 
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"

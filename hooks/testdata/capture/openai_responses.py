@@ -2,7 +2,9 @@
 # A fake OpenAI Responses API for Codex: each POST /v1/responses answers with
 # the next tool call of a script (by the number of tool outputs in the input),
 # then a closing message.
-import json, sys, uuid
+# With ZEROFS_CAPTURE_SCRIPT=results: a command that succeeds, then one
+# that fails (for the after-tool hook), instead of the test run and patch.
+import json, os, sys, uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PATCH = "*** Begin Patch\n*** Update File: src/a.go\n@@ func A() int {\n-\treturn 1\n+\treturn 2\n*** Add File: src/b.go\n+package src\n*** End Patch\n"
@@ -37,7 +39,13 @@ class H(BaseHTTPRequestHandler):
         evs = [{"type": "response.created", "response": {"id": rid}}]
         cid = "call_" + uuid.uuid4().hex[:16]
         item = None
-        if results == 0:
+        if os.environ.get("ZEROFS_CAPTURE_SCRIPT") == "results":
+            cmds = ["ls src", "ls missing.txt"]
+            if results < len(cmds) and "shell_command" in tools:
+                item = {"type": "function_call", "name": "shell_command", "arguments": json.dumps({"command": cmds[results]}), "call_id": cid}
+            elif results < len(cmds) and "exec_command" in tools:
+                item = {"type": "function_call", "name": "exec_command", "arguments": json.dumps({"cmd": cmds[results]}), "call_id": cid}
+        elif results == 0:
             if "shell_command" in tools:
                 item = {"type": "function_call", "name": "shell_command", "arguments": json.dumps({"command": "cargo test -p core"}), "call_id": cid}
             elif "exec_command" in tools:
