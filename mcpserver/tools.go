@@ -640,6 +640,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (
 			return mcpError(err)
 		}
 		out.Before = uint64(head)
+		guard := history.GuardHooks(ws.Root) // the hook files installed before it
 		rep, err := src.Rewind(ctx, req)
 		var re *record.RefusedError
 		switch {
@@ -652,7 +653,6 @@ func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (
 			}
 			err = history.ExplainSeq(src, s, err)
 		}
-		guard := history.GuardHooks(ws.Root)
 		if err != nil {
 			var ce *record.ConflictError
 			if errors.As(err, &ce) {
