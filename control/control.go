@@ -495,6 +495,9 @@ type StatusReport struct {
 	// Progress is how far the rewind or gc running now has come (nil when
 	// none runs): a client waiting on its write polls it for a progress bar.
 	Progress *record.ProgressReport `json:"progress,omitempty"`
+	// Ignore is what .zeroignore and --ignore make the daemon leave alone
+	// (nil: nothing, and no .zeroignore it could not use).
+	Ignore *record.IgnoreStatus `json:"ignore,omitempty"`
 }
 
 // ParseStatus parses what reading "status" shows. A status without a pid

@@ -451,6 +451,7 @@ func (f *fsys) report(name string) ([]byte, error) {
 			Captures: f.eng.CaptureMode(),
 			Warnings: f.notTsSeen.warnings(),
 			Progress: f.prog.Report(),
+			Ignore:   ignoreReport(f.eng),
 		})
 	}
 	return nil, unix.ENOENT

@@ -56,7 +56,7 @@ func (n *wsNode) entryOpRemoved(ctx context.Context, op, name string, removed bo
 		return errno
 	}
 	defer done()
-	c := rewind.Change{Path: p, Removed: removed, Stash: removed, Dirfd: dfd, InDir: true}
+	c := rewind.Change{Path: p, Removed: removed, Stash: removed, Dirfd: dfd, InDir: true, Dir: op == "mkdir"}
 	if err := n.fs.eng.CaptureLocked(engineCtx(ctx), callerOf(ctx), c); err != nil {
 		return engineErrno(n.fs.log, op, p, err, seqInvalid)
 	}

@@ -45,6 +45,9 @@ type Options struct {
 	// directory's rename is one rename record (rewind.Options.
 	// RenameRecords; --rename-records=false sets it).
 	NoRenameRecords bool
+	// Ignore are gitignore patterns (--ignore) applied after .zeroignore's
+	// (rewind.Options.Ignore).
+	Ignore []string
 	// BeforeClose, when set, is called once serving has ended (the mount
 	// takes no more changes, however it was unmounted) with the engine
 	// still open, its removed files' stashes named and its log synced:
@@ -156,6 +159,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		OpenWriters:   writers.paths,
 		OpenForWrite:  wopen.has,
 		RenameRecords: !opts.NoRenameRecords,
+		Ignore:        opts.Ignore,
 	})
 	if err != nil {
 		root.Close()

@@ -310,7 +310,9 @@ func (v *viewNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		return nil, 0, engineErrno(v.fs.log, "open", v.path, err, seqNotFound)
 	}
 	if ent.Live {
-		if lf, ok := f.(interface{ Fd() uintptr }); ok && v.fs.notTs(int(lf.Fd()), v.t) {
+		// An ignored path has no history: a view shows it as it is now
+		// (ignore.go), changed since T or not.
+		if lf, ok := f.(interface{ Fd() uintptr }); ok && !v.fs.eng.Ignores(ent.State.Path) && v.fs.notTs(int(lf.Fd()), v.t) {
 			// Captured meanwhile? Then the record is T's after all.
 			if again, err := v.current(); err != nil || again.Live {
 				f.Close()

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/zerofs/zerofs/internal/ignore"
 	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind"
 )
@@ -37,5 +38,10 @@ func (m *mountSource) Fork(ctx context.Context, t record.Seq, dir string) (rewin
 	if _, err := m.base(t); err != nil {
 		return rewind.ForkResult{}, err
 	}
-	return rewind.ForkDir(ctx, filepath.Join(m.root, "@"+strconv.FormatUint(uint64(t), 10)), t, dir, m.root)
+	// What the daemon ignores (.zeroignore and its --ignore) is left out.
+	var rules *ignore.Matcher
+	if st, ok := ReadStatus(m.root); ok && st.Ignore != nil {
+		rules = rewind.IgnoreRules(*st.Ignore)
+	}
+	return rewind.ForkDirIgnoring(ctx, filepath.Join(m.root, "@"+strconv.FormatUint(uint64(t), 10)), t, dir, m.root, rules)
 }

@@ -57,6 +57,10 @@ type Entry struct {
 	// one was recorded.
 	Result  *record.ToolResultPayload `json:"result,omitempty"`
 	Changes []Change                  `json:"changes"`
+	// Ignores, for a block that changed .zeroignore, is its patterns after
+	// the block: what is ignored from then on (empty: nothing, the file
+	// gone or empty). Absent when the block did not change it.
+	Ignores *[]string `json:"ignores,omitempty"`
 }
 
 // EntryTurn is the type of a turn's entry.
@@ -166,6 +170,9 @@ func LogPage(src Source, opts LogOptions) (Page, error) {
 		}
 		ent.Thinned = b.Thinned
 		ent.StatesThinned = b.StatesThinned(thinned)
+		if ent.Ignores, err = ignoresAfter(src, b); err != nil {
+			return Page{}, err
+		}
 		if b.Type != BlockPruned && (opts.Changes || b.Implicit || len(opts.Paths) > 0 || (b.Type == BlockStep && !all)) {
 			cs, err := Changes(src, b, pruned)
 			if err != nil {

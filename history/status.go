@@ -49,6 +49,9 @@ type Status struct {
 	// Captures is how removed files are captured: rewind.CaptureLink, or
 	// "copy: " and why (the running daemon's word when mounted).
 	Captures string
+	// Ignore is what .zeroignore (and, mounted, --ignore) leave out of
+	// history: the daemon's word when mounted, else .zeroignore's.
+	Ignore record.IgnoreStatus
 }
 
 // StatusOptions select what StatusWith computes besides the basics.
@@ -139,6 +142,9 @@ func StatusWith(dir string, opts StatusOptions) (Status, error) {
 		if ws.Status.Captures != "" {
 			st.Captures = ws.Status.Captures
 		}
+		if ws.Status.Ignore != nil {
+			st.Ignore = *ws.Status.Ignore
+		}
 		// The daemon's own view is newer than the file just read.
 		if ws.Status.Step.Label != "" || ws.Status.Step.Sequence != st.Step.Sequence {
 			st.Step = ws.Status.Step
@@ -146,6 +152,10 @@ func StatusWith(dir string, opts StatusOptions) (Status, error) {
 		st.Head = ws.Status.Head
 	} else {
 		st.DaemonElsewhere = DaemonPID(ws.Store)
+		if root, err := os.Open(ws.Root); err == nil {
+			st.Ignore = rewind.ReadIgnore(root)
+			root.Close()
+		}
 	}
 	return st, nil
 }

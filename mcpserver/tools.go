@@ -109,7 +109,9 @@ type (
 		Steps        int         `json:"steps" jsonschema:"how many steps were recorded"`
 		PrunedBefore uint64      `json:"pruned_before" jsonschema:"history starts here (gc forgot the states before)"`
 		StoreBytes   int64       `json:"store_bytes"`
-		Warnings     []string    `json:"warnings,omitempty"`
+		// IgnoredPatterns are what .zeroignore and --ignore leave alone.
+		IgnoredPatterns []string `json:"ignored_patterns" jsonschema:"gitignore patterns (.zeroignore's, then mount --ignore's): the paths they match are never recorded and never touched by rewinds, undo or revert; empty: everything is recorded"`
+		Warnings        []string `json:"warnings,omitempty"`
 	}
 	mcpChange struct {
 		Path      string `json:"path" jsonschema:"the workspace path (a readable form when it is not UTF-8: path_bytes then holds it)"`
@@ -306,6 +308,10 @@ func (t *mcpTools) status(ctx context.Context, _ *mcp.CallToolRequest, _ mcpNoAr
 	if st.Step.Sequence > 0 {
 		out.Step = &mcpStepRef{Sequence: uint64(st.Step.Sequence), Label: st.Step.Label}
 	}
+	out.IgnoredPatterns = append(append([]string{}, st.Ignore.File...), st.Ignore.Flags...)
+	if st.Ignore.Err != "" {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("%s not used (%s): everything is recorded but what mount --ignore matches", record.IgnoreFile, st.Ignore.Err))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "workspace %s: ", quote.Name(st.Workspace.Root))
 	if out.Recording {
@@ -316,6 +322,9 @@ func (t *mcpTools) status(ctx context.Context, _ *mcp.CallToolRequest, _ mcpNoAr
 	fmt.Fprintf(&b, "; head %d, %d steps", out.Head, out.Steps)
 	if out.Step != nil {
 		fmt.Fprintf(&b, "; current step %d %s", out.Step.Sequence, quote.Line(out.Step.Label))
+	}
+	if n := len(out.IgnoredPatterns); n > 0 {
+		fmt.Fprintf(&b, "; ignoring what %s match (never recorded nor rewound)", plural(n, "pattern"))
 	}
 	for _, w := range out.Warnings {
 		fmt.Fprintf(&b, "\nwarning: %s", w)
@@ -719,6 +728,14 @@ func actionText(o mcpActionOut, words history.Words) string {
 		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
 	return b.String()
+}
+
+// plural is "1 pattern", "2 patterns".
+func plural(n int, what string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", what)
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // deref is *p, 0 for nil.

@@ -44,6 +44,7 @@ func (e *Engine) carryOut(ctx context.Context, in intent, plan *rewindPlan) (rec
 		}
 		crashPoint("rewind:captured")
 		in.Checkpoint = cp
+		in.Ignore = e.IgnorePatterns()
 		b, _ := json.Marshal(in)
 		if err := durable.WriteFileAtomic(e.opts.StoreDir, intentName, b, 0o600); err != nil {
 			return record.RewindResult{}, fmt.Errorf("rewind: write intent: %w", err)

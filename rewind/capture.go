@@ -70,6 +70,9 @@ func (c Caller) resolved() Caller {
 // that the caller resolved beneath the workspace root while holding the
 // workspace lock (Begin's), still open: Path itself is then read through
 // it (fstatat and openat of its name) instead of being resolved again.
+//
+// Dir says an absent Path is about to become a directory (a mkdir): a
+// pattern that ignores directories only (ignore.go) then applies to it.
 type Change struct {
 	Path    string
 	Tree    bool
@@ -78,6 +81,7 @@ type Change struct {
 	Stash   bool
 	Dirfd   int
 	InDir   bool
+	Dir     bool
 }
 
 // Begin is called before every mutating operation. It takes the workspace
@@ -191,8 +195,15 @@ func (e *Engine) CaptureLocked(ctx context.Context, who Caller, changes ...Chang
 }
 
 // expand turns changes into the list of paths to capture: each path, and
-// for Tree changes of a directory, every path under it.
+// for Tree changes of a directory, every path under it; paths the ignore
+// rules match are left out (ignore.go).
 func (e *Engine) expand(changes []Change) ([]string, error) {
+	for _, c := range changes {
+		e.noteIgnoreChange(c.Path)
+	}
+	if m := e.ignoreRules(); m != nil {
+		return e.expandKept(m, changes)
+	}
 	var out []string
 	seen := map[string]bool{}
 	add := func(p string) {

@@ -69,7 +69,11 @@ func crashChild(point string) {
 	if err != nil {
 		os.Exit(3)
 	}
-	e, err := Open(context.Background(), root, Options{StoreDir: os.Getenv("ZEROFS_TEST_STORE"), Sync: true, RenameRecords: true})
+	var ignore []string
+	if s := os.Getenv("ZEROFS_TEST_IGNORE"); s != "" {
+		ignore = strings.Split(s, ",")
+	}
+	e, err := Open(context.Background(), root, Options{StoreDir: os.Getenv("ZEROFS_TEST_STORE"), Sync: true, RenameRecords: true, Ignore: ignore})
 	if err != nil {
 		os.Exit(4)
 	}

@@ -41,7 +41,9 @@
 // interrupted rewind), revert.go (one step's revert and its conflicts),
 // foreign.go (changes made outside the agent's steps), preview.go (dry
 // runs), snapshot.go (the index snapshot), gc.go, fork.go, merge.go and
-// mergefork.go (a fork's changes merged back).
+// mergefork.go (a fork's changes merged back), ignore.go and
+// mergeignore.go (.zeroignore and --ignore: what is never captured nor
+// touched).
 //
 // All workspace access goes through the workspace root's directory
 // descriptor, resolved by internal/wsdir (the resolver the FUSE layer uses
@@ -133,6 +135,10 @@
 //     inode's mu before kmu). One call goes back up with a lock held: the
 //     blob store asks Options.OpenForWrite (fs's write-open count, its own
 //     lock) while it holds the kept inode's mu.
+//  8. ign.mu (ignore.go), a leaf: it serialises reading .zeroignore and
+//     replacing the rules, taken from expand (under wsMu and mvMu), setStep
+//     (under capMu), the planners (under wsMu) and IgnoreStatus; nothing is
+//     taken inside it. The rules themselves are read without it.
 //
 // None of the six can go without a change in behaviour: flusher.mu keeps
 // "blobs durable before the log line naming them" across concurrent

@@ -63,6 +63,10 @@ type Options struct {
 	// RenameRecords records a directory's rename as one rename record
 	// (RenameDir) instead of a capture of both subtrees.
 	RenameRecords bool
+	// Ignore are gitignore patterns (mount's --ignore) that apply after
+	// .zeroignore's: the paths they match are never captured or touched
+	// (ignore.go).
+	Ignore []string
 }
 
 // Step is the current step: the sequence that began it (its tool_call, or
@@ -176,6 +180,9 @@ type Engine struct {
 	snapMu sync.Mutex
 	// snapEvery is snapshotEvery when the engine was opened.
 	snapEvery record.Seq
+
+	// ign is what .zeroignore and Options.Ignore ignore (ignore.go).
+	ign ignoreState
 }
 
 // capture is one path's capture under way.
@@ -288,6 +295,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		log.Close()
 		return nil, err
 	}
+	e.loadIgnore() // after a recovered rewind, which may have restored .zeroignore
 	e.flusher.start()
 	e.namer.start()
 	return e, nil
@@ -335,6 +343,7 @@ func (e *Engine) setStep(s Step) {
 	e.captured = map[string]record.Seq{}
 	e.moves = nil
 	e.stepSeq.Store(uint64(s.Seq))
+	e.ignoreSettled()
 }
 
 // Close flushes everything and releases the store.

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/eventlog"
+	"github.com/zerofs/zerofs/internal/ignore"
 	"github.com/zerofs/zerofs/internal/wsdir"
 	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
@@ -63,6 +64,7 @@ func (e *Engine) Fork(ctx context.Context, t record.Seq, dir, source string) (Fo
 	}
 	var items []item
 	var bytes int64
+	ignored := e.ignoreRules()
 	var list func(rel string) error
 	list = func(rel string) error {
 		ents, err := e.readDirAt(rel, t, ^record.Seq(0))
@@ -71,6 +73,9 @@ func (e *Engine) Fork(ctx context.Context, t record.Seq, dir, source string) (Fo
 		}
 		for _, de := range ents {
 			p := index.JoinPath(rel, de.Name)
+			if e.ignored(ignored, p, de.Entry.State.Kind, -1, false) {
+				continue // never forked (ignore.go)
+			}
 			items = append(items, item{p, de.Entry})
 			st := de.Entry.State
 			switch {
@@ -135,8 +140,15 @@ func (e *Engine) forkOne(w *forkWriter, p string, ent Entry, pr Progress) error 
 
 // ForkDir forks from a directory that shows a past state (a mount's @T/,
 // read with the caller's own permissions): the same result as Fork, made
-// by copying, since a FUSE file cannot be reflinked.
+// by copying, since a FUSE file cannot be reflinked. What the .zeroignore
+// beside from (the mounted workspace's, as it is now) ignores is left out.
 func ForkDir(ctx context.Context, from string, t record.Seq, dir, source string) (ForkResult, error) {
+	return ForkDirIgnoring(ctx, from, t, dir, source, loadIgnoreAt(filepath.Dir(filepath.Clean(from))))
+}
+
+// ForkDirIgnoring is ForkDir leaving out what rules ignore (the mount's
+// own rules, from its status); nil leaves out nothing.
+func ForkDirIgnoring(ctx context.Context, from string, t record.Seq, dir, source string, rules *ignore.Matcher) (ForkResult, error) {
 	fi, err := os.Lstat(from)
 	if err != nil {
 		return ForkResult{}, fmt.Errorf("rewind: fork: %w", err)
@@ -153,6 +165,7 @@ func ForkDir(ctx context.Context, from string, t record.Seq, dir, source string)
 	}
 	var items []item
 	var bytes int64
+	ignored := rules
 	var list func(rel string) error
 	list = func(rel string) error {
 		ents, err := os.ReadDir(filepath.Join(from, rel))
@@ -167,6 +180,9 @@ func ForkDir(ctx context.Context, from string, t record.Seq, dir, source string)
 			fi, err := os.Lstat(filepath.Join(from, p))
 			if err != nil {
 				return fmt.Errorf("rewind: fork: %w", err)
+			}
+			if p != record.IgnoreFile && ignored.Match(p, fi.IsDir()) {
+				continue // never forked (ignore.go)
 			}
 			items = append(items, item{p, fi})
 			switch {

@@ -63,6 +63,7 @@ func (e *Engine) merge(ctx context.Context, req record.Request) (record.RewindRe
 	if err != nil {
 		return record.RewindResult{}, err
 	}
+	results = e.mergeKept(results)
 	rec := record.MergeRecord{Dir: side.dir, Base: side.base, Head: side.head, Steps: append([]record.StepRef{}, side.steps...)}
 	var conflicts []record.MergeConflict
 	var changed []merge.Result
@@ -156,6 +157,9 @@ func (e *Engine) planTargets(targets []record.FileState) (*rewindPlan, error) {
 		if len(p.removes)+len(p.creates)+len(p.chmods) != n {
 			p.entries = append(p.entries, planEntry{path: st.Path, tgt: tgt, cur: cur})
 		}
+	}
+	if err := e.leaveIgnored(p); err != nil {
+		return nil, err
 	}
 	p.removes = outermost(p.removes)
 	sort.SliceStable(p.removes, func(i, j int) bool { return depth(p.removes[i]) > depth(p.removes[j]) })

@@ -183,6 +183,9 @@ func (e *Engine) planPaths(t, limit record.Seq, cands []string) (*rewindPlan, er
 			p.entries = append(p.entries, planEntry{path: path, tgt: tgt, cur: cur})
 		}
 	}
+	if err := e.leaveIgnored(p); err != nil {
+		return nil, err
+	}
 	p.removes = outermost(p.removes)
 	// Deepest first for removals and mode fixes.
 	sort.SliceStable(p.removes, func(i, j int) bool { return depth(p.removes[i]) > depth(p.removes[j]) })

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/internal/ignore"
 	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
@@ -34,6 +35,9 @@ type intent struct {
 	Foreign    []record.Foreign `json:"foreign,omitempty"`
 	Form       string           `json:"form,omitempty"`
 	Step       *record.StepRef  `json:"step,omitempty"`
+	// Ignore are the ignore patterns the rewind was planned with
+	// (ignore.go): finishing it plans with them again.
+	Ignore []string `json:"ignore,omitempty"`
 	// Targets are a merge's new states, path by path (content stored
 	// before the intent); Merge what it brings in.
 	Targets []record.FileState  `json:"targets,omitempty"`
@@ -67,7 +71,8 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 	}
 	e.opts.Logger.Warn("rewind: finishing a rewind interrupted by a crash", "target", in.Target, "checkpoint", in.Checkpoint)
 	e.recovering = in.Checkpoint
-	defer func() { e.recovering = 0 }()
+	e.ign.plan = ignore.New(in.Ignore...)
+	defer func() { e.recovering, e.ign.plan = 0, nil }()
 	if err := e.sweepTemp(in); err != nil {
 		return err
 	}

@@ -52,6 +52,9 @@ func (e *Engine) RenameDir(ctx context.Context, who Caller, from, to string, ren
 	if err != nil || !isDirMode(st.Mode) {
 		return false, nil
 	}
+	if m := e.ignoreRules(); e.ignored(m, from, record.KindDir, -1, false) || e.ignored(m, to, record.KindDir, -1, false) {
+		return false, nil // across the ignore rules' edge: captured path by path (ignore.go)
+	}
 	if dst, err := e.ws.lstat(to); err == nil {
 		if !isDirMode(dst.Mode) {
 			return false, nil

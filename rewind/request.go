@@ -193,6 +193,9 @@ func (e *Engine) resolve(req record.Request) (in intent, plan *rewindPlan, confl
 	if err := e.refuseMissing(req.Target, roots); err != nil {
 		return in, nil, nil, "", err
 	}
+	if err := e.refuseIgnored(roots); err != nil {
+		return in, nil, nil, "", err
+	}
 	in = intent{Target: req.Target, Form: req.Form(), Step: what}
 	if roots == nil {
 		plan, err = e.plan(req.Target, ^record.Seq(0))

@@ -156,7 +156,11 @@ func (e *Engine) resolveRevert(req record.Request) (in intent, plan *rewindPlan,
 	for _, a := range added {
 		bad[a] = true
 	}
+	ign := e.ignoreRules()
 	for p := range bad {
+		if e.ignored(ign, p, "", -1, false) {
+			continue // the revert leaves it alone (ignore.go)
+		}
 		conflicts = append(conflicts, p)
 	}
 	sort.Strings(conflicts)

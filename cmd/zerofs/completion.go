@@ -21,14 +21,14 @@ flags, and file names for its arguments. Load it with
 
 // flagsOf lists each command's flags, for completion.
 var flagsOf = map[string]string{
-	"mount":     "-f --foreground --store --auto-step --allow-other --sync --max-store-size --replicate --replica-key --no-open --rename-records --rename-records=false --debug",
+	"mount":     "-f --foreground --store --auto-step --allow-other --sync --max-store-size --replicate --replica-key --no-open --rename-records --rename-records=false --ignore --debug",
 	"step":      "--hook --agent --no-prompt",
 	"run":       "--label",
 	"log":       "--json --stat --all --failed -n --replica --replica-key",
 	"show":      "",
 	"diff":      "--stat",
 	"gc":        "--dry-run --before --keep --keep-steps --thin-after",
-	"status":    "--json --thin-after",
+	"status":    "--json --thin-after --ignored",
 	"verify":    "--json",
 	"rewind":    "--dry-run --before-turn",
 	"revert":    "--dry-run --force",

@@ -204,6 +204,11 @@ func writeLog(w io.Writer, entries []history.Entry, stat, color bool) error {
 		if _, err := fmt.Fprintf(w, "%s%s  %s  %s\n", indent, paint(colorYel, head), when, what); err != nil {
 			return err
 		}
+		if ent.Ignores != nil {
+			if _, err := fmt.Fprintf(w, "%s    %s\n", indent, ignoresLine(*ent.Ignores)); err != nil {
+				return err
+			}
+		}
 		if !stat {
 			continue
 		}

@@ -54,6 +54,10 @@ var mountCmd = &command{
   --rename-records       record a directory's rename as one record instead of a
                          capture of everything beneath it (on by default;
                          --rename-records=false turns it off; docs/performance.md)
+  --ignore PATTERN       never capture or rewind the paths PATTERN matches
+                         (gitignore syntax, after .zeroignore's patterns;
+                         repeatable; for this mount only: lasting patterns
+                         go in .zeroignore; docs/guide.md)
   --debug                log every FUSE request
 
 Without -f, zerofs starts itself again as a daemon (its log goes to
@@ -90,6 +94,7 @@ type mountFlags struct {
 	replicaKey    string
 	noOpen        bool
 	renameRecords bool
+	ignore        patternsValue
 }
 
 func runMount(e *env, c *command, args []string) error {
@@ -104,6 +109,7 @@ func runMount(e *env, c *command, args []string) error {
 	fs.BoolVar(&mf.debug, "debug", false, "")
 	fs.BoolVar(&mf.noOpen, "no-open", false, "")
 	fs.BoolVar(&mf.renameRecords, "rename-records", true, "")
+	fs.Var(&mf.ignore, "ignore", "")
 	fs.StringVar(&mf.maxStore, "max-store-size", "0", "")
 	fs.StringVar(&mf.replicate, "replicate", "", "")
 	fs.StringVar(&mf.replicaKey, "replica-key", "", "")
@@ -157,6 +163,7 @@ func runMount(e *env, c *command, args []string) error {
 		MaxStore:        maxStore,
 		NoOpen:          mf.noOpen,
 		NoRenameRecords: !mf.renameRecords,
+		Ignore:          mf.ignore,
 	}
 	if opts.StoreDir == "." {
 		opts.StoreDir = ""
@@ -221,7 +228,11 @@ func runMount(e *env, c *command, args []string) error {
 		return mountForeground(e, opts, store, dir, mf.debug, mf.replicate, mf.replicaKey)
 	}
 	defer dir.Close()
-	return startDaemon(e, daemonArgs(mf, opts), store, dir)
+	if err := startDaemon(e, daemonArgs(mf, opts), store, dir); err != nil {
+		return err
+	}
+	warnIgnoreUnused(e, mp)
+	return nil
 }
 
 // deadDaemonTimeout bounds the wait for a killed daemon to finish exiting.
@@ -278,6 +289,9 @@ func daemonArgs(mf mountFlags, opts zfs.Options) []string {
 	}
 	if !mf.renameRecords {
 		args = append(args, "--rename-records=false")
+	}
+	for _, p := range mf.ignore {
+		args = append(args, "--ignore="+p)
 	}
 	if opts.MaxStore > 0 {
 		args = append(args, "--max-store-size="+strconv.FormatInt(opts.MaxStore, 10))

@@ -13,7 +13,7 @@ import (
 
 var statusCmd = &command{
 	name:    "status",
-	usage:   "status [--json] [--thin-after DURATION]",
+	usage:   "status [--json] [--thin-after DURATION] [--ignored]",
 	summary: "mounted or not, head, current step, store size",
 	help: `Reads the log without taking the store's lock, so it works next to a
 running zerofs.
@@ -21,6 +21,9 @@ running zerofs.
   --json                 one JSON object instead, with the fields of the text
   --thin-after DURATION  also say what ` + "`zerofs gc --thin-after DURATION`" + ` would
                          thin and free now (default 7d; 0: do not)
+  --ignored              also list the paths present that .zeroignore (and the
+                         mount's --ignore) leave out of history: an ignored
+                         directory once, not what is in it
 `,
 	run: runStatus,
 }
@@ -29,6 +32,7 @@ func runStatus(e *env, c *command, args []string) error {
 	fs := newFlags(c)
 	asJSON := fs.Bool("json", false, "")
 	thinAfter := durationFlag(fs, "thin-after", 7*24*time.Hour)
+	listIgnored := fs.Bool("ignored", false, "")
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -44,8 +48,14 @@ func runStatus(e *env, c *command, args []string) error {
 		return err
 	}
 	warnBacking(e)
+	var ignored []string
+	if *listIgnored {
+		if ignored, err = ignoredPresent(st); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
-		return writeStatusJSON(e, st)
+		return writeStatusJSON(e, st, ignored, *listIgnored)
 	}
 	ws := st.Workspace
 	w := e.stdout
@@ -72,6 +82,7 @@ func runStatus(e *env, c *command, args []string) error {
 		humanBytes(st.NamedBytes), st.Pruned, humanBytes(b.UniqueBytes), ratio(st.NamedBytes, b.UniqueBytes),
 		humanBytes(b.StoredBytes), ratio(b.UniqueBytes, b.StoredBytes), b.Chunks, b.Packs, b.Loose, b.Kept)
 	fmt.Fprintf(w, "captures:  %s\n", st.Captures)
+	writeIgnoreLines(w, st, ignored, *listIgnored)
 	replicationLines(w, st.Store, st.Head)
 	if ws.Mounted {
 		for _, warn := range ws.Status.Warnings {
@@ -149,6 +160,10 @@ type statusJSON struct {
 	// replicates; BehindEvents how many events the replica lacks.
 	Replica      *replicate.State `json:"replica,omitempty"`
 	BehindEvents uint64           `json:"replicaBehindEvents,omitempty"`
+	// Ignore is what .zeroignore and --ignore leave out of history (absent:
+	// nothing); Ignored the paths present they match (with --ignored).
+	Ignore  *record.IgnoreStatus `json:"ignore,omitempty"`
+	Ignored *[]string            `json:"ignored,omitempty"`
 }
 
 type stepJSON struct {
@@ -156,7 +171,7 @@ type stepJSON struct {
 	Label    string     `json:"label"`
 }
 
-func writeStatusJSON(e *env, st history.Status) error {
+func writeStatusJSON(e *env, st history.Status, ignored []string, listed bool) error {
 	ws := st.Workspace
 	out := statusJSON{
 		Workspace: ws.Root, Mounted: ws.Mounted, DaemonElsewhere: st.DaemonElsewhere,
@@ -167,6 +182,13 @@ func writeStatusJSON(e *env, st history.Status) error {
 	if ws.Mounted {
 		m := ws.Status
 		out.Mountpoint, out.PID, out.Sync, out.AutoStep = m.Mountpoint, m.PID, m.Sync, autoStepWords(m.AutoStep)
+	}
+	if ig := st.Ignore; ig.Patterns > 0 || ig.Err != "" {
+		out.Ignore = &ig
+	}
+	if listed {
+		list := append([]string{}, ignored...)
+		out.Ignored = &list
 	}
 	if st.Step.Sequence > 0 {
 		out.Step = &stepJSON{Sequence: st.Step.Sequence, Label: st.Step.Label}

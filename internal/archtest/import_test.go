@@ -31,6 +31,7 @@ var allowed = map[string][]string{
 	"internal/durable": {},
 	"internal/wsdir":   {},
 	"internal/quote":   {},
+	"internal/ignore":  {},
 	"internal/proc":    {},
 	// internal/testsupport is imported by tests only, and imports none of
 	// ours: every package's tests may use it.
@@ -42,22 +43,22 @@ var allowed = map[string][]string{
 	"eventlog":              {"record", "internal/durable"},
 	"blobstore":             {"record", "internal/durable"},
 	"rewind/internal/index": {"record", "eventlog", "blobstore", "internal/durable"},
-	"rewind":                {"record", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
+	"rewind":                {"record", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore"},
 	"control":               {"record"},
-	"history":               {"record", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/proc"},
-	"fs":                    {"record", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/proc"},
+	"history":               {"record", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"fs":                    {"record", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	// replicate copies a store to S3 and restores from it: it stands on
 	// the engine (rewind) like history, below cmd, beside the front ends.
-	"replicate": {"record", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote"},
-	"timeline":  {"record", "hooks", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/proc"},
+	"replicate": {"record", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore"},
+	"timeline":  {"record", "hooks", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	// bisect searches the history for the step that broke a command: it
 	// stands on history like the front ends, and serves the CLI and MCP.
-	"bisect":     {"record", "hooks", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/proc"},
-	"mcpserver":  {"record", "history", "bisect", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/proc"},
-	"cmd/zerofs": {"record", "fs", "history", "timeline", "mcpserver", "bisect", "replicate", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/proc"},
+	"bisect":     {"record", "hooks", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"mcpserver":  {"record", "history", "bisect", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"cmd/zerofs": {"record", "fs", "history", "timeline", "mcpserver", "bisect", "replicate", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
-	"scripts/profmount": {"record", "hooks", "fs", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/proc"},
+	"scripts/profmount": {"record", "hooks", "fs", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	// scripts/loopmount is the benchmark's floor: go-fuse's plain loopback
 	// with zerofs's mount settings and none of zerofs's code, so it
 	// imports none of ours and, like cmd, may use go-fuse directly.
@@ -77,6 +78,7 @@ var outside = map[string][]string{
 	"hooks":                 {},
 	"internal/testsupport":  {"golang.org/x/sys", "github.com/moby/sys/mountinfo"},
 	"internal/quote":        {},
+	"internal/ignore":       {},
 	"internal/proc":         {},
 	"merge":                 {},
 	"eventlog":              {"github.com/google/uuid", "golang.org/x/sys"},
