@@ -125,7 +125,7 @@ func makePlan(src history.Source, turns bool, good, bad Seq, argv []string) (*pl
 			c := Candidate{Seq: b.Seq, Kind: b.Type, Label: b.Label, Turn: b.Turn, Before: b.Start - 1, After: b.End, Result: b.Result, block: b}
 			switch {
 			case b.Type == history.BlockRewind:
-				c.Label = b.Title(blocks)
+				c.Label = b.Title(blocks, turnList)
 			case b.Person:
 				c.Label = "(a person)"
 			case b.Implicit:

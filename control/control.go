@@ -329,6 +329,9 @@ type RewindReport struct {
 	// Form is what the rewind was (rewind, paths, revert, undo, redo).
 	Form string `json:"form,omitempty"`
 	// Undid names what an undo took back; Redid what a redo brought back.
+	// Step (in Refusal) names what any form acted on, a revert's step
+	// and a turn's prompt included: a client words the report from it
+	// (history.Describe) without reading the log.
 	Undid *record.StepRef `json:"undid,omitempty"`
 	Redid *record.StepRef `json:"redid,omitempty"`
 	// Merge is what a merge brought in (Record), or its conflicts.
@@ -386,6 +389,9 @@ func ReportOf(res record.RewindResult, err error) RewindReport {
 		if errors.As(err, &ce) {
 			rep.RevertOf, rep.Conflicts = ce.Step, ce.Paths
 		}
+	}
+	if rep.Step == nil {
+		rep.Step = res.Step
 	}
 	if rep.Report.Skipped == nil {
 		rep.Report.Skipped = []string{}

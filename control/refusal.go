@@ -23,8 +23,10 @@ type Refusal struct {
 	PrunedBefore record.Seq           `json:"prunedBefore,omitempty"`
 	Interval     *record.ThinInterval `json:"thinnedInterval,omitempty"`
 	Op           string               `json:"op,omitempty"`
-	Step         *record.StepRef      `json:"step,omitempty"`
-	Missing      []string             `json:"missing,omitempty"`
+	// Step is what the request would have acted on; in a RewindReport of
+	// a request done, what it acted on (the step, turn or rewind).
+	Step    *record.StepRef `json:"step,omitempty"`
+	Missing []string        `json:"missing,omitempty"`
 	// MissingBytes holds, at the same position, the exact bytes (base64)
 	// of a missing path that is not UTF-8 ("" for one that is).
 	MissingBytes []string `json:"missingBytes,omitempty"`

@@ -421,9 +421,9 @@ func (f *fsys) report(name string) ([]byte, error) {
 		if !ok {
 			return []byte("{}\n"), nil
 		}
-		res := record.RewindResult{Seq: seq, Report: p.Report, Foreign: p.Foreign, Record: p}
+		res := record.RewindResult{Seq: seq, Report: p.Report, Foreign: p.Foreign, Record: p, Step: p.Step}
 		switch p.Form {
-		case record.FormUndo:
+		case record.FormUndo, record.FormTurn:
 			res.Undid = p.Step
 		case record.FormRedo:
 			res.Redid = p.Step

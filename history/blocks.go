@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
-	"strconv"
 	"time"
 
 	"github.com/zerofs/zerofs/internal/quote"
@@ -286,6 +285,11 @@ func ReadHistory(events iter.Seq2[record.Event, error], head record.Seq) ([]*Blo
 				blocks = append(blocks, b)
 			}
 			b.Seq, b.Time, b.Rewind = ev.Seq, ev.CreatedAt, &p
+			if whole(p) && p.TargetSequence < b.Turn {
+				// It took back the turn it was made in (and any after
+				// it): it is none of that turn's work.
+				b.Turn = 0
+			}
 		case record.TypeHistoryPruned:
 			var p record.PrunedPayload
 			json.Unmarshal(ev.Payload, &p)
@@ -347,22 +351,39 @@ func ReadHistory(events iter.Seq2[record.Event, error], head record.Seq) ([]*Blo
 	return blocks, turns, head, nil
 }
 
+// whole reports whether p put the whole workspace back at its target (a
+// rewind to a target, an undo, a redo, a turn taken back), rather than
+// some paths or one step's changes.
+func whole(p record.RewindPayload) bool {
+	return len(p.Paths) == 0 && p.RevertOf == 0 && p.Form != record.FormPaths && p.Form != record.FormRevert
+}
+
 // Title names what a rewind block did, as the log shows it: `revert of
-// step 15 "Bash: rm -rf docs"`, `restore README.md to 0`, `undo of step 27
-// "Edit"`, `rewind to 12`. blocks are the log's blocks (for the labels).
-func (b *Block) Title(blocks []*Block) string {
+// step 15 "Bash: rm -rf docs"`, `restore README.md to 0`, `undo of step
+// 27 "Edit"`, `redo of turn 24 "Rename hello…"`, `undo of path rewind 31`,
+// `turn 24 "Rename hello…" taken back (rewind to 23)`, `rewind to 12`.
+// blocks and turns are the log's (for the labels and prompts); steps and
+// rewinds are named as Name names them.
+func (b *Block) Title(blocks []*Block, turns []Turn) string {
 	p := b.Rewind
 	if p == nil {
 		return "rewind"
 	}
+	name := func(r *record.StepRef) string {
+		if r != nil && r.Kind == "turn" && r.Prompt == "" {
+			if t, err := FindTurn(turns, r.Sequence); err == nil {
+				c := *r
+				c.Prompt = t.Prompt
+				r = &c
+			}
+		}
+		return Name(r)
+	}
 	step := func(s record.Seq) string {
 		for i := len(blocks) - 1; i >= 0; i-- {
 			o := blocks[i]
-			if o.Type == BlockStep && o.Start <= s && s <= o.End {
-				if o.Label == "" {
-					return fmt.Sprintf("step %d", o.Seq)
-				}
-				return fmt.Sprintf("step %d %s", o.Seq, strconv.Quote(o.Label))
+			if o.Start <= s && s <= o.End && o.Type != BlockPruned {
+				return Name(o.Ref())
 			}
 		}
 		return fmt.Sprintf("step %d", s)
@@ -378,19 +399,27 @@ func (b *Block) Title(blocks []*Block) string {
 	}
 	switch form {
 	case record.FormRevert:
+		if p.Step != nil {
+			return "revert of " + name(p.Step)
+		}
 		return "revert of " + step(p.RevertOf)
 	case record.FormPaths:
 		return fmt.Sprintf("restore %s to %d", quote.Names(p.Paths, ", "), p.TargetSequence)
 	case record.FormUndo, record.FormRedo:
 		if r := p.Step; r != nil {
-			if r.Kind == "rewind" {
-				return fmt.Sprintf("%s of rewind %d (%s)", form, r.Sequence, r.Label)
+			if r.Kind == "step" && !r.Implicit && r.Label == "" {
+				// A log from before implicit steps were marked so: the
+				// block holding it says.
+				return form + " of " + step(r.Sequence)
 			}
-			return fmt.Sprintf("%s of step %d %s", form, r.Sequence, strconv.Quote(r.Label))
+			return form + " of " + name(r)
 		}
 		return fmt.Sprintf("%s (rewind to %d)", form, p.TargetSequence)
 	case record.FormTurn:
-		return fmt.Sprintf("take back a turn (rewind to %d)", p.TargetSequence)
+		if r := p.Step; r != nil {
+			return fmt.Sprintf("%s taken back (rewind to %d)", name(r), p.TargetSequence)
+		}
+		return fmt.Sprintf("a turn taken back (rewind to %d)", p.TargetSequence)
 	case record.FormMerge:
 		if m := p.Merge; m != nil {
 			return MergeTitle(*m)
@@ -398,4 +427,17 @@ func (b *Block) Title(blocks []*Block) string {
 		return "merge"
 	}
 	return fmt.Sprintf("rewind to %d", p.TargetSequence)
+}
+
+// Ref names the block as a report names what it acted on: a step (by its
+// label, or an implicit one), or a rewind (by its form).
+func (b *Block) Ref() *record.StepRef {
+	if b.Type == BlockRewind {
+		form := ""
+		if b.Rewind != nil {
+			form = b.Rewind.Form
+		}
+		return &record.StepRef{Kind: "rewind", Sequence: b.Seq, Label: form}
+	}
+	return &record.StepRef{Kind: "step", Sequence: b.Seq, Label: b.Label, Implicit: b.Implicit}
 }

@@ -10,9 +10,12 @@
 // (StatusOf, StatusWith: also what a thin would free) and store
 // verification with typed findings (Verify: only the blobs of the
 // before-states that survive cuts and thins, as rewind.Retention folds
-// them). The CLI, an MCP server and a
-// web timeline stand on it and only render what it returns (restic's FUSE
-// front end and CLI share one repository interface the same way).
+// them). The CLI, the MCP server (mcpserver) and the web timeline stand
+// on it and only render what it returns (restic's FUSE front end and CLI
+// share one repository interface the same way): the log as LogPage gives
+// it (the turn of every listed entry listed with it), and a rewind's
+// report (control.RewindReport, which names what it acted on) in the one
+// wording of Describe and Name, never worded by a front end on its own.
 //
 // Two Sources implement the interface. Mounted, everything goes through
 // the daemon: the control files of package control, and the @T/ views,

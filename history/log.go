@@ -19,8 +19,14 @@ type Entry struct {
 	Sequence record.Seq `json:"sequence"`
 	// Start..End are the sequences that belong to the block: `zerofs diff
 	// Start-1 End` shows what it did, `zerofs rewind Start-1` undoes it.
-	Start    record.Seq `json:"start"`
-	End      record.Seq `json:"end"`
+	Start record.Seq `json:"start"`
+	End   record.Seq `json:"end"`
+	// Before is the latest sequence whose state is the workspace just
+	// before the entry (Block.Before; a turn's, just before its prompt);
+	// After the earliest whose state is the workspace just after it
+	// (Block.After): a diff's two sides.
+	Before   record.Seq `json:"before"`
+	After    record.Seq `json:"after,omitempty"`
 	Time     time.Time  `json:"time"`
 	Label    string     `json:"label,omitempty"`
 	Implicit bool       `json:"implicit,omitempty"`
@@ -65,11 +71,17 @@ type LogOptions struct {
 	// Changes fills each entry's Changes (they are always computed for
 	// implicit steps and with Paths, to know which entries to keep).
 	Changes bool
-	// Limit, when > 0, keeps only the newest Limit entries.
+	// Limit, when > 0, keeps only the newest Limit steps, rewinds and gcs.
+	// A turn's own entry is not counted: every turn that a kept entry
+	// belongs to is listed with it (its prompt heads its steps), and so is
+	// every turn newer than the oldest entry kept.
 	Limit int
+	// Before, when not 0, keeps only the entries whose sequence is below
+	// it (the timeline's next page).
+	Before record.Seq
 	// Paths, when not empty, keeps only the entries that changed one of
 	// these workspace paths or something under them ("" is the root), and
-	// only those changes.
+	// only those changes (with the turns they belong to).
 	Paths []string
 	// All keeps the steps that changed nothing (an agent's read-only tool
 	// calls), which are left out by default.
@@ -79,68 +91,55 @@ type LogOptions struct {
 	Failed bool
 }
 
-// Log is the history of src as entries, newest first. An implicit step
+// Log is the history of src as entries, newest first: LogPage's entries.
+func Log(src Source, opts LogOptions) ([]Entry, error) {
+	p, err := LogPage(src, opts)
+	return p.Entries, err
+}
+
+// A Page is some of the log, newest first, and whether older entries
+// remain (More: ask again with Before set to the last entry's sequence).
+type Page struct {
+	Entries []Entry
+	More    bool
+}
+
+// LogPage is the history of src as entries, newest first, as every front
+// end shows it (`zerofs log`, zerofs_log, the timeline). An implicit step
 // whose captures all ended as they began (a read-only tool that opened a
 // file for writing) is left out: it changed nothing and belongs to no step.
+// A step that captured nothing, or whose captures all ended as they began
+// (when changes are computed), is left out unless opts.All.
 //
 // Turns are entries of their own (type "turn"), placed by sequence, and
-// each step names its turn. A step that captured nothing, or whose
-// captures all ended as they began (when changes are computed), is left
-// out unless opts.All.
-func Log(src Source, opts LogOptions) ([]Entry, error) {
+// each step names its turn; a turn whose steps are listed is listed too,
+// whatever the limit, so its prompt always heads them.
+func LogPage(src Source, opts LogOptions) (Page, error) {
 	blocks, turns, err := BlocksAndTurns(src)
 	if err != nil {
-		return nil, err
+		return Page{}, err
 	}
 	pruned, err := src.PrunedBefore()
 	if err != nil {
-		return nil, err
+		return Page{}, err
 	}
 	thinned, err := src.Thinned()
 	if err != nil {
-		return nil, err
+		return Page{}, err
 	}
-	entries := []Entry{}
-	ti := len(turns) - 1
-	// addTurns adds the turns after seq (newest first), unless only the
-	// entries for some paths are asked for.
-	addTurns := func(seq record.Seq) {
-		for ; ti >= 0 && turns[ti].Seq > seq; ti-- {
-			if len(opts.Paths) > 0 || (opts.Limit > 0 && len(entries) >= opts.Limit) {
-				continue
-			}
-			t := turns[ti]
-			entries = append(entries, Entry{Type: EntryTurn, Sequence: t.Seq, Start: t.Seq, End: t.Seq, Time: t.Time,
-				Prompt: t.Prompt, Agent: t.Agent, AgentSession: t.AgentSession, Changes: []Change{}})
-		}
-	}
+	page := Page{Entries: []Entry{}}
+	counted := 0                  // entries kept that are not turns
+	want := map[record.Seq]bool{} // the turns of the entries kept
 	for i := len(blocks) - 1; i >= 0; i-- {
-		if !opts.Failed {
-			addTurns(blocks[i].Seq)
-		}
-		if opts.Limit > 0 && len(entries) >= opts.Limit {
-			break
-		}
 		b := blocks[i]
 		if b.Forgotten(pruned) {
 			continue // the gc's entry stands for it
 		}
-		if opts.Failed && (b.Result == nil || b.Result.Status != "error") {
+		if opts.Before != 0 && b.Seq >= opts.Before {
 			continue
 		}
-		ent := Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End, Time: b.Time,
-			Label: b.Label, Implicit: b.Implicit, Person: b.Person, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn,
-			Result: b.Result, Changes: []Change{}}
-		if b.Pruned != nil {
-			ent.PrunedBefore = &b.Pruned.Before
-		}
-		if b.Type == BlockRewind {
-			ent.Title = b.Title(blocks)
-		}
-		ent.Thinned = b.Thinned
-		ent.StatesThinned = b.StatesThinned(thinned)
-		if ent.Ignores, err = ignoresAfter(src, b); err != nil {
-			return nil, err
+		if opts.Failed && (b.Result == nil || b.Result.Status != "error") {
+			continue
 		}
 		if len(opts.Paths) > 0 {
 			if b.Type == BlockPruned || !touches(b, opts.Paths) {
@@ -153,10 +152,31 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 		if b.Type == BlockStep && !all && len(b.Files) == 0 {
 			continue // changed nothing
 		}
+		if opts.Limit > 0 && counted >= opts.Limit {
+			page.More = true
+			break
+		}
+		ent := Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End, Time: b.Time,
+			Label: b.Label, Implicit: b.Implicit, Person: b.Person, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn,
+			Result: b.Result, Before: b.Before(), After: b.After(), Changes: []Change{}}
+		if b.Type == BlockPruned {
+			ent.Before, ent.After = b.Seq, b.Seq
+		}
+		if b.Pruned != nil {
+			ent.PrunedBefore = &b.Pruned.Before
+		}
+		if b.Type == BlockRewind {
+			ent.Title = b.Title(blocks, turns)
+		}
+		ent.Thinned = b.Thinned
+		ent.StatesThinned = b.StatesThinned(thinned)
+		if ent.Ignores, err = ignoresAfter(src, b); err != nil {
+			return Page{}, err
+		}
 		if b.Type != BlockPruned && (opts.Changes || b.Implicit || len(opts.Paths) > 0 || (b.Type == BlockStep && !all)) {
 			cs, err := Changes(src, b, pruned)
 			if err != nil {
-				return nil, err
+				return Page{}, err
 			}
 			if len(opts.Paths) > 0 {
 				cs = filterChanges(cs, opts.Paths)
@@ -168,12 +188,52 @@ func Log(src Source, opts LogOptions) ([]Entry, error) {
 				ent.Changes = cs
 			}
 		}
-		entries = append(entries, ent)
+		page.Entries = append(page.Entries, ent)
+		counted++
+		if ent.Turn != 0 {
+			want[ent.Turn] = true
+		}
 	}
-	if !opts.Failed {
-		addTurns(0)
+	// The turns: those the entries kept belong to, and (unless only some
+	// paths' entries, or the failed steps, are asked for) those within the
+	// page: below Before
+	// and newer than its oldest entry (all of them when nothing older
+	// remains).
+	oldest := record.Seq(0)
+	if page.More && len(page.Entries) > 0 {
+		oldest = page.Entries[len(page.Entries)-1].Sequence
 	}
-	return entries, nil
+	var ts []Entry
+	for _, t := range turns {
+		within := len(opts.Paths) == 0 && !opts.Failed && t.Seq > oldest && (opts.Before == 0 || t.Seq < opts.Before)
+		if !want[t.Seq] && !within {
+			continue
+		}
+		ts = append(ts, Entry{Type: EntryTurn, Sequence: t.Seq, Start: t.Seq, End: t.Seq, Before: t.Seq - 1, Time: t.Time,
+			Prompt: t.Prompt, Agent: t.Agent, AgentSession: t.AgentSession, Changes: []Change{}})
+	}
+	page.Entries = mergeTurns(page.Entries, ts)
+	return page, nil
+}
+
+// mergeTurns places the turns ts (oldest first) among entries (newest
+// first) by sequence.
+func mergeTurns(entries, ts []Entry) []Entry {
+	if len(ts) == 0 {
+		return entries
+	}
+	out := make([]Entry, 0, len(entries)+len(ts))
+	k := len(ts) - 1
+	for _, e := range entries {
+		for ; k >= 0 && ts[k].Sequence > e.Sequence; k-- {
+			out = append(out, ts[k])
+		}
+		out = append(out, e)
+	}
+	for ; k >= 0; k-- {
+		out = append(out, ts[k])
+	}
+	return out
 }
 
 // touches reports whether b captured a path under one of paths, or

@@ -149,14 +149,18 @@ type RewindResult struct {
 	// DryRun: nothing was changed or recorded (Seq is 0).
 	DryRun bool
 	// Unchanged: the rewind, path rewind or revert found the workspace
-	// already as it would make it, so it changed and recorded nothing
-	// (Seq is 0; Report may still list skipped paths).
+	// already as it would make it, so it changed and recorded nothing, or
+	// (DryRun) would (Seq is 0; Report may still list skipped paths).
 	Unchanged bool
 	// Record is the session_rewind payload written (for a dry run, the one
 	// that would be).
 	Record RewindPayload
-	// Undid is what an undo took back; Redid what a redo brought back (nil
-	// when the undo it took back did not record it).
+	// Step is what the rewind acted on: the step, turn or rewind an undo
+	// took back, a redo brought back, or a revert reverted (a turn with its
+	// prompt); nil for a rewind to a target, and for a redo of an undo
+	// that did not record it.
+	Step *StepRef
+	// Undid is Step for an undo (or a turn taken back); Redid for a redo.
 	Undid, Redid *StepRef
 	// Merge is what a merge brought in, or the conflicts that refused it.
 	Merge *MergeReport

@@ -48,14 +48,21 @@ const (
 	FormMerge  = "merge"  // a fork's changes brought in (merge.go)
 )
 
-// StepRef names what an undo or redo acted on: a step (Kind "step", its
-// tool_call's sequence and label, or for changes made outside any step its
-// first checkpoint) or a rewind (Kind "rewind", its session_rewind's
-// sequence, Label its form).
+// StepRef names what an undo, redo, revert or turn taken back acted on: a
+// step (Kind "step", its tool_call's sequence and label, or for changes
+// made outside any step its first checkpoint, Implicit), a turn (Kind
+// "turn", its turn event's sequence) or a rewind (Kind "rewind", its
+// session_rewind's sequence, Label its form).
 type StepRef struct {
 	Kind     string `json:"kind,omitempty"`
 	Sequence Seq    `json:"sequence"`
 	Label    string `json:"label"`
+	// Implicit: a step of changes made outside any step ("(no step)").
+	Implicit bool `json:"implicit,omitempty"`
+	// Prompt is a turn's prompt ("" when it was kept out). A report
+	// carries it, so no client reads the log to name the turn; the log's
+	// session_rewind does not (the turn event holds it).
+	Prompt string `json:"prompt,omitempty"`
 }
 
 // Foreign is a path whose present state was made outside the agent's

@@ -33,6 +33,10 @@ func (e *Engine) Rewind(ctx context.Context, t record.Seq) (record.RewindResult,
 // durable checkpoint, then the intent, then the workspace changes, then the
 // session_rewind. The caller holds wsMu for writing.
 func (e *Engine) carryOut(ctx context.Context, in intent, plan *rewindPlan) (record.RewindResult, error) {
+	report, err := e.report(plan)
+	if err != nil {
+		return record.RewindResult{}, err
+	}
 	if !plan.empty() {
 		cp, err := e.captureForRewind(ctx, plan)
 		if err != nil {
@@ -51,13 +55,13 @@ func (e *Engine) carryOut(ctx context.Context, in intent, plan *rewindPlan) (rec
 		}
 		crashPoint("rewind:applied")
 	}
-	return e.finishRewind(ctx, in, plan)
+	return e.finishRewind(ctx, in, plan, report)
 }
 
 // finishRewind appends the session_rewind event, removes the intent and
-// ends the current step.
-func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan) (record.RewindResult, error) {
-	report := e.report(plan)
+// ends the current step. report is what the plan did (report, counted
+// before it was applied).
+func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan, report record.Report) (record.RewindResult, error) {
 	payload := record.RewindPayload{TargetSequence: in.Target, CheckpointSequence: in.Checkpoint, Report: report,
 		Paths: in.Roots, RevertOf: in.RevertOf, Force: in.Force, Foreign: in.Foreign, Form: in.Form, Step: in.Step, Merge: in.Merge}
 	ev, err := e.log.Append(ctx, record.TypeRewind, payload)
@@ -86,8 +90,12 @@ func (e *Engine) finishRewind(ctx context.Context, in intent, plan *rewindPlan) 
 	return record.RewindResult{Report: report, Seq: ev.Seq, Changed: plan.changed(), Foreign: in.Foreign, Record: payload}, nil
 }
 
-// report counts what plan did.
-func (e *Engine) report(plan *rewindPlan) record.Report {
+// report counts what plan does, as a person counts it: each path it
+// restores (or creates), and each path it deletes, everything beneath a
+// deleted directory included, so the undo of a step that added a
+// directory of 3 files deletes 4 paths, as its redo restores 4. It reads
+// the removed directories, so it is called before the plan is applied.
+func (e *Engine) report(plan *rewindPlan) (record.Report, error) {
 	r := record.Report{Skipped: append([]string{}, plan.skipped...)}
 	restored := map[string]bool{}
 	for _, s := range plan.creates {
@@ -97,12 +105,31 @@ func (e *Engine) report(plan *rewindPlan) record.Report {
 		restored[s.Path] = true
 	}
 	r.Restored = len(restored)
+	removed := map[string]bool{}
+	for _, p := range plan.removes {
+		removed[p] = true
+	}
+	dir := map[string]bool{}
+	for _, pe := range plan.entries {
+		dir[pe.path] = pe.cur.Exists && pe.cur.State.Kind == record.KindDir
+	}
 	for _, p := range plan.removes {
 		if !restored[p] {
 			r.Deleted++
 		}
+		if !dir[p] {
+			continue
+		}
+		err := e.walk(p, func(q string) {
+			if !restored[q] && !removed[q] {
+				r.Deleted++
+			}
+		})
+		if err != nil {
+			return record.Report{}, err
+		}
 	}
-	return r
+	return r, nil
 }
 
 // rollBack tries to put back the before-rewind state after a failed apply.

@@ -105,8 +105,9 @@ func TestCaptureAndRewindBasics(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(ws, "d")); !os.IsNotExist(err) {
 			t.Fatalf("d still exists after rewind: %v", err)
 		}
-		if res.Report.Restored != 1 || res.Report.Deleted != 1 {
-			t.Fatalf("report %+v", res.Report)
+		// Deleted counts d and d/x: everything the rewind removed.
+		if res.Report.Restored != 1 || res.Report.Deleted != 2 {
+			t.Fatalf("report %+v, want restored 1, deleted 2 (d and d/x)", res.Report)
 		}
 		last, _, _ := e.LastRewind()
 		if _, err := e.Rewind(ctx, last.CheckpointSequence-1); err != nil {

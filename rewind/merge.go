@@ -120,7 +120,7 @@ func (e *Engine) merge(ctx context.Context, req record.Request) (record.RewindRe
 		e.captured = map[string]record.Seq{}
 		e.capMu.Unlock()
 		res.Unchanged = true
-		res.Report = e.report(plan)
+		res.Report = record.Report{Skipped: append([]string{}, plan.skipped...)}
 		res.Record = record.RewindPayload{TargetSequence: e.Head(), Form: record.FormMerge, Merge: &rec}
 		return res, nil
 	}

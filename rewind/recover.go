@@ -84,7 +84,12 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 		if err := e.applyPlan(plan, noProgress{}); err != nil {
 			return err
 		}
-		_, err = e.finishRewind(ctx, in, reportTargets(in.Targets))
+		plan = reportTargets(in.Targets)
+		report, err := e.report(plan)
+		if err != nil {
+			return err
+		}
+		_, err = e.finishRewind(ctx, in, plan, report)
 		return err
 	}
 	if in.Narrow {
@@ -105,7 +110,12 @@ func (e *Engine) recoverRewind(ctx context.Context) error {
 	}
 	// The report is what the whole rewind changed, not only what was left
 	// to do after the crash.
-	_, err = e.finishRewind(ctx, in, e.planFromCheckpoint(in))
+	plan = e.planFromCheckpoint(in)
+	report, err := e.report(plan)
+	if err != nil {
+		return err
+	}
+	_, err = e.finishRewind(ctx, in, plan, report)
 	return err
 }
 

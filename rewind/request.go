@@ -47,18 +47,27 @@ func (e *Engine) Apply(ctx context.Context, req record.Request) (record.RewindRe
 		cerr = &record.ConflictError{Step: req.Revert, Paths: conflicts}
 	}
 	if req.DryRun {
-		res := record.RewindResult{DryRun: true, Report: e.report(plan), Foreign: foreign, Conflicts: conflicts}
+		report, err := e.report(plan)
+		if err != nil {
+			return record.RewindResult{}, err
+		}
+		res := record.RewindResult{DryRun: true, Report: report, Foreign: foreign, Conflicts: conflicts}
+		// A rewind, path rewind or revert that would change nothing says
+		// so, as the real run does (it records nothing).
+		res.Unchanged = plan.empty() && cerr == nil && (in.Form == record.FormRewind || in.Form == record.FormPaths || in.Form == record.FormRevert)
 		res.Record = record.RewindPayload{TargetSequence: in.Target, Report: res.Report, Paths: in.Roots,
 			RevertOf: in.RevertOf, Force: in.Force, Foreign: foreign, Form: in.Form, Step: in.Step}
 		res.Preview, err = e.preview(plan)
 		if err != nil {
 			return record.RewindResult{}, err
 		}
-		acted(&res, in)
+		e.acted(&res, in)
 		return res, cerr
 	}
 	if cerr != nil {
-		return record.RewindResult{Conflicts: conflicts}, cerr
+		res := record.RewindResult{Conflicts: conflicts}
+		e.acted(&res, in)
+		return res, cerr
 	}
 	var over []string
 	for _, f := range foreign {
@@ -81,27 +90,38 @@ func (e *Engine) Apply(ctx context.Context, req record.Request) (record.RewindRe
 		e.capMu.Lock()
 		e.captured = map[string]record.Seq{}
 		e.capMu.Unlock()
-		res := record.RewindResult{Unchanged: true, Report: e.report(plan)}
+		res := record.RewindResult{Unchanged: true, Report: record.Report{Skipped: append([]string{}, plan.skipped...)}}
 		res.Record = record.RewindPayload{TargetSequence: in.Target, Report: res.Report, Paths: in.Roots,
-			RevertOf: in.RevertOf, Force: in.Force, Form: in.Form}
+			RevertOf: in.RevertOf, Force: in.Force, Form: in.Form, Step: in.Step}
+		e.acted(&res, in)
 		return res, nil
 	}
 	in.Foreign = foreign
 	res, err := e.carryOut(ctx, in, plan)
 	res.Conflicts = conflicts
-	acted(&res, in)
+	if err == nil {
+		e.acted(&res, in)
+	}
 	return res, err
 }
 
-// acted names in res what an undo or redo acted on.
-func acted(res *record.RewindResult, in intent) {
+// acted names in res what the rewind acted on (Step): the step, turn or
+// rewind an undo took back (Undid too), a redo brought back (Redid too)
+// or a revert reverted; a turn with its prompt.
+func (e *Engine) acted(res *record.RewindResult, in intent) {
+	if in.Step == nil {
+		return
+	}
+	ref := *in.Step
+	if ref.Kind == "turn" {
+		ref.Prompt = e.turnPrompt(ref.Sequence)
+	}
+	res.Step = &ref
 	switch in.Form {
-	case record.FormUndo:
-		res.Undid = in.Step
+	case record.FormUndo, record.FormTurn:
+		res.Undid = &ref
 	case record.FormRedo:
-		res.Redid = in.Step
-	case record.FormTurn:
-		res.Undid = in.Step
+		res.Redid = &ref
 	}
 }
 

@@ -164,7 +164,8 @@ func (e *Engine) resolveRevert(req record.Request) (in intent, plan *rewindPlan,
 		conflicts = append(conflicts, p)
 	}
 	sort.Strings(conflicts)
-	in = intent{Target: sp.Before, Narrow: true, Paths: cands, RevertOf: req.Revert, Force: req.Force && len(conflicts) > 0, Form: record.FormRevert}
+	ref := sp.Ref
+	in = intent{Target: sp.Before, Narrow: true, Paths: cands, RevertOf: req.Revert, Force: req.Force && len(conflicts) > 0, Form: record.FormRevert, Step: &ref}
 	plan, err = e.planPaths(sp.Before, ^record.Seq(0), cands)
 	if err != nil {
 		return fail(err)

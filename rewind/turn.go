@@ -63,3 +63,20 @@ func (e *Engine) beginTurnLocked(ctx context.Context, payload map[string]any) (r
 	e.state.AddStep(ev)
 	return ev, nil
 }
+
+// turnPrompt is the prompt of the turn event at seq ("" when it was kept
+// out, or seq is not a turn): one event read, from the log's index of
+// line offsets, so a report names the turn it acted on.
+func (e *Engine) turnPrompt(seq record.Seq) string {
+	for ev, err := range e.log.Events(seq) {
+		if err != nil || ev.Seq != seq || ev.Type != record.TypeTurn {
+			return ""
+		}
+		var p struct {
+			Prompt string `json:"prompt"`
+		}
+		json.Unmarshal(ev.Payload, &p)
+		return p.Prompt
+	}
+	return ""
+}

@@ -42,17 +42,12 @@ type Page struct {
 	More bool `json:"more"`
 }
 
-// An Item is one entry of the timeline: `zerofs log --json`'s entry, with
-// what the page shows besides.
+// An Item is one entry of the timeline: `zerofs log --json`'s entry
+// (history.Entry: its Before and After are the diff's two sides, what
+// "rewind to before" and "restore" go back to), with what the page shows
+// besides.
 type Item struct {
 	history.Entry
-	// Before is the latest sequence whose state is the workspace just
-	// before the entry: the diff's left side, what "rewind to before" and
-	// "restore" go back to.
-	Before record.Seq `json:"before"`
-	// After is the earliest sequence whose state is the workspace just
-	// after the entry (history.Block.After): the diff's right side.
-	After record.Seq `json:"after,omitempty"`
 	// Procs are the processes that made the changes, in order of first
 	// change.
 	Procs []Proc `json:"procs"`
@@ -97,7 +92,10 @@ type FileDiff struct {
 // in the report).
 type RewindAnswer struct {
 	Report control.RewindReport `json:"report"`
-	Error  string               `json:"error,omitempty"`
+	// Text is the report in words (history.Describe), as the CLI and the
+	// MCP server say it.
+	Text  string `json:"text,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -199,88 +197,29 @@ func Log(src history.Source, before record.Seq, limit int) (Page, error) {
 }
 
 // LogWith is Log that keeps the steps that changed nothing when all is
-// true. Turns (a person's prompt) are entries of type "turn" placed by
-// sequence, their Before the state just before the prompt; each step
-// names its turn.
+// true: history.LogPage's entries (the log every front end shows), each
+// with its processes and line counts.
 func LogWith(src history.Source, before record.Seq, limit int, all bool) (Page, error) {
 	src = &onceSource{Source: src}
-	blocks, turns, err := history.BlocksAndTurns(src)
-	if err != nil {
-		return Page{}, err
-	}
 	head, err := src.Head()
 	if err != nil {
 		return Page{}, err
 	}
-	pruned, err := src.PrunedBefore()
+	if before == history.Now {
+		before = 0
+	}
+	lp, err := history.LogPage(src, history.LogOptions{Changes: true, Limit: limit, Before: before, All: all})
 	if err != nil {
 		return Page{}, err
 	}
-	thinned, err := src.Thinned()
-	if err != nil {
-		return Page{}, err
-	}
-	page := Page{Head: head, Entries: []Item{}}
-	ti := len(turns) - 1
-	// addTurns adds the turns after seq and below before; false when the
-	// page is full.
-	addTurns := func(seq record.Seq) bool {
-		for ; ti >= 0 && turns[ti].Seq > seq; ti-- {
-			t := turns[ti]
-			if t.Seq >= before {
-				continue
-			}
-			if len(page.Entries) == limit {
-				page.More = true
-				return false
-			}
-			page.Entries = append(page.Entries, Item{Entry: history.Entry{Type: history.EntryTurn, Sequence: t.Seq,
-				Start: t.Seq, End: t.Seq, Time: t.Time, Prompt: t.Prompt, Agent: t.Agent, AgentSession: t.AgentSession,
-				Changes: []history.Change{}}, Before: t.Seq - 1, Procs: []Proc{}})
-		}
-		return true
-	}
-	for i := len(blocks) - 1; i >= 0; i-- {
-		b := blocks[i]
-		if !addTurns(b.Seq) {
-			return page, nil
-		}
-		if b.Seq >= before || b.Forgotten(pruned) {
-			continue
-		}
-		if len(page.Entries) == limit {
-			page.More = true
-			break
-		}
-		it := Item{Entry: history.Entry{Type: b.Type, Sequence: b.Seq, Start: b.Start, End: b.End,
-			Time: b.Time, Label: b.Label, Implicit: b.Implicit, Person: b.Person, Payload: b.Payload, Rewind: b.Rewind, Turn: b.Turn,
-			Result: b.Result, Changes: []history.Change{}}, Before: b.Before(), After: b.After(), Procs: []Proc{}}
-		it.Outcome, it.Took = history.ResultWords(b.Result)
-		if b.Pruned != nil {
-			it.PrunedBefore = &b.Pruned.Before
-		}
-		it.Thinned, it.StatesThinned = b.Thinned, b.StatesThinned(thinned)
-		if b.Type == history.BlockRewind {
-			it.Title = b.Title(blocks)
-		}
-		if b.Type != history.BlockPruned {
-			cs, err := history.Changes(src, b, pruned)
-			if err != nil {
-				return Page{}, err
-			}
-			if len(cs) == 0 && (b.Implicit || (b.Type == history.BlockStep && !all && it.Outcome != "failed")) {
-				continue
-			}
-			if cs != nil {
-				it.Changes = cs
-			}
-			it.Procs = procs(cs)
-			it.Lines = lines(src, it.Before, it.After, cs)
+	page := Page{Head: head, Entries: []Item{}, More: lp.More}
+	for _, e := range lp.Entries {
+		it := Item{Entry: e, Procs: procs(e.Changes)}
+		it.Outcome, it.Took = history.ResultWords(e.Result)
+		if e.Type != history.EntryTurn && e.Type != history.BlockPruned {
+			it.Lines = lines(src, e.Before, e.After, e.Changes)
 		}
 		page.Entries = append(page.Entries, it)
-	}
-	if !page.More {
-		addTurns(0)
 	}
 	return page, nil
 }
@@ -445,6 +384,9 @@ func (s *Server) rewind(w http.ResponseWriter, r *http.Request) {
 	err = s.withSource(r.Context(), func(src history.Source) error {
 		rep, err := src.Rewind(r.Context(), req)
 		ans.Report = rep
+		if err == nil || errors.Is(err, record.ErrConflict) {
+			ans.Text = history.Describe(rep).Head
+		}
 		if errors.Is(err, record.ErrNoSuchSeq) && !req.Undo && !req.Redo {
 			t := req.Target
 			if req.Revert != 0 {

@@ -188,7 +188,7 @@ func bisectPrint(e *env, src history.Source, opts bisect.Options) error {
 func probeLine(p bisect.Probe) string {
 	what := "the oldest state"
 	if c := p.Candidate; c != nil {
-		what = fmt.Sprintf("after %s %d %s", c.Kind, c.Seq, strconv.Quote(cutLine(c.Label, 60)))
+		what = fmt.Sprintf("after %s %d %s", c.Kind, c.Seq, strconv.Quote(history.CutLine(c.Label, 60)))
 	}
 	verdict := string(p.Verdict)
 	switch {

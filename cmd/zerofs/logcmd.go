@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -36,7 +37,8 @@ under it; 'zerofs rewind --before-turn SEQ' takes a whole turn back.
   --all    also the steps that changed nothing
   --failed only the steps whose recorded result (an agent's after-tool hook,
            'zerofs run') is an error, whether they changed anything or not
-  -n N     only the newest N entries (a turn counts as one)
+  -n N     only the newest N steps, rewinds and gcs (N >= 1), each under
+           its turn's prompt, which is always shown with them
   PATH...  only the steps that changed these paths (relative to the current
            directory; a directory stands for everything under it), and only
            those changes; when no step changed them, log says so and
@@ -71,6 +73,9 @@ func runLog(e *env, c *command, args []string) error {
 	}
 	if *limit < 0 {
 		return usagef(c, "-n %d is negative: want how many entries to show", *limit)
+	}
+	if *limit == 0 && flagGiven(fs, "n") {
+		return usagef(c, "-n 0 would show nothing: want how many entries to show (1 or more), or leave -n out for all")
 	}
 	return withHistory(e, func(ws *history.Workspace, src history.Source) error {
 		opts := history.LogOptions{Changes: *asJSON || *stat, Limit: *limit, All: *all, Failed: *failed}
@@ -269,7 +274,7 @@ func turnLine(ent history.Entry, ok bool) string {
 	}
 	what := "(prompt kept out)"
 	if ent.Prompt != "" {
-		what = strconv.Quote(cutLine(ent.Prompt, 72))
+		what = strconv.Quote(history.CutLine(ent.Prompt, 72))
 	}
 	if ent.Agent != "" {
 		what += " (" + quote.Name(ent.Agent) + ")"
@@ -277,17 +282,11 @@ func turnLine(ent history.Entry, ok bool) string {
 	return what
 }
 
-// cutLine is the first line of s, cut to n runes.
-func cutLine(s string, n int) string {
-	first, rest, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	r := []rune(strings.TrimSpace(first))
-	if len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	if strings.TrimSpace(rest) != "" {
-		return string(r) + " …"
-	}
-	return string(r)
+// flagGiven reports whether the flag name was on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // kindSuffix marks a directory with "/" and a symlink with "@", as ls -F.

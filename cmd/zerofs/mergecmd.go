@@ -86,9 +86,6 @@ func runMerge(e *env, c *command, args []string) error {
 		}
 		req := record.Request{Merge: mr, DryRun: *dry}
 		rep, err := applyWith(e, src, req)
-		if errors.Is(err, errUnchanged) {
-			return nil
-		}
 		var ce *record.MergeConflictError
 		if errors.As(err, &ce) {
 			writeMergeConflicts(e.stderr, ce.Conflicts)
@@ -98,21 +95,20 @@ func runMerge(e *env, c *command, args []string) error {
 		if err != nil {
 			return err
 		}
+		// The report in the one wording (history.Describe), then what the
+		// merge brings in.
+		if err := writeWords(e.stdout, rep); err != nil || rep.Unchanged {
+			return err
+		}
 		rec := record.MergeRecord{Dir: mr.Dir}
 		if rep.Merge != nil {
 			rec = rep.Merge.Record
 		}
+		verb := "brought in"
 		if *dry {
-			if err := writePreview(e.stdout, "merge "+quote.Name(rec.Dir), rep); err != nil {
-				return err
-			}
-			writeMerged(e.stdout, rec, "would bring in")
-			return nil
+			verb = "would bring in"
 		}
-		r := rep.Report
-		fmt.Fprintf(e.stdout, "merged %s (forked at %d) as %d: restored %d, deleted %d%s\n",
-			quote.Name(rec.Dir), rec.Base, rep.Sequence, r.Restored, r.Deleted, skippedCount(r))
-		writeMerged(e.stdout, rec, "brought in")
+		writeMerged(e.stdout, rec, verb)
 		return nil
 	})
 }
@@ -121,7 +117,7 @@ func runMerge(e *env, c *command, args []string) error {
 // merged line by line, the conflicts settled.
 func writeMerged(w io.Writer, rec record.MergeRecord, verb string) {
 	for _, s := range rec.Steps {
-		fmt.Fprintf(w, "  %s the fork's %s\n", verb, stepName(s))
+		fmt.Fprintf(w, "  %s the fork's %s\n", verb, history.Name(&s))
 	}
 	for _, p := range rec.Merged {
 		fmt.Fprintf(w, "  merged line by line %s\n", quote.Name(p))
@@ -141,7 +137,7 @@ func writeMergeConflicts(w io.Writer, cs []record.MergeConflict) {
 		if s.Kind == "step" && s.Label == "" {
 			return fmt.Sprintf("changes at %d outside any step", s.Sequence)
 		}
-		return stepName(*s)
+		return history.Name(s)
 	}
 	for _, c := range cs {
 		fmt.Fprintf(w, "  conflict %s: %s (ours: %s; theirs: %s)\n", quote.Name(c.Path), c.Why, side(c.Ours), side(c.Theirs))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 
 	"github.com/zerofs/zerofs/control"
 	"github.com/zerofs/zerofs/history"
@@ -43,10 +42,11 @@ var undoCmd = &command{
 	summary: "roll back the last step, or a rewind or revert just made; names it",
 	help: `Rewinds to just before the last step that changed something and is still
 in effect, and names it: undid step 42 "Edit main.go": restored 1, deleted 0.
-Right after a rewind or a revert (nothing changed since), undo takes that
-back instead: undid rewind 57: restored 2, deleted 0.
-Steps that changed nothing (an agent's read-only tool calls) are passed
-over; the next undo goes one step further back. When mounted, the daemon
+Right after a rewind, path rewind or revert, it takes that back instead
+(undid revert 57: ...). Steps that changed nothing (an agent's read-only
+tool calls) are passed over; the next undo goes one step further back.
+Deleted counts every path removed, everything beneath a removed directory
+included. When mounted, the daemon
 picks the step under its lock, so two undos at once undo two steps.
 
   --dry-run   print the step and what would be restored, deleted and created
@@ -117,9 +117,6 @@ func runRewind(e *env, c *command, args []string) error {
 			req.Paths = append(req.Paths, rel)
 		}
 		rep, err := applyWith(e, src, req)
-		if errors.Is(err, errUnchanged) {
-			return nil
-		}
 		var re *record.RefusedError
 		if errors.As(err, &re) && re.Refusal == record.RefusedNoSuchPath {
 			// Name the paths as they were typed (relative to this
@@ -137,14 +134,7 @@ func runRewind(e *env, c *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		if *dry {
-			what := fmt.Sprintf("rewind to %d", t)
-			if len(rep.Paths) > 0 {
-				what = fmt.Sprintf("rewind %s to %d", quote.Names(rep.Paths, ", "), t)
-			}
-			return writePreview(e.stdout, what, rep)
-		}
-		return writeRewind(e.stdout, rep)
+		return writeWords(e.stdout, rep)
 	})
 }
 
@@ -161,53 +151,59 @@ func doRewind(ctx context.Context, src history.Source, req record.Request) (cont
 	return rep, err
 }
 
-// writeRewind reports a rewind: "rewound to 42: restored 3, deleted 1,
-// skipped 0", or for an undo or redo the step it undid or brought back,
-// then one line per skipped path.
-func writeRewind(w io.Writer, rep control.RewindReport) error {
-	r := rep.Report
-	var err error
+// applyWith runs req on src: one request, whose report names what it
+// acted on and the changes made outside the agent's steps that it
+// overwrote, which are named on stderr (a dry run's words list those it
+// would overwrite). On a terminal a progress bar runs meanwhile. A
+// refused revert returns its report (with the conflicts) and a
+// *record.ConflictError.
+func applyWith(e *env, src history.Source, req record.Request) (control.RewindReport, error) {
+	ctx := e.ctx
+	var p *progress
+	if !req.DryRun {
+		// On a terminal, a bar on stderr while it runs: the engine's own
+		// counts, here or (polled from .zero/status) in the daemon.
+		p = startProgress(e, rewindVerb(req))
+		ctx = p.with(ctx)
+	}
+	var guard *history.HookGuard // the hook files installed before it
+	if ws, err := history.Find(e.cwd); err == nil {
+		guard = history.GuardHooks(ws.Root)
+	}
+	rep, err := doRewind(ctx, src, req)
+	p.Done() // cleared before anything is printed
+	if err != nil {
+		return rep, err
+	}
+	for _, line := range guard.Warnings(rep) {
+		fmt.Fprintf(e.stderr, "zerofs: warning: %s\n", line)
+	}
+	if !req.DryRun {
+		for _, line := range history.ForeignWarnings(rep.Foreign, "overwrote", map[string]bool{}) {
+			fmt.Fprintf(e.stderr, "zerofs: warning: %s\n", line)
+		}
+	}
+	return rep, nil
+}
+
+// rewindVerb names what req does, for its progress line.
+func rewindVerb(req record.Request) string {
 	switch {
-	case rep.Undid != nil:
-		_, err = fmt.Fprintf(w, "undid %s: restored %d, deleted %d%s\n", stepName(*rep.Undid), r.Restored, r.Deleted, skippedCount(r))
-	case rep.Redid != nil:
-		_, err = fmt.Fprintf(w, "redid %s: restored %d, deleted %d%s\n", stepName(*rep.Redid), r.Restored, r.Deleted, skippedCount(r))
-	case len(rep.Paths) > 0:
-		_, err = fmt.Fprintf(w, "rewound %s to %d: restored %d, deleted %d, skipped %d\n", quote.Names(rep.Paths, ", "), rep.TargetSequence, r.Restored, r.Deleted, len(r.Skipped))
-	default:
-		_, err = fmt.Fprintf(w, "rewound to %d: restored %d, deleted %d, skipped %d\n", rep.TargetSequence, r.Restored, r.Deleted, len(r.Skipped))
+	case req.Undo:
+		return "undo"
+	case req.Redo:
+		return "redo"
+	case req.Revert != 0:
+		return "revert"
 	}
-	for _, p := range r.Skipped {
-		if err == nil {
-			_, err = fmt.Fprintf(w, "  skipped %s\n", quote.Name(p))
-		}
-	}
+	return "rewind"
+}
+
+// writeWords prints a rewind's report in its one wording
+// (history.Describe), as MCP and the timeline say it too.
+func writeWords(w io.Writer, rep control.RewindReport) error {
+	_, err := io.WriteString(w, history.Describe(rep).String())
 	return err
-}
-
-// stepName is what an undo or redo acted on: `step 42 "Edit main.go"`,
-// or a rewind taken back: `rewind 57`, `revert 60`, `path rewind 61`.
-func stepName(s record.StepRef) string {
-	if s.Kind == "turn" {
-		return fmt.Sprintf("turn %d", s.Sequence)
-	}
-	if s.Kind == "rewind" {
-		switch s.Label {
-		case record.FormPaths:
-			return fmt.Sprintf("path rewind %d", s.Sequence)
-		case record.FormRevert, record.FormUndo, record.FormRedo, record.FormTurn, record.FormMerge:
-			return fmt.Sprintf("%s %d", s.Label, s.Sequence)
-		}
-		return fmt.Sprintf("rewind %d", s.Sequence)
-	}
-	return fmt.Sprintf("step %d %q", s.Sequence, s.Label)
-}
-
-func skippedCount(r record.Report) string {
-	if len(r.Skipped) == 0 {
-		return ""
-	}
-	return fmt.Sprintf(", skipped %d", len(r.Skipped))
 }
 
 func noArgs(c *command, args []string) error {
@@ -242,8 +238,8 @@ func runUndo(e *env, c *command, args []string) error {
 
 // rewindTurn takes back a turn: the one at seq, or (last) the whole turn
 // of what an undo would take back now, which the engine chooses under its
-// lock. One request either way; the turn it names is then looked up for
-// its prompt, only to say which it was.
+// lock. One request either way, whose report names the turn by its
+// prompt.
 func rewindTurn(e *env, seq record.Seq, dry, last bool) error {
 	req := record.Request{Turn: seq, DryRun: dry}
 	if last {
@@ -258,36 +254,8 @@ func rewindTurn(e *env, seq record.Seq, dry, last bool) error {
 		if err != nil {
 			return err
 		}
-		name := "a turn"
-		if rep.Undid != nil {
-			name = fmt.Sprintf("turn %d", rep.Undid.Sequence)
-			if _, turns, err := history.BlocksAndTurns(src); err == nil {
-				if t, err := history.FindTurn(turns, rep.Undid.Sequence); err == nil {
-					name = turnName(t)
-				}
-			}
-		}
-		if dry {
-			return writePreview(e.stdout, fmt.Sprintf("take back %s (rewind to %d)", name, rep.TargetSequence), rep)
-		}
-		r := rep.Report
-		if _, err := fmt.Fprintf(e.stdout, "took back %s: rewound to %d, restored %d, deleted %d%s\n",
-			name, rep.TargetSequence, r.Restored, r.Deleted, skippedCount(r)); err != nil {
-			return err
-		}
-		for _, p := range r.Skipped {
-			fmt.Fprintf(e.stdout, "  skipped %s\n", p)
-		}
-		return nil
+		return writeWords(e.stdout, rep)
 	})
-}
-
-// turnName is `turn 42 "Rename hello..."`.
-func turnName(t history.Turn) string {
-	if t.Prompt == "" {
-		return fmt.Sprintf("turn %d", t.Seq)
-	}
-	return fmt.Sprintf("turn %d %s", t.Seq, strconv.Quote(cutLine(t.Prompt, 60)))
 }
 
 func runRedo(e *env, c *command, args []string) error {
@@ -310,16 +278,6 @@ func undoRedo(e *env, c *command, args []string, req record.Request) error {
 		if err != nil {
 			return err
 		}
-		if *dry {
-			what := fmt.Sprintf("%s (rewind to %d)", c.name, rep.TargetSequence)
-			switch {
-			case rep.Undid != nil:
-				what = fmt.Sprintf("undo %s (rewind to %d)", stepName(*rep.Undid), rep.TargetSequence)
-			case rep.Redid != nil:
-				what = fmt.Sprintf("redo %s (rewind to %d)", stepName(*rep.Redid), rep.TargetSequence)
-			}
-			return writePreview(e.stdout, what, rep)
-		}
-		return writeRewind(e.stdout, rep)
+		return writeWords(e.stdout, rep)
 	})
 }

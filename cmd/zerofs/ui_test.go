@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,13 +283,14 @@ func TestTimelineInBrowser(t *testing.T) {
 	poll("the preview lists what the revert would do", `(() => { const d = document.getElementById("preview");
 		return d.open && d.innerText.includes("hello.go") && d.innerText.includes("greet.go") &&
 		!document.getElementById("preview-apply").disabled })()`)
-	// The summary counts the rows it heads, and its title is a sentence
-	// about the step, without sequence numbers.
+	// The summary is the report in the words the CLI prints
+	// (history.Describe), and counts the rows it heads; its title is the
+	// question the button asked.
 	poll("the preview's counts match its rows", `(() => {
 		const rows = [...document.querySelectorAll("#preview-list .pv .act")].map(a => a.textContent);
 		const n = (a) => rows.filter(r => r === a).length;
-		const want = [["restore", n("restore")], ["create", n("create")], ["delete", n("delete")]].filter(([, v]) => v).map(([k, v]) => k + " " + v).join(", ");
-		return rows.length === 2 && document.getElementById("preview-summary").textContent === "Would " + want + "." &&
+		const m = /^Would revert step \d+ "Greet the world": restore (\d+), delete (\d+), skip 0$/.exec(document.getElementById("preview-summary").textContent);
+		return rows.length === 2 && m && +m[1] === n("restore") + n("create") && +m[2] === n("delete") &&
 		document.getElementById("preview-title").textContent === "Revert \u201cGreet the world\u201d, keeping later changes" })()`)
 	if b, _ := os.ReadFile(filepath.Join(ws, "hello.go")); string(b) != string(edited) {
 		t.Fatalf("the preview changed hello.go: %q", b)
@@ -303,10 +305,14 @@ func TestTimelineInBrowser(t *testing.T) {
 	}) != nil {
 		t.Fatalf("the revert did not change the workspace: hello.go %q, greet.go %v", b, gerr)
 	}
+	// The revert is named as zerofs log names it, and the toast says what
+	// `zerofs revert` prints: one wording (history.Describe, Block.Title).
 	poll("the page shows the revert", `(() => { const e = document.querySelector(".entry");
-		return e.classList.contains("rewind") && e.querySelector(".label").textContent === "Revert of \u201cGreet the world\u201d" && e.innerText.includes("hello.go") })()`)
-	poll("no sequence numbers in the sentences", `[...document.querySelectorAll(".entry .label")].every(l => !/\d/.test(l.textContent)) &&
-		/^Reverted \u201cGreet the world\u201d: restored \d+, deleted \d+\.$/.test(document.getElementById("toast-text").textContent)`)
+		return e.classList.contains("rewind") && /^Revert of step \d+ "Greet the world"$/.test(e.querySelector(".label").textContent) && e.innerText.includes("hello.go") })()`)
+	poll("the toast says what the CLI says", `/^Reverted step \d+ "Greet the world": restored 1, deleted 1, skipped 0\.$/.test(document.getElementById("toast-text").textContent)`)
+	if lg := binOK(t, ws, "log"); !regexp.MustCompile(`rewind +\d+ +\S+ \S+  revert of step \d+ "Greet the world": restored 1, deleted 1`).MatchString(lg) {
+		t.Errorf("zerofs log does not name the revert as the page does:\n%s", lg)
+	}
 	poll("the toast offers an undo", `!document.getElementById("toast").hidden && !document.getElementById("toast-undo").hidden`)
 
 	// The screenshot: the timeline with the revert on top and a diff open.
@@ -619,9 +625,10 @@ func TestTimelineTokenStaysInPage(t *testing.T) {
 // steps, all at one indent, so the cards under a prompt looked like its
 // children but belonged to the older prompt. Now a turn's prompt heads
 // its steps, newest first, inside the turn's group, as `zerofs log`
-// groups them; a page that ends before the prompt heads the group with a
-// stand-in until Older steps brings it, and the counts line up in and
-// out of groups.
+// groups them; a page holds the prompt of every step on it, even when the
+// prompt is older than the page's oldest step (its older steps join the
+// group when Older steps brings them), and the counts line up in and out
+// of groups.
 func TestTimelineTurnsGrouped(t *testing.T) {
 	chrome := needChromium(t)
 	ws := filepath.Join(t.TempDir(), "ws")
@@ -672,8 +679,10 @@ func TestTimelineTurnsGrouped(t *testing.T) {
 		t.Helper()
 		pollJS(t, ctx, what, `JSON.stringify(`+groups+`) === `+strconv.Quote(wantJSON))
 	}
-	check("the first page: the steps of a prompt not loaded yet, under a stand-in",
-		want(append([]string{"An earlier prompt (Older steps shows it) [stand-in]"}, seconds(52, 3)...)))
+	// The page holds the prompt of every step on it (history.LogPage), so
+	// the second prompt heads its steps from the first page on.
+	check("the first page: the second prompt heads its steps, older ones not loaded yet",
+		want(append([]string{"\u201csecond prompt \u2026\u201d"}, seconds(52, 3)...)))
 	clickJS(t, ctx, "Older steps", `document.getElementById("older")`)
 	check("each prompt heads its own steps",
 		want(append([]string{"\u201csecond prompt \u2026\u201d"}, seconds(52, 1)...),
@@ -712,6 +721,20 @@ func TestTimelineTurnsGrouped(t *testing.T) {
 	check("the late step in its group",
 		want(append([]string{"\u201csecond prompt \u2026\u201d"}, seconds(53, 1)...),
 			[]string{"\u201cfirst prompt\u201d", "First B", "First A"}, []string{"Before any prompt"}))
+
+	// The second turn taken back and brought back: each named by the
+	// turn's prompt, as zerofs log names it (issue 30: it read "Redo of a
+	// step with no label"); the take-back stands outside every turn, the
+	// redo is the second turn's again.
+	binOK(t, ws, "undo", "--turn")
+	binOK(t, ws, "redo")
+	pollJS(t, ctx, "the turn's undo and redo named by its prompt", `(() => {
+		const top = [...document.getElementById("entries").children];
+		const out = top.find(li => !li.classList.contains("turn-group") && li.querySelector(".label")?.textContent.startsWith("Turn "));
+		const g = top.find(li => li.classList.contains("turn-group"));
+		const redo = g && g.querySelector(".turn-steps .label");
+		return !!out && /^Turn \d+ "second prompt …" taken back \(rewind to \d+\)$/.test(out.querySelector(".label").textContent) &&
+			!!redo && /^Redo of turn \d+ "second prompt …"$/.test(redo.textContent) })()`)
 }
 
 // TestTimelineTurnsInterleaved: two agent sessions at work at once: each

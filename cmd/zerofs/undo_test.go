@@ -145,7 +145,7 @@ func TestRefusalsCLI(t *testing.T) {
 // undo takes that back (not the last step), and its help says so.
 func TestUndoTakesBackARewindOrRevert(t *testing.T) {
 	help := mustRun(t, t.TempDir(), "undo", "--help")
-	if !strings.Contains(help, "Right after a rewind or a revert (nothing changed since), undo takes that\nback instead") {
+	if !strings.Contains(help, "Right after a rewind, path rewind or revert, it takes that back instead") {
 		t.Errorf("undo --help does not say it takes back a rewind or revert just made:\n%s", help)
 	}
 	s := newStore(t, map[string]string{"f": "0\n"})

@@ -22,7 +22,8 @@ const module = "github.com/zerofs/zerofs"
 // and the clients (history) share it, and the engine resolves every
 // request, undo and redo included, so fs never imports history (nor
 // history fs), and nothing imports cmd. The timeline (zerofs ui) stands on
-// history like the CLI: never fs, never cmd. internal/wsdir (the workspace
+// history like the CLI, and so does the MCP server (mcpserver, zerofs
+// mcp): never fs, never cmd, never each other. internal/wsdir (the workspace
 // path resolver), internal/quote (how a name is printed for a person) and
 // internal/proc (a process's identity: pid and start time, from /proc) are
 // leaves like internal/durable.
@@ -45,23 +46,24 @@ var allowed = map[string][]string{
 	"rewind/internal/index": {"record", "eventlog", "blobstore", "internal/durable"},
 	"rewind":                {"record", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore"},
 	"control":               {"record"},
-	"history":               {"record", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"history":               {"record", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	"fs":                    {"record", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	// replicate copies a store to S3 and restores from it: it stands on
 	// the engine (rewind) like history, below cmd, beside the front ends.
 	"replicate": {"record", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore"},
-	"timeline":  {"record", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"timeline":  {"record", "hooks", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	// bisect searches the history for the step that broke a command: it
 	// stands on history like the front ends, and serves the CLI and MCP.
-	"bisect": {"record", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"bisect":    {"record", "hooks", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"mcpserver": {"record", "history", "bisect", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	// daemon is the mount's lifecycle (mount, umount, the daemon, its pid
 	// file, signals and replication), below cmd and above the front end it
 	// serves (fs), the client library (history) and replicate.
-	"daemon":     {"record", "fs", "history", "replicate", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
-	"cmd/zerofs": {"record", "daemon", "fs", "history", "timeline", "bisect", "replicate", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"daemon":     {"record", "hooks", "fs", "history", "replicate", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"cmd/zerofs": {"record", "daemon", "fs", "history", "timeline", "mcpserver", "bisect", "replicate", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
-	"scripts/profmount": {"record", "fs", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"scripts/profmount": {"record", "hooks", "fs", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	// scripts/loopmount is the benchmark's floor: go-fuse's plain loopback
 	// with zerofs's mount settings and none of zerofs's code, so it
 	// imports none of ours and, like cmd, may use go-fuse directly.
@@ -91,7 +93,12 @@ var outside = map[string][]string{
 	"control":               {},
 	"history":               append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
 	"timeline":              append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
-	"bisect":                append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
+	// mcpserver speaks MCP (the SDK and its JSON schema package) and
+	// nothing else beyond what history uses.
+	"mcpserver": append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff",
+		"github.com/modelcontextprotocol/go-sdk", "github.com/google/jsonschema-go", "github.com/yosida95/uritemplate", "github.com/segmentio",
+		"golang.org/x/oauth2", "golang.org/x/sync", "golang.org/x/time"}, storeModules...),
+	"bisect": append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
 }
 
 type pkg struct {

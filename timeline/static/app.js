@@ -152,25 +152,41 @@ async function loadTop() {
     entries = [];
     more = false;
   } else {
-    const oldest = page.entries[page.entries.length - 1].sequence;
+    const oldest = oldestStep(page.entries);
     const kept = entries.filter((e) => e.sequence < oldest);
     // A gap (more than a page arrived since): start over from the top.
     const gap = page.more && kept.length === 0 && entries.length > 0;
-    entries = gap || kept.length === 0 ? page.entries : page.entries.concat(kept);
+    entries = gap || kept.length === 0 ? page.entries : merged(page.entries, kept);
     if (gap || kept.length === 0) more = page.more;
   }
   render();
   showLive();
 }
 
+// oldestStep is the sequence of the oldest entry that is not a turn: a
+// page holds the prompt of every step on it, however old, so the next
+// page starts below its oldest step, not below its oldest prompt.
+function oldestStep(list) {
+  const steps = list.filter((e) => e.type !== "turn");
+  return steps.length ? steps[steps.length - 1].sequence : list[list.length - 1].sequence;
+}
+
+// merged is a and b as one list, newest first, each sequence once (a
+// prompt comes again with the next page of its steps).
+function merged(a, b) {
+  const by = new Map();
+  for (const e of a.concat(b)) by.set(e.sequence, e);
+  return [...by.values()].sort((x, y) => y.sequence - x.sequence);
+}
+
 async function loadOlder() {
   if (entries.length === 0) return;
-  const before = entries[entries.length - 1].sequence;
+  const before = oldestStep(entries);
   $("older").disabled = true;
   const r = await api("/api/log?limit=" + PAGE + ALL + "&before=" + before);
   $("older").disabled = false;
   if (!r.ok) { setStatus(r.data.error, true); return; }
-  entries = entries.concat(r.data.entries);
+  entries = merged(entries, r.data.entries);
   more = r.data.more;
   render();
 }
@@ -313,22 +329,12 @@ function title(e) {
 function baseTitle(e) {
   if (e.type === "gc" && e.thinned) return "Older history thinned to one state a day";
   if (e.type === "gc") return "Older history pruned";
-  if (e.type === "rewind") {
-    const rw = e.rewind || {};
-    const form = rw.form || (rw.revertOf ? "revert" : rw.paths && rw.paths.length ? "paths" : "rewind");
-    const paths = () => (rw.paths || []).map((p, i) => quoteName(p.path || p, p.pathBytes || (rw.pathsBytes || [])[i])).join(", ");
-    switch (form) {
-      case "revert": return "Revert of " + stepCalled(rw.revertOf || rw.step);
-      case "paths": return "Restore " + paths() + " to " + stateCalled(rw.targetSequence);
-      case "undo": return "Undo of " + actedOn(rw.step);
-      case "redo": return "Redo of " + actedOn(rw.step);
-      case "turn": return "Rewind to " + stateCalled(rw.targetSequence) + " (a whole turn)";
-    }
-    return "Rewind to " + stateCalled(rw.targetSequence);
-  }
+  // A rewind is named as the CLI's log and zerofs_log name it: the
+  // server's words (history's Block.Title), never worded here.
+  if (e.type === "rewind") return capital(e.title || "rewind");
   if (e.person) return "a person's change (outside the agents)";
-  if (e.implicit) return quoteName(e.label) || "changes outside any step";
-  return quoteName(e.label) || "(no label)";
+  if (e.implicit) return "(no step)" + (e.label ? " " + quoteName(e.label) : "");
+  return quoteName(e.label) || "step " + e.sequence;
 }
 
 // entryAt is the listed step or rewind holding the sequence s.
@@ -337,11 +343,9 @@ function entryAt(s) {
   return entries.find((x) => x.type !== "gc" && x.start <= s && s <= x.end);
 }
 
-// actedOn names what an undo or redo acted on (the event's "step").
-function actedOn(r) {
-  if (!r) return "the last step";
-  if (r.kind === "rewind") return "a rewind";
-  return r.label ? inQuotes(r.label) : stepCalled(r.sequence);
+// capital is s with its first letter upper-case.
+function capital(s) {
+  return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
 // stepCalled names a step by its label: \u201cEdit main.go\u201d.
@@ -670,7 +674,10 @@ async function preview(what, req) {
   if (n.create) parts.push("create " + n.create);
   if (n.delete) parts.push("delete " + n.delete);
   if ((rr.skipped || []).length) parts.push("skip " + rr.skipped.length);
-  $("preview-summary").textContent = parts.length ? "Would " + parts.join(", ") + "." : "Would change nothing.";
+  // The server's words for the report (history.Describe), as the CLI
+  // prints them; the counts per action follow, from the rows themselves.
+  const counts = parts.length ? "Would " + parts.join(", ") + "." : "Would change nothing.";
+  $("preview-summary").textContent = r.data.text ? capital(r.data.text) : counts;
   const ul = $("preview-list");
   for (const c of rep.preview || []) {
     const li = el("li", "pv " + c.action);
@@ -716,15 +723,13 @@ async function apply() {
   }
   $("preview").close();
   const rep = r.data.report;
-  const rr = rep.report;
   if (rep.unchanged) {
-    toast("Nothing to change: the workspace is already as it would be (nothing recorded).", null);
+    toast(capital(r.data.text || "nothing to change") + " (nothing recorded).", null);
     await loadTop();
     return;
   }
-  let msg = req.revert ? "Reverted " + stepCalled(req.revert) : req.paths ? "Restored " + req.paths.map((p, i) => quoteName(p, (req.pathsBytes || [])[i])).join(", ") : "Rewound to " + stateCalled(rep.targetSequence);
-  msg += ": restored " + rr.restored + ", deleted " + rr.deleted + ".";
-  toast(msg, rep.checkpointSequence > 0 ? rep.checkpointSequence - 1 : null);
+  // The server's words for what was done (history.Describe).
+  toast(capital(r.data.text || "done") + ".", rep.checkpointSequence > 0 ? rep.checkpointSequence - 1 : null);
   await loadTop();
 }
 

@@ -134,13 +134,16 @@ type Span struct {
 	Step *record.Mark
 	// Rewind: the block is a rewind (reverting it undoes the rewind).
 	Rewind bool
+	// Ref names the block as a report does: the step (its tool_call, or
+	// an implicit step's first checkpoint) or the rewind.
+	Ref record.StepRef
 }
 
 // SpanOf is the block holding sequence seq (1 <= seq <= head, the log's
 // head); the caller keeps events from being appended meanwhile.
 func (s *State) SpanOf(seq, head record.Seq) Span {
 	s.mu.Lock()
-	marks := s.marks
+	marks, first0 := s.marks, s.first0
 	s.mu.Unlock()
 	i := sort.Search(len(marks), func(i int) bool { return marks[i].Seq > seq }) - 1
 	var sp Span
@@ -148,23 +151,34 @@ func (s *State) SpanOf(seq, head record.Seq) Span {
 	switch {
 	case i < 0:
 		sp.Before = 0
+		sp.Ref = record.StepRef{Kind: "step", Sequence: first0, Implicit: true}
 	case marks[i].Kind == record.MarkStep:
 		m := marks[i]
 		sp.Before, sp.Step = m.Seq, &m
+		sp.Ref = record.StepRef{Kind: "step", Sequence: m.Seq, Label: m.Label}
 	case marks[i].Kind == record.MarkTurn:
 		// An implicit step after a turn (changes made before its first
 		// tool_call).
 		sp.Before = marks[i].Seq
+		sp.Ref = record.StepRef{Kind: "step", Sequence: marks[i].First, Implicit: true}
 	case marks[i].Kind == record.MarkRewindCheckpoint:
 		sp.Before, sp.Rewind = marks[i].Seq-1, true
 		next = i + 2 // past the rewind event that owns the checkpoint
+		if i+1 < len(marks) {
+			sp.Ref = record.StepRef{Kind: "rewind", Sequence: marks[i+1].Seq, Label: marks[i+1].Form}
+		}
 	case seq == marks[i].Seq && i > 0 && marks[i-1].Kind == record.MarkRewindCheckpoint:
 		sp.Before, sp.Rewind = marks[i-1].Seq-1, true
+		sp.Ref = record.StepRef{Kind: "rewind", Sequence: marks[i].Seq, Label: marks[i].Form}
 	case seq == marks[i].Seq:
 		// A rewind that changed nothing: there is nothing to revert.
-		return Span{Before: seq, End: seq, Rewind: true}
+		return Span{Before: seq, End: seq, Rewind: true, Ref: record.StepRef{Kind: "rewind", Sequence: seq, Label: marks[i].Form}}
 	default: // an implicit step after a rewind
 		sp.Before = marks[i].Seq
+		sp.Ref = record.StepRef{Kind: "step", Sequence: marks[i].First, Implicit: true}
+	}
+	if sp.Ref.Implicit && sp.Ref.Sequence == 0 {
+		sp.Ref.Sequence = seq // no checkpoint yet: the sequence asked for
 	}
 	sp.End = head
 	if next < len(marks) {

@@ -92,12 +92,12 @@ func (s *State) UndoTarget() (target record.Seq, what record.StepRef, ok bool) {
 		case record.MarkTurn:
 			if m.First != 0 && m.First <= limit {
 				// Changes made after the turn began, before its first step.
-				return m.First - 1, record.StepRef{Kind: "step", Sequence: m.First}, true
+				return m.First - 1, record.StepRef{Kind: "step", Sequence: m.First, Implicit: true}, true
 			}
 		case record.MarkRewind:
 			if m.First != 0 && m.First <= limit {
 				// Changes made after the rewind, outside any step.
-				return m.First - 1, record.StepRef{Kind: "step", Sequence: m.First}, true
+				return m.First - 1, record.StepRef{Kind: "step", Sequence: m.First, Implicit: true}, true
 			}
 			start, cp := m.Seq, record.Seq(0)
 			if i > 0 && s.marks[i-1].Kind == record.MarkRewindCheckpoint {
@@ -113,7 +113,7 @@ func (s *State) UndoTarget() (target record.Seq, what record.StepRef, ok bool) {
 		}
 	}
 	if s.first0 != 0 && s.first0 <= limit {
-		return s.first0 - 1, record.StepRef{Kind: "step", Sequence: s.first0}, true
+		return s.first0 - 1, record.StepRef{Kind: "step", Sequence: s.first0, Implicit: true}, true
 	}
 	return 0, record.StepRef{}, false
 }

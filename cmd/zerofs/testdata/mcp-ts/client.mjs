@@ -40,7 +40,7 @@ const call = async (name, args, wantError) => {
 }
 
 await call("zerofs_status", {})
-// The workspace is not mounted: zerofs_step refuses, as zerofs step does.
+// Unmounted: nothing would record the step, so it is refused, as `zerofs step` is.
 await call("zerofs_step", { label: "--help" }, true)
 await call("zerofs_log", {})
 await call("zerofs_log", { n: 2, all: true, details: true })

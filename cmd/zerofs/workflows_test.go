@@ -122,6 +122,8 @@ func testWorkflows(t *testing.T, env formsEnv) (fork string) {
 	}
 	r = fail(1, "conflicts with later changes to main.go", "revert", "--dry-run", "1")
 	golden(t, "revert-dry-run-conflict.txt", r.stdout)
+	// A forced dry run says what the forced run would do: main.go goes back too.
+	golden(t, "revert-dry-run-force.txt", ok("revert", "--dry-run", "--force", "1"))
 
 	golden(t, "revert.txt", ok("revert", "3"))
 	if read("notes.txt") != "n1\n" || read("new.txt") != "<absent>" || read("main.go") != "v3\nline2\n" {
@@ -131,6 +133,16 @@ func testWorkflows(t *testing.T, env formsEnv) (fork string) {
 	golden(t, "rewind-paths.txt", ok("rewind", "1", "--", "main.go"))
 	if read("main.go") != "v1\n" {
 		t.Fatalf("after rewind 1 -- main.go: %q", read("main.go"))
+	}
+	// Again, main.go is as it was at 1: the dry run says what the real
+	// run says, and neither changes or records anything.
+	logBefore := ok("log", "--all")
+	dryAgain, again := ok("rewind", "--dry-run", "1", "--", "main.go"), ok("rewind", "1", "--", "main.go")
+	if want := "nothing to change: main.go is already as it would be\n"; dryAgain != want || again != want {
+		t.Errorf("rewind (--dry-run) 1 -- main.go of an unchanged path: %q and %q, want %q for both", dryAgain, again, want)
+	}
+	if got := ok("log", "--all"); got != logBefore {
+		t.Errorf("a rewind that changed nothing was recorded: log\n%s\nwas\n%s", got, logBefore)
 	}
 	// A change made after a rewind, before any step: a rewind over it says so.
 	env.later("typed.txt", "by hand\n")

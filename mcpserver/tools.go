@@ -1,7 +1,6 @@
-package main
+package mcpserver
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -32,7 +31,7 @@ type mcpTools struct{ dir string }
 type (
 	mcpNoArgs  struct{}
 	mcpLogArgs struct {
-		N     int      `json:"n,omitempty" jsonschema:"how many entries to return, newest first (default 20)"`
+		N     int      `json:"n,omitempty" jsonschema:"how many steps, rewinds and gcs to return, newest first (default 20), each with the turn (prompt) it belongs to"`
 		Paths []string `json:"paths,omitempty" jsonschema:"only the steps that changed these workspace paths (relative to the workspace root; a directory stands for everything under it)"`
 		// PathsBytes, here and in every tool that takes paths, names a
 		// path that is not UTF-8 by its exact bytes (mcpArgPaths).
@@ -55,12 +54,17 @@ type (
 		Label string `json:"label" jsonschema:"what you are about to do, one line (e.g. Edit app.py)"`
 	}
 	mcpRewindArgs struct {
-		Seq        uint64   `json:"seq" jsonschema:"the sequence to roll back to: the workspace (or the paths) become as they were then"`
+		Seq        *uint64  `json:"seq,omitempty" jsonschema:"the sequence to roll back to: the workspace (or the paths) become as they were then (give seq or before_turn)"`
+		BeforeTurn uint64   `json:"before_turn,omitempty" jsonschema:"instead of seq: a turn's sequence (a turn entry of zerofs_log): the whole workspace goes back to just before that prompt, taking back everything done since, by every step and command"`
 		Paths      []string `json:"paths,omitempty" jsonschema:"restore only these workspace paths (a directory with everything under it); omitted: the whole workspace"`
 		PathsBytes []string `json:"paths_bytes,omitempty" jsonschema:"paths that are not UTF-8, by their exact bytes in base64 (as paths_bytes or path_bytes in a result gives them): one for each entry of paths, empty for a path given as text there; or alone, every path as bytes"`
 		DryRun     bool     `json:"dry_run,omitempty" jsonschema:"only say what would be restored, deleted and created; change nothing"`
 	}
 	mcpUndoArgs struct {
+		Turn   bool `json:"turn,omitempty" jsonschema:"take back the whole turn of the last step instead: the whole workspace goes back to just before the prompt that led to it"`
+		DryRun bool `json:"dry_run,omitempty" jsonschema:"only say what would change; change nothing"`
+	}
+	mcpRedoArgs struct {
 		DryRun bool `json:"dry_run,omitempty" jsonschema:"only say what would change; change nothing"`
 	}
 	mcpRevertArgs struct {
@@ -82,6 +86,15 @@ type (
 	mcpStepRef struct {
 		Sequence uint64 `json:"sequence"`
 		Label    string `json:"label"`
+	}
+	// mcpActed is what an action acted on (history.Name words it).
+	mcpActed struct {
+		Kind     string `json:"kind" jsonschema:"step, turn or rewind"`
+		Sequence uint64 `json:"sequence" jsonschema:"the step's tool_call (an implicit step's first change), the turn's or the rewind's sequence"`
+		Label    string `json:"label" jsonschema:"a step's label; a rewind's form (rewind, paths, revert, undo, redo, turn)"`
+		Implicit bool   `json:"implicit" jsonschema:"changes made outside any step"`
+		Prompt   string `json:"prompt,omitempty" jsonschema:"a turn's prompt (absent when it was kept out)"`
+		Name     string `json:"name" jsonschema:"how zerofs names it, as the CLI and the log do"`
 	}
 	mcpStatusOut struct {
 		Workspace       string `json:"workspace"`
@@ -117,9 +130,10 @@ type (
 		Prompt       string         `json:"prompt,omitempty"`
 		Agent        string         `json:"agent,omitempty"`
 		AgentSession string         `json:"agent_session,omitempty"`
-		Target       uint64         `json:"target,omitempty" jsonschema:"a rewind's target sequence"`
-		Restored     int            `json:"restored,omitempty"`
-		Deleted      int            `json:"deleted,omitempty"`
+		Title        string         `json:"title,omitempty" jsonschema:"what a rewind was, as zerofs log words it"`
+		Target       *uint64        `json:"target,omitempty" jsonschema:"a rewind's target sequence (0: the state before any recorded change)"`
+		Restored     *int           `json:"restored,omitempty" jsonschema:"how many paths a rewind restored"`
+		Deleted      *int           `json:"deleted,omitempty" jsonschema:"how many paths a rewind deleted, everything beneath a deleted directory included"`
 		Changes      []mcpChange    `json:"changes,omitempty"`
 		Payload      map[string]any `json:"payload,omitempty"`
 		Result       *mcpToolResult `json:"result,omitempty" jsonschema:"what came of the step's tool call (an agent's after-tool hook, zerofs run), when recorded"`
@@ -140,7 +154,7 @@ type (
 		PathBytes string `json:"path_bytes,omitempty" jsonschema:"the path's exact bytes in base64, when it is not UTF-8"`
 		Exists    bool   `json:"exists"`
 		Kind      string `json:"kind,omitempty" jsonschema:"file, dir or symlink"`
-		Bytes     int64  `json:"bytes,omitempty"`
+		Bytes     *int64 `json:"bytes,omitempty" jsonschema:"a file's size (0 for an empty file); absent for a directory or symlink"`
 		// Content is a text file's content; ContentBase64 a binary one's.
 		Content       string   `json:"content,omitempty"`
 		ContentBase64 string   `json:"content_base64,omitempty"`
@@ -155,11 +169,12 @@ type (
 		Path      string `json:"path"`
 		PathBytes string `json:"path_bytes,omitempty" jsonschema:"the path's exact bytes in base64, when it is not UTF-8"`
 		Kind      string `json:"kind"`
-		Added     int    `json:"added,omitempty"`
-		Removed   int    `json:"removed,omitempty"`
+		Added     *int   `json:"added,omitempty" jsonschema:"lines the file gains (absent when it is not text or too large to compare)"`
+		Removed   *int   `json:"removed,omitempty" jsonschema:"lines the file loses (absent when it is not text or too large to compare)"`
 	}
 	mcpActionOut struct {
 		Action   string `json:"action" jsonschema:"rewind, undo, redo or revert"`
+		Form     string `json:"form" jsonschema:"what was done: rewind, paths, revert, undo, redo or turn (a whole turn taken back)"`
 		DryRun   bool   `json:"dry_run"`
 		Sequence uint64 `json:"sequence,omitempty" jsonschema:"the rewind event recording this action (none for a dry run)"`
 		Target   uint64 `json:"target" jsonschema:"the sequence whose state was restored"`
@@ -169,8 +184,8 @@ type (
 		// Unchanged: the workspace already was as the action would make
 		// it; nothing was changed or recorded.
 		Unchanged bool `json:"unchanged,omitempty" jsonschema:"the workspace already was as the action would make it: nothing changed, nothing recorded"`
-		// Step is the step an undo, redo or revert acted on.
-		Step           *mcpStepRef  `json:"step,omitempty"`
+		// Step is what an undo, redo, revert or turn form acted on.
+		Step           *mcpActed    `json:"step,omitempty"`
 		Paths          []string     `json:"paths,omitempty"`
 		PathsBytes     []string     `json:"paths_bytes,omitempty" jsonschema:"when a name in paths is not UTF-8: each name's exact bytes in base64, at its position in paths (empty for a name that is UTF-8)"`
 		Skipped        []string     `json:"skipped,omitempty" jsonschema:"paths whose earlier state was not kept"`
@@ -179,6 +194,7 @@ type (
 		Conflicts      []string     `json:"conflicts,omitempty"`
 		ConflictsBytes []string     `json:"conflicts_bytes,omitempty" jsonschema:"when a name in conflicts is not UTF-8: each name's exact bytes in base64, at its position in conflicts (empty for a name that is UTF-8)"`
 		Warnings       []string     `json:"warnings,omitempty" jsonschema:"changes made by someone else (a person, another agent session) that this action overwrites, and a person's changes it leaves alone"`
+		Text           string       `json:"text" jsonschema:"the result in words, as zerofs's CLI says it"`
 	}
 )
 
@@ -203,7 +219,7 @@ func (t *mcpTools) register(s *mcp.Server, schemas map[string]*jsonschema.Schema
 		Description: "The workspace's history, newest first: steps (tool calls) with the paths each changed, rewinds, gcs, and turns (a person's prompt; each step names its turn). " +
 			"By default the last 20 entries, without the steps that changed nothing, and without payloads and blob ids (details: true adds them). " +
 			"A path that is not UTF-8 comes as a readable form with its exact bytes (base64) in path_bytes (from_bytes for a rename's old name): pass those back in paths_bytes. " +
-			"Use a step's sequence with zerofs_diff, zerofs_show, zerofs_revert or zerofs_rewind."},
+			"Use a step's sequence with zerofs_diff, zerofs_show, zerofs_revert or zerofs_record."},
 		map[string]mcpProp{"n": {min: floatp(1), max: 1000, def: "20"}}, t.log)
 	addTool(s, schemas, &mcp.Tool{Name: "zerofs_diff", Title: "Diff", Annotations: readOnly,
 		Description: "A unified diff of the workspace from sequence `from` to sequence `to` (omitted: the workspace now), optionally only of some paths. To see what the step at sequence S did: from S-1 to the step's end (the next entry's sequence minus one), or from S-1 to now."},
@@ -217,11 +233,16 @@ func (t *mcpTools) register(s *mcp.Server, schemas map[string]*jsonschema.Schema
 		nil, t.step)
 	addTool(s, schemas, &mcp.Tool{Name: "zerofs_rewind", Title: "Rewind", Annotations: destructive(true),
 		Description: "Put the whole workspace (or only some paths) back to how it was at a sequence, overwriting every later change to it, by anyone. " +
+			"With before_turn instead of seq, take back a whole turn: the workspace goes back to just before that prompt (a turn entry of zerofs_log). " +
 			"The rewind is itself recorded: zerofs_undo right after it takes it back (so does zerofs_rewind to the result's `before`, the sequence just before it). " +
 			"Call it with dry_run: true first, and read the result's warnings: they name changes by a person or another agent session that it overwrites."},
 		nil, t.rewind)
 	addTool(s, schemas, &mcp.Tool{Name: "zerofs_undo", Title: "Undo the last step", Annotations: destructive(false),
-		Description: "Take back the last thing done and still in effect, and name it: the last step that changed something (the workspace goes back to just before it), or a rewind, path rewind or revert if that came last (as jj undo does). Undos stack: each call goes one further back; zerofs_redo takes the last one back."},
+		Description: "Take back the last thing done and still in effect, and name it: the last step that changed something, or a rewind, path rewind or revert if that came last (as jj undo does). " +
+			"The whole workspace goes back to just before it: every change since, by anyone (a person's changes excepted, which it leaves alone and names), not only the files the step touched. " +
+			"With turn: true it takes back the whole turn of that step instead (everything since the prompt that led to it). " +
+			"Call it with dry_run: true first: it lists what would be restored, deleted and created and changes nothing. " +
+			"Undos stack: each call goes one further back; zerofs_redo takes the last one back."},
 		nil, t.undo)
 	addTool(s, schemas, &mcp.Tool{Name: "zerofs_redo", Title: "Redo", Annotations: destructive(false),
 		Description: "Take back the last undo not yet taken back. A step that changes something after an undo ends the redo chain."},
@@ -325,15 +346,12 @@ func (t *mcpTools) log(ctx context.Context, _ *mcp.CallToolRequest, a mcpLogArgs
 		if err != nil {
 			return mcpError(err)
 		}
-		ents, err := history.Log(src, history.LogOptions{Changes: true, Limit: a.N + 1, Paths: paths, All: a.All})
+		page, err := history.LogPage(src, history.LogOptions{Changes: true, Limit: a.N, Paths: paths, All: a.All})
 		if err != nil {
 			return mcpError(err)
 		}
-		out.Head, out.Entries = uint64(head), []mcpEntry{}
-		if len(ents) > a.N {
-			ents, out.More = ents[:a.N], true
-		}
-		for _, e := range ents {
+		out.Head, out.Entries, out.More = uint64(head), []mcpEntry{}, page.More
+		for _, e := range page.Entries {
 			out.Entries = append(out.Entries, compactEntry(e, a.Details))
 		}
 		return nil
@@ -364,7 +382,8 @@ func compactEntry(e history.Entry, details bool) mcpEntry {
 		m.Label = "(no step)"
 	}
 	if r := e.Rewind; r != nil {
-		m.Target, m.Restored, m.Deleted = uint64(r.TargetSequence), r.Report.Restored, r.Report.Deleted
+		target, restored, deleted := uint64(r.TargetSequence), r.Report.Restored, r.Report.Deleted
+		m.Target, m.Restored, m.Deleted, m.Title = &target, &restored, &deleted, e.Title
 	}
 	for _, c := range e.Changes {
 		mc := mcpChange{Path: record.Readable(c.Path), PathBytes: record.ExactBytes(c.Path), Change: c.Change,
@@ -386,12 +405,20 @@ func writeEntryLine(b *strings.Builder, e mcpEntry) {
 	case history.EntryTurn:
 		p := "(prompt kept out)"
 		if e.Prompt != "" {
-			p = strconv.Quote(cutLine(e.Prompt, 72))
+			p = strconv.Quote(history.CutLine(e.Prompt, 72))
 		}
 		fmt.Fprintf(b, "turn %d %s %s\n", e.Sequence, e.Time, p)
 		return
 	case history.BlockRewind:
-		fmt.Fprintf(b, "rewind %d %s to %d: restored %d, deleted %d\n", e.Sequence, e.Time, e.Target, e.Restored, e.Deleted)
+		ind := ""
+		if e.Turn != 0 {
+			ind = "  "
+		}
+		what := e.Title
+		if what == "" {
+			what = fmt.Sprintf("rewind to %d", deref(e.Target))
+		}
+		fmt.Fprintf(b, "%srewind %d %s %s: restored %d, deleted %d\n", ind, e.Sequence, e.Time, what, deref(e.Restored), deref(e.Deleted))
 	default:
 		ind := ""
 		if e.Turn != 0 {
@@ -413,30 +440,59 @@ func (t *mcpTools) diff(ctx context.Context, _ *mcp.CallToolRequest, a mcpDiffAr
 	if err != nil {
 		return nil, mcpDiffOut{}, err
 	}
-	ws, err := history.Find(t.dir)
+	out := mcpDiffOut{From: a.From, To: a.To}
+	err = t.with(ctx, func(ws *history.Workspace, src history.Source) error {
+		to := history.Now
+		if a.To != nil {
+			to = record.Seq(*a.To)
+		}
+		for _, s := range []record.Seq{record.Seq(a.From), to} {
+			if err := t.checkSeq(src, s); err != nil {
+				return err
+			}
+		}
+		fds, err := history.Diff(src, record.Seq(a.From), to, paths)
+		if err != nil {
+			return mcpError(history.ExplainSeq(src, record.Seq(a.From), err))
+		}
+		var b strings.Builder
+		for _, fd := range fds {
+			b.WriteString(fd.Text)
+		}
+		out.Diff = b.String()
+		return nil
+	})
 	if err != nil {
-		_, _, err = t.open(ctx)
 		return nil, mcpDiffOut{}, err
 	}
-	// The CLI's diff, run in process from the workspace root: sequences
-	// are numbers and paths come after "--", so nothing is a flag.
-	argv := []string{"diff", strconv.FormatUint(a.From, 10)}
-	if a.To != nil {
-		argv = append(argv, strconv.FormatUint(*a.To, 10))
-	}
-	if len(paths) > 0 {
-		argv = append(append(argv, "--"), paths...)
-	}
-	var stdout, stderr bytes.Buffer
-	if code := run(argv, strings.NewReader(""), &stdout, &stderr, ws.Root); code != 0 {
-		return nil, mcpDiffOut{}, errors.New(mcpArgWords(strings.TrimPrefix(strings.TrimSpace(stderr.String()), "zerofs: ")))
-	}
-	out := mcpDiffOut{From: a.From, To: a.To, Diff: stdout.String()}
 	msg := out.Diff
 	if msg == "" {
 		msg = "no differences"
 	}
 	return text(msg), out, nil
+}
+
+// checkSeq refuses a sequence the history does not hold (s is history.Now
+// for the workspace now).
+func (t *mcpTools) checkSeq(src history.Source, s record.Seq) error {
+	if s == history.Now {
+		return nil
+	}
+	head, err := src.Head()
+	if err != nil {
+		return mcpError(err)
+	}
+	pruned, err := src.PrunedBefore()
+	if err != nil {
+		return mcpError(err)
+	}
+	if s > head || s < pruned {
+		return mcpError(history.ExplainSeq(src, s, record.ErrNoSuchSeq))
+	}
+	if _, ok := history.ThinnedAt(src, s); ok {
+		return mcpError(history.ExplainSeq(src, s, record.ErrNoSuchSeq))
+	}
+	return nil
 }
 
 // maxShow bounds what zerofs_show returns of a file.
@@ -464,7 +520,11 @@ func (t *mcpTools) show(ctx context.Context, _ *mcp.CallToolRequest, a mcpShowAr
 		if !n.Exists {
 			return fmt.Errorf("%s did not exist at %d (path)", quote.Name(p), a.Seq)
 		}
-		out.Exists, out.Kind, out.Bytes = true, string(n.Kind), n.Bytes
+		out.Exists, out.Kind = true, string(n.Kind)
+		if n.Kind == record.KindFile {
+			b := n.Bytes
+			out.Bytes = &b
+		}
 		switch n.Kind {
 		case record.KindDir:
 			entries, err = src.List(p, seq)
@@ -499,7 +559,7 @@ func (t *mcpTools) show(ctx context.Context, _ *mcp.CallToolRequest, a mcpShowAr
 	case out.Kind == string(record.KindSymlink):
 		msg = "symlink to " + quote.Name(target)
 	case out.ContentBase64 != "":
-		msg = fmt.Sprintf("binary file of %d bytes (content_base64 holds it)", out.Bytes)
+		msg = fmt.Sprintf("binary file of %d bytes (content_base64 holds it)", deref(out.Bytes))
 	}
 	return text(msg), out, nil
 }
@@ -524,8 +584,9 @@ func (t *mcpTools) step(ctx context.Context, _ *mcp.CallToolRequest, a mcpStepAr
 	}
 	var out mcpStepRef
 	err := t.with(ctx, func(ws *history.Workspace, src history.Source) error {
-		if !ws.Mounted { // as zerofs step refuses it: no change would be recorded
-			return fmt.Errorf("%s is not mounted, so nothing would be recorded in the step (zerofs mount %s)", quote.Name(ws.Root), quote.Name(ws.Root))
+		if !ws.Mounted {
+			// As `zerofs step` refuses: a step nothing records changes in.
+			return fmt.Errorf("%s is not mounted, so nothing would be recorded in the step (zerofs mount %s); zerofs_status says when it is", quote.Name(ws.Root), quote.Name(ws.Root))
 		}
 		if err := src.BeginStep(ctx, label, nil); err != nil {
 			return mcpError(err)
@@ -545,17 +606,26 @@ func (t *mcpTools) rewind(ctx context.Context, _ *mcp.CallToolRequest, a mcpRewi
 	if err != nil {
 		return nil, mcpActionOut{}, err
 	}
+	if a.BeforeTurn != 0 {
+		if a.Seq != nil || len(paths) > 0 {
+			return nil, mcpActionOut{}, errors.New("before_turn takes a whole turn back: give it alone, without seq or paths")
+		}
+		return t.act(ctx, "rewind", record.Request{Turn: record.Seq(a.BeforeTurn), DryRun: a.DryRun})
+	}
+	if a.Seq == nil {
+		return nil, mcpActionOut{}, errors.New("seq: missing: give the sequence to roll back to (or before_turn, a turn's sequence)")
+	}
 	if (a.Paths != nil || a.PathsBytes != nil) && len(paths) == 0 {
 		return nil, mcpActionOut{}, errors.New("paths is empty: omit it to rewind the whole workspace")
 	}
-	return t.act(ctx, "rewind", record.Request{Target: record.Seq(a.Seq), Paths: paths, DryRun: a.DryRun})
+	return t.act(ctx, "rewind", record.Request{Target: record.Seq(*a.Seq), Paths: paths, DryRun: a.DryRun})
 }
 
 func (t *mcpTools) undo(ctx context.Context, _ *mcp.CallToolRequest, a mcpUndoArgs) (*mcp.CallToolResult, mcpActionOut, error) {
-	return t.act(ctx, "undo", record.Request{Undo: true, DryRun: a.DryRun})
+	return t.act(ctx, "undo", record.Request{Undo: true, WholeTurn: a.Turn, DryRun: a.DryRun})
 }
 
-func (t *mcpTools) redo(ctx context.Context, _ *mcp.CallToolRequest, a mcpUndoArgs) (*mcp.CallToolResult, mcpActionOut, error) {
+func (t *mcpTools) redo(ctx context.Context, _ *mcp.CallToolRequest, a mcpRedoArgs) (*mcp.CallToolResult, mcpActionOut, error) {
 	return t.act(ctx, "redo", record.Request{Redo: true, DryRun: a.DryRun})
 }
 
@@ -566,30 +636,32 @@ func (t *mcpTools) revert(ctx context.Context, _ *mcp.CallToolRequest, a mcpReve
 	return t.act(ctx, "revert", record.Request{Revert: record.Seq(a.Seq), Force: a.Force, DryRun: a.DryRun})
 }
 
-// act runs one rewind request: first as a dry run when it is not one, so
-// that the changes it overwrites are known (warnings), then for real.
+// act runs one rewind request, one request to the daemon: its report
+// names what it acted on and the changes made by others that it
+// overwrote (or, dry, would), so nothing is asked twice and nothing is
+// read back from the log.
 func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (*mcp.CallToolResult, mcpActionOut, error) {
 	out := mcpActionOut{Action: action, DryRun: req.DryRun}
+	var words history.Words
 	err := t.with(ctx, func(ws *history.Workspace, src history.Source) error {
 		head, err := src.Head()
 		if err != nil {
 			return mcpError(err)
 		}
 		out.Before = uint64(head)
-		seen := map[string]bool{}
-		if !req.DryRun {
-			dry := req
-			dry.DryRun = true
-			rep, err := doRewind(ctx, src, dry)
-			if err != nil && !errors.Is(err, record.ErrConflict) {
-				return mcpError(err)
+		guard := history.GuardHooks(ws.Root) // the hook files installed before it
+		rep, err := src.Rewind(ctx, req)
+		var re *record.RefusedError
+		switch {
+		case req.Turn != 0 && errors.As(err, &re) && re.Refusal == record.RefusedNoSuchSeq && re.Seq == req.Turn:
+			return fmt.Errorf("before_turn: %d is not a turn (zerofs_log lists each turn with its sequence)", req.Turn)
+		case errors.Is(err, record.ErrNoSuchSeq) && !req.Undo && !req.Redo && req.Turn == 0:
+			s := req.Target
+			if req.Revert != 0 {
+				s = req.Revert
 			}
-			if err == nil || req.Force {
-				out.Warnings = foreignWarnings(rep.Foreign, "overwrites", seen)
-			}
+			err = history.ExplainSeq(src, s, err)
 		}
-		guard := guardHooksAt(ws.Root)
-		rep, err := doRewind(ctx, src, req)
 		if err != nil {
 			var ce *record.ConflictError
 			if errors.As(err, &ce) {
@@ -602,8 +674,9 @@ func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (
 		if req.DryRun {
 			verb = "would overwrite"
 		}
-		out.Warnings = append(out.Warnings, foreignWarnings(rep.Foreign, verb, seen)...)
-		out.Warnings = append(out.Warnings, guard.warnings(rep)...)
+		out.Warnings = history.ForeignWarnings(rep.Foreign, verb, map[string]bool{})
+		out.Form = rep.Form
+		out.Warnings = append(out.Warnings, guard.Warnings(rep)...)
 		out.Sequence, out.Target = uint64(rep.Sequence), uint64(rep.TargetSequence)
 		if req.DryRun {
 			out.Sequence = 0
@@ -614,70 +687,42 @@ func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (
 		}
 		out.Paths, out.PathsBytes = record.ReadableAll(rep.Paths), record.ExactBytesAll(rep.Paths)
 		out.Conflicts, out.ConflictsBytes = record.ReadableAll(rep.Conflicts), record.ExactBytesAll(rep.Conflicts)
-		switch {
-		case rep.Undid != nil:
-			out.Step = &mcpStepRef{Sequence: uint64(rep.Undid.Sequence), Label: rep.Undid.Label}
-		case rep.Redid != nil:
-			out.Step = &mcpStepRef{Sequence: uint64(rep.Redid.Sequence), Label: rep.Redid.Label}
-		case req.Revert != 0:
-			out.Step = revertedStep(src, req.Revert)
+		if s := rep.Step; s != nil {
+			out.Step = &mcpActed{Kind: s.Kind, Sequence: uint64(s.Sequence), Label: s.Label, Implicit: s.Implicit, Prompt: s.Prompt, Name: history.Name(s)}
 		}
 		for _, c := range rep.Preview {
 			p := mcpPreview{Action: string(c.Action), Path: record.Readable(c.Path), PathBytes: record.ExactBytes(c.Path), Kind: string(c.Kind)}
 			if c.Lines != nil {
-				p.Added, p.Removed = c.Lines.Added, c.Lines.Removed
+				added, removed := c.Lines.Added, c.Lines.Removed
+				p.Added, p.Removed = &added, &removed
 			}
 			out.Preview = append(out.Preview, p)
 		}
+		words = history.Describe(rep)
 		return nil
 	})
 	if err != nil {
 		return nil, mcpActionOut{}, err
 	}
-	return text(actionText(out)), out, nil
+	out.Text = words.Head
+	return text(actionText(out, words)), out, nil
 }
 
-// revertedStep names the step holding sequence s.
-func revertedStep(src history.Source, s record.Seq) *mcpStepRef {
-	blocks, _, err := history.Blocks(src)
-	if err != nil {
-		return &mcpStepRef{Sequence: uint64(s)}
-	}
-	for i := len(blocks) - 1; i >= 0; i-- {
-		if b := blocks[i]; b.Start <= s && s <= b.End && b.Type != history.BlockPruned {
-			return &mcpStepRef{Sequence: uint64(b.Seq), Label: b.Label}
-		}
-	}
-	return &mcpStepRef{Sequence: uint64(s)}
-}
-
-// actionText is an action's result for people.
-func actionText(o mcpActionOut) string {
+// actionText is an action's result for people: the report's words (as the
+// CLI prints them), what takes it back, and the warnings.
+func actionText(o mcpActionOut, words history.Words) string {
 	var b strings.Builder
-	what := fmt.Sprintf("%s to %d", o.Action, o.Target)
-	if o.Step != nil {
-		what = fmt.Sprintf("%s step %d %s", o.Action, o.Step.Sequence, quote.Line(o.Step.Label))
-		if o.Action != "revert" {
-			what += fmt.Sprintf(" (to %d)", o.Target)
-		}
+	b.WriteString(words.Head)
+	if !o.DryRun && !o.Unchanged {
+		fmt.Fprintf(&b, "; zerofs_rewind to %d takes it back", o.Before)
 	}
-	if o.DryRun {
-		fmt.Fprintf(&b, "would %s: restore %d, delete %d\n", what, o.Restored, o.Deleted)
-		for _, p := range o.Preview {
-			fmt.Fprintf(&b, "  %-8s %s", p.Action, quote.Name(exactName(p.Path, p.PathBytes)))
-			if p.Added > 0 || p.Removed > 0 {
-				fmt.Fprintf(&b, "  +%d -%d", p.Added, p.Removed)
-			}
-			b.WriteByte('\n')
-		}
-	} else if o.Unchanged {
-		fmt.Fprintf(&b, "%s: nothing to change, the workspace already is as it would make it (nothing recorded)\n", what)
-	} else {
-		fmt.Fprintf(&b, "%s done: restored %d, deleted %d; zerofs_rewind to %d takes it back\n", what, o.Restored, o.Deleted, o.Before)
+	if o.Unchanged {
+		b.WriteString(" (nothing recorded)")
 	}
-	skipped, _ := record.FromBytesAll("skipped", o.Skipped, o.SkippedBytes)
-	for _, p := range skipped {
-		fmt.Fprintf(&b, "  skipped %s (its earlier state was not kept)\n", quote.Name(p))
+	b.WriteByte('\n')
+	for _, l := range words.Lines {
+		b.WriteString(l)
+		b.WriteByte('\n')
 	}
 	for _, w := range o.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", w)
@@ -685,31 +730,20 @@ func actionText(o mcpActionOut) string {
 	return b.String()
 }
 
-// foreignWarnings names the changes made outside the agent's steps (or in
-// another agent session's) that a rewind overwrites, and the person's
-// changes it left alone, skipping those already named.
-func foreignWarnings(fs []record.Foreign, verb string, seen map[string]bool) []string {
-	var out []string
-	for _, f := range fs {
-		if seen[f.Path] {
-			continue
-		}
-		seen[f.Path] = true
-		who := ""
-		if f.Comm != "" || f.PID != 0 {
-			who = fmt.Sprintf(" by %s (pid %d)", quote.Name(f.Comm), f.PID)
-		}
-		why := f.Why
-		if f.Session != "" {
-			why += " " + f.Session
-		}
-		if f.Kept { // a person's change, which it does not take back
-			out = append(out, fmt.Sprintf("left %s alone, changed %s%s after sequence %d: a person's change is not taken back", quote.Name(f.Path), why, who, f.Seq))
-			continue
-		}
-		out = append(out, fmt.Sprintf("this %s %s, changed %s%s after sequence %d", verb, quote.Name(f.Path), why, who, f.Seq))
+// plural is "1 pattern", "2 patterns".
+func plural(n int, what string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", what)
 	}
-	return out
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// deref is *p, 0 for nil.
+func deref[T int | int64 | uint64](p *T) T {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // exactName is the name a result's readable form and "..._bytes" field

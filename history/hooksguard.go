@@ -1,15 +1,13 @@
-package main
+package history
 
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/zerofs/zerofs/control"
-	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/hooks"
 	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/record"
@@ -24,26 +22,17 @@ type hookFile struct {
 	content []byte
 }
 
-// hookGuard remembers the workspace's installed hook files before a
-// rewind, to say afterwards which it removed or changed.
-type hookGuard struct {
+// A HookGuard remembers the workspace's installed hook files before a
+// rewind, to say afterwards which it removed or changed (the CLI, the MCP
+// server and every front end warn alike).
+type HookGuard struct {
 	root  string
 	files []hookFile
 }
 
-// guardHooks reads the hook files installed in the workspace around e's
-// directory (none outside a workspace).
-func guardHooks(e *env) *hookGuard {
-	ws, err := history.Find(e.cwd)
-	if err != nil {
-		return nil
-	}
-	return guardHooksAt(ws.Root)
-}
-
-// guardHooksAt reads the hook files installed in the workspace at root.
-func guardHooksAt(root string) *hookGuard {
-	g := &hookGuard{root: root}
+// GuardHooks reads the hook files installed in the workspace at root.
+func GuardHooks(root string) *HookGuard {
+	g := &HookGuard{root: root}
 	for _, a := range hooks.Agents {
 		for _, rel := range a.ProjectFiles() {
 			p := filepath.Join(root, rel)
@@ -60,17 +49,10 @@ func guardHooksAt(root string) *hookGuard {
 	return g
 }
 
-// warn prints warnings' lines on w, each a "zerofs: warning:".
-func (g *hookGuard) warn(w io.Writer, rep control.RewindReport) {
-	for _, s := range g.warnings(rep) {
-		fmt.Fprintf(w, "zerofs: warning: %s\n", s)
-	}
-}
-
-// warnings says, after a rewind (or its dry run), which installed hook
+// Warnings says, after a rewind (or its dry run), which installed hook
 // files it changes: a dry run from its preview, a real one from the files
-// as they are now.
-func (g *hookGuard) warnings(rep control.RewindReport) []string {
+// as they are now (nil for a nil guard).
+func (g *HookGuard) Warnings(rep control.RewindReport) []string {
 	if g == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package main
+package mcpserver
 
 import (
 	"context"
@@ -67,6 +67,7 @@ func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, a mcpMerge
 		return nil, out, errors.New("paths go with settle: ours or theirs")
 	}
 	var conflictErr error
+	var words history.Words
 	err := t.with(ctx, func(ws *history.Workspace, src history.Source) error {
 		head, err := src.Head()
 		if err != nil {
@@ -84,7 +85,7 @@ func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, a mcpMerge
 			}
 			mr.Paths = append(mr.Paths, p)
 		}
-		rep, err := doRewind(ctx, src, record.Request{Merge: mr, DryRun: a.DryRun})
+		rep, err := src.Rewind(ctx, record.Request{Merge: mr, DryRun: a.DryRun})
 		out.Fork = mr.Dir
 		if rep.Merge != nil {
 			rec := rep.Merge.Record
@@ -126,10 +127,12 @@ func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, a mcpMerge
 		for _, c := range rep.Preview {
 			p := mcpPreview{Action: string(c.Action), Path: record.Readable(c.Path), PathBytes: record.ExactBytes(c.Path), Kind: string(c.Kind)}
 			if c.Lines != nil {
-				p.Added, p.Removed = c.Lines.Added, c.Lines.Removed
+				added, removed := c.Lines.Added, c.Lines.Removed
+				p.Added, p.Removed = &added, &removed
 			}
 			out.Preview = append(out.Preview, p)
 		}
+		words = history.Describe(rep)
 		return nil
 	})
 	if err != nil {
@@ -138,12 +141,10 @@ func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, a mcpMerge
 	if conflictErr != nil {
 		return nil, mcpMergeOut{}, conflictErr
 	}
-	verb := "merged"
-	if a.DryRun {
-		verb = "would merge"
-	}
 	if len(out.Conflicts) > 0 {
 		return text(fmt.Sprintf("would change nothing: %d conflicting path(s) (see conflicts); settle: ours or theirs settles them", len(out.Conflicts))), out, nil
 	}
-	return text(fmt.Sprintf("%s %s (forked at %d): restored %d, deleted %d, %d step(s) of the fork", verb, out.Fork, out.Base, out.Restored, out.Deleted, len(out.Steps))), out, nil
+	// The report in the one wording (history.Describe), as zerofs merge
+	// prints it, and the fork's steps it brings in.
+	return text(fmt.Sprintf("%s; %d step(s) of the fork\n", words.Head, len(out.Steps))), out, nil
 }
