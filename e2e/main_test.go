@@ -18,11 +18,11 @@ import (
 	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
-// binary is the zerofs built once by TestMain; buildErr says why it is
-// missing.
+// binary is the zerofs built once by TestMain (built: with why it is
+// missing).
 var (
-	binary   string
-	buildErr error
+	binary string
+	built  *testsupport.Binary
 	// goCacheDir is the GOCACHE for go build under the mount: outside any
 	// workspace, and removed with the binary.
 	goCacheDir string
@@ -35,13 +35,13 @@ var (
 const cmdTimeout = 4 * time.Minute
 
 func TestMain(m *testing.M) {
-	b := testsupport.BuildZerofs()
-	binary, buildErr = b.Path, b.Err
-	if b.Dir() != "" {
-		goCacheDir = filepath.Join(b.Dir(), "gocache")
+	built = testsupport.BuildZerofs()
+	binary = built.Path
+	if built.Dir() != "" {
+		goCacheDir = filepath.Join(built.Dir(), "gocache")
 	}
 	code := m.Run()
-	b.Remove()
+	built.Remove()
 	os.Exit(code)
 }
 
@@ -49,11 +49,7 @@ func TestMain(m *testing.M) {
 // when ZEROFS_REQUIRE_FUSE=1: CI must never skip these silently.
 func needFUSE(t *testing.T) {
 	t.Helper()
-	if binary == "" {
-		// Not an environment the suite may skip in: the code is broken.
-		t.Fatal(buildErr)
-	}
-	testsupport.RequireFUSE(t)
+	built.NeedFUSE(t)
 }
 
 func exists(p string) bool {

@@ -140,13 +140,13 @@ func parallelWriters(t *testing.T, mode string) {
 	h := head(t, ws)
 	for _, T := range heads {
 		late := snapshot(t, view(ws, T))
-		checkWriterState(t, "@"+itoa(T), late.sub("w"), writers)
+		checkWriterState(t, "@"+itoa(T), late.Sub("w"), writers)
 		sameTree(t, "@"+itoa(T)+" read after the writers vs. while they ran", early[T], late)
 	}
 	for T := int64(0); T <= h; T += max(1, h/15) {
-		checkWriterState(t, "@"+itoa(T), snapshot(t, view(ws, T)).sub("w"), writers)
+		checkWriterState(t, "@"+itoa(T), snapshot(t, view(ws, T)).Sub("w"), writers)
 	}
-	final := snapshot(t, ws).sub("w")
+	final := snapshot(t, ws).Sub("w")
 	checkWriterState(t, "the workspace", final, writers)
 	readLog(t, filepath.Join(ws, ".zero/log"))
 }

@@ -79,7 +79,7 @@ func soakSnapshot(root string, xattrs bool) (sTree, error) {
 			return err
 		}
 		st := fi.Sys().(*syscall.Stat_t)
-		e := sEntry{Mode: fi.Mode() & permBits, UID: st.Uid, GID: st.Gid}
+		e := sEntry{Mode: fi.Mode() & testsupport.PermBits, UID: st.Uid, GID: st.Gid}
 		switch {
 		case fi.Mode().IsRegular():
 			b, err := os.ReadFile(p)

@@ -63,11 +63,8 @@ func TestSparseFileRewindAllocatesOnlyItsData(t *testing.T) {
 	}
 	t.Logf("the write's stash named before @s1 was read: %v", named)
 	viewAsRecorded(t, "@s1 read right after the write", pub, atS1, size, map[int64]byte{536870912: 'x', 104857600: 0, 0: 0, size - 1: 0})
-	for deadline := time.Now().Add(2 * time.Minute); !named; time.Sleep(100 * time.Millisecond) {
-		_, named = stashed()
-		if time.Now().After(deadline) {
-			t.Fatalf("the write's stash was not named in 2 minutes")
-		}
+	if !named && poll(2*time.Minute, func() bool { _, named = stashed(); return named }) != nil {
+		t.Fatalf("the write's stash was not named in 2 minutes")
 	}
 	viewAsRecorded(t, "@s1 after naming", pub, atS1, size, map[int64]byte{536870912: 'x', 104857600: 0, 0: 0, size - 1: 0})
 	s2 := step(t, ws, "after")

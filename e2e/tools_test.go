@@ -134,12 +134,12 @@ func toolCases(t *testing.T) []toolCase {
 		tool: func(t *testing.T, ws string) {
 			ball := tarball(t, src)
 			sh(t, ws, "mkdir vendor && tar -xpf "+ball+" -C vendor")
-			sameTree(t, "vendor after tar -x", src, snapshot(t, ws).sub("vendor"))
+			sameTree(t, "vendor after tar -x", src, snapshot(t, ws).Sub("vendor"))
 		},
 		after: func(t *testing.T, ws string) {
 			// The rewind left no trace that stops extracting again.
 			sh(t, ws, "mkdir vendor && tar -xpf "+tarball(t, src)+" -C vendor")
-			sameTree(t, "vendor after a second tar -x", src, snapshot(t, ws).sub("vendor"))
+			sameTree(t, "vendor after a second tar -x", src, snapshot(t, ws).Sub("vendor"))
 		},
 	}, {
 		name:      "tar-create",
@@ -205,7 +205,7 @@ os.replace(".config.json.swp", "config.json")
 			small := genTree(2, 60)
 			materialize(t, from, small)
 			must(t, ws, nil, "cp", "-a", from, "copied")
-			sameTree(t, "copied after cp -a", small, snapshot(t, ws).sub("copied"))
+			sameTree(t, "copied after cp -a", small, snapshot(t, ws).Sub("copied"))
 		},
 	}, {
 		name:  "rm-rf",
@@ -221,7 +221,7 @@ os.replace(".config.json.swp", "config.json")
 			// whole, outside the mount.
 			out := filepath.Join(t.TempDir(), "x")
 			must(t, ws, nil, "cp", "-a", filepath.Join(view(ws, T), "deep"), out)
-			sameTree(t, "cp -a @T/deep", deepTree().sub("deep"), snapshot(t, out))
+			sameTree(t, "cp -a @T/deep", deepTree().Sub("deep"), snapshot(t, out))
 		},
 	}, {
 		name: "go-build",

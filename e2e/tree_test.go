@@ -9,125 +9,24 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
-// entry is what a snapshot keeps of one path: what a rewind must restore
-// (SPEC "Rewind": contents, which paths exist, permission bits). Times,
-// owners and inode numbers are not part of the contract.
-type entry struct {
-	Kind    string // "file", "dir", "symlink" or "other"
-	Mode    iofs.FileMode
-	Content string // file content or symlink target
-}
+// The tree snapshots of these tests are testsupport's (Snapshot, DiffTrees,
+// SameTree), under the names the tests use.
+type (
+	entry = testsupport.Entry
+	tree  = testsupport.Tree
+)
 
-func (e entry) String() string {
-	c := e.Content
-	if len(c) > 40 {
-		c = fmt.Sprintf("%.40q...(%d bytes)", c, len(c))
-	} else {
-		c = fmt.Sprintf("%q", c)
-	}
-	return fmt.Sprintf("%s %v %s", e.Kind, e.Mode, c)
-}
+func snapshot(t *testing.T, root string) tree { t.Helper(); return testsupport.Snapshot(t, root) }
 
-// tree maps a slash-separated path relative to the root to its entry.
-type tree map[string]entry
+func diffTrees(want, got tree) []string { return testsupport.DiffTrees(want, got) }
 
-// permBits are the mode bits a rewind restores.
-const permBits = iofs.ModePerm | iofs.ModeSetuid | iofs.ModeSetgid | iofs.ModeSticky
-
-// snapshot walks root with Lstat (never following a symlink) and records
-// every path under it. It skips nothing: through the mount `.zero` and @T
-// are not listed, and if they ever were the comparison would show it.
-func snapshot(t *testing.T, root string) tree {
-	t.Helper()
-	tr := tree{}
-	err := filepath.WalkDir(root, func(p string, d iofs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == root {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, p)
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		e := entry{Mode: fi.Mode() & permBits}
-		switch {
-		case fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			e.Kind, e.Content = "file", string(b)
-		case fi.IsDir():
-			e.Kind = "dir"
-		case fi.Mode()&iofs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			e.Kind, e.Content, e.Mode = "symlink", target, 0
-		default:
-			e.Kind = "other"
-		}
-		tr[filepath.ToSlash(rel)] = e
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("snapshot %s: %v", root, err)
-	}
-	return tr
-}
-
-// diffTrees lists how got differs from want, one line a path, sorted.
-func diffTrees(want, got tree) []string {
-	var d []string
-	for p, w := range want {
-		g, ok := got[p]
-		switch {
-		case !ok:
-			d = append(d, fmt.Sprintf("%s: missing, want %v", p, w))
-		case g != w:
-			d = append(d, fmt.Sprintf("%s: got %v, want %v", p, g, w))
-		}
-	}
-	for p, g := range got {
-		if _, ok := want[p]; !ok {
-			d = append(d, fmt.Sprintf("%s: got %v, want it absent", p, g))
-		}
-	}
-	sort.Strings(d)
-	return d
-}
-
-// sameTree fails the test, listing at most 20 differences, unless got
-// equals want exactly.
 func sameTree(t *testing.T, what string, want, got tree) {
 	t.Helper()
-	d := diffTrees(want, got)
-	if len(d) == 0 {
-		return
-	}
-	more := ""
-	if len(d) > 20 {
-		more = fmt.Sprintf("\n... and %d more", len(d)-20)
-		d = d[:20]
-	}
-	t.Errorf("%s: %d paths differ (got %d paths, want %d):\n%s%s", what, len(diffTrees(want, got)), len(got), len(want), strings.Join(d, "\n"), more)
-}
-
-// sub is the part of tr under dir, with paths relative to dir.
-func (tr tree) sub(dir string) tree {
-	out := tree{}
-	for p, e := range tr {
-		if rel, ok := strings.CutPrefix(p, dir+"/"); ok {
-			out[rel] = e
-		}
-	}
-	return out
+	testsupport.SameTree(t, what, want, got)
 }
 
 // materialize writes tr under root (which must exist), with its modes; a

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // A burst of creates, attribute changes and removals in one directory
@@ -148,17 +150,14 @@ func TestDirDescriptorMovedBehindBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The move is reported asynchronously: wait for it.
-			for i := 0; ; i++ {
+			n := 0
+			if testsupport.Poll(5*time.Second, func() bool {
 				m.fs.dirs.mu.Lock()
-				n := len(m.fs.dirs.m)
+				n = len(m.fs.dirs.m)
 				m.fs.dirs.mu.Unlock()
-				if n == 0 {
-					break
-				}
-				if i == 500 {
-					t.Fatalf("%d directories still kept 5 s after they moved", n)
-				}
-				time.Sleep(10 * time.Millisecond)
+				return n == 0
+			}) != nil {
+				t.Fatalf("%d directories still kept 5 s after they moved", n)
 			}
 			err := os.WriteFile(filepath.Join(mp, "a", "b", "g"), []byte("y"), 0o644)
 			if _, serr := os.Lstat(filepath.Join(dest, "b", "g")); serr == nil {

@@ -34,7 +34,7 @@
 //   - Unlink, and a rename over a file, mark the removed path's change
 //     Removed, so the engine may keep its inode in the store instead of
 //     copying it. Every handle open for writing (and a truncate by path)
-//     is counted per inode (keep.go) for the engine to ask, and calls
+//     is counted per inode (writeopens.go) for the engine to ask, and calls
 //     Engine.Detach before the handle is handed out, so nothing writes
 //     into a kept inode; O_TRUNC is applied only after that.
 //   - On a mount without OPEN (Options.NoOpen, noopen.go) no request names

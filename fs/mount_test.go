@@ -171,17 +171,14 @@ func view(mp string, seq record.Seq) string {
 // kernel sends a close's RELEASE after close(2) has returned.
 func waitReleased(t *testing.T, m *Mounted) {
 	t.Helper()
-	for i := 0; ; i++ {
+	n := 0
+	if testsupport.Poll(5*time.Second, func() bool {
 		m.fs.writers.mu.Lock()
-		n := len(m.fs.writers.m)
+		n = len(m.fs.writers.m)
 		m.fs.writers.mu.Unlock()
-		if n == 0 {
-			return
-		}
-		if i == 500 {
-			t.Fatalf("%d files still open for writing in the daemon 5 s after their close", n)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return n == 0
+	}) != nil {
+		t.Fatalf("%d files still open for writing in the daemon 5 s after their close", n)
 	}
 }
 

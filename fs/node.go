@@ -86,7 +86,7 @@ type fsys struct {
 
 	writers *writerSet  // passthrough handles open for writing
 	fds     openFds     // every backing descriptor its nodes hold (held.go)
-	wopen   *writeOpens // every handle open for writing, by inode (keep.go)
+	wopen   *writeOpens // every handle open for writing, by inode (writeopens.go)
 	wsMnt   uint64      // the mount id of the workspace root (openMode: passthrough only on it)
 	links   linkTable   // the names of files with several links (links.go)
 	dirs    dirCache    // directory descriptors kept for requests (backing.go)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // slowLink stands between the replicator and the S3 server and delays
@@ -100,10 +102,8 @@ func TestLogNotBehindBase(t *testing.T) {
 		}
 		return n
 	}
-	for start := time.Now(); blobs() < 3; time.Sleep(10 * time.Millisecond) {
-		if time.Since(start) > 60*time.Second {
-			t.Fatalf("no blob of the base went up in 60 s: %v", link.order())
-		}
+	if testsupport.Poll(60*time.Second, func() bool { return blobs() >= 3 }) != nil {
+		t.Fatalf("no blob of the base went up in 60 s: %v", link.order())
 	}
 	if err := os.WriteFile(filepath.Join(dir, "new.txt"), []byte("new\n"), 0o644); err != nil {
 		t.Fatal(err)

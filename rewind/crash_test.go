@@ -5,7 +5,6 @@ import (
 	"flag"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,18 +21,17 @@ import (
 // parent then reopens the store and checks that the workspace is whole:
 // either not rewound at all (crash before the intent) or fully rewound.
 
-const crashEnv = "ZEROFS_TEST_REWIND_CRASH"
-
 // rapidChecksDefaulted: -rapid.checks was set here, not by the user (a
 // test of heavier cases may then choose its own number).
 var rapidChecksDefaulted bool
 
 func TestMain(m *testing.M) {
-	testsupport.RunChild(map[string]func(string) int{"bound": boundChild})
-	if point := os.Getenv(crashEnv); point != "" {
-		crashChild(point)
-		return
-	}
+	testsupport.RunChild(map[string]func(string) int{
+		"bound":  boundChild,
+		"crash":  func(point string) int { crashChild(point); return 0 },
+		"stash":  func(point string) int { stashCrashChild(point); return 0 },
+		"sparse": func(point string) int { sparseCrashChild(point); return 0 },
+	})
 	// TestModel runs 500 random cases unless -rapid.checks says otherwise
 	// (rapid's default of 100 leaves rare interleavings untried; 500 take
 	// a few seconds).
@@ -45,6 +43,17 @@ func TestMain(m *testing.M) {
 		rapidChecksDefaulted = true
 	}
 	os.Exit(m.Run())
+}
+
+// killedAt runs child (crash, stash or sparse) in a new process of this
+// test binary (testsupport.StartChild), to die at point, with env added,
+// and fails t unless SIGKILL ended it: the point was reached.
+func killedAt(t *testing.T, child, point string, env ...string) {
+	t.Helper()
+	c := testsupport.StartChild(t, child, point, testsupport.ChildOptions{Env: env, Stderr: io.Discard})
+	if err := c.Cmd.Wait(); !testsupport.KilledBySIGKILL(c.Cmd.ProcessState) {
+		t.Fatalf("the %s child was not killed at %s: %v", child, point, err)
+	}
 }
 
 // crashChild rewinds the workspace in $ZEROFS_TEST_WS to $ZEROFS_TEST_SEQ
@@ -221,14 +230,8 @@ func testRewindCrash(t *testing.T, form, point string, rewound, renameRecords bo
 		// A path rewind: those paths as at the target, the rest as now.
 		atTarget = modelRewindPaths(atTarget, now, strings.Split(form, ","))
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashEnv+"="+point, "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_FORM="+form,
+	killedAt(t, "crash", point, "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_FORM="+form,
 		"ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_SEQ="+strconv.FormatUint(uint64(target), 10))
-	err := cmd.Run()
-	ws2, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !ws2.Signaled() || ws2.Signal() != syscall.SIGKILL {
-		t.Fatalf("child was not killed at %s: %v", point, err)
-	}
 	root, err := os.Open(ws)
 	if err != nil {
 		t.Fatal(err)
@@ -309,13 +312,8 @@ func TestGCCrash(t *testing.T) {
 		}
 	}
 	e.Close()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashEnv+"=gc:removing", "ZEROFS_TEST_WS="+ws,
+	killedAt(t, "crash", "gc:removing", "ZEROFS_TEST_WS="+ws,
 		"ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_SEQ="+strconv.FormatUint(uint64(cut), 10))
-	cmd.Run()
-	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
-		t.Fatalf("gc child was not killed: %v", cmd.ProcessState)
-	}
 	e, err = Open(ctx, root, Options{StoreDir: store, Sync: true})
 	if err != nil {
 		t.Fatalf("reopen after a crash in gc: %v", err)

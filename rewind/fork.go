@@ -15,6 +15,7 @@ import (
 
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/ignore"
+	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/internal/wsdir"
 	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
@@ -34,8 +35,27 @@ type ForkResult struct {
 }
 
 // ErrForkTarget: the fork's directory exists already or lies inside the
-// workspace.
+// workspace (a *ForkTargetError says which).
 var ErrForkTarget = errors.New("rewind: bad fork directory")
+
+// ForkTargetError is a fork refused for its directory; errors.Is it with
+// ErrForkTarget. Its message is a person's: it names the directory and
+// why, with no package prefix (the CLI prints it as it is).
+type ForkTargetError struct {
+	Dir string
+	// Workspace is set when Dir lies inside it; otherwise Dir exists.
+	Workspace string
+}
+
+func (e *ForkTargetError) Error() string {
+	if e.Workspace != "" {
+		return fmt.Sprintf("fork into %s: it is inside the workspace %s (a fork is a new directory outside it)", quote.Name(e.Dir), quote.Name(e.Workspace))
+	}
+	return fmt.Sprintf("fork into %s: it exists (a fork is a new directory: name one that does not exist)", quote.Name(e.Dir))
+}
+
+// Is makes a *ForkTargetError an ErrForkTarget.
+func (e *ForkTargetError) Is(target error) bool { return target == ErrForkTarget }
 
 // Fork writes the workspace's state at t into dir, a new directory (its
 // parent must exist), with a store of its own in dir/.zero whose first
@@ -151,7 +171,7 @@ func ForkDir(ctx context.Context, from string, t record.Seq, dir, source string)
 func ForkDirIgnoring(ctx context.Context, from string, t record.Seq, dir, source string, rules *ignore.Matcher) (ForkResult, error) {
 	fi, err := os.Lstat(from)
 	if err != nil {
-		return ForkResult{}, fmt.Errorf("rewind: fork: %w", err)
+		return ForkResult{}, fmt.Errorf("fork: %w", err)
 	}
 	w, err := newForkWriter(dir, source, t)
 	if err != nil {
@@ -170,7 +190,7 @@ func ForkDirIgnoring(ctx context.Context, from string, t record.Seq, dir, source
 	list = func(rel string) error {
 		ents, err := os.ReadDir(filepath.Join(from, rel))
 		if err != nil {
-			return fmt.Errorf("rewind: fork: %w", err)
+			return fmt.Errorf("fork: %w", err)
 		}
 		for _, de := range ents {
 			if rel == "" && record.IsReserved(de.Name()) {
@@ -179,7 +199,7 @@ func ForkDirIgnoring(ctx context.Context, from string, t record.Seq, dir, source
 			p := index.JoinPath(rel, de.Name())
 			fi, err := os.Lstat(filepath.Join(from, p))
 			if err != nil {
-				return fmt.Errorf("rewind: fork: %w", err)
+				return fmt.Errorf("fork: %w", err)
 			}
 			if p != record.IgnoreFile && ignored.Match(p, fi.IsDir()) {
 				continue // never forked (ignore.go)
@@ -217,7 +237,7 @@ func ForkDirIgnoring(ctx context.Context, from string, t record.Seq, dir, source
 		case fi.Mode()&os.ModeSymlink != 0:
 			target, err := os.Readlink(abs)
 			if err != nil {
-				return fmt.Errorf("rewind: fork: %w", err)
+				return fmt.Errorf("fork: %w", err)
 			}
 			if err := w.symlink(p, target); err != nil {
 				return err
@@ -225,11 +245,11 @@ func ForkDirIgnoring(ctx context.Context, from string, t record.Seq, dir, source
 		case fi.Mode().IsRegular():
 			f, err := os.Open(abs)
 			if err != nil {
-				return fmt.Errorf("rewind: fork: %w", err)
+				return fmt.Errorf("fork: %w", err)
 			}
 			if shown.Xattrs, err = readXattrs(int(f.Fd())); err != nil {
 				f.Close()
-				return fmt.Errorf("rewind: fork: %q: %w", p, err)
+				return fmt.Errorf("fork: %q: %w", p, err)
 			}
 			err = w.file(p, f, mode, shown)
 			f.Close()
@@ -260,12 +280,12 @@ func ForkDirIgnoring(ctx context.Context, from string, t record.Seq, dir, source
 func viewXattrs(p string) (map[string][]byte, error) {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("rewind: fork: %w", err)
+		return nil, fmt.Errorf("fork: %w", err)
 	}
 	defer unix.Close(fd)
 	xs, err := readXattrs(fd)
 	if err != nil {
-		return nil, fmt.Errorf("rewind: fork: %s: %w", p, err)
+		return nil, fmt.Errorf("fork: %s: %w", p, err)
 	}
 	return xs, nil
 }
@@ -312,17 +332,17 @@ type dirMode struct {
 func newForkWriter(dir, source string, t record.Seq) (*forkWriter, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("rewind: fork: %w", err)
+		return nil, fmt.Errorf("fork: %w", err)
 	}
 	if src, err := filepath.Abs(source); err == nil && (abs == src || strings.HasPrefix(abs, src+"/")) {
-		return nil, fmt.Errorf("%w: %s is inside the workspace %s", ErrForkTarget, abs, src)
+		return nil, &ForkTargetError{Dir: abs, Workspace: src}
 	}
 	root, err := wsdir.Create(abs)
 	if err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("%w: %s exists", ErrForkTarget, abs)
+			return nil, &ForkTargetError{Dir: abs}
 		}
-		return nil, fmt.Errorf("rewind: fork: %w", err)
+		return nil, fmt.Errorf("fork into %s: %w", quote.Name(abs), err)
 	}
 	return &forkWriter{dir: abs, root: root, res: ForkResult{Dir: abs, Source: source, Sequence: t, Skipped: []string{}}}, nil
 }
@@ -330,7 +350,7 @@ func newForkWriter(dir, source string, t record.Seq) (*forkWriter, error) {
 func (w *forkWriter) mkdir(p string, mode uint32, want record.FileState) error {
 	err := w.root.WithParent(p, func(fd int, name string) error { return unix.Mkdirat(fd, name, 0o700) })
 	if err != nil {
-		return fmt.Errorf("rewind: fork: mkdir %q: %w", p, err)
+		return fmt.Errorf("fork: mkdir %q: %w", p, err)
 	}
 	w.dirs = append(w.dirs, dirMode{p, mode, want})
 	w.res.Dirs++
@@ -340,7 +360,7 @@ func (w *forkWriter) mkdir(p string, mode uint32, want record.FileState) error {
 func (w *forkWriter) symlink(p, target string) error {
 	err := w.root.WithParent(p, func(fd int, name string) error { return unix.Symlinkat(target, fd, name) })
 	if err != nil {
-		return fmt.Errorf("rewind: fork: symlink %q: %w", p, err)
+		return fmt.Errorf("fork: symlink %q: %w", p, err)
 	}
 	w.res.Symlinks++
 	return nil
@@ -370,7 +390,7 @@ func (w *forkWriter) create(p string) (*os.File, error) {
 func (w *forkWriter) file(p string, src Content, mode uint32, want record.FileState) error {
 	dst, err := w.create(p)
 	if err != nil {
-		return fmt.Errorf("rewind: fork: %q: %w", p, err)
+		return fmt.Errorf("fork: %q: %w", p, err)
 	}
 	var n int64
 	if sf, ok := src.(*os.File); ok && unix.IoctlFileClone(int(dst.Fd()), int(sf.Fd())) == nil {
@@ -388,23 +408,23 @@ func (w *forkWriter) file(p string, src Content, mode uint32, want record.FileSt
 		}
 		if err != nil {
 			dst.Close()
-			return fmt.Errorf("rewind: fork %s: %w", p, err)
+			return fmt.Errorf("fork: %s: %w", p, err)
 		}
 	}
 	if err := dst.Chmod(os.FileMode(mode&0o777) | fileModeBits(mode)); err != nil {
 		dst.Close()
-		return fmt.Errorf("rewind: fork: %w", err)
+		return fmt.Errorf("fork: %w", err)
 	}
 	if err := restoreXattrs(int(dst.Fd()), want); err != nil {
 		dst.Close()
-		return fmt.Errorf("rewind: fork: %q: %w", p, err)
+		return fmt.Errorf("fork: %q: %w", p, err)
 	}
 	if err := dst.Sync(); err != nil {
 		dst.Close()
-		return fmt.Errorf("rewind: fork: %w", err)
+		return fmt.Errorf("fork: %w", err)
 	}
 	if err := dst.Close(); err != nil {
-		return fmt.Errorf("rewind: fork: %w", err)
+		return fmt.Errorf("fork: %w", err)
 	}
 	w.res.Files++
 	w.res.Bytes += n
@@ -500,5 +520,5 @@ func (w *forkWriter) abort(cause error) (ForkResult, error) {
 		unix.Rmdir(w.dir)
 	}
 	w.root.Close()
-	return ForkResult{}, fmt.Errorf("rewind: fork into %s: %w", w.dir, cause)
+	return ForkResult{}, fmt.Errorf("fork into %s: %w", quote.Name(w.dir), cause)
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/zerofs/zerofs/record"
@@ -387,13 +385,8 @@ func TestIgnoreRewindCrash(t *testing.T) {
 			if err := e.Close(); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), crashEnv+"="+point, "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_STORE="+store,
+			killedAt(t, "crash", point, "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_STORE="+store,
 				"ZEROFS_TEST_SEQ="+strconv.FormatUint(uint64(s.Seq), 10), "ZEROFS_TEST_IGNORE=node_modules/")
-			cerr := cmd.Run()
-			if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
-				t.Fatalf("child was not killed at %s: %v", point, cerr)
-			}
 			root, err := os.Open(ws)
 			if err != nil {
 				t.Fatal(err)

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/zerofs/zerofs/record"
@@ -86,14 +84,8 @@ func testMergeCrash(t *testing.T, point string, merged bool) {
 		t.Fatal(err)
 	}
 	store := m.e.opts.StoreDir
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashEnv+"="+point, "ZEROFS_TEST_WS="+m.ws, "ZEROFS_TEST_FORM=merge",
+	killedAt(t, "crash", point, "ZEROFS_TEST_WS="+m.ws, "ZEROFS_TEST_FORM=merge",
 		"ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_FORK="+m.fork)
-	err := cmd.Run()
-	st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
-		t.Fatalf("child was not killed at %s: %v", point, err)
-	}
 	root, err := os.Open(m.ws)
 	if err != nil {
 		t.Fatal(err)
@@ -164,13 +156,8 @@ func TestMergeIntentTampered(t *testing.T) {
 			m.e.Close()
 			m.f.Close()
 			store := m.e.opts.StoreDir
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), crashEnv+"=rewind:intent", "ZEROFS_TEST_WS="+m.ws, "ZEROFS_TEST_FORM=merge",
+			killedAt(t, "crash", "rewind:intent", "ZEROFS_TEST_WS="+m.ws, "ZEROFS_TEST_FORM=merge",
 				"ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_FORK="+m.fork)
-			cmd.Run()
-			if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
-				t.Fatalf("child was not killed: %v", cmd.ProcessState)
-			}
 			before := diskTree(t, m.ws)
 			p := filepath.Join(store, intentName)
 			b, err := os.ReadFile(p)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 
 	"github.com/zerofs/zerofs/record"
@@ -343,12 +341,7 @@ func TestUndoKeepingPersonCrash(t *testing.T) {
 			if err := p.e.Close(); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), crashEnv+"="+tc.point, "ZEROFS_TEST_WS="+p.ws, "ZEROFS_TEST_FORM=undo", "ZEROFS_TEST_STORE="+store)
-			err := cmd.Run()
-			if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
-				t.Fatalf("child was not killed at %s: %v", tc.point, err)
-			}
+			killedAt(t, "crash", tc.point, "ZEROFS_TEST_WS="+p.ws, "ZEROFS_TEST_FORM=undo", "ZEROFS_TEST_STORE="+store)
 			root, err := os.Open(p.ws)
 			if err != nil {
 				t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -260,14 +259,7 @@ func TestRenameRecordCrash(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashEnv+"=rename:recorded", "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_FORM=renamedir",
-		"ZEROFS_TEST_STORE="+store)
-	err = cmd.Run()
-	st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
-		t.Fatalf("child was not killed between the record and the rename: %v", err)
-	}
+	killedAt(t, "crash", "rename:recorded", "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_FORM=renamedir", "ZEROFS_TEST_STORE="+store)
 	e2, err := Open(context.Background(), root, Options{StoreDir: store, Sync: true, RenameRecords: true})
 	if err != nil {
 		t.Fatalf("reopen after the crash: %v", err)

@@ -157,14 +157,6 @@ func TestSparseWriteStashed(t *testing.T) {
 	}
 }
 
-const sparseCrashEnv = "ZEROFS_TEST_SPARSE_CRASH"
-
-func init() {
-	if point := os.Getenv(sparseCrashEnv); point != "" {
-		sparseCrashChild(point)
-	}
-}
-
 // sparseCrashChild writes a byte into $ZEROFS_TEST_WS/big through a
 // capture (Begin) and dies by SIGKILL at point: "kept:copied" (the copy
 // made, no checkpoint), "checkpointed" (the checkpoint appended, the file
@@ -227,7 +219,7 @@ func TestSparseStashCrash(t *testing.T) {
 			t.Run(point+"/sync="+sync, func(t *testing.T) {
 				ctx := context.Background()
 				var want []byte
-				k := killInStep(t, sparseCrashEnv, point, sync, "w", func(ws string) { want = sparseWS(t, ws) })
+				k := killInStep(t, "sparse", point, sync, "w", func(ws string) { want = sparseWS(t, ws) })
 				ws, store, root, ev := k.ws, k.store, k.root, k.step
 				kept, _ := os.ReadDir(filepath.Join(store, BlobsName, "kept"))
 				t.Logf("killed at %s: %d names in kept/", point, len(kept))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -143,14 +142,6 @@ func TestStashedRemovals(t *testing.T) {
 	}
 }
 
-const stashCrashEnv = "ZEROFS_TEST_STASH_CRASH"
-
-func init() {
-	if point := os.Getenv(stashCrashEnv); point != "" {
-		stashCrashChild(point)
-	}
-}
-
 // stashCrashChild removes stashFiles from $ZEROFS_TEST_WS, each in a
 // stash, and dies by SIGKILL at point: "kept:stashed" (the 20th stash
 // linked, its checkpoint not appended), "checkpointed" (the 20th
@@ -225,7 +216,7 @@ func TestStashCrash(t *testing.T) {
 				if at {
 					t.Setenv("ZEROFS_TEST_STASH_AT", "1") // the child's capture reads through the root's descriptor
 				}
-				k := killInStep(t, stashCrashEnv, point, sync, "rm", func(ws string) {
+				k := killInStep(t, "stash", point, sync, "rm", func(ws string) {
 					for p, c := range files {
 						os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
 					}
@@ -267,10 +258,10 @@ type crashed struct {
 }
 
 // killInStep makes a workspace (fill writes its files), begins a step
-// with --sync always, closes the engine and runs this test binary as a
-// child with env=point, which must end killed by SIGKILL there (the crash
-// tests' children: stashCrashChild, sparseCrashChild).
-func killInStep(t *testing.T, env, point, sync, label string, fill func(ws string)) crashed {
+// with --sync always, closes the engine and runs child ("stash":
+// stashCrashChild, or "sparse": sparseCrashChild) in this test binary
+// again (killedAt), which must end killed by SIGKILL at point.
+func killInStep(t *testing.T, child, point, sync, label string, fill func(ws string)) crashed {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -293,12 +284,7 @@ func killInStep(t *testing.T, env, point, sync, label string, fill func(ws strin
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), env+"="+point, "ZEROFS_TEST_WS="+c.ws, "ZEROFS_TEST_STORE="+c.store, "ZEROFS_TEST_SYNC="+sync)
-	err = cmd.Run()
-	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
-		t.Fatalf("child: %v; want it killed at %s", err, point)
-	}
+	killedAt(t, child, point, "ZEROFS_TEST_WS="+c.ws, "ZEROFS_TEST_STORE="+c.store, "ZEROFS_TEST_SYNC="+sync)
 	return c
 }
 
@@ -329,9 +315,7 @@ func TestStashTampered(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Close()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), stashCrashEnv+"=unlinked", "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_SYNC=1")
-	cmd.Run()
+	killedAt(t, "stash", "unlinked", "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_SYNC=1")
 	lost := map[string]bool{}
 	for _, p := range []string{"f01", "f02"} {
 		rec := lastRecord(t, store, p)

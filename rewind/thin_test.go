@@ -8,12 +8,10 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -417,13 +415,8 @@ func TestThinCrash(t *testing.T) {
 			if want.Thinned == nil || want.Thinned.Steps != 6 || want.BlobsRemoved == 0 {
 				t.Fatalf("an uninterrupted thin of 3 days of 3 steps: %+v, want the states of 6 steps and some blobs gone", want)
 			}
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), crashEnv+"="+point, "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_FORM=thin",
+			killedAt(t, "crash", point, "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_FORM=thin",
 				"ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_SEQ="+strconv.FormatUint(uint64(thinBefore), 10))
-			cmd.Run()
-			if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
-				t.Fatalf("the thinning gc was not killed at %s: %v", point, cmd.ProcessState)
-			}
 			root, _ := os.Open(ws)
 			defer root.Close()
 			e, err := Open(ctx, root, Options{StoreDir: store, Sync: true})

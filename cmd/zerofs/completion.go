@@ -22,6 +22,7 @@ flags, and file names for its arguments. Load it with
 // flagsOf lists each command's flags, for completion.
 var flagsOf = map[string]string{
 	"mount":     "-f --foreground --store --auto-step --allow-other --sync --max-store-size --replicate --replica-key --no-open --rename-records --rename-records=false --ignore --debug",
+	"umount":    "--lazy",
 	"step":      "--hook --agent --no-prompt",
 	"run":       "--label",
 	"log":       "--json --stat --all --failed -n --replica --replica-key",

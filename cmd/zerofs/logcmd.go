@@ -41,7 +41,8 @@ under it; 'zerofs rewind --before-turn SEQ' takes a whole turn back.
            its turn's prompt, which is always shown with them
   PATH...  only the steps that changed these paths (relative to the current
            directory; a directory stands for everything under it), and only
-           those changes
+           those changes; when no step changed them, log says so and
+           whether they exist, and exits 1 for a path that does not
 
 The output goes through $PAGER (default "less -FRX") when stdout is a terminal.
 `,
@@ -89,6 +90,9 @@ func runLog(e *env, c *command, args []string) error {
 		if err != nil {
 			return err
 		}
+		if len(entries) == 0 && len(opts.Paths) > 0 && !*asJSON {
+			return untouched(e.stdout, src, opts.Paths)
+		}
 		if *asJSON {
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
@@ -99,6 +103,42 @@ func runLog(e *env, c *command, args []string) error {
 			return writeLog(w, entries, *stat, color)
 		})
 	})
+}
+
+// untouched is log's answer for paths no entry changed: it says so, and
+// whether they exist now; one that does not exist either is an error, as
+// rewind refuses a path that is nowhere (a typo, most likely).
+func untouched(w io.Writer, src history.Source, paths []string) error {
+	if head, err := src.Head(); err != nil {
+		return err
+	} else if head == 0 {
+		_, err := fmt.Fprintln(w, "no history yet")
+		return err
+	}
+	var missing []string
+	for _, p := range paths {
+		n, err := src.Stat(p, now)
+		if err != nil {
+			return err
+		}
+		if !n.Exists {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		nowhere := quote.Names(missing, ", ") + " does not exist"
+		if len(missing) > 1 {
+			nowhere = quote.Names(missing, ", ") + " do not exist"
+		}
+		return fmt.Errorf("no step changed %s, and %s (paths are relative to this directory; zerofs log --stat lists what each step changed)",
+			quote.Names(paths, " or "), nowhere)
+	}
+	exist := "it exists"
+	if len(paths) > 1 {
+		exist = "they exist"
+	}
+	_, err := fmt.Fprintf(w, "no step changed %s (%s)\n", quote.Names(paths, " or "), exist)
+	return err
 }
 
 // writeLog prints the human form of the log.

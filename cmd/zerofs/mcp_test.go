@@ -334,3 +334,22 @@ func TestMCPOutsideWorkspace(t *testing.T) {
 		c.fail(name, args, "outside a zerofs workspace")
 	}
 }
+
+// TestMCPStepRefusedUnmounted: zerofs_step on an unmounted workspace is
+// refused, as zerofs step is, with the same reason, and records nothing.
+func TestMCPStepRefusedUnmounted(t *testing.T) {
+	s := newStore(t, map[string]string{"a": "0"})
+	s.step("first")
+	s.write("a", "1")
+	s.close()
+	c := newMCPClient(t, s.ws)
+	_, before := c.ok("zerofs_status", map[string]any{})
+	msg := c.fail("zerofs_step", map[string]any{"label": "Edit a"}, "is not mounted, so nothing would be recorded in the step (zerofs mount ")
+	r := wantFail(t, s.ws, 1, "is not mounted, so nothing would be recorded in the step (zerofs mount ", "step", "Edit a")
+	if cli := strings.TrimPrefix(strings.TrimSpace(r.stderr), "zerofs: "); !strings.Contains(msg, cli) {
+		t.Errorf("zerofs_step says %q, zerofs step %q: want one reason", msg, cli)
+	}
+	if _, after := c.ok("zerofs_status", map[string]any{}); after["head"] != before["head"] {
+		t.Errorf("head %v after the refused zerofs_step, was %v", after["head"], before["head"])
+	}
+}

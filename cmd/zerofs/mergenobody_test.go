@@ -21,9 +21,7 @@ func TestMergeAsNobody(t *testing.T) {
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("no setpriv")
 	}
-	if binary == "" {
-		t.Fatal(buildErr)
-	}
+	built.Need(t)
 	dir, err := os.MkdirTemp("", "merge-nobody-")
 	if err != nil {
 		t.Fatal(err)

@@ -21,8 +21,8 @@ import (
 // FUSE mount is never served by the test process that also runs tools in
 // it (go-fuse's "Deadlocks").
 var (
-	binary   string
-	buildErr error
+	binary string
+	built  *testsupport.Binary
 )
 
 func TestMain(m *testing.M) {
@@ -37,10 +37,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	b := testsupport.BuildZerofs()
-	binary, buildErr = b.Path, b.Err
+	built = testsupport.BuildZerofs()
+	binary = built.Path
 	code := m.Run()
-	b.Remove()
+	built.Remove()
 	os.Exit(code)
 }
 
@@ -49,10 +49,7 @@ func TestMain(m *testing.M) {
 // build always fails: the code is broken.
 func needFUSE(t *testing.T) {
 	t.Helper()
-	if binary == "" {
-		t.Fatal(buildErr)
-	}
-	testsupport.RequireFUSE(t)
+	built.NeedFUSE(t)
 }
 
 // bin runs the built zerofs from cwd.
@@ -334,9 +331,7 @@ func TestUmountDeadDaemon(t *testing.T) {
 	mountT(t, ws)
 	pid := daemonPIDOf(t, ws)
 	syscall.Kill(pid, syscall.SIGKILL)
-	for i := 0; i < 100 && history.ProcessAlive(pid); i++ {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testsupport.Poll(2*time.Second, func() bool { return !history.ProcessAlive(pid) })
 	r := bin(t, "/", "", "umount", ws)
 	if r.code != 0 || !strings.Contains(r.stderr, "detached") {
 		t.Errorf("umount of a dead mount: exit %d, stderr %q", r.code, r.stderr)

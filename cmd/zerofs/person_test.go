@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/record"
 )
 
@@ -68,15 +69,10 @@ func personScenario(t *testing.T) (ws string, turn, step record.Seq) {
 	if err := agent.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			agent.Process.Kill()
-			agent.Wait()
-			t.Fatalf("the agent never began its step:\n%s", out)
-		}
+	if err := testsupport.Poll(30*time.Second, func() bool { _, err := os.Stat(ready); return err == nil }); err != nil {
+		agent.Process.Kill()
+		agent.Wait()
+		t.Fatalf("the agent never began its step:\n%s", out)
 	}
 	person := exec.Command("setsid", "sh", "-c", "echo PERSON >> person.txt")
 	person.Dir = ws

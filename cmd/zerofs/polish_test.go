@@ -22,12 +22,35 @@ func TestLogFilters(t *testing.T) {
 		if out := mustRun(t, ws, "log", "--stat", "--", "old.txt"); !strings.Contains(out, "renamed   old.txt -> renamed.txt") {
 			t.Errorf("log -- old.txt:\n%s", out)
 		}
-		if out := mustRun(t, ws, "log", "--", "nothing-here"); out != "no history yet\n" {
-			t.Errorf("log -- nothing-here: %q", out)
-		}
+		wantFail(t, ws, 1, "zerofs: no step changed nothing-here, and nothing-here does not exist", "log", "--", "nothing-here")
 		wantFail(t, ws, 2, "-n -1 is negative", "log", "-n", "-1")
 		wantFail(t, ws, 2, "paths go after --", "log", "a.txt")
 	})
+}
+
+// TestLogOfUntouchedPaths: log of a path no step changed says so, and
+// whether it exists: one that exists is an answer (exit 0), one that does
+// not is a typo until shown otherwise (exit 1, as rewind refuses it), also
+// among other paths. "no history yet" is kept for a workspace with none.
+func TestLogOfUntouchedPaths(t *testing.T) {
+	bothSources(t, func(t *testing.T, ws string) {
+		if out := mustRun(t, ws, "log", "--", "src/main.go"); out != "no step changed src/main.go (it exists)\n" {
+			t.Errorf("log -- src/main.go (untouched): %q", out)
+		}
+		if out := mustRun(t, filepath.Join(ws, "src"), "log", "--", "main.go", "."); out != "no step changed src/main.go or src (they exist)\n" {
+			t.Errorf("log -- main.go . from src: %q", out)
+		}
+		wantFail(t, ws, 1, "zerofs: no step changed mian.go, and mian.go does not exist (paths are relative to this directory", "log", "--", "mian.go")
+		wantFail(t, ws, 1, "zerofs: no step changed src/main.go or mian.go or \"a\\nb\", and mian.go, \"a\\nb\" do not exist", "log", "--", "src/main.go", "mian.go", "a\nb")
+		if out := mustRun(t, ws, "log", "--json", "--", "mian.go"); strings.TrimSpace(out) != "[]" {
+			t.Errorf("log --json -- mian.go: %q, want []", out)
+		}
+	})
+	s := newStore(t, map[string]string{"f": "x\n"})
+	s.close()
+	if out := mustRun(t, s.ws, "log", "--", "mian.go"); out != "no history yet\n" {
+		t.Errorf("log -- mian.go in a workspace with no history: %q", out)
+	}
 }
 
 // TestNoEmptyImplicitSteps: a capture outside any step that changed
@@ -116,7 +139,7 @@ func TestVersionAndCompletion(t *testing.T) {
 		}
 	}
 	zsh := mustRun(t, dir, "completion", "zsh")
-	for _, want := range []string{"#compdef zerofs", `"undo:roll back the last step; names the step undone"`, `log) _arguments "--json[]" "--stat[]" "--all[]" "--failed[]" "-n[]"`, `bisect) _arguments "--turns[]" "--good[]" "--bad[]" "--timeout[]"`} {
+	for _, want := range []string{"#compdef zerofs", `"undo:roll back the last step, or a rewind or revert just made; names it"`, `log) _arguments "--json[]" "--stat[]" "--all[]" "--failed[]" "-n[]"`, `bisect) _arguments "--turns[]" "--good[]" "--bad[]" "--timeout[]"`} {
 		if !strings.Contains(zsh, want) {
 			t.Errorf("zsh completion lacks %q:\n%s", want, zsh)
 		}

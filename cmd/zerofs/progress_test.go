@@ -35,9 +35,7 @@ func progressHistory(t *testing.T, n, size int) *store {
 // on a pipe, and returns both as written.
 func runOnTTY(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	if binary == "" {
-		t.Fatal(buildErr)
-	}
+	built.Need(t)
 	ptm, tty := ptyPair(t)
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = dir

@@ -36,9 +36,7 @@ func TestStatusStallOfKilledDaemon(t *testing.T) {
 	}
 	pid := daemonPIDOf(t, mp)
 	syscall.Kill(pid, syscall.SIGKILL)
-	for i := 0; i < 500 && history.ProcessAlive(pid); i++ {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testsupport.Poll(10*time.Second, func() bool { return !history.ProcessAlive(pid) })
 	if history.ProcessAlive(pid) {
 		t.Fatalf("daemon %d still runs 10 s after SIGKILL", pid)
 	}

@@ -165,9 +165,7 @@ func modes(t *testing.T, dir string) string {
 // SIGTERM, brings the replica up to date (status: behind by 0, the error
 // gone) and exits 0.
 func TestReplicateContinuousCLI(t *testing.T) {
-	if binary == "" {
-		t.Fatal(buildErr)
-	}
+	built.Need(t)
 	srv := testsupport.StartS3(t)
 	s := newStore(t, map[string]string{"a.txt": "one\n"})
 	s.step("one")
@@ -587,22 +585,17 @@ func TestMountReplicateAtUnmountAbandoned(t *testing.T) {
 	}
 	dlogPath := filepath.Join(ws, record.StoreName, "daemon.log")
 	// The last attempt has begun once the daemon logged the unmount.
-	for i := 0; ; i++ {
+	if err := testsupport.Poll(10*time.Second, func() bool {
 		b, _ := os.ReadFile(dlogPath)
-		if strings.Contains(string(b), "unmounted from outside") {
-			break
-		}
-		if i == 500 {
-			t.Fatalf("the daemon never saw the unmount:\n%s", b)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return strings.Contains(string(b), "unmounted from outside")
+	}); err != nil {
+		b, _ := os.ReadFile(dlogPath)
+		t.Fatalf("the daemon never saw the unmount:\n%s", b)
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 750 && history.ProcessAlive(pid); i++ { // 15 s, half the bound
-		time.Sleep(20 * time.Millisecond)
-	}
+	testsupport.Poll(15*time.Second, func() bool { return !history.ProcessAlive(pid) }) // half the bound
 	dlog, _ := os.ReadFile(dlogPath)
 	if history.ProcessAlive(pid) {
 		t.Fatalf("the daemon still runs 15 s after SIGTERM during its last attempt:\n%s", dlog)

@@ -345,9 +345,7 @@ func TestRestorePlainReplicaAsUser(t *testing.T) {
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("no setpriv")
 	}
-	if binary == "" {
-		t.Fatal(buildErr)
-	}
+	built.Need(t)
 	testsupport.StartS3(t)
 	s := newStore(t, map[string]string{"src/main.go": "package main\n"})
 	s.step("one")

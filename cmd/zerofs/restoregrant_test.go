@@ -63,9 +63,7 @@ func TestRestorePlainReplicaGrantsNobody(t *testing.T) {
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("no setpriv")
 	}
-	if binary == "" {
-		t.Fatal(buildErr)
-	}
+	built.Need(t)
 	testsupport.StartS3(t)
 	s := newStore(t, map[string]string{"secret.txt": "secret\n", "open.txt": "open\n", "shared/keep": "k\n"})
 	ws := s.ws
@@ -190,9 +188,7 @@ func TestRestorePlainReplicaAsUserGrantsNobody(t *testing.T) {
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("no setpriv")
 	}
-	if binary == "" {
-		t.Fatal(buildErr)
-	}
+	built.Need(t)
 	testsupport.StartS3(t)
 	s := newStore(t, map[string]string{"secret.txt": "secret\n", "open.txt": "open\n"})
 	s.step("one")

@@ -39,7 +39,7 @@ SEQ may be a sequence (42 or @42) or relative to the current step: -1 (or
 var undoCmd = &command{
 	name:    "undo",
 	usage:   "undo [--dry-run] [--turn]",
-	summary: "roll back the last step; names the step undone",
+	summary: "roll back the last step, or a rewind or revert just made; names it",
 	help: `Rewinds to just before the last step that changed something and is still
 in effect, and names it: undid step 42 "Edit main.go": restored 1, deleted 0.
 Right after a rewind, path rewind or revert, it takes that back instead

@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"time"
 
+	"github.com/zerofs/zerofs/daemon"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/record"
@@ -16,7 +18,9 @@ var statusCmd = &command{
 	usage:   "status [--json] [--thin-after DURATION] [--ignored]",
 	summary: "mounted or not, head, current step, store size",
 	help: `Reads the log without taking the store's lock, so it works next to a
-running zerofs.
+running zerofs. When mounted, "log:" says where the daemon's log can be read:
+STORE/daemon.log, or, while an in-place mount hides the store, the daemon's
+own descriptor of it (/proc/PID/fd/2, readable by its user and root).
 
   --json                 one JSON object instead, with the fields of the text
   --thin-after DURATION  also say what ` + "`zerofs gc --thin-after DURATION`" + ` would
@@ -85,6 +89,14 @@ func runStatus(e *env, c *command, args []string) error {
 	writeIgnoreLines(w, st, ignored, *listIgnored)
 	replicationLines(w, st.Store, st.Head)
 	if ws.Mounted {
+		switch log, hidden := daemon.LogPath(ws.Status.Store, ws.Status.Mountpoint, ws.Status.PID); {
+		case log != "" && hidden:
+			fmt.Fprintf(w, "log:       %s (the daemon's %s, which the mount hides)\n", log, quote.Name(filepath.Join(ws.Status.Store, "daemon.log")))
+		case log != "":
+			fmt.Fprintf(w, "log:       %s\n", quote.Name(log))
+		}
+	}
+	if ws.Mounted {
 		for _, warn := range ws.Status.Warnings {
 			fmt.Fprintf(w, "warning:   %s\n", warn)
 		}
@@ -140,6 +152,9 @@ type statusJSON struct {
 	PID        int    `json:"pid,omitempty"`
 	Sync       string `json:"sync,omitempty"`
 	AutoStep   string `json:"autoStep,omitempty"`
+	// DaemonLog is where the mount's daemon log can be read now (status's
+	// "log:" line; daemon.LogPath), when mounted.
+	DaemonLog string `json:"daemonLog,omitempty"`
 	// DaemonElsewhere is a daemon serving the store from another mountpoint.
 	DaemonElsewhere int        `json:"daemonElsewhere,omitempty"`
 	Head            record.Seq `json:"head"`
@@ -177,11 +192,12 @@ func writeStatusJSON(e *env, st history.Status, ignored []string, listed bool) e
 		Workspace: ws.Root, Mounted: ws.Mounted, DaemonElsewhere: st.DaemonElsewhere,
 		Head: st.Head, Steps: st.Steps, Store: st.StoreName, StoreBytes: st.StoreBytes,
 		Blobs: st.Blobs, PrunedBefore: st.Pruned, Captures: st.Captures,
-		GCWouldFree: max(st.Reclaimable.BytesFreed, 0), InBacking: inBacking(e),
+		GCWouldFree: max(st.Reclaimable.BytesFreed, 0), InBacking: daemon.InBacking(e.cwd),
 	}
 	if ws.Mounted {
 		m := ws.Status
 		out.Mountpoint, out.PID, out.Sync, out.AutoStep = m.Mountpoint, m.PID, m.Sync, autoStepWords(m.AutoStep)
+		out.DaemonLog, _ = daemon.LogPath(m.Store, m.Mountpoint, m.PID)
 	}
 	if ig := st.Ignore; ig.Patterns > 0 || ig.Err != "" {
 		out.Ignore = &ig

@@ -3,48 +3,18 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
-// tree is a workspace's files (content and mode), the store left out.
-func tree(t *testing.T, ws string) string {
-	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(ws, p)
-		if rel == ".zero" {
-			return filepath.SkipDir
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		line := fmt.Sprintf("%s %v", rel, fi.Mode())
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			line += fmt.Sprintf(" %q", b)
-		}
-		lines = append(lines, line)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
-}
+// tree is a workspace's files (kind, permission bits, content), the
+// store left out.
+func tree(t *testing.T, ws string) testsupport.Tree { return testsupport.Snapshot(t, ws, ".zero") }
 
 // TestUndoRedoStack: three undos then three redos return exactly where
 // they started, each naming its step; mounted and unmounted alike (one
@@ -53,7 +23,7 @@ func TestUndoRedoStack(t *testing.T) {
 	bothSourcesTidy(t, func(t *testing.T, ws string) {
 		start := tree(t, ws)
 		var out bytes.Buffer
-		trees := []string{start}
+		trees := []testsupport.Tree{start}
 		for range 3 {
 			out.WriteString("$ zerofs undo\n" + mustRun(t, ws, "undo"))
 			trees = append(trees, tree(t, ws))
@@ -62,15 +32,11 @@ func TestUndoRedoStack(t *testing.T) {
 		out.WriteString("$ zerofs undo\n" + r.stderr)
 		for i := range 3 {
 			out.WriteString("$ zerofs redo\n" + mustRun(t, ws, "redo"))
-			if got, want := tree(t, ws), trees[2-i]; got != want {
-				t.Errorf("after redo %d the tree is\n%s\nwant (as before undo %d)\n%s", i+1, got, 3-i, want)
-			}
+			testsupport.SameTree(t, fmt.Sprintf("after redo %d, the tree as before undo %d", i+1, 3-i), trees[2-i], tree(t, ws))
 		}
 		r = wantFail(t, ws, 1, "zerofs: nothing to redo", "redo")
 		out.WriteString("$ zerofs redo\n" + r.stderr)
-		if got := tree(t, ws); got != start {
-			t.Errorf("after 3 undos and 3 redos the tree is\n%s\nwant\n%s", got, start)
-		}
+		testsupport.SameTree(t, "after 3 undos and 3 redos", start, tree(t, ws))
 		out.WriteString("$ zerofs log\n" + mustRun(t, ws, "log"))
 		golden(t, "undo-redo.txt", out.String())
 	})
@@ -173,4 +139,33 @@ func TestRefusalsCLI(t *testing.T) {
 		mustRun(t, ws, "undo")
 		wantFail(t, ws, 1, `zerofs: cannot undo step 4 "Bash": the state at 4 was pruned (history starts at 10)`, "undo", "--dry-run")
 	})
+}
+
+// TestUndoTakesBackARewindOrRevert: right after a rewind or a revert,
+// undo takes that back (not the last step), and its help says so.
+func TestUndoTakesBackARewindOrRevert(t *testing.T) {
+	help := mustRun(t, t.TempDir(), "undo", "--help")
+	if !strings.Contains(help, "Right after a rewind, path rewind or revert, it takes that back instead") {
+		t.Errorf("undo --help does not say it takes back a rewind or revert just made:\n%s", help)
+	}
+	s := newStore(t, map[string]string{"f": "0\n"})
+	s.step("A")
+	s.write("f", "a\n")
+	s.step("B")
+	s.write("f", "b\n")
+	s.close()
+	mustRun(t, s.ws, "rewind", "0")
+	if out := mustRun(t, s.ws, "undo"); !strings.HasPrefix(out, "undid rewind ") {
+		t.Errorf("undo right after a rewind: %q, want it to take the rewind back", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.ws, "f")); string(b) != "b\n" {
+		t.Errorf("after undoing the rewind f = %q, want b", b)
+	}
+	mustRun(t, s.ws, "revert", "3")
+	if out := mustRun(t, s.ws, "undo"); !strings.HasPrefix(out, "undid revert ") {
+		t.Errorf("undo right after a revert: %q, want it to take the revert back", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.ws, "f")); string(b) != "b\n" {
+		t.Errorf("after undoing the revert f = %q, want b", b)
+	}
 }

@@ -15,8 +15,10 @@ var versionCmd = &command{
 	name:    "version",
 	usage:   "version",
 	summary: "the version (also --version)",
-	help: `Prints zerofs's version, the commit it was built from when known, and the Go
-version that built it.
+	help: `Prints zerofs's version, the commit it was built from, and the Go version
+that built it. 'go build' in a git clone records the commit (and whether the
+tree was modified); go run, go build -buildvcs=false and a build in a git
+worktree record none, and version says so.
 `,
 	run: func(e *env, c *command, args []string) error {
 		if err := noArgs(c, args); err != nil {
@@ -38,10 +40,20 @@ func releaseVersion() string {
 	return v
 }
 
-// writeVersion prints "zerofs VERSION (commit REV) GOVERSION".
+// writeVersion prints "zerofs VERSION (commit REV) GOVERSION OS/ARCH".
 func writeVersion(w io.Writer) error {
-	v, rev, dirty := releaseVersion(), "", false
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	bi, _ := debug.ReadBuildInfo()
+	_, err := fmt.Fprintf(w, "%s %s %s/%s\n", versionLine(releaseVersion(), bi), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return err
+}
+
+// versionLine is "zerofs VERSION (commit REV[, modified])" from the build
+// info's VCS stamp (vcs.revision, vcs.modified), or, when the build
+// recorded none, says so: go run, -buildvcs=false and a build in a git
+// worktree (golang/go#58218) leave the commit out.
+func versionLine(v string, bi *debug.BuildInfo) string {
+	rev, dirty := "", false
+	if bi != nil {
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
@@ -52,7 +64,8 @@ func writeVersion(w io.Writer) error {
 		}
 	}
 	line := "zerofs " + v
-	if rev != "" {
+	switch {
+	case rev != "":
 		if len(rev) > 12 {
 			rev = rev[:12]
 		}
@@ -60,7 +73,8 @@ func writeVersion(w io.Writer) error {
 			rev += ", modified"
 		}
 		line += " (commit " + rev + ")"
+	case version == "":
+		line += " (commit unknown: the build recorded none; 'go build' in a git clone records it)"
 	}
-	_, err := fmt.Fprintf(w, "%s %s %s/%s\n", line, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	return err
+	return line
 }

@@ -10,7 +10,8 @@ import (
 const module = "github.com/zerofs/zerofs"
 
 // allowed lists, for each of our packages, the packages of ours it may
-// import (directly or not). Imports point one way. At the bottom, record
+// import (directly or not). Imports point one way, cmd/zerofs → daemon
+// (the mount's lifecycle) → the front ends at the top. At the bottom, record
 // holds the contract's words (events and their payloads, sequences, kinds,
 // forms, requests and refusals, name rules, the damage check) and imports
 // none of ours: everything above speaks them without importing another
@@ -53,9 +54,13 @@ var allowed = map[string][]string{
 	"timeline":  {"record", "hooks", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	// bisect searches the history for the step that broke a command: it
 	// stands on history like the front ends, and serves the CLI and MCP.
-	"bisect":     {"record", "hooks", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
-	"mcpserver":  {"record", "history", "bisect", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
-	"cmd/zerofs": {"record", "fs", "history", "timeline", "mcpserver", "bisect", "replicate", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"bisect":    {"record", "hooks", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"mcpserver": {"record", "history", "bisect", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	// daemon is the mount's lifecycle (mount, umount, the daemon, its pid
+	// file, signals and replication), below cmd and above the front end it
+	// serves (fs), the client library (history) and replicate.
+	"daemon":     {"record", "hooks", "fs", "history", "replicate", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"cmd/zerofs": {"record", "daemon", "fs", "history", "timeline", "mcpserver", "bisect", "replicate", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
 	"scripts/profmount": {"record", "hooks", "fs", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},

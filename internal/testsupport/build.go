@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 )
 
 // Binary is the zerofs command built by BuildZerofs.
@@ -43,4 +44,23 @@ func (b *Binary) Remove() {
 	if b.dir != "" {
 		os.RemoveAll(b.dir)
 	}
+}
+
+// Need fails t when the binary did not build: the code is broken, which is
+// never a reason to skip.
+func (b *Binary) Need(t testing.TB) {
+	t.Helper()
+	switch {
+	case b == nil:
+		t.Fatal("the zerofs binary was not built (BuildZerofs in TestMain)")
+	case b.Path == "":
+		t.Fatal(b.Err)
+	}
+}
+
+// NeedFUSE is Need, then RequireFUSE: a test that mounts with the binary.
+func (b *Binary) NeedFUSE(t testing.TB) {
+	t.Helper()
+	b.Need(t)
+	RequireFUSE(t)
 }

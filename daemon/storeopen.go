@@ -1,9 +1,11 @@
-package main
+package daemon
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -70,4 +72,27 @@ func openDaemonLog(dir *os.File, name string) (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), name), nil
+}
+
+// LogPath is where the daemon's log can be read now: STORE/daemon.log, or,
+// while the mount (at mountpoint, served by daemon pid; 0 when unmounted)
+// hides the store beneath it (an in-place mount), the daemon's own
+// descriptor of that file, /proc/PID/fd/2 (hidden is then true): the
+// daemon's stderr is its log when `zerofs mount` started it, and only its
+// user and root may open it. "" when there is no log to point at (a
+// foreground daemon logs to its terminal).
+func LogPath(store, mountpoint string, pid int) (path string, hidden bool) {
+	log := filepath.Join(store, daemonLogName)
+	under := mountpoint != "" && (store == mountpoint || strings.HasPrefix(store, mountpoint+"/"))
+	if pid <= 0 || !under {
+		if _, err := os.Lstat(log); err != nil {
+			return "", false
+		}
+		return log, false
+	}
+	fd := fmt.Sprintf("/proc/%d/fd/2", pid)
+	if target, err := os.Readlink(fd); err != nil || target != log {
+		return "", true
+	}
+	return fd, true
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -29,12 +29,16 @@ import (
 // daemon is looked for.
 var hungWait = time.Second
 
-// probeOrAbort is probeMount for `zerofs mount`: a zerofs mount (device
-// minor) at p that does not answer within hungWait, whose daemon (named by
-// the store's daemon.pid) is gone, has its connection aborted and counts
-// as dead. One whose daemon runs, or names none, is waited for up to
-// probeTimeout, as probeMount does.
-func probeOrAbort(e *env, p string, minor int, store string) (alive bool, err error) {
+// probeOrAbort asks the FUSE mount at p whether it is alive: statfs
+// (never answered from the kernel's caches) succeeds on a live mount and
+// fails with ENOTCONN (or ECONNABORTED, when the daemon died while the
+// request waited) on a dead one. A zerofs mount (device minor) at p that
+// does not answer within hungWait, whose daemon (named by the store's
+// daemon.pid) is gone, has its connection aborted and counts as dead. One
+// whose daemon runs, or names none, is waited for up to probeTimeout; a
+// mount that does not answer by then is an error: it is neither, and
+// nothing should be stacked on it.
+func probeOrAbort(stderr io.Writer, p string, minor int, store string) (alive bool, err error) {
 	done := make(chan error, 1)
 	go func() {
 		var st unix.Statfs_t
@@ -52,7 +56,7 @@ func probeOrAbort(e *env, p string, minor int, store string) (alive bool, err er
 		if err := zfs.AbortConnection(uint32(minor)); err != nil {
 			return false, fmt.Errorf("%s: the mount of a killed zerofs (pid %d) hangs, and aborting its connection failed: %w", p, pid, err)
 		}
-		fmt.Fprintf(e.stderr, "zerofs: %s: the mount of a killed zerofs (pid %d) did not answer; aborted its connection\n", p, pid)
+		fmt.Fprintf(stderr, "zerofs: %s: the mount of a killed zerofs (pid %d) did not answer; aborted its connection\n", p, pid)
 		select {
 		case <-done:
 		case <-time.After(probeTimeout):

@@ -1,8 +1,7 @@
-package main
+package daemon
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"strings"
@@ -39,8 +38,7 @@ func TestWaitReadyWaitsForWorkNotForTime(t *testing.T) {
 		// About 3 s of CPU: three stall bounds, and past the note.
 		cmd, rd := startReporter(t, `end=$(( $(date +%s) + 3 )); while [ "$(date +%s)" -lt "$end" ]; do :; done; echo ok >&3`)
 		var stderr bytes.Buffer
-		e := &env{ctx: context.Background(), stderr: &stderr}
-		s, err := waitReady(e, cmd, rd, time.Second)
+		s, err := waitReady(&stderr, cmd, rd, time.Second)
 		if err != nil || s != "ok" {
 			t.Fatalf("waitReady = %q, %v; want ok", s, err)
 		}
@@ -50,9 +48,8 @@ func TestWaitReadyWaitsForWorkNotForTime(t *testing.T) {
 	})
 	t.Run("idle", func(t *testing.T) {
 		cmd, rd := startReporter(t, `exec sleep 60`)
-		e := &env{ctx: context.Background(), stderr: &bytes.Buffer{}}
 		start := time.Now()
-		s, err := waitReady(e, cmd, rd, time.Second)
+		s, err := waitReady(&bytes.Buffer{}, cmd, rd, time.Second)
 		if err == nil || !strings.Contains(err.Error(), "did no work") {
 			t.Fatalf("waitReady = %q, %v; want the stall error", s, err)
 		}
