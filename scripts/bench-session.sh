@@ -106,7 +106,7 @@ for ((run = 1; run <= REPS; run++)); do
 done
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "zerofs agent session: $(date -u '+%Y-%m-%d %H:%M UTC'), $(git -C "$REPO" rev-parse --short HEAD), $(nproc) cores, kernel $(uname -r)"
-echo "command: scripts/bench-session.sh $REPS ${FLAGS[*]:-}(median of $REPS alternating runs; load before $LOAD0, after $LOAD1)"
+echo "command: scripts/bench-session.sh $REPS${FLAGS[*]:+ ${FLAGS[*]}} (median of $REPS alternating runs; load before $LOAD0, after $LOAD1)"
 "$PY" - "$BASE/results.tsv" "${CALLS[@]}" <<'EOF'
 import statistics, sys
 from collections import defaultdict
