@@ -124,14 +124,7 @@ func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, a mcpMerge
 			out.Sequence = uint64(rep.Sequence)
 		}
 		out.Restored, out.Deleted, out.Unchanged = rep.Report.Restored, rep.Report.Deleted, rep.Unchanged
-		for _, c := range rep.Preview {
-			p := mcpPreview{Action: string(c.Action), Path: record.Readable(c.Path), PathBytes: record.ExactBytes(c.Path), Kind: string(c.Kind)}
-			if c.Lines != nil {
-				added, removed := c.Lines.Added, c.Lines.Removed
-				p.Added, p.Removed = &added, &removed
-			}
-			out.Preview = append(out.Preview, p)
-		}
+		out.Preview = previewOf(rep.Preview)
 		words = history.Describe(rep)
 		return nil
 	})

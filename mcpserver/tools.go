@@ -690,14 +690,7 @@ func (t *mcpTools) act(ctx context.Context, action string, req record.Request) (
 		if s := rep.Step; s != nil {
 			out.Step = &mcpActed{Kind: s.Kind, Sequence: uint64(s.Sequence), Label: s.Label, Implicit: s.Implicit, Prompt: s.Prompt, Name: history.Name(s)}
 		}
-		for _, c := range rep.Preview {
-			p := mcpPreview{Action: string(c.Action), Path: record.Readable(c.Path), PathBytes: record.ExactBytes(c.Path), Kind: string(c.Kind)}
-			if c.Lines != nil {
-				added, removed := c.Lines.Added, c.Lines.Removed
-				p.Added, p.Removed = &added, &removed
-			}
-			out.Preview = append(out.Preview, p)
-		}
+		out.Preview = previewOf(rep.Preview)
 		words = history.Describe(rep)
 		return nil
 	})
@@ -840,4 +833,18 @@ func mcpError(err error) error {
 func mcpArgWords(s string) string {
 	return strings.NewReplacer("--force", "force: true", "--dry-run", "dry_run: true", "--all", "all: true",
 		"zerofs undo", "zerofs_undo", "zerofs redo", "zerofs_redo", "zerofs log", "zerofs_log").Replace(s)
+}
+
+// previewOf is a dry run's path changes as MCP returns them.
+func previewOf(changes []record.PathChange) []mcpPreview {
+	var out []mcpPreview
+	for _, c := range changes {
+		p := mcpPreview{Action: string(c.Action), Path: record.Readable(c.Path), PathBytes: record.ExactBytes(c.Path), Kind: string(c.Kind)}
+		if c.Lines != nil {
+			added, removed := c.Lines.Added, c.Lines.Removed
+			p.Added, p.Removed = &added, &removed
+		}
+		out = append(out, p)
+	}
+	return out
 }

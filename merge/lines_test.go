@@ -2,37 +2,23 @@ package merge
 
 import (
 	"bytes"
-	"errors"
 	"math/rand/v2"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
-// gitMerge runs `git merge-file -p ours base theirs` and returns its output
-// and whether it merged cleanly (exit 0).
+// gitMerge is git's answer for the three texts: its output and whether it
+// merged cleanly.
 func gitMerge(t *testing.T, base, ours, theirs string) (string, bool) {
 	t.Helper()
-	dir := t.TempDir()
-	for name, s := range map[string]string{"base": base, "ours": ours, "theirs": theirs} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	out, clean, err := testsupport.GitMergeFile(base, ours, theirs)
+	if err != nil {
+		t.Fatal(err)
 	}
-	cmd := exec.Command("git", "merge-file", "-p", "ours", "base", "theirs")
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return string(out), true
-	case errors.As(err, &ee) && ee.ExitCode() > 0 && ee.ExitCode() < 128:
-		return string(out), false
-	}
-	t.Fatalf("git merge-file: %v", err)
-	return "", false
+	return out, clean
 }
 
 func needGit(t *testing.T) {

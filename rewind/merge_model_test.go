@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"pgregory.net/rapid"
-
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/record"
+	"pgregory.net/rapid"
 )
 
 // TestMergeModel: random operations in a workspace and in a fork of it
@@ -391,28 +391,14 @@ func modelThree[T comparable](haveBase bool, b, o, t T) (T, bool) {
 	return o, false
 }
 
-// gitMergeFile merges text with `git merge-file -p`.
+// gitMergeFile is git's merge of the three texts ("" when it conflicts).
 func gitMergeFile(rt *rapid.T, base, ours, theirs string) (string, bool) {
-	dir, err := os.MkdirTemp("", "merge-model-")
+	out, clean, err := testsupport.GitMergeFile(base, ours, theirs)
 	if err != nil {
 		rt.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	for name, s := range map[string]string{"base": base, "ours": ours, "theirs": theirs} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o600); err != nil {
-			rt.Fatal(err)
-		}
-	}
-	cmd := exec.Command("git", "merge-file", "-p", "ours", "base", "theirs")
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return string(out), true
-	case errors.As(err, &ee) && ee.ExitCode() > 0 && ee.ExitCode() < 128:
+	if !clean {
 		return "", false
 	}
-	rt.Fatalf("git merge-file: %v", err)
-	return "", false
+	return out, true
 }

@@ -649,26 +649,8 @@ if [[ $SIZE == full ]]; then
 	for k in 1 2 3 4 5; do mkdir "$BASE/t50k/c$k" && tar -xf "$CACHE/src.tar" -C "$BASE/t50k/c$k"; done
 	tar -cf "$CACHE/tree50k.tar" -C "$BASE/t50k" . && rm -rf "$BASE/t50k"
 fi
-# A node_modules-like tree, made the same way every time: 1,737 files,
-# about 46 MB, in packages of package.json, sources and a few large bundles.
-"$PY" - "$CACHE/nm" <<'EOF'
-import os, random, sys
-root = os.path.join(sys.argv[1], "node_modules")
-rng = random.Random(1737)
-total, files, pkg = 46_000_000, 1737, 0
-sizes = [rng.lognormvariate(8.5, 1.6) for _ in range(files)]
-scale = total / sum(sizes)
-made = 0
-while made < files:
-    pkg += 1
-    d = os.path.join(root, f"pkg{pkg:03d}")
-    os.makedirs(os.path.join(d, "lib"), exist_ok=True)
-    for j in range(min(rng.randint(3, 25), files - made)):
-        name = "package.json" if j == 0 else ("index.js" if j == 1 else f"lib/m{j}.js")
-        with open(os.path.join(d, name), "wb") as f:
-            f.write(rng.randbytes(max(1, int(sizes[made] * scale))))
-        made += 1
-EOF
+# A node_modules-like tree, made the same way every time (scripts/nmtree.py).
+"$PY" "$REPO/scripts/nmtree.py" "$CACHE/nm"
 tar -cf "$CACHE/nm.tar" -C "$CACHE/nm" node_modules && rm -rf "$CACHE/nm"
 # go vet's package tree: this repository with its modules vendored.
 mkdir "$CACHE/vet"
