@@ -419,6 +419,12 @@ func Unmount(ctx context.Context, dir string, opts Options) error { return unmou
 // unmounted: each reads its base through ws's mount) and returns those it
 // unmounted.
 func UnmountAll(ctx context.Context, ws *history.Workspace, opts Options) ([]Info, error) {
+	if _, err := ws.StoreDir(); err != nil {
+		// A store that cannot be reached names no branches (a branch's
+		// own mount after its workspace's daemon was killed): nothing to
+		// unmount first.
+		return nil, nil
+	}
 	infos, err := List(ctx, ws)
 	if err != nil {
 		return nil, err
