@@ -351,14 +351,16 @@ func upperPaths(w *workspace) ([]string, error) {
 	return out, walk("")
 }
 
-// findBranch is the branch of this store mounted at dir, if any.
+// findBranch is the branch of this store mounted at dir, if any, by its
+// name alone (the client resolves symlinks, as the branch's record did):
+// the daemon never looks at a branch's mount, whose base it serves.
 func (e *Engine) findBranch(dir string) (*record.BranchRecord, error) {
 	recs, err := ReadBranches(e.opts.StoreDir)
 	if err != nil {
 		return nil, err
 	}
 	for i := range recs {
-		if recs[i].Dir == filepath.Clean(dir) || samePath(recs[i].Dir, dir) {
+		if recs[i].Dir == filepath.Clean(dir) {
 			return &recs[i], nil
 		}
 	}
