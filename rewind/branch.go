@@ -220,8 +220,12 @@ func BranchDir(store, id string) string { return filepath.Join(store, record.Bra
 // branchFloor is the oldest base of a branch of this store (ok false:
 // none): gc never cuts above it, so that every branch's base stays in the
 // history. A damaged record is an error: its base is not known.
-func (e *Engine) branchFloor() (record.Seq, bool, error) {
-	recs, err := ReadBranches(e.opts.StoreDir)
+func (e *Engine) branchFloor() (record.Seq, bool, error) { return BranchFloor(e.opts.StoreDir) }
+
+// BranchFloor is the oldest base of a branch of the store at store (ok
+// false: it has none): what gc keeps.
+func BranchFloor(store string) (record.Seq, bool, error) {
+	recs, err := ReadBranches(store)
 	if err != nil || len(recs) == 0 {
 		return 0, false, err
 	}
@@ -234,8 +238,12 @@ func (e *Engine) branchFloor() (record.Seq, bool, error) {
 
 // branchBlobs adds to keep the blobs the branches' merged states name:
 // the base of their next merge.
-func (e *Engine) branchBlobs(keep map[blobstore.ID]bool) error {
-	recs, err := ReadBranches(e.opts.StoreDir)
+func (e *Engine) branchBlobs(keep map[blobstore.ID]bool) error { return BranchBlobs(e.opts.StoreDir, keep) }
+
+// BranchBlobs adds to keep the blobs the merged states of the branches of
+// the store at store name (what gc keeps).
+func BranchBlobs(store string, keep map[blobstore.ID]bool) error {
+	recs, err := ReadBranches(store)
 	if err != nil {
 		return err
 	}

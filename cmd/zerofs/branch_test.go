@@ -163,6 +163,19 @@ func TestBranchCreateListDelete(t *testing.T) {
 		t.Errorf("the store keeps %d branch directories, want 1", len(ents))
 	}
 
+	// gc keeps the remaining branch's base, and says so.
+	head := readTrim(t, filepath.Join(ws, ".zero/head"))
+	if out := binOK(t, ws, "gc", "--before", head); !strings.Contains(out, "kept the history from "+first+" on: a branch's base") {
+		t.Errorf("gc past a branch's base: %q", out)
+	}
+	if got := readTrim(t, filepath.Join(ws, "@"+first, "a.txt")); got != "v1" {
+		t.Errorf("@%s/a.txt after gc: %q", first, got)
+	}
+	if dry := binOK(t, ws, "gc", "--dry-run", "--before", head); !strings.Contains(dry, "history starts at "+first) {
+		t.Errorf("gc --dry-run past a branch's base: %q", dry)
+	}
+	wantFail(t, ws, 1, "no such sequence: 999999", "branch", filepath.Join(dir, "late"), "--at", "999999")
+
 	// Refused: inside the workspace, not empty, not a branch to delete.
 	wantFail(t, ws, 1, "inside the workspace", "branch", filepath.Join(ws, "sub"))
 	full := filepath.Join(dir, "full")
