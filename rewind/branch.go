@@ -238,7 +238,9 @@ func BranchFloor(store string) (record.Seq, bool, error) {
 
 // branchBlobs adds to keep the blobs the branches' merged states name:
 // the base of their next merge.
-func (e *Engine) branchBlobs(keep map[blobstore.ID]bool) error { return BranchBlobs(e.opts.StoreDir, keep) }
+func (e *Engine) branchBlobs(keep map[blobstore.ID]bool) error {
+	return BranchBlobs(e.opts.StoreDir, keep)
+}
 
 // BranchBlobs adds to keep the blobs the merged states of the branches of
 // the store at store name (what gc keeps).
