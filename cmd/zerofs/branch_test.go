@@ -343,6 +343,21 @@ func TestBranchUmountWorkspace(t *testing.T) {
 	branchT(t, ws, b)
 	binOK(t, b, "step", "in the branch")
 	sh(t, b, `echo branch > a.txt`)
+	// A process standing in the branch holds it: the workspace's umount
+	// is refused, and both stay mounted.
+	hold := exec.Command("sleep", "60")
+	hold.Dir = b
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if r := bin(t, "/", "", "umount", ws); r.code != 1 || !strings.Contains(r.stderr, "the workspace stays mounted") || !strings.Contains(r.stderr, "sleep") {
+		t.Errorf("umount with the branch in use: exit %d, stderr %q", r.code, r.stderr)
+	}
+	hold.Process.Kill()
+	hold.Wait()
+	if !testsupport.FUSEMounted(b) || !testsupport.FUSEMounted(ws) {
+		t.Fatal("a refused umount unmounted something")
+	}
 	r := bin(t, "/", "", "umount", ws)
 	if r.code != 0 || !strings.Contains(r.stderr, "unmounted branch "+b+" first") {
 		t.Fatalf("umount of the workspace: exit %d, stderr %q", r.code, r.stderr)
