@@ -10,42 +10,18 @@ var completionCmd = &command{
 	name:    "completion",
 	usage:   "completion bash|zsh",
 	summary: "print a shell completion script",
-	help: `Prints a completion script for bash or zsh: command names, each command's
+	about: `Prints a completion script for bash or zsh: command names, each command's
 flags, and file names for its arguments. Load it with
 
   source <(zerofs completion bash)          # in ~/.bashrc
   source <(zerofs completion zsh)           # in ~/.zshrc, after compinit
 `,
-	run: runCompletion,
-}
-
-// flagsOf lists each command's flags, for completion.
-var flagsOf = map[string]string{
-	"mount":     "-f --foreground --store --auto-step --allow-other --sync --max-store-size --replicate --replica-key --no-open --rename-records --rename-records=false --ignore --debug",
-	"umount":    "--lazy",
-	"step":      "--hook --agent --no-prompt",
-	"run":       "--label",
-	"log":       "--json --stat --all --failed -n --replica --replica-key",
-	"show":      "",
-	"diff":      "--stat",
-	"gc":        "--dry-run --before --keep --keep-steps --thin-after",
-	"status":    "--json --thin-after --ignored",
-	"verify":    "--json",
-	"rewind":    "--dry-run --before-turn",
-	"revert":    "--dry-run --force",
-	"undo":      "--dry-run --turn",
-	"redo":      "--dry-run",
-	"merge":     "--dry-run --ours --theirs",
-	"mcp":       "--workspace",
-	"ui":        "--listen",
-	"hooks":     "--user --project --dry-run --no-prompt --zerofs",
-	"replicate": "--once --replica-key",
-	"restore":   "--at --replica-key --same-owner --accept-older",
-	"bisect":    "--turns --good --bad --timeout",
+	args: []argDef{{name: "bash|zsh", comp: compWords}},
+	run:  runCompletion,
 }
 
 func runCompletion(e *env, c *command, args []string) error {
-	pos, rest, err := parseArgs(c, newFlags(c), args)
+	_, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
@@ -62,6 +38,16 @@ func runCompletion(e *env, c *command, args []string) error {
 	return usagef(c, "no completion for %q: want bash or zsh", pos[0])
 }
 
+// completedFlags are the words a shell completes for c's flags, in the
+// order c declares them.
+func completedFlags(c *command) []string {
+	var out []string
+	for _, f := range c.flags {
+		out = append(out, f.spellings()...)
+	}
+	return out
+}
+
 func commandNames() string {
 	var names []string
 	for _, c := range commands {
@@ -73,8 +59,8 @@ func commandNames() string {
 func writeBash(w io.Writer) error {
 	var cases strings.Builder
 	for _, c := range commands {
-		if f := flagsOf[c.name]; f != "" {
-			fmt.Fprintf(&cases, "\t%s) flags=%q ;;\n", c.name, f+" --help")
+		if f := completedFlags(c); len(f) > 0 {
+			fmt.Fprintf(&cases, "\t%s) flags=%q ;;\n", c.name, strings.Join(append(f, "--help"), " "))
 		}
 	}
 	_, err := fmt.Fprintf(w, `# bash completion for zerofs: source <(zerofs completion bash)
@@ -104,7 +90,7 @@ func writeZsh(w io.Writer) error {
 	for _, c := range commands {
 		fmt.Fprintf(&cmds, "\t\t%q\n", c.name+":"+strings.ReplaceAll(c.summary, ":", `\:`))
 		var specs []string
-		for _, f := range strings.Fields(flagsOf[c.name]) {
+		for _, f := range completedFlags(c) {
 			specs = append(specs, fmt.Sprintf("%q", f+"[]"))
 		}
 		switch c.name {
