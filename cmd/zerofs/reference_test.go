@@ -2,10 +2,16 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	iofs "io/fs"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"text/template"
@@ -226,4 +232,86 @@ func TestCompletionsCoverFlags(t *testing.T) {
 			t.Errorf("bash completion lacks %q", want)
 		}
 	}
+}
+
+// TestFlagReadsMatchDeclarations reads the package's source: each flag a
+// run reads (o.Bool("dry-run"), o.String("store"), ...) is declared, with
+// that type, by a command, and each declared flag is read somewhere. (A
+// command that reads a flag it does not declare panics when it runs.)
+func TestFlagReadsMatchDeclarations(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi iofs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typeOf := map[string]string{"Bool": "bool", "String": "string", "Int": "int", "Duration": "time.Duration", "Patterns": "main.patternsValue"}
+	read := map[string]map[string]bool{} // flag name -> types read as
+	for _, pkg := range pkgs {
+		for _, f := range pkg.Files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok || len(call.Args) != 1 {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "o" {
+					return true
+				}
+				lit, ok := call.Args[0].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					return true
+				}
+				name, _ := strconv.Unquote(lit.Value)
+				typ, ok := typeOf[sel.Sel.Name]
+				if !ok && sel.Sel.Name != "Given" {
+					return true
+				}
+				if read[name] == nil {
+					read[name] = map[string]bool{}
+				}
+				if ok {
+					read[name][typ] = true
+				}
+				if !declaredAnywhere(name) {
+					t.Errorf("%s: o.%s(%q): no command declares --%s", fset.Position(call.Pos()), sel.Sel.Name, name, name)
+				}
+				return true
+			})
+		}
+	}
+	if len(read) < 20 {
+		t.Fatalf("found reads of %d flags in the source; the test no longer finds them", len(read))
+	}
+	for _, c := range commands {
+		fs := c.flagSet()
+		for _, f := range c.flags {
+			typ := fmt.Sprintf("%T", fs.Lookup(f.name).Value.(flag.Getter).Get())
+			if !read[f.name][typ] {
+				t.Errorf("zerofs %s declares --%s (%s), and nothing reads it as that: o.%s(%q)", c.name, f.name, typ, methodOf(typeOf, typ), f.name)
+			}
+		}
+	}
+}
+
+func declaredAnywhere(name string) bool {
+	for _, c := range commands {
+		for _, f := range c.flags {
+			if f.name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func methodOf(typeOf map[string]string, typ string) string {
+	for m, t := range typeOf {
+		if t == typ {
+			return m
+		}
+	}
+	return "?"
 }
