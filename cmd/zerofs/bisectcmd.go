@@ -48,7 +48,10 @@ command, which is checked before it is trusted)`},
 		{name: "bad", arg: "SEQ", comp: compSeq, help: "a state where CMD fails (default: now)"},
 		{name: "timeout", arg: "D", def: time.Duration(0), comp: compNone, help: "kill CMD after D (e.g. 2m) and count the state as bad"},
 	},
-	args: []argDef{{name: "CMD", comp: compFile}},
+	args: []argDef{
+		{name: "CMD", comp: compCommand, afterDashes: true},
+		{name: "ARG...", afterDashes: true},
+	},
 	more: `SEQ is a state, as for rewind and diff: 42 (or @42), or -1 (the state before
 the current step).
 `,

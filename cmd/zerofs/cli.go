@@ -51,19 +51,21 @@ type argDef struct {
 	name string   // as in the usage line: AGENT, SEQ, PATH...
 	help string   // when set, listed with the flags in the help
 	comp compKind // what completes it
+	// afterDashes: it goes after "--" (PATH... of log, CMD of run).
+	afterDashes bool
 }
 
 // compKind says what a shell offers for a flag's value or an argument.
 type compKind int
 
 const (
-	compFile  compKind = iota // a file name (the default)
-	compNone                  // nothing to offer: a label, a number, a URL
-	compDir                   // a directory name
-	compSeq                   // a sequence (42, @42, -1)
-	compAgent                 // an agent name (hooks.AgentNames)
-	compShell                 // a shell completion.go writes for
-	compWords                 // one of the words of arg, split at "|" (always|batch)
+	compFile    compKind = iota // a file name (the default)
+	compNone                    // nothing to offer: a label, a number, a URL
+	compDir                     // a directory name
+	compSeq                     // a sequence (42, @42, -1)
+	compAgent                   // an agent name (hooks.AgentNames)
+	compCommand                 // a command to run (zerofs run's CMD)
+	compWords                   // one of the words of arg, split at "|" (always|batch)
 )
 
 // label is how help writes the flag: "-f, --foreground", "--store DIR",

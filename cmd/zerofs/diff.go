@@ -26,7 +26,7 @@ SEQ may be a sequence (42 or @42) or relative to the current step: @ is
 now, -1 (or @-1) the state before the current step, -2 the one before.
 `,
 	flags: []flagDef{{name: "stat", help: "one line per path with its added and removed lines, and a total"}},
-	args:  []argDef{{name: "SEQ", comp: compSeq}, {name: "SEQ2", comp: compSeq}, {name: "PATH..."}},
+	args:  []argDef{{name: "SEQ", comp: compSeq}, {name: "SEQ2", comp: compSeq}, {name: "PATH...", afterDashes: true}},
 	run:   runDiff,
 }
 

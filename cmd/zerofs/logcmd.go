@@ -43,7 +43,7 @@ its turn's prompt, which is always shown with them`},
 with --json and --replica-key only`},
 		{name: "replica-key", arg: "FILE", help: "the replica's key, when it is sealed"},
 	},
-	args: []argDef{{name: "PATH...", help: `only the steps that changed these paths (relative to the current
+	args: []argDef{{name: "PATH...", afterDashes: true, help: `only the steps that changed these paths (relative to the current
 directory; a directory stands for everything under it), and only
 those changes; when no step changed them, log says so and
 whether they exist, and exits 1 for a path that does not`}},

@@ -10,7 +10,10 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -221,7 +224,7 @@ func TestCompletionsCoverFlags(t *testing.T) {
 				if !strings.Contains(bashCase+" ", " "+sp+" ") && !strings.Contains(bashCase, `"`+sp+" ") {
 					t.Errorf("bash does not complete zerofs %s %s: %q", c.name, sp, bashCase)
 				}
-				if !strings.Contains(zshCase, `"`+sp+`[]"`) {
+				if !strings.Contains(zshCase, `"`+sp+`[]"`) && !strings.Contains(zshCase, `"`+sp+`[]:`) {
 					t.Errorf("zsh does not complete zerofs %s %s: %q", c.name, sp, zshCase)
 				}
 			}
@@ -314,4 +317,69 @@ func methodOf(typeOf map[string]string, typ string) string {
 		}
 	}
 	return "?"
+}
+
+// TestBashCompletesByKind runs the bash script: a flag's value and each
+// argument are completed by their declared kind (directories, agents, the
+// words of always|batch, commands after run's "--", files after log's
+// "--", nothing for a sequence), counting arguments past flags and their
+// values.
+func TestBashCompletesByKind(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "f.txt"), "x\n")
+	script := filepath.Join(t.TempDir(), "zerofs.bash")
+	writeFile(t, script, mustRun(t, dir, "completion", "bash"))
+	for _, tc := range []struct {
+		words []string // the last is the word completed
+		want  string
+	}{
+		{[]string{"mount", ""}, "sub"},
+		{[]string{"mount", "--store", ""}, "sub"},
+		{[]string{"mount", "--auto-step", "5m", ""}, "sub"},
+		{[]string{"mount", "-f", "sub", ""}, "sub"},
+		{[]string{"mount", "--sync", ""}, "always batch"},
+		{[]string{"mount", "--replica-key", ""}, "f.txt sub"},
+		{[]string{"mount", "--auto-step", ""}, ""},
+		{[]string{"mount", "--no"}, "--no-open"},
+		{[]string{"step", "--agent", "c"}, "claude codex cursor"},
+		{[]string{"hooks", ""}, "install check"},
+		{[]string{"hooks", "install", "--dry-run", "w"}, "windsurf"},
+		{[]string{"rewind", ""}, ""},
+		{[]string{"rewind", "-1", "--", ""}, "f.txt sub"},
+		{[]string{"rewind", "--dry-run", "3", "--", "f"}, "f.txt"},
+		{[]string{"log", "-n", "3", "--st"}, "--stat"},
+		{[]string{"log", "--", "--st"}, ""},
+		{[]string{"run", "--", "gre"}, "grep"},
+		{[]string{"run", "--label", "x", "--", "grep", ""}, "f.txt sub"},
+		{[]string{"fork", "3", ""}, "sub"},
+		{[]string{"merge", "sub", ""}, "f.txt sub"},
+		{[]string{"undo", ""}, ""},
+		{[]string{"completion", ""}, "bash zsh"},
+	} {
+		words := "zerofs"
+		for _, w := range tc.words {
+			words += " " + strconv.Quote(w)
+		}
+		cmd := exec.Command("bash", "-c", `. "$0"; COMP_WORDS=(`+words+`); COMP_CWORD=`+
+			strconv.Itoa(len(tc.words))+`; _zerofs; printf '%s\n' "${COMPREPLY[@]}"`, script)
+		cmd.Dir = dir
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("bash completion of %q: %v\n%s", tc.words, err, b)
+		}
+		got := sorted(strings.Fields(string(b)))
+		if tc.want == "grep" {
+			// compgen -c: every command on PATH that begins so.
+			if !slices.Contains(got, "grep") {
+				t.Errorf("completing %q: got %q, want grep among them", tc.words, got)
+			}
+			continue
+		}
+		if strings.Join(got, " ") != strings.Join(sorted(strings.Fields(tc.want)), " ") {
+			t.Errorf("completing %q: got %q, want %q", tc.words, got, tc.want)
+		}
+	}
 }

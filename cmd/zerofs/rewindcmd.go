@@ -33,7 +33,7 @@ line counts for text files), and change nothing`},
 as zerofs log shows it): everything done since that prompt,
 by every step and command, is taken back`},
 	},
-	args: []argDef{{name: "SEQ", comp: compSeq}, {name: "PATH..."}},
+	args: []argDef{{name: "SEQ", comp: compSeq}, {name: "PATH...", afterDashes: true}},
 	run:  runRewind,
 }
 

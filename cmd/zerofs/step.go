@@ -72,8 +72,11 @@ long CMD ran (a tool_result: 'zerofs log' marks the step failed when it was
 not 0). The workspace must be mounted: outside a mount nothing would be
 recorded.
 `,
-	flags:      []flagDef{{name: "label", arg: "L", comp: compNone, help: "the step's label (default: the command line)"}},
-	args:       []argDef{{name: "CMD", comp: compFile}},
+	flags: []flagDef{{name: "label", arg: "L", comp: compNone, help: "the step's label (default: the command line)"}},
+	args: []argDef{
+		{name: "CMD", comp: compCommand, afterDashes: true},
+		{name: "ARG...", afterDashes: true},
+	},
 	flagsFirst: true,
 	run:        runRun,
 }
