@@ -16,7 +16,7 @@ var branchCmd = &command{
 	name:    "branch",
 	usage:   "branch DIR... [--at SEQ] [--allow-other] | branch --list [--json] | branch --delete DIR [--force]",
 	summary: "mount DIR as a writable branch of the workspace at SEQ (default now), in O(1)",
-	help: `Run in the mounted workspace (as root: a branch is an overlayfs mount).
+	about: `Run in the mounted workspace (as root: a branch is an overlayfs mount).
 Each DIR (absolute or relative to the current directory, outside the
 workspace, missing or empty) becomes a mounted, writable branch of the
 workspace as it was at SEQ (default: now), in time that does not grow with
@@ -26,34 +26,32 @@ path copies that path. A branch is a zerofs workspace of its own (steps,
 the workspace's later changes never reach its base. 'zerofs merge DIR'
 brings its changes in. Its copy-up layer and history live in the
 workspace's store (STORE/branches/), and gc keeps every branch's base.
-
-A DIR that is a branch already is mounted again (after 'zerofs umount' of
+`,
+	flags: []flagDef{
+		{name: "at", arg: "SEQ", comp: compSeq, help: "the branch's base (default: now)"},
+		{name: "allow-other", help: "let other users use the branch (their permissions apply)"},
+		{name: "list", help: `each branch: its directory, base, mounted or not, and how
+many paths it changed`},
+		{name: "json", help: "with --list: as JSON"},
+		{name: "delete", arg: "DIR", comp: compDir, help: `unmount the branch and remove it (its changes and history);
+refused while it holds changes no merge brought in, unless --force`},
+		{name: "force", help: "with --delete: delete a branch holding unmerged changes"},
+	},
+	args: []argDef{{name: "DIR...", comp: compDir}},
+	more: `A DIR that is a branch already is mounted again (after 'zerofs umount' of
 the workspace, which unmounts its branches first, or after its daemon was
 killed).
-
-  --at SEQ        the branch's base (default: now)
-  --allow-other   let other users use the branch (their permissions apply)
-  --list          each branch: its directory, base, mounted or not, and
-                  how many paths it changed (--json: as JSON)
-  --delete DIR    unmount the branch and remove it (its changes and history);
-                  refused while it holds changes no merge brought in, unless
-                  --force
 `,
 	run: runBranch,
 }
 
 func runBranch(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	at := fs.String("at", "", "")
-	list := fs.Bool("list", false, "")
-	asJSON := fs.Bool("json", false, "")
-	del := fs.String("delete", "", "")
-	force := fs.Bool("force", false, "")
-	allowOther := fs.Bool("allow-other", false, "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	at, list, asJSON := o.String("at"), o.Bool("list"), o.Bool("json")
+	del, force, allowOther := o.String("delete"), o.Bool("force"), o.Bool("allow-other")
 	pos = append(pos, rest...)
 	abs := func(p string) string {
 		if !filepath.IsAbs(p) {
@@ -62,29 +60,29 @@ func runBranch(e *env, c *command, args []string) error {
 		return filepath.Clean(p)
 	}
 	switch {
-	case *list && (*del != "" || len(pos) > 0 || *at != ""):
+	case list && (del != "" || len(pos) > 0 || at != ""):
 		return usagef(c, "--list goes alone")
-	case *del != "" && (len(pos) > 0 || *at != ""):
+	case del != "" && (len(pos) > 0 || at != ""):
 		return usagef(c, "--delete takes one DIR")
-	case *force && *del == "":
+	case force && del == "":
 		return usagef(c, "--force goes with --delete")
-	case *asJSON && !*list:
+	case asJSON && !list:
 		return usagef(c, "--json goes with --list")
-	case !*list && *del == "" && len(pos) == 0:
+	case !list && del == "" && len(pos) == 0:
 		return usagef(c, "want DIR, --list or --delete DIR")
 	}
 	ws, err := history.Find(e.cwd)
 	if err != nil {
 		return err
 	}
-	opts := branch.Options{AllowOther: *allowOther, Stderr: e.stderr}
+	opts := branch.Options{AllowOther: allowOther, Stderr: e.stderr}
 	switch {
-	case *list:
+	case list:
 		infos, err := branch.List(e.ctx, ws)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if asJSON {
 			if infos == nil {
 				infos = []branch.Info{}
 			}
@@ -96,10 +94,10 @@ func runBranch(e *env, c *command, args []string) error {
 			fmt.Fprintln(e.stdout, branchLine(in))
 		}
 		return nil
-	case *del != "":
-		in, err := branch.Delete(e.ctx, ws, abs(*del), *force, opts)
+	case del != "":
+		in, err := branch.Delete(e.ctx, ws, abs(del), force, opts)
 		if errors.Is(err, record.ErrNotBranch) {
-			return fmt.Errorf("%s is not a branch of this workspace", quote.Name(abs(*del)))
+			return fmt.Errorf("%s is not a branch of this workspace", quote.Name(abs(del)))
 		}
 		if err != nil {
 			return err
@@ -108,8 +106,8 @@ func runBranch(e *env, c *command, args []string) error {
 		return nil
 	}
 	seq := history.Now
-	if *at != "" {
-		r, err := parseRef(c, *at)
+	if at != "" {
+		r, err := parseRef(c, at)
 		if err != nil {
 			return err
 		}
