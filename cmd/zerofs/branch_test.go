@@ -235,6 +235,14 @@ func TestBranchIsAWorkspace(t *testing.T) {
 	if got := readTrim(t, filepath.Join(ws, "a.txt")); got != "base" {
 		t.Errorf("workspace: %q", got)
 	}
+	// A file past passthrough's size, written and read back: the branch's
+	// backing files are on the overlay, where the kernel refuses
+	// passthrough (stack depth), and the daemon serves them itself.
+	big := strings.Repeat("0123456789abcdef", 256<<10)
+	writeFile(t, filepath.Join(b, "big"), big)
+	if got, err := os.ReadFile(filepath.Join(b, "big")); err != nil || string(got) != big {
+		t.Errorf("a 4 MiB file read back from the branch: %d bytes, %v", len(got), err)
+	}
 	if out := binOK(t, b, "verify"); !strings.Contains(out, "ok") {
 		t.Errorf("verify in the branch: %q", out)
 	}
