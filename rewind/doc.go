@@ -42,7 +42,8 @@
 // foreign.go (changes made outside the agent's steps), preview.go (dry
 // runs), snapshot.go (the index snapshot), gc.go, fork.go, merge.go and
 // mergefork.go (a fork's changes merged back), branch.go (a branch's
-// record, its copy-up layer read as a merge side, gc's pin on its base),
+// record and gc's pin on its base), mergebranch.go (a branch's copy-up
+// layer read as a merge side),
 // ignore.go and
 // mergeignore.go (.zeroignore and --ignore: what is never captured nor
 // touched).
