@@ -353,10 +353,7 @@ func info(store string, rec record.BranchRecord) (Info, error) {
 	in.Changed = len(paths)
 	last := lastChange(filepath.Join(bdir, record.BranchStoreName, record.LogName))
 	if rec.Merged != nil {
-		in.Merged = rec.Merged.Seq
-		if in.Merged == 0 {
-			in.Merged = rec.Base // merged with nothing to bring in
-		}
+		in.Merged = rec.Merged.Seq // 0: merged with nothing to bring in
 		in.Unmerged = in.Changed > 0 && last > rec.Merged.Head
 	} else {
 		in.Unmerged = in.Changed > 0
