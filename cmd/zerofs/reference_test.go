@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"text/template"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // docs/reference.md is generated: `go generate ./cmd/zerofs` writes it
@@ -380,6 +382,74 @@ func TestBashCompletesByKind(t *testing.T) {
 		}
 		if strings.Join(got, " ") != strings.Join(sorted(strings.Fields(tc.want)), " ") {
 			t.Errorf("completing %q: got %q, want %q", tc.words, got, tc.want)
+		}
+	}
+}
+
+// TestZshCompletesByKind runs the zsh script in an interactive zsh
+// (testdata/complete.zsh): command names, flags, and a flag's value and
+// each argument by their declared kind.
+func TestZshCompletesByKind(t *testing.T) {
+	zsh, err := exec.LookPath("zsh")
+	if err != nil {
+		testsupport.Unavailable(t, "the zsh completion test needs zsh (apt-get install zsh)")
+	}
+	harness, err := filepath.Abs("testdata/complete.zsh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "f.txt"), "x\n")
+	tmp := t.TempDir()
+	script := filepath.Join(tmp, "zerofs.zsh")
+	writeFile(t, script, mustRun(t, dir, "completion", "zsh"))
+	cases := []struct{ line, want string }{
+		{"zerofs u", "umount undo ui"},
+		{"zerofs help ver", "verify version"},
+		{"zerofs log --st", "--stat"},
+		{"zerofs mount ", "sub"},
+		{"zerofs mount --store ", "sub"},
+		{"zerofs mount --auto-step 5m ", "sub"},
+		{"zerofs mount --sync ", "always batch"},
+		{"zerofs step --agent c", "claude codex cursor"},
+		{"zerofs hooks ", "install check"},
+		{"zerofs hooks install w", "windsurf"},
+		{"zerofs show 3 ", "f.txt sub"},
+		{"zerofs fork 3 ", "sub"},
+		{"zerofs merge sub ", "f.txt sub"},
+		{"zerofs rewind --dry-run 3 -- f", "f.txt"},
+		{"zerofs gc --keep ", ""},
+		{"zerofs undo --", "--dry-run --turn"},
+		{"zerofs completion ", "bash zsh"},
+	}
+	out := filepath.Join(tmp, "out")
+	args := []string{"-f", harness, script, out, dir}
+	for _, tc := range cases {
+		args = append(args, tc.line)
+	}
+	if b, err := exec.Command(zsh, args...).CombinedOutput(); err != nil {
+		t.Fatalf("zsh: %v\n%s", err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("zsh completed nothing: %v", err)
+	}
+	offers := strings.Split(string(b), "--done\n")
+	if len(offers) != len(cases)+1 {
+		t.Fatalf("zsh finished %d of %d completions:\n%s", len(offers)-1, len(cases), b)
+	}
+	for i, tc := range cases {
+		var got []string
+		for _, l := range strings.Split(offers[i], "\n") {
+			if l != "" && !slices.Contains(got, l) {
+				got = append(got, l)
+			}
+		}
+		if got := strings.Join(sorted(got), " "); got != strings.Join(sorted(strings.Fields(tc.want)), " ") {
+			t.Errorf("zsh completing %q: got %q, want %q", tc.line, got, tc.want)
 		}
 	}
 }
