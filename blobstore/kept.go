@@ -385,6 +385,9 @@ func (s *Store) syncKept() error {
 	if dir == nil {
 		return nil
 	}
+	if len(pending) > 0 {
+		hook("kept:syncing", dir.Name())
+	}
 	restore := func() {
 		s.kmu.Lock()
 		s.kept.pending = append(pending, s.kept.pending...)
