@@ -167,3 +167,111 @@ func TestStashDetach(t *testing.T) {
 		t.Fatalf("Get: %q, %v", b, err)
 	}
 }
+
+// TestStashMove: HashStash hashes a stash and links nothing; MoveStashes
+// then renames it to its blob (the same inode, one link, read back
+// verified), removes a second stash of the same content instead, removes
+// a stash that an open for writing detached into a pack between the hash
+// and the move (the write never reaches the blob), and treats a stash
+// already gone as moved. After a reopen a stash left behind is moved from
+// the store.
+func TestStashMove(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		t.Run(map[bool]string{false: "batch", true: "always"}[sync], func(t *testing.T) {
+			base := t.TempDir()
+			s, err := Open(filepath.Join(base, "blobs"), Options{Sync: sync})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stash := func(data []byte) (string, uint64, string) {
+				t.Helper()
+				f := wsFile(t, filepath.Join(base, "ws"), data)
+				ino, _ := inode(t, f.Name())
+				name, _, ok, err := s.Stash(f, nil)
+				f.Close()
+				if err != nil || !ok {
+					t.Fatalf("Stash: ok %v, err %v", ok, err)
+				}
+				return name, ino, f.Name()
+			}
+			data := randBytes(12, 300<<10)
+			name, ino, ws := stash(data)
+			os.Remove(ws)
+			id, n, err := s.HashStash(name)
+			if err != nil || id != Sum(data) || n != int64(len(data)) {
+				t.Fatalf("HashStash: %s, %d, %v; want %s", id.Short(), n, err, Sum(data).Short())
+			}
+			if s.Has(id) {
+				t.Fatalf("HashStash linked the blob")
+			}
+			name2, _, ws2 := stash(data)
+			os.Remove(ws2)
+			small := []byte("detached before the move\n")
+			name3, _, ws3 := stash(small)
+			id3, _, err := s.HashStash(name3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// An unlink that failed after its stash: the workspace name
+			// still holds the inode, and an open for writing detaches it.
+			w, err := os.OpenFile(ws3, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			if got, err := s.Detach(int(w.Fd())); err != nil || got != name3 {
+				t.Fatalf("Detach: %q, %v; want %q", got, err, name3)
+			}
+			if _, err := w.WriteAt([]byte("WRITTEN"), 0); err != nil {
+				t.Fatal(err)
+			}
+			const gone = "p-0123456789abcdef0123456789abcdef"
+			if err := s.MoveStashes([]Moved{{name, id}, {name2, id}, {name3, id3}, {gone, Sum(nil)}}); err != nil {
+				t.Fatal(err)
+			}
+			if left, err := s.Stashes(); err != nil || len(left) != 0 {
+				t.Fatalf("Stashes after MoveStashes: %v, %v; want none", left, err)
+			}
+			if got, nlink := inode(t, s.keptPath(id)); got != ino || nlink != 1 {
+				t.Fatalf("kept/%s: inode %d, %d links; want the removed file's %d, 1 link", id.Short(), got, nlink, ino)
+			}
+			if got, err := s.Get(id); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("Get after the move: %d bytes, %v", len(got), err)
+			}
+			if got, err := s.Get(id3); err != nil || !bytes.Equal(got, small) {
+				t.Fatalf("Get of the detached stash's blob: %q, %v; want %q", got, err, small)
+			}
+			if _, err := os.Lstat(s.keptPath(id3)); err == nil {
+				t.Fatalf("the detached stash was moved to kept/%s: a written inode as a blob", id3.Short())
+			}
+			if err := s.Sync(); err != nil {
+				t.Fatal(err)
+			}
+
+			// Left by a crash: moved from the store after a reopen.
+			other := []byte("left by a crash\n")
+			name4, _, ws4 := stash(other)
+			os.Remove(ws4)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if s, err = Open(filepath.Join(base, "blobs"), Options{Sync: sync}); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			id4, _, err := s.HashStash(name4)
+			if err != nil || id4 != Sum(other) {
+				t.Fatalf("HashStash after reopen: %s, %v", id4.Short(), err)
+			}
+			if err := s.MoveStashes([]Moved{{name4, id4}}); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := s.Get(id4); err != nil || !bytes.Equal(got, other) {
+				t.Fatalf("Get after reopen and move: %q, %v", got, err)
+			}
+			if left, _ := s.Stashes(); len(left) != 0 {
+				t.Fatalf("Stashes after the move: %v", left)
+			}
+		})
+	}
+}

@@ -203,12 +203,13 @@ func stashCrashChild(point string) {
 }
 
 // TestStashCrash: SIGKILL at every point between a removal's stash and the
-// removal of the stash's link, with --sync always and batch: the next Open
-// names what the log names (or removes what it does not), every file
-// reads back byte for byte at the step's start, and no stash is left.
+// stash becoming its blob (kept:moving: at the 20th rename of a batch),
+// with --sync always and batch: the next Open names what the log names and
+// moves every stash left to its blob, every file reads back byte for byte
+// at the step's start, and no stash is left.
 func TestStashCrash(t *testing.T) {
 	for _, sync := range []string{"0", "1", "0-dirfd"} {
-		for _, point := range []string{"kept:stashed", "checkpointed", "unlinked", "stash:hashed", "stash:named"} {
+		for _, point := range []string{"kept:stashed", "checkpointed", "unlinked", "stash:hashed", "stash:named", "kept:moving"} {
 			t.Run(point+"/sync="+sync, func(t *testing.T) {
 				ctx := context.Background()
 				files := stashFiles()
