@@ -80,6 +80,7 @@ func (e *Engine) nameBatch(ctx context.Context, un []index.Unnamed) error {
 		case err == nil:
 			names = append(names, record.Named{Sequence: u.Seq, Kept: u.Kept, Blob: id.String(), Bytes: n})
 			moves = append(moves, blobstore.Moved{Stash: u.Kept, ID: id})
+		case errors.Is(err, blobstore.ErrNotFound) && e.namedMissing(u, &names):
 		case errors.Is(err, blobstore.ErrNotFound), errors.Is(err, blobstore.ErrCorrupt):
 			e.opts.Logger.Warn("rewind: a removed file's stash is missing or damaged; its before-state is lost", "path", record.Readable(u.Path), "seq", u.Seq, "err", err)
 			names = append(names, record.Named{Sequence: u.Seq, Kept: u.Kept, Lost: "its stash in the store was missing or damaged: " + err.Error()})
