@@ -62,6 +62,7 @@ func (n *wsNode) entryOpRemoved(ctx context.Context, op, name string, removed bo
 	defer done()
 	c := rewind.Change{Path: p, Removed: removed, Stash: removed, Dirfd: dfd, InDir: true, Dir: op == "mkdir"}
 	if removed {
+		c.NoXattrs = n.childXattrFree(name) // xattrfree.go
 		rm, err := n.fs.eng.CaptureUnlinkLocked(engineCtx(ctx), callerOf(ctx), c)
 		if err != nil {
 			return engineErrno(n.fs.log, op, p, err, seqInvalid)
@@ -150,6 +151,7 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 	var child *fusefs.Inode
 	var h *wsFile
 	var fuseFlags uint32
+	a := n.fs.rw.arrive()
 	errno := n.entryOp(ctx, "create", name, func(dfd int, p string, step record.Seq) syscall.Errno {
 		// O_TRUNC waits for beginWrite (Open says why); a file this
 		// create makes is not truncated at all, as by the kernel.
@@ -188,6 +190,9 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 		}
 		child = n.newChild(ctx, name, &st, out)
 		cn := child.Operations().(*wsNode)
+		if created {
+			n.madeXattrFree(a, dfd, cn, false)
+		}
 		h.node = cn
 		cn.hold(fd)
 		if n.fs.passthrough.Load() {
@@ -224,11 +229,16 @@ func createAt(dfd int, name string, flags int, excl bool, mode uint32) (fd int, 
 
 func (n *wsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	var child *fusefs.Inode
+	a := n.fs.rw.arrive()
 	errno := n.entryOp(ctx, "mkdir", name, func(dfd int, p string, _ record.Seq) (errno syscall.Errno) {
 		if err := unix.Mkdirat(dfd, name, mode); err != nil {
 			return sysErrno(err)
 		}
 		child, errno = n.created(ctx, dfd, name, true, out)
+		if errno == 0 {
+			cn, _ := child.Operations().(*wsNode)
+			n.madeXattrFree(a, dfd, cn, true)
+		}
 		return errno
 	})
 	return child, errno

@@ -83,6 +83,10 @@ type Change struct {
 	InDir   bool
 	Dir     bool
 
+	// NoXattrs, with Removed, says the caller knows the file has no
+	// extended attributes: a stash by a move then reads none.
+	NoXattrs bool
+
 	// move, set by CaptureUnlinkLocked, lets the capture stash Path by
 	// moving it into the store (stashmove.go).
 	move *moveSlot
@@ -173,7 +177,7 @@ func (e *Engine) CaptureLocked(ctx context.Context, who Caller, changes ...Chang
 			if removed == nil {
 				removed = map[string]removal{}
 			}
-			removed[c.Path] = removal{stash: c.Stash, move: c.move}
+			removed[c.Path] = removal{stash: c.Stash, move: c.move, noXattrs: c.NoXattrs}
 		}
 	}
 	step, person := e.stepFor(who)
@@ -334,7 +338,7 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 		var err error
 		moved := false
 		if r.move != nil && dirfd >= 0 && !e.opts.Sync {
-			st, moved, err = e.stashByMove(p, dirfd, r.move)
+			st, moved, err = e.stashByMove(p, dirfd, r.move, r.noXattrs)
 		}
 		if !moved && err == nil {
 			st, err = e.readStateAt(p, dirfd, gone, r.stash, true)
@@ -370,8 +374,9 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 // stash (an unlink), else kept; move, when set, lets the stash be made by
 // the unlink's own rename (CaptureUnlinkLocked).
 type removal struct {
-	stash bool
-	move  *moveSlot
+	stash    bool
+	move     *moveSlot
+	noXattrs bool
 }
 
 // appendCheckpoint appends checkpoint cp and adds it to the index. With

@@ -60,10 +60,11 @@ func (r *Removal) Unlink(dirfd int, name string, unlink func() error) error {
 
 // stashByMove captures p, about to be unlinked from dirfd, as a stash the
 // unlink will move into the store: one statx (PrepareMove) and its xattrs
-// read by name through dirfd, where StashAt costs a linkat and an lstat.
+// read by name through dirfd (none when the caller knows there are none),
+// where StashAt costs a linkat and an lstat.
 // moved is false, and nothing is prepared, when PrepareMove refuses it
 // (the caller captures it as before).
-func (e *Engine) stashByMove(p string, dirfd int, slot *moveSlot) (fs record.FileState, moved bool, err error) {
+func (e *Engine) stashByMove(p string, dirfd int, slot *moveSlot, noXattrs bool) (fs record.FileState, moved bool, err error) {
 	_, name := index.SplitPath(p)
 	m, st, ok, err := e.blobs.PrepareMove(dirfd, name, e.openForWrite)
 	if err != nil || !ok {
@@ -75,7 +76,9 @@ func (e *Engine) stashByMove(p string, dirfd int, slot *moveSlot) (fs record.Fil
 	}
 	fs = record.FileState{Path: p, Kind: record.KindFile, Mode: st.Mode & 0o7777, Bytes: st.Size, Kept: m.Stash}
 	setMeta(&fs, &st)
-	if fs.Xattrs, err = dirXattrs(dirfd, name); err != nil {
+	if noXattrs {
+		// The caller knows there are none (Change.NoXattrs).
+	} else if fs.Xattrs, err = dirXattrs(dirfd, name); err != nil {
 		m.Cancel()
 		return record.FileState{}, false, fmt.Errorf("rewind: capture %q: %w", p, err)
 	}
