@@ -275,3 +275,70 @@ func TestStashMove(t *testing.T) {
 		})
 	}
 }
+
+// TestHashStashes: a batch of stashes of every small size, more than one
+// io_uring submission holds, hashes as HashStash does each: a large one,
+// one gone from the store, one not a stash name, and one that grew since
+// it was stashed (read again whole) among them.
+func TestHashStashes(t *testing.T) {
+	base := t.TempDir()
+	s, err := Open(filepath.Join(base, "blobs"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var names []string
+	var want [][]byte
+	add := func(data []byte, remove bool) *os.File {
+		f := wsFile(t, filepath.Join(base, "ws"), data)
+		name, _, ok, err := s.Stash(f, nil)
+		if err != nil || !ok {
+			t.Fatalf("Stash: ok %v, err %v", ok, err)
+		}
+		if remove {
+			os.Remove(f.Name())
+		}
+		names, want = append(names, name), append(want, data)
+		return f
+	}
+	for i := range 300 {
+		size := []int{0, 1, 100, 4096, hashSmall - 1, hashSmall}[i%6]
+		add(randBytes(uint64(i), size), true).Close()
+	}
+	add(randBytes(301, 3*hashSmall), true).Close()
+	grown := add([]byte("short\n"), false)
+	grown.Close()
+	w, err := os.OpenFile(grown.Name(), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.WriteAt([]byte("and longer since\n"), 6)
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want[len(want)-1] = []byte("short\nand longer since\n")
+	const missing = "p-0123456789abcdef0123456789abcdef"
+	names = append(names, missing, "../x")
+	before := ringHashed.Load()
+	got := s.HashStashes(names)
+	if len(got) != len(names) {
+		t.Fatalf("HashStashes: %d results for %d names", len(got), len(names))
+	}
+	for i, data := range want {
+		if got[i].Err != nil || got[i].ID != Sum(data) || got[i].N != int64(len(data)) {
+			t.Fatalf("stash %d (%d bytes): %s, %d, %v; want %s", i, len(data), got[i].ID.Short(), got[i].N, got[i].Err, Sum(data).Short())
+		}
+	}
+	if err := got[len(want)].Err; !errors.Is(err, ErrNotFound) {
+		t.Errorf("a stash gone from the store: %v, want ErrNotFound", err)
+	}
+	if err := got[len(want)+1].Err; !errors.Is(err, ErrCorrupt) {
+		t.Errorf("not a stash name: %v, want ErrCorrupt", err)
+	}
+	if s.uring() == nil {
+		t.Logf("no io_uring here: every stash was hashed by HashStash")
+	} else if n := ringHashed.Load() - before; n != 300 {
+		t.Errorf("%d stashes hashed through io_uring, want the 300 small ones", n)
+	}
+}

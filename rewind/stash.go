@@ -14,7 +14,7 @@ import (
 // (blobstore.Store.Stash) and its checkpoint record names the stash
 // (FileState.Kept) instead of a blob, so an rm -rf costs a link and a
 // record per file on the request path, no read and no hash. The namer
-// (namer.go) then hashes each stash (blobstore.Store.HashStash), appends
+// (namer.go) then hashes each stash (blobstore.Store.HashStashes), appends
 // one stash_named event for a batch of them (internal/index/named.go), and
 // once that event is durable renames each stash to its blob, kept/<sha256>
 // (blobstore.Store.MoveStashes).
@@ -74,8 +74,13 @@ func (e *Engine) nameBatch(ctx context.Context, un []index.Unnamed) error {
 	}
 	names := make([]record.Named, 0, len(un))
 	moves := make([]blobstore.Moved, 0, len(un))
-	for _, u := range un {
-		id, n, err := e.blobs.HashStash(u.Kept)
+	kepts := make([]string, len(un))
+	for i, u := range un {
+		kepts[i] = u.Kept
+	}
+	hashed := e.blobs.HashStashes(kepts)
+	for i, u := range un {
+		id, n, err := hashed[i].ID, hashed[i].N, hashed[i].Err
 		switch {
 		case err == nil:
 			names = append(names, record.Named{Sequence: u.Seq, Kept: u.Kept, Blob: id.String(), Bytes: n})
