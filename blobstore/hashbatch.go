@@ -2,12 +2,15 @@ package blobstore
 
 import (
 	"crypto/sha256"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // Hashed is what HashStashes found for one stash: HashStash's results.
@@ -181,4 +184,88 @@ type ringState struct {
 	ringMu   sync.Mutex // guards ringDead; held while the ring is in use
 	ring     *ring
 	ringDead bool
+}
+
+// ioringOpRenameat is IORING_OP_RENAMEAT.
+const ioringOpRenameat = 35
+
+// renameRing is moveStash of each of moves (at most ringEntries) with the
+// renames submitted through r in one io_uring_enter; the caller holds
+// ringMu. It returns the stashes to remove instead (gone), whether any was
+// moved, and those to move one by one (the ring failed).
+func (s *Store) renameRing(r *ring, dir *os.File, moves []Moved) (gone []string, moved bool, again []Moved) {
+	kfd := int(dir.Fd())
+	type one struct {
+		m        Moved
+		ki       *keptInode
+		old, new []byte
+	}
+	var todo []one
+	for _, m := range moves {
+		if !record.IsStashName(m.Stash) {
+			continue
+		}
+		s.kmu.Lock()
+		ki := s.kept.stash[m.Stash]
+		s.kmu.Unlock()
+		if ki != nil {
+			ki.mu.Lock()
+			if ki.named {
+				ki.mu.Unlock()
+				gone = append(gone, m.Stash) // detached into a pack since it was hashed
+				continue
+			}
+		}
+		if _, inPack := s.lookup(m.ID); inPack {
+			if ki != nil {
+				ki.mu.Unlock()
+			}
+			gone = append(gone, m.Stash)
+			continue
+		}
+		hook("kept:moving", filepath.Join(s.dir, keptDirName, m.Stash))
+		todo = append(todo, one{m: m, ki: ki, old: append([]byte(m.Stash), 0), new: append([]byte(m.ID.String()), 0)})
+	}
+	if len(todo) == 0 {
+		return gone, false, nil
+	}
+	ops := make([]sqe, len(todo))
+	for i, o := range todo {
+		ops[i] = sqe{opcode: ioringOpRenameat, fd: int32(kfd), addr: uint64(uintptrOf(o.old)), len: uint32(kfd),
+			off: uint64(uintptrOf(o.new)), opFlags: unix.RENAME_NOREPLACE}
+	}
+	res := make([]int32, len(ops))
+	err := r.run(ops, res)
+	runtime.KeepAlive(todo)
+	for i, o := range todo {
+		if err != nil {
+			// What the ring did is unknown: each is moved (or found
+			// moved) one by one.
+			if o.ki != nil {
+				o.ki.mu.Unlock()
+			}
+			again = append(again, o.m)
+			continue
+		}
+		var rerr error
+		if res[i] < 0 {
+			rerr = unix.Errno(-res[i])
+		}
+		ok, merr := s.movedStash(dir, o.m, o.ki, rerr)
+		if o.ki != nil {
+			o.ki.mu.Unlock()
+		}
+		switch {
+		case merr != nil:
+			again = append(again, o.m) // its error comes again from moveStash
+		case ok:
+			moved = true
+		default:
+			gone = append(gone, o.m.Stash)
+		}
+	}
+	if err != nil {
+		s.ringOff()
+	}
+	return gone, moved, again
 }

@@ -350,6 +350,22 @@ func (s *Store) MoveStashes(moves []Moved) error {
 	var first error
 	var gone []string
 	moved := false
+	if r := s.uring(); r != nil {
+		// Through io_uring, up to ringEntries renames an io_uring_enter
+		// (renameRing); what it leaves goes one by one below.
+		s.ringMu.Lock()
+		var rest []Moved
+		for len(moves) > 0 {
+			k := min(len(moves), ringEntries)
+			g, m, again := s.renameRing(r, dir, moves[:k])
+			gone = append(gone, g...)
+			moved = moved || m
+			rest = append(rest, again...)
+			moves = moves[k:]
+		}
+		s.ringMu.Unlock()
+		moves = rest
+	}
 	for _, m := range moves {
 		if !record.IsStashName(m.Stash) {
 			continue
@@ -398,6 +414,12 @@ func (s *Store) moveStash(dir *os.File, m Moved) (ok bool, err error) {
 	}
 	hook("kept:moving", filepath.Join(s.dir, keptDirName, m.Stash))
 	err = unix.Renameat2(int(dir.Fd()), m.Stash, int(dir.Fd()), m.ID.String(), unix.RENAME_NOREPLACE)
+	return s.movedStash(dir, m, ki, err)
+}
+
+// movedStash is the rest of moveStash once the rename of m.Stash (ki its
+// keptInode, locked, or nil) returned err.
+func (s *Store) movedStash(dir *os.File, m Moved, ki *keptInode, err error) (ok bool, _ error) {
 	switch {
 	case errors.Is(err, unix.EEXIST):
 		return false, nil // kept already (another file of the same content)

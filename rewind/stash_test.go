@@ -247,7 +247,7 @@ func stashCrashChild(point string) {
 }
 
 // TestStashCrash: SIGKILL at every point between a removal's stash and the
-// stash becoming its blob (kept:moving: at the 20th rename of a batch),
+// stash becoming its blob (kept:moving: as the renames begin),
 // with --sync always and batch: the next Open names what the log names and
 // moves every stash left to its blob, every file reads back byte for byte
 // at the step's start, and no stash is left.
