@@ -103,22 +103,27 @@ func statOf(sx *unix.Statx_t) unix.Stat_t {
 // StashAt does, a link and then the unlink, and returns the unlink's error
 // (a unix.Errno, for the unlink's reply): the name then stays, sharing its
 // inode with the stash, and the caller names the stash at once, before
-// anything writes it. If the link fails too, Do returns the rename's
-// error and the stash is not there, which the caller's naming handles
-// (the file is still as recorded). Do or Cancel is called once.
-func (m *Move) Do(dirfd int, name string) error {
+// anything writes it. If the link fails too, stashed is false, err is the
+// rename's error, and nothing changed: the name is still there and the
+// stash is not (the store is on another mount of the filesystem, EXDEV,
+// which turns keeping off as StashAt's does); the caller then stores the
+// file another way before it unlinks it. Do or Cancel is called once.
+func (m *Move) Do(dirfd int, name string) (stashed bool, err error) {
 	if m.done {
-		return errors.New("blobstore: a stash moved twice")
+		return false, errors.New("blobstore: a stash moved twice")
 	}
 	m.done = true
 	s, ki := m.s, m.ki
 	defer ki.mu.Unlock()
-	err := unix.Renameat2(dirfd, name, m.kfd, m.Stash, unix.RENAME_NOREPLACE)
+	err = unix.Renameat2(dirfd, name, m.kfd, m.Stash, unix.RENAME_NOREPLACE)
 	if err != nil {
 		// StashAt's way: a link, then the unlink.
 		if lerr := unix.Linkat(dirfd, name, m.kfd, m.Stash, 0); lerr != nil {
 			m.forget()
-			return err
+			if errors.Is(err, unix.EXDEV) || errors.Is(lerr, unix.EXDEV) {
+				s.KeepOff("store on another filesystem")
+			}
+			return false, err
 		}
 		err = unix.Unlinkat(dirfd, name, 0)
 	}
@@ -146,7 +151,7 @@ func (m *Move) Do(dirfd int, name string) error {
 			unix.Close(fd)
 		}
 	}
-	return err
+	return true, err
 }
 
 // Cancel gives up a prepared move whose record was never written: the

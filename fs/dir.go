@@ -354,7 +354,7 @@ func (n *wsNode) linkNamed(a arrival, src string, dfd int, name string) syscall.
 func (n *wsNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	return n.entryOpRemoved(ctx, "unlink", name, true, func(dfd int, p string, _ record.Seq, rm *rewind.Removal) syscall.Errno {
 		kept := n.holdRemoved(dfd, name)
-		err := rm.Unlink(dfd, name, func() error { return unix.Unlinkat(dfd, name, 0) })
+		err := rm.Unlink(engineCtx(ctx), dfd, name, func() error { return unix.Unlinkat(dfd, name, 0) })
 		kept(err == nil)
 		if err != nil {
 			if nerr := n.fs.eng.NameStashes(engineCtx(ctx)); nerr != nil {

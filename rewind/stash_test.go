@@ -53,7 +53,7 @@ func unlinkMoved(e *Engine, dirfd int, p string) error {
 	if err != nil {
 		return err
 	}
-	if err := rm.Unlink(dirfd, p, func() error { return unix.Unlinkat(dirfd, p, 0) }); err != nil {
+	if err := rm.Unlink(ctx, dirfd, p, func() error { return unix.Unlinkat(dirfd, p, 0) }); err != nil {
 		e.NameStashes(ctx)
 		return err
 	}

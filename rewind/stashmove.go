@@ -25,6 +25,7 @@ type moveSlot struct{ m *blobstore.Move }
 
 // Removal is how a name CaptureUnlinkLocked captured is removed.
 type Removal struct {
+	e *Engine
 	m *blobstore.Move
 }
 
@@ -42,20 +43,31 @@ func (e *Engine) CaptureUnlinkLocked(ctx context.Context, who Caller, c Change) 
 		}
 		return nil, err
 	}
-	return &Removal{m: slot.m}, nil
+	return &Removal{e: e, m: slot.m}, nil
 }
 
 // Unlink removes name from the directory open at dirfd: by moving it into
 // the store as the stash its record names, or by unlink(2). It returns the
-// error of that rename or unlink (a unix.Errno). After a failed move the
-// name stays, linked as the stash, and the caller names the stashes at
-// once (Engine.NameStashes), as after a failed unlink.
-func (r *Removal) Unlink(dirfd int, name string, unlink func() error) error {
+// error of that rename or unlink (a unix.Errno), or of storing the file
+// when the store could take neither its rename nor a link (then nothing
+// was removed). After a failed unlink the name stays, linked as the
+// stash, and the caller names the stashes at once (Engine.NameStashes).
+func (r *Removal) Unlink(ctx context.Context, dirfd int, name string, unlink func() error) error {
 	if r.m == nil {
 		return unlink()
 	}
 	crashPoint("stash:recorded")
-	return r.m.Do(dirfd, name)
+	stashed, err := r.m.Do(dirfd, name)
+	if stashed {
+		return err
+	}
+	// Neither moved nor linked (the store on another mount of the
+	// filesystem): the record's stash is named from the file, still in
+	// place (nameMissing), before the name goes.
+	if nerr := r.e.NameStashes(ctx); nerr != nil {
+		return nerr
+	}
+	return unlink()
 }
 
 // stashByMove captures p, about to be unlinked from dirfd, as a stash the
