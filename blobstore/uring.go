@@ -149,13 +149,15 @@ func (r *ring) run(ops []sqe, res []int32) error {
 	cmask := *r.u32(r.cqRing, r.cqMask)
 	for done < len(ops) {
 		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), uintptr(len(ops)-done), ioringEnterGetEvents, 0, 0)
-		if errno == syscall.EINTR || errno == syscall.EAGAIN || errno == syscall.EBUSY {
-			continue
-		}
-		if errno != 0 {
+		switch errno {
+		case 0:
+			toSubmit -= uint32(n)
+		case syscall.EINTR, syscall.EAGAIN, syscall.EBUSY:
+			// Nothing submitted; the completions there are reaped
+			// below, which makes room.
+		default:
 			return fmt.Errorf("blobstore: io_uring_enter: %w", errno)
 		}
-		toSubmit -= uint32(n)
 		head := atomic.LoadUint32(r.u32(r.cqRing, r.cqHead))
 		ctail := atomic.LoadUint32(r.u32(r.cqRing, r.cqTail))
 		for ; head != ctail; head++ {
