@@ -39,6 +39,8 @@ func (s *Store) HashStashes(names []string) []Hashed {
 	dir := s.kept.dir
 	s.kmu.Unlock()
 	if r != nil && dir != nil {
+		// ringMu before any keptInode's mutex, as MoveStashes takes them.
+		s.ringMu.Lock()
 		for i, name := range names {
 			s.kmu.Lock()
 			ki := s.kept.stash[name]
@@ -53,15 +55,19 @@ func (s *Store) HashStashes(names []string) []Hashed {
 			}
 			rest = append(rest, i)
 		}
-		if len(small) > 0 {
-			s.ringMu.Lock()
-			for len(small) > 0 {
-				k := min(len(small), ringEntries/2)
-				rest = append(rest, s.hashRing(r, int(dir.Fd()), names, small[:k], out)...)
-				small = small[k:]
-			}
-			s.ringMu.Unlock()
+		for len(small) > 0 && !s.ringDead {
+			k := min(len(small), ringEntries/2)
+			rest = append(rest, s.hashRing(r, int(dir.Fd()), names, small[:k], out)...)
+			small = small[k:]
 		}
+		for _, i := range small { // the ring failed: HashStash does them
+			s.kmu.Lock()
+			ki := s.kept.stash[names[i]]
+			s.kmu.Unlock()
+			ki.mu.Unlock()
+			rest = append(rest, i)
+		}
+		s.ringMu.Unlock()
 	} else {
 		for i := range names {
 			rest = append(rest, i)
