@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/zerofs/zerofs/record"
 )
 
@@ -340,5 +342,65 @@ func TestHashStashes(t *testing.T) {
 		t.Logf("no io_uring here: every stash was hashed by HashStash")
 	} else if n := ringHashed.Load() - before; n != 300 {
 		t.Errorf("%d stashes hashed through io_uring, want the 300 small ones", n)
+	}
+}
+
+// TestMoveAcrossMounts: PrepareMove prepares no move of a file on another
+// mount than the store's (a bind mount of the same filesystem, where a
+// rename fails with EXDEV); where the kernel gives no mount id, Do's
+// rename and link fail with EXDEV, nothing changes (the file keeps its
+// name, no stash), and keeping goes off.
+func TestMoveAcrossMounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a bind mount needs root")
+	}
+	base := t.TempDir()
+	ws := filepath.Join(base, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(ws, ws, "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount: %v", err)
+	}
+	t.Cleanup(func() {
+		if unix.Unmount(ws, 0) != nil {
+			unix.Unmount(ws, unix.MNT_DETACH)
+		}
+	})
+	s, err := Open(filepath.Join(base, "blobs"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := os.WriteFile(filepath.Join(ws, "f"), []byte("data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	if s.kept.mnt != 0 {
+		if _, _, ok, err := s.PrepareMove(int(dir.Fd()), "f", nil); ok || err != nil {
+			t.Fatalf("PrepareMove of a file on another mount: ok %v, %v; want no move", ok, err)
+		}
+	}
+	s.kept.mnt = 0 // as on a kernel that gives no mount id
+	m, _, ok, err := s.PrepareMove(int(dir.Fd()), "f", nil)
+	if !ok || err != nil {
+		t.Fatalf("PrepareMove: ok %v, %v", ok, err)
+	}
+	stashed, err := m.Do(int(dir.Fd()), "f")
+	if stashed || !errors.Is(err, unix.EXDEV) {
+		t.Fatalf("Do across mounts: stashed %v, %v; want nothing stashed, EXDEV", stashed, err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "f")); err != nil {
+		t.Fatalf("the file lost its name: %v", err)
+	}
+	if left, _ := s.Stashes(); len(left) != 0 {
+		t.Fatalf("stashes after a failed move: %v", left)
+	}
+	if ok, _ := s.KeepMode(); ok {
+		t.Fatalf("keeping still on after EXDEV")
 	}
 }

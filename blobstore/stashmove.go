@@ -36,8 +36,8 @@ type Move struct {
 
 // PrepareMove is StashAt's check without the link: name in the directory
 // open at dirfd is a regular file with no other link, on the store's
-// filesystem, that a rename can move (not immutable, append-only or a
-// mount point), not larger than Options.MaxSize, that no handle holds open
+// filesystem and mount, that a rename can move (not immutable, append-only
+// or a mount point), not larger than Options.MaxSize, that no handle holds open
 // for writing (asked after its inode is registered, as Keep does). st is
 // its lstat, one statx. ok is false, and nothing is registered, when it is
 // not (the caller captures name as it would without PrepareMove; a name
@@ -53,19 +53,25 @@ func (s *Store) PrepareMove(dirfd int, name string, writing func(dev, ino uint64
 		return nil, st, false, errors.New("blobstore: PrepareMove on a store with Sync")
 	}
 	s.kmu.Lock()
-	dir, off := s.kept.dir, s.kept.off
+	dir, off, mnt := s.kept.dir, s.kept.off, s.kept.mnt
 	s.kmu.Unlock()
 	if dir == nil || off != "" {
 		return nil, st, false, nil
 	}
 	var sx unix.Statx_t
 	for {
-		err = unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_BASIC_STATS, &sx)
+		err = unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_BASIC_STATS|unix.STATX_MNT_ID, &sx)
 		if err != unix.EINTR {
 			break
 		}
 	}
 	if err != nil || sx.Attributes&moveRefused != 0 {
+		return nil, st, false, nil
+	}
+	if mnt != 0 && sx.Mask&unix.STATX_MNT_ID != 0 && sx.Mnt_id != mnt {
+		// Another mount (of the same filesystem, a bind mount): a rename
+		// or a link into the store fails with EXDEV; StashAt's link
+		// finds that and turns keeping off.
 		return nil, st, false, nil
 	}
 	st = statOf(&sx)
@@ -105,9 +111,9 @@ func statOf(sx *unix.Statx_t) unix.Stat_t {
 // inode with the stash, and the caller names the stash at once, before
 // anything writes it. If the link fails too, stashed is false, err is the
 // rename's error, and nothing changed: the name is still there and the
-// stash is not (the store is on another mount of the filesystem, EXDEV,
-// which turns keeping off as StashAt's does); the caller then stores the
-// file another way before it unlinks it. Do or Cancel is called once.
+// stash is not. EXDEV (the store on another mount of the filesystem, on a
+// kernel whose statx gives no mount id) also turns keeping off, as
+// StashAt's does. Do or Cancel is called once.
 func (m *Move) Do(dirfd int, name string) (stashed bool, err error) {
 	if m.done {
 		return false, errors.New("blobstore: a stash moved twice")

@@ -2,6 +2,7 @@ package rewind
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -58,12 +59,13 @@ func (r *Removal) Unlink(ctx context.Context, dirfd int, name string, unlink fun
 	}
 	crashPoint("stash:recorded")
 	stashed, err := r.m.Do(dirfd, name)
-	if stashed {
-		return err
+	if stashed || !errors.Is(err, unix.EXDEV) {
+		return err // a failed rename left the name: the caller names the stash
 	}
-	// Neither moved nor linked (the store on another mount of the
-	// filesystem): the record's stash is named from the file, still in
-	// place (nameMissing), before the name goes.
+	// Neither moved nor linked because the store is on another mount (a
+	// kernel whose statx gives no mount id; PrepareMove refuses such a
+	// file otherwise): the record's stash is named from the file, still
+	// in place (nameMissing), before the name goes.
 	if nerr := r.e.NameStashes(ctx); nerr != nil {
 		return nerr
 	}

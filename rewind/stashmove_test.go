@@ -14,10 +14,10 @@ import (
 
 // TestUnlinkMovedStoreOnOtherMount: a store on another mount of the
 // workspace's filesystem (a bind mount: the same device, but rename(2) and
-// link(2) across it fail with EXDEV) takes neither the unlink's rename nor
-// a link. The removal still succeeds, its before-state is the file's
-// content (copied from the file, still in place, before its name went),
-// and removals after it copy as StashAt's do after an EXDEV.
+// link(2) across it fail with EXDEV) can take neither the unlink's rename
+// nor a link: the removal still succeeds (no move is prepared for a file
+// on another mount, and the link's EXDEV turns keeping off), its
+// before-state is the file's content, and keeping is off.
 func TestUnlinkMovedStoreOnOtherMount(t *testing.T) {
 	testsupport.RequireRoot(t, "a bind mount")
 	dir := t.TempDir()
