@@ -41,10 +41,14 @@
 // which and why (Captured), and states the durability of each once.
 //
 // Stashes (stash.go): DIR/kept/p-<32 hex digits> is a workspace file's own
-// inode linked there unread by Stash (an unlink's capture), durable like a
-// kept file. It is no blob: List, Prune and Verify never see it. Name
+// inode linked there unread by Stash (an unlink's capture), or moved there
+// by the unlink itself (PrepareMove, Move.Do: stashmove.go), durable like
+// a kept file. It is no blob: List, Prune and Verify never see it. Name
 // hashes it and links the same inode as DIR/kept/<sha256>; the caller
-// records that and then removes the stash's link with Unstash.
+// records that and then removes the stash's link with Unstash. Or
+// HashStashes hashes a batch (small ones through io_uring: hashbatch.go,
+// uring.go), the caller records their names durably, and MoveStashes
+// renames each stash to its blob.
 //
 // Index: the packs are the truth. At Open each pack is indexed from its
 // .idx when that is valid and describes the pack's exact length, else by
@@ -88,8 +92,9 @@
 //
 // Crash points (durable.TestHook, for the SIGKILL tests): "kept:linked"
 // after Keep linked a file, "kept:stashed" after Stash linked one,
-// "kept:naming" when Name has opened a stash to hash it, "kept:syncing"
-// when a batch-mode Sync begins to make kept files and stashes durable,
+// "kept:naming" when Name has opened a stash to hash it, "kept:moving"
+// before MoveStashes renames a stash to its blob, "kept:syncing" when a
+// batch-mode Sync begins to make kept files and stashes durable,
 // "pack:appended"
 // after a record is written to a pack, "prune:removing" after Prune deleted
 // its first old pack, "prune:removed-loose" after each loose blob it

@@ -111,6 +111,10 @@ type Store struct {
 	packDir string
 	opts    Options
 
+	// ringState is the io_uring the namer's small stashes are read
+	// through (hashbatch.go).
+	ringState
+
 	wmu sync.Mutex // serialises appends; guards active, retired and pack sizes
 	// active is the pack being appended to (nil until the first Put);
 	// retired holds packs this Store wrote to and has not sealed yet.
