@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // TestZeroignoreUnreadableAsUser: a daemon of nobody's that may not read
@@ -23,7 +25,7 @@ func TestZeroignoreUnreadableAsUser(t *testing.T) {
 		return out
 	}
 	must(bin, "umount", ws)
-	if err := poll(10*time.Second, func() bool { return !fuseMounted(ws) }); err != nil {
+	if err := testsupport.Poll(10*time.Second, func() bool { return !testsupport.FUSEMounted(ws) }); err != nil {
 		t.Fatalf("still mounted after umount: %v", err)
 	}
 	ign := filepath.Join(ws, ".zeroignore")
@@ -46,7 +48,7 @@ func TestZeroignoreUnreadableAsUser(t *testing.T) {
 	// Made readable (through the backing directory: the file is root's),
 	// it is used from the next mount on.
 	must(bin, "umount", ws)
-	if err := poll(10*time.Second, func() bool { return !fuseMounted(ws) }); err != nil {
+	if err := testsupport.Poll(10*time.Second, func() bool { return !testsupport.FUSEMounted(ws) }); err != nil {
 		t.Fatalf("still mounted after umount: %v", err)
 	}
 	if err := os.Chmod(ign, 0o644); err != nil {

@@ -203,7 +203,7 @@ type soak struct {
 }
 
 func TestSoak(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	rounds, kills, budget := 4, 0, time.Duration(0)
 	if testing.Short() {
 		rounds = 2

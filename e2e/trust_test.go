@@ -24,7 +24,7 @@ import (
 // 0700) and returns it; cleanup removes it.
 func sharedWS(t *testing.T) string {
 	t.Helper()
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir, err := os.MkdirTemp("", "zerofs-trust-")
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestUndoNeverMakesAUsersFileSetuidRoot(t *testing.T) {
 		t.Fatalf("d/id -u as nobody through the mount: %q, want 65534", out)
 	}
 	zerofsOK(t, "/", "umount", ws)
-	if fuseMounted(ws) {
+	if testsupport.FUSEMounted(ws) {
 		t.Fatal("still mounted after zerofs umount")
 	}
 	check("on the backing directory")
@@ -348,7 +348,7 @@ func TestRootRefusesAStoreForgedByTheWorkspaceOwner(t *testing.T) {
 		t.Errorf("zerofs rewind 0 on nobody's store: %v\n%s\nwant a refusal naming the owner", err, out)
 	}
 	out, err := zerofs(t, "/", "mount", ws)
-	if fuseMounted(ws) {
+	if testsupport.FUSEMounted(ws) {
 		t.Cleanup(func() { unmountT(t, ws, 0) })
 		rewindTo(t, ws, 0)
 	}

@@ -24,7 +24,7 @@ const nobody = 65534
 // can run.
 func userMount(t *testing.T) (ws, bin string, asUser func(name string, args ...string) (string, error)) {
 	t.Helper()
-	needFUSE(t)
+	built.NeedFUSE(t)
 	if _, err := exec.LookPath("fusermount3"); err != nil {
 		testsupport.Unavailable(t, "fusermount3 not found (package fuse3); .ci/run installs it")
 	}
@@ -73,11 +73,11 @@ func userMount(t *testing.T) (ws, bin string, asUser func(name string, args ...s
 		t.Fatalf("zerofs mount as uid %d: %v\n%s", nobody, err, out)
 	}
 	t.Cleanup(func() {
-		if fuseMounted(ws) {
+		if testsupport.FUSEMounted(ws) {
 			asUser(bin, "umount", ws)
 		}
-		if fuseMounted(ws) {
-			detach(t, ws)
+		if testsupport.FUSEMounted(ws) {
+			testsupport.Detach(t, ws)
 		}
 	})
 	return ws, bin, asUser
@@ -108,7 +108,7 @@ func TestUnprivilegedMount(t *testing.T) {
 		t.Fatalf("after undo f = %q, want one", got)
 	}
 	must(bin, "umount", ws)
-	if err := poll(10*time.Second, func() bool { return !fuseMounted(ws) }); err != nil {
+	if err := testsupport.Poll(10*time.Second, func() bool { return !testsupport.FUSEMounted(ws) }); err != nil {
 		t.Fatalf("still mounted after umount: %v", err)
 	}
 }

@@ -53,7 +53,7 @@ const (
 // names made by a second user (nobody), driven by the Go SDK's client and,
 // when it is installed, by the official TypeScript SDK's.
 func TestMCPNonUTF8Names(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("no setpriv")
 	}

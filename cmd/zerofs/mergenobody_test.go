@@ -82,7 +82,7 @@ func TestMergeAsNobody(t *testing.T) {
 	}
 
 	// Root's mounted workspace: nobody cannot ask its daemon to merge.
-	needFUSE(t)
+	built.NeedFUSE(t)
 	root := filepath.Join(dir, "rootws")
 	os.Mkdir(root, 0o755)
 	writeFile(t, filepath.Join(root, "x"), "x\n")

@@ -22,7 +22,7 @@ import (
 // as text or JSON. It showed the dead daemon's request as stalled, its
 // wait growing, until the next replication run (issue 27, section 6).
 func TestStatusStallOfKilledDaemon(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	testsupport.StartS3(t) // credentials and region; the endpoint is replaced
 	defer hungEndpoint(t)()
 	ws := filepath.Join(t.TempDir(), "ws")

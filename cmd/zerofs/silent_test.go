@@ -12,7 +12,7 @@ import (
 // directory under the mount: mount, status and step say so, with the way
 // into the mount.
 func TestMountFromBackingDirWarns(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	writeFile(t, filepath.Join(ws, "a.txt"), "a\n")
 	t.Cleanup(func() { unmountT(t, ws) })
@@ -54,7 +54,7 @@ func TestMountFromBackingDirWarns(t *testing.T) {
 // with code 256": mount passes on fusermount's own reason and points to the
 // daemon's log.
 func TestMountWithoutFuseAccessSaysWhy(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	fi, err := os.Stat("/dev/fuse")
 	if err != nil {
 		t.Fatal(err)

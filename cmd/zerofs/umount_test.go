@@ -51,7 +51,7 @@ func holder(t *testing.T, asNobody bool, dir, ready, script string) *exec.Cmd {
 // is gone, and umount names the processes left in the dead mount, where
 // reading and writing fail.
 func TestUmountBusyNamesHolders(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	// Under a directory the second user may pass through (t.TempDir's are
 	// root's alone).
 	dir, err := os.MkdirTemp("", "zerofs-umountbusy-")
