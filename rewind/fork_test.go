@@ -58,19 +58,11 @@ func TestFork(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(dir, record.StoreName, ".gitignore")); err != nil || string(b) != "*\n" {
 			t.Fatalf("fork's store .gitignore: %q, %v", b, err)
 		}
-		root, err := os.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fe, err := Open(ctx, root, Options{StoreDir: filepath.Join(dir, record.StoreName)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		fe := openAt(t, dir, Options{StoreDir: filepath.Join(dir, record.StoreName)})
 		if d := diffTrees(indexTree(t, fe, 1), tc.want); d != "" {
 			t.Fatalf("the fork's @1 differs:\n%s", d)
 		}
 		fe.Close()
-		root.Close()
 	}
 	// A directory that exists, or one inside the workspace, is refused.
 	if _, err := e.Fork(ctx, 0, t.TempDir(), ws); !errors.Is(err, ErrForkTarget) {

@@ -33,16 +33,7 @@ func TestLegacyStore(t *testing.T) {
 		}
 		return err
 	})
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	e, err := Open(ctx, root, Options{StoreDir: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := openAt(t, ws, Options{StoreDir: store})
 	want := []struct {
 		seq  record.Seq
 		a, b string // "" when absent

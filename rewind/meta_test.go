@@ -254,16 +254,7 @@ func TestOldRecordsWithoutOwner(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	e, err = Open(ctx, root, Options{StoreDir: storeDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e = openAt(t, ws, Options{StoreDir: storeDir})
 	ent, err := e.StateAt("tool", ev.Seq-1)
 	if err != nil {
 		t.Fatal(err)

@@ -301,15 +301,7 @@ func TestStashTampered(t *testing.T) {
 	for p, c := range files {
 		os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
 	}
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	e, err := Open(ctx, root, Options{StoreDir: store, Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openAt(t, ws, Options{StoreDir: store, Sync: true})
 	ev, err := e.BeginStep(ctx, "rm", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -328,11 +320,7 @@ func TestStashTampered(t *testing.T) {
 		}
 		lost[p] = true
 	}
-	e, err = Open(ctx, root, Options{StoreDir: store, Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e = openAt(t, ws, Options{StoreDir: store, Sync: true})
 	for p, want := range files {
 		ent, err := e.StateAt(p, ev.Seq)
 		if err != nil {
@@ -409,15 +397,7 @@ func TestStepDoesNotWaitForNaming(t *testing.T) {
 	for p, c := range files {
 		os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
 	}
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	e, err := Open(ctx, root, Options{StoreDir: store})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openAt(t, ws, Options{StoreDir: store})
 	t.Cleanup(func() { crashPoint = func(string) {} }) // after Close: the namer has stopped
 	defer e.Close()
 	defer once.Do(func() {})
