@@ -294,9 +294,7 @@ func TestMountReplicateSIGKILL(t *testing.T) {
 		}
 		time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
 		syscall.Kill(pid, syscall.SIGKILL)
-		for i := 0; i < 250 && history.ProcessAlive(pid); i++ {
-			time.Sleep(20 * time.Millisecond)
-		}
+		testsupport.Poll(5*time.Second, func() bool { return !history.ProcessAlive(pid) })
 		work.Process.Kill()
 		work.Wait()
 		if r := bin(t, "/", "", "umount", mp); r.code != 0 {
