@@ -28,7 +28,7 @@ type slowLink struct {
 }
 
 func (s *slowLink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	time.Sleep(s.delay)
+	time.Sleep(s.delay) // the link's delay, as a slow network has it
 	if r.Method == http.MethodPut && r.URL.Query().Get("uploadId") == "" {
 		s.mu.Lock()
 		s.puts = append(s.puts, r.URL.Path)

@@ -368,7 +368,7 @@ func TestStepDoesNotWaitForSnapshot(t *testing.T) {
 				done <- err
 				return
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // real time: edits spread while the snapshot is made
 		}
 	}()
 	select {

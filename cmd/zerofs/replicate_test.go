@@ -292,7 +292,7 @@ func TestMountReplicateSIGKILL(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("kill %d: the replica never offered a state of the work:\n%s", kill, bin(t, mp, "", "status").stdout)
 		}
-		time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
+		time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond) // real time: the kill's random moment
 		syscall.Kill(pid, syscall.SIGKILL)
 		testsupport.Poll(5*time.Second, func() bool { return !history.ProcessAlive(pid) })
 		work.Process.Kill()
@@ -642,7 +642,7 @@ func TestMountReplicateSIGKILLAtUnmount(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the daemon never began its last attempt")
 	}
-	time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
+	time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond) // real time: the kill's random moment
 	syscall.Kill(pid, syscall.SIGKILL)
 	if err := umount.Wait(); err != nil {
 		t.Logf("umount with its daemon killed: %v %s", err, uerr.String())
