@@ -284,10 +284,7 @@ func TestControlFilesRefuseOtherUsers(t *testing.T) {
 	if got := strings.TrimSpace(mustNobody(t, ws, "cat .zero/head")); got != itoa(h) {
 		t.Errorf("nobody reads .zero/head = %q, want %d", got, h)
 	}
-	bin := filepath.Join(filepath.Dir(ws), "zerofs")
-	if b, err := os.ReadFile(binary); err != nil || os.WriteFile(bin, b, 0o755) != nil {
-		t.Fatalf("copy the binary where nobody can run it: %v", err)
-	}
+	bin := built.CopyTo(t, filepath.Dir(ws)) // where nobody can run it
 	if out, err := asNobody(t, ws, bin+" undo"); err == nil || !strings.Contains(out, "mounted by another user") {
 		t.Errorf("zerofs undo as nobody: %v\n%s\nwant a failure saying the mount is another user's", err, out)
 	}

@@ -45,15 +45,11 @@ func userMount(t *testing.T) (ws, bin string, asUser func(name string, args ...s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	ws, bin = filepath.Join(dir, "ws"), filepath.Join(dir, "zerofs")
+	ws = filepath.Join(dir, "ws")
 	os.Chmod(dir, 0o755)
 	os.Mkdir(ws, 0o755)
 	os.WriteFile(filepath.Join(ws, "f"), []byte("one\n"), 0o644)
-	b, err := os.ReadFile(binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(bin, b, 0o755)
+	bin = built.CopyTo(t, dir)
 	for _, p := range []string{ws, filepath.Join(ws, "f")} {
 		os.Chown(p, nobody, nobody)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // mcpCall is one tool call of a scripted MCP session, and mcpResult what
@@ -54,9 +55,7 @@ const (
 // when it is installed, by the official TypeScript SDK's.
 func TestMCPNonUTF8Names(t *testing.T) {
 	built.NeedFUSE(t)
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("no setpriv")
-	}
+	testsupport.RequireSetpriv(t)
 	dir, err := os.MkdirTemp("", "zerofs-mcpnames-")
 	if err != nil {
 		t.Fatal(err)

@@ -339,12 +339,7 @@ func TestRestoreRefusesRolledBackReplica(t *testing.T) {
 // user's file anyway), and is told so; with --same-owner they get the bit
 // on their own file, as chmod would give it them.
 func TestRestorePlainReplicaAsUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run as nobody")
-	}
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("no setpriv")
-	}
+	testsupport.RequireNobody(t)
 	built.Need(t)
 	testsupport.StartS3(t)
 	s := newStore(t, map[string]string{"src/main.go": "package main\n"})
@@ -359,14 +354,7 @@ func TestRestorePlainReplicaAsUser(t *testing.T) {
 	top := t.TempDir()
 	os.Chmod(filepath.Dir(top), 0o755)
 	os.Chmod(top, 0o755)
-	bin := filepath.Join(top, "zerofs")
-	data, err := os.ReadFile(binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := built.CopyTo(t, top)
 	mine := filepath.Join(top, "mine")
 	if err := os.Mkdir(mine, 0o755); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // The shell that runs `cd ws && zerofs mount .` still stands in the
@@ -62,9 +64,7 @@ func TestMountWithoutFuseAccessSaysWhy(t *testing.T) {
 	if fi.Mode().Perm()&0o006 != 0 {
 		t.Skip("/dev/fuse is open to every user here: nothing to refuse")
 	}
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("no setpriv")
-	}
+	testsupport.RequireSetpriv(t)
 	top := t.TempDir()
 	os.Chmod(filepath.Dir(top), 0o755)
 	os.Chmod(top, 0o755)
@@ -73,14 +73,7 @@ func TestMountWithoutFuseAccessSaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chown(ws, 65534, 65534)
-	bin := filepath.Join(top, "zerofs")
-	data, err := os.ReadFile(binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := built.CopyTo(t, top)
 	t.Cleanup(func() { unmountT(t, ws) })
 	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin, "mount", ws)
 	cmd.Dir = "/"
