@@ -76,9 +76,6 @@ func (s *mergeSide) readLog(ws string) error {
 			}
 		case record.RewindPayload:
 			r := record.StepRef{Kind: "rewind", Sequence: ev.Seq, Label: p.Form}
-			if p.Form == "" {
-				r.Label = record.FormRewind
-			}
 			cur = nil
 			for _, path := range rewound {
 				s.last[path] = r
