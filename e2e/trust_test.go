@@ -319,7 +319,7 @@ func TestRootRefusesAStoreForgedByTheWorkspaceOwner(t *testing.T) {
 	sum := sha256.Sum256(shell)
 	id := hex.EncodeToString(sum[:])
 	store := filepath.Join(ws, ".zero")
-	blob := filepath.Join(store, "blobs", id[:2], id)
+	blob := filepath.Join(store, "blobs", "kept", id)
 	if err := os.MkdirAll(filepath.Dir(blob), 0o700); err != nil {
 		t.Fatal(err)
 	}
