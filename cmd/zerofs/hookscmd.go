@@ -21,7 +21,7 @@ var hooksCmd = &command{
 	name:    "hooks",
 	usage:   "hooks install AGENT [--user|--project] [--dry-run] [--no-prompt] | hooks check",
 	summary: "write an agent's hook configuration; check what reached the log",
-	help: `  hooks install AGENT   merge zerofs's hooks into the configuration of AGENT
+	about: `  hooks install AGENT   merge zerofs's hooks into the configuration of AGENT
                         (` + strings.Join(hooks.AgentNames(), ", ") + `):
                         a hook before each tool call begins a step, one
                         after it records its result, and a hook at each
@@ -33,21 +33,26 @@ var hooksCmd = &command{
                         a mounted workspace the install is a step of its own.
                         OpenCode gets a small plugin file instead (named in
                         the project's opencode.json, kept outside it).
-    --project           this project's configuration (the default): the
-                        workspace around the current directory, or the
-                        current directory outside one
-    --user              the user's configuration, for every project
-    --dry-run           print what would change and write nothing
-    --no-prompt         record turns without the prompt's text and results
-                        without the error's first line
-    --zerofs PATH       the zerofs the hooks run (default: this binary)
   hooks check           for each agent, where its hooks are installed, what
                         it still needs before they record, whether a file a
                         recorded install wrote is gone or changed, and the
                         last step, result and turn it recorded in this
                         workspace
+
+Flags of hooks install:
 `,
-	run: runHooks,
+	flags: []flagDef{
+		{name: "user", help: "the user's configuration, for every project"},
+		{name: "project", help: `this project's configuration (the default): the
+workspace around the current directory, or the
+current directory outside one`},
+		{name: "dry-run", help: "print what would change and write nothing"},
+		{name: "no-prompt", help: `record turns without the prompt's text and results
+without the error's first line`},
+		{name: "zerofs", arg: "PATH", help: "the zerofs the hooks run (default: this binary)"},
+	},
+	args: []argDef{{name: "install|check", comp: compWords}, {name: "AGENT", comp: compAgent}},
+	run:  runHooks,
 }
 
 func runHooks(e *env, c *command, args []string) error {
@@ -69,16 +74,15 @@ func runHooks(e *env, c *command, args []string) error {
 }
 
 func runHooksInstall(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	user := fs.Bool("user", false, "")
-	project := fs.Bool("project", false, "")
-	dry := fs.Bool("dry-run", false, "")
-	noPrompt := fs.Bool("no-prompt", false, "")
-	bin := fs.String("zerofs", "", "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	user := o.Bool("user")
+	project := o.Bool("project")
+	dry := o.Bool("dry-run")
+	noPrompt := o.Bool("no-prompt")
+	bin := o.String("zerofs")
 	pos = append(pos, rest...)
 	if len(pos) != 1 {
 		return usagef(c, "want one AGENT (%s)", strings.Join(hooks.AgentNames(), ", "))
@@ -87,10 +91,10 @@ func runHooksInstall(e *env, c *command, args []string) error {
 	if !ok {
 		return usagef(c, "unknown agent %q: want one of %s", pos[0], strings.Join(hooks.AgentNames(), ", "))
 	}
-	if *user && *project {
+	if user && project {
 		return usagef(c, "--user and --project exclude each other")
 	}
-	opts, err := installOptions(e, *user, *noPrompt, *bin)
+	opts, err := installOptions(e, user, noPrompt, bin)
 	if err != nil {
 		return err
 	}
@@ -98,7 +102,7 @@ func runHooksInstall(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	return writeInstall(e, agent, opts, changes, *dry)
+	return writeInstall(e, agent, opts, changes, dry)
 }
 
 // installOptions works out where an install goes and which zerofs its
