@@ -59,16 +59,7 @@ func TestStoreBaseline(t *testing.T) {
 		t.Helper()
 		os.Remove(filepath.Join(store, index.SnapshotName))
 		logBefore, _ := os.ReadFile(logPath)
-		root, err := os.Open(ws)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer root.Close()
-		e, err := Open(ctx, root, Options{StoreDir: store})
-		if err == nil {
-			e.Close()
-			t.Fatalf("%s: opened, want it refused", what)
-		}
+		err := openRefused(t, what, ws, Options{StoreDir: store})
 		var be *record.BaselineError
 		if !errors.As(err, &be) || !errors.Is(err, record.ErrBeforeBaseline) || be.Line != line || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "older than the store format") {
 			t.Fatalf("%s: got %v, want a *record.BaselineError naming %s line %d and %q", what, err, file, line, want)

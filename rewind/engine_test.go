@@ -40,6 +40,23 @@ func openAt(t testing.TB, ws string, opts Options) *Engine {
 	return e
 }
 
+// openRefused opens an engine on ws that must be refused, and returns why;
+// one that opens fails the test (what says what was refused).
+func openRefused(t testing.TB, what, ws string, opts Options) error {
+	t.Helper()
+	root, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	e, err := Open(context.Background(), root, opts)
+	if err == nil {
+		e.Close()
+		t.Fatalf("%s: opened, want it refused", what)
+	}
+	return err
+}
+
 // change runs fn on the workspace after capturing changes, as the FUSE
 // layer does.
 func change(t *testing.T, e *Engine, fn func() error, changes ...Change) {

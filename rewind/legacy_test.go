@@ -2,7 +2,6 @@ package rewind
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	iofs "io/fs"
 	"os"
@@ -21,7 +20,6 @@ import (
 // an error that names a blob in the old layout and says why, and changes
 // nothing in the store or the workspace.
 func TestLegacyStoreRefused(t *testing.T) {
-	ctx := context.Background()
 	dir := t.TempDir()
 	if out, err := exec.Command("cp", "-a", "testdata/legacy/.", dir).CombinedOutput(); err != nil {
 		t.Fatalf("copy testdata: %v: %s", err, out)
@@ -43,16 +41,7 @@ func TestLegacyStoreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	wsBefore := diskTree(t, ws)
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	e, err := Open(ctx, root, Options{StoreDir: store})
-	if err == nil {
-		e.Close()
-		t.Fatal("a store from before packs opened")
-	}
+	err = openRefused(t, "a store from before packs", ws, Options{StoreDir: store})
 	if !errors.Is(err, blobstore.ErrBeforeBaseline) || !strings.Contains(err.Error(), filepath.Join(store, "blobs")) || !strings.Contains(err.Error(), "older than the store format") {
 		t.Fatalf("got %v, want blobstore.ErrBeforeBaseline naming a blob under %s", err, filepath.Join(store, "blobs"))
 	}
