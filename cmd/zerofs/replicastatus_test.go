@@ -83,26 +83,7 @@ func TestStatusShowsShrunkReplica(t *testing.T) {
 		t.Fatalf("status before anything happened:\n%s", st)
 	}
 
-	ctx := context.Background()
-	u, _ := replicate.ParseURL(url)
-	b, err := replicate.OpenS3(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snapshot := func() map[string][]byte {
-		names, err := b.List(ctx, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string][]byte{}
-		for _, n := range names {
-			if out[n], err = b.Get(ctx, n); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return out
-	}
-	old := snapshot()
+	putBack := replicaCopy(t, url) // the replica as it is now, to put back later
 	s.open()
 	s.write("a.txt", "new\n")
 	s.step("two")
@@ -114,16 +95,7 @@ func TestStatusShowsShrunkReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for n := range snapshot() {
-		if err := b.Delete(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for n, body := range old {
-		if err := b.PutNew(ctx, n, body); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putBack()
 
 	r := zerofs(t, s.ws, "", "replicate", "--once", url)
 	if r.code != 0 {
@@ -152,5 +124,48 @@ func TestStatusShowsShrunkReplica(t *testing.T) {
 	mustRun(t, s.ws, "replicate", "--once", url)
 	if st := mustRun(t, s.ws, "status"); !want.MatchString(st) {
 		t.Errorf("the next run forgot that the replica held less:\n%s", st)
+	}
+}
+
+// replicaCopy copies every object of the replica at url and returns a
+// function that puts that copy back in place of whatever the prefix then
+// holds: a rollback, as an older copy of a bucket restored over it.
+func replicaCopy(t *testing.T, url string) (putBack func()) {
+	t.Helper()
+	ctx := context.Background()
+	u, err := replicate.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := replicate.OpenS3(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshot := func() map[string][]byte {
+		names, err := b.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]byte{}
+		for _, n := range names {
+			if out[n], err = b.Get(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	old := snapshot()
+	return func() {
+		t.Helper()
+		for n := range snapshot() {
+			if err := b.Delete(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for n, body := range old {
+			if err := b.PutNew(ctx, n, body); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

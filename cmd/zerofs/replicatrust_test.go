@@ -272,26 +272,7 @@ func TestRestoreRefusesRolledBackReplica(t *testing.T) {
 	s.close()
 	mustRun(t, s.ws, "replicate", "--once", "--replica-key", keyFile, url)
 
-	ctx := context.Background()
-	u, _ := replicate.ParseURL(url)
-	b, err := replicate.OpenS3(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snapshot := func() map[string][]byte {
-		names, err := b.List(ctx, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string][]byte{}
-		for _, n := range names {
-			if out[n], err = b.Get(ctx, n); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return out
-	}
-	old := snapshot()
+	putBack := replicaCopy(t, url) // the replica as it is now, to put back later
 
 	s.open()
 	s.write("a.txt", "new\n")
@@ -305,16 +286,7 @@ func TestRestoreRefusesRolledBackReplica(t *testing.T) {
 	}
 
 	// The older copy, put back in place of the prefix.
-	for n := range snapshot() {
-		if err := b.Delete(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for n, body := range old {
-		if err := b.PutNew(ctx, n, body); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putBack()
 	lr := zerofs(t, "/", "", "log", "--replica", url, "--replica-key", keyFile)
 	if lr.code != 0 || !strings.Contains(lr.stderr, "warning: "+url+" offers states up to") || !strings.Contains(lr.stderr, "already offered up to") {
 		t.Errorf("log --replica of the rolled-back replica: exit %d, stderr %q; want a warning", lr.code, lr.stderr)
