@@ -382,11 +382,7 @@ func TestGeminiTrustRealMounted(t *testing.T) {
 	for _, v := range []string{"GEMINI_CLI_HOME", "GEMINI_CLI_TRUSTED_FOLDERS_PATH", "GEMINI_CLI_TRUST_WORKSPACE", "XDG_CONFIG_HOME"} {
 		t.Setenv(v, "")
 	}
-	ws := filepath.Join(t.TempDir(), "app")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	ws := appWS(t)
 	port := fakeModel(t, "gemini.py", ws)
 	writeFile(t, filepath.Join(home, ".gemini", "settings.json"), `{"security":{"auth":{"selectedType":"gemini-api-key"}}}`)
 	mountT(t, ws)

@@ -701,11 +701,7 @@ func TestTimelineTurnsGrouped(t *testing.T) {
 // itself stands further down.
 func TestTimelineTurnsInterleaved(t *testing.T) {
 	chrome := needChromium(t)
-	ws := filepath.Join(t.TempDir(), "app")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	ws := appWS(t)
 	mountT(t, ws)
 	hook := func(name, session, prompt string) {
 		t.Helper()
