@@ -29,6 +29,23 @@ func stashFiles() map[string]string {
 	return files
 }
 
+// writeStashFiles writes stashFiles into ws and returns them.
+func writeStashFiles(ws string) map[string]string {
+	files := stashFiles()
+	for p, c := range files {
+		os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
+	}
+	return files
+}
+
+// stashWS makes a workspace holding stashFiles, with its store beside it.
+func stashWS(t *testing.T) (ws, store string, files map[string]string) {
+	dir := t.TempDir()
+	ws, store = filepath.Join(dir, "ws"), filepath.Join(dir, "store")
+	os.Mkdir(ws, 0o755)
+	return ws, store, writeStashFiles(ws)
+}
+
 // unlinkStashed removes p through the engine as the mount's Unlink does;
 // with dirfd >= 0 (ws's root open, p a name in it) the capture reads p
 // through that descriptor as the mount's does (Change.Dirfd), which in
@@ -82,13 +99,7 @@ func TestStashedRemovals(t *testing.T) {
 		sync, at := strings.HasPrefix(mode, "always"), strings.HasSuffix(mode, "-dirfd")
 		t.Run(mode, func(t *testing.T) {
 			ctx := context.Background()
-			dir := t.TempDir()
-			ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
-			os.Mkdir(ws, 0o755)
-			files := stashFiles()
-			for p, c := range files {
-				os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
-			}
+			ws, store, files := stashWS(t)
 			root, err := os.Open(ws)
 			if err != nil {
 				t.Fatal(err)
@@ -211,16 +222,12 @@ func TestStashCrash(t *testing.T) {
 		for _, point := range []string{"kept:stashed", "checkpointed", "unlinked", "stash:hashed", "stash:named"} {
 			t.Run(point+"/sync="+sync, func(t *testing.T) {
 				ctx := context.Background()
-				files := stashFiles()
 				sync, at := strings.CutSuffix(sync, "-dirfd")
 				if at {
 					t.Setenv("ZEROFS_TEST_STASH_AT", "1") // the child's capture reads through the root's descriptor
 				}
-				k := killInStep(t, "stash", point, sync, "rm", func(ws string) {
-					for p, c := range files {
-						os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
-					}
-				})
+				files := stashFiles()
+				k := killInStep(t, "stash", point, sync, "rm", func(ws string) { writeStashFiles(ws) })
 				ws, store, root, ev := k.ws, k.store, k.root, k.step
 				stashes, _ := os.ReadDir(filepath.Join(store, BlobsName, "kept"))
 				left := 0
@@ -294,13 +301,7 @@ func killInStep(t *testing.T, child, point, sync, label string, fill func(ws str
 // rewind reports it, never invents content); the other files read back.
 func TestStashTampered(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
-	os.Mkdir(ws, 0o755)
-	files := stashFiles()
-	for p, c := range files {
-		os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
-	}
+	ws, store, files := stashWS(t)
 	e := openAt(t, ws, Options{StoreDir: store, Sync: true})
 	ev, err := e.BeginStep(ctx, "rm", nil)
 	if err != nil {
@@ -390,13 +391,7 @@ func TestStepDoesNotWaitForNaming(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	dir := t.TempDir()
-	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
-	os.Mkdir(ws, 0o755)
-	files := stashFiles()
-	for p, c := range files {
-		os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
-	}
+	ws, store, files := stashWS(t)
 	e := openAt(t, ws, Options{StoreDir: store})
 	t.Cleanup(func() { crashPoint = func(string) {} }) // after Close: the namer has stopped
 	defer e.Close()
