@@ -92,6 +92,24 @@ func unmountT(t *testing.T, mp string) {
 	built.Unmount(t, mp, 0)
 }
 
+// nobodysDir makes the directory name, nobody's (uid 65534), in a new
+// directory nobody can walk, with a copy of zerofs beside it nobody can
+// run; it returns both paths.
+func nobodysDir(t *testing.T, name string) (dir, bin string) {
+	t.Helper()
+	top := t.TempDir()
+	os.Chmod(filepath.Dir(top), 0o755)
+	os.Chmod(top, 0o755)
+	dir = filepath.Join(top, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	return dir, built.CopyTo(t, top)
+}
+
 func readTrim(t *testing.T, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)

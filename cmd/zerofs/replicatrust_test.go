@@ -323,15 +323,7 @@ func TestRestorePlainReplicaAsUser(t *testing.T) {
 		m := baseFile(t, base, "src/main.go")
 		m["mode"], m["uid"], m["gid"] = 0o6755, 65534, 65534
 	})
-	top := t.TempDir()
-	os.Chmod(filepath.Dir(top), 0o755)
-	os.Chmod(top, 0o755)
-	bin := built.CopyTo(t, top)
-	mine := filepath.Join(top, "mine")
-	if err := os.Mkdir(mine, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.Chown(mine, 65534, 65534)
+	mine, bin := nobodysDir(t, "mine")
 	asNobody := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", bin}, args...)...)

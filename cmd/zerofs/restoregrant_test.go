@@ -191,15 +191,7 @@ func TestRestorePlainReplicaAsUserGrantsNobody(t *testing.T) {
 		m["xattrs"] = map[string]any{"system.posix_acl_access": base64.StdEncoding.EncodeToString(aclGranting(4242))}
 		baseFile(t, base, "open.txt")["mode"] = 0o666
 	})
-	top := t.TempDir()
-	os.Chmod(filepath.Dir(top), 0o755)
-	os.Chmod(top, 0o755)
-	mine := filepath.Join(top, "mine")
-	if err := os.Mkdir(mine, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.Chown(mine, 65534, 65534)
-	bin := built.CopyTo(t, top)
+	mine, bin := nobodysDir(t, "mine")
 	dir := filepath.Join(mine, "r")
 	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", `umask 022 && exec "$0" restore "$1" "$2"`, bin, url, dir)
 	cmd.Dir = "/"

@@ -65,15 +65,7 @@ func TestMountWithoutFuseAccessSaysWhy(t *testing.T) {
 		t.Skip("/dev/fuse is open to every user here: nothing to refuse")
 	}
 	testsupport.RequireSetpriv(t)
-	top := t.TempDir()
-	os.Chmod(filepath.Dir(top), 0o755)
-	os.Chmod(top, 0o755)
-	ws := filepath.Join(top, "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.Chown(ws, 65534, 65534)
-	bin := built.CopyTo(t, top)
+	ws, bin := nobodysDir(t, "ws")
 	t.Cleanup(func() { unmountT(t, ws) })
 	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin, "mount", ws)
 	cmd.Dir = "/"
