@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/zerofs/zerofs/eventlog"
@@ -31,7 +30,7 @@ func TestFork(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.Chmod(filepath.Join(dir, "d"), 0o755) })
-		if d := diffTrees(withoutStore(diskTree(t, dir)), tc.want); d != "" {
+		if d := diffTrees(forkTree(t, dir), tc.want); d != "" {
 			t.Fatalf("fork of @%d differs:\n%s", tc.seq, d)
 		}
 		if res.Sequence != tc.seq || res.Source != ws || res.Files+res.Dirs+res.Symlinks != len(tc.want) {
@@ -94,7 +93,7 @@ func TestForkDirMatchesFork(t *testing.T) {
 	}
 	// The stores differ (the engine's fork names its session), the trees
 	// must not.
-	if d := diffTrees(withoutStore(diskTree(t, b)), withoutStore(diskTree(t, a))); d != "" {
+	if d := diffTrees(forkTree(t, b), forkTree(t, a)); d != "" {
 		t.Fatalf("ForkDir's tree differs from Fork's:\n%s", d)
 	}
 	ra.Dir, rb.Dir, ra.Cloned, rb.Cloned = "", "", 0, 0
@@ -104,14 +103,4 @@ func TestForkDirMatchesFork(t *testing.T) {
 	if !reflect.DeepEqual(fromEngine, fromDir) || fromEngine.items < 5 || fromEngine.doneN != fromEngine.items || fromEngine.doneBy != fromEngine.bytes {
 		t.Errorf("progress: Fork %+v, ForkDir %+v; want the same totals, all done", fromEngine, fromDir)
 	}
-}
-
-// withoutStore is tr without the store's directory and what is in it.
-func withoutStore(tr tree) tree {
-	for p := range tr {
-		if p == record.StoreName || strings.HasPrefix(p, record.StoreName+"/") {
-			delete(tr, p)
-		}
-	}
-	return tr
 }
