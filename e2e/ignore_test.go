@@ -16,14 +16,7 @@ import (
 // it as for root.
 func TestZeroignoreUnreadableAsUser(t *testing.T) {
 	ws, bin, asUser := userMount(t)
-	must := func(name string, args ...string) string {
-		t.Helper()
-		out, err := asUser(name, args...)
-		if err != nil {
-			t.Fatalf("%s %s as uid %d: %v\n%s", name, strings.Join(args, " "), nobody, err, out)
-		}
-		return out
-	}
+	must := mustAs(t, asUser)
 	must(bin, "umount", ws)
 	if err := testsupport.Poll(10*time.Second, func() bool { return !testsupport.FUSEMounted(ws) }); err != nil {
 		t.Fatalf("still mounted after umount: %v", err)

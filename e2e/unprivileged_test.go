@@ -79,11 +79,10 @@ func userMount(t *testing.T) (ws, bin string, asUser func(name string, args ...s
 	return ws, bin, asUser
 }
 
-// An ordinary user mounts through fusermount3, captures, rewinds and
-// unmounts.
-func TestUnprivilegedMount(t *testing.T) {
-	ws, bin, asUser := userMount(t)
-	must := func(name string, args ...string) string {
+// mustAs is asUser (userMount's) for a command that has to succeed: it
+// returns the command's output, and fails the test otherwise.
+func mustAs(t *testing.T, asUser func(name string, args ...string) (string, error)) func(name string, args ...string) string {
+	return func(name string, args ...string) string {
 		t.Helper()
 		out, err := asUser(name, args...)
 		if err != nil {
@@ -91,6 +90,13 @@ func TestUnprivilegedMount(t *testing.T) {
 		}
 		return out
 	}
+}
+
+// An ordinary user mounts through fusermount3, captures, rewinds and
+// unmounts.
+func TestUnprivilegedMount(t *testing.T) {
+	ws, bin, asUser := userMount(t)
+	must := mustAs(t, asUser)
 	must(bin, "step", "edit")
 	seq := strings.TrimSpace(must("cat", ".zero/head"))
 	must("sh", "-c", "echo two > f")
