@@ -133,14 +133,7 @@ func TestStatusShowsShrunkReplica(t *testing.T) {
 func replicaCopy(t *testing.T, url string) (putBack func()) {
 	t.Helper()
 	ctx := context.Background()
-	u, err := replicate.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := replicate.OpenS3(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := replicaBucket(t, url)
 	snapshot := func() map[string][]byte {
 		names, err := b.List(ctx, "")
 		if err != nil {
@@ -168,4 +161,19 @@ func replicaCopy(t *testing.T, url string) (putBack func()) {
 			}
 		}
 	}
+}
+
+// replicaBucket opens the bucket of the replica at url, as whoever can
+// write it would.
+func replicaBucket(t *testing.T, url string) replicate.Bucket {
+	t.Helper()
+	u, err := replicate.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := replicate.OpenS3(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/record"
-	"github.com/zerofs/zerofs/replicate"
 )
 
 // forgeBase rewrites the newest base of the plain replica url as whoever
@@ -29,14 +28,7 @@ import (
 func forgeBase(t *testing.T, url string, edit func(base map[string]any)) {
 	t.Helper()
 	ctx := context.Background()
-	u, err := replicate.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := replicate.OpenS3(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := replicaBucket(t, url)
 	names, err := b.List(ctx, "bases/")
 	if err != nil || len(names) == 0 {
 		t.Fatalf("bases of %s: %v %v", url, names, err)
