@@ -85,6 +85,17 @@ func mountT(t *testing.T, ws string, args ...string) string {
 	return ws
 }
 
+// mountedWS makes an empty workspace, mounts it in place (mountT, with
+// flags) and returns its path.
+func mountedWS(t *testing.T, flags ...string) string {
+	t.Helper()
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return mountT(t, ws, flags...)
+}
+
 // unmountT unmounts mp if it is mounted, detaching it if zerofs umount
 // fails.
 func unmountT(t *testing.T, mp string) {
@@ -321,9 +332,7 @@ func TestForeground(t *testing.T) {
 // umount detaches it and says so, and the next mount works.
 func TestUmountDeadDaemon(t *testing.T) {
 	built.NeedFUSE(t)
-	ws := filepath.Join(t.TempDir(), "ws")
-	os.Mkdir(ws, 0o755)
-	mountT(t, ws)
+	ws := mountedWS(t)
 	pid := daemonPIDOf(t, ws)
 	syscall.Kill(pid, syscall.SIGKILL)
 	testsupport.Poll(2*time.Second, func() bool { return !history.ProcessAlive(pid) })

@@ -416,11 +416,7 @@ const countsAligned = `(() => {
 // prompt and an agent name with U+202E are shown quoted, as names are.
 func TestTimelineTokenStaysInPage(t *testing.T) {
 	chrome := needChromium(t)
-	ws := filepath.Join(t.TempDir(), "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mountT(t, ws)
+	ws := mountedWS(t)
 	binOK(t, ws, "step", "Write hello")
 	sh(t, ws, "echo hello > hello.txt")
 	beginTurnT(t, ws, `{"prompt":"open the invoice exe.png\u202egnp.exe","agent":"agent\u202ex"}`)
@@ -607,11 +603,7 @@ func TestTimelineTokenStaysInPage(t *testing.T) {
 // of groups.
 func TestTimelineTurnsGrouped(t *testing.T) {
 	chrome := needChromium(t)
-	ws := filepath.Join(t.TempDir(), "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mountT(t, ws)
+	ws := mountedWS(t)
 	binOK(t, ws, "step", "Before any prompt")
 	sh(t, ws, "printf 'a\\n' > a.txt")
 	beginTurnT(t, ws, `{"prompt":"first prompt","agent":"claude"}`)
@@ -739,11 +731,7 @@ func TestTimelineTurnsInterleaved(t *testing.T) {
 // and once the workspace is mounted again, the page says it is live.
 func TestTimelineUnmounted(t *testing.T) {
 	chrome := needChromium(t)
-	ws := filepath.Join(t.TempDir(), "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mountT(t, ws)
+	ws := mountedWS(t)
 	binOK(t, ws, "step", "Write a")
 	sh(t, ws, "echo a > a.txt")
 	unmountT(t, ws)
