@@ -13,9 +13,9 @@
 // with zstd where that saves at least an eighth, else stored as they are.
 // Identical content is stored once.
 //
-// Before packs, every blob was a file of its own, DIR/ab/<hex> ("loose").
-// Loose blobs are still read, verified, listed and pruned; they are never
-// written.
+// Before packs, every blob was a file of its own, DIR/ab/<hex>: a store
+// that still holds one is from before the store-format baseline, and Open
+// refuses it (ErrBeforeBaseline) rather than read part of its history.
 //
 // Kept blobs: DIR/kept/<sha256> is a workspace file's own inode,
 // hard-linked there by Keep when the file is about to lose its last name

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/rewind"
 )
 
 // TestProcessOfFollowsTheTask: the cached answer for a thread id is its
@@ -45,16 +48,12 @@ func TestProcessOfFollowsTheTask(t *testing.T) {
 		t.Fatalf("processOf(child) = %+v, want pid %d comm sh", who, pid)
 	}
 	io.WriteString(in, "go\n")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		who := processOf(pid)
-		if who.Comm == "sleep" {
-			break
-		}
-		if who.Comm != "sh" || time.Now().After(deadline) {
-			t.Fatalf("processOf(child) after exec = %+v, want comm sleep", who)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var who rewind.Caller
+	if err := testsupport.Poll(10*time.Second, func() bool {
+		who = processOf(pid)
+		return who.Comm != "sh" // sh until the exec
+	}); err != nil || who.Comm != "sleep" {
+		t.Fatalf("processOf(child) after exec = %+v (%v), want comm sleep", who, err)
 	}
 
 	// Gone: the entry is dropped, not answered from the dead task (once

@@ -30,6 +30,23 @@ func stashFiles() map[string]string {
 	return files
 }
 
+// writeStashFiles writes stashFiles into ws and returns them.
+func writeStashFiles(ws string) map[string]string {
+	files := stashFiles()
+	for p, c := range files {
+		os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
+	}
+	return files
+}
+
+// stashWS makes a workspace holding stashFiles, with its store beside it.
+func stashWS(t *testing.T) (ws, store string, files map[string]string) {
+	dir := t.TempDir()
+	ws, store = filepath.Join(dir, "ws"), filepath.Join(dir, "store")
+	os.Mkdir(ws, 0o755)
+	return ws, store, writeStashFiles(ws)
+}
+
 // unlinkStashed removes p through the engine as the mount's Unlink does;
 // with dirfd >= 0 (ws's root open, p a name in it) the capture reads p
 // through that descriptor as the mount's does (Change.Dirfd), which in
@@ -105,13 +122,7 @@ func TestStashedRemovals(t *testing.T) {
 		at := strings.HasSuffix(mode, "-dirfd") || move
 		t.Run(mode, func(t *testing.T) {
 			ctx := context.Background()
-			dir := t.TempDir()
-			ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
-			os.Mkdir(ws, 0o755)
-			files := stashFiles()
-			for p, c := range files {
-				os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
-			}
+			ws, store, files := stashWS(t)
 			root, err := os.Open(ws)
 			if err != nil {
 				t.Fatal(err)
@@ -269,11 +280,7 @@ func TestStashCrash(t *testing.T) {
 				if move {
 					t.Setenv("ZEROFS_TEST_STASH_MOVE", "1") // and removes as the mount's Unlink does
 				}
-				k := killInStep(t, "stash", point, sync, "rm", func(ws string) {
-					for p, c := range files {
-						os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
-					}
-				})
+				k := killInStep(t, "stash", point, sync, "rm", func(ws string) { writeStashFiles(ws) })
 				ws, store, root, ev := k.ws, k.store, k.root, k.step
 				stashes, _ := os.ReadDir(filepath.Join(store, BlobsName, "kept"))
 				left := 0
@@ -347,22 +354,8 @@ func killInStep(t *testing.T, child, point, sync, label string, fill func(ws str
 // rewind reports it, never invents content); the other files read back.
 func TestStashTampered(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
-	os.Mkdir(ws, 0o755)
-	files := stashFiles()
-	for p, c := range files {
-		os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
-	}
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	e, err := Open(ctx, root, Options{StoreDir: store, Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws, store, files := stashWS(t)
+	e := openAt(t, ws, Options{StoreDir: store, Sync: true})
 	ev, err := e.BeginStep(ctx, "rm", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -381,11 +374,7 @@ func TestStashTampered(t *testing.T) {
 		}
 		lost[p] = true
 	}
-	e, err = Open(ctx, root, Options{StoreDir: store, Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e = openAt(t, ws, Options{StoreDir: store, Sync: true})
 	for p, want := range files {
 		ent, err := e.StateAt(p, ev.Seq)
 		if err != nil {
@@ -455,22 +444,8 @@ func TestStepDoesNotWaitForNaming(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	dir := t.TempDir()
-	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
-	os.Mkdir(ws, 0o755)
-	files := stashFiles()
-	for p, c := range files {
-		os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
-	}
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	e, err := Open(ctx, root, Options{StoreDir: store})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws, store, files := stashWS(t)
+	e := openAt(t, ws, Options{StoreDir: store})
 	t.Cleanup(func() { crashPoint = func(string) {} }) // after Close: the namer has stopped
 	defer e.Close()
 	defer once.Do(func() {})
