@@ -2,11 +2,14 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	zfs "github.com/zerofs/zerofs/fs"
 	"github.com/zerofs/zerofs/history"
@@ -62,7 +65,19 @@ func Mount(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if fi, err := os.Stat(opts.Workspace); err != nil {
+	// A daemon killed a moment ago can still answer the probe (a thread
+	// finishing a reply) and be gone by this stat, which then fails on its
+	// dead mount: look again before giving up.
+	fi, err := os.Stat(opts.Workspace)
+	if errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED) {
+		again, derr := detachDead(cfg.Stderr, store, opts.Workspace, mp)
+		if derr != nil {
+			return derr
+		}
+		replaced = replaced || again
+		fi, err = os.Stat(opts.Workspace)
+	}
+	if err != nil {
 		return err
 	} else if !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory", opts.Workspace)
