@@ -421,7 +421,8 @@ function entryEl(e) {
   const li = el("li", "entry " + e.type + (e.implicit ? " implicit" : "") + (e.turn ? " inturn" : "") + (e.outcome === "failed" ? " failed" : ""));
   li.dataset.seq = e.sequence;
   const h = el("div", "head");
-  h.append(el("span", "badge " + e.type, e.person ? "person" : e.implicit ? "outside" : e.type), el("span", "label", title(e)));
+  const merge = e.type === "rewind" && e.rewind && e.rewind.merge;
+  h.append(el("span", "badge " + (merge ? "merge" : e.type), e.person ? "person" : e.implicit ? "outside" : merge ? "merge" : e.type), el("span", "label", title(e)));
   if (e.result) {
     // The tool call's result: a mark (failed, ok, or a dot when the agent
     // did not say) and how long it took, the error's first line on hover.
@@ -437,6 +438,7 @@ function entryEl(e) {
   meta.append(t);
   h.append(meta);
   li.append(h);
+  if (merge) li.append(mergeEl(merge));
   if (e.procs && e.procs.length) {
     li.append(el("div", "procs", "by " + e.procs.map((p) => (quoteName(p.comm) || "?") + " (" + p.pid + ")").join(", ")));
   }
@@ -456,6 +458,29 @@ function entryEl(e) {
   }
   if (acts.childElementCount) li.append(acts);
   return li;
+}
+
+// mergeEl says what a merge brought in, from its record: the branch (or
+// fork) and the state of this workspace it began from, and its steps,
+// numbered in its own log (they are not steps of this timeline).
+function mergeEl(m) {
+  const d = el("div", "merge-info");
+  d.append(el("div", "merge-from", "from " + quoteName(m.dir) + ", which began at #" + m.base + " of this workspace"));
+  const steps = m.steps || [];
+  if (steps.length === 0) d.append(el("div", "muted", "its history recorded no steps"));
+  else {
+    d.append(el("div", "merge-head", steps.length === 1 ? "brought in its step" : "brought in its " + steps.length + " steps"));
+    const ol = el("ol", "merge-steps");
+    for (const s of steps) {
+      const li = el("li", "merge-step");
+      li.append(el("span", "seq", "#" + s.sequence), el("span", "label", s.label ? quoteName(s.label) : s.implicit ? "(no step)" : "a step with no label"));
+      ol.append(li);
+    }
+    d.append(ol);
+  }
+  if (m.merged && m.merged.length) d.append(el("div", "merge-lines", "merged line by line: " + m.merged.map((p) => quoteName(p)).join(", ")));
+  if (m.settled && m.settled.length) d.append(el("div", "merge-settled", "settled by taking " + (m.settledAs === "ours" ? "this workspace's side" : "its side") + ": " + m.settled.map((p) => quoteName(p)).join(", ")));
+  return d;
 }
 
 function stepName(e) {

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestTimelineMergeInBrowser merges a fork's two steps into a mounted
+// workspace and reads the timeline in a real Chromium: the merge is an
+// entry of its own, marked "merge", that names where its changes came
+// from (the directory and the state of this workspace it began at) and
+// lists the steps it brought in, numbered and labelled as that side's own
+// log has them, and the file merged line by line.
+func TestTimelineMergeInBrowser(t *testing.T) {
+	chrome := needChromium(t)
+	needFUSE(t)
+	dir := t.TempDir()
+	ws, fork := filepath.Join(dir, "ws"), filepath.Join(dir, "fork")
+	os.Mkdir(ws, 0o755)
+	writeFile(t, filepath.Join(ws, "a.txt"), "1\n2\n3\n4\n5\n")
+	mountT(t, ws)
+	head := readTrim(t, filepath.Join(ws, ".zero/head"))
+	binOK(t, ws, "fork", head, fork)
+	mountT(t, fork)
+	binOK(t, ws, "step", "ours edit")
+	sh(t, ws, `sed -i 's/^1$/ONE/' a.txt`)
+	binOK(t, fork, "step", "Edit the end")
+	sh(t, fork, `sed -i 's/^5$/FIVE/' a.txt`)
+	binOK(t, fork, "step", "Add <b>notes</b>")
+	sh(t, fork, `echo new > notes.txt`)
+	binOK(t, ws, "merge", fork)
+
+	u, _ := startUI(t, ws)
+	ctx := browserT(t, chrome)
+	if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
+		t.Fatal(err)
+	}
+	merge := `[...document.querySelectorAll(".entry.rewind")].find(e => e.querySelector(".badge.merge"))`
+	pollJS(t, ctx, "the merge's entry", merge+` && `+merge+`.querySelector(".merge-steps")`)
+	type seen struct {
+		Badge, From, Head, Lines string
+		Steps                    []string
+		Files                    []string
+	}
+	js := fmt.Sprintf(`(() => { const e = %s; return {
+		Badge: e.querySelector(".badge").textContent,
+		From: e.querySelector(".merge-from").textContent,
+		Head: e.querySelector(".merge-head").textContent,
+		Lines: (e.querySelector(".merge-lines") || {}).textContent || "",
+		Steps: [...e.querySelectorAll(".merge-step")].map(s => s.textContent),
+		Files: [...e.querySelectorAll(".file .path")].map(p => p.textContent) } })()`, merge)
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[seen](js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Badge != "merge" {
+		t.Errorf("badge %q, want merge", got.Badge)
+	}
+	if want := "from " + fork + ", which began at #" + head + " of this workspace"; got.From != want {
+		t.Errorf("from: %q, want %q", got.From, want)
+	}
+	if got.Head != "brought in its 2 steps" || len(got.Steps) != 2 ||
+		!strings.HasSuffix(got.Steps[0], "Edit the end") || !strings.HasSuffix(got.Steps[1], "Add <b>notes</b>") ||
+		!strings.HasPrefix(got.Steps[0], "#") {
+		t.Errorf("steps: %q %q", got.Head, got.Steps)
+	}
+	if got.Lines != "merged line by line: a.txt" {
+		t.Errorf("lines: %q", got.Lines)
+	}
+	if strings.Join(got.Files, " ") != "a.txt notes.txt" {
+		t.Errorf("files: %q", got.Files)
+	}
+	// The step labels are text, never markup.
+	if bold, err := chromedp.Run(ctx, chromedp.Evaluate[int](merge+`.querySelectorAll("b").length`)); err != nil || bold != 0 {
+		t.Error("a label became markup")
+	}
+}
