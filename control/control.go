@@ -154,17 +154,18 @@ func ParseRewind(data []byte) (record.Request, error) {
 		return record.Request{}, badRequest("rewind request: not UTF-8 (give a path that is not UTF-8 in pathsBytes)")
 	}
 	var raw struct {
-		Target     *uint64              `json:"target"`
-		Revert     *uint64              `json:"revert"`
-		Paths      []string             `json:"paths"`
-		PathsBytes []string             `json:"pathsBytes"`
-		Force      bool                 `json:"force"`
-		Undo       bool                 `json:"undo"`
-		Redo       bool                 `json:"redo"`
-		Turn       json.RawMessage      `json:"turn"` // a sequence, or true beside "undo"
-		DryRun     bool                 `json:"dryRun"`
-		Session    string               `json:"session"`
-		Merge      *record.MergeRequest `json:"merge"`
+		Target     *uint64               `json:"target"`
+		Revert     *uint64               `json:"revert"`
+		Paths      []string              `json:"paths"`
+		PathsBytes []string              `json:"pathsBytes"`
+		Force      bool                  `json:"force"`
+		Undo       bool                  `json:"undo"`
+		Redo       bool                  `json:"redo"`
+		Turn       json.RawMessage       `json:"turn"` // a sequence, or true beside "undo"
+		DryRun     bool                  `json:"dryRun"`
+		Session    string                `json:"session"`
+		Merge      *record.MergeRequest  `json:"merge"`
+		Branch     *record.BranchRequest `json:"branch"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(s))
 	dec.DisallowUnknownFields()
@@ -179,8 +180,14 @@ func ParseRewind(data []byte) (record.Request, error) {
 		return record.Request{}, badRequest("rewind request: %v", err)
 	}
 	req := record.Request{Paths: paths, Force: raw.Force, Undo: raw.Undo, Redo: raw.Redo,
-		DryRun: raw.DryRun, Session: raw.Session, Merge: raw.Merge}
+		DryRun: raw.DryRun, Session: raw.Session, Merge: raw.Merge, Branch: raw.Branch}
 	forms := 0
+	if raw.Branch != nil {
+		if raw.Branch.Delete == "" && (!filepath.IsAbs(raw.Branch.Dir) || filepath.Clean(raw.Branch.Dir) != raw.Branch.Dir) {
+			return record.Request{}, badRequest("rewind request: branch: dir %q is not a clean absolute path", raw.Branch.Dir)
+		}
+		forms++
+	}
 	if raw.Merge != nil {
 		if !filepath.IsAbs(raw.Merge.Dir) {
 			return record.Request{}, badRequest("rewind request: merge: dir %q is not an absolute path", raw.Merge.Dir)
@@ -226,7 +233,7 @@ func ParseRewind(data []byte) (record.Request, error) {
 	}
 	switch {
 	case forms != 1:
-		return record.Request{}, badRequest("rewind request wants exactly one of target, revert, undo, redo, turn and merge")
+		return record.Request{}, badRequest("rewind request wants exactly one of target, revert, undo, redo, turn, merge and branch")
 	case raw.Paths != nil && raw.Target == nil:
 		return record.Request{}, badRequest("rewind request: paths go with a target")
 	case raw.Paths != nil && len(raw.Paths) == 0:
@@ -246,7 +253,7 @@ func ParseRewind(data []byte) (record.Request, error) {
 // (what every version of the daemon understands), else a JSON object; a
 // line either way (the daemon runs a request at its newline).
 func FormatRewind(r record.Request) []byte {
-	if r.Paths == nil && r.Revert == 0 && !r.Force && !r.Undo && !r.Redo && r.Turn == 0 && !r.DryRun && r.Session == "" && r.Merge == nil {
+	if r.Paths == nil && r.Revert == 0 && !r.Force && !r.Undo && !r.Redo && r.Turn == 0 && !r.DryRun && r.Session == "" && r.Merge == nil && r.Branch == nil {
 		return fmt.Appendf(nil, "%d\n", r.Target)
 	}
 	obj := map[string]any{}
@@ -263,6 +270,8 @@ func FormatRewind(r record.Request) []byte {
 		obj["revert"] = r.Revert
 	case r.Merge != nil:
 		obj["merge"] = r.Merge
+	case r.Branch != nil:
+		obj["branch"] = r.Branch
 	default:
 		obj["target"] = r.Target
 	}
@@ -336,6 +345,8 @@ type RewindReport struct {
 	Redid *record.StepRef `json:"redid,omitempty"`
 	// Merge is what a merge brought in (Record), or its conflicts.
 	Merge *record.MergeReport `json:"merge,omitempty"`
+	// Branch is the branch a branch request made or removed.
+	Branch *record.BranchRecord `json:"branch,omitempty"`
 	Refusal
 }
 
@@ -382,7 +393,7 @@ func ReportOf(res record.RewindResult, err error) RewindReport {
 		CheckpointSequence: p.CheckpointSequence, Report: res.Report,
 		Paths: p.Paths, RevertOf: p.RevertOf, Force: p.Force, Form: p.Form,
 		DryRun: res.DryRun, Unchanged: res.Unchanged, Preview: res.Preview, Foreign: res.Foreign, Conflicts: res.Conflicts,
-		Undid: res.Undid, Redid: res.Redid, Merge: res.Merge}
+		Undid: res.Undid, Redid: res.Redid, Merge: res.Merge, Branch: res.Branch}
 	if err != nil {
 		rep.Refusal = RefusalOf(err)
 		var ce *record.ConflictError

@@ -240,11 +240,11 @@ func doneWhat(rep control.RewindReport, form string, what *record.StepRef) strin
 	case record.FormTurn:
 		return fmt.Sprintf("took back %s: rewound to %d, restored %d, deleted %d%s", Name(what), t, r.Restored, r.Deleted, skippedCount(r))
 	case record.FormMerge:
-		base := record.Seq(0)
+		made := "forked at 0"
 		if rep.Merge != nil {
-			base = rep.Merge.Record.Base
+			made = rep.Merge.Record.Made()
 		}
-		return fmt.Sprintf("merged %s (forked at %d) as %d: restored %d, deleted %d%s", quote.Name(mergeDir(rep)), base, rep.Sequence, r.Restored, r.Deleted, skippedCount(r))
+		return fmt.Sprintf("merged %s (%s) as %d: restored %d, deleted %d%s", quote.Name(mergeDir(rep)), made, rep.Sequence, r.Restored, r.Deleted, skippedCount(r))
 	}
 	return fmt.Sprintf("rewound to %d: restored %d, deleted %d, skipped %d", t, r.Restored, r.Deleted, len(r.Skipped))
 }

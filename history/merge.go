@@ -34,5 +34,5 @@ func MergeTitle(rec record.MergeRecord) string {
 	default:
 		what = "its steps " + strings.Join(steps, ", ")
 	}
-	return fmt.Sprintf("merge of %s (forked at %d; %s)", quote.Name(rec.Dir), rec.Base, what)
+	return fmt.Sprintf("merge of %s (%s; %s)", quote.Name(rec.Dir), rec.Made(), what)
 }

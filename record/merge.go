@@ -46,6 +46,31 @@ type MergeRecord struct {
 	Merged    []string `json:"merged,omitempty"`
 	Settled   []string `json:"settled,omitempty"`
 	SettledAs string   `json:"settledAs,omitempty"`
+	// Branch is the branch's ID when Dir is a branch of this workspace
+	// (not a fork); Since, the sequence of its last merge before this one
+	// (whose state of the branch was this merge's base).
+	Branch string `json:"branch,omitempty"`
+	Since  Seq    `json:"since,omitempty"`
+}
+
+// Side names what a merge brought in: "branch" or "fork".
+func (r MergeRecord) Side() string {
+	if r.Branch != "" {
+		return "branch"
+	}
+	return "fork"
+}
+
+// Made says how the side began: "branched at N" or "forked at N".
+func (r MergeRecord) Made() string {
+	if r.Branch != "" {
+		s := fmt.Sprintf("branched at %d", r.Base)
+		if r.Since != 0 {
+			s += fmt.Sprintf(", merged at %d", r.Since)
+		}
+		return s
+	}
+	return fmt.Sprintf("forked at %d", r.Base)
 }
 
 // MergeReport is what a merge did or, dry or refused, would do.

@@ -52,6 +52,9 @@ type Request struct {
 	// Merge, when set, brings a fork's changes in (merge.go); it goes
 	// with DryRun only.
 	Merge *MergeRequest `json:"merge,omitempty"`
+	// Branch, when set, makes (or removes) a branch's record in the store
+	// (branch.go); it goes with no other field.
+	Branch *BranchRequest `json:"branch,omitempty"`
 }
 
 // Form is the form req asks for (one of the Form constants).
@@ -78,7 +81,7 @@ func (req Request) Form() string {
 // Check refuses a request that mixes forms.
 func (req Request) Check() error {
 	forms := 0
-	for _, on := range []bool{req.Undo, req.Redo, req.Revert != 0, req.Turn != 0, req.Merge != nil} {
+	for _, on := range []bool{req.Undo, req.Redo, req.Revert != 0, req.Turn != 0, req.Merge != nil, req.Branch != nil} {
 		if on {
 			forms++
 		}
@@ -87,7 +90,7 @@ func (req Request) Check() error {
 	case req.WholeTurn && !req.Undo:
 		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: a whole turn goes with an undo only"}
 	case forms > 1:
-		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: more than one of revert, undo, redo, turn and merge"}
+		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: more than one of revert, undo, redo, turn, merge and branch"}
 	case forms == 1 && req.Target != 0:
 		return &RefusedError{Refusal: RefusedBadRequest, Msg: "rewind: bad request: a target goes with no other form"}
 	case len(req.Paths) > 0 && forms > 0:
@@ -164,6 +167,8 @@ type RewindResult struct {
 	Undid, Redid *StepRef
 	// Merge is what a merge brought in, or the conflicts that refused it.
 	Merge *MergeReport
+	// Branch is the branch a branch request made (or removed).
+	Branch *BranchRecord
 }
 
 // GCResult is what GC did.

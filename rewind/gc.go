@@ -49,6 +49,16 @@ func (e *Engine) gc(ctx context.Context, req record.GCRequest, pp record.PrunedP
 	if iv, ok := index.ThinnedAt(e.Thinned(), before); ok {
 		before = iv.Before
 	}
+	// A branch's base stays: the cut (and thinning) stops at the oldest
+	// base of a branch this store keeps.
+	floor, pinned, err := e.branchFloor()
+	if err != nil {
+		return record.GCResult{}, err
+	}
+	if pinned {
+		before = min(before, max(floor, e.PrunedBefore()))
+		req.ThinBefore = min(req.ThinBefore, floor)
+	}
 	if err := e.Sync(); err != nil {
 		return record.GCResult{}, err
 	}
@@ -96,6 +106,9 @@ func (e *Engine) gc(ctx context.Context, req record.GCRequest, pp record.PrunedP
 	}
 	keep, err := e.blobsNamedAfter(e.PrunedBefore())
 	if err != nil {
+		return res, err
+	}
+	if err := e.branchBlobs(keep); err != nil {
 		return res, err
 	}
 	pr, err := e.blobs.PruneWith(func(id blobstore.ID) bool { return keep[id] }, ProgressIn(ctx))

@@ -41,13 +41,23 @@ func (e *Engine) merge(ctx context.Context, req record.Request) (record.RewindRe
 			return record.RewindResult{}, fmt.Errorf("%w: %q is not a workspace path", record.ErrBadRequest, p)
 		}
 	}
-	side, err := openFork(mr.Dir, mr.Workspace)
+	e.wsMu.Lock()
+	defer e.wsMu.Unlock()
+	// A branch of this workspace, or else a fork of it.
+	br, err := e.findBranch(mr.Dir)
+	if err != nil {
+		return record.RewindResult{}, err
+	}
+	var side *mergeSide
+	if br != nil {
+		side, err = e.openBranch(br)
+	} else {
+		side, err = openFork(mr.Dir, mr.Workspace)
+	}
 	if err != nil {
 		return record.RewindResult{}, err
 	}
 	defer side.close()
-	e.wsMu.Lock()
-	defer e.wsMu.Unlock()
 	if err := e.NameStashes(ctx); err != nil {
 		return record.RewindResult{}, err
 	}
@@ -65,6 +75,12 @@ func (e *Engine) merge(ctx context.Context, req record.Request) (record.RewindRe
 	}
 	results = e.mergeKept(results)
 	rec := record.MergeRecord{Dir: side.dir, Base: side.base, Head: side.head, Steps: append([]record.StepRef{}, side.steps...)}
+	if br != nil {
+		rec.Branch = br.ID
+		if br.Merged != nil {
+			rec.Since = br.Merged.Seq
+		}
+	}
 	var conflicts []record.MergeConflict
 	var changed []merge.Result
 	for _, r := range results {
@@ -108,6 +124,15 @@ func (e *Engine) merge(ctx context.Context, req record.Request) (record.RewindRe
 	if err != nil {
 		return record.RewindResult{}, err
 	}
+	// A branch's state as merged is its next merge's base: read (and its
+	// contents stored) before the workspace changes, noted once the merge
+	// is done.
+	var mergedStates []record.FileState
+	if br != nil {
+		if mergedStates, err = m.branchMergedStates(); err != nil {
+			return record.RewindResult{}, err
+		}
+	}
 	plan, err := e.planTargets(targets)
 	if err != nil {
 		return record.RewindResult{}, err
@@ -122,7 +147,10 @@ func (e *Engine) merge(ctx context.Context, req record.Request) (record.RewindRe
 		res.Unchanged = true
 		res.Report = record.Report{Skipped: append([]string{}, plan.skipped...)}
 		res.Record = record.RewindPayload{TargetSequence: e.Head(), Form: record.FormMerge, Merge: &rec}
-		return res, nil
+		if br != nil {
+			err = e.recordMerged(*br, 0, side.head, mergedStates)
+		}
+		return res, err
 	}
 	in := intent{Target: e.Head(), Form: record.FormMerge, Narrow: true, Targets: targets, Merge: &rec}
 	for _, t := range targets {
@@ -130,6 +158,9 @@ func (e *Engine) merge(ctx context.Context, req record.Request) (record.RewindRe
 	}
 	out, err := e.carryOut(ctx, in, plan)
 	out.Merge = res.Merge
+	if err == nil && br != nil {
+		err = e.recordMerged(*br, out.Seq, side.head, mergedStates)
+	}
 	return out, err
 }
 
@@ -246,7 +277,12 @@ func (m *merger) complete(n *mergeNode) (err error) {
 	if n.complete || n.tree == nil || (n.node.Kind != merge.File && n.node.Kind != merge.Dir) {
 		return nil
 	}
-	if n.tree == m.side.tree {
+	switch {
+	case n.tree == m.side.tree && m.side.branch != nil:
+		// The branch's upper layer: overlayfs's own xattrs are not the
+		// branch's.
+		defer func() { filterOverlay(n.node.Xattrs) }()
+	case n.tree == m.side.tree:
 		// The fork's: what it could not copy of the base's xattrs it
 		// did not change.
 		defer func() {
@@ -293,7 +329,9 @@ func (m *merger) node(side merge.Side, p string) (*mergeNode, error) {
 	case merge.Ours:
 		n, err = treeNode(&m.e.ws, p)
 	case merge.Theirs:
-		if n, err = treeNode(m.side.tree, p); err == nil {
+		if m.side.branch != nil {
+			n, err = m.branchNode(p)
+		} else if n, err = treeNode(m.side.tree, p); err == nil {
 			var b *mergeNode
 			if b, err = m.node(merge.Base, p); err == nil {
 				keptBits(b, n)
@@ -373,6 +411,9 @@ func kindOf(st record.FileState) merge.Kind {
 // baseNode is p at the base, from the history (or the workspace where p
 // has not changed since).
 func (m *merger) baseNode(p string) (*mergeNode, error) {
+	if st, ok := m.mergedBase(p); ok {
+		return m.entryNode(st)
+	}
 	ent, err := m.e.stateAt(p, m.base, ^record.Seq(0))
 	if err != nil {
 		return nil, err
@@ -444,6 +485,9 @@ func (m *merger) run(mr record.MergeRequest) ([]merge.Result, error) {
 		}
 	}
 	changed := m.side.changed
+	if m.side.branch != nil {
+		changed = m.branchChanged
+	}
 	if changed == nil {
 		changed = m.theirsChanged
 	}
@@ -649,7 +693,7 @@ func (m *merger) read(s merge.Side, p string) ([]byte, error) {
 	case merge.Ours:
 		r, err = m.e.ws.openFile(p)
 	case merge.Theirs:
-		r, err = m.side.tree.openFile(p)
+		r, err = m.openNode(n)
 	}
 	if err != nil {
 		return nil, err
@@ -747,7 +791,7 @@ func (m *merger) targets(changed []merge.Result) ([]record.FileState, error) {
 			case r.Content != nil:
 				content = bytes.NewReader(r.Content)
 			case n.Hash == theirs.node.Hash && theirs.node.Kind == merge.File:
-				f, err := m.side.tree.openFile(r.Path)
+				f, err := m.openNode(theirs)
 				if err != nil {
 					return nil, fmt.Errorf("rewind: merge: open %q in the fork: %w", r.Path, err)
 				}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,9 @@ type mergeSide struct {
 	// have been changed while no daemon recorded it). A branch's copy-up
 	// layer knows its changed paths and gives them here.
 	changed func() ([]string, error)
+	// branch is the branch's record when the side is a branch (its tree
+	// is then its copy-up layer's upper directory: branchNode).
+	branch *record.BranchRecord
 }
 
 func (s *mergeSide) close() { s.tree.root.Close() }
@@ -85,7 +89,15 @@ func (s *mergeSide) readLog(ws string) error {
 		return fmt.Errorf("%w: %s has no zerofs history (%w)", record.ErrNotFork, s.dir, err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return s.readEvents(f, ws, 0)
+}
+
+// readEvents reads the side's log from r: a fork's begins with its
+// workspace_forked record, checked against workspace ws; a branch's
+// history is its own from its first event. Steps at or before after (the
+// branch's head its last merge brought in) are left out.
+func (s *mergeSide) readEvents(r io.Reader, ws string, after record.Seq) error {
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	var cur *record.StepRef
 	var rewound []string // the paths of a rewind's checkpoint, until its session_rewind
@@ -97,7 +109,9 @@ func (s *mergeSide) readLog(ws string) error {
 			return fmt.Errorf("%w: %s: its log does not parse at line %d: %v", record.ErrNotFork, s.dir, s.head+1, err)
 		}
 		s.head = ev.Seq
-		if first {
+		if first && s.branch != nil {
+			first = false
+		} else if first {
 			first = false
 			var fp record.ForkPayload
 			if ev.Type != record.TypeForked || json.Unmarshal(ev.Payload, &fp) != nil {
@@ -150,7 +164,9 @@ func (s *mergeSide) readLog(ws string) error {
 				json.Unmarshal(ev.Payload, &tc)
 				r := record.StepRef{Kind: "step", Sequence: ev.Seq, Label: tc.Name}
 				steps[ev.Seq] = r
-				s.steps = append(s.steps, r)
+				if ev.Seq > after {
+					s.steps = append(s.steps, r)
+				}
 				cur = &r
 			}
 		}
@@ -158,7 +174,7 @@ func (s *mergeSide) readLog(ws string) error {
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("%w: %s: reading its log: %w", record.ErrNotFork, s.dir, err)
 	}
-	if first {
+	if first && s.branch == nil {
 		return fmt.Errorf("%w: %s has an empty history", record.ErrNotFork, s.dir)
 	}
 	return nil

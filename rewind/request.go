@@ -22,6 +22,12 @@ func (e *Engine) Apply(ctx context.Context, req record.Request) (record.RewindRe
 		}
 		return e.merge(ctx, req)
 	}
+	if req.Branch != nil {
+		if err := req.Check(); err != nil {
+			return record.RewindResult{}, err
+		}
+		return e.branch(ctx, req)
+	}
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
 	if err := e.NameStashes(ctx); err != nil {

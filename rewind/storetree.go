@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/record"
 )
 
 // storeTreeDepth bounds how deep checkStoreTree looks: the store's own
@@ -74,6 +76,11 @@ func walkStoreTree(fd int, rel, dir string, depth int) error {
 		case e.Type()&fs.ModeSymlink != 0:
 			return fmt.Errorf("%w: %s is a symlink (nothing in a store is reached through one)", ErrUntrustedStore, filepath.Join(dir, p))
 		case !e.IsDir() || depth+1 >= storeTreeDepth:
+			continue
+		case filepath.Dir(rel) == record.BranchesName:
+			// A branch's copy-up layer holds the branch's own tree (its
+			// symlinks, its users' directories), and its store is checked
+			// by the branch's daemon: neither is this store's.
 			continue
 		}
 		cfd, err := unix.Openat(fd, e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)

@@ -35,6 +35,7 @@ var flagsOf = map[string]string{
 	"revert":    "--dry-run --force",
 	"undo":      "--dry-run --turn",
 	"redo":      "--dry-run",
+	"branch":    "--at --allow-other --list --json --delete --force",
 	"merge":     "--dry-run --ours --theirs",
 	"mcp":       "--workspace",
 	"ui":        "--listen",

@@ -53,7 +53,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		mountCmd, umountCmd, stepCmd, runCmd, logCmd, showCmd, diffCmd,
-		rewindCmd, revertCmd, undoCmd, redoCmd, forkCmd, mergeCmd, statusCmd, verifyCmd, gcCmd, mcpCmd, uiCmd, hooksCmd,
+		rewindCmd, revertCmd, undoCmd, redoCmd, forkCmd, branchCmd, mergeCmd, statusCmd, verifyCmd, gcCmd, mcpCmd, uiCmd, hooksCmd,
 		replicateCmd, restoreCmd, bisectCmd, versionCmd, completionCmd,
 	}
 }

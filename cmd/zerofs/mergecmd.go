@@ -14,9 +14,10 @@ import (
 var mergeCmd = &command{
 	name:    "merge",
 	usage:   "merge DIR [--dry-run] [--ours|--theirs [PATH...]]",
-	summary: "bring a fork's changes since its base into the workspace as one undoable step",
-	help: `Run in the workspace, with DIR a fork of it (zerofs fork): brings every change
-DIR made since it was forked into the workspace, as one recorded rewind of
+	summary: "bring a branch's or fork's changes since its base into the workspace as one undoable step",
+	help: `Run in the workspace, with DIR a branch of it (zerofs branch) or a fork of it
+(zerofs fork): brings every change DIR made since its base (a branch's
+last merge, once merged) into the workspace, as one recorded rewind of
 form "merge" that zerofs undo takes back whole. Each path is merged three
 ways against the workspace's state the fork began from: changed only in the
 fork, taken; changed only here, kept; changed on both sides, a text file is
@@ -37,8 +38,11 @@ is not its change.
               everything beneath it; one that holds no conflict is refused);
               without, every conflict
 
-A directory that is not a fork of this workspace is refused. The log names
-the fork and the steps the merge brought in.
+A directory that is neither a branch nor a fork of this workspace is
+refused. The log names the branch or fork and the steps the merge brought
+in. A branch's changed paths are those its copy-up layer holds, so a merge
+costs what the branch changed; its state as merged is the base of its next
+merge (git's rule).
 `,
 	run: runMerge,
 }
@@ -54,7 +58,7 @@ func runMerge(e *env, c *command, args []string) error {
 	}
 	pos = append(pos, rest...)
 	if len(pos) < 1 {
-		return usagef(c, "want the fork's DIR")
+		return usagef(c, "want the branch's or fork's DIR")
 	}
 	if *ours && *theirs {
 		return usagef(c, "--ours and --theirs settle a conflict one way: give one")
@@ -117,7 +121,7 @@ func runMerge(e *env, c *command, args []string) error {
 // merged line by line, the conflicts settled.
 func writeMerged(w io.Writer, rec record.MergeRecord, verb string) {
 	for _, s := range rec.Steps {
-		fmt.Fprintf(w, "  %s the fork's %s\n", verb, history.Name(&s))
+		fmt.Fprintf(w, "  %s the %s's %s\n", verb, rec.Side(), history.Name(&s))
 	}
 	for _, p := range rec.Merged {
 		fmt.Fprintf(w, "  merged line by line %s\n", quote.Name(p))

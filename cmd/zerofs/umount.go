@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/zerofs/zerofs/branch"
 	"github.com/zerofs/zerofs/daemon"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
@@ -69,6 +70,17 @@ func runUmount(e *env, c *command, args []string) error {
 		mp = filepath.Clean(mp)
 	default:
 		return usagef(c, "want one MOUNTPOINT")
+	}
+	// A workspace's mounted branches read their base through its mount:
+	// they go first.
+	if ws, ok := history.At(mp); ok && ws.Mounted {
+		done, err := branch.UnmountAll(e.ctx, ws, branch.Options{Lazy: *lazy, Stderr: e.stderr})
+		for _, in := range done {
+			fmt.Fprintf(e.stderr, "zerofs: unmounted branch %s first ('zerofs branch %s' in the workspace mounts it again)\n", quote.Name(in.Dir), quote.Name(in.Dir))
+		}
+		if err != nil {
+			return fmt.Errorf("%w; the workspace stays mounted", err)
+		}
 	}
 	err = daemon.Unmount(mp, daemon.UnmountOptions{
 		Stderr: e.stderr,

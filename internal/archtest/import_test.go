@@ -56,11 +56,16 @@ var allowed = map[string][]string{
 	// stands on history like the front ends, and serves the CLI and MCP.
 	"bisect":    {"record", "hooks", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	"mcpserver": {"record", "history", "bisect", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	// branch makes, mounts, lists and deletes a workspace's branches
+	// (an overlay over @BASE/ and a zerofs of their own): it stands on
+	// history like the front ends, which use it (the CLI, the MCP server,
+	// the agents' worktree hooks), and runs this program to mount a branch.
+	"branch": {"record", "hooks", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	// daemon is the mount's lifecycle (mount, umount, the daemon, its pid
 	// file, signals and replication), below cmd and above the front end it
 	// serves (fs), the client library (history) and replicate.
 	"daemon":     {"record", "hooks", "fs", "history", "replicate", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
-	"cmd/zerofs": {"record", "daemon", "fs", "history", "timeline", "mcpserver", "bisect", "replicate", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"cmd/zerofs": {"record", "branch", "daemon", "fs", "history", "timeline", "mcpserver", "bisect", "replicate", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	// scripts/profmount is a developer's tool, a main like cmd/zerofs:
 	// it serves a mount under the profiler (scripts/bench.sh).
 	"scripts/profmount": {"record", "hooks", "fs", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},

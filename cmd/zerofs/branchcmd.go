@@ -1,0 +1,147 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/zerofs/zerofs/branch"
+	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/quote"
+	"github.com/zerofs/zerofs/record"
+)
+
+var branchCmd = &command{
+	name:    "branch",
+	usage:   "branch DIR... [--at SEQ] [--allow-other] | branch --list [--json] | branch --delete DIR [--force]",
+	summary: "mount DIR as a writable branch of the workspace at SEQ (default now), in O(1)",
+	help: `Run in the mounted workspace (as root: a branch is an overlayfs mount).
+Each DIR (absolute or relative to the current directory, outside the
+workspace, missing or empty) becomes a mounted, writable branch of the
+workspace as it was at SEQ (default: now), in time that does not grow with
+the workspace: its base is read through @SEQ/, and the first write to a
+path copies that path. A branch is a zerofs workspace of its own (steps,
+@T/, rewind, undo, log, hooks). Writes in it never reach the workspace, and
+the workspace's later changes never reach its base. 'zerofs merge DIR'
+brings its changes in. Its copy-up layer and history live in the
+workspace's store (STORE/branches/), and gc keeps every branch's base.
+
+A DIR that is a branch already is mounted again (after 'zerofs umount' of
+the workspace, which unmounts its branches first, or after its daemon was
+killed).
+
+  --at SEQ        the branch's base (default: now)
+  --allow-other   let other users use the branch (their permissions apply)
+  --list          each branch: its directory, base, mounted or not, and
+                  how many paths it changed (--json: as JSON)
+  --delete DIR    unmount the branch and remove it (its changes and history);
+                  refused while it holds changes no merge brought in, unless
+                  --force
+`,
+	run: runBranch,
+}
+
+func runBranch(e *env, c *command, args []string) error {
+	fs := newFlags(c)
+	at := fs.String("at", "", "")
+	list := fs.Bool("list", false, "")
+	asJSON := fs.Bool("json", false, "")
+	del := fs.String("delete", "", "")
+	force := fs.Bool("force", false, "")
+	allowOther := fs.Bool("allow-other", false, "")
+	pos, rest, err := parseArgs(c, fs, args)
+	if err != nil {
+		return err
+	}
+	pos = append(pos, rest...)
+	abs := func(p string) string {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(e.cwd, p)
+		}
+		return filepath.Clean(p)
+	}
+	switch {
+	case *list && (*del != "" || len(pos) > 0 || *at != ""):
+		return usagef(c, "--list goes alone")
+	case *del != "" && (len(pos) > 0 || *at != ""):
+		return usagef(c, "--delete takes one DIR")
+	case *force && *del == "":
+		return usagef(c, "--force goes with --delete")
+	case *asJSON && !*list:
+		return usagef(c, "--json goes with --list")
+	case !*list && *del == "" && len(pos) == 0:
+		return usagef(c, "want DIR, --list or --delete DIR")
+	}
+	ws, err := history.Find(e.cwd)
+	if err != nil {
+		return err
+	}
+	opts := branch.Options{AllowOther: *allowOther, Stderr: e.stderr}
+	switch {
+	case *list:
+		infos, err := branch.List(e.ctx, ws)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if infos == nil {
+				infos = []branch.Info{}
+			}
+			b, _ := json.MarshalIndent(infos, "", "  ")
+			fmt.Fprintf(e.stdout, "%s\n", b)
+			return nil
+		}
+		for _, in := range infos {
+			fmt.Fprintln(e.stdout, branchLine(in))
+		}
+		return nil
+	case *del != "":
+		in, err := branch.Delete(e.ctx, ws, abs(*del), *force, opts)
+		if errors.Is(err, record.ErrNotBranch) {
+			return fmt.Errorf("%s is not a branch of this workspace", quote.Name(abs(*del)))
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "deleted branch %s (at %d, %d changed paths)\n", quote.Name(in.Dir), in.Base, in.Changed)
+		return nil
+	}
+	seq := history.Now
+	if *at != "" {
+		r, err := parseRef(c, *at)
+		if err != nil {
+			return err
+		}
+		if err := withHistory(e, func(_ *history.Workspace, src history.Source) error {
+			seq, err = r.state(src)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	for _, d := range pos {
+		in, err := branch.Create(e.ctx, ws, abs(d), seq, opts)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "branch %s at %d\n", quote.Name(in.Dir), in.Base)
+	}
+	return nil
+}
+
+// branchLine is one branch in --list.
+func branchLine(in branch.Info) string {
+	state := "mounted"
+	if !in.Mounted {
+		state = "not mounted"
+	}
+	merged := ""
+	switch {
+	case in.Merged != 0 && in.Unmerged:
+		merged = fmt.Sprintf(", merged at %d, changed since", in.Merged)
+	case in.Merged != 0:
+		merged = fmt.Sprintf(", merged at %d", in.Merged)
+	}
+	return fmt.Sprintf("%s  at %d  %s  %d changed paths%s", quote.Name(in.Dir), in.Base, state, in.Changed, merged)
+}
