@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // PlanUninstall is what removing zerofs's hooks for a would change, from
@@ -44,6 +47,24 @@ func PlanUninstall(a Agent, opts InstallOptions) ([]FileChange, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return []FileChange{changeTo(path, before, after)}, nil
+}
+
+// ApplyUninstall applies c, a change PlanUninstall planned, and when it
+// removes a file, also the directory holding it if that is left empty and
+// lies below opts' project or home (the .claude/ an install made): an
+// install followed by an uninstall leaves nothing behind.
+func ApplyUninstall(c FileChange, opts InstallOptions) error {
+	if err := Apply(c); err != nil || !c.Remove {
+		return err
+	}
+	dir := filepath.Dir(c.Path)
+	for _, root := range []string{opts.Project, opts.Home} {
+		if root != "" && strings.HasPrefix(dir, filepath.Clean(root)+"/") {
+			os.Remove(dir) // fails, as it should, unless empty
+			break
+		}
+	}
+	return nil
 }
 
 // changeTo is the change from before to after at path; nil after removes

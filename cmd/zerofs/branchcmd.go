@@ -14,7 +14,7 @@ import (
 
 var branchCmd = &command{
 	name:    "branch",
-	usage:   "branch DIR... [--at SEQ] [--allow-other] | branch --list [--json] | branch --delete DIR [--force]",
+	usage:   "branch DIR... [--at SEQ] [--allow-other] | branch --list [--json] | branch --delete DIR [--force] | branch --hook [--agent AGENT]",
 	summary: "mount DIR as a writable branch of the workspace at SEQ (default now), in O(1)",
 	help: `Run in the mounted workspace (as root: a branch is an overlayfs mount).
 Each DIR (absolute or relative to the current directory, outside the
@@ -38,11 +38,26 @@ killed).
   --delete DIR    unmount the branch and remove it (its changes and history);
                   refused while it holds changes no merge brought in, unless
                   --force
+  --hook          answer an agent's worktree hook from its JSON on stdin
+                  (Claude Code's WorktreeCreate and WorktreeRemove, which
+                  'zerofs hooks install claude --worktrees' writes): a
+                  WorktreeCreate makes a branch of the workspace its cwd is
+                  in, at WORKSPACE-branches/NAME beside it (else in
+                  ~/.local/state/zerofs/branches/), and prints its directory;
+                  a WorktreeRemove deletes the branch, or exits 1 naming how
+                  to merge or drop it while it holds changes not merged (the
+                  agent then keeps the worktree). Unlike 'step --hook' it
+                  fails out loud, as the agent's contract asks: an unmounted
+                  workspace fails the creation.
+  --agent AGENT   the agent whose hook it is (claude)
 `,
 	run: runBranch,
 }
 
 func runBranch(e *env, c *command, args []string) error {
+	if isBranchHook(args) {
+		return branchHookArgs(e, c, args)
+	}
 	fs := newFlags(c)
 	at := fs.String("at", "", "")
 	list := fs.Bool("list", false, "")

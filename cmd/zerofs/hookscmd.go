@@ -19,7 +19,7 @@ import (
 
 var hooksCmd = &command{
 	name:    "hooks",
-	usage:   "hooks install AGENT [--user|--project] [--dry-run] [--no-prompt] | hooks check",
+	usage:   "hooks install|uninstall AGENT [--user|--project] [--dry-run] [--no-prompt] [--worktrees] | hooks check",
 	summary: "write an agent's hook configuration; check what reached the log",
 	help: `  hooks install AGENT   merge zerofs's hooks into the configuration of AGENT
                         (` + strings.Join(hooks.AgentNames(), ", ") + `):
@@ -41,6 +41,16 @@ var hooksCmd = &command{
     --no-prompt         record turns without the prompt's text and results
                         without the error's first line
     --zerofs PATH       the zerofs the hooks run (default: this binary)
+    --worktrees         also the agent's worktree hooks (Claude Code's
+                        WorktreeCreate and WorktreeRemove): each worktree it
+                        makes for a subagent (isolation: worktree),
+                        EnterWorktree or claude --worktree is a zerofs branch
+                        of the workspace (zerofs branch --hook)
+  hooks uninstall AGENT take zerofs's hooks out of AGENT's configuration
+                        again, keeping everything else; a file left holding
+                        nothing but what an install wrote is removed. With
+                        --worktrees, only the worktree hooks; --user,
+                        --project and --dry-run as for install
   hooks check           for each agent, where its hooks are installed, what
                         it still needs before they record, whether a file a
                         recorded install wrote is gone or changed, and the
@@ -52,11 +62,13 @@ var hooksCmd = &command{
 
 func runHooks(e *env, c *command, args []string) error {
 	if len(args) == 0 {
-		return usagef(c, "want install AGENT or check")
+		return usagef(c, "want install AGENT, uninstall AGENT or check")
 	}
 	switch args[0] {
 	case "install":
 		return runHooksInstall(e, c, args[1:])
+	case "uninstall":
+		return runHooksUninstall(e, c, args[1:])
 	case "check":
 		if len(args) > 1 {
 			return usagef(c, "check takes no arguments")
@@ -65,7 +77,7 @@ func runHooks(e *env, c *command, args []string) error {
 	case "-h", "-help", "--help":
 		return errHelp
 	}
-	return usagef(c, "unknown hooks command %q: want install or check", args[0])
+	return usagef(c, "unknown hooks command %q: want install, uninstall or check", args[0])
 }
 
 func runHooksInstall(e *env, c *command, args []string) error {
@@ -75,6 +87,7 @@ func runHooksInstall(e *env, c *command, args []string) error {
 	dry := fs.Bool("dry-run", false, "")
 	noPrompt := fs.Bool("no-prompt", false, "")
 	bin := fs.String("zerofs", "", "")
+	worktrees := fs.Bool("worktrees", false, "")
 	pos, rest, err := parseArgs(c, fs, args)
 	if err != nil {
 		return err
@@ -90,15 +103,55 @@ func runHooksInstall(e *env, c *command, args []string) error {
 	if *user && *project {
 		return usagef(c, "--user and --project exclude each other")
 	}
+	if *worktrees && len(agent.WorktreeEvents) == 0 {
+		return usagef(c, "--worktrees: %s has no worktree hooks (claude has)", agent.Name)
+	}
 	opts, err := installOptions(e, *user, *noPrompt, *bin)
 	if err != nil {
 		return err
 	}
+	opts.Worktrees = *worktrees
 	changes, err := hooks.PlanAll(agent, opts)
 	if err != nil {
 		return err
 	}
 	return writeInstall(e, agent, opts, changes, *dry)
+}
+
+func runHooksUninstall(e *env, c *command, args []string) error {
+	fs := newFlags(c)
+	user := fs.Bool("user", false, "")
+	project := fs.Bool("project", false, "")
+	dry := fs.Bool("dry-run", false, "")
+	worktrees := fs.Bool("worktrees", false, "")
+	pos, rest, err := parseArgs(c, fs, args)
+	if err != nil {
+		return err
+	}
+	pos = append(pos, rest...)
+	if len(pos) != 1 {
+		return usagef(c, "want one AGENT (%s)", strings.Join(hooks.AgentNames(), ", "))
+	}
+	agent, ok := hooks.Lookup(pos[0])
+	if !ok {
+		return usagef(c, "unknown agent %q: want one of %s", pos[0], strings.Join(hooks.AgentNames(), ", "))
+	}
+	if *user && *project {
+		return usagef(c, "--user and --project exclude each other")
+	}
+	if *worktrees && len(agent.WorktreeEvents) == 0 {
+		return usagef(c, "--worktrees: %s has no worktree hooks (claude has)", agent.Name)
+	}
+	opts, err := installOptions(e, *user, false, "zerofs")
+	if err != nil {
+		return err
+	}
+	opts.Worktrees = *worktrees
+	changes, err := hooks.PlanUninstall(agent, opts)
+	if err != nil {
+		return err
+	}
+	return writeUninstall(e, agent, opts, changes, *dry)
 }
 
 // installOptions works out where an install goes and which zerofs its
@@ -176,7 +229,11 @@ func runHooksCheck(e *env) error {
 				where = append(where, fmt.Sprintf("%s (%s; without the after-tool hooks that record results: install again)", scope, p))
 				scopes = append(scopes, scope)
 			case ok:
-				where = append(where, fmt.Sprintf("%s (%s)", scope, p))
+				wt := ""
+				if w, _ := hooks.WorktreesInstalled(a, p); w {
+					wt = "; with the worktree hooks: its worktrees are zerofs branches"
+				}
+				where = append(where, fmt.Sprintf("%s (%s%s)", scope, p, wt))
 				scopes = append(scopes, scope)
 			case err != nil && !errors.Is(err, os.ErrNotExist):
 				where = append(where, fmt.Sprintf("%s: unreadable (%v)", scope, err))
@@ -218,6 +275,10 @@ func lastByAgent(e *env, ws *history.Workspace) (map[string]string, map[string]i
 			}
 			if agent, rec, ok := installOf(ev); ok {
 				installs[agent] = rec
+				continue
+			}
+			if agent, ok := uninstallOf(ev); ok {
+				delete(installs, agent)
 				continue
 			}
 			if ev.Type == record.TypeToolResult {
