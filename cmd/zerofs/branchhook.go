@@ -105,7 +105,7 @@ func removeWorktree(e *env, req hooks.WorktreeRequest) error {
 	in, err := branch.Delete(e.ctx, ws, req.Path, false, branch.Options{Stderr: e.stderr})
 	var ue *branch.UnmergedError
 	if errors.As(err, &ue) {
-		return fmt.Errorf("kept the branch %s: it holds changes not merged into %s (%d changed paths): zerofs merge %s brings them in, zerofs branch --delete --force %s drops them",
+		return fmt.Errorf("kept the branch %s: it holds changes not merged into %s (%d changed paths): zerofs merge %s brings them in, zerofs branch --delete %s --force drops them",
 			quote.Name(in.Dir), quote.Name(ws.Root), in.Changed, quote.Name(in.Dir), quote.Name(in.Dir))
 	}
 	return err

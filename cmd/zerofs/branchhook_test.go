@@ -64,7 +64,7 @@ func TestBranchHookMounted(t *testing.T) {
 	t.Cleanup(func() {
 		for d := range made {
 			if _, err := os.Stat(d); err == nil {
-				bin(t, ws, "", "branch", "--delete", "--force", d)
+				bin(t, ws, "", "branch", "--delete", d, "--force")
 			}
 			if testsupport.FUSEMounted(d) {
 				t.Errorf("%s is still mounted", d)
@@ -107,7 +107,7 @@ func TestBranchHookMounted(t *testing.T) {
 	// runs in the worktree itself, as Claude Code's payload says.
 	r := hook(p, worktreeRemovePayload(t, p))
 	if r.code != 1 || !strings.Contains(r.stderr, "not merged") || !strings.Contains(r.stderr, "zerofs merge "+p) ||
-		!strings.Contains(r.stderr, "zerofs branch --delete --force "+p) {
+		!strings.Contains(r.stderr, "zerofs branch --delete "+p+" --force") {
 		t.Fatalf("removal of an unmerged branch: exit %d, stderr %q", r.code, r.stderr)
 	}
 	if !testsupport.FUSEMounted(p) || readTrim(t, filepath.Join(p, "greet.py")) != "def greet():\n    return 1" {

@@ -61,7 +61,7 @@ func TestClaudeSubagentsInBranchesMounted(t *testing.T) {
 	mountT(t, ws)
 	t.Cleanup(func() {
 		for _, b := range listBranches(t, ws) {
-			bin(t, ws, "", "branch", "--delete", "--force", b.Dir)
+			bin(t, ws, "", "branch", "--delete", b.Dir, "--force")
 			if testsupport.FUSEMounted(b.Dir) {
 				t.Errorf("%s is still mounted", b.Dir)
 				testsupport.Detach(t, b.Dir)
@@ -195,7 +195,7 @@ func TestClaudeExitWorktreeKeepsUnmergedBranchMounted(t *testing.T) {
 	mountT(t, ws)
 	t.Cleanup(func() {
 		for _, b := range listBranches(t, ws) {
-			bin(t, ws, "", "branch", "--delete", "--force", b.Dir)
+			bin(t, ws, "", "branch", "--delete", b.Dir, "--force")
 			if testsupport.FUSEMounted(b.Dir) {
 				t.Errorf("%s is still mounted", b.Dir)
 				testsupport.Detach(t, b.Dir)
