@@ -80,3 +80,62 @@ func TestTimelineMergeInBrowser(t *testing.T) {
 		t.Error("a label became markup")
 	}
 }
+
+// TestTimelineBranchesInBrowser reads a workspace's branches in the
+// timeline in a real Chromium: each branch with its directory, the state
+// of this workspace it began from, mounted or not, and what it holds (a
+// branch that changed a path: not merged; one that changed nothing: no
+// changes); a merge of the first shows it merged, as the merge's
+// sequence; a deleted branch leaves the list, and with no branch left the
+// list is gone.
+func TestTimelineBranchesInBrowser(t *testing.T) {
+	chrome := needChromium(t)
+	needFUSE(t)
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	writeFile(t, filepath.Join(ws, "a.txt"), "1\n2\n3\n")
+	mountT(t, ws)
+	one, two := filepath.Join(dir, "try-1"), filepath.Join(dir, "try-2")
+	t.Cleanup(func() {
+		for _, d := range []string{one, two} {
+			if _, err := os.Stat(d); err == nil {
+				bin(t, ws, "", "branch", "--delete", d, "--force")
+			}
+		}
+	})
+	binOK(t, ws, "branch", one, two)
+	base := listBranches(t, ws)[0].Base
+	binOK(t, one, "step", "Edit a.txt")
+	sh(t, one, `sed -i 's/^3$/three/' a.txt`)
+
+	u, _ := startUI(t, ws)
+	ctx := browserT(t, chrome)
+	if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
+		t.Fatal(err)
+	}
+	row := func(d string) string {
+		return fmt.Sprintf(`[...document.querySelectorAll("#branch-list .branch")].find(b => b.dataset.dir === %q)`, d)
+	}
+	text := func(d string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](row(d)+`.textContent`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	pollJS(t, ctx, "both branches listed", `!document.querySelector("#branches").hidden && `+row(one)+` && `+row(two))
+	if got, want := text(one), one+fmt.Sprintf("from #%d", base)+"mounted1 changed path, not merged"; got != want {
+		t.Errorf("the changed branch reads %q, want %q", got, want)
+	}
+	if got, want := text(two), two+fmt.Sprintf("from #%d", base)+"mountedno changes"; got != want {
+		t.Errorf("the unchanged branch reads %q, want %q", got, want)
+	}
+	binOK(t, ws, "merge", one)
+	merged := listBranches(t, ws)[0].Merged
+	pollJS(t, ctx, "the merged branch shown merged", fmt.Sprintf(`%s && %s.querySelector(".branch-state").textContent === "merged as #%d"`, row(one), row(one), merged))
+	binOK(t, ws, "branch", "--delete", one)
+	binOK(t, ws, "branch", "--delete", two)
+	pollJS(t, ctx, "the deleted branches gone", `document.querySelector("#branches").hidden && !`+row(one))
+}

@@ -191,12 +191,41 @@ async function loadOlder() {
   render();
 }
 
+// Branches: the workspace's, as /api/branches lists them, read at start,
+// when the history changes and every BRANCH_POLLS polls (making or
+// mounting a branch need not change the history).
+const BRANCH_POLLS = 5;
+let polls = 0;
+
+async function loadBranches() {
+  const r = await api("/api/branches");
+  if (!r.ok) return;
+  const list = $("branch-list");
+  list.replaceChildren(...r.data.branches.map(branchEl));
+  $("branches").hidden = r.data.branches.length === 0;
+}
+
+function branchEl(b) {
+  const li = el("li", "branch" + (b.mounted ? "" : " unmounted"));
+  li.dataset.dir = b.dir;
+  li.append(el("span", "branch-dir", quoteName(b.dir)));
+  li.append(el("span", "branch-base", "from #" + b.base));
+  li.append(el("span", "badge " + (b.mounted ? "mounted" : "unmounted"), b.mounted ? "mounted" : "not mounted"));
+  let state;
+  if (b.unmerged) state = b.changed + " changed path" + (b.changed === 1 ? "" : "s") + ", not merged";
+  else if (b.merged) state = "merged as #" + b.merged;
+  else state = "no changes";
+  li.append(el("span", "branch-state" + (b.unmerged ? " unmerged" : ""), state));
+  return li;
+}
+
 async function poll() {
   try {
     const r = await api("/api/head");
     if (r.ok) {
       if (r.data.root) $("root").textContent = quoteName(r.data.root);
       const changed = stamp !== null && r.data.stamp !== stamp;
+      if (changed || polls++ % BRANCH_POLLS === 0) await loadBranches();
       stamp = r.data.stamp;
       const moved = mounted !== r.data.mounted;
       mounted = r.data.mounted;
