@@ -86,7 +86,8 @@ func TestTimelineMergeInBrowser(t *testing.T) {
 // of this workspace it began from, mounted or not, and what it holds (a
 // branch that changed a path: not merged; one that changed nothing: no
 // changes); a merge of the first shows it merged, as the merge's
-// sequence; a deleted branch leaves the list, and with no branch left the
+// sequence, and the merge's entry names the branch and its step; a
+// deleted branch leaves the list, and with no branch left the
 // list is gone.
 func TestTimelineBranchesInBrowser(t *testing.T) {
 	chrome := needChromium(t)
@@ -135,6 +136,13 @@ func TestTimelineBranchesInBrowser(t *testing.T) {
 	binOK(t, ws, "merge", one)
 	merged := listBranches(t, ws)[0].Merged
 	pollJS(t, ctx, "the merged branch shown merged", fmt.Sprintf(`%s && %s.querySelector(".branch-state").textContent === "merged as #%d"`, row(one), row(one), merged))
+	// The merge's entry says it came from the branch, and what it brought.
+	mergeEntry := fmt.Sprintf(`[...document.querySelectorAll(".entry.rewind")].find(e => e.querySelector(".badge.merge") && e.dataset.seq === "%d")`, merged)
+	pollJS(t, ctx, "the branch's merge in the history", mergeEntry)
+	info, err := chromedp.Run(ctx, chromedp.Evaluate[string](mergeEntry+`.querySelector(".merge-info").textContent`))
+	if want := "from " + one + fmt.Sprintf(", which began at #%d of this workspace", base); err != nil || !strings.HasPrefix(info, want) || !strings.Contains(info, "Edit a.txt") {
+		t.Errorf("the merge entry says %q, want %q and the branch's step", info, want)
+	}
 	binOK(t, ws, "branch", "--delete", one)
 	binOK(t, ws, "branch", "--delete", two)
 	pollJS(t, ctx, "the deleted branches gone", `document.querySelector("#branches").hidden && !`+row(one))
