@@ -245,14 +245,16 @@ func run(ctx context.Context, opts Options, args ...string) error {
 	return nil
 }
 
-// checkDir makes dir absolute and clean and refuses one inside the
-// workspace (or holding it).
+// checkDir makes dir absolute, clean and free of symlinks (the name its
+// record keeps, which zerofs merge resolves the same way: Resolve) and
+// refuses one inside the workspace (or holding it).
 func checkDir(ws *history.Workspace, dir string) (string, error) {
 	if !filepath.IsAbs(dir) {
 		return "", fmt.Errorf("branch: %q is not an absolute path", dir)
 	}
 	dir = filepath.Clean(dir)
 	real := resolved(dir)
+	dir = real
 	for _, w := range []string{ws.Root, resolved(ws.Root)} {
 		if inside(dir, w) || inside(real, w) || inside(w, dir) || inside(w, real) {
 			return "", fmt.Errorf("branch: %s is inside the workspace %s (or holds it): a branch lives outside it", dir, ws.Root)
@@ -260,6 +262,10 @@ func checkDir(ws *history.Workspace, dir string) (string, error) {
 	}
 	return dir, nil
 }
+
+// Resolve is the name a branch at dir (absolute) is recorded by: every
+// symlink on the way resolved, as far as the path exists.
+func Resolve(dir string) string { return resolved(filepath.Clean(dir)) }
 
 // resolved is p with every symlink resolved, as far as it exists.
 func resolved(p string) string {
@@ -419,6 +425,12 @@ func Unmount(ctx context.Context, dir string, opts Options) error { return unmou
 // unmounted: each reads its base through ws's mount) and returns those it
 // unmounted.
 func UnmountAll(ctx context.Context, ws *history.Workspace, opts Options) ([]Info, error) {
+	if _, err := ws.StoreDir(); err != nil {
+		// A store that cannot be reached names no branches (a branch's
+		// own mount after its workspace's daemon was killed): nothing to
+		// unmount first.
+		return nil, nil
+	}
 	infos, err := List(ctx, ws)
 	if err != nil {
 		return nil, err

@@ -351,14 +351,16 @@ func upperPaths(w *workspace) ([]string, error) {
 	return out, walk("")
 }
 
-// findBranch is the branch of this store mounted at dir, if any.
+// findBranch is the branch of this store mounted at dir, if any, by its
+// name alone (the client resolves symlinks, as the branch's record did):
+// the daemon never looks at a branch's mount, whose base it serves.
 func (e *Engine) findBranch(dir string) (*record.BranchRecord, error) {
 	recs, err := ReadBranches(e.opts.StoreDir)
 	if err != nil {
 		return nil, err
 	}
 	for i := range recs {
-		if recs[i].Dir == filepath.Clean(dir) || samePath(recs[i].Dir, dir) {
+		if recs[i].Dir == filepath.Clean(dir) {
 			return &recs[i], nil
 		}
 	}
@@ -500,17 +502,9 @@ func (m *merger) entryNode(ent Entry) (*mergeNode, error) {
 // them in, each file's content stored in this workspace's blob store: the
 // base of the branch's next merge (git's rule).
 func (m *merger) branchMergedStates() ([]record.FileState, error) {
-	paths, err := m.side.changed()
+	paths, err := m.branchChanged()
 	if err != nil {
 		return nil, err
-	}
-	if m.side.branch.Merged != nil {
-		// Paths changed before the last merge keep their merged state
-		// unless changed since: the list is what the branch changed
-		// since its base, which includes them.
-		for _, st := range m.side.branch.Merged.States {
-			paths = append(paths, st.Path)
-		}
 	}
 	sort.Strings(paths)
 	var out []record.FileState
@@ -611,7 +605,16 @@ func (m *merger) branchChanged() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if ue == upperOpaque {
+		if ue == upperDir {
+			continue
+		}
+		// Removed (a whiteout), replaced by a file, or removed and made
+		// again (opaque): everything the base had beneath it changed too.
+		b, err := m.node(merge.Base, p)
+		if err != nil {
+			return nil, err
+		}
+		if b.node.Kind == merge.Dir {
 			if err := m.walkSide(merge.Base, p, func(q string) { out = append(out, q) }); err != nil {
 				return nil, err
 			}

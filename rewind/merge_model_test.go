@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
@@ -237,7 +239,17 @@ func (s *modelSide) randomOp() {
 			return // making q's parents took p away
 		}
 		s.clear(q)
-		rename := func() error { return os.Rename(s.abs(p), s.abs(q)) }
+		rename := func() error {
+			err := os.Rename(s.abs(p), s.abs(q))
+			if errors.Is(err, syscall.EXDEV) {
+				// A branch's directory from its base (overlayfs): mv copies it.
+				if out, err := exec.Command("cp", "-a", s.abs(p), s.abs(q)).CombinedOutput(); err != nil {
+					return fmt.Errorf("cp: %v: %s", err, out)
+				}
+				return os.RemoveAll(s.abs(p))
+			}
+			return err
+		}
 		if fi.IsDir() && s.e.opts.RenameRecords {
 			release, _, err := s.e.Begin(context.Background(), Caller{PID: 1, Comm: "mv"})
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/zerofs/zerofs/branch"
 	"github.com/zerofs/zerofs/history"
 	"github.com/zerofs/zerofs/internal/quote"
 	"github.com/zerofs/zerofs/record"
@@ -70,7 +71,9 @@ func runMerge(e *env, c *command, args []string) error {
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(e.cwd, dir)
 	}
-	mr := &record.MergeRequest{Dir: filepath.Clean(dir)}
+	// A branch is named as its record names it (symlinks resolved), by
+	// this process: the daemon never looks at a branch's mount.
+	mr := &record.MergeRequest{Dir: branch.Resolve(dir)}
 	switch {
 	case *ours:
 		mr.Settle = record.SettleOurs
