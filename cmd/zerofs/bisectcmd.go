@@ -20,7 +20,7 @@ var bisectCmd = &command{
 	name:    "bisect",
 	usage:   "bisect [--turns] [--good SEQ] [--bad SEQ] [--timeout D] -- CMD [ARG...]",
 	summary: "find the step after which CMD fails (like git bisect run)",
-	help: `Runs CMD against past states of the workspace and names the first step
+	about: `Runs CMD against past states of the workspace and names the first step
 after which it fails, as 'git bisect run' names a commit: CMD's exit status
 0 means good, 125 skip (the state cannot be tested), anything else below
 128 bad; 128 and above (a signal) stops the search. CMD runs in a scratch
@@ -39,44 +39,48 @@ state, fails at the oldest (--good) one too, or only skipped states (or
 states gc thinned away) are left. With N steps between the two states it
 needs at most ceil(log2(N+1))+1 runs of CMD. On an unmounted workspace it
 holds the store (as every command does) until it ends.
-
-  --turns      test turn boundaries only: name the first bad turn
-  --good SEQ   a state where CMD passes (default: the oldest state kept,
-               narrowed by an ok result the history recorded for the same
-               command, which is checked before it is trusted)
-  --bad SEQ    a state where CMD fails (default: now)
-  --timeout D  kill CMD after D (e.g. 2m) and count the state as bad
-
-SEQ is a state, as for rewind and diff: 42 (or @42), or -1 (the state before
+`,
+	flags: []flagDef{
+		{name: "turns", help: "test turn boundaries only: name the first bad turn"},
+		{name: "good", arg: "SEQ", comp: compSeq, help: `a state where CMD passes (default: the oldest state kept,
+narrowed by an ok result the history recorded for the same
+command, which is checked before it is trusted)`},
+		{name: "bad", arg: "SEQ", comp: compSeq, help: "a state where CMD fails (default: now)"},
+		{name: "timeout", arg: "D", def: time.Duration(0), comp: compNone, help: "kill CMD after D (e.g. 2m) and count the state as bad"},
+	},
+	args: []argDef{
+		{name: "CMD", comp: compCommand, afterDashes: true},
+		{name: "ARG...", afterDashes: true},
+	},
+	more: `SEQ is a state, as for rewind and diff: 42 (or @42), or -1 (the state before
 the current step).
 `,
 	run: runBisect,
 }
 
 func runBisect(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	turns := fs.Bool("turns", false, "")
-	good := fs.String("good", "", "")
-	bad := fs.String("bad", "", "")
-	timeout := fs.Duration("timeout", 0, "")
-	pos, argv, err := parseArgs(c, fs, args)
+	o, pos, argv, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	turns := o.Bool("turns")
+	good := o.String("good")
+	bad := o.String("bad")
+	timeout := o.Duration("timeout")
 	if len(pos) > 0 {
 		return usagef(c, "unexpected argument %q: the command goes after --", pos[0])
 	}
 	if len(argv) == 0 {
 		return usagef(c, "want a command after --")
 	}
-	if *timeout < 0 {
-		return usagef(c, "--timeout %v is negative", *timeout)
+	if timeout < 0 {
+		return usagef(c, "--timeout %v is negative", timeout)
 	}
 	var goodRef, badRef *ref
 	for _, x := range []struct {
 		s   string
 		out **ref
-	}{{*good, &goodRef}, {*bad, &badRef}} {
+	}{{good, &goodRef}, {bad, &badRef}} {
 		if x.s == "" {
 			continue
 		}
@@ -87,7 +91,7 @@ func runBisect(e *env, c *command, args []string) error {
 		*x.out = &r
 	}
 	return withHistory(e, func(ws *history.Workspace, src history.Source) error {
-		opts := bisect.Options{Argv: argv, Turns: *turns, Timeout: *timeout}
+		opts := bisect.Options{Argv: argv, Turns: turns, Timeout: timeout}
 		var err error
 		if goodRef != nil {
 			if opts.Good, err = goodRef.state(src); err != nil {

@@ -16,7 +16,7 @@ var branchCmd = &command{
 	name:    "branch",
 	usage:   "branch DIR... [--at SEQ] [--allow-other] | branch --list [--json] | branch --delete DIR [--force] | branch --hook [--agent AGENT]",
 	summary: "mount DIR as a writable branch of the workspace at SEQ (default now), in O(1)",
-	help: `Run in the mounted workspace (as root: a branch is an overlayfs mount).
+	about: `Run in the mounted workspace (as root: a branch is an overlayfs mount).
 Each DIR (absolute or relative to the current directory, outside the
 workspace, missing or empty) becomes a mounted, writable branch of the
 workspace as it was at SEQ (default: now), in time that does not grow with
@@ -31,45 +31,52 @@ A DIR that is a branch already is mounted again (after 'zerofs umount' of
 the workspace, which unmounts its branches first, or after its daemon was
 killed).
 
-  --at SEQ        the branch's base (default: now)
-  --allow-other   let other users use the branch (their permissions apply)
-  --list          each branch: its directory, base, mounted or not, and
-                  how many paths it changed (--json: as JSON)
-  --delete DIR    unmount the branch and remove it (its changes and history);
-                  refused while it holds changes no merge brought in, unless
-                  --force
-  --hook          answer an agent's worktree hook from its JSON on stdin
-                  (Claude Code's WorktreeCreate and WorktreeRemove, which
-                  'zerofs hooks install claude --worktrees' writes): a
-                  WorktreeCreate makes a branch of the workspace its cwd is
-                  in, at WORKSPACE-branches/NAME beside it (else in
-                  ~/.local/state/zerofs/branches/), and prints its directory;
-                  a WorktreeRemove deletes the branch, or exits 1 naming how
-                  to merge or drop it while it holds changes not merged (the
-                  agent then keeps the worktree). Unlike 'step --hook' it
-                  fails out loud, as the agent's contract asks: an unmounted
-                  workspace fails the creation.
-  --agent AGENT   the agent whose hook it is (claude)
 `,
-	run: runBranch,
+	flags: []flagDef{
+		{name: "at", arg: "SEQ", help: "the branch's base (default: now)", comp: compSeq},
+		{name: "allow-other", help: "let other users use the branch (their permissions apply)"},
+		{name: "list", help: `each branch: its directory, base, mounted or not, and
+how many paths it changed`},
+		{name: "json", help: "with --list: as JSON"},
+		{name: "delete", arg: "DIR", help: `unmount the branch and remove it (its changes and history);
+refused while it holds changes no merge brought in, unless
+--force`, comp: compDir},
+		{name: "force", help: "with --delete: also a branch holding changes not merged"},
+		{name: "hook", help: `answer an agent's worktree hook from its JSON on stdin
+(Claude Code's WorktreeCreate and WorktreeRemove, which
+'zerofs hooks install claude --worktrees' writes): a
+WorktreeCreate makes a branch of the workspace its cwd is
+in, at WORKSPACE-branches/NAME beside it (else in
+~/.local/state/zerofs/branches/), and prints its directory;
+a WorktreeRemove deletes the branch, or exits 1 naming how
+to merge or drop it while it holds changes not merged (the
+agent then keeps the worktree). Unlike 'step --hook' it
+fails out loud, as the agent's contract asks: an unmounted
+workspace fails the creation.`},
+		{name: "agent", arg: "AGENT", help: "with --hook: the agent whose hook it is (claude)", comp: compAgent},
+	},
+	args: []argDef{{name: "DIR...", comp: compDir}},
+	run:  runBranch,
 }
 
 func runBranch(e *env, c *command, args []string) error {
-	if isBranchHook(args) {
-		return branchHookArgs(e, c, args)
-	}
-	fs := newFlags(c)
-	at := fs.String("at", "", "")
-	list := fs.Bool("list", false, "")
-	asJSON := fs.Bool("json", false, "")
-	del := fs.String("delete", "", "")
-	force := fs.Bool("force", false, "")
-	allowOther := fs.Bool("allow-other", false, "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	at, list, asJSON := o.String("at"), o.Bool("list"), o.Bool("json")
+	del, force, allowOther := o.String("delete"), o.Bool("force"), o.Bool("allow-other")
+	hook, agent := o.Bool("hook"), o.String("agent")
 	pos = append(pos, rest...)
+	if hook {
+		if len(pos) > 0 || at != "" || list || asJSON || del != "" || force || allowOther {
+			return usagef(c, "--hook goes alone (with --agent): it reads the hook's JSON from stdin")
+		}
+		return runBranchHook(e, agent)
+	}
+	if agent != "" {
+		return usagef(c, "--agent goes with --hook")
+	}
 	abs := func(p string) string {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(e.cwd, p)
@@ -77,29 +84,29 @@ func runBranch(e *env, c *command, args []string) error {
 		return filepath.Clean(p)
 	}
 	switch {
-	case *list && (*del != "" || len(pos) > 0 || *at != ""):
+	case list && (del != "" || len(pos) > 0 || at != ""):
 		return usagef(c, "--list goes alone")
-	case *del != "" && (len(pos) > 0 || *at != ""):
+	case del != "" && (len(pos) > 0 || at != ""):
 		return usagef(c, "--delete takes one DIR")
-	case *force && *del == "":
+	case force && del == "":
 		return usagef(c, "--force goes with --delete")
-	case *asJSON && !*list:
+	case asJSON && !list:
 		return usagef(c, "--json goes with --list")
-	case !*list && *del == "" && len(pos) == 0:
+	case !list && del == "" && len(pos) == 0:
 		return usagef(c, "want DIR, --list or --delete DIR")
 	}
 	ws, err := history.Find(e.cwd)
 	if err != nil {
 		return err
 	}
-	opts := branch.Options{AllowOther: *allowOther, Stderr: e.stderr}
+	opts := branch.Options{AllowOther: allowOther, Stderr: e.stderr}
 	switch {
-	case *list:
+	case list:
 		infos, err := branch.List(e.ctx, ws)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if asJSON {
 			if infos == nil {
 				infos = []branch.Info{}
 			}
@@ -111,10 +118,10 @@ func runBranch(e *env, c *command, args []string) error {
 			fmt.Fprintln(e.stdout, branchLine(in))
 		}
 		return nil
-	case *del != "":
-		in, err := branch.Delete(e.ctx, ws, abs(*del), *force, opts)
+	case del != "":
+		in, err := branch.Delete(e.ctx, ws, abs(del), force, opts)
 		if errors.Is(err, record.ErrNotBranch) {
-			return fmt.Errorf("%s is not a branch of this workspace", quote.Name(abs(*del)))
+			return fmt.Errorf("%s is not a branch of this workspace", quote.Name(abs(del)))
 		}
 		if err != nil {
 			return err
@@ -123,8 +130,8 @@ func runBranch(e *env, c *command, args []string) error {
 		return nil
 	}
 	seq := history.Now
-	if *at != "" {
-		r, err := parseRef(c, *at)
+	if at != "" {
+		r, err := parseRef(c, at)
 		if err != nil {
 			return err
 		}

@@ -142,31 +142,3 @@ func branchParent(e *env, dir string) (*history.Workspace, error) {
 	}
 	return nil, fmt.Errorf("%s is no branch of a zerofs workspace zerofs could find: left alone (zerofs branch --list, in the workspace, lists its branches)", quote.Name(dir))
 }
-
-// isBranchHook reports whether args ask for `branch --hook`.
-func isBranchHook(args []string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		if a == "--hook" || a == "-hook" {
-			return true
-		}
-	}
-	return false
-}
-
-// branchHookArgs parses `branch --hook [--agent AGENT]`.
-func branchHookArgs(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	fs.Bool("hook", false, "")
-	agent := fs.String("agent", "", "")
-	pos, rest, err := parseArgs(c, fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos)+len(rest) > 0 {
-		return usagef(c, "--hook takes no DIR: it reads the hook's JSON from stdin")
-	}
-	return runBranchHook(e, *agent)
-}

@@ -13,25 +13,6 @@ import (
 	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
-// branchInfo is one entry of `zerofs branch --list --json`.
-type branchInfo struct {
-	Dir      string `json:"dir"`
-	Base     uint64 `json:"base"`
-	Mounted  bool   `json:"mounted"`
-	Changed  int    `json:"changed"`
-	Merged   uint64 `json:"merged"`
-	Unmerged bool   `json:"unmerged"`
-}
-
-func listBranches(t *testing.T, ws string) []branchInfo {
-	t.Helper()
-	var out []branchInfo
-	if err := json.Unmarshal([]byte(binOK(t, ws, "branch", "--list", "--json")), &out); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // TestClaudeSubagentsInBranchesMounted runs the real Claude Code (where it
 // is installed: $ZEROFS_AGENTS_BIN or PATH) against a fake model
 // (hooks/testdata/capture/anthropic.py, "worktree") on a mounted
@@ -60,7 +41,7 @@ func TestClaudeSubagentsInBranchesMounted(t *testing.T) {
 	port := fakeModel(t, "anthropic.py", ws, "worktree")
 	mountT(t, ws)
 	t.Cleanup(func() {
-		for _, b := range listBranches(t, ws) {
+		for _, b := range branchList(t, ws) {
 			bin(t, ws, "", "branch", "--delete", b.Dir, "--force")
 			if testsupport.FUSEMounted(b.Dir) {
 				t.Errorf("%s is still mounted", b.Dir)
@@ -86,7 +67,7 @@ func TestClaudeSubagentsInBranchesMounted(t *testing.T) {
 		}
 	}()
 
-	branches := listBranches(t, ws)
+	branches := branchList(t, ws)
 	if len(branches) != 2 {
 		t.Fatalf("branches after the run: %+v, want the two subagents'", branches)
 	}
@@ -159,7 +140,7 @@ func TestClaudeSubagentsInBranchesMounted(t *testing.T) {
 			t.Errorf("%s is still mounted after its deletion", b.Dir)
 		}
 	}
-	if left := listBranches(t, ws); len(left) != 0 {
+	if left := branchList(t, ws); len(left) != 0 {
 		t.Errorf("branches left: %+v", left)
 	}
 	entries, _ := os.ReadDir(ws)
@@ -194,7 +175,7 @@ func TestClaudeExitWorktreeKeepsUnmergedBranchMounted(t *testing.T) {
 	port := fakeModel(t, "anthropic.py", ws, "enter")
 	mountT(t, ws)
 	t.Cleanup(func() {
-		for _, b := range listBranches(t, ws) {
+		for _, b := range branchList(t, ws) {
 			bin(t, ws, "", "branch", "--delete", b.Dir, "--force")
 			if testsupport.FUSEMounted(b.Dir) {
 				t.Errorf("%s is still mounted", b.Dir)
@@ -224,7 +205,7 @@ func TestClaudeExitWorktreeKeepsUnmergedBranchMounted(t *testing.T) {
 		!strings.Contains(string(b), "WorktreeRemove hook exited 1") || !strings.Contains(string(b), "kept worktree at: "+p) {
 		t.Errorf("Claude Code's debug log does not show the hook's refusal")
 	}
-	branches := listBranches(t, ws)
+	branches := branchList(t, ws)
 	if len(branches) != 1 || branches[0].Dir != p || !branches[0].Mounted || !branches[0].Unmerged {
 		t.Fatalf("branches: %+v, want %s kept, mounted and unmerged", branches, p)
 	}

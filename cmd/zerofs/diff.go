@@ -14,7 +14,7 @@ var diffCmd = &command{
 	name:    "diff",
 	usage:   "diff [--stat] [SEQ [SEQ2]] [-- PATH...]",
 	summary: "unified diff from SEQ to SEQ2 (default: now; no SEQ: the current step)",
-	help: `Prints a git-style unified diff (3 lines of context) of every path that
+	about: `Prints a git-style unified diff (3 lines of context) of every path that
 changed between the two states, limited to the PATHs given after "--"
 (relative to the current directory). Without SEQ, the changes made in the
 current step (since the state before it). A file moved, with the same or
@@ -24,19 +24,18 @@ NO_COLOR).
 
 SEQ may be a sequence (42 or @42) or relative to the current step: @ is
 now, -1 (or @-1) the state before the current step, -2 the one before.
-
-  --stat   one line per path with its added and removed lines, and a total
 `,
-	run: runDiff,
+	flags: []flagDef{{name: "stat", help: "one line per path with its added and removed lines, and a total"}},
+	args:  []argDef{{name: "SEQ", comp: compSeq}, {name: "SEQ2", comp: compSeq}, {name: "PATH...", afterDashes: true}},
+	run:   runDiff,
 }
 
 func runDiff(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	stat := fs.Bool("stat", false, "")
-	pos, paths, err := parseArgs(c, fs, args)
+	o, pos, paths, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	stat := o.Bool("stat")
 	if len(pos) > 2 {
 		return usagef(c, "want at most SEQ and SEQ2")
 	}
@@ -81,7 +80,7 @@ func runDiff(e *env, c *command, args []string) error {
 		}
 		color := useColor(e.stdout)
 		return withPager(e, func(w io.Writer) error {
-			if *stat {
+			if stat {
 				return writeDiffStat(w, diffs, color)
 			}
 			return writeDiffs(w, diffs, color)

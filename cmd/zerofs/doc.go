@@ -9,6 +9,19 @@
 // mount and umount stand on package daemon (the daemon started, served,
 // replaced when dead, unmounted) the same way.
 //
+// Adding a command: one declaration, a *command in the command's own
+// file (see cli.go) with its usage line (SPEC's, where SPEC has one),
+// summary, help (about, then the flags and the arguments that have help,
+// then more), flags (name, short, arg, default, help, completion kind) and
+// positional arguments; add it to the commands list in main.go, in SPEC's
+// order. Its run parses with c.parse(args) and reads each flag by name
+// (o.Bool("dry-run")). From the declaration come the parsing, `zerofs help
+// CMD` and CMD --help, the bash and zsh completions (completion.go), and
+// docs/reference.md, which `go generate ./cmd/zerofs` rewrites from
+// reference.md.tmpl (its prose); TestReferenceGenerated fails while the
+// committed file differs, and TestUsageMatchesSpec holds the usage lines to
+// SPEC's (testdata/spec-usage.txt).
+//
 // Exit codes: 0 success; 1 failure, with one "zerofs: reason" line on
 // stderr; 2 bad usage, with the usage line. `zerofs run` exits with its
 // command's status. `zerofs step --hook` exits 0 with a warning outside any
@@ -18,3 +31,5 @@
 // log are package daemon's); every change to the history goes through the
 // engine or the control files, which return once it is durable.
 package main
+
+//go:generate env ZEROFS_WRITE_REFERENCE=1 go test -run ^TestReferenceGenerated$ .

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -13,13 +12,6 @@ import (
 // forms (90m, 12h, 1h30m) plus days and weeks (7d, 2w, 1d12h), printed
 // back the same way ("7d", never "168h0m0s").
 type durationValue struct{ d *time.Duration }
-
-// durationFlag defines a durationValue flag on fs.
-func durationFlag(fs *flag.FlagSet, name string, def time.Duration) *time.Duration {
-	d := def
-	fs.Var(durationValue{&d}, name, "")
-	return &d
-}
 
 func (v durationValue) Set(s string) error {
 	d, err := parseDuration(s)
@@ -101,3 +93,5 @@ func formatDuration(d time.Duration) string {
 	}
 	return sign + s
 }
+
+func (v durationValue) Get() any { return *v.d }

@@ -12,7 +12,7 @@ var forkCmd = &command{
 	name:    "fork",
 	usage:   "fork SEQ DIR",
 	summary: "the state at SEQ as a new workspace DIR with its own store",
-	help: `Writes the workspace as it was at SEQ into DIR (which must not exist; its
+	about: `Writes the workspace as it was at SEQ into DIR (which must not exist; its
 parent must), with a store of its own (DIR/.zero) whose first event, a
 workspace_forked, records this workspace and SEQ; 'zerofs mount DIR' then
 works. Unmounted, file contents are reflinked (FICLONE) from the store or the
@@ -20,11 +20,12 @@ workspace where the filesystem can, and copied elsewhere; mounted, they are
 copied from @SEQ/ with your own permissions (a FUSE file cannot be
 reflinked).
 `,
-	run: runFork,
+	args: []argDef{{name: "SEQ", comp: compSeq}, {name: "DIR", comp: compDir}},
+	run:  runFork,
 }
 
 func runFork(e *env, c *command, args []string) error {
-	pos, rest, err := parseArgs(c, newFlags(c), args)
+	_, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}

@@ -14,48 +14,49 @@ var gcCmd = &command{
 	name:    "gc",
 	usage:   "gc [--dry-run] [--before SEQ | --keep DURATION | --keep-steps N] [--thin-after DURATION]",
 	summary: "forget states older than SEQ or DURATION; thin old history",
-	help: `Forgets the states before SEQ: @T with T < SEQ no longer exists, and the
+	about: `Forgets the states before SEQ: @T with T < SEQ no longer exists, and the
 blobs only they needed are removed, with blobs no event refers to. Appends
-a history_pruned event.
-
-  --dry-run          say what the gc would forget and free, and change
-                     nothing (for --thin-after, see zerofs status)
-  --before SEQ       the first state to keep
-  --keep DURATION    keep every state that was current at some time in the
-                     last DURATION (e.g. 3d, 12h): the cut is the state that
-                     was current DURATION ago
-  --keep-steps N     keep the last N steps: the cut is where the Nth last
-                     step began
-  --thin-after DURATION
-                     history older than DURATION (e.g. 7d) keeps one
-                     state a day: the state each UTC day's first step began
-                     from, the start of history and the state current
-                     DURATION ago stay; every state in between goes (@T
-                     there no longer exists, a rewind there is refused), and
-                     so do the blobs only those states needed. Appends a
-                     history_thinned event naming each interval that went.
-                     Combines with a cut (the thin applies to what is left)
-  (none)          keep all history; remove only blobs no event refers to
+a history_pruned event. With no flag it keeps all history and removes only
+blobs no event refers to.
 `,
+	flags: []flagDef{
+		{name: "dry-run", help: `say what the gc would forget and free, and change
+nothing (for --thin-after, see zerofs status)`},
+		{name: "before", arg: "SEQ", comp: compSeq, help: "the first state to keep"},
+		{name: "keep", arg: "DURATION", def: time.Duration(0), comp: compNone,
+			help: `keep every state that was current at some time in the
+last DURATION (e.g. 3d, 12h): the cut is the state that
+was current DURATION ago`},
+		{name: "keep-steps", arg: "N", def: 0, comp: compNone, help: `keep the last N steps: the cut is where the Nth last
+step began`},
+		{name: "thin-after", arg: "DURATION", def: time.Duration(0), comp: compNone,
+			help: `history older than DURATION (e.g. 7d) keeps one
+state a day: the state each UTC day's first step began
+from, the start of history and the state current
+DURATION ago stay; every state in between goes (@T
+there no longer exists, a rewind there is refused), and
+so do the blobs only those states needed. Appends a
+history_thinned event naming each interval that went.
+Combines with a cut (the thin applies to what is left)`},
+	},
 	run: runGC,
 }
 
 func runGC(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	before := fs.String("before", "", "")
-	dry := fs.Bool("dry-run", false, "")
-	keep := durationFlag(fs, "keep", 0)
-	keepSteps := fs.Int("keep-steps", 0, "")
-	thinAfter := durationFlag(fs, "thin-after", 0)
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	before := o.String("before")
+	dry := o.Bool("dry-run")
+	keep := o.Duration("keep")
+	keepSteps := o.Int("keep-steps")
+	thinAfter := o.Duration("thin-after")
 	if len(pos)+len(rest) > 0 {
 		return usagef(c, "unexpected argument %q", append(pos, rest...)[0])
 	}
 	set := 0
-	for _, on := range []bool{*before != "", *keep != 0, *keepSteps != 0} {
+	for _, on := range []bool{before != "", keep != 0, keepSteps != 0} {
 		if on {
 			set++
 		}
@@ -63,46 +64,46 @@ func runGC(e *env, c *command, args []string) error {
 	if set > 1 {
 		return usagef(c, "--before, --keep and --keep-steps exclude each other")
 	}
-	if *keepSteps < 0 {
+	if keepSteps < 0 {
 		return usagef(c, "--keep-steps must be positive")
 	}
-	if *keep < 0 {
+	if keep < 0 {
 		return usagef(c, "--keep must be positive")
 	}
-	if *thinAfter < 0 {
+	if thinAfter < 0 {
 		return usagef(c, "--thin-after must be positive")
 	}
-	if *dry && *thinAfter > 0 {
-		return usagef(c, "--dry-run does not preview --thin-after: zerofs status --thin-after %s says what it would thin and free", formatDuration(*thinAfter))
+	if dry && thinAfter > 0 {
+		return usagef(c, "--dry-run does not preview --thin-after: zerofs status --thin-after %s says what it would thin and free", formatDuration(thinAfter))
 	}
 	var cut record.Seq
-	if *before != "" {
-		if cut, err = parseSeq(c, *before); err != nil {
+	if before != "" {
+		if cut, err = parseSeq(c, before); err != nil {
 			return err
 		}
 	}
 	return withHistory(e, func(ws *history.Workspace, h history.Source) error {
 		var err error
 		switch {
-		case *keep > 0:
-			if cut, err = history.KeepCut(h, time.Now().Add(-*keep)); err != nil {
+		case keep > 0:
+			if cut, err = history.KeepCut(h, time.Now().Add(-keep)); err != nil {
 				return err
 			}
-		case *keepSteps > 0:
-			if cut, err = keepStepsCut(h, *keepSteps); err != nil {
+		case keepSteps > 0:
+			if cut, err = keepStepsCut(h, keepSteps); err != nil {
 				return err
 			}
-		case *before == "":
+		case before == "":
 			if cut, err = h.PrunedBefore(); err != nil {
 				return err
 			}
 		}
-		if *dry {
+		if dry {
 			return previewGC(e, ws, h, cut)
 		}
 		req := record.GCRequest{Before: cut}
-		if *thinAfter > 0 {
-			if req.ThinBefore, err = history.KeepCut(h, time.Now().Add(-*thinAfter)); err != nil {
+		if thinAfter > 0 {
+			if req.ThinBefore, err = history.KeepCut(h, time.Now().Add(-thinAfter)); err != nil {
 				return err
 			}
 		}
@@ -115,7 +116,7 @@ func runGC(e *env, c *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		if *thinAfter > 0 {
+		if thinAfter > 0 {
 			printThinGC(e, res, req.ThinBefore)
 			return nil
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -199,62 +198,6 @@ func TestNoColor(t *testing.T) {
 	t.Setenv("NO_COLOR", "1")
 	if useColor(tty) {
 		t.Errorf("colour with NO_COLOR=1")
-	}
-}
-
-// Every flag a command defines is completed, in bash and zsh.
-func TestCompletionsCoverFlags(t *testing.T) {
-	dir := t.TempDir()
-	for _, c := range commands {
-		args := []string{c.name, "--help"}
-		if c.name == "hooks" {
-			// hooks --help parses no flags; its flags are hooks install's.
-			args = []string{c.name, "install", "--help"}
-		}
-		zerofs(t, dir, "", args...)
-		flagSets.Lock()
-		fs := flagSets.last[c.name]
-		flagSets.Unlock()
-		if fs == nil {
-			continue
-		}
-		have := map[string]bool{}
-		for _, f := range strings.Fields(flagsOf[c.name]) {
-			have[strings.TrimLeft(f, "-")] = true
-		}
-		fs.VisitAll(func(f *flag.Flag) {
-			if !have[f.Name] {
-				t.Errorf("zerofs %s --%s is not in the shell completions (flagsOf)", c.name, f.Name)
-			}
-		})
-	}
-	bash := mustRun(t, dir, "completion", "bash")
-	for _, want := range []string{"--max-store-size", `mcp) flags="--workspace --help"`, `ui) flags="--listen --help"`, "gc) flags=\"--dry-run"} {
-		if !strings.Contains(bash, want) {
-			t.Errorf("bash completion lacks %q", want)
-		}
-	}
-}
-
-// The command reference's list (docs/reference.md) is `zerofs --help`, word for word.
-func TestReferenceUsageMatchesHelp(t *testing.T) {
-	reference, err := os.ReadFile("../../docs/reference.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	help := mustRun(t, t.TempDir(), "--help")
-	var block []string
-	for _, l := range strings.Split(strings.TrimRight(help, "\n"), "\n") {
-		if strings.HasPrefix(l, "    zerofs ") || (strings.HasPrefix(l, "       ") && len(block) > 0) {
-			block = append(block, l)
-		}
-	}
-	if len(block) < len(commands) {
-		t.Fatalf("--help has %d usage lines for %d commands:\n%s", len(block), len(commands), help)
-	}
-	want := strings.Join(block, "\n") + "\n"
-	if !strings.Contains(string(reference), "\n"+want) {
-		t.Errorf("docs/reference.md's command list differs from zerofs --help; it should hold, as is:\n%s", want)
 	}
 }
 

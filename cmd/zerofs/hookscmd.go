@@ -21,7 +21,7 @@ var hooksCmd = &command{
 	name:    "hooks",
 	usage:   "hooks install|uninstall AGENT [--user|--project] [--dry-run] [--no-prompt] [--worktrees] | hooks check",
 	summary: "write an agent's hook configuration; check what reached the log",
-	help: `  hooks install AGENT   merge zerofs's hooks into the configuration of AGENT
+	about: `  hooks install AGENT   merge zerofs's hooks into the configuration of AGENT
                         (` + strings.Join(hooks.AgentNames(), ", ") + `):
                         a hook before each tool call begins a step, one
                         after it records its result, and a hook at each
@@ -33,31 +33,37 @@ var hooksCmd = &command{
                         a mounted workspace the install is a step of its own.
                         OpenCode gets a small plugin file instead (named in
                         the project's opencode.json, kept outside it).
-    --project           this project's configuration (the default): the
-                        workspace around the current directory, or the
-                        current directory outside one
-    --user              the user's configuration, for every project
-    --dry-run           print what would change and write nothing
-    --no-prompt         record turns without the prompt's text and results
-                        without the error's first line
-    --zerofs PATH       the zerofs the hooks run (default: this binary)
-    --worktrees         also the agent's worktree hooks (Claude Code's
-                        WorktreeCreate and WorktreeRemove): each worktree it
-                        makes for a subagent (isolation: worktree),
-                        EnterWorktree or claude --worktree is a zerofs branch
-                        of the workspace (zerofs branch --hook)
   hooks uninstall AGENT take zerofs's hooks out of AGENT's configuration
                         again, keeping everything else; a file left holding
-                        nothing but what an install wrote is removed. With
-                        --worktrees, only the worktree hooks; --user,
-                        --project and --dry-run as for install
+                        nothing but what an install wrote is removed (and its
+                        directory, left empty). With --worktrees, only the
+                        worktree hooks
   hooks check           for each agent, where its hooks are installed, what
                         it still needs before they record, whether a file a
                         recorded install wrote is gone or changed, and the
                         last step, result and turn it recorded in this
                         workspace
+
+Flags of hooks install (--user, --project, --dry-run and --worktrees also
+of hooks uninstall):
 `,
-	run: runHooks,
+	flags: []flagDef{
+		{name: "user", help: "the user's configuration, for every project"},
+		{name: "project", help: `this project's configuration (the default): the
+workspace around the current directory, or the
+current directory outside one`},
+		{name: "dry-run", help: "print what would change and write nothing"},
+		{name: "no-prompt", help: `record turns without the prompt's text and results
+without the error's first line`},
+		{name: "zerofs", arg: "PATH", help: "the zerofs the hooks run (default: this binary)"},
+		{name: "worktrees", help: `also the agent's worktree hooks (Claude Code's
+WorktreeCreate and WorktreeRemove): each worktree it
+makes for a subagent (isolation: worktree),
+EnterWorktree or claude --worktree is a zerofs branch
+of the workspace (zerofs branch --hook)`},
+	},
+	args: []argDef{{name: "install|uninstall|check", comp: compWords}, {name: "AGENT", comp: compAgent}},
+	run:  runHooks,
 }
 
 func runHooks(e *env, c *command, args []string) error {
@@ -81,17 +87,16 @@ func runHooks(e *env, c *command, args []string) error {
 }
 
 func runHooksInstall(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	user := fs.Bool("user", false, "")
-	project := fs.Bool("project", false, "")
-	dry := fs.Bool("dry-run", false, "")
-	noPrompt := fs.Bool("no-prompt", false, "")
-	bin := fs.String("zerofs", "", "")
-	worktrees := fs.Bool("worktrees", false, "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	user := o.Bool("user")
+	project := o.Bool("project")
+	dry := o.Bool("dry-run")
+	noPrompt := o.Bool("no-prompt")
+	bin := o.String("zerofs")
+	worktrees := o.Bool("worktrees")
 	pos = append(pos, rest...)
 	if len(pos) != 1 {
 		return usagef(c, "want one AGENT (%s)", strings.Join(hooks.AgentNames(), ", "))
@@ -100,33 +105,35 @@ func runHooksInstall(e *env, c *command, args []string) error {
 	if !ok {
 		return usagef(c, "unknown agent %q: want one of %s", pos[0], strings.Join(hooks.AgentNames(), ", "))
 	}
-	if *user && *project {
+	if user && project {
 		return usagef(c, "--user and --project exclude each other")
 	}
-	if *worktrees && len(agent.WorktreeEvents) == 0 {
+	if worktrees && len(agent.WorktreeEvents) == 0 {
 		return usagef(c, "--worktrees: %s has no worktree hooks (claude has)", agent.Name)
 	}
-	opts, err := installOptions(e, *user, *noPrompt, *bin)
+	opts, err := installOptions(e, user, noPrompt, bin)
 	if err != nil {
 		return err
 	}
-	opts.Worktrees = *worktrees
+	opts.Worktrees = worktrees
 	changes, err := hooks.PlanAll(agent, opts)
 	if err != nil {
 		return err
 	}
-	return writeInstall(e, agent, opts, changes, *dry)
+	return writeInstall(e, agent, opts, changes, dry)
 }
 
 func runHooksUninstall(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	user := fs.Bool("user", false, "")
-	project := fs.Bool("project", false, "")
-	dry := fs.Bool("dry-run", false, "")
-	worktrees := fs.Bool("worktrees", false, "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
+	}
+	user := o.Bool("user")
+	project := o.Bool("project")
+	dry := o.Bool("dry-run")
+	worktrees := o.Bool("worktrees")
+	if o.Bool("no-prompt") || o.String("zerofs") != "" {
+		return usagef(c, "--no-prompt and --zerofs go with install")
 	}
 	pos = append(pos, rest...)
 	if len(pos) != 1 {
@@ -136,22 +143,22 @@ func runHooksUninstall(e *env, c *command, args []string) error {
 	if !ok {
 		return usagef(c, "unknown agent %q: want one of %s", pos[0], strings.Join(hooks.AgentNames(), ", "))
 	}
-	if *user && *project {
+	if user && project {
 		return usagef(c, "--user and --project exclude each other")
 	}
-	if *worktrees && len(agent.WorktreeEvents) == 0 {
+	if worktrees && len(agent.WorktreeEvents) == 0 {
 		return usagef(c, "--worktrees: %s has no worktree hooks (claude has)", agent.Name)
 	}
-	opts, err := installOptions(e, *user, false, "zerofs")
+	opts, err := installOptions(e, user, false, "zerofs")
 	if err != nil {
 		return err
 	}
-	opts.Worktrees = *worktrees
+	opts.Worktrees = worktrees
 	changes, err := hooks.PlanUninstall(agent, opts)
 	if err != nil {
 		return err
 	}
-	return writeUninstall(e, agent, opts, changes, *dry)
+	return writeUninstall(e, agent, opts, changes, dry)
 }
 
 // installOptions works out where an install goes and which zerofs its

@@ -21,3 +21,5 @@ func (v *patternsValue) Set(s string) error {
 	*v = append(*v, s)
 	return nil
 }
+
+func (v *patternsValue) Get() any { return *v }

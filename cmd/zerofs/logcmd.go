@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -17,7 +16,7 @@ var logCmd = &command{
 	name:    "log",
 	usage:   "log [--json] [--stat] [--all] [--failed] [-n N] [-- PATH...] | log --replica URL [--replica-key FILE] [--json]",
 	summary: "steps, newest first, with changed paths",
-	help: `One block per step (its tool_call's sequence, local time and label, and
+	about: `One block per step (its tool_call's sequence, local time and label, and
 "failed" with the exit code and duration when its tool call failed), per
 rewind and per gc, newest first. Changes made outside any step (before the
 first one, or after a rewind) form an implicit step, "(no step)"; one that
@@ -28,57 +27,60 @@ failed.
 When an agent's prompt hook records turns (zerofs hooks install), each
 turn (a person's prompt) heads the steps it led to, which are indented
 under it; 'zerofs rewind --before-turn SEQ' takes a whole turn back.
-
-  --stat   list the paths each step changed: added, deleted, modified, mode
-           (permission bits only), renamed, skipped (before-state not kept),
-           each with the process (name[pid]) that changed it
-  --json   one JSON array instead, changes included; docs/agents.md gives its
-           fields
-  --all    also the steps that changed nothing
-  --failed only the steps whose recorded result (an agent's after-tool hook,
-           'zerofs run') is an error, whether they changed anything or not
-  -n N     only the newest N steps, rewinds and gcs (N >= 1), each under
-           its turn's prompt, which is always shown with them
-  PATH...  only the steps that changed these paths (relative to the current
-           directory; a directory stands for everything under it), and only
-           those changes; when no step changed them, log says so and
-           whether they exist, and exits 1 for a path that does not
-
-The output goes through $PAGER (default "less -FRX") when stdout is a terminal.
+`,
+	flags: []flagDef{
+		{name: "json", help: `one JSON array instead, changes included; docs/agents.md gives its
+fields`},
+		{name: "stat", help: `list the paths each step changed: added, deleted, modified, mode
+(permission bits only), renamed, skipped (before-state not kept),
+each with the process (name[pid]) that changed it`},
+		{name: "all", help: "also the steps that changed nothing"},
+		{name: "failed", help: `only the steps whose recorded result (an agent's after-tool hook,
+'zerofs run') is an error, whether they changed anything or not`},
+		{name: "n", arg: "N", def: 0, comp: compNone, help: `only the newest N steps, rewinds and gcs (N >= 1), each under
+its turn's prompt, which is always shown with them`},
+		{name: "replica", arg: "URL", comp: compNone, help: `the log of the replica at URL (s3://BUCKET/PREFIX) instead,
+with --json and --replica-key only`},
+		{name: "replica-key", arg: "FILE", help: "the replica's key, when it is sealed"},
+	},
+	args: []argDef{{name: "PATH...", afterDashes: true, help: `only the steps that changed these paths (relative to the current
+directory; a directory stands for everything under it), and only
+those changes; when no step changed them, log says so and
+whether they exist, and exits 1 for a path that does not`}},
+	more: `The output goes through $PAGER (default "less -FRX") when stdout is a terminal.
 `,
 	run: runLog,
 }
 
 func runLog(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	asJSON := fs.Bool("json", false, "")
-	stat := fs.Bool("stat", false, "")
-	limit := fs.Int("n", 0, "")
-	all := fs.Bool("all", false, "")
-	failed := fs.Bool("failed", false, "")
-	replica := fs.String("replica", "", "")
-	keyFile := fs.String("replica-key", "", "")
-	pos, paths, err := parseArgs(c, fs, args)
+	o, pos, paths, err := c.parse(args)
 	if err != nil {
 		return err
 	}
-	if *replica != "" {
-		if len(pos)+len(paths) > 0 || *stat || *all || *failed || *limit != 0 {
+	asJSON := o.Bool("json")
+	stat := o.Bool("stat")
+	limit := o.Int("n")
+	all := o.Bool("all")
+	failed := o.Bool("failed")
+	replica := o.String("replica")
+	keyFile := o.String("replica-key")
+	if replica != "" {
+		if len(pos)+len(paths) > 0 || stat || all || failed || limit != 0 {
 			return usagef(c, "log --replica takes only --replica-key and --json")
 		}
-		return logReplica(e, c, *replica, *keyFile, *asJSON)
+		return logReplica(e, c, replica, keyFile, asJSON)
 	}
 	if len(pos) > 0 {
 		return usagef(c, "unexpected argument %q (paths go after --)", pos[0])
 	}
-	if *limit < 0 {
-		return usagef(c, "-n %d is negative: want how many entries to show", *limit)
+	if limit < 0 {
+		return usagef(c, "-n %d is negative: want how many entries to show", limit)
 	}
-	if *limit == 0 && flagGiven(fs, "n") {
+	if limit == 0 && o.Given("n") {
 		return usagef(c, "-n 0 would show nothing: want how many entries to show (1 or more), or leave -n out for all")
 	}
 	return withHistory(e, func(ws *history.Workspace, src history.Source) error {
-		opts := history.LogOptions{Changes: *asJSON || *stat, Limit: *limit, All: *all, Failed: *failed}
+		opts := history.LogOptions{Changes: asJSON || stat, Limit: limit, All: all, Failed: failed}
 		for _, p := range paths {
 			rel, err := ws.RelPath(e.cwd, p)
 			if err != nil {
@@ -90,17 +92,17 @@ func runLog(e *env, c *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		if len(entries) == 0 && len(opts.Paths) > 0 && !*asJSON {
+		if len(entries) == 0 && len(opts.Paths) > 0 && !asJSON {
 			return untouched(e.stdout, src, opts.Paths)
 		}
-		if *asJSON {
+		if asJSON {
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
 			return enc.Encode(entries)
 		}
 		color := useColor(e.stdout)
 		return withPager(e, func(w io.Writer) error {
-			return writeLog(w, entries, *stat, color)
+			return writeLog(w, entries, stat, color)
 		})
 	})
 }
@@ -280,13 +282,6 @@ func turnLine(ent history.Entry, ok bool) string {
 		what += " (" + quote.Name(ent.Agent) + ")"
 	}
 	return what
-}
-
-// flagGiven reports whether the flag name was on the command line.
-func flagGiven(fs *flag.FlagSet, name string) bool {
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
-	return given
 }
 
 // kindSuffix marks a directory with "/" and a symlink with "@", as ls -F.

@@ -35,18 +35,6 @@ type env struct {
 	quiet bool
 }
 
-// command is one subcommand: its usage line, its help text, and the function
-// that runs it. run returns a *usageError for bad arguments (exit 2), an
-// *exitError to pass on an exit code (zerofs run), or any other error for a
-// failure (exit 1).
-type command struct {
-	name    string
-	usage   string // the synopsis after "zerofs "
-	summary string // one line for the command list
-	help    string // flags and details, for `zerofs help CMD`
-	run     func(e *env, c *command, args []string) error
-}
-
 // commands in the order `zerofs --help` lists them (SPEC's order).
 var commands []*command
 
@@ -135,7 +123,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, cwd string) i
 				printTopUsage(stderr)
 				return 2
 			}
-			printHelp(stdout, c)
+			writeHelp(stdout, c)
 			return 0
 		}
 		printTopUsage(stdout)
@@ -160,7 +148,7 @@ func exitCode(err error, c *command, stdout, stderr io.Writer) int {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
-		printHelp(stdout, c)
+		writeHelp(stdout, c)
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "zerofs %s: %s\n", c.name, ue.msg)
@@ -190,11 +178,4 @@ func printTopUsage(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\n-C DIR runs as if started in DIR. -q shows no progress (long operations show it on stderr when\nit is a terminal). NO_COLOR=1 turns colour off.\n")
 	fmt.Fprintf(w, "Run 'zerofs help CMD' for a command's flags. Exit codes: 0 success, 1 failure, 2 bad usage.\n")
-}
-
-func printHelp(w io.Writer, c *command) {
-	fmt.Fprintf(w, "usage: zerofs %s\n\n%s\n", c.usage, c.summary)
-	if c.help != "" {
-		fmt.Fprintf(w, "\n%s", strings.TrimLeft(c.help, "\n"))
-	}
 }

@@ -14,7 +14,7 @@ var mcpCmd = &command{
 	name:    "mcp",
 	usage:   "mcp [--workspace DIR]",
 	summary: "serve this workspace's history to an agent over the Model Context Protocol (stdio)",
-	help: `Serves the tools zerofs_status, zerofs_log, zerofs_diff, zerofs_show,
+	about: `Serves the tools zerofs_status, zerofs_log, zerofs_diff, zerofs_show,
 zerofs_step, zerofs_rewind, zerofs_undo, zerofs_redo, zerofs_revert and
 zerofs_merge over
 stdin and stdout, on the workspace around the current directory (or
@@ -24,25 +24,23 @@ flags: a label "--help" is a label. A failure comes back as a tool error
 naming the argument to change, never as an end of the server; a server
 started outside any workspace still answers, and each tool says why it
 cannot work.
-
-  --workspace DIR   the workspace (default: found from the current directory)
 `,
-	run: runMCP,
+	flags: []flagDef{{name: "workspace", arg: "DIR", comp: compDir, help: "the workspace (default: found from the current directory)"}},
+	run:   runMCP,
 }
 
 func runMCP(e *env, c *command, args []string) error {
-	fl := newFlags(c)
-	dir := fl.String("workspace", "", "")
-	pos, rest, err := parseArgs(c, fl, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	dir := o.String("workspace")
 	if len(pos)+len(rest) != 0 {
 		return usagef(c, "unexpected arguments %q", append(pos, rest...))
 	}
 	cwd := e.cwd
-	if *dir != "" {
-		cwd = *dir
+	if dir != "" {
+		cwd = dir
 		if !filepath.IsAbs(cwd) {
 			cwd = filepath.Join(e.cwd, cwd)
 		}

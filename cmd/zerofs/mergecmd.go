@@ -16,7 +16,7 @@ var mergeCmd = &command{
 	name:    "merge",
 	usage:   "merge DIR [--dry-run] [--ours|--theirs [PATH...]]",
 	summary: "bring a branch's or fork's changes since its base into the workspace as one undoable step",
-	help: `Run in the workspace, with DIR a branch of it (zerofs branch) or a fork of it
+	about: `Run in the workspace, with DIR a branch of it (zerofs branch) or a fork of it
 (zerofs fork): brings every change DIR made since its base (a branch's
 last merge, once merged) into the workspace, as one recorded rewind of
 form "merge" that zerofs undo takes back whole. Each path is merged three
@@ -30,16 +30,20 @@ it. A rename merges as a removal and an addition. Owners and modification
 times are not compared (a fork's files are yours, written when it was made),
 and what the fork could not copy (another user's setuid bit or capability)
 is not its change.
-
-  --dry-run   print what would be restored, deleted and created (with +N -M
-              line counts for text files), and change nothing
-  --ours      settle conflicts by keeping the workspace's side
-  --theirs    settle conflicts by taking the fork's side
-  PATH...     with --ours or --theirs: settle only these paths (each with
-              everything beneath it; one that holds no conflict is refused);
-              without, every conflict
-
-A directory that is neither a branch nor a fork of this workspace is
+`,
+	flags: []flagDef{
+		{name: "dry-run", help: `print what would be restored, deleted and created (with +N -M
+line counts for text files), and change nothing`},
+		{name: "ours", help: "settle conflicts by keeping the workspace's side"},
+		{name: "theirs", help: "settle conflicts by taking the branch's or fork's side"},
+	},
+	args: []argDef{
+		{name: "DIR", comp: compDir},
+		{name: "PATH...", help: `with --ours or --theirs: settle only these paths (each with
+everything beneath it; one that holds no conflict is refused);
+without, every conflict`},
+	},
+	more: `A directory that is neither a branch nor a fork of this workspace is
 refused. The log names the branch or fork and the steps the merge brought
 in. A branch's changed paths are those its copy-up layer holds, so a merge
 costs what the branch changed; its state as merged is the base of its next
@@ -49,22 +53,21 @@ merge (git's rule).
 }
 
 func runMerge(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	dry := fs.Bool("dry-run", false, "")
-	ours := fs.Bool("ours", false, "")
-	theirs := fs.Bool("theirs", false, "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	dry := o.Bool("dry-run")
+	ours := o.Bool("ours")
+	theirs := o.Bool("theirs")
 	pos = append(pos, rest...)
 	if len(pos) < 1 {
 		return usagef(c, "want the branch's or fork's DIR")
 	}
-	if *ours && *theirs {
+	if ours && theirs {
 		return usagef(c, "--ours and --theirs settle a conflict one way: give one")
 	}
-	if len(pos) > 1 && !*ours && !*theirs {
+	if len(pos) > 1 && !ours && !theirs {
 		return usagef(c, "paths after DIR go with --ours or --theirs")
 	}
 	dir := pos[0]
@@ -75,9 +78,9 @@ func runMerge(e *env, c *command, args []string) error {
 	// this process: the daemon never looks at a branch's mount.
 	mr := &record.MergeRequest{Dir: branch.Resolve(dir)}
 	switch {
-	case *ours:
+	case ours:
 		mr.Settle = record.SettleOurs
-	case *theirs:
+	case theirs:
 		mr.Settle = record.SettleTheirs
 	}
 	return withHistory(e, func(ws *history.Workspace, src history.Source) error {
@@ -91,7 +94,7 @@ func runMerge(e *env, c *command, args []string) error {
 			}
 			mr.Paths = append(mr.Paths, rel)
 		}
-		req := record.Request{Merge: mr, DryRun: *dry}
+		req := record.Request{Merge: mr, DryRun: dry}
 		rep, err := applyWith(e, src, req)
 		var ce *record.MergeConflictError
 		if errors.As(err, &ce) {
@@ -112,7 +115,7 @@ func runMerge(e *env, c *command, args []string) error {
 			rec = rep.Merge.Record
 		}
 		verb := "brought in"
-		if *dry {
+		if dry {
 			verb = "would bring in"
 		}
 		writeMerged(e.stdout, rec, verb)

@@ -16,33 +16,38 @@ var mountCmd = &command{
 	name:    "mount",
 	usage:   "mount [flags] WORKSPACE [MOUNTPOINT]",
 	summary: "mount (in place when MOUNTPOINT is omitted); returns once ready",
-	help: `Flags:
-  -f, --foreground       stay in the foreground; Ctrl-C or SIGTERM unmounts cleanly
-  --store DIR            store location (default WORKSPACE/.zero)
-  --auto-step DURATION   begin a new step after this much idle time (0: only explicit steps)
-  --allow-other          let other users use the mount (their permissions still apply)
-  --sync always|batch    when captures reach stable storage (default batch)
-  --max-store-size SIZE  keep the store (log and blobs) under SIZE (e.g. 20G, 512M):
-                         at a step boundary that finds it larger, the oldest
-                         history is pruned (a history_pruned event says what
-                         went); 0: no bound
-  --replicate URL        copy the history to s3://BUCKET/PREFIX as it is made
-                         (see 'zerofs help replicate'); the workspace never
-                         waits for it
-  --replica-key FILE     seal what --replicate uploads with this key
-  --no-open              serve files without OPEN, RELEASE and FLUSH requests: a
-                         warm read of a tree costs no request per file; no
-                         passthrough; .zero is a mount of its own (docs/performance.md)
-  --rename-records       record a directory's rename as one record instead of a
-                         capture of everything beneath it (on by default;
-                         --rename-records=false turns it off; docs/performance.md)
-  --ignore PATTERN       never capture or rewind the paths PATTERN matches
-                         (gitignore syntax, after .zeroignore's patterns;
-                         repeatable; for this mount only: lasting patterns
-                         go in .zeroignore; docs/guide.md)
-  --debug                log every FUSE request
-
-Without -f, zerofs starts itself again as a daemon (its log goes to
+	flags: []flagDef{
+		{name: "foreground", short: "f", help: "stay in the foreground; Ctrl-C or SIGTERM unmounts cleanly"},
+		{name: "store", arg: "DIR", comp: compDir, help: "store location (default WORKSPACE/.zero)"},
+		{name: "auto-step", arg: "DURATION", def: time.Duration(0), comp: compNone,
+			help: "begin a new step after this much idle time (0: only explicit steps)"},
+		{name: "allow-other", help: "let other users use the mount (their permissions still apply)"},
+		{name: "sync", arg: "always|batch", def: "batch", comp: compWords,
+			help: "when captures reach stable storage (default batch)"},
+		{name: "max-store-size", arg: "SIZE", def: "0", comp: compNone,
+			help: `keep the store (log and blobs) under SIZE (e.g. 20G, 512M):
+at a step boundary that finds it larger, the oldest
+history is pruned (a history_pruned event says what
+went); 0: no bound`},
+		{name: "replicate", arg: "URL", comp: compNone, help: `copy the history to s3://BUCKET/PREFIX as it is made
+(see 'zerofs help replicate'); the workspace never
+waits for it`},
+		{name: "replica-key", arg: "FILE", help: "seal what --replicate uploads with this key"},
+		{name: "no-open", help: `serve files without OPEN, RELEASE and FLUSH requests: a
+warm read of a tree costs no request per file; no
+passthrough; .zero is a mount of its own (docs/performance.md)`},
+		{name: "rename-records", def: true, help: `record a directory's rename as one record instead of a
+capture of everything beneath it (on by default;
+--rename-records=false turns it off; docs/performance.md)`},
+		{name: "ignore", arg: "PATTERN", def: patternsValue(nil), comp: compNone,
+			help: `never capture or rewind the paths PATTERN matches
+(gitignore syntax, after .zeroignore's patterns;
+repeatable; for this mount only: lasting patterns
+go in .zeroignore; docs/guide.md)`},
+		{name: "debug", help: "log every FUSE request"},
+	},
+	args: []argDef{{name: "WORKSPACE", comp: compDir}, {name: "MOUNTPOINT", comp: compDir}},
+	more: `Without -f, zerofs starts itself again as a daemon (its log goes to
 STORE/daemon.log, its pid to STORE/daemon.pid) and returns once the mount is
 ready, or exits 1 with the daemon's reason.
 `,
@@ -65,24 +70,15 @@ type mountFlags struct {
 }
 
 func runMount(e *env, c *command, args []string) error {
-	var mf mountFlags
-	fs := newFlags(c)
-	fs.BoolVar(&mf.foreground, "f", false, "")
-	fs.BoolVar(&mf.foreground, "foreground", false, "")
-	fs.StringVar(&mf.store, "store", "", "")
-	fs.Var(durationValue{&mf.autoStep}, "auto-step", "")
-	fs.BoolVar(&mf.allowOther, "allow-other", false, "")
-	fs.StringVar(&mf.sync, "sync", "batch", "")
-	fs.BoolVar(&mf.debug, "debug", false, "")
-	fs.BoolVar(&mf.noOpen, "no-open", false, "")
-	fs.BoolVar(&mf.renameRecords, "rename-records", true, "")
-	fs.Var(&mf.ignore, "ignore", "")
-	fs.StringVar(&mf.maxStore, "max-store-size", "0", "")
-	fs.StringVar(&mf.replicate, "replicate", "", "")
-	fs.StringVar(&mf.replicaKey, "replica-key", "", "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
+	}
+	mf := mountFlags{
+		foreground: o.Bool("foreground"), store: o.String("store"), autoStep: o.Duration("auto-step"),
+		allowOther: o.Bool("allow-other"), sync: o.String("sync"), debug: o.Bool("debug"),
+		maxStore: o.String("max-store-size"), replicate: o.String("replicate"), replicaKey: o.String("replica-key"),
+		noOpen: o.Bool("no-open"), renameRecords: o.Bool("rename-records"), ignore: o.Patterns("ignore"),
 	}
 	pos = append(pos, rest...)
 	if len(pos) < 1 || len(pos) > 2 {

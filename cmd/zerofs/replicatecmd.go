@@ -27,7 +27,7 @@ var replicateCmd = &command{
 	name:    "replicate",
 	usage:   "replicate [--once] [--replica-key FILE] URL",
 	summary: "replicate an unmounted store to s3://BUCKET/PREFIX",
-	help: `Copies this workspace's history to S3-compatible storage at URL
+	about: `Copies this workspace's history to S3-compatible storage at URL
 (s3://BUCKET/PREFIX): blobs first, then the log segments that name them,
 then a base (the whole workspace at the current step's start) from which
 'zerofs restore' writes any replicated state. With --once it brings the
@@ -39,21 +39,25 @@ Credentials, region and endpoint come from the standard AWS variables and
 files (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE,
 AWS_ENDPOINT_URL for another S3-compatible service). One store per prefix:
 a prefix another store replicates to is refused.
-
-With --replica-key FILE (32 bytes, raw or as 64 hex digits; make one with
-'head -c32 /dev/urandom > FILE') the bucket holds only ciphertext:
-contents, paths and labels sealed with XChaCha20-Poly1305, blob names
-that do not reveal their content's hash. Keep the key: without it the
-replica cannot be restored.
 `,
-	run: runReplicate,
+	flags: []flagDef{
+		{name: "once", help: "bring the replica up to date and exit"},
+		{name: "replica-key", arg: "FILE", help: `seal what is uploaded with this key (32 bytes, raw or as 64
+hex digits; make one with 'head -c32 /dev/urandom > FILE'):
+the bucket then holds only ciphertext: contents, paths and
+labels sealed with XChaCha20-Poly1305, blob names that do
+not reveal their content's hash. Keep the key: without it
+the replica cannot be restored.`},
+	},
+	args: []argDef{{name: "URL", comp: compNone}},
+	run:  runReplicate,
 }
 
 var restoreCmd = &command{
 	name:    "restore",
 	usage:   "restore URL DIR [--at SEQ] [--replica-key FILE] [--same-owner] [--accept-older]",
 	summary: "a workspace from a replica, at any replicated state",
-	help: `Writes the state at SEQ (default: the newest the replica offers) of the
+	about: `Writes the state at SEQ (default: the newest the replica offers) of the
 replica at URL (s3://BUCKET/PREFIX) into DIR, which must not exist (its
 parent must), with a store (DIR/.zero) holding the replicated history:
 'zerofs mount DIR' then has every @T the replica has. A state before the
@@ -77,17 +81,23 @@ offers less than it already did, or is another store's, was rolled back
 (an older copy put in its place) or cut: restore refuses it, saying what
 it promised and what it holds; --accept-older restores what it offers now.
 `,
-	run: runRestore,
+	flags: []flagDef{
+		{name: "at", arg: "SEQ", comp: compNone, help: "the state to write (default: the newest the replica offers)"},
+		{name: "replica-key", arg: "FILE", help: "the key a sealed replica was written with"},
+		{name: "same-owner", help: "keep the owners, modes and xattrs the replica gives"},
+		{name: "accept-older", help: "restore a replica that offers less than it did before"},
+	},
+	args: []argDef{{name: "URL", comp: compNone}, {name: "DIR", comp: compDir}},
+	run:  runRestore,
 }
 
 func runReplicate(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	once := fs.Bool("once", false, "")
-	keyFile := fs.String("replica-key", "", "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	once := o.Bool("once")
+	keyFile := o.String("replica-key")
 	pos = append(pos, rest...)
 	if len(pos) != 1 {
 		return usagef(c, "want URL")
@@ -96,7 +106,7 @@ func runReplicate(e *env, c *command, args []string) error {
 	if err != nil {
 		return usagef(c, "%v", err)
 	}
-	key, err := readKey(*keyFile)
+	key, err := readKey(keyFile)
 	if err != nil {
 		return err
 	}
@@ -132,7 +142,7 @@ func runReplicate(e *env, c *command, args []string) error {
 		return err
 	}
 	defer r.Close()
-	if *once {
+	if once {
 		deleted := r.State().Deleted
 		p := startProgress(e, "replicate")
 		err := r.Once(p.with(e.ctx))
@@ -159,15 +169,14 @@ func runReplicate(e *env, c *command, args []string) error {
 }
 
 func runRestore(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	at := fs.String("at", "", "")
-	keyFile := fs.String("replica-key", "", "")
-	sameOwner := fs.Bool("same-owner", false, "")
-	acceptOlder := fs.Bool("accept-older", false, "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	at := o.String("at")
+	keyFile := o.String("replica-key")
+	sameOwner := o.Bool("same-owner")
+	acceptOlder := o.Bool("accept-older")
 	pos = append(pos, rest...)
 	if len(pos) != 2 {
 		return usagef(c, "want URL and DIR")
@@ -176,15 +185,15 @@ func runRestore(e *env, c *command, args []string) error {
 	if err != nil {
 		return usagef(c, "%v", err)
 	}
-	key, err := readKey(*keyFile)
+	key, err := readKey(keyFile)
 	if err != nil {
 		return err
 	}
-	opts := replicate.RestoreOptions{Logger: e.logger(), Key: key, SameOwner: *sameOwner, Seen: replicate.SeenFile(), AcceptOlder: *acceptOlder}
-	if *at != "" {
-		n, err := strconv.ParseUint(*at, 10, 64)
+	opts := replicate.RestoreOptions{Logger: e.logger(), Key: key, SameOwner: sameOwner, Seen: replicate.SeenFile(), AcceptOlder: acceptOlder}
+	if at != "" {
+		n, err := strconv.ParseUint(at, 10, 64)
 		if err != nil {
-			return usagef(c, "--at wants a sequence number, not %q", *at)
+			return usagef(c, "--at wants a sequence number, not %q", at)
 		}
 		opts.At, opts.HasAt = record.Seq(n), true
 	}

@@ -13,30 +13,31 @@ var revertCmd = &command{
 	name:    "revert",
 	usage:   "revert [--dry-run] [--force] SEQ",
 	summary: "undo the step at SEQ, keep later changes",
-	help: `Puts each path the step at SEQ changed back to its state just before that
+	about: `Puts each path the step at SEQ changed back to its state just before that
 step, and keeps every later change to other paths. If a later step (or the
 current one) also changed such a path, the revert changes nothing and exits
 1 naming each conflicting path, unless --force: then those go back too. The
 revert is recorded and can itself be undone.
-
-  --dry-run   print what would be restored, deleted and created (with +N -M
-              line counts for text files), and change nothing
-  --force     revert even over later changes to the step's paths
-
-SEQ may be relative to the current step: @ is the current step, -1 (or
+`,
+	flags: []flagDef{
+		{name: "dry-run", help: `print what would be restored, deleted and created (with +N -M
+line counts for text files), and change nothing`},
+		{name: "force", help: "revert even over later changes to the step's paths"},
+	},
+	args: []argDef{{name: "SEQ", comp: compSeq}},
+	more: `SEQ may be relative to the current step: @ is the current step, -1 (or
 @-1) the one before it.
 `,
 	run: runRevert,
 }
 
 func runRevert(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	dry := fs.Bool("dry-run", false, "")
-	force := fs.Bool("force", false, "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	dry := o.Bool("dry-run")
+	force := o.Bool("force")
 	pos = append(pos, rest...)
 	if len(pos) != 1 {
 		return usagef(c, "want one SEQ")
@@ -57,10 +58,10 @@ func runRevert(e *env, c *command, args []string) error {
 			}
 			s = b.Seq
 		}
-		rep, err := applyWith(e, src, record.Request{Revert: s, Force: *force, DryRun: *dry})
+		rep, err := applyWith(e, src, record.Request{Revert: s, Force: force, DryRun: dry})
 		var ce *record.ConflictError
 		if errors.As(err, &ce) {
-			if *dry {
+			if dry {
 				writeWords(e.stdout, rep)
 			}
 			name := fmt.Sprintf("step %d", s) // a daemon that did not name it

@@ -16,7 +16,7 @@ var rewindCmd = &command{
 	name:    "rewind",
 	usage:   "rewind [--dry-run] SEQ [-- PATH...] | rewind [--dry-run] --before-turn SEQ",
 	summary: "roll back to SEQ (only PATHs, when given)",
-	help: `Makes the workspace equal to its state at SEQ; with PATHs, only those paths
+	about: `Makes the workspace equal to its state at SEQ; with PATHs, only those paths
 (a directory with everything under it), keeping everything else as it is.
 The rewind is recorded, so it can itself be undone (zerofs undo or a rewind
 to the sequence before it). Paths whose before-state was not kept are listed
@@ -25,22 +25,23 @@ names them first, on stderr.
 
 SEQ may be a sequence (42 or @42) or relative to the current step: -1 (or
 @-1) is the state before the current step, -2 the one before that.
-
-  --dry-run   print what would be restored, deleted and created (with +N -M
-              line counts for text files), and change nothing
-  --before-turn SEQ
-              roll back to just before the turn at SEQ (a person's prompt,
-              as zerofs log shows it): everything done since that prompt,
-              by every step and command, is taken back
 `,
-	run: runRewind,
+	flags: []flagDef{
+		{name: "dry-run", help: `print what would be restored, deleted and created (with +N -M
+line counts for text files), and change nothing`},
+		{name: "before-turn", arg: "SEQ", comp: compSeq, help: `roll back to just before the turn at SEQ (a person's prompt,
+as zerofs log shows it): everything done since that prompt,
+by every step and command, is taken back`},
+	},
+	args: []argDef{{name: "SEQ", comp: compSeq}, {name: "PATH...", afterDashes: true}},
+	run:  runRewind,
 }
 
 var undoCmd = &command{
 	name:    "undo",
 	usage:   "undo [--dry-run] [--turn]",
 	summary: "roll back the last step, or a rewind or revert just made; names it",
-	help: `Rewinds to just before the last step that changed something and is still
+	about: `Rewinds to just before the last step that changed something and is still
 in effect, and names it: undid step 42 "Edit main.go": restored 1, deleted 0.
 Right after a rewind, path rewind or revert, it takes that back instead
 (undid revert 57: ...). Steps that changed nothing (an agent's read-only
@@ -48,13 +49,14 @@ tool calls) are passed over; the next undo goes one step further back.
 Deleted counts every path removed, everything beneath a removed directory
 included. When mounted, the daemon
 picks the step under its lock, so two undos at once undo two steps.
-
-  --dry-run   print the step and what would be restored, deleted and created
-              (with +N -M line counts for text files), and change nothing
-  --turn      take back the whole turn of the last step instead: rewind to
-              just before the prompt that led to it (needs a prompt hook:
-              zerofs hooks install)
 `,
+	flags: []flagDef{
+		{name: "dry-run", help: `print the step and what would be restored, deleted and created
+(with +N -M line counts for text files), and change nothing`},
+		{name: "turn", help: `take back the whole turn of the last step instead: rewind to
+just before the prompt that led to it (needs a prompt hook:
+zerofs hooks install)`},
+	},
 	run: runUndo,
 }
 
@@ -62,33 +64,31 @@ var redoCmd = &command{
 	name:    "redo",
 	usage:   "redo [--dry-run]",
 	summary: "undo the last undo (undo and redo stack like an editor's)",
-	help: `Undoes the last undo not yet redone: three undos then three redos return
+	about: `Undoes the last undo not yet redone: three undos then three redos return
 exactly where you were. A step that changes something ends the redo chain
 (nothing is lost: every state keeps its sequence, and rewind reaches it).
-
-  --dry-run   print what the redo would restore, delete and create, and
-              change nothing
 `,
+	flags: []flagDef{{name: "dry-run", help: `print what the redo would restore, delete and create, and
+change nothing`}},
 	run: runRedo,
 }
 
 func runRewind(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	dry := fs.Bool("dry-run", false, "")
-	beforeTurn := fs.String("before-turn", "", "")
-	pos, paths, err := parseArgs(c, fs, args)
+	o, pos, paths, err := c.parse(args)
 	if err != nil {
 		return err
 	}
-	if *beforeTurn != "" {
+	dry := o.Bool("dry-run")
+	beforeTurn := o.String("before-turn")
+	if beforeTurn != "" {
 		if len(pos) > 0 || paths != nil {
 			return usagef(c, "--before-turn takes the turn's SEQ and nothing else")
 		}
-		t, err := parseSeq(c, *beforeTurn)
+		t, err := parseSeq(c, beforeTurn)
 		if err != nil {
 			return err
 		}
-		return rewindTurn(e, t, *dry, false)
+		return rewindTurn(e, t, dry, false)
 	}
 	if len(pos) != 1 {
 		return usagef(c, "want one SEQ (and PATHs after --)")
@@ -105,7 +105,7 @@ func runRewind(e *env, c *command, args []string) error {
 		if err != nil {
 			return err
 		}
-		req := record.Request{Target: t, DryRun: *dry}
+		req := record.Request{Target: t, DryRun: dry}
 		for _, p := range paths {
 			rel, err := ws.RelPath(e.cwd, p)
 			if err != nil {
@@ -206,33 +206,7 @@ func writeWords(w io.Writer, rep control.RewindReport) error {
 	return err
 }
 
-func noArgs(c *command, args []string) error {
-	pos, rest, err := parseArgs(c, newFlags(c), args)
-	if err != nil {
-		return err
-	}
-	if len(pos)+len(rest) > 0 {
-		return usagef(c, "unexpected argument %q", append(pos, rest...)[0])
-	}
-	return nil
-}
-
 func runUndo(e *env, c *command, args []string) error {
-	for i, a := range args {
-		if a == "--turn" || a == "-turn" {
-			rest := append(append([]string{}, args[:i]...), args[i+1:]...)
-			fs := newFlags(c)
-			dry := fs.Bool("dry-run", false, "")
-			pos, after, err := parseArgs(c, fs, rest)
-			if err != nil {
-				return err
-			}
-			if len(pos)+len(after) > 0 {
-				return usagef(c, "unexpected argument %q", append(pos, after...)[0])
-			}
-			return rewindTurn(e, 0, *dry, true)
-		}
-	}
 	return undoRedo(e, c, args, record.Request{Undo: true})
 }
 
@@ -263,16 +237,17 @@ func runRedo(e *env, c *command, args []string) error {
 }
 
 func undoRedo(e *env, c *command, args []string, req record.Request) error {
-	fs := newFlags(c)
-	dry := fs.Bool("dry-run", false, "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos)+len(rest) > 0 {
 		return usagef(c, "unexpected argument %q", append(pos, rest...)[0])
 	}
-	req.DryRun = *dry
+	req.DryRun = o.Bool("dry-run")
+	if req.Undo && o.Bool("turn") {
+		return rewindTurn(e, 0, req.DryRun, true)
+	}
 	return withHistory(e, func(_ *history.Workspace, src history.Source) error {
 		rep, err := applyWith(e, src, req)
 		if err != nil {

@@ -16,7 +16,7 @@ var showCmd = &command{
 	name:    "show",
 	usage:   "show STEP | show SEQ PATH",
 	summary: "what a step did (like git show), or PATH at SEQ",
-	help: `With one argument, shows the step holding sequence STEP as git show shows
+	about: `With one argument, shows the step holding sequence STEP as git show shows
 a commit: its log line, the paths it changed (as log --stat) and their
 diff from the state before it to the state after it.
 
@@ -29,12 +29,12 @@ STEP and SEQ may be sequences (42 or @42) or relative to the current step:
 @ is the current step (as a state: now), -1 (or @-1) the step before it,
 -2 the one before that.
 `,
-	run: runShow,
+	args: []argDef{{name: "SEQ", comp: compSeq}, {name: "PATH"}},
+	run:  runShow,
 }
 
 func runShow(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	pos, rest, err := parseArgs(c, fs, args)
+	_, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}

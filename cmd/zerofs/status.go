@@ -17,49 +17,49 @@ var statusCmd = &command{
 	name:    "status",
 	usage:   "status [--json] [--thin-after DURATION] [--ignored]",
 	summary: "mounted or not, head, current step, store size",
-	help: `Reads the log without taking the store's lock, so it works next to a
+	about: `Reads the log without taking the store's lock, so it works next to a
 running zerofs. When mounted, "log:" says where the daemon's log can be read:
 STORE/daemon.log, or, while an in-place mount hides the store, the daemon's
 own descriptor of it (/proc/PID/fd/2, readable by its user and root).
-
-  --json                 one JSON object instead, with the fields of the text
-  --thin-after DURATION  also say what ` + "`zerofs gc --thin-after DURATION`" + ` would
-                         thin and free now (default 7d; 0: do not)
-  --ignored              also list the paths present that .zeroignore (and the
-                         mount's --ignore) leave out of history: an ignored
-                         directory once, not what is in it
 `,
+	flags: []flagDef{
+		{name: "json", help: "one JSON object instead, with the fields of the text"},
+		{name: "thin-after", arg: "DURATION", def: 7 * 24 * time.Hour, comp: compNone,
+			help: "also say what `zerofs gc --thin-after DURATION` would\nthin and free now (default 7d; 0: do not)"},
+		{name: "ignored", help: `also list the paths present that .zeroignore (and the
+mount's --ignore) leave out of history: an ignored
+directory once, not what is in it`},
+	},
 	run: runStatus,
 }
 
 func runStatus(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	asJSON := fs.Bool("json", false, "")
-	thinAfter := durationFlag(fs, "thin-after", 7*24*time.Hour)
-	listIgnored := fs.Bool("ignored", false, "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	asJSON := o.Bool("json")
+	thinAfter := o.Duration("thin-after")
+	listIgnored := o.Bool("ignored")
 	if len(pos)+len(rest) > 0 {
 		return usagef(c, "unexpected argument %q", append(pos, rest...)[0])
 	}
-	if *thinAfter < 0 {
+	if thinAfter < 0 {
 		return usagef(c, "--thin-after must be positive")
 	}
-	st, err := history.StatusWith(e.cwd, history.StatusOptions{ThinAfter: *thinAfter})
+	st, err := history.StatusWith(e.cwd, history.StatusOptions{ThinAfter: thinAfter})
 	if err != nil {
 		return err
 	}
 	warnBacking(e)
 	var ignored []string
-	if *listIgnored {
+	if listIgnored {
 		if ignored, err = ignoredPresent(st); err != nil {
 			return err
 		}
 	}
-	if *asJSON {
-		return writeStatusJSON(e, st, ignored, *listIgnored)
+	if asJSON {
+		return writeStatusJSON(e, st, ignored, listIgnored)
 	}
 	ws := st.Workspace
 	w := e.stdout
@@ -86,7 +86,7 @@ func runStatus(e *env, c *command, args []string) error {
 		humanBytes(st.NamedBytes), st.Pruned, humanBytes(b.UniqueBytes), ratio(st.NamedBytes, b.UniqueBytes),
 		humanBytes(b.StoredBytes), ratio(b.UniqueBytes, b.StoredBytes), b.Chunks, b.Packs, b.Loose, b.Kept)
 	fmt.Fprintf(w, "captures:  %s\n", st.Captures)
-	writeIgnoreLines(w, st, ignored, *listIgnored)
+	writeIgnoreLines(w, st, ignored, listIgnored)
 	replicationLines(w, st.Store, st.Head)
 	if ws.Mounted {
 		switch log, hidden := daemon.LogPath(ws.Status.Store, ws.Status.Mountpoint, ws.Status.PID); {

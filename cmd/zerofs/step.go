@@ -23,54 +23,62 @@ var stepCmd = &command{
 	name:    "step",
 	usage:   "step LABEL | step --hook [--agent AGENT] [--no-prompt]",
 	summary: "begin a step (same as writing .zero/step)",
-	help: `Begins a new step labelled LABEL: changes from now on belong to it, and
+	about: `Begins a new step labelled LABEL: changes from now on belong to it, and
 'zerofs undo' rolls them back together.
-
-  --hook   read an agent hook's JSON from stdin and record it: a tool call
-           (Claude Code and Codex PreToolUse, Gemini CLI BeforeTool, Cursor
-           beforeShellExecution, Windsurf pre_run_command and
-           pre_write_code, OpenCode's tool.execute.before) begins a step
-           labelled with what it does ("Edit app.py", "Bash: rm -rf docs"),
-           recording {"name", "tool", "input", "hookEvent", "agent",
-           "agentSession"} in the tool_call; a prompt (UserPromptSubmit,
-           BeforeAgent, beforeSubmitPrompt, pre_user_prompt, chat.message)
-           begins a turn; the end of a tool call (PostToolUse,
-           PostToolUseFailure, AfterTool, tool.execute.after,
-           afterShellExecution, post_run_command, post_write_code) records
-           a tool_result in the step the call began (by its tool call id,
-           else the session's newest step): ok or error, the exit code and
-           duration where the agent says, and an error's first line, never
-           more of the output. Other events are ignored. 'zerofs hooks
-           install' writes this command into each agent's configuration.
-           The workspace is the one the payload's cwd is in (else the
-           hook's own directory's); a cwd that is not an absolute path
-           records nothing. A tool input over 256 KiB is kept cut
-           ("inputCut": true, "inputBytes": N). A hook must never stop
-           the agent: whatever goes wrong (no workspace, an unmounted one,
-           no JSON on stdin within 5 s, JSON that is no hook's, a bad
-           flag, a failing daemon) it prints one "zerofs: warning:" line
-           on stderr and exits 0, since agents take exit 2 as "block this
-           tool call" and show other codes as a failed hook.
-  --agent AGENT  the agent that runs the hook (claude, codex, gemini,
-           opencode, cursor, windsurf); by default the JSON's shape tells
-  --no-prompt    record a turn without the prompt's text, a result
-           without the error's first line
 `,
-	run: runStep,
+	flags: []flagDef{
+		{name: "hook", help: `read an agent hook's JSON from stdin and record it: a tool call
+(Claude Code and Codex PreToolUse, Gemini CLI BeforeTool, Cursor
+beforeShellExecution, Windsurf pre_run_command and
+pre_write_code, OpenCode's tool.execute.before) begins a step
+labelled with what it does ("Edit app.py", "Bash: rm -rf docs"),
+recording {"name", "tool", "input", "hookEvent", "agent",
+"agentSession"} in the tool_call; a prompt (UserPromptSubmit,
+BeforeAgent, beforeSubmitPrompt, pre_user_prompt, chat.message)
+begins a turn; the end of a tool call (PostToolUse,
+PostToolUseFailure, AfterTool, tool.execute.after,
+afterShellExecution, post_run_command, post_write_code) records
+a tool_result in the step the call began (by its tool call id,
+else the session's newest step): ok or error, the exit code and
+duration where the agent says, and an error's first line, never
+more of the output. Other events are ignored. 'zerofs hooks
+install' writes this command into each agent's configuration.
+The workspace is the one the payload's cwd is in (else the
+hook's own directory's); a cwd that is not an absolute path
+records nothing. A tool input over 256 KiB is kept cut
+("inputCut": true, "inputBytes": N). A hook must never stop
+the agent: whatever goes wrong (no workspace, an unmounted one,
+no JSON on stdin within 5 s, JSON that is no hook's, a bad
+flag, a failing daemon) it prints one "zerofs: warning:" line
+on stderr and exits 0, since agents take exit 2 as "block this
+tool call" and show other codes as a failed hook.`},
+		{name: "agent", arg: "AGENT", comp: compAgent, help: `the agent that runs the hook (claude, codex, gemini,
+opencode, cursor, windsurf); by default the JSON's shape tells`},
+		{name: "no-prompt", help: `record a turn without the prompt's text, a result
+without the error's first line`},
+	},
+	args: []argDef{{name: "LABEL", comp: compNone}},
+	run:  runStep,
 }
 
 var runCmd = &command{
 	name:    "run",
 	usage:   "run [--label L] -- CMD [ARG...]",
 	summary: "run one command as its own step",
-	help: `Begins a step labelled L (default: the command line), runs CMD with this
+	about: `Begins a step labelled L (default: the command line), runs CMD with this
 terminal's stdin, stdout and stderr, and exits with CMD's exit status
 (128+N when a signal N killed it), which it records in the step with how
 long CMD ran (a tool_result: 'zerofs log' marks the step failed when it was
 not 0). The workspace must be mounted: outside a mount nothing would be
 recorded.
 `,
-	run: runRun,
+	flags: []flagDef{{name: "label", arg: "L", comp: compNone, help: "the step's label (default: the command line)"}},
+	args: []argDef{
+		{name: "CMD", comp: compCommand, afterDashes: true},
+		{name: "ARG...", afterDashes: true},
+	},
+	flagsFirst: true,
+	run:        runRun,
 }
 
 func runStep(e *env, c *command, args []string) error {
@@ -86,22 +94,21 @@ func runStep(e *env, c *command, args []string) error {
 }
 
 func stepArgs(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	hook := fs.Bool("hook", false, "")
-	agent := fs.String("agent", "", "")
-	noPrompt := fs.Bool("no-prompt", false, "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	hook := o.Bool("hook")
+	agent := o.String("agent")
+	noPrompt := o.Bool("no-prompt")
 	pos = append(pos, rest...)
-	if *hook {
+	if hook {
 		if len(pos) > 0 {
 			return usagef(c, "--hook takes no LABEL: it reads the hook's JSON from stdin")
 		}
-		return runHook(e, *agent, *noPrompt)
+		return runHook(e, agent, noPrompt)
 	}
-	if *agent != "" || *noPrompt {
+	if agent != "" || noPrompt {
 		return usagef(c, "--agent and --no-prompt go with --hook")
 	}
 	label := strings.Join(pos, " ")
@@ -366,23 +373,19 @@ func cutValue(v any) any {
 }
 
 func runRun(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	label := fs.String("label", "", "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, errHelp) {
-			return err
-		}
-		return usagef(c, "%v", err)
+	o, _, argv, err := c.parse(args)
+	if err != nil {
+		return err
 	}
-	argv := fs.Args()
+	label := o.String("label")
 	if len(argv) == 0 {
 		return usagef(c, "want a command after --")
 	}
-	if *label == "" {
-		*label = strings.Join(argv, " ")
+	if label == "" {
+		label = strings.Join(argv, " ")
 	}
-	if strings.ContainsAny(*label, "\n\r") {
-		*label = strings.NewReplacer("\n", " ", "\r", " ").Replace(*label)
+	if strings.ContainsAny(label, "\n\r") {
+		label = strings.NewReplacer("\n", " ", "\r", " ").Replace(label)
 	}
 	ws, err := history.Find(e.cwd)
 	if err != nil {
@@ -400,7 +403,7 @@ func runRun(e *env, c *command, args []string) error {
 		return &exitError{code: 127}
 	}
 	id := runID()
-	if err := beginStep(e, ws, *label, []byte(`{"toolUseId":"`+id+`"}`)); err != nil {
+	if err := beginStep(e, ws, label, []byte(`{"toolUseId":"`+id+`"}`)); err != nil {
 		return err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr

@@ -21,7 +21,7 @@ var uiCmd = &command{
 	name:    "ui",
 	usage:   "ui [--listen ADDR]",
 	summary: "serve the timeline: a local web page of the history",
-	help: `Serves a web page that shows the workspace's history newest first, updating
+	about: `Serves a web page that shows the workspace's history newest first, updating
 as steps arrive: each step's label, time and processes, its changed paths
 with line counts, their diffs, and rewinds and gcs as entries of their own.
 It rewinds to before a step, reverts a step or restores one file, each
@@ -29,20 +29,18 @@ previewed first, and undoes what it did. It prints the page's URL, with a
 random token in its fragment (#token=) that the page keeps to itself and
 sends with every request, never as a cookie; requests naming another Host
 or Origin are refused. Stop it with Ctrl-C.
-
-  --listen ADDR   address to listen on (default 127.0.0.1 and a free port);
-                  requests must name it as their Host
 `,
+	flags: []flagDef{{name: "listen", arg: "ADDR", def: "127.0.0.1:0", comp: compNone, help: `address to listen on (default 127.0.0.1 and a free port);
+requests must name it as their Host`}},
 	run: runUI,
 }
 
 func runUI(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	listen := fs.String("listen", "127.0.0.1:0", "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	listen := o.String("listen")
 	if len(pos)+len(rest) > 0 {
 		return usagef(c, "unexpected argument %q", append(pos, rest...)[0])
 	}
@@ -74,13 +72,13 @@ func runUI(e *env, c *command, args []string) error {
 		}
 		return fmt.Sprintf("log %d %d", fi.Size(), fi.ModTime().UnixNano()), false, nil
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
 	hosts := timeline.Hosts(ln.Addr())
-	if h, _, err := net.SplitHostPort(*listen); err == nil && h != "" && net.ParseIP(h) == nil {
+	if h, _, err := net.SplitHostPort(listen); err == nil && h != "" && net.ParseIP(h) == nil {
 		// Listening by name: the browser sends the name as Host.
 		hosts = append(hosts, net.JoinHostPort(h, fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)))
 	}

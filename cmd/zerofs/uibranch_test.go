@@ -106,7 +106,7 @@ func TestTimelineBranchesInBrowser(t *testing.T) {
 		}
 	})
 	binOK(t, ws, "branch", one, two)
-	base := listBranches(t, ws)[0].Base
+	base := branchList(t, ws)[0].Base
 	binOK(t, one, "step", "Edit a.txt")
 	sh(t, one, `sed -i 's/^3$/three/' a.txt`)
 
@@ -134,7 +134,7 @@ func TestTimelineBranchesInBrowser(t *testing.T) {
 		t.Errorf("the unchanged branch reads %q, want %q", got, want)
 	}
 	binOK(t, ws, "merge", one)
-	merged := listBranches(t, ws)[0].Merged
+	merged := branchList(t, ws)[0].Merged
 	pollJS(t, ctx, "the merged branch shown merged", fmt.Sprintf(`%s && %s.querySelector(".branch-state").textContent === "merged as #%d"`, row(one), row(one), merged))
 	// The merge's entry says it came from the branch, and what it brought.
 	mergeEntry := fmt.Sprintf(`[...document.querySelectorAll(".entry.rewind")].find(e => e.querySelector(".badge.merge") && e.dataset.seq === "%d")`, merged)

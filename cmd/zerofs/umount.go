@@ -16,7 +16,7 @@ var umountCmd = &command{
 	name:    "umount",
 	usage:   "umount [--lazy] [MOUNTPOINT]",
 	summary: "flush, unmount, wait for the daemon to exit",
-	help: `Asks the daemon serving MOUNTPOINT (default: the mounted workspace around
+	about: `Asks the daemon serving MOUNTPOINT (default: the mounted workspace around
 the current directory) to unmount, and waits until it has exited and its
 mount is gone. A daemon that replicates (mount --replicate) makes a last
 attempt, of at most 30s, to upload what it has not replicated yet, after
@@ -33,23 +33,23 @@ hold open or have mapped, as 'fuser -m' finds them) is refused: umount
 names each (pid, command, what of it is in the mount), changes nothing
 and exits 1. A shell standing in the mount is one of them: run umount
 from outside it.
-
-Flags:
-  --lazy   unmount a mount that processes still use anyway: it is detached
-           and its daemon exits, and the processes are left in a dead
-           mount, where reading and writing fail until they leave it; umount
-           names those still running
 `,
-	run: runUmount,
+	flags: []flagDef{
+		{name: "lazy", help: `unmount a mount that processes still use anyway: it is detached
+and its daemon exits, and the processes are left in a dead
+mount, where reading and writing fail until they leave it; umount
+names those still running`},
+	},
+	args: []argDef{{name: "MOUNTPOINT", comp: compDir}},
+	run:  runUmount,
 }
 
 func runUmount(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	lazy := fs.Bool("lazy", false, "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	lazy := o.Bool("lazy")
 	pos = append(pos, rest...)
 	var mp string
 	switch len(pos) {
@@ -74,7 +74,7 @@ func runUmount(e *env, c *command, args []string) error {
 	// A workspace's mounted branches read their base through its mount:
 	// they go first.
 	if ws, ok := history.At(mp); ok && ws.Mounted {
-		done, err := branch.UnmountAll(e.ctx, ws, branch.Options{Lazy: *lazy, Stderr: e.stderr})
+		done, err := branch.UnmountAll(e.ctx, ws, branch.Options{Lazy: lazy, Stderr: e.stderr})
 		for _, in := range done {
 			fmt.Fprintf(e.stderr, "zerofs: unmounted branch %s first ('zerofs branch %s' in the workspace mounts it again)\n", quote.Name(in.Dir), quote.Name(in.Dir))
 		}
@@ -85,7 +85,7 @@ func runUmount(e *env, c *command, args []string) error {
 	err = daemon.Unmount(mp, daemon.UnmountOptions{
 		Stderr: e.stderr,
 		Exited: replicaLeftBehind,
-		Lazy:   *lazy,
+		Lazy:   lazy,
 		Left: func(mp string, left []daemon.Holder) {
 			if len(left) == 0 {
 				fmt.Fprintf(e.stderr, "zerofs: detached %s lazily; the processes that used it have exited\n", quote.Name(mp))

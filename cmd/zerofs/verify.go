@@ -12,27 +12,25 @@ var verifyCmd = &command{
 	name:    "verify",
 	usage:   "verify [--json]",
 	summary: "check the log and every blob; exit 1 on damage",
-	help: `Checks, without changing anything, that the event log parses with
+	about: `Checks, without changing anything, that the event log parses with
 sequences 1..head, and that every blob a checkpoint still needs exists and
 hashes to its name. Prints each damaged thing on its own line and exits 1,
 or "ok: N events, M blobs verified". A torn tail (an append cut short by a
 crash) counts as damage here; the next mount cuts it off, as it was never
 acknowledged. Works mounted (reading the store beside the daemon) and not.
-
-  --json   one JSON object instead: {"ok", "events", "blobs", "findings":
-           [{"kind", "sequence", "path", "blob", "message"}]}; the exit
-           status is the same
 `,
+	flags: []flagDef{{name: "json", help: `one JSON object instead: {"ok", "events", "blobs", "findings":
+[{"kind", "sequence", "path", "blob", "message"}]}; the exit
+status is the same`}},
 	run: runVerify,
 }
 
 func runVerify(e *env, c *command, args []string) error {
-	fs := newFlags(c)
-	asJSON := fs.Bool("json", false, "")
-	pos, rest, err := parseArgs(c, fs, args)
+	o, pos, rest, err := c.parse(args)
 	if err != nil {
 		return err
 	}
+	asJSON := o.Bool("json")
 	if len(pos)+len(rest) > 0 {
 		return usagef(c, "unexpected argument %q", append(pos, rest...)[0])
 	}
@@ -59,7 +57,7 @@ func runVerify(e *env, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		if err := writeVerifyJSON(e, res); err != nil {
 			return err
 		}
@@ -71,7 +69,7 @@ func runVerify(e *env, c *command, args []string) error {
 	if n := len(res.Findings); n > 0 {
 		return fmt.Errorf("verify: %d problem(s) in %s", n, ws.StoreName(store))
 	}
-	if !*asJSON {
+	if !asJSON {
 		fmt.Fprintf(e.stdout, "ok: %d events, %d blobs verified\n", res.Events, res.Blobs)
 	}
 	return nil

@@ -15,7 +15,7 @@ var versionCmd = &command{
 	name:    "version",
 	usage:   "version",
 	summary: "the version (also --version)",
-	help: `Prints zerofs's version, the commit it was built from, and the Go version
+	about: `Prints zerofs's version, the commit it was built from, and the Go version
 that built it. 'go build' in a git clone records the commit (and whether the
 tree was modified); go run, go build -buildvcs=false and a build in a git
 worktree record none, and version says so.
