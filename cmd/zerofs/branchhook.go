@@ -71,12 +71,16 @@ func createWorktree(e *env, req hooks.WorktreeRequest) error {
 			fmt.Fprintln(e.stdout, in.Dir)
 			return nil
 		}
+		_, statErr := os.Stat(filepath.Dir(d))
 		if err := os.MkdirAll(filepath.Dir(d), 0o755); err != nil {
 			tried = append(tried, err.Error())
 			continue
 		}
 		in, err := branch.Create(e.ctx, ws, d, history.Now, opts)
 		if err != nil {
+			if statErr != nil {
+				os.Remove(filepath.Dir(d)) // made for this branch: nothing stays
+			}
 			return err
 		}
 		fmt.Fprintln(e.stdout, in.Dir)

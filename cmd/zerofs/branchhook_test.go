@@ -142,6 +142,20 @@ func TestBranchHookMounted(t *testing.T) {
 	if r := hook("/", bad); r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "worktree name") {
 		t.Errorf("a bad name: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
+	// A workspace that cannot branch (overlayfs options cannot carry a
+	// ',' in its path) fails the creation and leaves nothing beside it.
+	odd := filepath.Join(dir, "odd,name")
+	os.Mkdir(odd, 0o755)
+	mountT(t, odd)
+	if r := hook("/", fixture(t, "claude-WorktreeCreate.json", odd)); r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "overlayfs") {
+		t.Errorf("a workspace that cannot branch: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(odd + "-branches"); err == nil {
+		t.Errorf("a failed creation left %s-branches behind", odd)
+	}
+	if bs := branchList(t, odd); len(bs) != 0 {
+		t.Errorf("a failed creation left branches %+v", bs)
+	}
 	// A directory that is no branch is left alone.
 	other := filepath.Join(dir, "other")
 	os.Mkdir(other, 0o755)
