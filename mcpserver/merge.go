@@ -31,6 +31,8 @@ type (
 	mcpMergeOut struct {
 		DryRun    bool   `json:"dry_run"`
 		Fork      string `json:"fork" jsonschema:"the branch or fork merged"`
+		Side      string `json:"side,omitempty" jsonschema:"branch or fork: what dir is"`
+		Since     uint64 `json:"since,omitempty" jsonschema:"a branch merged before: the sequence of that merge, whose state of the branch is this merge's base"`
 		Base      uint64 `json:"base" jsonschema:"the sequence of this workspace the branch or fork began from (for a branch merged before, that merge: git's rule)"`
 		Sequence  uint64 `json:"sequence,omitempty" jsonschema:"the rewind event recording the merge (none for a dry run); zerofs_undo takes it back"`
 		Before    uint64 `json:"before" jsonschema:"the last sequence before the merge"`
@@ -90,6 +92,7 @@ func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, a mcpMerge
 		if rep.Merge != nil {
 			rec := rep.Merge.Record
 			out.Fork, out.Base, out.Merged = rec.Dir, uint64(rec.Base), rec.Merged
+			out.Side, out.Since = rec.Side(), uint64(rec.Since)
 			for _, s := range rec.Steps {
 				out.Steps = append(out.Steps, mcpStepRef{Sequence: uint64(s.Sequence), Label: s.Label})
 			}

@@ -99,7 +99,7 @@ func TestMCPBranch(t *testing.T) {
 	if !res[1].IsError || !strings.Contains(res[1].Text, "nothing deleted") || !strings.Contains(res[1].Text, "zerofs_merge") || !strings.Contains(res[1].Text, "force: true") {
 		t.Errorf("delete of a changed branch: %q", res[1].Text)
 	}
-	if res[2].Structured["sequence"] == nil || readTrim(t, filepath.Join(ws, "a.txt")) != "1\n2\nthree" {
+	if res[2].Structured["sequence"] == nil || res[2].Structured["side"] != "branch" || readTrim(t, filepath.Join(ws, "a.txt")) != "1\n2\nthree" {
 		t.Errorf("merge of the branch: %v", res[2].Structured)
 	}
 	if d := res[3].Structured["branches"].([]any)[0].(map[string]any); d["dir"] != one || d["mounted"] != false || res[3].IsError {

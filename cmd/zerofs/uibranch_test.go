@@ -61,7 +61,7 @@ func TestTimelineMergeInBrowser(t *testing.T) {
 	if got.Badge != "merge" {
 		t.Errorf("badge %q, want merge", got.Badge)
 	}
-	if want := "from " + fork + ", which began at #" + head + " of this workspace"; got.From != want {
+	if want := "from the fork " + fork + ", which began at #" + head + " of this workspace"; got.From != want {
 		t.Errorf("from: %q, want %q", got.From, want)
 	}
 	if got.Head != "brought in its 2 steps" || len(got.Steps) != 2 ||
@@ -86,8 +86,8 @@ func TestTimelineMergeInBrowser(t *testing.T) {
 // of this workspace it began from, mounted or not, and what it holds (a
 // branch that changed a path: not merged; one that changed nothing: no
 // changes); a merge of the first shows it merged, as the merge's
-// sequence, and the merge's entry names the branch and its step; a
-// deleted branch leaves the list, and with no branch left the
+// sequence, and the merge's entry names the branch and its step (a second
+// merge, the first merge and only the step since); a deleted branch leaves the list, and with no branch left the
 // list is gone.
 func TestTimelineBranchesInBrowser(t *testing.T) {
 	chrome := needChromium(t)
@@ -140,8 +140,22 @@ func TestTimelineBranchesInBrowser(t *testing.T) {
 	mergeEntry := fmt.Sprintf(`[...document.querySelectorAll(".entry.rewind")].find(e => e.querySelector(".badge.merge") && e.dataset.seq === "%d")`, merged)
 	pollJS(t, ctx, "the branch's merge in the history", mergeEntry)
 	info, err := chromedp.Run(ctx, chromedp.Evaluate[string](mergeEntry+`.querySelector(".merge-info").textContent`))
-	if want := "from " + one + fmt.Sprintf(", which began at #%d of this workspace", base); err != nil || !strings.HasPrefix(info, want) || !strings.Contains(info, "Edit a.txt") {
+	if want := "from the branch " + one + fmt.Sprintf(", which began at #%d of this workspace", base); err != nil || !strings.HasPrefix(info, want) || !strings.Contains(info, "Edit a.txt") {
 		t.Errorf("the merge entry says %q, want %q and the branch's step", info, want)
+	}
+	// Merged again after more work: the entry says what it brings is
+	// what the branch did since the first merge.
+	binOK(t, one, "step", "Edit a.txt again")
+	sh(t, one, `sed -i 's/^1$/one/' a.txt`)
+	binOK(t, ws, "merge", one)
+	again := branchList(t, ws)[0].Merged
+	second := fmt.Sprintf(`[...document.querySelectorAll(".entry.rewind")].find(e => e.querySelector(".badge.merge") && e.dataset.seq === "%d")`, again)
+	pollJS(t, ctx, "the second merge in the history", second)
+	info, err = chromedp.Run(ctx, chromedp.Evaluate[string](second+`.querySelector(".merge-info").textContent`))
+	n, nerr := chromedp.Run(ctx, chromedp.Evaluate[int](second+`.querySelectorAll(".merge-step").length`))
+	if want := fmt.Sprintf(", merged before as #%d: what it did since", merged); err != nil || nerr != nil || !strings.Contains(info, want) ||
+		!strings.Contains(info, "Edit a.txt again") || n != 1 {
+		t.Errorf("the second merge entry says %q (%d steps), want %q and only the new step", info, n, want)
 	}
 	binOK(t, ws, "branch", "--delete", one)
 	binOK(t, ws, "branch", "--delete", two)

@@ -490,11 +490,14 @@ function entryEl(e) {
 }
 
 // mergeEl says what a merge brought in, from its record: the branch (or
-// fork) and the state of this workspace it began from, and its steps,
-// numbered in its own log (they are not steps of this timeline).
+// fork) and the state of this workspace it began from (a branch merged
+// before: that merge, whose state of it was this merge's base), and its
+// steps, numbered in its own log (they are not steps of this timeline).
 function mergeEl(m) {
   const d = el("div", "merge-info");
-  d.append(el("div", "merge-from", "from " + quoteName(m.dir) + ", which began at #" + m.base + " of this workspace"));
+  const side = m.branch ? "the branch " : "the fork ";
+  d.append(el("div", "merge-from", "from " + side + quoteName(m.dir) + ", which began at #" + m.base + " of this workspace" +
+    (m.since ? ", merged before as #" + m.since + ": what it did since" : "")));
   const steps = m.steps || [];
   if (steps.length === 0) d.append(el("div", "muted", "its history recorded no steps"));
   else {
