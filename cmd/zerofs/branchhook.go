@@ -118,17 +118,26 @@ func removeWorktree(e *env, req hooks.WorktreeRequest) error {
 // branchParent is the workspace whose branch dir is. The branch's own
 // daemon keeps its store in the workspace's (STORE/branches/ID/store):
 // the workspace of a store in its default place (ROOT/.zero) is the first
-// to ask; then the workspace around the hook's own directory and the one
+// to ask (the branch's status may name the store through the workspace
+// daemon's descriptor, /proc/PID/fd/N, a link to it); then the workspace around the hook's own directory and the one
 // the worktree's directory names (ROOT-branches/NAME). Only a workspace
 // whose branch records name dir counts.
 func branchParent(e *env, dir string) (*history.Workspace, error) {
 	var roots []string
 	if bws, err := history.Find(dir); err == nil && bws.Mounted && bws.Root == filepath.Clean(dir) {
 		s := bws.Status.Store
-		id, parent := filepath.Dir(s), filepath.Dir(filepath.Dir(s))
+		id, branches := filepath.Dir(s), filepath.Dir(filepath.Dir(s))
 		if filepath.Base(s) == record.BranchStoreName && record.CheckBranchID(filepath.Base(id)) == nil &&
-			filepath.Base(parent) == record.BranchesName && filepath.Base(filepath.Dir(parent)) == ".zero" {
-			roots = append(roots, filepath.Dir(filepath.Dir(parent)))
+			filepath.Base(branches) == record.BranchesName {
+			// The workspace's store, which its branch's daemon may name
+			// through the workspace daemon's descriptor (/proc/PID/fd/N).
+			store := filepath.Dir(branches)
+			if t, err := os.Readlink(store); err == nil && filepath.IsAbs(t) {
+				store = t
+			}
+			if filepath.Base(store) == ".zero" {
+				roots = append(roots, filepath.Dir(store))
+			}
 		}
 	}
 	roots = append(roots, e.cwd)

@@ -156,6 +156,27 @@ func TestBranchHookMounted(t *testing.T) {
 	if bs := branchList(t, odd); len(bs) != 0 {
 		t.Errorf("a failed creation left branches %+v", bs)
 	}
+	// Where the directory beside the workspace cannot be made (here a
+	// file is in the way), the branch goes to the user's state directory,
+	// and its removal finds its workspace all the same.
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_STATE_HOME", "")
+	ws2 := filepath.Join(dir, "app2")
+	os.Mkdir(ws2, 0o755)
+	writeFile(t, filepath.Join(dir, "app2-branches"), "in the way\n")
+	mountT(t, ws2)
+	r = hook("/", fixture(t, "claude-WorktreeCreate.json", ws2))
+	s := lastLine(r.stdout)
+	if r.code == 0 {
+		made[s] = true
+	}
+	if r.code != 0 || !strings.HasPrefix(s, filepath.Join(home, ".local", "state", "zerofs", "branches", "app2-")+"") || filepath.Base(s) != "greet" || !testsupport.FUSEMounted(s) {
+		t.Fatalf("with the sibling directory in the way: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := hook(s, worktreeRemovePayload(t, s)); r.code != 0 || testsupport.FUSEMounted(s) {
+		t.Errorf("removal of the branch in the state directory: exit %d, stderr %q", r.code, r.stderr)
+	}
 	// A directory that is no branch is left alone.
 	other := filepath.Join(dir, "other")
 	os.Mkdir(other, 0o755)
