@@ -30,7 +30,7 @@ func TestHooksWorktreesMounted(t *testing.T) {
 	mountT(t, ws)
 	settings := filepath.Join(ws, ".claude", "settings.json")
 	out := binOK(t, ws, "hooks", "install", "claude", "--worktrees")
-	if !strings.Contains(out, "created "+settings) || !strings.Contains(out, `"WorktreeCreate"`) {
+	if !strings.Contains(out, "created "+settings) || !strings.Contains(out, `"WorktreeCreate"`) || !strings.Contains(out, "is a zerofs branch beside the workspace") {
 		t.Errorf("install --worktrees:\n%s", out)
 	}
 	var cfg struct {
