@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
@@ -186,5 +188,67 @@ func TestBranchHookMounted(t *testing.T) {
 	}
 	if readTrim(t, filepath.Join(other, "keep.txt")) != "keep" {
 		t.Error("a removal touched a directory that is no branch")
+	}
+}
+
+// TestBranchHookParallel: Claude Code starts parallel subagents' worktrees
+// at once; four WorktreeCreate hooks running together each get a branch of
+// their own, and four WorktreeRemove hooks together delete them all.
+func TestBranchHookParallel(t *testing.T) {
+	needFUSE(t)
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "app")
+	os.Mkdir(ws, 0o755)
+	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	mountT(t, ws)
+	t.Cleanup(func() {
+		for _, b := range branchList(t, ws) {
+			bin(t, ws, "", "branch", "--delete", b.Dir, "--force")
+			if testsupport.FUSEMounted(b.Dir) {
+				t.Errorf("%s is still mounted", b.Dir)
+				testsupport.Detach(t, b.Dir)
+			}
+		}
+	})
+	const n = 4
+	payload := fixture(t, "claude-WorktreeCreate-subagent.json", ws)
+	paths := make([]string, n)
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := strings.Replace(payload, "agent-a51dc467bf860b5bc", fmt.Sprintf("agent-%d", i), 1)
+			results[i] = bin(t, "/", p, "branch", "--hook", "--agent", "claude")
+			paths[i] = lastLine(results[i].stdout)
+		}()
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i, r := range results {
+		if r.code != 0 || seen[paths[i]] || !testsupport.FUSEMounted(paths[i]) {
+			t.Fatalf("creation %d: exit %d, path %q, stderr %q", i, r.code, paths[i], r.stderr)
+		}
+		seen[paths[i]] = true
+	}
+	if bs := branchList(t, ws); len(bs) != n {
+		t.Fatalf("branches: %+v", bs)
+	}
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = bin(t, "/", worktreeRemovePayload(t, paths[i]), "branch", "--hook", "--agent", "claude")
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.code != 0 || testsupport.FUSEMounted(paths[i]) {
+			t.Errorf("removal %d: exit %d, stderr %q", i, r.code, r.stderr)
+		}
+	}
+	if bs := branchList(t, ws); len(bs) != 0 {
+		t.Errorf("branches left: %+v", bs)
 	}
 }
