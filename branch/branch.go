@@ -508,11 +508,17 @@ func live(dir string) bool {
 	return ok
 }
 
-// stale reports whether the copy-up layer at dir reads its base through
-// a workspace daemon other than the one serving ws now (its upper
-// directory was reached through that daemon's /proc/PID/fd): the
-// workspace was mounted again since, and the branch reads nothing.
+// stale reports whether the branch at dir cannot read its base: a listing
+// of its root fails, or its copy-up layer reads its base through a
+// workspace daemon other than the one serving ws now (its upper directory
+// was reached through that daemon's /proc/PID/fd): the workspace was
+// mounted again since.
 func stale(ws *history.Workspace, dir string) bool {
+	// A base that no longer answers (its daemon gone) fails a listing of
+	// the branch's root, which merges it with the upper directory.
+	if _, err := os.ReadDir(dir); err != nil {
+		return true
+	}
 	for _, m := range mountsAt(dir) {
 		if m.FSType != "overlay" || m.Source != overlaySource {
 			continue

@@ -18,10 +18,16 @@
 // The API, used by the CLI (zerofs branch), the MCP server and the agent
 // hooks alike:
 //
+//	ws, err := history.Find(cwd)                                  // the mounted workspace
 //	info, err := branch.Create(ctx, ws, "/work/try-1", history.Now, branch.Options{})
-//	infos, err := branch.List(ctx, ws)
-//	info, err := branch.Delete(ctx, ws, "/work/try-1", false, branch.Options{})
-//	n, err := branch.UnmountAll(ctx, ws, branch.Options{})    // before the workspace's umount
+//	infos, err := branch.List(ctx, ws)                            // each branch: Info
+//	info, err := branch.Find(ctx, ws, "/work/try-1")              // one (record.ErrNotBranch)
+//	info, err := branch.Delete(ctx, ws, "/work/try-1", false, branch.Options{}) // *UnmergedError
+//	done, err := branch.UnmountAll(ctx, ws, branch.Options{})     // before the workspace's umount
+//	dir := branch.Resolve("/work/try-1")                          // the name its record keeps
+//
+// A merge of a branch is the engine's (record.MergeRequest{Dir:
+// branch.Resolve(dir)} through history.Source.Rewind), like a fork's.
 //
 // Create on the directory of an existing branch mounts it again (after the
 // workspace was unmounted, or its daemon killed). zerofs merge DIR brings a

@@ -26,6 +26,9 @@ func TestParseRewind(t *testing.T) {
 		{`{"target": 0, "paths": [""]}`, record.Request{Paths: []string{""}}},
 		{`{"turn": 12}`, record.Request{Turn: 12}},
 		{`{"undo": true, "turn": true, "dryRun": true}`, record.Request{Undo: true, WholeTurn: true, DryRun: true}},
+		{`{"branch": {"dir": "/w/b"}}`, record.Request{Branch: &record.BranchRequest{Dir: "/w/b"}}},
+		{`{"branch": {"dir": "/w/b", "at": 0}}`, record.Request{Branch: &record.BranchRequest{Dir: "/w/b", At: new(record.Seq)}}},
+		{`{"branch": {"delete": "0123456789abcdef"}}`, record.Request{Branch: &record.BranchRequest{Delete: "0123456789abcdef"}}},
 	} {
 		got, err := ParseRewind([]byte(tc.in))
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
@@ -41,7 +44,8 @@ func TestParseRewind(t *testing.T) {
 		`{"target": 1, "undo": true}`, `{"undo": true, "paths": ["a"]}`, `{"target": -1}`,
 		`{"target": 1, "paths": []}`, `{"target": 1, "paths": ["../x"]}`, `{"target": 1, "paths": [".zero/x"]}`,
 		`{"target": 1, "bogus": 2}`, `{"target": 1}{"target": 2}`, `{"target": "1"}`, `{"revert": 0}`, `{"target": 1, "force": true}`, `{"revert": 2, "paths": ["a"]}`,
-		`{"turn": true}`, `{"redo": true, "turn": true}`, `{"undo": true, "turn": false}`, `{"turn": 0}`, `{"turn": "3"}`, `{"undo": true, "turn": 3}`} {
+		`{"turn": true}`, `{"redo": true, "turn": true}`, `{"undo": true, "turn": false}`, `{"turn": 0}`, `{"turn": "3"}`, `{"undo": true, "turn": 3}`,
+		`{"branch": {"dir": "w/b"}}`, `{"branch": {"dir": "/w/../b"}}`, `{"branch": {"dir": "/w/b"}, "undo": true}`, `{"branch": {"dir": "/w/b", "bogus": 1}}`} {
 		if got, err := ParseRewind([]byte(bad)); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("ParseRewind(%q) = %+v, %v; want ErrBadRequest", bad, got, err)
 		}

@@ -34,6 +34,14 @@ func PreviewGC(store string, before record.Seq) (GCPreview, error) {
 		}
 	}
 	p := GCPreview{Before: max(before, ret.Pruned())}
+	// gc keeps every branch's base (and the blobs of its merged state).
+	floor, pinned, err := rewind.BranchFloor(store)
+	if err != nil {
+		return GCPreview{}, err
+	}
+	if pinned {
+		p.Before = min(p.Before, max(floor, ret.Pruned()))
+	}
 	for _, s := range starts {
 		if s > ret.Pruned() && s < p.Before {
 			p.Steps++
@@ -48,6 +56,9 @@ func PreviewGC(store string, before record.Seq) (GCPreview, error) {
 			keep[id] = true
 		}
 	})
+	if err := rewind.BranchBlobs(store, keep); err != nil {
+		return GCPreview{}, err
+	}
 	_, _, would, err := StoreFigures(store, func(id blobstore.ID) bool { return keep[id] })
 	p.Freed = would
 	return p, err

@@ -52,6 +52,11 @@ type BranchRecord struct {
 	// Merged is the branch's state the last merge brought in (git's rule:
 	// the next merge's base), nil until it is merged.
 	Merged *BranchMerged `json:"merged,omitempty"`
+	// Pending is the state a merge under way brings in, written before
+	// the merge changes anything: once the log holds that merge's
+	// session_rewind (after Pending.After), it is Merged; if it holds
+	// none, the merge never happened (a crash before its intent).
+	Pending *BranchMerged `json:"pending,omitempty"`
 }
 
 // BranchMerged is a branch's state as a merge brought it in: its log's
@@ -62,6 +67,8 @@ type BranchMerged struct {
 	// Seq is the session_rewind of the merge in this workspace's log.
 	Seq  Seq `json:"seq"`
 	Head Seq `json:"head"`
+	// After (Pending only) is this workspace's head before the merge.
+	After Seq `json:"after,omitempty"`
 	// States are the branch's changed paths as merged (Absent: removed).
 	States []FileState `json:"states"`
 }
@@ -97,8 +104,11 @@ func (r BranchRecord) Check(id string) error {
 	if r.Dir == "" || !filepath.IsAbs(r.Dir) || filepath.Clean(r.Dir) != r.Dir {
 		return fmt.Errorf("branch %s names directory %q", id, r.Dir)
 	}
-	if r.Merged != nil {
-		for _, st := range r.Merged.States {
+	for _, m := range []*BranchMerged{r.Merged, r.Pending} {
+		if m == nil {
+			continue
+		}
+		for _, st := range m.States {
 			if st.Path == "" || CleanPath(st.Path) != nil {
 				return fmt.Errorf("branch %s: merged state names path %q", id, st.Path)
 			}

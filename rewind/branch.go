@@ -233,8 +233,12 @@ func BranchDir(store, id string) string { return filepath.Join(store, record.Bra
 // branchFloor is the oldest base of a branch of this store (ok false:
 // none): gc never cuts above it, so that every branch's base stays in the
 // history. A damaged record is an error: its base is not known.
-func (e *Engine) branchFloor() (record.Seq, bool, error) {
-	recs, err := ReadBranches(e.opts.StoreDir)
+func (e *Engine) branchFloor() (record.Seq, bool, error) { return BranchFloor(e.opts.StoreDir) }
+
+// BranchFloor is the oldest base of a branch of the store at store (ok
+// false: it has none): what gc keeps.
+func BranchFloor(store string) (record.Seq, bool, error) {
+	recs, err := ReadBranches(store)
 	if err != nil || len(recs) == 0 {
 		return 0, false, err
 	}
@@ -248,20 +252,28 @@ func (e *Engine) branchFloor() (record.Seq, bool, error) {
 // branchBlobs adds to keep the blobs the branches' merged states name:
 // the base of their next merge.
 func (e *Engine) branchBlobs(keep map[blobstore.ID]bool) error {
-	recs, err := ReadBranches(e.opts.StoreDir)
+	return BranchBlobs(e.opts.StoreDir, keep)
+}
+
+// BranchBlobs adds to keep the blobs the merged states of the branches of
+// the store at store name (what gc keeps).
+func BranchBlobs(store string, keep map[blobstore.ID]bool) error {
+	recs, err := ReadBranches(store)
 	if err != nil {
 		return err
 	}
 	for _, r := range recs {
-		if r.Merged == nil {
-			continue
-		}
-		for _, st := range r.Merged.States {
-			if st.Kind != record.KindFile || st.Absent {
+		for _, m := range []*record.BranchMerged{r.Merged, r.Pending} {
+			if m == nil {
 				continue
 			}
-			if id, err := blobstore.ParseID(st.Blob); err == nil {
-				keep[id] = true
+			for _, st := range m.States {
+				if st.Kind != record.KindFile || st.Absent {
+					continue
+				}
+				if id, err := blobstore.ParseID(st.Blob); err == nil {
+					keep[id] = true
+				}
 			}
 		}
 	}
@@ -374,7 +386,7 @@ func (e *Engine) findBranch(dir string) (*record.BranchRecord, error) {
 	}
 	for i := range recs {
 		if recs[i].Dir == filepath.Clean(dir) {
-			return &recs[i], nil
+			return &recs[i], e.settlePending(&recs[i])
 		}
 	}
 	return nil, nil
@@ -572,11 +584,51 @@ func (m *merger) openNode(n *mergeNode) (io.ReadCloser, error) {
 	return m.e.OpenContent(n.ent)
 }
 
-// recordMerged notes in the branch's record the state the merge at seq
-// brought in, as the base of its next merge.
+// recordPending notes in the branch's record the state a merge about to
+// change the workspace brings in (after: the head before it), before it
+// changes anything; recordMerged makes it the base of the next merge once
+// the merge at seq is done. A crash in between leaves it pending, and
+// settlePending decides from the log.
+func (e *Engine) recordPending(rec *record.BranchRecord, head record.Seq, states []record.FileState) error {
+	rec.Pending = &record.BranchMerged{Head: head, After: e.Head(), States: states}
+	return writeBranch(e.opts.StoreDir, *rec, false)
+}
+
 func (e *Engine) recordMerged(rec record.BranchRecord, seq, head record.Seq, states []record.FileState) error {
+	if seq == 0 && rec.Merged != nil {
+		seq = rec.Merged.Seq // a merge that had nothing to bring in is no event
+	}
 	rec.Merged = &record.BranchMerged{Seq: seq, Head: head, States: states}
+	rec.Pending = nil
 	return writeBranch(e.opts.StoreDir, rec, false)
+}
+
+// settlePending settles a merge of rec that a crash left pending: the
+// merge happened (the next open finished it from its intent) when the log
+// holds, after the head it began from, a session_rewind of form merge of
+// this branch; then its state is the branch's merged state, else it is
+// dropped. The caller holds wsMu.
+func (e *Engine) settlePending(rec *record.BranchRecord) error {
+	if rec.Pending == nil {
+		return nil
+	}
+	p := *rec.Pending
+	rec.Pending = nil
+	for ev, err := range e.log.Events(p.After + 1) {
+		if err != nil {
+			return err
+		}
+		if ev.Type != record.TypeRewind {
+			continue
+		}
+		var rp record.RewindPayload
+		if json.Unmarshal(ev.Payload, &rp) == nil && rp.Form == record.FormMerge && rp.Merge != nil && rp.Merge.Branch == rec.ID {
+			p.Seq, p.After = ev.Seq, 0
+			rec.Merged = &p
+			break
+		}
+	}
+	return writeBranch(e.opts.StoreDir, *rec, false)
 }
 
 // getxattr reads xattr name of p (never following a symlink) into buf

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -103,6 +104,95 @@ func TestBranchRecordTampered(t *testing.T) {
 			}
 			if e.Head() != head || e.PrunedBefore() != 0 {
 				t.Errorf("a refusal changed the history: head %d -> %d, pruned %d", head, e.Head(), e.PrunedBefore())
+			}
+		})
+	}
+}
+
+// TestBranchMergeCrash kills a merge of a branch (SIGKILL, in a child
+// process) before its intent and after it: after reopening, the workspace
+// is merged whole or not at all (the fork's merge's intent, reused), and
+// the branch's record agrees: its state as merged is the base of the next
+// merge only if the merge happened (the record's pending state is settled
+// from the log). The branch's copy-up layer is made by hand in its upper
+// directory: the engine reads nothing else of it.
+func TestBranchMergeCrash(t *testing.T) {
+	for _, tc := range []struct {
+		point  string
+		merged bool
+	}{
+		{"rewind:captured", false},
+		{"rewind:intent", true},
+		{"rewind:applied", true},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			e, ws := openT(t, Options{Sync: true})
+			ctx := context.Background()
+			e.BeginStep(ctx, "setup", nil)
+			for i := range 5 {
+				p := "f" + strconv.Itoa(i)
+				change(t, e, func() error { return os.WriteFile(filepath.Join(ws, p), []byte("base\n"), 0o644) }, Change{Path: p})
+			}
+			dir := filepath.Join(filepath.Dir(ws), "b")
+			res, err := e.Apply(ctx, record.Request{Branch: &record.BranchRequest{Dir: dir}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			upper := filepath.Join(BranchDir(e.opts.StoreDir, res.Branch.ID), record.BranchUpperName)
+			for i := range 5 {
+				os.WriteFile(filepath.Join(upper, "f"+strconv.Itoa(i)), []byte("branch\n"), 0o644)
+			}
+			store := e.opts.StoreDir
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			killedAt(t, "crash", tc.point, "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_FORM=merge",
+				"ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_FORK="+dir)
+			root, err := os.Open(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			e, err = Open(ctx, root, Options{StoreDir: store, Sync: true})
+			if err != nil {
+				t.Fatalf("reopen after a crash at %s: %v", tc.point, err)
+			}
+			defer e.Close()
+			want := "base\n"
+			if tc.merged {
+				want = "branch\n"
+			}
+			for i := range 5 {
+				if b, _ := os.ReadFile(filepath.Join(ws, "f"+strconv.Itoa(i))); string(b) != want {
+					t.Fatalf("f%d after a crash at %s: %q, want %q", i, tc.point, b, want)
+				}
+			}
+			// The next merge (a dry run is one) settles the record from
+			// the log: merged as the recovered merge's event, or not.
+			if _, err := e.Apply(ctx, record.Request{DryRun: true, Merge: &record.MergeRequest{Dir: dir, Workspace: ws}}); err != nil {
+				t.Fatal(err)
+			}
+			recs, err := ReadBranches(store)
+			if err != nil || len(recs) != 1 || recs[0].Pending != nil {
+				t.Fatalf("the branch's record after a dry run: %+v %v", recs, err)
+			}
+			if last, seq, _ := e.LastRewind(); tc.merged && (recs[0].Merged == nil || recs[0].Merged.Seq != seq || last.Merge.Branch != recs[0].ID) {
+				t.Errorf("merged state not tied to the recovered merge %d: %+v", seq, recs[0].Merged)
+			} else if !tc.merged && recs[0].Merged != nil {
+				t.Errorf("a merge that never happened left a merged state: %+v", recs[0].Merged)
+			}
+			// With the merge done the next finds nothing to bring in;
+			// without, it brings it all in.
+			out, err := e.Apply(ctx, record.Request{Merge: &record.MergeRequest{Dir: dir, Workspace: ws}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Unchanged != tc.merged {
+				t.Errorf("the merge after the crash: unchanged %v, want %v", out.Unchanged, tc.merged)
+			}
+			recs, err = ReadBranches(store)
+			if err != nil || len(recs) != 1 || recs[0].Pending != nil || recs[0].Merged == nil || recs[0].Merged.Seq == 0 {
+				t.Fatalf("the branch's record after the next merge: %+v %v", recs, err)
 			}
 		})
 	}

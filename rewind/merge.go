@@ -132,6 +132,9 @@ func (e *Engine) merge(ctx context.Context, req record.Request) (record.RewindRe
 		if mergedStates, err = m.branchMergedStates(); err != nil {
 			return record.RewindResult{}, err
 		}
+		if err := e.recordPending(br, side.head, mergedStates); err != nil {
+			return record.RewindResult{}, err
+		}
 	}
 	plan, err := e.planTargets(targets)
 	if err != nil {

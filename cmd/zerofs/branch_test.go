@@ -163,6 +163,19 @@ func TestBranchCreateListDelete(t *testing.T) {
 		t.Errorf("the store keeps %d branch directories, want 1", len(ents))
 	}
 
+	// gc keeps the remaining branch's base, and says so.
+	head := readTrim(t, filepath.Join(ws, ".zero/head"))
+	if out := binOK(t, ws, "gc", "--before", head); !strings.Contains(out, "kept the history from "+first+" on: a branch's base") {
+		t.Errorf("gc past a branch's base: %q", out)
+	}
+	if got := readTrim(t, filepath.Join(ws, "@"+first, "a.txt")); got != "v1" {
+		t.Errorf("@%s/a.txt after gc: %q", first, got)
+	}
+	if dry := binOK(t, ws, "gc", "--dry-run", "--before", head); !strings.Contains(dry, "history starts at "+first) {
+		t.Errorf("gc --dry-run past a branch's base: %q", dry)
+	}
+	wantFail(t, ws, 1, "no such sequence: 999999", "branch", filepath.Join(dir, "late"), "--at", "999999")
+
 	// Refused: inside the workspace, not empty, not a branch to delete.
 	wantFail(t, ws, 1, "inside the workspace", "branch", filepath.Join(ws, "sub"))
 	full := filepath.Join(dir, "full")
@@ -221,6 +234,14 @@ func TestBranchIsAWorkspace(t *testing.T) {
 	}
 	if got := readTrim(t, filepath.Join(ws, "a.txt")); got != "base" {
 		t.Errorf("workspace: %q", got)
+	}
+	// A file past passthrough's size, written and read back: the branch's
+	// backing files are on the overlay, where the kernel refuses
+	// passthrough (stack depth), and the daemon serves them itself.
+	big := strings.Repeat("0123456789abcdef", 256<<10)
+	writeFile(t, filepath.Join(b, "big"), big)
+	if got, err := os.ReadFile(filepath.Join(b, "big")); err != nil || string(got) != big {
+		t.Errorf("a 4 MiB file read back from the branch: %d bytes, %v", len(got), err)
 	}
 	if out := binOK(t, b, "verify"); !strings.Contains(out, "ok") {
 		t.Errorf("verify in the branch: %q", out)
@@ -330,6 +351,21 @@ func TestBranchUmountWorkspace(t *testing.T) {
 	branchT(t, ws, b)
 	binOK(t, b, "step", "in the branch")
 	sh(t, b, `echo branch > a.txt`)
+	// A process standing in the branch holds it: the workspace's umount
+	// is refused, and both stay mounted.
+	hold := exec.Command("sleep", "60")
+	hold.Dir = b
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if r := bin(t, "/", "", "umount", ws); r.code != 1 || !strings.Contains(r.stderr, "the workspace stays mounted") || !strings.Contains(r.stderr, "sleep") {
+		t.Errorf("umount with the branch in use: exit %d, stderr %q", r.code, r.stderr)
+	}
+	hold.Process.Kill()
+	hold.Wait()
+	if !testsupport.FUSEMounted(b) || !testsupport.FUSEMounted(ws) {
+		t.Fatal("a refused umount unmounted something")
+	}
 	r := bin(t, "/", "", "umount", ws)
 	if r.code != 0 || !strings.Contains(r.stderr, "unmounted branch "+b+" first") {
 		t.Fatalf("umount of the workspace: exit %d, stderr %q", r.code, r.stderr)

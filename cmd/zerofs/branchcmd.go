@@ -26,22 +26,16 @@ path copies that path. A branch is a zerofs workspace of its own (steps,
 the workspace's later changes never reach its base. 'zerofs merge DIR'
 brings its changes in. Its copy-up layer and history live in the
 workspace's store (STORE/branches/), and gc keeps every branch's base.
-
-A DIR that is a branch already is mounted again (after 'zerofs umount' of
-the workspace, which unmounts its branches first, or after its daemon was
-killed).
-
 `,
 	flags: []flagDef{
-		{name: "at", arg: "SEQ", help: "the branch's base (default: now)", comp: compSeq},
+		{name: "at", arg: "SEQ", comp: compSeq, help: "the branch's base (default: now)"},
 		{name: "allow-other", help: "let other users use the branch (their permissions apply)"},
-		{name: "list", help: `each branch: its directory, base, mounted or not, and
-how many paths it changed`},
+		{name: "list", help: `each branch: its directory, base, mounted or not, and how
+many paths it changed`},
 		{name: "json", help: "with --list: as JSON"},
-		{name: "delete", arg: "DIR", help: `unmount the branch and remove it (its changes and history);
-refused while it holds changes no merge brought in, unless
---force`, comp: compDir},
-		{name: "force", help: "with --delete: also a branch holding changes not merged"},
+		{name: "delete", arg: "DIR", comp: compDir, help: `unmount the branch and remove it (its changes and history);
+refused while it holds changes no merge brought in, unless --force`},
+		{name: "force", help: "with --delete: delete a branch holding unmerged changes"},
 		{name: "hook", help: `answer an agent's worktree hook from its JSON on stdin
 (Claude Code's WorktreeCreate and WorktreeRemove, which
 'zerofs hooks install claude --worktrees' writes): a
@@ -53,10 +47,14 @@ to merge or drop it while it holds changes not merged (the
 agent then keeps the worktree). Unlike 'step --hook' it
 fails out loud, as the agent's contract asks: an unmounted
 workspace fails the creation.`},
-		{name: "agent", arg: "AGENT", help: "with --hook: the agent whose hook it is (claude)", comp: compAgent},
+		{name: "agent", arg: "AGENT", comp: compAgent, help: "with --hook: the agent whose hook it is (claude)"},
 	},
 	args: []argDef{{name: "DIR...", comp: compDir}},
-	run:  runBranch,
+	more: `A DIR that is a branch already is mounted again (after 'zerofs umount' of
+the workspace, which unmounts its branches first, or after its daemon was
+killed).
+`,
+	run: runBranch,
 }
 
 func runBranch(e *env, c *command, args []string) error {

@@ -116,6 +116,10 @@ func runGC(e *env, c *command, args []string) error {
 		if err != nil {
 			return err
 		}
+		if res.Before < cut {
+			// gc keeps every branch's base (branch.go in rewind).
+			fmt.Fprintf(e.stdout, "kept the history from %d on: a branch's base (zerofs branch --list; --delete one to let it go)\n", res.Before)
+		}
 		if thinAfter > 0 {
 			printThinGC(e, res, req.ThinBefore)
 			return nil

@@ -33,6 +33,10 @@ hold open or have mapped, as 'fuser -m' finds them) is refused: umount
 names each (pid, command, what of it is in the mount), changes nothing
 and exits 1. A shell standing in the mount is one of them: run umount
 from outside it.
+
+A workspace's mounted branches (zerofs branch) read their base through
+its mount: they are unmounted first, each named; one in use refuses the
+umount as above, and the workspace stays mounted.
 `,
 	flags: []flagDef{
 		{name: "lazy", help: `unmount a mount that processes still use anyway: it is detached
