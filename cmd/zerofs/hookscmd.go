@@ -60,7 +60,8 @@ without the error's first line`},
 WorktreeCreate and WorktreeRemove): each worktree it
 makes for a subagent (isolation: worktree),
 EnterWorktree or claude --worktree is a zerofs branch
-of the workspace (zerofs branch --hook)`},
+of the workspace (zerofs branch --hook); a project's
+install only`},
 	},
 	args: []argDef{{name: "install|uninstall|check", comp: compWords}, {name: "AGENT", comp: compAgent}},
 	run:  runHooks,
@@ -110,6 +111,11 @@ func runHooksInstall(e *env, c *command, args []string) error {
 	}
 	if worktrees && len(agent.WorktreeEvents) == 0 {
 		return usagef(c, "--worktrees: %s has no worktree hooks (claude has)", agent.Name)
+	}
+	if worktrees && user {
+		// With them, Claude Code makes no git worktree of its own anywhere
+		// they apply: outside a mounted zerofs workspace it could make none.
+		return usagef(c, "--worktrees goes with a project's install: the worktree hooks take the place of Claude Code's own git worktrees wherever they apply, and a branch needs a mounted zerofs workspace")
 	}
 	opts, err := installOptions(e, user, noPrompt, bin)
 	if err != nil {

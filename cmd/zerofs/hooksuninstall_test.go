@@ -15,7 +15,8 @@ import (
 // --worktrees into a mounted workspace and takes them out again: the
 // install writes WorktreeCreate and WorktreeRemove running this zerofs's
 // `branch --hook --agent claude` and `hooks check` says so; an agent
-// without worktree hooks refuses the flag; `uninstall --worktrees` (after
+// without worktree hooks refuses the flag, and so does a user-wide
+// install; `uninstall --worktrees` (after
 // its dry run, which changes nothing) takes out exactly those, and
 // `uninstall` the rest, removing the file and the .claude directory the
 // install made: the workspace holds what it held before, each uninstall is
@@ -50,6 +51,14 @@ func TestHooksWorktreesMounted(t *testing.T) {
 	}
 	if r := bin(t, ws, "", "hooks", "install", "codex", "--worktrees"); r.code != 2 || !strings.Contains(r.stderr, "no worktree hooks") {
 		t.Errorf("install codex --worktrees: exit %d, %q", r.code, r.stderr)
+	}
+	// For every project of the user, they would take Claude Code's git
+	// worktrees away where no zerofs workspace is: refused.
+	if r := bin(t, ws, "", "hooks", "install", "claude", "--worktrees", "--user"); r.code != 2 || !strings.Contains(r.stderr, "goes with a project's install") {
+		t.Errorf("install claude --worktrees --user: exit %d, %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".claude", "settings.json")); err == nil {
+		t.Error("a refused install wrote the user's settings")
 	}
 
 	dry := binOK(t, ws, "hooks", "uninstall", "claude", "--worktrees", "--dry-run")
