@@ -44,8 +44,8 @@ var hooksCmd = &command{
                         last step, result and turn it recorded in this
                         workspace
 
-Flags of hooks install (--user, --project, --dry-run and --worktrees also
-of hooks uninstall):
+The flags are hooks install's (--user, --project, --dry-run and --worktrees
+also hooks uninstall's):
 `,
 	flags: []flagDef{
 		{name: "user", help: "the user's configuration, for every project"},
