@@ -30,7 +30,9 @@ import (
 // before T already: then the state at T is the file as it is now, and goes
 // on changing with it. So a live entry's attributes and pages are not kept
 // (liveTimeout), and a read that finds the entry still live after reading
-// read the state at T (see viewFile.Read).
+// read the state at T (see viewFile.Read). Lookup and Getattr check the
+// attributes they stat'ed the same way, as the engine checks its own live
+// answers (rewind's childAt).
 
 // liveTimeout is how long the kernel may keep a live entry's attributes,
 // and a live file's pages are dropped at each open: a path captured in the
@@ -161,6 +163,9 @@ func (v *viewNode) fill(a *fuse.Attr, ent rewind.Entry) {
 	}
 	a.Blocks = (a.Size + 511) / 512
 	if ent.Live {
+		if beforeLiveRead != nil {
+			beforeLiveRead(st.Path)
+		}
 		var x unix.Statx_t
 		fd, done, err := v.fs.ws.node(st.Path) // where a rename record took it, maybe
 		if err == nil {
@@ -172,6 +177,11 @@ func (v *viewNode) fill(a *fuse.Attr, ent rewind.Entry) {
 	}
 	a.Ino = viewIno(v.t, v.path)
 }
+
+// beforeLiveRead, when set (by tests), runs just before a live path is
+// stat'ed (fill) or its link read (Readlink): a change made there is what
+// their check must catch.
+var beforeLiveRead func(p string)
 
 // livePath is the workspace path whose present content the node shows:
 // its own, or where a rename record took it.
@@ -204,6 +214,18 @@ func (v *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	p := join(v.path, name)
 	ch := &viewNode{fs: v.fs, t: v.t, path: p}
 	ch.fill(&out.Attr, ent)
+	if ent.Live {
+		// A change captured while fill stat'ed the live path makes the
+		// recorded state the right one (as in Getattr): the kernel keeps
+		// these attributes, its size bounding what a read returns.
+		if again, err := v.fs.eng.ChildAt(v.path, name, v.t); err == nil && !again.Live {
+			if !again.Exists {
+				return nil, syscall.ENOENT
+			}
+			ent = again
+			ch.fill(&out.Attr, ent)
+		}
+	}
 	out.SetEntryTimeout(viewTimeout)
 	out.SetAttrTimeout(viewTimeout)
 	if ent.Live {
@@ -275,10 +297,25 @@ func (v *viewNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 		if errno := v.fs.presentAllows(ctx, ent.State.Path, unix.O_PATH); errno != 0 {
 			return nil, errno
 		}
+		if beforeLiveRead != nil {
+			beforeLiveRead(ent.State.Path)
+		}
 	}
 	target, err := v.fs.eng.ReadLink(ent)
 	if err != nil {
 		return nil, engineErrno(v.fs.log, "readlink", v.path, err, seqNotFound)
+	}
+	if ent.Live {
+		// Changed while read? Then the record is T's (as in Getattr).
+		if again, err := v.current(); err == nil && !again.Live {
+			if !again.Exists {
+				return nil, syscall.ENOENT
+			}
+			if again.State.Kind != record.KindSymlink {
+				return nil, syscall.EINVAL
+			}
+			return []byte(again.State.Target), 0
+		}
 	}
 	return []byte(target), 0
 }

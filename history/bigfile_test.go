@@ -43,12 +43,7 @@ func TestBigFilesAreNeverReadWhole(t *testing.T) {
 	}
 	t.Cleanup(unmount)
 	mp := m.Mountpoint()
-	step := func(label string) record.Seq {
-		if err := os.WriteFile(filepath.Join(mp, ".zero", "step"), []byte(label+"\n"), 0); err != nil {
-			t.Fatal(err)
-		}
-		return m.Engine().Head()
-	}
+	step := func(label string) record.Seq { return stepAt(t, mp, label) }
 	writeAt := func(off int64, b string) {
 		f, err := os.OpenFile(filepath.Join(mp, "big"), os.O_WRONLY|os.O_CREATE, 0o644)
 		if err != nil {

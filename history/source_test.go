@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,12 +56,7 @@ func build(t *testing.T, mounted bool) *fixture {
 	t.Cleanup(unmount)
 	mp := m.Mountpoint()
 	f := &fixture{steps: map[string]record.Seq{}}
-	step := func(label string) {
-		if err := os.WriteFile(filepath.Join(mp, ".zero", "step"), []byte(label+"\n"), 0); err != nil {
-			t.Fatal(err)
-		}
-		f.steps[label] = m.Engine().Head()
-	}
+	step := func(label string) { f.steps[label] = stepAt(t, mp, label) }
 	step("one")
 	writeFile(t, filepath.Join(mp, "a"), "a1")
 	step("two")
@@ -85,6 +82,65 @@ func build(t *testing.T, mounted bool) *fixture {
 	}
 	t.Cleanup(func() { f.src.Close() })
 	return f
+}
+
+// stepAt begins a step labelled label through the mount at mp and returns
+// its sequence, as .zero/step names it. Not the head after the write: a
+// file whose RELEASE has not reached the daemon yet (the kernel sends it
+// after close(2) returns) is captured at the boundary as held open for
+// writing, a checkpoint after the step's own event.
+func stepAt(t *testing.T, mp, label string) record.Seq {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(mp, ".zero", "step"), []byte(label+"\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(mp, ".zero", "step"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, got, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	n, err := strconv.ParseUint(seq, 10, 64)
+	if err != nil || got != label {
+		t.Fatalf(".zero/step after the step %q: got %q, want \"<seq> %s\"", label, b, label)
+	}
+	return record.Seq(n)
+}
+
+// TestStepAtNamesTheStep: stepAt returns the sequence of the step's own
+// tool_call while a file is held open for writing across it, when the
+// boundary's capture of that file (with passthrough) puts a checkpoint
+// after it: the head is then one past the step. (The fixture took the head
+// for the step's sequence, and history/TestSources/UndoRedo then failed
+// when a close's RELEASE came late: undo named step "three" at 5, the
+// fixture had 6.)
+func TestStepAtNamesTheStep(t *testing.T) {
+	testsupport.RequireFUSE(t)
+	m, err := zfs.Mount(context.Background(), zfs.Options{Workspace: t.TempDir(), Mountpoint: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SelfOpens: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testsupport.Unmount(t, m.Mountpoint(), 20*time.Second, m.Unmount) })
+	mp := m.Mountpoint()
+	stepAt(t, mp, "one")
+	held, err := os.OpenFile(filepath.Join(mp, "held"), os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	s := stepAt(t, mp, "two")
+	for ev, err := range m.Engine().Log().Events(s) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Seq != s || ev.Type != record.TypeToolCall || !strings.Contains(string(ev.Payload), `"two"`) {
+			t.Errorf("event %d: %s %s, want the tool_call of step two", ev.Seq, ev.Type, ev.Payload)
+		}
+		break
+	}
+	if h := m.Engine().Head(); m.Passthrough() && h != s+1 {
+		t.Errorf("head %d with held open across the step at %d: want the boundary's capture of it at %d", h, s, s+1)
+	}
 }
 
 func writeFile(t *testing.T, p, content string) {

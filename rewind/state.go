@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -78,20 +80,41 @@ func (e *Engine) ChildAt(dir, name string, t record.Seq) (Entry, error) {
 // that decides it (p's own, or one found through the rename records of
 // p's ancestors: index.Resolve), or the live state of the path p's content
 // is at now (p, or where renames took it: then State.Path is that path).
+//
+// A change is recorded before it reaches the workspace, so the live state
+// is the state at t only if no record of p came in while the workspace was
+// read: the index is asked again afterwards, and a record found then is
+// the answer (a view read while writers run must not show their change).
 func (e *Engine) childAt(p string, t, limit record.Seq) (Entry, error) {
-	rec, ok, at := e.index.Resolve(p, t, limit)
-	if !ok && at != p && e.recovering != 0 {
-		rec, ok = e.index.At(at, e.recovering-1, e.recovering+1)
-	}
-	if ok {
-		rec, err := e.named(rec)
+	for {
+		rec, ok, at := e.index.Resolve(p, t, limit)
+		if !ok && at != p && e.recovering != 0 {
+			rec, ok = e.index.At(at, e.recovering-1, e.recovering+1)
+		}
+		if ok {
+			rec, err := e.named(rec)
+			if err != nil {
+				return Entry{}, err
+			}
+			return Entry{Exists: !rec.State.Absent, State: rec.State, From: rec.Seq}, nil
+		}
+		if beforeLive != nil {
+			beforeLive(at)
+		}
+		ent, err := e.live(at)
 		if err != nil {
 			return Entry{}, err
 		}
-		return Entry{Exists: !rec.State.Absent, State: rec.State, From: rec.Seq}, nil
+		if _, ok, again := e.index.Resolve(p, t, limit); !ok && again == at {
+			return ent, nil
+		}
 	}
-	return e.live(at)
 }
+
+// beforeLive, when set (by tests), runs just before the workspace is read
+// for a state that has no record (p: the path, or the directory listed):
+// a change made there is what the read's check must catch.
+var beforeLive func(p string)
 
 // live is p as it is now in the workspace.
 func (e *Engine) live(p string) (Entry, error) {
@@ -132,15 +155,30 @@ func (e *Engine) ReadDirAt(dir string, t record.Seq) ([]DirEntry, error) {
 func (e *Engine) readDirAt(dir string, t, limit record.Seq) ([]DirEntry, error) {
 	// The names recorded under dir, and under where renames after t took
 	// its content, and those directories' names now: each is resolved.
+	//
+	// A name removed while the directories are read is recorded before it
+	// goes, so the index is asked again after reading them: a name gone
+	// from a listing meanwhile is in the second answer.
 	names, liveDirs := e.index.NamesAt(dir, t, limit)
-	for _, d := range liveDirs {
-		liveNames, err := e.ws.readDirNames(d)
-		if err != nil && !isMissing(err) {
-			return nil, fmt.Errorf("rewind: read directory %q: %w", d, err)
+	for {
+		for _, d := range liveDirs {
+			if beforeLive != nil {
+				beforeLive(d)
+			}
+			liveNames, err := e.ws.readDirNames(d)
+			if err != nil && !isMissing(err) {
+				return nil, fmt.Errorf("rewind: read directory %q: %w", d, err)
+			}
+			for _, n := range liveNames {
+				names[n] = true
+			}
 		}
-		for _, n := range liveNames {
-			names[n] = true
+		again, dirs := e.index.NamesAt(dir, t, limit)
+		maps.Copy(names, again)
+		if slices.Equal(dirs, liveDirs) {
+			break
 		}
+		liveDirs = dirs
 	}
 	var out []DirEntry
 	for n := range names {

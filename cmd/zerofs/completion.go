@@ -10,17 +10,18 @@ import (
 
 var completionCmd = &command{
 	name:    "completion",
-	usage:   "completion bash|zsh",
+	usage:   "completion bash|zsh|fish",
 	summary: "print a shell completion script",
-	about: `Prints a completion script for bash or zsh: command names, each command's
+	about: `Prints a completion script for bash, zsh or fish: command names, each command's
 flags, and what each flag's value and argument takes (a directory, an agent,
 a command after run's --, files; nothing for a sequence or a label). Load it
 with
 
   source <(zerofs completion bash)          # in ~/.bashrc
   source <(zerofs completion zsh)           # in ~/.zshrc, after compinit
+  zerofs completion fish | source           # in ~/.config/fish/config.fish
 `,
-	args: []argDef{{name: "bash|zsh", comp: compWords}},
+	args: []argDef{{name: "bash|zsh|fish", comp: compWords}},
 	run:  runCompletion,
 }
 
@@ -31,15 +32,17 @@ func runCompletion(e *env, c *command, args []string) error {
 	}
 	pos = append(pos, rest...)
 	if len(pos) != 1 {
-		return usagef(c, "want bash or zsh")
+		return usagef(c, "want bash or zsh or fish")
 	}
 	switch pos[0] {
 	case "bash":
 		return writeBash(e.stdout)
 	case "zsh":
 		return writeZsh(e.stdout)
+	case "fish":
+		return writeFish(e.stdout)
 	}
-	return usagef(c, "no completion for %q: want bash or zsh", pos[0])
+	return usagef(c, "no completion for %q: want bash or zsh or fish", pos[0])
 }
 
 // completedFlags are the words a shell completes for c's flags, in the
@@ -253,5 +256,141 @@ _zerofs() {
 }
 compdef _zerofs zerofs
 `, cmds.String(), cases.String())
+	return err
+}
+
+// fishQuote quotes s for fish: in single quotes, with \\ and \' escaped.
+func fishQuote(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(s) + "'"
+}
+
+// writeFish writes the fish script: each command and its summary, each
+// flag with the first line of its help and what completes its value, and
+// a function that completes an argument by its kind, counting the
+// arguments before it as the bash script does.
+func writeFish(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString(`# fish completion for zerofs: zerofs completion fish | source
+function __zerofs_cmd --description 'whether the zerofs command being completed is $argv[1]'
+	set -l words (commandline -opc)
+	test (count $words) -ge 2; and test "$words[2]" = "$argv[1]"
+end
+function __zerofs_args --description 'what an argument of a zerofs command can be'
+	set -l words (commandline -opc)
+	set -l cur (commandline -ct)
+	test (count $words) -ge 2; or return
+	set -l values
+	set -l before
+	set -l after
+	switch $words[2]
+`)
+	for _, c := range commands {
+		var values, before, after []string
+		for _, f := range c.flags {
+			if f.arg != "" {
+				values = append(values, f.spellings()...)
+			}
+		}
+		for _, a := range c.args {
+			if a.afterDashes {
+				after = append(after, bashKind(a.comp, a.name))
+			} else {
+				before = append(before, bashKind(a.comp, a.name))
+			}
+		}
+		fmt.Fprintf(&b, "\tcase %s\n", fishQuote(c.name))
+		for _, v := range []struct {
+			name  string
+			words []string
+		}{{"values", values}, {"before", before}, {"after", after}} {
+			if len(v.words) > 0 {
+				fmt.Fprintf(&b, "\t\tset %s %s\n", v.name, strings.Join(v.words, " "))
+			}
+		}
+	}
+	b.WriteString(`	case '*'
+		return
+	end
+	set -e words[1..2]
+	set -l n 1
+	set -l dashes 0
+	set -l skip 0
+	for w in $words
+		if test $skip = 1
+			set skip 0
+		else if test $dashes = 0; and test "x$w" = x--
+			set dashes 1
+			set n 1
+		else if test $dashes = 0; and string match -qr -- '^-[^0-9]' $w
+			contains -- $w $values; and set skip 1
+		else
+			set n (math $n + 1)
+		end
+	end
+	# A flag's value: the flag's own completion offers it.
+	test $skip = 1; and return
+	set -l kinds $before
+	test $dashes = 1; and set kinds $after
+	set -l kind
+	if test $n -le (count $kinds)
+		set kind $kinds[$n]
+	else if test (count $kinds) -gt 0; and string match -q -- '*+' $kinds[-1]
+		set kind $kinds[-1]
+	end
+	set kind (string replace -r -- '\\+$' '' "$kind")
+	switch "$kind"
+	case file
+		__fish_complete_path $cur
+	case dir
+		__fish_complete_directories $cur
+	case cmd
+		__fish_complete_command $cur
+	case none ''
+	case '*'
+		string split , -- $kind
+	end
+end
+complete -c zerofs -f
+complete -c zerofs -n __fish_use_subcommand -l help -d 'list the commands'
+complete -c zerofs -n __fish_use_subcommand -l version -d 'the version'
+complete -c zerofs -n __fish_use_subcommand -s C -x -a '(__fish_complete_directories (commandline -ct))' -d 'run as if started in DIR'
+complete -c zerofs -n __fish_use_subcommand -s q -d 'show no progress'
+`)
+	for _, c := range commands {
+		fmt.Fprintf(&b, "complete -c zerofs -n __fish_use_subcommand -a %s -d %s\n", fishQuote(c.name), fishQuote(c.summary))
+	}
+	fmt.Fprintf(&b, "complete -c zerofs -n __fish_use_subcommand -a help -d %s\n", fishQuote("a command's usage and flags"))
+	for _, c := range commands {
+		fmt.Fprintf(&b, "complete -c zerofs -n '__zerofs_cmd help' -a %s -d %s\n", fishQuote(c.name), fishQuote(c.summary))
+	}
+	for _, c := range commands {
+		cond := fmt.Sprintf("-n %s", fishQuote("__zerofs_cmd "+c.name))
+		for _, f := range c.flags {
+			spec := "-l " + f.name
+			if len(f.name) == 1 {
+				spec = "-s " + f.name
+			}
+			if f.short != "" {
+				spec = "-s " + f.short + " " + spec
+			}
+			if f.arg != "" {
+				switch {
+				case f.comp == compFile:
+					spec += " -r -F"
+				case f.comp == compDir:
+					spec += " -x -a '(__fish_complete_directories (commandline -ct))'"
+				case f.comp.words(f.arg) != nil:
+					spec += " -x -a " + fishQuote(strings.Join(f.comp.words(f.arg), " "))
+				default:
+					spec += " -x"
+				}
+			}
+			help, _, _ := strings.Cut(strings.TrimSpace(f.help), "\n")
+			fmt.Fprintf(&b, "complete -c zerofs %s %s -d %s\n", cond, spec, fishQuote(help))
+		}
+		fmt.Fprintf(&b, "complete -c zerofs %s -l help -d %s\n", cond, fishQuote("the command's usage and flags"))
+	}
+	b.WriteString("complete -c zerofs -n 'not __fish_use_subcommand; and not __zerofs_cmd help' -a '(__zerofs_args)'\n")
+	_, err := io.WriteString(w, b.String())
 	return err
 }

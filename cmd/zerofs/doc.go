@@ -16,7 +16,7 @@
 // positional arguments; add it to the commands list in main.go, in SPEC's
 // order. Its run parses with c.parse(args) and reads each flag by name
 // (o.Bool("dry-run")). From the declaration come the parsing, `zerofs help
-// CMD` and CMD --help, the bash and zsh completions (completion.go), and
+// CMD` and CMD --help, the bash, zsh and fish completions (completion.go), and
 // docs/reference.md, which `go generate ./cmd/zerofs` rewrites from
 // reference.md.tmpl (its prose); TestReferenceGenerated fails while the
 // committed file differs, and TestUsageMatchesSpec holds the usage lines to

@@ -39,7 +39,7 @@ var hooksCmd = &command{
                         last step, result and turn it recorded in this
                         workspace
 
-Flags of hooks install:
+The flags are hooks install's:
 `,
 	flags: []flagDef{
 		{name: "user", help: "the user's configuration, for every project"},

@@ -145,7 +145,7 @@ func TestVersionAndCompletion(t *testing.T) {
 		}
 	}
 	wantFail(t, dir, 2, "want bash or zsh", "completion")
-	wantFail(t, dir, 2, `no completion for "fish"`, "completion", "fish")
+	wantFail(t, dir, 2, `no completion for "tcsh"`, "completion", "tcsh")
 }
 
 func sorted(xs []string) []string {

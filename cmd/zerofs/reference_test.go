@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"text/template"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // docs/reference.md is generated: `go generate ./cmd/zerofs` writes it
@@ -196,12 +198,13 @@ func TestUsageMatchesSpec(t *testing.T) {
 	}
 }
 
-// Every flag a command declares parses, and is completed in bash and zsh
-// under its command.
+// Every flag a command declares parses, and is completed in bash, zsh and
+// fish under its command.
 func TestCompletionsCoverFlags(t *testing.T) {
 	dir := t.TempDir()
 	bash := mustRun(t, dir, "completion", "bash")
 	zsh := mustRun(t, dir, "completion", "zsh")
+	fish := mustRun(t, dir, "completion", "fish")
 	caseLine := func(script, prefix string) string {
 		for _, l := range strings.Split(script, "\n") {
 			if strings.HasPrefix(l, prefix) {
@@ -225,6 +228,16 @@ func TestCompletionsCoverFlags(t *testing.T) {
 				if !strings.Contains(zshCase, `"`+sp+`[]"`) && !strings.Contains(zshCase, `"`+sp+`[]:`) {
 					t.Errorf("zsh does not complete zerofs %s %s: %q", c.name, sp, zshCase)
 				}
+			}
+			spec := "-l " + f.name
+			if len(f.name) == 1 {
+				spec = "-s " + f.name
+			}
+			if f.short != "" {
+				spec = "-s " + f.short + " " + spec
+			}
+			if !strings.Contains(fish, "complete -c zerofs -n '__zerofs_cmd "+c.name+"' "+spec+" ") {
+				t.Errorf("fish does not complete zerofs %s %s", c.name, f.label())
 			}
 		}
 	}
@@ -355,7 +368,7 @@ func TestBashCompletesByKind(t *testing.T) {
 		{[]string{"fork", "3", ""}, "sub"},
 		{[]string{"merge", "sub", ""}, "f.txt sub"},
 		{[]string{"undo", ""}, ""},
-		{[]string{"completion", ""}, "bash zsh"},
+		{[]string{"completion", ""}, "bash zsh fish"},
 	} {
 		words := "zerofs"
 		for _, w := range tc.words {
@@ -379,5 +392,133 @@ func TestBashCompletesByKind(t *testing.T) {
 		if strings.Join(got, " ") != strings.Join(sorted(strings.Fields(tc.want)), " ") {
 			t.Errorf("completing %q: got %q, want %q", tc.words, got, tc.want)
 		}
+	}
+}
+
+// TestZshCompletesByKind runs the zsh script in an interactive zsh
+// (testdata/complete.zsh): command names, flags, and a flag's value and
+// each argument by their declared kind.
+func TestZshCompletesByKind(t *testing.T) {
+	zsh, err := exec.LookPath("zsh")
+	if err != nil {
+		testsupport.Unavailable(t, "the zsh completion test needs zsh (apt-get install zsh)")
+	}
+	harness, err := filepath.Abs("testdata/complete.zsh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "f.txt"), "x\n")
+	tmp := t.TempDir()
+	script := filepath.Join(tmp, "zerofs.zsh")
+	writeFile(t, script, mustRun(t, dir, "completion", "zsh"))
+	cases := []struct{ line, want string }{
+		{"zerofs u", "umount undo ui"},
+		{"zerofs help ver", "verify version"},
+		{"zerofs log --st", "--stat"},
+		{"zerofs mount ", "sub"},
+		{"zerofs mount --store ", "sub"},
+		{"zerofs mount --auto-step 5m ", "sub"},
+		{"zerofs mount --sync ", "always batch"},
+		{"zerofs step --agent c", "claude codex cursor"},
+		{"zerofs hooks ", "install check"},
+		{"zerofs hooks install w", "windsurf"},
+		{"zerofs show 3 ", "f.txt sub"},
+		{"zerofs fork 3 ", "sub"},
+		{"zerofs merge sub ", "f.txt sub"},
+		{"zerofs rewind --dry-run 3 -- f", "f.txt"},
+		{"zerofs gc --keep ", ""},
+		{"zerofs undo --", "--dry-run --turn"},
+		{"zerofs completion ", "bash zsh fish"},
+	}
+	out := filepath.Join(tmp, "out")
+	args := []string{"-f", harness, script, out, dir}
+	for _, tc := range cases {
+		args = append(args, tc.line)
+	}
+	if b, err := exec.Command(zsh, args...).CombinedOutput(); err != nil {
+		t.Fatalf("zsh: %v\n%s", err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("zsh completed nothing: %v", err)
+	}
+	offers := strings.Split(string(b), "--done\n")
+	if len(offers) != len(cases)+1 {
+		t.Fatalf("zsh finished %d of %d completions:\n%s", len(offers)-1, len(cases), b)
+	}
+	for i, tc := range cases {
+		var got []string
+		for _, l := range strings.Split(offers[i], "\n") {
+			if l != "" && !slices.Contains(got, l) {
+				got = append(got, l)
+			}
+		}
+		if got := strings.Join(sorted(got), " "); got != strings.Join(sorted(strings.Fields(tc.want)), " ") {
+			t.Errorf("zsh completing %q: got %q, want %q", tc.line, got, tc.want)
+		}
+	}
+}
+
+// TestFishCompletesByKind runs the fish script (fish's complete -C):
+// command names, flags, and a flag's value and each argument by their
+// declared kind.
+func TestFishCompletesByKind(t *testing.T) {
+	fish, err := exec.LookPath("fish")
+	if err != nil {
+		testsupport.Unavailable(t, "the fish completion test needs fish (apt-get install fish)")
+	}
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "f.txt"), "x\n")
+	script := filepath.Join(t.TempDir(), "zerofs.fish")
+	writeFile(t, script, mustRun(t, dir, "completion", "fish"))
+	for _, tc := range []struct{ line, want string }{
+		{"zerofs u", "umount undo ui"},
+		{"zerofs help ver", "verify version"},
+		{"zerofs log --st", "--stat"},
+		{"zerofs mount ", "sub/"},
+		{"zerofs mount --store ", "sub/"},
+		{"zerofs mount --auto-step 5m ", "sub/"},
+		{"zerofs mount -f sub ", "sub/"},
+		{"zerofs mount --sync ", "always batch"},
+		{"zerofs mount --replica-key ", "f.txt sub/"},
+		{"zerofs step --agent c", "claude codex cursor"},
+		{"zerofs hooks ", "install check"},
+		{"zerofs hooks install w", "windsurf"},
+		{"zerofs rewind ", ""},
+		{"zerofs show 3 ", "f.txt sub/"},
+		{"zerofs fork 3 ", "sub/"},
+		{"zerofs merge sub ", "f.txt sub/"},
+		{"zerofs rewind --dry-run 3 -- f", "f.txt"},
+		{"zerofs gc --keep ", ""},
+		{"zerofs undo --", "--dry-run --turn --help"},
+		{"zerofs completion ", "bash zsh fish"},
+	} {
+		cmd := exec.Command(fish, "-N", "-c", `source $argv[1]; complete -C $argv[2]`, script, tc.line)
+		cmd.Dir = dir
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("fish completing %q: %v\n%s", tc.line, err, b)
+		}
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if word, _, _ := strings.Cut(l, "\t"); word != "" {
+				got = append(got, word)
+			}
+		}
+		if got := strings.Join(sorted(got), " "); got != strings.Join(sorted(strings.Fields(tc.want)), " ") {
+			t.Errorf("fish completing %q: got %q, want %q", tc.line, got, tc.want)
+		}
+	}
+	// run's command after "--" is any command on PATH.
+	b, err := exec.Command(fish, "-N", "-c", `source $argv[1]; complete -C $argv[2]`, script, "zerofs run -- gre").CombinedOutput()
+	if err != nil || !regexp.MustCompile(`(?m)^grep\b`).Match(b) {
+		t.Errorf("fish completing %q: %v, %q; want grep among them", "zerofs run -- gre", err, b)
 	}
 }

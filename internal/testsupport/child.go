@@ -67,6 +67,10 @@ type ChildOptions struct {
 	Stderr io.Writer // the child's stderr; os.Stderr if nil
 }
 
+// beforeChildRead, when set, runs before StartChild's reader reads the
+// child's first line: a test seam to hold the reader back.
+var beforeChildRead func()
+
 // StartChild runs children[name](arg) in a new process of this test binary.
 // Cleanup kills it if it is still running.
 func StartChild(t testing.TB, name, arg string, o ChildOptions) *Child {
@@ -83,16 +87,29 @@ func StartChild(t testing.TB, name, arg string, o ChildOptions) *Child {
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
-	out, err := cmd.StdoutPipe()
+	// A pipe of our own, not cmd.StdoutPipe: Wait closes that one's read
+	// end, and the lines still in it are lost to a reader that had not
+	// got to them yet (a parent that waits for a killed child and then
+	// reads its last acknowledgements). Ours is read to EOF, whenever
+	// Wait runs.
+	out, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout = w
+	err = cmd.Start()
+	w.Close() // the child has its copy: EOF when it ends
+	if err != nil {
+		out.Close()
 		t.Fatal(err)
 	}
 	lines := make(chan string, 1<<16)
 	go func() {
 		defer close(lines)
+		defer out.Close()
+		if beforeChildRead != nil {
+			beforeChildRead()
+		}
 		sc := bufio.NewScanner(out)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {

@@ -15,6 +15,14 @@ func TestMain(m *testing.M) {
 			Die()
 			return 0
 		},
+		"count": func(arg string) int {
+			n, _ := strconv.Atoi(arg)
+			for i := range n {
+				os.Stdout.WriteString("ack " + strconv.Itoa(i) + "\n")
+			}
+			Die()
+			return 0
+		},
 	})
 	os.Exit(m.Run())
 }
@@ -29,6 +37,31 @@ func TestChild(t *testing.T) {
 			t.Errorf("child printed %q, want %q", got, want)
 		}
 		WaitKilled(t, c.Cmd)
+	}
+}
+
+// TestChildLinesAfterWait: every line a child printed before it was
+// killed is read, also when the parent waits for it before its reader got
+// to them (rewind/TestMaxStoreSizeCrash reads its last acknowledgements
+// after Wait; with cmd.StdoutPipe, Wait closed the pipe under the reader
+// and they were lost at high load).
+func TestChildLinesAfterWait(t *testing.T) {
+	waited := make(chan struct{})
+	beforeChildRead = func() { <-waited }
+	t.Cleanup(func() { beforeChildRead = nil })
+	const n = 1000 // 9 KiB: all of it fits in the pipe before anyone reads
+	c := StartChild(t, "count", strconv.Itoa(n), ChildOptions{})
+	WaitKilled(t, c.Cmd)
+	close(waited)
+	got := 0
+	for l := range c.Lines {
+		if want := "ack " + strconv.Itoa(got); l != want {
+			t.Fatalf("line %d: got %q, want %q", got, l, want)
+		}
+		got++
+	}
+	if got != n {
+		t.Errorf("read %d lines after Wait, want %d", got, n)
 	}
 }
 
