@@ -162,7 +162,7 @@ func mountExisting(ctx context.Context, ws *history.Workspace, store string, rec
 // then the branch's own zerofs over it.
 func mount(ctx context.Context, ws *history.Workspace, store string, rec record.BranchRecord, opts Options) (Info, error) {
 	bdir := rewind.BranchDir(store, rec.ID)
-	lower := filepath.Join(ws.Root, "@"+strconv.FormatUint(uint64(rec.Base), 10))
+	lower := filepath.Join(mountName(ws.Root), "@"+strconv.FormatUint(uint64(rec.Base), 10))
 	upper := filepath.Join(bdir, record.BranchUpperName)
 	work := filepath.Join(bdir, record.BranchWorkName)
 	for _, p := range []string{lower, upper, work, rec.Dir} {
@@ -353,10 +353,7 @@ func info(store string, rec record.BranchRecord) (Info, error) {
 	in.Changed = len(paths)
 	last := lastChange(filepath.Join(bdir, record.BranchStoreName, record.LogName))
 	if rec.Merged != nil {
-		in.Merged = rec.Merged.Seq
-		if in.Merged == 0 {
-			in.Merged = rec.Base // merged with nothing to bring in
-		}
+		in.Merged = rec.Merged.Seq // 0: merged with nothing to bring in
 		in.Unmerged = in.Changed > 0 && last > rec.Merged.Head
 	} else {
 		in.Unmerged = in.Changed > 0
@@ -423,30 +420,67 @@ func Unmount(ctx context.Context, dir string, opts Options) error { return unmou
 
 // UnmountAll unmounts every mounted branch of ws (before ws itself is
 // unmounted: each reads its base through ws's mount) and returns those it
-// unmounted.
+// unmounted (UnmountAt).
 func UnmountAll(ctx context.Context, ws *history.Workspace, opts Options) ([]Info, error) {
-	if _, err := ws.StoreDir(); err != nil {
-		// A store that cannot be reached names no branches (a branch's
-		// own mount after its workspace's daemon was killed): nothing to
-		// unmount first.
-		return nil, nil
+	dirs, err := UnmountAt(ctx, ws.Root, opts)
+	infos := make([]Info, len(dirs))
+	for i, d := range dirs {
+		infos[i] = Info{Dir: d}
+		if in, err := Find(ctx, ws, d); err == nil {
+			infos[i] = in
+			infos[i].Mounted = false
+		}
 	}
-	infos, err := List(ctx, ws)
+	return infos, err
+}
+
+// UnmountAt unmounts every branch whose copy-up layer reads its base
+// through the mount at mp (found in the mount table alone: it never
+// touches the mount, which may be dead or hung) and returns their
+// directories: first each branch's zerofs (and, through its umount, the
+// branches of that branch), then its copy-up layer.
+func UnmountAt(ctx context.Context, mp string, opts Options) ([]string, error) {
+	mp = mountName(mp)
+	ms, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		return m.FSType != "overlay" || m.Source != overlaySource, false
+	})
 	if err != nil {
 		return nil, err
 	}
-	var done []Info
-	for _, in := range infos {
-		if !in.Mounted && !overlaid(in.Dir) {
+	var done []string
+	seen := map[string]bool{}
+	for _, m := range ms {
+		if seen[m.Mountpoint] || !lowerIn(m.VFSOptions, mp) {
 			continue
 		}
-		if err := unmount(in.Dir, opts); err != nil {
+		seen[m.Mountpoint] = true
+		if err := unmount(m.Mountpoint, opts); err != nil {
 			return done, err
 		}
-		in.Mounted = false
-		done = append(done, in)
+		done = append(done, m.Mountpoint)
 	}
 	return done, nil
+}
+
+// mountName is mp as a branch's overlay names its workspace's mount:
+// clean, its parent's symlinks resolved (never the mount itself, which
+// may not answer).
+func mountName(mp string) string {
+	mp = filepath.Clean(mp)
+	return filepath.Join(resolved(filepath.Dir(mp)), filepath.Base(mp))
+}
+
+// lowerIn reports whether an overlay's options name a lower layer that
+// is a view (@SEQ) of the mount at mp.
+func lowerIn(opts, mp string) bool {
+	for _, o := range strings.Split(opts, ",") {
+		if v, ok := strings.CutPrefix(o, "lowerdir="); ok {
+			rest, ok := strings.CutPrefix(v, mp+"/@")
+			_, err := strconv.ParseUint(rest, 10, 64)
+			return ok && err == nil
+		}
+	}
+	return false
 }
 
 // unmount takes off the zerofs mounts at dir (live or dead: zerofs

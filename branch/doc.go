@@ -24,6 +24,7 @@
 //	info, err := branch.Find(ctx, ws, "/work/try-1")              // one (record.ErrNotBranch)
 //	info, err := branch.Delete(ctx, ws, "/work/try-1", false, branch.Options{}) // *UnmergedError
 //	done, err := branch.UnmountAll(ctx, ws, branch.Options{})     // before the workspace's umount
+//	dirs, err := branch.UnmountAt(ctx, mountpoint, branch.Options{}) // the same, from the mount table alone
 //	dir := branch.Resolve("/work/try-1")                          // the name its record keeps
 //
 // A merge of a branch is the engine's (record.MergeRequest{Dir:
@@ -36,7 +37,8 @@
 //
 // Branches need root (an overlayfs mount) and a mounted workspace (their
 // lower layer is its @BASE/ view). Unmounting the workspace unmounts its
-// mounted branches first (UnmountAll); a branch whose workspace daemon was
+// mounted branches first (UnmountAt: they are found in the mount table,
+// so a dead or hung workspace mount is never touched); a branch whose workspace daemon was
 // killed reads nothing until it is mounted again (Create or Mount).
 //
 // Trust: a branch record is read from the store as untrusted input

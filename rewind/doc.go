@@ -42,7 +42,8 @@
 // foreign.go (changes made outside the agent's steps), preview.go (dry
 // runs), snapshot.go (the index snapshot), gc.go, fork.go, merge.go and
 // mergefork.go (a fork's changes merged back), branch.go (a branch's
-// record, its copy-up layer read as a merge side, gc's pin on its base),
+// record and gc's pin on its base), mergebranch.go (a branch's copy-up
+// layer read as a merge side),
 // ignore.go and
 // mergeignore.go (.zeroignore and --ignore: what is never captured nor
 // touched).
@@ -109,15 +110,15 @@
 //     change's capture through its syscall (capture.go), so also around
 //     RenameDir and Detach. Exclusive: BeginStepAs (session.go),
 //     BeginTurnAs (turn.go), Apply (request.go), Merge (merge.go), a
-//     branch request (branch.go), GC (gc.go), Fork (fork.go), Close, and the flusher's writeSnapshotBehind
-//     while it encodes (snapshot.go).
+//     branch request (branch.go), GC (gc.go), Fork (fork.go), Close, and
+//     the flusher's writeSnapshotBehind while it encodes (snapshot.go).
 //  2. mvMu (Engine, RWMutex), rename records. Shared: CaptureLocked
 //     (capture.go). Exclusive: RenameDir (rename.go), under wsMu shared.
 //  3. capMu (Engine), the step and the captures under way: autoStep,
 //     claim, captureClaimed (capture.go), appendRename, movedNames
 //     (rename.go), BeginStepAs, stepFor (session.go), BeginTurnAs
-//     (turn.go), request.go, apply.go, merge.go, branch.go, Step. Held across
-//     beginStepLocked, which takes flusher.mu and the log's lock.
+//     (turn.go), request.go, apply.go, merge.go, branch.go, Step. Held
+//     across beginStepLocked, which takes flusher.mu and the log's lock.
 //  4. namer.mu (namer.go), serialises naming stashes: the namer's
 //     goroutine, and NameStashes from Apply, Merge, GC, Close, Detach, named
 //     (state reads), Open's recoverStashes and fs. Never with mvMu or capMu

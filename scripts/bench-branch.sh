@@ -5,6 +5,7 @@
 #     of the workspace daemon's part (the branch request: a capture
 #     boundary and the branch's record, timed from its .zero/rewind write);
 #     the rest is the overlay mount and the branch's own zerofs daemon.
+#     Then the wall time of zerofs merge of a branch that changed one file.
 #  2. The store growth of ten branches of the 20k-file workspace that each
 #     change one file of 64 KiB (append a line): bytes of STORE/branches
 #     (copy-up layers, the branches' stores and records), from du -sb.
@@ -57,6 +58,15 @@ EOF
 		id=$("$Z" -C "$T/ws" branch --list --json | python3 -c "import json,sys; print([b['id'] for b in json.load(sys.stdin) if b['dir'].endswith('/x$i')][0])")
 		printf '{"branch": {"delete": "%s"}}\n' "$id" > "$T/ws/.zero/rewind"
 	done
+	# A merge of a branch that changed one file reads what it changed.
+	"$Z" -C "$T/ws" branch "$T/bm" >/dev/null
+	echo more >> "$T/bm/d00000/f00"
+	s=$(ms)
+	"$Z" -C "$T/ws" merge "$T/bm" >/dev/null
+	e=$(ms)
+	merge=$(( (e - s) / 1000000 ))
+	"$Z" -C "$T/ws" branch --delete "$T/bm" >/dev/null
+	echo "files $n: zerofs merge of a branch that changed one file: $merge ms"
 	echo "files $n: zerofs branch median $(echo $total | tr ' ' '\n' | median) ms (runs:$total); the daemon's branch request median $(echo $req | tr ' ' '\n' | median) us (runs:$req)"
 	if [ "$n" = 20000 ]; then
 		for i in 1 2 3 4 5; do "$Z" -C "$T/ws" branch --delete "$T/b$i" --force >/dev/null; done

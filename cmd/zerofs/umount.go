@@ -76,15 +76,14 @@ func runUmount(e *env, c *command, args []string) error {
 		return usagef(c, "want one MOUNTPOINT")
 	}
 	// A workspace's mounted branches read their base through its mount:
-	// they go first.
-	if ws, ok := history.At(mp); ok && ws.Mounted {
-		done, err := branch.UnmountAll(e.ctx, ws, branch.Options{Lazy: lazy, Stderr: e.stderr})
-		for _, in := range done {
-			fmt.Fprintf(e.stderr, "zerofs: unmounted branch %s first ('zerofs branch %s' in the workspace mounts it again)\n", quote.Name(in.Dir), quote.Name(in.Dir))
-		}
-		if err != nil {
-			return fmt.Errorf("%w; the workspace stays mounted", err)
-		}
+	// they go first (found in the mount table: a dead or hung mount is
+	// never touched).
+	done, err := branch.UnmountAt(e.ctx, mp, branch.Options{Lazy: lazy, Stderr: e.stderr})
+	for _, d := range done {
+		fmt.Fprintf(e.stderr, "zerofs: unmounted branch %s first ('zerofs branch %s' in the workspace mounts it again)\n", quote.Name(d), quote.Name(d))
+	}
+	if err != nil {
+		return fmt.Errorf("%w; the workspace stays mounted", err)
 	}
 	err = daemon.Unmount(mp, daemon.UnmountOptions{
 		Stderr: e.stderr,
