@@ -27,8 +27,20 @@ import (
 // with `zerofs merge PATH` (a Bash command): greet.py comes into the
 // workspace as one entry of its log that names the subagent's step. Both
 // branches are then deleted with `zerofs branch --delete`, which refuses
-// neither: one is merged, the other changed nothing.
+// neither: one is merged, the other changed nothing. The same in a git
+// repository (Claude Code then reads the worktree's HEAD): the merge
+// brings greet.py and nothing of the branch's .git.
 func TestClaudeSubagentsInBranchesMounted(t *testing.T) {
+	for _, git := range []bool{false, true} {
+		name := "plain"
+		if git {
+			name = "git"
+		}
+		t.Run(name, func(t *testing.T) { claudeSubagentsInBranches(t, git) })
+	}
+}
+
+func claudeSubagentsInBranches(t *testing.T, git bool) {
 	claude := agentBinary(t, "claude")
 	needFUSE(t)
 	home := t.TempDir()
@@ -37,6 +49,9 @@ func TestClaudeSubagentsInBranchesMounted(t *testing.T) {
 	ws := filepath.Join(dir, "app")
 	os.Mkdir(ws, 0o755)
 	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	if git {
+		sh(t, ws, "git init -q && git config user.email ada@example.com && git config user.name Ada && git add . && git commit -qm init")
+	}
 	t.Setenv("ZEROFS_CAPTURE_MERGE", binary)
 	port := fakeModel(t, "anthropic.py", ws, "worktree")
 	mountT(t, ws)
@@ -150,8 +165,15 @@ func TestClaudeSubagentsInBranchesMounted(t *testing.T) {
 			names = append(names, e.Name())
 		}
 	}
-	if !slices.Equal(names, []string{".claude", "app.py", "greet.py"}) {
-		t.Errorf("the workspace holds %q", names)
+	want := []string{".claude", "app.py", "greet.py"}
+	if git {
+		want = []string{".claude", ".git", "app.py", "greet.py"}
+		if st := sh(t, ws, "git status --short"); st != "?? .claude/\n?? greet.py\n" {
+			t.Errorf("git status after the merge:\n%s", st)
+		}
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("the workspace holds %q, want %q", names, want)
 	}
 }
 
