@@ -88,7 +88,8 @@
 //
 // Crash points (durable.TestHook, for the SIGKILL tests): "kept:linked"
 // after Keep linked a file, "kept:stashed" after Stash linked one,
-// "kept:naming" when Name has opened a stash to hash it,
+// "kept:naming" when Name has opened a stash to hash it, "kept:syncing"
+// when a batch-mode Sync begins to make kept files and stashes durable,
 // "pack:appended"
 // after a record is written to a pack, "prune:removing" after Prune deleted
 // its first old pack, "prune:removed-loose" after each loose blob it

@@ -385,6 +385,9 @@ func (s *Store) syncKept() error {
 	if dir == nil {
 		return nil
 	}
+	if len(pending) > 0 {
+		hook("kept:syncing", dir.Name())
+	}
 	restore := func() {
 		s.kmu.Lock()
 		s.kept.pending = append(pending, s.kept.pending...)
@@ -393,36 +396,20 @@ func (s *Store) syncKept() error {
 		s.kmu.Unlock()
 	}
 	switch {
-	case len(pending) >= syncfsFrom:
-		// Many files (an rm -rf): one syncfs of the store's filesystem,
-		// their data and entries in one journal commit. An fdatasync
-		// each costs a commit each when the files were written just
-		// before they went (docs/performance.md, Code written for
-		// speed).
+	case s.wholeFS(dir, pending):
+		// Many files (an rm -rf of a tree written just before): one
+		// syncfs of the store's filesystem, their data and entries in
+		// one journal commit (syncmany.go).
 		if err := syncFS(dir); err != nil {
 			restore()
 			return fmt.Errorf("blobstore: sync kept blobs: %w", err)
 		}
 	case len(pending) > 0:
-		// A few files: each file's own data, not the whole filesystem's
-		// (a syncfs would write every other writer's dirty pages too):
-		// their writeback began when they were kept.
-		for _, name := range pending {
-			// unix.Open and NewFile, not os.Open: os.Open tries the
-			// poller (four fcntls and an epoll_ctl a file) first.
-			fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-			if errors.Is(err, unix.ENOENT) {
-				continue // detached and removed, pruned, or a stash named
-			}
-			if err == nil {
-				f := os.NewFile(uintptr(fd), filepath.Join(s.dir, keptDirName, name))
-				err = fdatasync(f)
-				f.Close()
-			}
-			if err != nil {
-				restore()
-				return fmt.Errorf("blobstore: sync kept blob %s: %w", name, err)
-			}
+		// Each file's own data, not the whole filesystem's (syncmany.go),
+		// then their entries.
+		if err := s.syncEachFile(dir, pending); err != nil {
+			restore()
+			return err
 		}
 		if err := syncDirFile(dir); err != nil {
 			restore()

@@ -308,8 +308,11 @@ func TestDetachDamaged(t *testing.T) {
 // --sync always is unaffected: Keep itself syncs each file.
 func TestKeepSyncManyWithSyncfs(t *testing.T) {
 	var log []string
-	realData, realDir, realFS, realFrom := fdatasync, syncDirFile, syncFS, syncfsFrom
-	t.Cleanup(func() { fdatasync, syncDirFile, syncFS, syncfsFrom = realData, realDir, realFS, realFrom })
+	realData, realDir, realFS, realFrom, realDirty := fdatasync, syncDirFile, syncFS, syncfsFrom, dirtyBytes
+	t.Cleanup(func() {
+		fdatasync, syncDirFile, syncFS, syncfsFrom, dirtyBytes = realData, realDir, realFS, realFrom, realDirty
+	})
+	dirtyBytes = func() (int64, bool) { return 0, true } // the files are all that is dirty
 	fdatasync = func(f *os.File) error { log = append(log, "data"); return realData(f) }
 	syncDirFile = func(d *os.File) error { log = append(log, "dir"); return realDir(d) }
 	syncFS = func(d *os.File) error { log = append(log, "fs "+filepath.Base(d.Name())); return realFS(d) }

@@ -164,22 +164,25 @@ func (s *Store) Sync() error {
 
 // seal writes the index of every retired pack that is durable (all of them
 // when all is true, retiring the active one first) and drops it from
-// retired.
+// retired. The indexes are written without wmu: a Put, which appends
+// under it, never waits for an index's fsync, rename and directory fsync.
+// A retired pack's records no longer change (only the active pack is
+// appended to), so its index can be encoded outside the lock.
 func (s *Store) seal(all bool) error {
 	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	if all {
 		s.retireLocked()
 	}
-	var keep []*pack
-	for i, p := range s.retired {
-		switch {
-		case p.failed:
-			continue // scanned and repaired by the next open
-		case p == s.active || p.durable < p.size:
-			keep = append(keep, p)
-			continue
+	var ready []*pack
+	for _, p := range s.retired {
+		if !p.failed && p != s.active && p.durable >= p.size {
+			ready = append(ready, p)
 		}
+	}
+	s.wmu.Unlock()
+	sealed := map[*pack]bool{}
+	var err error
+	for _, p := range ready {
 		var recs []scanned
 		s.mu.RLock()
 		for id, l := range s.index {
@@ -189,13 +192,23 @@ func (s *Store) seal(all bool) error {
 		}
 		s.mu.RUnlock()
 		sort.Slice(recs, func(i, j int) bool { return recs[i].l.off < recs[j].l.off })
-		if err := durable.WriteFileAtomic(s.packDir, p.name+".idx", encodeIndex(p.size, recs), 0o600); err != nil {
-			s.retired = append(keep, s.retired[i:]...)
-			return fmt.Errorf("blobstore: index pack %s: %w", p.name, err)
+		if werr := durable.WriteFileAtomic(s.packDir, p.name+".idx", encodeIndex(p.size, recs), 0o600); werr != nil {
+			err = fmt.Errorf("blobstore: index pack %s: %w", p.name, werr)
+			break
+		}
+		sealed[p] = true
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	var keep []*pack
+	for _, p := range s.retired {
+		// A failed pack is scanned and repaired by the next open.
+		if !p.failed && !sealed[p] {
+			keep = append(keep, p)
 		}
 	}
 	s.retired = keep
-	return nil
+	return err
 }
 
 // Close makes everything durable, seals the active pack and closes the

@@ -125,15 +125,27 @@ func (e *Engine) autoStep(ctx context.Context) error {
 		now = e.opts.Now()
 	}
 	e.capMu.Lock()
-	idle := !e.lastActivity.IsZero() && now.Sub(e.lastActivity) > e.opts.AutoStep
-	if e.lastActivity.IsZero() {
-		idle = true
-	}
-	e.lastActivity = now
+	idle := e.lastActivity.IsZero() || now.Sub(e.lastActivity) > e.opts.AutoStep
 	if !idle {
+		e.lastActivity = now
 		e.capMu.Unlock()
 		return nil
 	}
+	// Durable before the step begins (preSync), without capMu: changes
+	// under way by other processes do not wait for it. Whoever comes first
+	// after it begins the step; the others find the workspace active.
+	last := e.lastActivity
+	e.capMu.Unlock()
+	if err := e.preSync(); err != nil {
+		return err
+	}
+	e.capMu.Lock()
+	if e.lastActivity != last {
+		e.lastActivity = now
+		e.capMu.Unlock()
+		return nil // another change began the auto step meanwhile
+	}
+	e.lastActivity = now
 	_, err := e.beginStepLocked(ctx, "auto", map[string]any{"name": "auto"})
 	if err == nil {
 		e.sessions = nil // after an idle gap, no session's step is open

@@ -70,7 +70,8 @@
 // checkpoint event naming it are fsynced, in that order. Without it (batch),
 // they are written (safe from a crash of any process) and a flusher fsyncs
 // blobs, then the log, within Options.BatchDelay; BeginStep and Rewind flush
-// first. Rewind writes an intent record (rewind-intent.json in the store)
+// first (a step, a turn and an auto step before they take wsMu or capMu,
+// and again under them for what was appended meanwhile: preSync). Rewind writes an intent record (rewind-intent.json in the store)
 // after its own checkpoint is durable; Open finishes a rewind whose intent it
 // finds, so the workspace is never left half-rewound.
 //

@@ -453,6 +453,20 @@ func (e *Engine) beginStepLocked(ctx context.Context, label string, payload map[
 // Sync makes every capture so far durable: blobs first, then the log.
 func (e *Engine) Sync() error { return e.flusher.sync() }
 
+// preSync is the Sync a step boundary (a step, a turn, an auto step) makes
+// before it takes the workspace lock or capMu: the boundary must wait for
+// the captures before it to be durable (SPEC: in batch mode, always before
+// a step begins), but changes by other processes, which take those locks,
+// need not wait with it. The boundary's own Sync, under the locks, then
+// has only what was appended meanwhile to make durable: usually nothing
+// (a flush that finds nothing pending costs no system call).
+func (e *Engine) preSync() error {
+	if e.opts.Sync {
+		return nil // every capture is durable before its change proceeds
+	}
+	return e.Sync()
+}
+
 // flush is Sync's work, under the flusher's lock.
 func (e *Engine) flush() error {
 	if err := e.syncFailed(); err != nil {

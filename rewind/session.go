@@ -88,6 +88,13 @@ func (e *Engine) BeginStepAs(ctx context.Context, who Caller, label string, extr
 	agents := e.agents
 	e.capMu.Unlock()
 	byHand := session == "" && !inTree(who, agents)
+	// What the step's Sync must make durable (the last window: an rm -rf's
+	// stashes, say) is made so before the step takes the workspace lock,
+	// so that no change by another process waits for it; under the lock,
+	// the Sync covers only what was appended meanwhile (preSync).
+	if err := e.preSync(); err != nil {
+		return record.Event{}, err
+	}
 	e.wsMu.Lock()
 	e.capMu.Lock()
 	ev, err := e.beginStepLocked(ctx, label, payload)

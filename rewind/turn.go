@@ -34,6 +34,9 @@ func (e *Engine) BeginTurnAs(ctx context.Context, who Caller, payload json.RawMe
 	}
 	session, _ := obj["agentSession"].(string)
 	agent, ok := agentOf(who, session)
+	if err := e.preSync(); err != nil {
+		return record.Event{}, err
+	}
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
 	e.capMu.Lock()
