@@ -201,7 +201,7 @@ func TestCrashLoop(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("round %d: the child acknowledged nothing in 30 s", round)
 		}
-		time.Sleep(time.Duration(rnd.IntN(150)) * time.Millisecond)
+		time.Sleep(time.Duration(rnd.IntN(150)) * time.Millisecond) // real time: the kill's random moment
 		c.Kill(t)
 		all := func(yield func(string) bool) {
 			for _, l := range first {

@@ -13,9 +13,9 @@
 // with zstd where that saves at least an eighth, else stored as they are.
 // Identical content is stored once.
 //
-// Before packs, every blob was a file of its own, DIR/ab/<hex> ("loose").
-// Loose blobs are still read, verified, listed and pruned; they are never
-// written.
+// Before packs, every blob was a file of its own, DIR/ab/<hex>: a store
+// that still holds one is from before the store-format baseline, and Open
+// refuses it (ErrBeforeBaseline) rather than read part of its history.
 //
 // Kept blobs: DIR/kept/<sha256> is a workspace file's own inode,
 // hard-linked there by Keep when the file is about to lose its last name
@@ -41,10 +41,14 @@
 // which and why (Captured), and states the durability of each once.
 //
 // Stashes (stash.go): DIR/kept/p-<32 hex digits> is a workspace file's own
-// inode linked there unread by Stash (an unlink's capture), durable like a
-// kept file. It is no blob: List, Prune and Verify never see it. Name
+// inode linked there unread by Stash (an unlink's capture), or moved there
+// by the unlink itself (PrepareMove, Move.Do: stashmove.go), durable like
+// a kept file. It is no blob: List, Prune and Verify never see it. Name
 // hashes it and links the same inode as DIR/kept/<sha256>; the caller
-// records that and then removes the stash's link with Unstash.
+// records that and then removes the stash's link with Unstash. Or
+// HashStashes hashes a batch (small ones through io_uring: hashbatch.go,
+// uring.go), the caller records their names durably, and MoveStashes
+// renames each stash to its blob.
 //
 // Index: the packs are the truth. At Open each pack is indexed from its
 // .idx when that is valid and describes the pack's exact length, else by
@@ -88,8 +92,9 @@
 //
 // Crash points (durable.TestHook, for the SIGKILL tests): "kept:linked"
 // after Keep linked a file, "kept:stashed" after Stash linked one,
-// "kept:naming" when Name has opened a stash to hash it, "kept:syncing"
-// when a batch-mode Sync begins to make kept files and stashes durable,
+// "kept:naming" when Name has opened a stash to hash it, "kept:moving"
+// before MoveStashes renames a stash to its blob, "kept:syncing" when a
+// batch-mode Sync begins to make kept files and stashes durable,
 // "pack:appended"
 // after a record is written to a pack, "prune:removing" after Prune deleted
 // its first old pack, "prune:removed-loose" after each loose blob it

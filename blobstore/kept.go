@@ -70,6 +70,10 @@ type keptInode struct {
 type keptState struct {
 	dir *os.File // DIR/kept, opened by a writer's Open (nil: no keeping)
 	dev uint64   // the device of DIR/kept
+	// mnt is the mount id of DIR/kept (statx's STATX_MNT_ID; 0 when the
+	// kernel does not say): a file on another mount cannot be renamed
+	// into it (PrepareMove).
+	mnt uint64
 	// off says why keeping is off ("" when it is on).
 	off string
 	// ino: kept inodes and inodes being kept, by inode number.
@@ -111,6 +115,10 @@ func (s *Store) openKept() error {
 			return fmt.Errorf("blobstore: %s is not a directory", dir)
 		}
 		s.kept.dir, s.kept.dev = d, st.Dev
+		var sx unix.Statx_t
+		if unix.Statx(int(d.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &sx) == nil && sx.Mask&unix.STATX_MNT_ID != 0 {
+			s.kept.mnt = sx.Mnt_id
+		}
 		s.probeClone()
 	}
 	ents, err := os.ReadDir(dir)

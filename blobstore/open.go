@@ -64,6 +64,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.closeFiles()
 		return nil, err
 	}
+	if err := checkBaseline(dir); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
 	if err := s.walkLoose(func(_ ID, n int64, _ string) error { s.looseBytes += n; return nil }); err != nil {
 		s.closeFiles()
 		return nil, err

@@ -46,9 +46,9 @@ func TestPruneProgress(t *testing.T) {
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	var looseDrop []ID
+	var looseDrop []ID // blobs in files of their own (kept) that nothing keeps
 	for i := range 5 {
-		looseDrop = append(looseDrop, putLoose(t, s.Dir(), randBytes(uint64(100+i), 3000)))
+		looseDrop = append(looseDrop, keepT(t, s, filepath.Join(base, "ws"), randBytes(uint64(100+i), 3000)))
 	}
 	var kept []ID
 	for i := range 3 {

@@ -133,9 +133,6 @@ func (s *Store) open(id ID, verified bool) (*Reader, error) {
 	}
 	f, err := os.Open(s.keptPath(id))
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err = os.Open(s.loosePath(id))
-	}
-	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
@@ -331,8 +328,8 @@ func (s *Store) Walk(fn func(BlobInfo) error) error {
 	})
 }
 
-// walkLoose calls fn for every loose blob file and every kept blob, with
-// its path.
+// walkLoose calls fn for every blob in a file of its own (every kept
+// blob), with its path.
 func (s *Store) walkLoose(fn func(id ID, size int64, path string) error) error {
 	kept, err := os.ReadDir(filepath.Join(s.dir, keptDirName))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -351,35 +348,6 @@ func (s *Store) walkLoose(fn func(id ID, size int64, path string) error) error {
 			return err
 		}
 	}
-	fans, err := os.ReadDir(s.dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("blobstore: walk: %w", err)
-	}
-	for _, fan := range fans {
-		if !fan.IsDir() || len(fan.Name()) != 2 {
-			continue
-		}
-		ents, err := os.ReadDir(s.dir + "/" + fan.Name())
-		if err != nil {
-			return fmt.Errorf("blobstore: walk: %w", err)
-		}
-		for _, e := range ents {
-			id, err := ParseID(e.Name())
-			if err != nil || e.Name()[:2] != fan.Name() || !e.Type().IsRegular() {
-				continue
-			}
-			info, err := e.Info()
-			if err != nil {
-				continue // removed meanwhile
-			}
-			if err := fn(id, info.Size(), s.loosePath(id)); err != nil {
-				return err
-			}
-		}
-	}
 	return nil
 }
 
@@ -390,10 +358,8 @@ func (s *Store) Locate(id ID) (path string, off, n int64, err error) {
 	if l, ok := s.lookup(id); ok {
 		return l.p.path(s.packDir), l.off + headerSize, int64(l.stored), nil
 	}
-	for _, p := range []string{s.keptPath(id), s.loosePath(id)} {
-		if fi, err := os.Lstat(p); err == nil {
-			return p, 0, fi.Size(), nil
-		}
+	if fi, err := os.Lstat(s.keptPath(id)); err == nil {
+		return s.keptPath(id), 0, fi.Size(), nil
 	}
 	return "", 0, 0, fmt.Errorf("%w: %s", ErrNotFound, id)
 }

@@ -126,80 +126,132 @@ func (s *Store) stash(fd int, f *os.File, writing func(dev, ino uint64) bool) (n
 // With Options.Sync the blob's entry in kept/ is durable when Name returns;
 // without it, Sync makes it so.
 func (s *Store) Name(name string) (ID, int64, error) {
+	h, err := s.hashStash(name)
+	if err != nil || h.done {
+		if h.ki != nil {
+			h.ki.mu.Unlock()
+		}
+		return h.id, h.n, err
+	}
+	if h.ki != nil {
+		defer h.ki.mu.Unlock()
+	}
+	if h.f != nil {
+		defer h.f.Close()
+	}
+	return s.nameHashed(name, h.dir, h.ki, &h.st, h.id, h.n, h.f)
+}
+
+// HashStash is the first half of naming the stash name by a move
+// (MoveStashes): what its content hashes to, with nothing linked, so the
+// caller can record the name durably before the stash becomes its blob.
+// Its errors are Name's. Until MoveStashes the stash is still one: an
+// open for writing of its inode detaches it (Detach) as before.
+func (s *Store) HashStash(name string) (ID, int64, error) {
+	h, err := s.hashStash(name)
+	if h.ki != nil {
+		h.ki.mu.Unlock()
+	}
+	if h.f != nil {
+		h.f.Close()
+	}
+	return h.id, h.n, err
+}
+
+// hashed is what hashStash found.
+type hashed struct {
+	id   ID
+	n    int64
+	done bool       // named before, or stored into a pack (sparse): nothing to link
+	ki   *keptInode // the stash's, locked (nil: not this Store's own)
+	dir  *os.File
+	st   unix.Stat_t
+	f    *os.File // the stash open, for a large file (nil: closed)
+}
+
+// hashStash hashes the stash name (Name's first half). The returned
+// keptInode, when not nil, is locked; the caller unlocks it (and closes
+// f).
+func (s *Store) hashStash(name string) (h hashed, err error) {
 	if s.opts.ReadOnly {
-		return ID{}, 0, ErrReadOnly
+		return h, ErrReadOnly
 	}
 	if !record.IsStashName(name) {
-		return ID{}, 0, fmt.Errorf("%w: %q is not a stash name", ErrCorrupt, name)
+		return h, fmt.Errorf("%w: %q is not a stash name", ErrCorrupt, name)
 	}
 	s.kmu.Lock()
 	ki := s.kept.stash[name]
 	dir := s.kept.dir
 	s.kmu.Unlock()
 	if dir == nil {
-		return ID{}, 0, fmt.Errorf("blobstore: name stash %s: no kept directory", name)
+		return h, fmt.Errorf("blobstore: name stash %s: no kept directory", name)
 	}
+	h.dir = dir
 	if ki != nil {
 		ki.mu.Lock()
-		defer ki.mu.Unlock()
+		h.ki = ki
 		if ki.named {
-			return ki.id, ki.stashBytes, nil
+			h.id, h.n, h.done = ki.id, ki.stashBytes, true
+			return h, nil
 		}
 	}
 	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return ID{}, 0, fmt.Errorf("%w: stash %s", ErrNotFound, name)
+		return h, fmt.Errorf("%w: stash %s", ErrNotFound, name)
 	case errors.Is(err, unix.ELOOP):
-		return ID{}, 0, fmt.Errorf("%w: stash %s is a symlink", ErrCorrupt, name)
+		return h, fmt.Errorf("%w: stash %s is a symlink", ErrCorrupt, name)
 	case err != nil:
-		return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
+		return h, fmt.Errorf("blobstore: name stash %s: %w", name, err)
 	}
 	path := filepath.Join(s.dir, keptDirName, name)
 	hook("kept:naming", path) // what it holds while it hashes, held
-	var st unix.Stat_t
 	if ki != nil && ki.stashStat != nil {
-		st = *ki.stashStat // this process linked it, and nothing wrote it since
-	} else if err := unix.Fstat(fd, &st); err != nil {
+		h.st = *ki.stashStat // this process linked it, and nothing wrote it since
+	} else if err := unix.Fstat(fd, &h.st); err != nil {
 		unix.Close(fd)
-		return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
+		return h, fmt.Errorf("blobstore: name stash %s: %w", name, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if h.st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return ID{}, 0, fmt.Errorf("%w: stash %s is not a regular file", ErrCorrupt, name)
+		return h, fmt.Errorf("%w: stash %s is not a regular file", ErrCorrupt, name)
 	}
-	if !mostlyHoles(&st) && st.Size <= hashSmall {
+	if !mostlyHoles(&h.st) && h.st.Size <= hashSmall {
 		// Most of an rm -rf: one pread, and no *os.File (its fcntl).
-		id, n, grew, err := hashSmallFd(fd, &st)
+		id, n, grew, err := hashSmallFd(fd, &h.st)
 		if err == nil && !grew {
 			unix.Close(fd)
-			return s.nameHashed(name, dir, ki, &st, id, n, nil)
+			h.id, h.n = id, n
+			return h, nil
 		}
 		if err != nil {
 			unix.Close(fd)
-			return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
+			return h, fmt.Errorf("blobstore: name stash %s: %w", name, err)
 		}
 	}
 	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	if mostlyHoles(&st) && (s.opts.MaxSize <= 0 || st.Size <= s.opts.MaxSize) {
+	if mostlyHoles(&h.st) && (s.opts.MaxSize <= 0 || h.st.Size <= s.opts.MaxSize) {
 		// A large sparse file (StashCopy's copies, or an unlinked one) is
 		// stored with its holes recorded, not linked: a blob that is a
 		// list is read, verified and restored by its data alone.
+		defer f.Close()
 		id, n, err := s.Put(f)
 		if err != nil {
-			return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
+			return h, fmt.Errorf("blobstore: name stash %s: %w", name, err)
 		}
 		if ki != nil {
 			ki.id, ki.named = id, true
 		}
-		return id, n, nil
+		h.id, h.n, h.done = id, n, true
+		return h, nil
 	}
-	id, n, err := hashFileStat(f, &st)
+	id, n, err := hashFileStat(f, &h.st)
 	if err != nil {
-		return ID{}, 0, fmt.Errorf("blobstore: name stash %s: %w", name, err)
+		f.Close()
+		return h, fmt.Errorf("blobstore: name stash %s: %w", name, err)
 	}
-	return s.nameHashed(name, dir, ki, &st, id, n, f)
+	h.id, h.n, h.f = id, n, f
+	return h, nil
 }
 
 // nameHashed is the rest of Name once stash name (inode st, lstat'ed or
@@ -264,6 +316,148 @@ func (s *Store) nameHashed(name string, dir *os.File, ki *keptInode, st *unix.St
 		ki.id, ki.named = id, true
 	}
 	return id, n, nil
+}
+
+// Moved is a stash and the blob its content hashed to (HashStash), for
+// MoveStashes.
+type Moved struct {
+	Stash string
+	ID    ID
+}
+
+// MoveStashes makes each stash its blob by renaming it to kept/<id>: one
+// rename where Name's link and Unstash's unlink were two calls. The caller
+// has recorded each stash's blob durably first (the rename takes the
+// stash's name away, and only that record says what it was). A stash
+// whose blob the store holds already (kept, packed, or copied into a pack
+// by Detach since it was hashed) is removed instead. A stash that is gone
+// is no error (moved before: a recovery finishing a batch). The moves
+// need no fsync of their own in batch mode (Sync makes kept/ durable; a
+// move undone by a crash leaves the stash, which the caller's recovery
+// moves again); with Options.Sync kept/ is fsynced once before
+// MoveStashes returns. On an error the others are still moved, and the
+// first error is returned.
+func (s *Store) MoveStashes(moves []Moved) error {
+	if s.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	s.kmu.Lock()
+	dir := s.kept.dir
+	s.kmu.Unlock()
+	if dir == nil {
+		return nil
+	}
+	var first error
+	var gone []string
+	moved := false
+	if r := s.uring(); r != nil {
+		// Through io_uring, up to ringEntries renames an io_uring_enter
+		// (renameRing); what it leaves goes one by one below.
+		s.ringMu.Lock()
+		var rest []Moved
+		for len(moves) > 0 {
+			k := min(len(moves), ringEntries)
+			g, m, again := s.renameRing(r, dir, moves[:k])
+			gone = append(gone, g...)
+			moved = moved || m
+			rest = append(rest, again...)
+			moves = moves[k:]
+		}
+		s.ringMu.Unlock()
+		moves = rest
+	}
+	for _, m := range moves {
+		if !record.IsStashName(m.Stash) {
+			continue
+		}
+		ok, err := s.moveStash(dir, m)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		if ok {
+			moved = true
+		} else {
+			gone = append(gone, m.Stash)
+		}
+	}
+	if len(gone) > 0 {
+		if err := s.Unstash(gone); err != nil && first == nil {
+			first = err
+		}
+	}
+	if moved && s.opts.Sync {
+		if err := syncDirFile(dir); err != nil && first == nil {
+			first = fmt.Errorf("blobstore: move stashes: %w", err)
+		}
+	}
+	return first
+}
+
+// moveStash renames m.Stash to its blob; ok is false when it is to be
+// removed instead (the blob is stored already).
+func (s *Store) moveStash(dir *os.File, m Moved) (ok bool, err error) {
+	s.kmu.Lock()
+	ki := s.kept.stash[m.Stash]
+	s.kmu.Unlock()
+	if ki != nil {
+		ki.mu.Lock()
+		defer ki.mu.Unlock()
+		if ki.named {
+			return false, nil // detached into a pack since it was hashed
+		}
+	}
+	if _, inPack := s.lookup(m.ID); inPack {
+		return false, nil
+	}
+	hook("kept:moving", filepath.Join(s.dir, keptDirName, m.Stash))
+	err = unix.Renameat2(int(dir.Fd()), m.Stash, int(dir.Fd()), m.ID.String(), unix.RENAME_NOREPLACE)
+	return s.movedStash(dir, m, ki, err)
+}
+
+// movedStash is the rest of moveStash once the rename of m.Stash (ki its
+// keptInode, locked, or nil) returned err.
+func (s *Store) movedStash(dir *os.File, m Moved, ki *keptInode, err error) (ok bool, _ error) {
+	switch {
+	case errors.Is(err, unix.EEXIST):
+		return false, nil // kept already (another file of the same content)
+	case errors.Is(err, unix.ENOENT):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("blobstore: move stash %s: %w", m.Stash, err)
+	}
+	s.kmu.Lock()
+	delete(s.kept.stash, m.Stash)
+	k := ki
+	if k == nil {
+		// A stash found at Open: its inode is registered as it would be
+		// at the next Open.
+		var st unix.Stat_t
+		if err := unix.Fstatat(int(dir.Fd()), m.ID.String(), &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+			if k = s.kept.ino[st.Ino]; k == nil {
+				k = &keptInode{ino: st.Ino, n: st.Size}
+				s.kept.ino[st.Ino] = k
+				s.mu.Lock()
+				s.looseBytes += st.Size
+				s.mu.Unlock()
+			}
+		}
+	}
+	if k != nil {
+		// The stash's bytes, counted when it was stashed, are the blob's
+		// now.
+		k.id, k.linked = m.ID, true
+		if k == ki {
+			k.n, k.named, k.stash = ki.stashBytes, true, ""
+		}
+	}
+	if !s.opts.Sync {
+		s.kept.dirDirty = true
+	}
+	s.kmu.Unlock()
+	return true, nil
 }
 
 // detachStashLocked names the unnamed stash ki (its mutex held) by copying

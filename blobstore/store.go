@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/restic/chunker"
@@ -111,6 +110,10 @@ type Store struct {
 	packDir string
 	opts    Options
 
+	// ringState is the io_uring the namer's small stashes are read
+	// through (hashbatch.go).
+	ringState
+
 	wmu sync.Mutex // serialises appends; guards active, retired and pack sizes
 	// active is the pack being appended to (nil until the first Put);
 	// retired holds packs this Store wrote to and has not sealed yet.
@@ -118,8 +121,8 @@ type Store struct {
 	retired []*pack
 
 	mu sync.RWMutex // guards index, packs, hashed, goodLists, fileIDs, damaged
-	// index says where each record is. A loose blob (the layout before
-	// packs) is not in it; see loosePath.
+	// index says where each record is. A kept blob (a file of its own)
+	// is not in it; see keptPath.
 	index map[ID]loc
 	packs map[string]*pack
 	// hashed holds loose blobs this Store hashed whole and found good.
@@ -167,13 +170,6 @@ func (s *Store) Size() int64 {
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
-// loosePath is where a loose blob (one file per blob, the layout before
-// packs) lives. Loose blobs are read, verified and pruned, never written.
-func (s *Store) loosePath(id ID) string {
-	h := id.String()
-	return filepath.Join(s.dir, h[:2], h)
-}
-
 // lookup finds id's record.
 func (s *Store) lookup(id ID) (loc, bool) {
 	s.mu.RLock()
@@ -190,9 +186,6 @@ func (s *Store) BlobSize(id ID) (int64, error) {
 	}
 	fi, err := os.Lstat(s.keptPath(id))
 	if errors.Is(err, os.ErrNotExist) {
-		fi, err = os.Lstat(s.loosePath(id))
-	}
-	if errors.Is(err, os.ErrNotExist) {
 		return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
@@ -206,9 +199,6 @@ func (s *Store) Has(id ID) bool {
 	if _, ok := s.lookup(id); ok {
 		return true
 	}
-	if _, err := os.Lstat(s.keptPath(id)); err == nil {
-		return true
-	}
-	_, err := os.Lstat(s.loosePath(id))
+	_, err := os.Lstat(s.keptPath(id))
 	return err == nil
 }

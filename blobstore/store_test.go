@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -106,9 +107,6 @@ func putLoose(t testing.TB, dir string, data []byte) ID {
 type impl struct {
 	name string
 	opts Options
-	// loose: blobs are written as loose files (the layout before packs),
-	// which every Store must keep reading.
-	loose bool
 	// kept: blobs are workspace files kept by Keep (their inode linked
 	// into the store), whose workspace name then goes.
 	kept bool
@@ -120,7 +118,6 @@ var impls = []impl{
 	{name: "uncompressed", opts: Options{NoCompress: true}},
 	{name: "unchunked", opts: Options{ChunkAbove: -1}},
 	{name: "small-packs", opts: Options{PackSize: 64 << 10}},
-	{name: "loose", loose: true},
 	{name: "kept", kept: true},
 	{name: "kept-sync", opts: Options{Sync: true}, kept: true},
 }
@@ -157,9 +154,6 @@ func (f *fixture) reopen() {
 
 func (f *fixture) put(data []byte) ID {
 	f.t.Helper()
-	if f.im.loose {
-		return putLoose(f.t, f.dir, data)
-	}
 	if f.im.kept {
 		id := keepT(f.t, f.s, filepath.Join(filepath.Dir(f.dir), "ws"), data)
 		if !f.im.opts.Sync {
@@ -518,9 +512,6 @@ func testPrune(t *testing.T, f *fixture) {
 }
 
 func testConcurrentPuts(t *testing.T, f *fixture) {
-	if f.im.loose {
-		t.Skip("loose blobs are not written any more")
-	}
 	contents := bigOr(20, 8)
 	all := make([][]byte, contents)
 	for k := range all {
@@ -856,28 +847,48 @@ func TestOpenCreatesStore(t *testing.T) {
 	}
 }
 
-// TestLegacyAndPacked: a store holding loose blobs (written before packs)
-// reads them beside new packed ones, and a Put of content that is loose
-// already stores it again in a pack.
-func TestLegacyAndPacked(t *testing.T) {
+// TestLooseLayoutRefused: a store holding a blob in the layout from
+// before packs (one file each, DIR/ab/<hex>) is older than the baseline:
+// Open refuses it, naming the file, and removes nothing. The baseline
+// (packs and kept blobs) opens, and so does one with an empty fan
+// directory left after its loose blobs were pruned.
+func TestLooseLayoutRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "blobs")
-	old := putLoose(t, dir, []byte("written before packs\n"))
 	s, err := Open(dir, Options{})
 	if err != nil {
+		t.Fatalf("the baseline: %v", err)
+	}
+	packed := putT(t, s, []byte("written in a pack\n"))
+	kept := keepT(t, s, filepath.Join(filepath.Dir(dir), "ws"), []byte("kept\n"))
+	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	defer s.closeFiles()
-	fresh := putT(t, s, []byte("written after\n"))
-	for _, id := range []ID{old, fresh} {
+	if err := os.Mkdir(filepath.Join(dir, "ab"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatalf("the baseline with an empty fan directory: %v", err)
+	}
+	for _, id := range []ID{packed, kept} {
 		if err := s.Verify(id); err != nil {
-			t.Error(err)
+			t.Errorf("the baseline's %s: %v", id.Short(), err)
 		}
 	}
-	st, err := s.Stats()
-	if err != nil {
-		t.Fatal(err)
+	s.Close()
+	old := putLoose(t, dir, []byte("written before packs\n"))
+	oldPath := filepath.Join(dir, old.String()[:2], old.String())
+	for _, opts := range []Options{{}, {ReadOnly: true}} {
+		s, err = Open(dir, opts)
+		if err == nil {
+			s.Close()
+			t.Fatalf("Open %+v of a store with a loose blob succeeded", opts)
+		}
+		if !errors.Is(err, ErrBeforeBaseline) || !strings.Contains(err.Error(), oldPath) || !strings.Contains(err.Error(), "older than the store format") {
+			t.Errorf("Open %+v: got %v, want ErrBeforeBaseline naming %s", opts, err, oldPath)
+		}
 	}
-	if st.Blobs != 2 || st.Loose != 1 {
-		t.Errorf("got %d blobs, %d loose; want 2, 1", st.Blobs, st.Loose)
+	if _, err := os.Stat(oldPath); err != nil {
+		t.Errorf("the refused store's loose blob: %v", err)
 	}
 }

@@ -221,6 +221,12 @@ func (s *Store) Close() error {
 		}
 	}
 	s.closeFiles()
+	s.ringMu.Lock()
+	if s.ring != nil {
+		s.ring.close()
+		s.ring, s.ringDead = nil, true
+	}
+	s.ringMu.Unlock()
 	return err
 }
 

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // branchE2E makes dir a branch of the mounted workspace ws; cleanup takes
@@ -22,10 +24,10 @@ import (
 func branchE2E(t *testing.T, ws, dir string) {
 	t.Helper()
 	t.Cleanup(func() {
-		if fuseMounted(dir) {
+		if testsupport.FUSEMounted(dir) {
 			if out, err := exec.Command(binary, "umount", dir).CombinedOutput(); err != nil {
 				t.Logf("umount %s: %v %s", dir, err, out)
-				detach(t, dir)
+				testsupport.Detach(t, dir)
 			}
 		}
 		for range 8 {
@@ -44,7 +46,7 @@ func branchE2E(t *testing.T, ws, dir string) {
 // again: every file is merged or none is (the merge's intent is finished
 // or rolled back by the next mount, as for a fork).
 func TestCrashDuringBranchMerge(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws, b := filepath.Join(dir, "ws"), filepath.Join(dir, "b")
 	os.Mkdir(ws, 0o755)
@@ -69,7 +71,7 @@ func TestCrashDuringBranchMerge(t *testing.T) {
 	}
 	done := regexp.MustCompile(`"doneItems":([1-9][0-9]*)`)
 	var seen string
-	err := poll(60*time.Second, func() bool {
+	err := testsupport.Poll(60*time.Second, func() bool {
 		st, _ := os.ReadFile(filepath.Join(ws, ".zero/status"))
 		if mm := done.FindSubmatch(st); mm != nil {
 			seen = string(mm[1])
@@ -118,7 +120,7 @@ func TestCrashDuringBranchMerge(t *testing.T) {
 // file now and at every state of the branch's history is either the
 // base's content or the base's with the write: never torn.
 func TestCrashDuringBranchCopyUp(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws, b := filepath.Join(dir, "ws"), filepath.Join(dir, "b")
 	os.Mkdir(ws, 0o755)
@@ -146,7 +148,7 @@ func TestCrashDuringBranchCopyUp(t *testing.T) {
 		time.Sleep(delay)
 		syscall.Kill(st.PID, syscall.SIGKILL)
 		w.Wait()
-		poll(10*time.Second, func() bool { return syscall.Kill(st.PID, 0) != nil })
+		testsupport.Poll(10*time.Second, func() bool { return syscall.Kill(st.PID, 0) != nil })
 		zerofsOK(t, ws, "branch", b) // mounts it again
 		if out, err := exec.Command(binary, "-C", b, "verify").CombinedOutput(); err != nil {
 			t.Fatalf("round %d: verify in the branch: %v\n%s", round, err, out)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +25,7 @@ type fgMount struct {
 // detaches the mount and kills the child if the test has not.
 func mountForeground(t *testing.T, ws string, flags ...string) *fgMount {
 	t.Helper()
-	needFUSE(t)
+	built.NeedFUSE(t)
 	m := &fgMount{exited: make(chan struct{})}
 	m.cmd = exec.Command(binary, append(append([]string{"mount", "-f"}, recordsFlags(flags)...), ws)...)
 	m.cmd.Stdout, m.cmd.Stderr = &m.stderr, &m.stderr
@@ -33,14 +34,14 @@ func mountForeground(t *testing.T, ws string, flags ...string) *fgMount {
 	}
 	go func() { m.cmd.Wait(); close(m.exited) }()
 	t.Cleanup(func() {
-		if fuseMounted(ws) {
-			detach(t, ws)
+		if testsupport.FUSEMounted(ws) {
+			testsupport.Detach(t, ws)
 		}
 		m.cmd.Process.Kill()
 		<-m.exited
 	})
 	pid := m.cmd.Process.Pid
-	err := poll(30*time.Second, func() bool {
+	err := testsupport.Poll(30*time.Second, func() bool {
 		select {
 		case <-m.exited:
 			return true
@@ -70,7 +71,7 @@ func (m *fgMount) crash(t *testing.T, ws string) time.Duration {
 	m.cmd.Process.Signal(syscall.SIGKILL)
 	waitKilledGone(t, m, ws)
 	took := time.Since(start)
-	detach(t, ws)
+	testsupport.Detach(t, ws)
 	return took
 }
 
@@ -81,7 +82,7 @@ func (m *fgMount) crash(t *testing.T, ws string) time.Duration {
 // its change reached the workspace. Ten rounds, the kill a little later in
 // each.
 func TestCrashKeepsBeforeStates(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	os.Mkdir(ws, 0o755)
 	const files = 12

@@ -61,7 +61,7 @@ func deadMountOf(t *testing.T, dir, fstype string) {
 // dead one. It replaces the dead mount: one mount, served by a new daemon,
 // and `zerofs umount` then unmounts it and waits for that daemon.
 func TestKilledDaemonMountReplacedAtOnce(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	for _, inPlace := range []bool{true, false} {
 		name := "separate mountpoint"
 		if inPlace {
@@ -81,7 +81,7 @@ func TestKilledDaemonMountReplacedAtOnce(t *testing.T) {
 			if out, err := zerofs(t, "/", args...); err != nil {
 				t.Fatalf("zerofs mount: %v\n%s", err, out)
 			}
-			pids = append(pids, statusPID(t, mp))
+			pids = append(pids, testsupport.DaemonPID(t, mp))
 			os.WriteFile(filepath.Join(mp, "a.txt"), []byte("kept\n"), 0o644)
 
 			if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
@@ -94,7 +94,7 @@ func TestKilledDaemonMountReplacedAtOnce(t *testing.T) {
 			if n := fuseMountCount(t, mp); n != 1 {
 				t.Fatalf("%d FUSE mounts at %s after remounting, want 1 (a new mount stacked over the dead one?)", n, mp)
 			}
-			pids = append(pids, statusPID(t, mp))
+			pids = append(pids, testsupport.DaemonPID(t, mp))
 			if pids[2] == pids[1] {
 				t.Fatalf("the new mount names the killed daemon %d", pids[1])
 			}
@@ -120,7 +120,7 @@ func TestKilledDaemonMountReplacedAtOnce(t *testing.T) {
 // one under it unmounted, its daemon waited for; nothing is left.
 func TestUmountUnmountsLiveMountUnderDeadOne(t *testing.T) {
 	ws := mountT(t)
-	pid := statusPID(t, ws)
+	pid := testsupport.DaemonPID(t, ws)
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("x\n"), 0o644)
 	deadMount(t, ws)
 	if n := fuseMountCount(t, ws); n != 2 {
@@ -179,7 +179,7 @@ func TestKilledUnprivilegedDaemonMountReplaced(t *testing.T) {
 // A dead mount of another filesystem is not zerofs's to take: umount says
 // so and leaves it.
 func TestUmountLeavesAnotherFilesystemsDeadMount(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	deadMountOf(t, dir, "fuse.sshfs")
 	out, err := zerofs(t, "/", "umount", dir)

@@ -99,7 +99,7 @@ func swapOnCreate(t *testing.T, dir, name, link string) (stop func()) {
 			}
 			k, err := unix.Read(fd, buf)
 			if err != nil || k <= 0 {
-				time.Sleep(100 * time.Microsecond)
+				time.Sleep(100 * time.Microsecond) // a non-blocking inotify read: pace it
 				continue
 			}
 			for off := 0; off+unix.SizeofInotifyEvent <= k; {

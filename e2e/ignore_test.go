@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // TestZeroignoreUnreadableAsUser: a daemon of nobody's that may not read
@@ -14,16 +16,9 @@ import (
 // it as for root.
 func TestZeroignoreUnreadableAsUser(t *testing.T) {
 	ws, bin, asUser := userMount(t)
-	must := func(name string, args ...string) string {
-		t.Helper()
-		out, err := asUser(name, args...)
-		if err != nil {
-			t.Fatalf("%s %s as uid %d: %v\n%s", name, strings.Join(args, " "), nobody, err, out)
-		}
-		return out
-	}
+	must := mustAs(t, asUser)
 	must(bin, "umount", ws)
-	if err := poll(10*time.Second, func() bool { return !fuseMounted(ws) }); err != nil {
+	if err := testsupport.Poll(10*time.Second, func() bool { return !testsupport.FUSEMounted(ws) }); err != nil {
 		t.Fatalf("still mounted after umount: %v", err)
 	}
 	ign := filepath.Join(ws, ".zeroignore")
@@ -46,7 +41,7 @@ func TestZeroignoreUnreadableAsUser(t *testing.T) {
 	// Made readable (through the backing directory: the file is root's),
 	// it is used from the next mount on.
 	must(bin, "umount", ws)
-	if err := poll(10*time.Second, func() bool { return !fuseMounted(ws) }); err != nil {
+	if err := testsupport.Poll(10*time.Second, func() bool { return !testsupport.FUSEMounted(ws) }); err != nil {
 		t.Fatalf("still mounted after umount: %v", err)
 	}
 	if err := os.Chmod(ign, 0o644); err != nil {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -22,7 +23,7 @@ import (
 func TestCrashDuringKeptRemove(t *testing.T) {
 	for _, sync := range []string{"always", "batch"} {
 		t.Run(sync, func(t *testing.T) {
-			needFUSE(t)
+			built.NeedFUSE(t)
 			ws := filepath.Join(t.TempDir(), "ws")
 			tree := filepath.Join(ws, "tree")
 			rng := rand.New(rand.NewPCG(7, uint64(len(sync))))
@@ -60,7 +61,7 @@ func TestCrashDuringKeptRemove(t *testing.T) {
 			}
 			// Kill once a third of the files are gone (each unlink's
 			// checkpoint is one event).
-			if err := poll(60*time.Second, func() bool { return head(t, ws) >= T+files/3 }); err != nil {
+			if err := testsupport.Poll(60*time.Second, func() bool { return head(t, ws) >= T+files/3 }); err != nil {
 				t.Fatalf("rm -rf made no progress: head %d, step %d", head(t, ws), T)
 			}
 			m.crash(t, ws)

@@ -132,7 +132,7 @@ func waitKilledGone(t *testing.T, m *fgMount, ws string) {
 // and it must be gone within seconds. The machine is kept busy, as where
 // the hang was seen.
 func TestKilledDaemonHoldsNothingOnItsMount(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	busyLoops(t, 2)
 	for _, noOpen := range []bool{false, true} {
 		t.Run(fmt.Sprintf("no-open=%v", noOpen), func(t *testing.T) {
@@ -166,7 +166,7 @@ func TestKilledDaemonHoldsNothingOnItsMount(t *testing.T) {
 					t.Fatalf("round %d: the daemon held descriptors on its own mount when it was killed: %s", round, strings.Join(held, ", "))
 				}
 				waitKilledGone(t, m, ws)
-				detach(t, ws)
+				testsupport.Detach(t, ws)
 			}
 		})
 	}
@@ -194,7 +194,7 @@ func TestDaemonSendsNoRequestToItsOwnMount(t *testing.T) {
 				flags = append(flags, "--no-open")
 			}
 			mountWS(t, ws, flags...)
-			pid := statusPID(t, ws)
+			pid := testsupport.DaemonPID(t, ws)
 			os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644)
 			step(t, ws, "two")
 			os.WriteFile(filepath.Join(ws, "a.txt"), []byte("two\n"), 0o644)
@@ -295,7 +295,7 @@ func deadPID(t *testing.T) int {
 // and serves the workspace: in place (the store is under the hung mount,
 // and is read beneath it) and at a separate mount point.
 func TestMountAbortsHungPredecessor(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	for _, inPlace := range []bool{true, false} {
 		t.Run(fmt.Sprintf("in-place=%v", inPlace), func(t *testing.T) {
 			dir := t.TempDir()
@@ -322,7 +322,7 @@ func TestMountAbortsHungPredecessor(t *testing.T) {
 			if n := fuseMountCount(t, mp); n != 1 {
 				t.Fatalf("%d FUSE mounts at %s after mounting over the hung one, want 1", n, mp)
 			}
-			pid = statusPID(t, mp)
+			pid = testsupport.DaemonPID(t, mp)
 			if b, err := os.ReadFile(filepath.Join(mp, "a.txt")); err != nil || string(b) != "kept\n" {
 				t.Fatalf("a.txt through the new mount: %q, %v", b, err)
 			}
@@ -335,7 +335,7 @@ func TestMountAbortsHungPredecessor(t *testing.T) {
 // is not a dead one: mount refuses it and leaves it (and its connection)
 // alone.
 func TestMountLeavesHungMountOfLiveDaemon(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	os.Mkdir(ws, 0o755)
 	st, _ := os.ReadFile("/proc/self/stat")

@@ -1,17 +1,13 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,13 +41,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// needFUSE skips a test that mounts when it cannot, saying why, or fails it
-// when ZEROFS_REQUIRE_FUSE=1: CI must never skip these silently.
-func needFUSE(t *testing.T) {
-	t.Helper()
-	built.NeedFUSE(t)
-}
-
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
@@ -69,25 +58,14 @@ func mountT(t *testing.T) string {
 	return ws
 }
 
-// mountWS mounts an existing workspace in place with the daemon.
+// mountWS mounts an existing workspace in place with the daemon
+// (testsupport's Binary.Mount: unmounted, or detached, when the test ends).
 func mountWS(t *testing.T, ws string, flags ...string) {
 	t.Helper()
-	needFUSE(t)
 	if os.Getenv("ZEROFS_TEST_NOOPEN") == "1" {
 		flags = append(flags, "--no-open") // every mount of the e2e tests without OPEN
 	}
-	args := append(append([]string{"mount"}, recordsFlags(flags)...), ws)
-	out, err := zerofs(t, "/", args...)
-	// Registered before checking err: a mount that half-succeeded is
-	// still cleaned up.
-	pid := 0
-	t.Cleanup(func() { unmountT(t, ws, pid) })
-	if err != nil {
-		t.Fatalf("zerofs %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	// The daemon's pid is read now, while the mount answers: cleanup may
-	// find it hung, and reading .zero/status then would hang too.
-	pid = statusPID(t, ws)
+	built.Mount(t, ws, recordsFlags(flags)...)
 }
 
 // recordsFlags is flags with --rename-records=false added when
@@ -112,105 +90,20 @@ func pinsRenameRecords(flags []string) bool {
 	return false
 }
 
-// statusPID reads the daemon's pid from .zero/status.
-func statusPID(t *testing.T, ws string) int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(ws, ".zero/status"))
-	if err != nil {
-		t.Fatalf("read .zero/status: %v", err)
-	}
-	var st struct {
-		PID int `json:"pid"`
-	}
-	if err := json.Unmarshal(b, &st); err != nil || st.PID <= 0 {
-		t.Fatalf(".zero/status = %q: no pid (%v)", b, err)
-	}
-	return st.PID
-}
-
 // unmountT unmounts ws with `zerofs umount`; if that fails or the mount
 // stays, it detaches the mount and kills the daemon, so no test ever leaves
-// a mount behind.
+// a mount behind (testsupport's Binary.Unmount).
 func unmountT(t *testing.T, ws string, pid int) {
 	t.Helper()
-	if !fuseMounted(ws) {
-		return
-	}
-	if t.Failed() && pid > 0 {
-		dumpDaemon(t, ws, pid)
-		return
-	}
-	if out, err := zerofsCtx(t, 30*time.Second, "/", "umount", ws); err != nil {
-		t.Errorf("zerofs umount %s: %v\n%s", ws, err, out)
-	}
-	if !fuseMounted(ws) {
-		return
-	}
-	detach(t, ws)
-	if pid > 0 {
-		syscall.Kill(pid, syscall.SIGKILL)
-	}
-	if fuseMounted(ws) {
-		t.Errorf("%s is still mounted after umount -l", ws)
-	}
+	built.Unmount(t, ws, pid)
 }
 
-// dumpDaemon, for a test that failed with its daemon still mounted, asks
-// the daemon for its goroutines (SIGQUIT: the Go runtime prints every
-// goroutine's stack to the daemon's log and exits), detaches the mount and
-// logs the dump. A test that failed for "deadlock?" (a writer that did not
-// finish, a command that timed out) then says where the daemon waited, or
-// shows that it waited nowhere and the machine was only slow.
-func dumpDaemon(t *testing.T, ws string, pid int) {
-	t.Helper()
-	logPath := filepath.Join(ws, ".zero", "daemon.log") // the backing store, once detached
-	syscall.Kill(pid, syscall.SIGQUIT)
-	gone := testsupport.Poll(10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
-	if gone != nil {
-		syscall.Kill(pid, syscall.SIGKILL)
-	}
-	detach(t, ws)
-	b, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Logf("the daemon's log after SIGQUIT: %v", err)
-		return
-	}
-	const most = 256 << 10
-	if i := bytes.LastIndex(b, []byte("SIGQUIT")); i >= 0 {
-		b = b[i:]
-	}
-	if len(b) > most {
-		b = b[:most]
-	}
-	t.Logf("the daemon's goroutines (pid %d, SIGQUIT after the test failed):\n%s", pid, b)
-}
-
-// detach lazily unmounts ws (umount -l) and waits until it is gone.
-func detach(t *testing.T, ws string) { testsupport.Detach(t, ws) }
-
-// fuseMounted says whether a FUSE filesystem is mounted at dir.
-func fuseMounted(dir string) bool { return testsupport.FUSEMounted(dir) }
-
-// poll calls cond until it returns true or the deadline passes.
-func poll(timeout time.Duration, cond func() bool) error { return testsupport.Poll(timeout, cond) }
-
-// runCmd runs name with args in dir under cmdTimeout and returns its
+// runCmd runs name with args in dir under timeout and returns its
 // combined output. env entries are added to the test's environment.
 func runCmd(t *testing.T, timeout time.Duration, dir string, env []string, name string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	cmd.WaitDelay = 5 * time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		err = fmt.Errorf("timed out after %v (deadlock?): %w", timeout, err)
-	}
-	return out.String(), err
+	r := testsupport.Run(t, testsupport.RunOptions{Dir: dir, Env: env, Timeout: timeout, Combined: true}, name, args...)
+	return r.Stdout, r.Err
 }
 
 // must runs a command that has to succeed and returns its output.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +18,7 @@ import (
 // merged whole or not at all, never half, and when merged one undo takes
 // it all back.
 func TestCrashDuringMerge(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws, fork := filepath.Join(dir, "ws"), filepath.Join(dir, "fork")
 	os.Mkdir(ws, 0o755)
@@ -47,7 +48,7 @@ func TestCrashDuringMerge(t *testing.T) {
 	}
 	done := regexp.MustCompile(`"doneItems":([1-9][0-9]*)`)
 	var seen string
-	err := poll(60*time.Second, func() bool {
+	err := testsupport.Poll(60*time.Second, func() bool {
 		b, _ := os.ReadFile(filepath.Join(ws, ".zero/status"))
 		if mm := done.FindSubmatch(b); mm != nil {
 			seen = string(mm[1])

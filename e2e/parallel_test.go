@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,7 +117,7 @@ func parallelWriters(t *testing.T, mode string) {
 	waitProgress := func() {
 		t.Helper()
 		h0 := head(t, ws)
-		if err := poll(stuckAfter, func() bool { return head(t, ws) >= h0+30 }); err != nil {
+		if err := testsupport.Poll(stuckAfter, func() bool { return head(t, ws) >= h0+30 }); err != nil {
 			t.Fatalf("head stayed near %d for %v: the writers are stuck", h0, stuckAfter)
 		}
 	}
@@ -251,7 +252,7 @@ func TestCreatorsWaitForRewinds(t *testing.T) {
 	waitProgress := func() {
 		t.Helper()
 		h0 := head(t, ws)
-		if err := poll(stuckAfter, func() bool { return head(t, ws) >= h0+20 }); err != nil {
+		if err := testsupport.Poll(stuckAfter, func() bool { return head(t, ws) >= h0+20 }); err != nil {
 			t.Fatalf("head stayed near %d for %v: the creators are stuck", h0, stuckAfter)
 		}
 	}

@@ -203,7 +203,7 @@ type soak struct {
 }
 
 func TestSoak(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	rounds, kills, budget := 4, 0, time.Duration(0)
 	if testing.Short() {
 		rounds = 2
@@ -318,7 +318,7 @@ func (s *soak) killDuring(a soakAction) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- a.run() }()
-	time.Sleep(delay)
+	time.Sleep(delay) // real time: the kill's random moment
 	// Killed, the daemon leaves a dead mount, on which whatever the action
 	// still does fails (ENOTCONN). Only once the action has ended is the
 	// dead mount detached: after that its paths would reach the backing

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"maps"
 	"os"
 	"path/filepath"
@@ -63,7 +64,7 @@ func TestSparseFileRewindAllocatesOnlyItsData(t *testing.T) {
 	}
 	t.Logf("the write's stash named before @s1 was read: %v", named)
 	viewAsRecorded(t, "@s1 read right after the write", pub, atS1, size, map[int64]byte{536870912: 'x', 104857600: 0, 0: 0, size - 1: 0})
-	if !named && poll(2*time.Minute, func() bool { _, named = stashed(); return named }) != nil {
+	if !named && testsupport.Poll(2*time.Minute, func() bool { _, named = stashed(); return named }) != nil {
 		t.Fatalf("the write's stash was not named in 2 minutes")
 	}
 	viewAsRecorded(t, "@s1 after naming", pub, atS1, size, map[int64]byte{536870912: 'x', 104857600: 0, 0: 0, size - 1: 0})

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // Root's `zerofs mount` of a workspace nobody owns refused nobody's store
@@ -32,7 +34,7 @@ func TestDaemonLogNeverFollowsASymlink(t *testing.T) {
 			}
 			mustNobody(t, ws, "mkdir -m700 .zero; ln -s "+victim+" .zero/daemon.log")
 			out, err := zerofs(t, "/", "mount", ws)
-			if fuseMounted(ws) {
+			if testsupport.FUSEMounted(ws) {
 				t.Cleanup(func() { unmountT(t, ws, 0) })
 			}
 			if err == nil || !strings.Contains(out, "belongs to uid 65534") {
@@ -67,7 +69,7 @@ func TestStoreSymlinkedPacksRefused(t *testing.T) {
 	}
 	out, err := zerofs(t, "/", "mount", ws)
 	if err == nil {
-		pid := statusPID(t, ws)
+		pid := testsupport.DaemonPID(t, ws)
 		// a.txt's content before this write is stored (in a pack).
 		os.WriteFile(filepath.Join(ws, "a.txt"), []byte("two\n"), 0o644)
 		step(t, ws, "more")
@@ -95,7 +97,7 @@ func TestStoreDirectoryOfAnotherUserRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := zerofs(t, "/", "mount", ws)
-	if fuseMounted(ws) {
+	if testsupport.FUSEMounted(ws) {
 		t.Cleanup(func() { unmountT(t, ws, 0) })
 	}
 	if err == nil || !strings.Contains(out, "belongs to uid 65534") {

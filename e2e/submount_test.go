@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/moby/sys/mountinfo"
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"golang.org/x/sys/unix"
 )
 
@@ -100,7 +101,7 @@ func TestRewindKeepsFilesystemsMountedBeneath(t *testing.T) {
 // step. The undo takes back the step that changed something, also after a
 // remount, which reads the log afresh.
 func TestFailedRewindSaysWhatFailedAndLeavesNoStep(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws, mnt := filepath.Join(dir, "ws"), filepath.Join(dir, "mnt")
 	for _, d := range []string{ws, mnt} {
@@ -117,7 +118,7 @@ func TestFailedRewindSaysWhatFailedAndLeavesNoStep(t *testing.T) {
 		if err != nil {
 			t.Fatalf("zerofs mount: %v\n%s", err, out)
 		}
-		pid = statusPID(t, mnt)
+		pid = testsupport.DaemonPID(t, mnt)
 	}
 	mount()
 	s1 := step(t, mnt, "s1")

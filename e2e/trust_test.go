@@ -24,7 +24,7 @@ import (
 // 0700) and returns it; cleanup removes it.
 func sharedWS(t *testing.T) string {
 	t.Helper()
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir, err := os.MkdirTemp("", "zerofs-trust-")
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestUndoNeverMakesAUsersFileSetuidRoot(t *testing.T) {
 		t.Fatalf("d/id -u as nobody through the mount: %q, want 65534", out)
 	}
 	zerofsOK(t, "/", "umount", ws)
-	if fuseMounted(ws) {
+	if testsupport.FUSEMounted(ws) {
 		t.Fatal("still mounted after zerofs umount")
 	}
 	check("on the backing directory")
@@ -284,10 +284,7 @@ func TestControlFilesRefuseOtherUsers(t *testing.T) {
 	if got := strings.TrimSpace(mustNobody(t, ws, "cat .zero/head")); got != itoa(h) {
 		t.Errorf("nobody reads .zero/head = %q, want %d", got, h)
 	}
-	bin := filepath.Join(filepath.Dir(ws), "zerofs")
-	if b, err := os.ReadFile(binary); err != nil || os.WriteFile(bin, b, 0o755) != nil {
-		t.Fatalf("copy the binary where nobody can run it: %v", err)
-	}
+	bin := built.CopyTo(t, filepath.Dir(ws)) // where nobody can run it
 	if out, err := asNobody(t, ws, bin+" undo"); err == nil || !strings.Contains(out, "mounted by another user") {
 		t.Errorf("zerofs undo as nobody: %v\n%s\nwant a failure saying the mount is another user's", err, out)
 	}
@@ -322,7 +319,7 @@ func TestRootRefusesAStoreForgedByTheWorkspaceOwner(t *testing.T) {
 	sum := sha256.Sum256(shell)
 	id := hex.EncodeToString(sum[:])
 	store := filepath.Join(ws, ".zero")
-	blob := filepath.Join(store, "blobs", id[:2], id)
+	blob := filepath.Join(store, "blobs", "kept", id)
 	if err := os.MkdirAll(filepath.Dir(blob), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +345,7 @@ func TestRootRefusesAStoreForgedByTheWorkspaceOwner(t *testing.T) {
 		t.Errorf("zerofs rewind 0 on nobody's store: %v\n%s\nwant a refusal naming the owner", err, out)
 	}
 	out, err := zerofs(t, "/", "mount", ws)
-	if fuseMounted(ws) {
+	if testsupport.FUSEMounted(ws) {
 		t.Cleanup(func() { unmountT(t, ws, 0) })
 		rewindTo(t, ws, 0)
 	}

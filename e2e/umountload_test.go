@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +35,7 @@ func busyLoops(t *testing.T, n int) {
 // while the new daemon ran on with its mount detached. Each round must
 // unmount the new mount and wait for its daemon.
 func TestUmountAfterReplacedDeadMountUnderLoad(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	busyLoops(t, 4)
 	ws := filepath.Join(t.TempDir(), "ws")
 	os.Mkdir(ws, 0o755)
@@ -44,7 +45,7 @@ func TestUmountAfterReplacedDeadMountUnderLoad(t *testing.T) {
 		if out, err := zerofs(t, "/", "mount", ws); err != nil {
 			t.Fatalf("round %d: mount: %v\n%s", round, err, out)
 		}
-		first := statusPID(t, ws)
+		first := testsupport.DaemonPID(t, ws)
 		last = first
 		os.WriteFile(filepath.Join(ws, "a.txt"), []byte("x\n"), 0o644)
 		syscall.Kill(first, syscall.SIGKILL)

@@ -24,7 +24,7 @@ const nobody = 65534
 // can run.
 func userMount(t *testing.T) (ws, bin string, asUser func(name string, args ...string) (string, error)) {
 	t.Helper()
-	needFUSE(t)
+	built.NeedFUSE(t)
 	if _, err := exec.LookPath("fusermount3"); err != nil {
 		testsupport.Unavailable(t, "fusermount3 not found (package fuse3); .ci/run installs it")
 	}
@@ -45,15 +45,11 @@ func userMount(t *testing.T) (ws, bin string, asUser func(name string, args ...s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	ws, bin = filepath.Join(dir, "ws"), filepath.Join(dir, "zerofs")
+	ws = filepath.Join(dir, "ws")
 	os.Chmod(dir, 0o755)
 	os.Mkdir(ws, 0o755)
 	os.WriteFile(filepath.Join(ws, "f"), []byte("one\n"), 0o644)
-	b, err := os.ReadFile(binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(bin, b, 0o755)
+	bin = built.CopyTo(t, dir)
 	for _, p := range []string{ws, filepath.Join(ws, "f")} {
 		os.Chown(p, nobody, nobody)
 	}
@@ -73,21 +69,20 @@ func userMount(t *testing.T) (ws, bin string, asUser func(name string, args ...s
 		t.Fatalf("zerofs mount as uid %d: %v\n%s", nobody, err, out)
 	}
 	t.Cleanup(func() {
-		if fuseMounted(ws) {
+		if testsupport.FUSEMounted(ws) {
 			asUser(bin, "umount", ws)
 		}
-		if fuseMounted(ws) {
-			detach(t, ws)
+		if testsupport.FUSEMounted(ws) {
+			testsupport.Detach(t, ws)
 		}
 	})
 	return ws, bin, asUser
 }
 
-// An ordinary user mounts through fusermount3, captures, rewinds and
-// unmounts.
-func TestUnprivilegedMount(t *testing.T) {
-	ws, bin, asUser := userMount(t)
-	must := func(name string, args ...string) string {
+// mustAs is asUser (userMount's) for a command that has to succeed: it
+// returns the command's output, and fails the test otherwise.
+func mustAs(t *testing.T, asUser func(name string, args ...string) (string, error)) func(name string, args ...string) string {
+	return func(name string, args ...string) string {
 		t.Helper()
 		out, err := asUser(name, args...)
 		if err != nil {
@@ -95,6 +90,13 @@ func TestUnprivilegedMount(t *testing.T) {
 		}
 		return out
 	}
+}
+
+// An ordinary user mounts through fusermount3, captures, rewinds and
+// unmounts.
+func TestUnprivilegedMount(t *testing.T) {
+	ws, bin, asUser := userMount(t)
+	must := mustAs(t, asUser)
 	must(bin, "step", "edit")
 	seq := strings.TrimSpace(must("cat", ".zero/head"))
 	must("sh", "-c", "echo two > f")
@@ -108,7 +110,7 @@ func TestUnprivilegedMount(t *testing.T) {
 		t.Fatalf("after undo f = %q, want one", got)
 	}
 	must(bin, "umount", ws)
-	if err := poll(10*time.Second, func() bool { return !fuseMounted(ws) }); err != nil {
+	if err := testsupport.Poll(10*time.Second, func() bool { return !testsupport.FUSEMounted(ws) }); err != nil {
 		t.Fatalf("still mounted after umount: %v", err)
 	}
 }

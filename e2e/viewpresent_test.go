@@ -38,7 +38,7 @@ func TestViewRefusesPresentContentTheReaderCannotReachNow(t *testing.T) {
 	// the kernel stamps from its coarse clock: a write within one tick of
 	// the step can carry an mtime a moment before it, and is not told
 	// apart (a limit docs/security.md states). Write a tick later.
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // real time: one tick of the coarse clock
 	sh(t, ws, "chmod 700 pub && echo 'the secret' > priv/alias")
 	step(t, ws, "after")
 	v := view(ws, s)

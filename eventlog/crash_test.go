@@ -54,7 +54,7 @@ func childHold(path string) int {
 		return 1
 	}
 	fmt.Printf("holding head=%d\n", l.Head())
-	time.Sleep(time.Hour)
+	time.Sleep(time.Hour) // held until the parent kills it
 	return 0
 }
 
@@ -182,11 +182,11 @@ func TestCrashLoop(t *testing.T) {
 		if round%4 == 3 {
 			// Kill it at a random moment from its start: often before
 			// or while it opens and recovers the log.
-			time.Sleep(time.Duration(rnd.IntN(30)) * time.Millisecond)
+			time.Sleep(time.Duration(rnd.IntN(30)) * time.Millisecond) // real time: the kill's random moment
 		} else {
 			c.Expect(t, "open head=")
 			opened = true
-			time.Sleep(time.Duration(rnd.IntN(100)) * time.Millisecond)
+			time.Sleep(time.Duration(rnd.IntN(100)) * time.Millisecond) // real time: the kill's random moment
 		}
 		c.Kill(t)
 		for line := range c.Lines {

@@ -875,7 +875,7 @@ func TestCloseRacesAppends(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // real time: Close comes while the appenders run
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -49,28 +49,7 @@ func TestPassthroughHeldWriterAcrossStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			if _, err := f.WriteString("A"); err != nil {
-				t.Fatal(err)
-			}
-			t1 := stepT(t, mp, "one")
-			if _, err := f.WriteString("B"); err != nil {
-				t.Fatal(err)
-			}
-			// A rewind is a boundary too (one that changes something: a
-			// rewind that changes nothing records nothing).
-			pre := headOf(t, mp)
-			if err := os.WriteFile(filepath.Join(mp, "other"), nil, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			rewindT(t, mp, pre)
-			t2 := stepSeqOf(t, mp)
-			if _, err := f.WriteAt([]byte("C"), 0); err != nil {
-				t.Fatal(err)
-			}
-			buf := make([]byte, 2)
-			if _, err := f.ReadAt(buf, 0); err != nil || string(buf) != "CB" {
-				t.Fatalf("read back %q, %v; want CB", buf, err)
-			}
+			t1, t2 := writeAcrossBoundaries(t, mp, f, f)
 			if n := m.fs.served.Load(); n != 0 {
 				t.Errorf("%d reads and writes reached the daemon, want 0 with passthrough", n)
 			}
@@ -389,4 +368,35 @@ func TestReadersSendNoFlush(t *testing.T) {
 	if n := m.fs.flushed.Load() - before; n != 2*want {
 		t.Errorf("two writers' closes on a filesystem of type %#x sent %d FLUSH requests, want %d", st.Type, n, 2*want)
 	}
+}
+
+// writeAcrossBoundaries writes the file held open as first and later (the
+// same file: one descriptor or two) across two step boundaries: "A"
+// through first, a step (t1), "B" at 1 through later, a rewind that
+// changes something (t2: a rewind is a boundary too; one that changes
+// nothing records nothing), "C" at 0 through later; and checks that first
+// reads back "CB". @t1 must then show "A", @t2 "AB".
+func writeAcrossBoundaries(t *testing.T, mp string, first, later *os.File) (t1, t2 record.Seq) {
+	t.Helper()
+	if _, err := first.WriteAt([]byte("A"), 0); err != nil {
+		t.Fatal(err)
+	}
+	t1 = stepT(t, mp, "one")
+	if _, err := later.WriteAt([]byte("B"), 1); err != nil {
+		t.Fatal(err)
+	}
+	pre := headOf(t, mp)
+	if err := os.WriteFile(filepath.Join(mp, "other"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rewindT(t, mp, pre)
+	t2 = stepSeqOf(t, mp)
+	if _, err := later.WriteAt([]byte("C"), 0); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2)
+	if _, err := first.ReadAt(buf, 0); err != nil || string(buf) != "CB" {
+		t.Fatalf("read back %q, %v; want CB", buf, err)
+	}
+	return t1, t2
 }

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/record"
 )
 
@@ -24,7 +25,7 @@ func TestEveryChangeShowsInViews(t *testing.T) {
 	type recorded struct {
 		what string
 		head record.Seq
-		tree map[string]node
+		tree testsupport.Tree
 	}
 	var records []recorded
 	// Within a step only the first change to a path is captured, so @T is
@@ -35,7 +36,7 @@ func TestEveryChangeShowsInViews(t *testing.T) {
 		// The step's sequence, not the head: a boundary may capture a
 		// file whose RELEASE (asynchronous after close) is still on its
 		// way, in a checkpoint after the tool_call.
-		records = append(records, recorded{what, stepSeqOf(t, mp), snapshot(t, mp)})
+		records = append(records, recorded{what, stepSeqOf(t, mp), testsupport.Snapshot(t, mp)})
 		if err := fn(); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -87,14 +88,14 @@ func TestEveryChangeShowsInViews(t *testing.T) {
 		return unix.Renameat2(unix.AT_FDCWD, p("l"), unix.AT_FDCWD, p("l2"), unix.RENAME_NOREPLACE)
 	})
 	change("remove tree", func() error { return os.RemoveAll(p("a.txt")) })
-	final := recorded{"final", headOf(t, mp), snapshot(t, mp)}
+	final := recorded{"final", headOf(t, mp), testsupport.Snapshot(t, mp)}
 
 	for _, r := range records {
-		if d := diffTrees(snapshot(t, view(mp, r.head)), r.tree); d != "" {
+		if d := diffTrees(testsupport.Snapshot(t, view(mp, r.head)), r.tree); d != "" {
 			t.Errorf("@%d (before %s) differs from the tree then:\n%s", r.head, r.what, d)
 		}
 	}
-	if d := diffTrees(snapshot(t, view(mp, final.head)), final.tree); d != "" {
+	if d := diffTrees(testsupport.Snapshot(t, view(mp, final.head)), final.tree); d != "" {
 		t.Errorf("@%d (head) differs from the workspace:\n%s", final.head, d)
 	}
 	if t.Failed() {
@@ -104,7 +105,7 @@ func TestEveryChangeShowsInViews(t *testing.T) {
 	// Rewind to the middle, then undo that rewind.
 	mid := records[len(records)/2]
 	rewindT(t, mp, mid.head)
-	if d := diffTrees(snapshot(t, mp), mid.tree); d != "" {
+	if d := diffTrees(testsupport.Snapshot(t, mp), mid.tree); d != "" {
 		t.Fatalf("after rewind to %d (before %s):\n%s", mid.head, mid.what, d)
 	}
 	var rep control.RewindReport
@@ -113,18 +114,18 @@ func TestEveryChangeShowsInViews(t *testing.T) {
 		t.Fatalf(".zero/rewind = %+v; want target %d, a checkpoint, sequence = head", rep, mid.head)
 	}
 	rewindT(t, mp, rep.CheckpointSequence-1)
-	if d := diffTrees(snapshot(t, mp), final.tree); d != "" {
+	if d := diffTrees(testsupport.Snapshot(t, mp), final.tree); d != "" {
 		t.Fatalf("after undoing the rewind (to %d):\n%s", rep.CheckpointSequence-1, d)
 	}
 	// Views before the rewinds still show the same trees.
 	for _, r := range records {
-		if d := diffTrees(snapshot(t, view(mp, r.head)), r.tree); d != "" {
+		if d := diffTrees(testsupport.Snapshot(t, view(mp, r.head)), r.tree); d != "" {
 			t.Errorf("after rewinds, @%d (before %s) differs:\n%s", r.head, r.what, d)
 		}
 	}
 	// Rewind to 0: nothing the mount created is left.
 	rewindT(t, mp, 0)
-	if d := diffTrees(snapshot(t, mp), map[string]node{}); d != "" {
+	if d := diffTrees(testsupport.Snapshot(t, mp), testsupport.Tree{}); d != "" {
 		t.Fatalf("after rewind to 0:\n%s", d)
 	}
 }

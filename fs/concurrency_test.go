@@ -86,7 +86,7 @@ func TestParallelWritesDuringRewinds(t *testing.T) {
 	}
 	wg.Go(func() {
 		for range 8 {
-			time.Sleep(150 * time.Millisecond)
+			time.Sleep(150 * time.Millisecond) // real time: rewinds spread among the writes
 			rewinding.Add(1)
 			err := ctlWrite(mp, "rewind", fmt.Sprint(t0))
 			rewinding.Add(1)
@@ -96,7 +96,7 @@ func TestParallelWritesDuringRewinds(t *testing.T) {
 			}
 		}
 	})
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // real time: how long writers and rewinds overlap
 	close(stop)
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/record"
 )
 
@@ -248,7 +249,7 @@ func TestRootListingHidesReserved(t *testing.T) {
 		t.Errorf("store reachable through the mount: %v", err)
 	}
 	// Views do not list reserved names either.
-	if d := diffTrees(snapshot(t, view(mp, headOf(t, mp))), map[string]node{"visible": {kind: "file", perm: 0o644, content: "v"}}); d != "" {
+	if d := diffTrees(testsupport.Snapshot(t, view(mp, headOf(t, mp))), testsupport.Tree{"visible": {Kind: "file", Mode: 0o644, Content: "v"}}); d != "" {
 		t.Errorf("@head:\n%s", d)
 	}
 }

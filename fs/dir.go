@@ -29,12 +29,16 @@ var (
 // join(dir, name), open the directory, run fn on (dirfd, name) while holding
 // the capture. fn's step is the capture's step.
 func (n *wsNode) entryOp(ctx context.Context, op, name string, fn func(dirfd int, p string, step record.Seq) syscall.Errno) syscall.Errno {
-	return n.entryOpRemoved(ctx, op, name, false, fn)
+	return n.entryOpRemoved(ctx, op, name, false, func(dirfd int, p string, step record.Seq, _ *rewind.Removal) syscall.Errno {
+		return fn(dirfd, p, step)
+	})
 }
 
 // entryOpRemoved is entryOp whose change says whether name is about to go
-// by an unlink (rewind.Change.Removed and Stash).
-func (n *wsNode) entryOpRemoved(ctx context.Context, op, name string, removed bool, fn func(dirfd int, p string, step record.Seq) syscall.Errno) syscall.Errno {
+// by an unlink (rewind.Change.Removed and Stash); fn then removes it with
+// rm (rewind.Removal: the capture may have chosen to stash the file by
+// the unlink's own rename).
+func (n *wsNode) entryOpRemoved(ctx context.Context, op, name string, removed bool, fn func(dirfd int, p string, step record.Seq, rm *rewind.Removal) syscall.Errno) syscall.Errno {
 	if n.isRoot() && record.IsReserved(name) {
 		return syscall.EPERM
 	}
@@ -57,10 +61,18 @@ func (n *wsNode) entryOpRemoved(ctx context.Context, op, name string, removed bo
 	}
 	defer done()
 	c := rewind.Change{Path: p, Removed: removed, Stash: removed, Dirfd: dfd, InDir: true, Dir: op == "mkdir"}
+	if removed {
+		c.NoXattrs = n.childXattrFree(name) // xattrfree.go
+		rm, err := n.fs.eng.CaptureUnlinkLocked(engineCtx(ctx), callerOf(ctx), c)
+		if err != nil {
+			return engineErrno(n.fs.log, op, p, err, seqInvalid)
+		}
+		return fn(dfd, p, step, rm)
+	}
 	if err := n.fs.eng.CaptureLocked(engineCtx(ctx), callerOf(ctx), c); err != nil {
 		return engineErrno(n.fs.log, op, p, err, seqInvalid)
 	}
-	return fn(dfd, p, step)
+	return fn(dfd, p, step, nil)
 }
 
 // chownNew gives a node the daemon just created to the caller, leaving the
@@ -139,6 +151,7 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 	var child *fusefs.Inode
 	var h *wsFile
 	var fuseFlags uint32
+	a := n.fs.rw.arrive()
 	errno := n.entryOp(ctx, "create", name, func(dfd int, p string, step record.Seq) syscall.Errno {
 		// O_TRUNC waits for beginWrite (Open says why); a file this
 		// create makes is not truncated at all, as by the kernel.
@@ -177,6 +190,9 @@ func (n *wsNode) Create(ctx context.Context, name string, flags, mode uint32, ou
 		}
 		child = n.newChild(ctx, name, &st, out)
 		cn := child.Operations().(*wsNode)
+		if created {
+			n.madeXattrFree(a, dfd, cn, false)
+		}
 		h.node = cn
 		cn.hold(fd)
 		if n.fs.passthrough.Load() {
@@ -213,11 +229,16 @@ func createAt(dfd int, name string, flags int, excl bool, mode uint32) (fd int, 
 
 func (n *wsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	var child *fusefs.Inode
+	a := n.fs.rw.arrive()
 	errno := n.entryOp(ctx, "mkdir", name, func(dfd int, p string, _ record.Seq) (errno syscall.Errno) {
 		if err := unix.Mkdirat(dfd, name, mode); err != nil {
 			return sysErrno(err)
 		}
 		child, errno = n.created(ctx, dfd, name, true, out)
+		if errno == 0 {
+			cn, _ := child.Operations().(*wsNode)
+			n.madeXattrFree(a, dfd, cn, true)
+		}
 		return errno
 	})
 	return child, errno
@@ -326,13 +347,14 @@ func (n *wsNode) linkNamed(a arrival, src string, dfd int, name string) syscall.
 }
 
 // Unlink marks its change Removed and Stash: the file's inode may be
-// linked into the store unread rather than copied (rewind.Change). If the
-// unlink then fails, the file keeps its name and shares its inode with the
-// stash: the stash is named (hashed) at once, before anything can write it.
+// stashed in the store unread rather than copied (rewind.Change), by the
+// unlink itself, a rename into the store (rewind.Removal). If the unlink
+// then fails, the file keeps its name and shares its inode with the stash:
+// the stash is named (hashed) at once, before anything can write it.
 func (n *wsNode) Unlink(ctx context.Context, name string) syscall.Errno {
-	return n.entryOpRemoved(ctx, "unlink", name, true, func(dfd int, p string, _ record.Seq) syscall.Errno {
+	return n.entryOpRemoved(ctx, "unlink", name, true, func(dfd int, p string, _ record.Seq, rm *rewind.Removal) syscall.Errno {
 		kept := n.holdRemoved(dfd, name)
-		err := unix.Unlinkat(dfd, name, 0)
+		err := rm.Unlink(engineCtx(ctx), dfd, name, func() error { return unix.Unlinkat(dfd, name, 0) })
 		kept(err == nil)
 		if err != nil {
 			if nerr := n.fs.eng.NameStashes(engineCtx(ctx)); nerr != nil {

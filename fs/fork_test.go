@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/rewind"
 )
 
@@ -23,7 +24,7 @@ func TestForkMount(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(mp, "d/x"), "x\n")
 	s := stepT(t, mp, "edit")
-	want := snapshot(t, mp)
+	want := testsupport.Snapshot(t, mp)
 	writeFile(t, filepath.Join(mp, "a.txt"), "two\n")
 	for _, how := range []string{"view", "engine"} {
 		t.Run(how, func(t *testing.T) {
@@ -39,10 +40,10 @@ func TestForkMount(t *testing.T) {
 			}
 			fm := mountT(t, Options{Workspace: dir})
 			fmp := fm.Mountpoint()
-			if d := diffTrees(snapshot(t, fmp), want); d != "" {
+			if d := diffTrees(testsupport.Snapshot(t, fmp), want); d != "" {
 				t.Fatalf("the mounted fork differs from @%d:\n%s", s, d)
 			}
-			if d := diffTrees(snapshot(t, view(fmp, 1)), want); d != "" {
+			if d := diffTrees(testsupport.Snapshot(t, view(fmp, 1)), want); d != "" {
 				t.Fatalf("the fork's @1 differs from the source's @%d:\n%s", s, d)
 			}
 			if log := ctlRead(t, fmp, "log"); !strings.Contains(strings.SplitN(log, "\n", 2)[0], `"type":"workspace_forked"`) {

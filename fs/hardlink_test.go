@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // After a rewind removes or replaces one name of a hard-linked file, the
@@ -63,7 +65,7 @@ func TestRewindChmodHardLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := stepT(t, mp, "s")
-	want := snapshot(t, mp)
+	want := testsupport.Snapshot(t, mp)
 	if err := os.Remove(p("b")); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +73,7 @@ func TestRewindChmodHardLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	rewindT(t, mp, at)
-	if d := diffTrees(snapshot(t, mp), want); d != "" {
+	if d := diffTrees(testsupport.Snapshot(t, mp), want); d != "" {
 		t.Fatalf("after rewinding to %d:\n%s", at, d)
 	}
 }

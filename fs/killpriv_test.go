@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // An open with O_TRUNC truncates in its OPEN (ATOMIC_O_TRUNC): the kernel
@@ -16,9 +18,7 @@ import (
 // plain root (it does not), natively and through the mount, and the modes
 // and sizes must match.
 func TestTruncatingOpensClearSetIDBits(t *testing.T) {
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("setpriv not installed")
-	}
+	testsupport.RequireSetpriv(t)
 	ws := t.TempDir()
 	mp := mountT(t, Options{Workspace: ws}).Mountpoint()
 	native := t.TempDir()

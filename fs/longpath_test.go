@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/record"
 )
 
@@ -38,9 +39,9 @@ func walkAt(t *testing.T, dirfd, depth int) int {
 
 // snapAt reads the tree under dirfd the way snapshot does, with *at calls
 // only. Directories named chainName are not entered.
-func snapAt(t *testing.T, dirfd int) map[string]node {
+func snapAt(t *testing.T, dirfd int) testsupport.Tree {
 	t.Helper()
-	out := map[string]node{}
+	out := testsupport.Tree{}
 	var walk func(fd int, prefix string)
 	walk = func(fd int, prefix string) {
 		dup, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -61,10 +62,10 @@ func snapAt(t *testing.T, dirfd int) map[string]node {
 			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				t.Fatalf("stat %s%s: %v", prefix, name, err)
 			}
-			n := node{perm: fs.FileMode(st.Mode & 0o777)}
+			n := testsupport.Entry{Mode: fs.FileMode(st.Mode & 0o777)}
 			switch st.Mode & unix.S_IFMT {
 			case unix.S_IFREG:
-				n.kind = "file"
+				n.Kind = "file"
 				cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 				if err != nil {
 					t.Fatalf("open %s%s: %v", prefix, name, err)
@@ -72,17 +73,17 @@ func snapAt(t *testing.T, dirfd int) map[string]node {
 				b := make([]byte, 256)
 				k, _ := unix.Read(cfd, b)
 				unix.Close(cfd)
-				n.content = string(b[:max(k, 0)])
+				n.Content = string(b[:max(k, 0)])
 			case unix.S_IFLNK:
-				n.kind = "symlink"
+				n.Kind = "symlink"
 				b := make([]byte, 256)
 				k, err := unix.Readlinkat(fd, name, b)
 				if err != nil {
 					t.Fatalf("readlink %s%s: %v", prefix, name, err)
 				}
-				n.content = string(b[:k])
+				n.Content = string(b[:k])
 			case unix.S_IFDIR:
-				n.kind = "dir"
+				n.Kind = "dir"
 				sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 				if err != nil {
 					t.Fatalf("open %s%s: %v", prefix, name, err)
@@ -90,7 +91,7 @@ func snapAt(t *testing.T, dirfd int) map[string]node {
 				walk(sub, prefix+name+"/")
 				unix.Close(sub)
 			default:
-				n.kind = "other"
+				n.Kind = "other"
 			}
 			out[prefix+name] = n
 		}
@@ -157,7 +158,7 @@ func TestPathsPastPathMax(t *testing.T) {
 	if n := len(strings.Repeat(chainName+"/", 20)) + len(places[0].pad) + 1; n != 4090 {
 		t.Fatalf("the 4090-byte path is %d bytes", n)
 	}
-	created := map[string]map[string]node{}
+	created := map[string]testsupport.Tree{}
 	for _, pl := range places {
 		d := walkAt(t, root, pl.depth)
 		n := func(s string) string { return pl.pad + s }
@@ -252,7 +253,7 @@ func TestPathsPastPathMax(t *testing.T) {
 				t.Errorf("%s: readdir after the changes has no %s", pl.what, name)
 			}
 		}
-		if g := got[n("f")].content; g != "after f" {
+		if g := got[n("f")].Content; g != "after f" {
 			t.Errorf("%s: f = %q after the write, want after f", pl.what, g)
 		}
 		unix.Close(d)

@@ -15,6 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/zerofs/zerofs/control"
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/record"
 )
 
@@ -26,7 +27,7 @@ type mountModel struct {
 	m      *Mounted
 	mp, ws string
 	// states maps each recorded sequence to the tree at it.
-	states map[record.Seq]map[string]node
+	states map[record.Seq]testsupport.Tree
 	nops   int
 
 	// links: this case makes hard links, and then changes no file's mode
@@ -203,9 +204,9 @@ func (m *mountModel) log(what string, err error) {
 }
 
 // check fails when the mount differs from want.
-func (m *mountModel) check(what string, want map[string]node) {
+func (m *mountModel) check(what string, want testsupport.Tree) {
 	m.t.Helper()
-	if d := diffTrees(snapshot(m.t, m.mp), want); d != "" {
+	if d := diffTrees(testsupport.Snapshot(m.t, m.mp), want); d != "" {
 		m.t.Fatalf("%s: the mount differs:\n%s", what, d)
 	}
 }
@@ -213,13 +214,13 @@ func (m *mountModel) check(what string, want map[string]node) {
 // checkBacking fails when the mount does not show the backing directory.
 func (m *mountModel) checkBacking(what string) {
 	m.t.Helper()
-	back := snapshot(m.t, m.ws)
+	back := testsupport.Snapshot(m.t, m.ws)
 	for p := range back {
 		if p == record.StoreName || strings.HasPrefix(p, record.StoreName+"/") {
 			delete(back, p)
 		}
 	}
-	if d := diffTrees(snapshot(m.t, m.mp), back); d != "" {
+	if d := diffTrees(testsupport.Snapshot(m.t, m.mp), back); d != "" {
 		m.t.Fatalf("%s: the mount differs from the backing directory:\n%s", what, d)
 	}
 }
@@ -242,7 +243,7 @@ func (m *mountModel) step(label string) record.Seq {
 	if got != want || !m.boundaryHead(seq) {
 		m.t.Fatalf(".zero/step = %q after step %q; want label %q at head %d", line, label, want, headOf(m.t, m.mp))
 	}
-	m.states[seq] = snapshot(m.t, m.mp)
+	m.states[seq] = testsupport.Snapshot(m.t, m.mp)
 	m.t.Logf("step %q at %d", label, seq)
 	return seq
 }
@@ -270,9 +271,9 @@ func (m *mountModel) lastRewind() control.RewindReport {
 // rewind rewinds to seq and checks that the mount then shows want: first
 // path by path, through what the kernel cached before the rewind (the
 // tree was just read), then by a fresh walk.
-func (m *mountModel) rewind(seq record.Seq, want map[string]node) control.RewindReport {
+func (m *mountModel) rewind(seq record.Seq, want testsupport.Tree) control.RewindReport {
 	m.t.Helper()
-	before := snapshot(m.t, m.mp)
+	before := testsupport.Snapshot(m.t, m.mp)
 	// The handle's own report, not a fresh read of .zero/rewind: a rewind
 	// that changes nothing records nothing, and the head alone cannot tell
 	// (with passthrough, a late capture of a held file may move it).
@@ -302,7 +303,7 @@ func (m *mountModel) rewind(seq record.Seq, want map[string]node) control.Rewind
 
 // checkPaths looks up every path of want and of before, one by one with no
 // directory listing first, and fails unless the mount shows want.
-func (m *mountModel) checkPaths(what string, want, before map[string]node) {
+func (m *mountModel) checkPaths(what string, want, before testsupport.Tree) {
 	m.t.Helper()
 	var paths []string
 	for p := range before {
@@ -319,7 +320,7 @@ func (m *mountModel) checkPaths(what string, want, before map[string]node) {
 		if !ok && !realDirs(want, p) {
 			continue // a symlink on the way leads elsewhere, maybe out of the mount
 		}
-		got, err := readNode(m.abs(p))
+		got, err := testsupport.ReadEntry(m.abs(p))
 		switch {
 		case ok && err != nil:
 			m.t.Fatalf("%s: %s: %v, want %s", what, p, err, w)
@@ -336,9 +337,9 @@ func (m *mountModel) checkPaths(what string, want, before map[string]node) {
 
 // realDirs reports whether no ancestor of p is a symlink in tree (the
 // kernel would follow it elsewhere).
-func realDirs(tree map[string]node, p string) bool {
+func realDirs(tree testsupport.Tree, p string) bool {
 	for dir, _ := split(p); dir != ""; dir, _ = split(dir) {
-		if tree[dir].kind == "symlink" {
+		if tree[dir].Kind == "symlink" {
 			return false
 		}
 	}
@@ -583,7 +584,7 @@ func TestMountModel(t *testing.T) {
 		ws := t.TempDir()
 		mt := mountT(t, Options{Workspace: ws, Sync: sync})
 		defer unmountT(t, mt)
-		m := &mountModel{t: rt, m: mt, mp: mt.Mountpoint(), ws: ws, states: map[record.Seq]map[string]node{0: {}}, links: links}
+		m := &mountModel{t: rt, m: mt, mp: mt.Mountpoint(), ws: ws, states: map[record.Seq]testsupport.Tree{0: {}}, links: links}
 		defer m.closeHeld()
 
 		nops := rapid.IntRange(1, 60).Draw(rt, "ops")
@@ -598,13 +599,13 @@ func TestMountModel(t *testing.T) {
 
 		seqs := m.seqs()
 		for _, s := range seqs {
-			if d := diffTrees(snapshot(rt, view(m.mp, s)), m.states[s]); d != "" {
+			if d := diffTrees(testsupport.Snapshot(rt, view(m.mp, s)), m.states[s]); d != "" {
 				rt.Fatalf("@%d differs from the tree recorded at %d:\n%s", s, s, d)
 			}
 		}
 		for _, s := range rapid.Permutation(seqs).Draw(rt, "order") {
 			rep := m.rewind(s, m.states[s])
-			if d := diffTrees(snapshot(rt, view(m.mp, s)), m.states[s]); d != "" {
+			if d := diffTrees(testsupport.Snapshot(rt, view(m.mp, s)), m.states[s]); d != "" {
 				rt.Fatalf("after rewinding to %d, @%d differs:\n%s", s, s, d)
 			}
 			if rep.Unchanged || rep.CheckpointSequence == 0 {
@@ -616,7 +617,7 @@ func TestMountModel(t *testing.T) {
 		}
 		m.checkBacking("after the rewinds")
 		for _, s := range seqs {
-			if d := diffTrees(snapshot(rt, view(m.mp, s)), m.states[s]); d != "" {
+			if d := diffTrees(testsupport.Snapshot(rt, view(m.mp, s)), m.states[s]); d != "" {
 				rt.Fatalf("after the rewinds, @%d differs:\n%s", s, d)
 			}
 		}

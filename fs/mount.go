@@ -188,6 +188,7 @@ func Mount(ctx context.Context, opts Options) (*Mounted, error) {
 		noOpen:     opts.NoOpen,
 	}
 	f.root = &wsNode{fs: f}
+	f.xattrFree = probeXattrFree(int(root.Fd()))
 
 	// Creates get exactly the mode the kernel sends, which already has the
 	// caller's umask applied. This is process-wide.

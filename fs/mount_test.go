@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -198,17 +196,6 @@ func readFile(t *testing.T, p string) string {
 	return string(b)
 }
 
-// node is one path of a tree snapshot: what a rewind restores.
-type node struct {
-	kind    string
-	perm    fs.FileMode
-	content string // file content or symlink target
-}
-
-func (n node) String() string {
-	return n.kind + " " + n.perm.String() + " " + shortQuote(n.content)
-}
-
 // shortQuote quotes s, shortened (with its length and a hash) when long.
 func shortQuote(s string) string {
 	if len(s) <= 64 {
@@ -217,78 +204,9 @@ func shortQuote(s string) string {
 	return fmt.Sprintf("%q...(%d bytes, sha256 %.8x)", s[:32], len(s), sha256.Sum256([]byte(s)))
 }
 
-// snapshot reads the tree under root with plain file operations: kinds,
-// permission bits, contents, symlink targets. Other kinds (fifos) are kept
-// by kind only.
-func snapshot(t fatalT, root string) map[string]node {
-	t.Helper()
-	out := map[string]node{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if rel == "." {
-			return nil
-		}
-		n, err := readNode(p)
-		if err != nil {
-			return err
-		}
-		out[rel] = n
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("snapshot %s: %v", root, err)
-	}
-	return out
-}
-
-// readNode reads one path the way snapshot records it.
-func readNode(p string) (node, error) {
-	info, err := os.Lstat(p)
-	if err != nil {
-		return node{}, err
-	}
-	n := node{perm: info.Mode().Perm()}
-	switch {
-	case info.Mode().IsRegular():
-		n.kind = "file"
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return node{}, err
-		}
-		n.content = string(b)
-	case info.IsDir():
-		n.kind = "dir"
-	case info.Mode()&fs.ModeSymlink != 0:
-		n.kind = "symlink"
-		if n.content, err = os.Readlink(p); err != nil {
-			return node{}, err
-		}
-	default:
-		n.kind = "other"
-	}
-	return n, nil
-}
-
 // diffTrees describes how got differs from want ("" when equal).
-func diffTrees(got, want map[string]node) string {
-	var lines []string
-	for p, w := range want {
-		if g, ok := got[p]; !ok {
-			lines = append(lines, "missing "+p+": want "+w.String())
-		} else if g != w {
-			lines = append(lines, p+": got "+g.String()+", want "+w.String())
-		}
-	}
-	for p, g := range got {
-		if _, ok := want[p]; !ok {
-			lines = append(lines, "extra "+p+": "+g.String())
-		}
-	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
+func diffTrees(got, want testsupport.Tree) string {
+	return strings.Join(testsupport.DiffTrees(want, got), "\n")
 }
 
 // wantErrno checks that err is the errno want.

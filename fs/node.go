@@ -63,6 +63,9 @@ type fsys struct {
 	passthrough atomic.Bool
 	// noOpen: the kernel sends no OPEN (Options.NoOpen, noopen.go).
 	noOpen bool
+	// xattrFree: a file the daemon creates gets no xattrs unless its
+	// directory has a default ACL (probeXattrFree, xattrfree.go).
+	xattrFree bool
 	// ioFds counts the descriptors nodes keep for requests without a
 	// handle (nodeIO).
 	ioFds atomic.Int64
@@ -169,6 +172,9 @@ type wsNode struct {
 	// reaches us after the rewind settled: the kernel may have resolved the
 	// name before the rewind's invalidation (rewinds.stale).
 	seen atomic.Uint64
+	// xattrFree and aclFree are marks (xattrfree.go): the node has no
+	// xattrs; the directory has no default ACL.
+	xattrFree, aclFree atomic.Uint64
 }
 
 var (
@@ -703,6 +709,7 @@ func (n *wsNode) Setxattr(ctx context.Context, attr string, data []byte, flags u
 		return errno
 	}
 	defer release()
+	n.forgetXattrs()
 	return n.withAt(a, func(dfd int, name string) error {
 		if name == "" {
 			return unix.Setxattr(procPath(dfd), attr, data, int(flags))

@@ -84,28 +84,7 @@ func TestNoOpenHeldWriterAcrossStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	if _, err := f.WriteString("A"); err != nil {
-		t.Fatal(err)
-	}
-	t1 := stepT(t, mp, "one")
-	if _, err := g.WriteAt([]byte("B"), 1); err != nil {
-		t.Fatal(err)
-	}
-	// A rewind is a boundary too (one that changes something: a rewind
-	// that changes nothing records nothing).
-	pre := headOf(t, mp)
-	if err := os.WriteFile(filepath.Join(mp, "other"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rewindT(t, mp, pre)
-	t2 := stepSeqOf(t, mp)
-	if _, err := g.WriteAt([]byte("C"), 0); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 2)
-	if _, err := f.ReadAt(buf, 0); err != nil || string(buf) != "CB" {
-		t.Fatalf("read back %q, %v; want CB", buf, err)
-	}
+	t1, t2 := writeAcrossBoundaries(t, mp, f, g)
 	got1 := readFile(t, filepath.Join(view(mp, t1), "held"))
 	got2 := readFile(t, filepath.Join(view(mp, t2), "held"))
 	if got1 != "A" || got2 != "AB" {

@@ -24,7 +24,8 @@ import (
 // the id was given to another process, and the entry is resolved again.
 // An exec keeps the task (a leader's) and changes its comm, which the next
 // pread reads; a thread that execs becomes the leader and its old id's
-// descriptor fails. The process's descriptor is opened while the thread's
+// descriptor fails. A name read less than commFresh ago is answered without
+// reading again. The process's descriptor is opened while the thread's
 // is held and checked alive after: the thread lives, so its process did
 // when its descriptor was opened.
 type procNames struct {
@@ -44,6 +45,10 @@ type procEntry struct {
 	// is when the descriptors last read (time.Now's monotonic clock).
 	lineage []rewind.Proc
 	checked time.Time
+	// who is the process and comm last read, at read (time.Now's
+	// monotonic clock): lookup answers with it within commFresh.
+	who  rewind.Caller
+	read time.Time
 }
 
 // treeFresh is how long tree trusts an entry's lineage without reading its
@@ -52,6 +57,17 @@ type procEntry struct {
 // id the kernel gave out again (after every other id up to pid_max, 32768
 // here, in under a treeFresh) could be taken for the one before it.
 const treeFresh = 500 * time.Millisecond
+
+// commFresh is how long lookup answers a thread's process and comm from
+// its last read without a pread: an rm -rf or a tar -x asks once per file,
+// a request every few hundred microseconds, so the name costs a system
+// call every commFresh instead of one per file (docs/performance.md,
+// System calls per entry). The price: a process that execs and changes
+// something within commFresh of a change before the exec is recorded under
+// its old comm (its pid and lineage stay exact: lineage is read by tree);
+// and, as for treeFresh, a thread id given out again within it (after
+// every other id up to pid_max) would be taken for the one before.
+var commFresh = 50 * time.Millisecond
 
 // procNamesMax bounds the cache (each entry holds one or two descriptors).
 const procNamesMax = 256
@@ -69,7 +85,12 @@ func (c *procNames) lookup(tid int) rewind.Caller {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.m[tid]; e != nil {
-		if who, ok := e.read(); ok {
+		now := time.Now()
+		if now.Sub(e.read) < commFresh {
+			return e.who
+		}
+		if who, ok := e.readComm(); ok {
+			e.who, e.read = who, now
 			return who
 		}
 		e.close()
@@ -85,6 +106,7 @@ func (c *procNames) lookup(tid int) rewind.Caller {
 			delete(c.m, k)
 		}
 	}
+	e.who, e.read = who, time.Now()
 	c.m[tid] = e
 	return who
 }
@@ -101,7 +123,7 @@ func (c *procNames) tree(tid int) []rewind.Proc {
 			c.mu.Unlock()
 			return lin
 		}
-		if _, ok := e.read(); ok {
+		if _, ok := e.readComm(); ok {
 			e.checked = now
 			lin := e.lineage
 			c.mu.Unlock()
@@ -118,9 +140,9 @@ func (c *procNames) tree(tid int) []rewind.Proc {
 	return lin
 }
 
-// read gives the entry's process and its current comm; ok is false when
-// its thread or process is gone.
-func (e *procEntry) read() (rewind.Caller, bool) {
+// readComm gives the entry's process and its current comm; ok is false
+// when its thread or process is gone.
+func (e *procEntry) readComm() (rewind.Caller, bool) {
 	var buf [64]byte
 	n, err := unix.Pread(e.thread, buf[:], 0)
 	if err != nil {
@@ -167,7 +189,7 @@ func resolveProc(tid int) (*procEntry, rewind.Caller) {
 			return nil, who
 		}
 	}
-	got, ok := e.read() // after both opens: the thread still lives
+	got, ok := e.readComm() // after both opens: the thread still lives
 	if !ok {
 		e.close()
 		return nil, who

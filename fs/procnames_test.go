@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/rewind"
 )
 
 // TestProcessOfFollowsTheTask: the cached answer for a thread id is its
@@ -45,21 +48,19 @@ func TestProcessOfFollowsTheTask(t *testing.T) {
 		t.Fatalf("processOf(child) = %+v, want pid %d comm sh", who, pid)
 	}
 	io.WriteString(in, "go\n")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		who := processOf(pid)
-		if who.Comm == "sleep" {
-			break
-		}
-		if who.Comm != "sh" || time.Now().After(deadline) {
-			t.Fatalf("processOf(child) after exec = %+v, want comm sleep", who)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var who rewind.Caller
+	if err := testsupport.Poll(10*time.Second, func() bool {
+		who = processOf(pid)
+		return who.Comm != "sh" // sh until the exec
+	}); err != nil || who.Comm != "sleep" {
+		t.Fatalf("processOf(child) after exec = %+v (%v), want comm sleep", who, err)
 	}
 
-	// Gone: the entry is dropped, not answered from the dead task.
+	// Gone: the entry is dropped, not answered from the dead task (once
+	// its last name is older than commFresh: only a live thread asks).
 	cmd.Process.Kill()
 	cmd.Wait()
+	time.Sleep(commFresh)
 	if who := processOf(pid); who.Comm == "sleep" {
 		t.Fatalf("processOf(dead child) = %+v: a dead process's name", who)
 	}
@@ -96,5 +97,65 @@ func TestProcessOfThread(t *testing.T) {
 	}
 	if seen == 0 {
 		t.Skip("no other thread to ask about")
+	}
+}
+
+// TestProcessOfKeepsTheNameForCommFresh: within commFresh of reading a
+// thread's name, asking again reads nothing (an rm -rf asks once per file),
+// so an exec in that while is seen only after it; then the name is read
+// again and the exec is seen.
+func TestProcessOfKeepsTheNameForCommFresh(t *testing.T) {
+	old := commFresh
+	commFresh = time.Hour
+	t.Cleanup(func() { commFresh = old })
+	cmd := exec.Command("sh", "-c", "echo ready; read x; exec sleep 30")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	r := bufio.NewReader(out)
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if who := processOf(pid); who.PID != pid || who.Comm != "sh" {
+		t.Fatalf("processOf(child) = %+v, want pid %d comm sh", who, pid)
+	}
+	procCache.mu.Lock()
+	first := procCache.m[pid].read
+	procCache.mu.Unlock()
+	io.WriteString(in, "go\n")
+	// The exec has happened once /proc says so.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if strings.TrimSpace(string(comm)) == "sleep" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the child did not exec")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if who := processOf(pid); who.Comm != "sh" {
+		t.Fatalf("processOf within commFresh = %+v, want the name read before (sh)", who)
+	}
+	procCache.mu.Lock()
+	again := procCache.m[pid].read
+	procCache.mu.Unlock()
+	if !again.Equal(first) {
+		t.Fatalf("processOf within commFresh read the name again")
+	}
+	commFresh = 0
+	if who := processOf(pid); who.PID != pid || who.Comm != "sleep" {
+		t.Fatalf("processOf after commFresh = %+v, want pid %d comm sleep", who, pid)
 	}
 }

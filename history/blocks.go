@@ -389,14 +389,6 @@ func (b *Block) Title(blocks []*Block, turns []Turn) string {
 		return fmt.Sprintf("step %d", s)
 	}
 	form := p.Form
-	if form == "" { // a log from before the form was recorded
-		switch {
-		case p.RevertOf != 0:
-			form = record.FormRevert
-		case len(p.Paths) > 0:
-			form = record.FormPaths
-		}
-	}
 	switch form {
 	case record.FormRevert:
 		if p.Step != nil {

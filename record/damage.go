@@ -132,8 +132,9 @@ func InFile(err error, file string) error {
 // CheckEvent checks one event of the log at logPath the way the engine does
 // before using it: a payload zerofs reads (checkpoint, rewind, history
 // pruned) must parse, and every record of a checkpoint must be one zerofs
-// could have written. It returns a *DamageError naming the line, or nil.
-// Events of types zerofs does not read are not checked.
+// could have written. It returns a *DamageError naming the line (a
+// *BaselineError for a record in a format from before the store-format
+// baseline), or nil. Events of types zerofs does not read are not checked.
 func CheckEvent(logPath string, ev Event) error {
 	v, err := DecodeEvent(logPath, ev)
 	if cp, ok := v.(Checkpoint); ok && err == nil {
@@ -165,6 +166,9 @@ func DecodeEvent(logPath string, ev Event) (any, error) {
 		if rp.TargetSequence >= ev.Seq || rp.CheckpointSequence >= ev.Seq {
 			return nil, &DamageError{File: logPath, Line: int(ev.Seq),
 				Reason: fmt.Sprintf("session_rewind names sequences %d and %d, not before it", rp.TargetSequence, rp.CheckpointSequence)}
+		}
+		if rp.Form == "" {
+			return nil, &BaselineError{File: logPath, Line: int(ev.Seq), What: `a session_rewind with no "form"`}
 		}
 		return rp, nil
 	case TypeHistoryPruned:

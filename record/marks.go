@@ -43,9 +43,8 @@ type Mark struct {
 	First Seq
 	// Target, Form and Back describe a MarkRewind: its target, its form,
 	// and whether it put the whole workspace back (an undo, a redo, a turn
-	// taken back, or a whole rewind written before forms were recorded),
-	// which takes the
-	// actions after Target out of effect instead of being one itself.
+	// taken back), which takes the actions after Target out of effect
+	// instead of being one itself.
 	Target Seq
 	Form   string
 	Back   bool

@@ -28,8 +28,9 @@ type RewindPayload struct {
 	RevertOf           Seq       `json:"revertOf,omitempty"`
 	Force              bool      `json:"force,omitempty"`
 	Foreign            []Foreign `json:"foreign,omitempty"`
-	// Form is what the rewind was (one of the Form constants); "" in logs
-	// written before zerofs recorded it.
+	// Form is what the rewind was (one of the Form constants). A log whose
+	// session_rewind has none is from before the store-format baseline:
+	// DecodeEvent refuses it (*BaselineError).
 	Form string `json:"form,omitempty"`
 	// Step is what an undo took back or a redo brought back.
 	Step *StepRef `json:"step,omitempty"`

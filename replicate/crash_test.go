@@ -81,7 +81,7 @@ func TestSIGKILLMidUpload(t *testing.T) {
 		for i := rng.IntN(2); i >= 0; i-- {
 			c.Expect(t, "round ")
 		}
-		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond) // real time: the kill's random moment
 		c.Kill(t)
 
 		w := openWorkspace(t, dir) // recovers what the kill left
@@ -255,7 +255,7 @@ func TestSIGKILLMidMultipart(t *testing.T) {
 		if mode == "stop" {
 			c.Expect(t, "part sent")
 		} else {
-			time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
+			time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond) // real time: the kill's random moment
 		}
 		c.Kill(t)
 		left := uploads()

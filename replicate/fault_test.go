@@ -106,7 +106,7 @@ func TestFaultyEndpoint(t *testing.T) {
 			if heldBefore && proxy.held.Load() > 0 {
 				whileHeld++
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // real time: changes spread across the fault window
 		}
 		if mode != "ok" {
 			// After a few failures the replicator backs off (its pause

@@ -28,7 +28,7 @@ type slowLink struct {
 }
 
 func (s *slowLink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	time.Sleep(s.delay)
+	time.Sleep(s.delay) // the link's delay, as a slow network has it
 	if r.Method == http.MethodPut && r.URL.Query().Get("uploadId") == "" {
 		s.mu.Lock()
 		s.puts = append(s.puts, r.URL.Path)
@@ -128,7 +128,7 @@ func TestLogNotBehindBase(t *testing.T) {
 		if time.Since(made) > 120*time.Second {
 			t.Fatalf("after 120 s: %+v", st)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // not Poll: it measures the lag to 5 ms, Poll backs off to 50
 	}
 	order := link.order()
 	seg, base := -1, -1

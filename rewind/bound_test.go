@@ -230,7 +230,7 @@ func TestMaxStoreSizeCrash(t *testing.T) {
 					t.Fatalf("round %d: the child made no progress", round)
 				}
 			}
-			time.Sleep(time.Duration(rnd.IntN(200)) * time.Millisecond)
+			time.Sleep(time.Duration(rnd.IntN(200)) * time.Millisecond) // real time: the kill's random moment
 			c.Cmd.Process.Signal(syscall.SIGKILL)
 		}
 		c.Cmd.Wait()

@@ -82,6 +82,14 @@ type Change struct {
 	Dirfd   int
 	InDir   bool
 	Dir     bool
+
+	// NoXattrs, with Removed, says the caller knows the file has no
+	// extended attributes: a stash by a move then reads none.
+	NoXattrs bool
+
+	// move, set by CaptureUnlinkLocked, lets the capture stash Path by
+	// moving it into the store (stashmove.go).
+	move *moveSlot
 }
 
 // Begin is called before every mutating operation. It takes the workspace
@@ -181,7 +189,7 @@ func (e *Engine) CaptureLocked(ctx context.Context, who Caller, changes ...Chang
 			if removed == nil {
 				removed = map[string]removal{}
 			}
-			removed[c.Path] = removal{stash: c.Stash}
+			removed[c.Path] = removal{stash: c.Stash, move: c.move, noXattrs: c.NoXattrs}
 		}
 	}
 	step, person := e.stepFor(who)
@@ -338,7 +346,15 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 		if !in {
 			dirfd = -1
 		}
-		st, err := e.readStateAt(p, dirfd, gone, r.stash, true)
+		var st record.FileState
+		var err error
+		moved := false
+		if r.move != nil && dirfd >= 0 && !e.opts.Sync {
+			st, moved, err = e.stashByMove(p, dirfd, r.move, r.noXattrs)
+		}
+		if !moved && err == nil {
+			st, err = e.readStateAt(p, dirfd, gone, r.stash, true)
+		}
 		if err != nil {
 			e.unstashFailed(files)
 			return err
@@ -367,8 +383,13 @@ func (e *Engine) captureClaimed(ctx context.Context, who Caller, paths []string,
 }
 
 // removal is how a removed path's file may be captured: stash says by a
-// stash (an unlink), else kept.
-type removal struct{ stash bool }
+// stash (an unlink), else kept; move, when set, lets the stash be made by
+// the unlink's own rename (CaptureUnlinkLocked).
+type removal struct {
+	stash    bool
+	move     *moveSlot
+	noXattrs bool
+}
 
 // appendCheckpoint appends checkpoint cp and adds it to the index. With
 // Options.Sync the blobs are already durable (Put synced) and Append waits

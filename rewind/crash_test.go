@@ -136,15 +136,7 @@ func buildHistory(t *testing.T, renameRecords bool) (ws, store string, target re
 	dir := t.TempDir()
 	ws, store = filepath.Join(dir, "ws"), filepath.Join(dir, "store")
 	os.Mkdir(ws, 0o755)
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	e, err := Open(ctx, root, Options{StoreDir: store, Sync: true, RenameRecords: renameRecords})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openAt(t, ws, Options{StoreDir: store, Sync: true, RenameRecords: renameRecords})
 	for i := range 10 {
 		p := "f" + strconv.Itoa(i)
 		change(t, e, func() error { return os.WriteFile(filepath.Join(ws, p), []byte("old "+p), 0o644) }, Change{Path: p})
@@ -288,12 +280,7 @@ func TestGCCrash(t *testing.T) {
 	dir := t.TempDir()
 	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
 	os.Mkdir(ws, 0o755)
-	root, _ := os.Open(ws)
-	defer root.Close()
-	e, err := Open(ctx, root, Options{StoreDir: store, Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openAt(t, ws, Options{StoreDir: store, Sync: true})
 	states := map[record.Seq]tree{}
 	for round := range 6 {
 		ev, _ := e.BeginStep(ctx, "round", nil)
@@ -314,11 +301,7 @@ func TestGCCrash(t *testing.T) {
 	e.Close()
 	killedAt(t, "crash", "gc:removing", "ZEROFS_TEST_WS="+ws,
 		"ZEROFS_TEST_STORE="+store, "ZEROFS_TEST_SEQ="+strconv.FormatUint(uint64(cut), 10))
-	e, err = Open(ctx, root, Options{StoreDir: store, Sync: true})
-	if err != nil {
-		t.Fatalf("reopen after a crash in gc: %v", err)
-	}
-	defer e.Close()
+	e = openAt(t, ws, Options{StoreDir: store, Sync: true}) // reopened after the crash in gc
 	check := func() {
 		t.Helper()
 		for s, want := range states {

@@ -40,10 +40,13 @@
 // recording it), recover.go (the intent record and finishing an
 // interrupted rewind), revert.go (one step's revert and its conflicts),
 // foreign.go (changes made outside the agent's steps), preview.go (dry
-// runs), snapshot.go (the index snapshot), gc.go, fork.go, merge.go and
-// mergefork.go (a fork's changes merged back), branch.go (a branch's
-// record and gc's pin on its base), mergebranch.go (a branch's copy-up
-// layer read as a merge side),
+// runs), snapshot.go (the index snapshot), gc.go, forks (fork.go: Fork,
+// the one part that needs the engine, and the list-then-copy both forks
+// share; forkdir.go: ForkDir, from a directory that shows a state;
+// forkwriter.go: the new directory and its store; forklog.go: reading a
+// fork's or a branch's own history), merge.go and mergefork.go (a fork's
+// changes merged back), branch.go (a branch's record and gc's pin on its
+// base), mergebranch.go (a branch's copy-up layer read as a merge side),
 // ignore.go and
 // mergeignore.go (.zeroignore and --ignore: what is never captured nor
 // touched).

@@ -17,20 +17,44 @@ func openT(t *testing.T, opts Options) (*Engine, string) {
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if opts.StoreDir == "" {
+		opts.StoreDir = filepath.Join(filepath.Dir(ws), "store")
+	}
+	return openAt(t, ws, opts), ws
+}
+
+// openAt opens an engine on the existing workspace ws. The test's cleanup
+// closes it and its root (Close may come first: it is idempotent).
+func openAt(t testing.TB, ws string, opts Options) *Engine {
+	t.Helper()
 	root, err := os.Open(ws)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
-	if opts.StoreDir == "" {
-		opts.StoreDir = filepath.Join(filepath.Dir(ws), "store")
-	}
 	e, err := Open(context.Background(), root, opts)
+	if err != nil {
+		t.Fatalf("open the engine on %s: %v", ws, err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// openRefused opens an engine on ws that must be refused, and returns why;
+// one that opens fails the test (what says what was refused).
+func openRefused(t testing.TB, what, ws string, opts Options) error {
+	t.Helper()
+	root, err := os.Open(ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.Close() })
-	return e, ws
+	defer root.Close()
+	e, err := Open(context.Background(), root, opts)
+	if err == nil {
+		e.Close()
+		t.Fatalf("%s: opened, want it refused", what)
+	}
+	return err
 }
 
 // change runs fn on the workspace after capturing changes, as the FUSE

@@ -58,13 +58,7 @@ func TestCaptureOnFullDisk(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	root, _ := os.Open(ws)
-	defer root.Close()
-	e2, err := Open(ctx, root, Options{StoreDir: store})
-	if err != nil {
-		t.Fatalf("reopen after ENOSPC: %v", err)
-	}
-	defer e2.Close()
+	e2 := openAt(t, ws, Options{StoreDir: store}) // reopened after ENOSPC
 	if e2.Head() != head {
 		t.Fatalf("reopened head %d, want %d", e2.Head(), head)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/zerofs/zerofs/eventlog"
@@ -29,14 +30,7 @@ func TestFork(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.Chmod(filepath.Join(dir, "d"), 0o755) })
-		got := diskTree(t, dir)
-		delete(got, record.StoreName)
-		for p := range got {
-			if len(p) > len(record.StoreName) && p[:len(record.StoreName)+1] == record.StoreName+"/" {
-				delete(got, p)
-			}
-		}
-		if d := diffTrees(got, tc.want); d != "" {
+		if d := diffTrees(forkTree(t, dir), tc.want); d != "" {
 			t.Fatalf("fork of @%d differs:\n%s", tc.seq, d)
 		}
 		if res.Sequence != tc.seq || res.Source != ws || res.Files+res.Dirs+res.Symlinks != len(tc.want) {
@@ -58,19 +52,11 @@ func TestFork(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(dir, record.StoreName, ".gitignore")); err != nil || string(b) != "*\n" {
 			t.Fatalf("fork's store .gitignore: %q, %v", b, err)
 		}
-		root, err := os.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fe, err := Open(ctx, root, Options{StoreDir: filepath.Join(dir, record.StoreName)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		fe := openAt(t, dir, Options{StoreDir: filepath.Join(dir, record.StoreName)})
 		if d := diffTrees(indexTree(t, fe, 1), tc.want); d != "" {
 			t.Fatalf("the fork's @1 differs:\n%s", d)
 		}
 		fe.Close()
-		root.Close()
 	}
 	// A directory that exists, or one inside the workspace, is refused.
 	if _, err := e.Fork(ctx, 0, t.TempDir(), ws); !errors.Is(err, ErrForkTarget) {
@@ -81,5 +67,40 @@ func TestFork(t *testing.T) {
 	}
 	if _, err := e.Fork(ctx, e.Head()+1, filepath.Join(t.TempDir(), "x"), ws); !errors.Is(err, record.ErrNoSuchSeq) {
 		t.Fatalf("fork of a sequence above head: %v", err)
+	}
+}
+
+// TestForkDirMatchesFork: a fork from a directory that shows a state
+// (ForkDir, as from a mount's @T/) writes the tree a fork from the engine
+// writes, with the same result and the same progress totals (both list
+// then copy through copyForkTree). Here the directory is the workspace
+// itself, at head.
+func TestForkDirMatchesFork(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	history3(t, e, ws)
+	change(t, e, func() error { return os.Symlink("a.txt", filepath.Join(ws, "link")) }, Change{Path: "link"})
+	change(t, e, func() error { return os.Chmod(filepath.Join(ws, "d"), 0o750) }, Change{Path: "d"})
+	var fromEngine, fromDir recProgress
+	a, b := filepath.Join(t.TempDir(), "fork"), filepath.Join(t.TempDir(), "fork")
+	ra, err := e.Fork(WithProgress(ctx, &fromEngine), e.Head(), a, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := ForkDirIgnoring(WithProgress(ctx, &fromDir), ws, e.Head(), b, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stores differ (the engine's fork names its session), the trees
+	// must not.
+	if d := diffTrees(forkTree(t, b), forkTree(t, a)); d != "" {
+		t.Fatalf("ForkDir's tree differs from Fork's:\n%s", d)
+	}
+	ra.Dir, rb.Dir, ra.Cloned, rb.Cloned = "", "", 0, 0
+	if !reflect.DeepEqual(ra, rb) {
+		t.Errorf("results: Fork %+v, ForkDir %+v", ra, rb)
+	}
+	if !reflect.DeepEqual(fromEngine, fromDir) || fromEngine.items < 5 || fromEngine.doneN != fromEngine.items || fromEngine.doneBy != fromEngine.bytes {
+		t.Errorf("progress: Fork %+v, ForkDir %+v; want the same totals, all done", fromEngine, fromDir)
 	}
 }

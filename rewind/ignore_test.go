@@ -320,20 +320,16 @@ func TestIgnoreFileUnusable(t *testing.T) {
 			if err := tc.make(ws); err != nil {
 				t.Fatal(err)
 			}
+			e := openAt(t, ws, Options{StoreDir: filepath.Join(filepath.Dir(ws), "store"), Ignore: []string{"*.o"}})
+			st := e.IgnoreStatus()
+			if !strings.Contains(st.Err, tc.want) || st.Patterns != 1 || len(st.Flags) != 1 {
+				t.Fatalf("status: got %+v, want the error %q and the one --ignore pattern", st, tc.want)
+			}
 			root, err := os.Open(ws)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer root.Close()
-			e, err := Open(context.Background(), root, Options{StoreDir: filepath.Join(filepath.Dir(ws), "store"), Ignore: []string{"*.o"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			st := e.IgnoreStatus()
-			if !strings.Contains(st.Err, tc.want) || st.Patterns != 1 || len(st.Flags) != 1 {
-				t.Fatalf("status: got %+v, want the error %q and the one --ignore pattern", st, tc.want)
-			}
 			if got := ReadIgnore(root); !strings.Contains(got.Err, tc.want) {
 				t.Errorf("ReadIgnore: got %+v", got)
 			}

@@ -180,16 +180,7 @@ func TestUnnamedKeptBlobGoes(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	e, err = Open(ctx, root, Options{StoreDir: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e = openAt(t, ws, Options{StoreDir: store})
 	if n := len(keptFiles(t, e)); n != 2 {
 		t.Fatalf("kept/ holds %d blobs before gc, want 2", n)
 	}

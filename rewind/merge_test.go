@@ -44,17 +44,7 @@ func newMergeT(t *testing.T, files map[string]string) *mergeT {
 
 func (m *mergeT) openFork() *Engine {
 	m.t.Helper()
-	root, err := os.Open(m.fork)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	m.t.Cleanup(func() { root.Close() })
-	f, err := Open(context.Background(), root, Options{StoreDir: filepath.Join(m.fork, record.StoreName), Sync: true})
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	m.t.Cleanup(func() { f.Close() })
-	return f
+	return openAt(m.t, m.fork, Options{StoreDir: filepath.Join(m.fork, record.StoreName), Sync: true})
 }
 
 func (m *mergeT) step(e *Engine, label string) {

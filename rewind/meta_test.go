@@ -254,16 +254,7 @@ func TestOldRecordsWithoutOwner(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	e, err = Open(ctx, root, Options{StoreDir: storeDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e = openAt(t, ws, Options{StoreDir: storeDir})
 	ent, err := e.StateAt("tool", ev.Seq-1)
 	if err != nil {
 		t.Fatal(err)
@@ -316,16 +307,7 @@ func TestOpenRefusesAStoreOthersCouldWrite(t *testing.T) {
 			if err := tc.spoil(store); err != nil {
 				t.Fatal(err)
 			}
-			root, err := os.Open(ws)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer root.Close()
-			e2, err := Open(ctx, root, Options{StoreDir: store})
-			if err == nil {
-				e2.Close()
-				t.Fatal("Open succeeded, want ErrUntrustedStore")
-			}
+			err := openRefused(t, "a store others may write to", ws, Options{StoreDir: store})
 			if !errors.Is(err, ErrUntrustedStore) {
 				t.Fatalf("Open: %v, want ErrUntrustedStore", err)
 			}

@@ -15,12 +15,14 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/record"
 	"github.com/zerofs/zerofs/rewind/internal/index"
 )
 
 // fataler is what both *testing.T and *rapid.T offer.
 type fataler interface {
+	Helper()
 	Fatal(args ...any)
 	Fatalf(format string, args ...any)
 }
@@ -69,35 +71,13 @@ func diffTrees(got, want tree) string {
 	return strings.Join(out, "\n")
 }
 
-// diskTree records the real directory.
+// diskTree records the real directory: testsupport.Snapshot, in the
+// model's terms.
 func diskTree(t fataler, dir string) tree {
+	t.Helper()
 	tr := tree{}
-	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if rel == "." {
-			return nil
-		}
-		n := node{Mode: uint32(info.Mode().Perm()) | modeExtra(info.Mode())}
-		switch {
-		case info.Mode()&os.ModeSymlink != 0:
-			n.Kind, n.Mode = record.KindSymlink, 0
-			n.Content, err = os.Readlink(p)
-		case info.IsDir():
-			n.Kind = record.KindDir
-		default:
-			n.Kind = record.KindFile
-			var b []byte
-			b, err = os.ReadFile(p)
-			n.Content = string(b)
-		}
-		tr[rel] = n
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
+	for p, e := range testsupport.Snapshot(t, dir) {
+		tr[p] = node{Kind: record.Kind(e.Kind), Mode: uint32(e.Mode.Perm()) | modeExtra(e.Mode), Content: e.Content}
 	}
 	return tr
 }

@@ -164,7 +164,9 @@ func checkIntent(file string, data []byte, head, pruned record.Seq, events func(
 		return bad("names target %d, not in %d..%d", in.Target, pruned, in.Checkpoint-1)
 	}
 	switch in.Form {
-	case "", record.FormRewind, record.FormPaths, record.FormRevert, record.FormUndo, record.FormRedo, record.FormTurn:
+	case "":
+		return in, false, &record.BaselineError{File: file, What: "an intent record with no form"}
+	case record.FormRewind, record.FormPaths, record.FormRevert, record.FormUndo, record.FormRedo, record.FormTurn:
 	case record.FormMerge:
 		if in.Merge == nil || len(in.Targets) == 0 {
 			return bad("names a merge without its states")

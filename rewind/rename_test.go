@@ -244,15 +244,7 @@ func TestRenameRecordCrash(t *testing.T) {
 	dir := t.TempDir()
 	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
 	os.Mkdir(ws, 0o755)
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	e, err := Open(context.Background(), root, Options{StoreDir: store, Sync: true, RenameRecords: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openAt(t, ws, Options{StoreDir: store, Sync: true, RenameRecords: true})
 	write(t, e, ws, "a/x", "x\n")
 	write(t, e, ws, "a/d/y", "y\n")
 	t0 := step(t, e, "mv")
@@ -260,11 +252,7 @@ func TestRenameRecordCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	killedAt(t, "crash", "rename:recorded", "ZEROFS_TEST_WS="+ws, "ZEROFS_TEST_FORM=renamedir", "ZEROFS_TEST_STORE="+store)
-	e2, err := Open(context.Background(), root, Options{StoreDir: store, Sync: true, RenameRecords: true})
-	if err != nil {
-		t.Fatalf("reopen after the crash: %v", err)
-	}
-	defer e2.Close()
+	e2 := openAt(t, ws, Options{StoreDir: store, Sync: true, RenameRecords: true}) // reopened after the crash
 	if e2.Head() != t0+2 {
 		t.Fatalf("head %d after the crash: want the record (%d) and its taking back (%d)", e2.Head(), t0+1, t0+2)
 	}

@@ -51,17 +51,7 @@ func reopen(t *testing.T, e *Engine, ws string) *Engine {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	e2, err := Open(context.Background(), root, Options{StoreDir: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e2.Close() })
-	return e2
+	return openAt(t, ws, Options{StoreDir: store})
 }
 
 // sameHistory fails unless a and b answer every question about the
@@ -145,16 +135,7 @@ func rebuilt(t *testing.T, e *Engine) *Engine {
 	store := filepath.Join(t.TempDir(), "store")
 	copyTree(t, e.opts.StoreDir, store)
 	os.Remove(filepath.Join(store, index.SnapshotName))
-	root, err := os.Open(e.ws.root.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	r, err := Open(context.Background(), root, Options{StoreDir: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
+	r := openAt(t, e.ws.root.Name(), Options{StoreDir: store})
 	if r.log.Resumed() {
 		t.Fatal("the copy without a snapshot resumed")
 	}
@@ -329,16 +310,7 @@ func TestSnapshotWhileRunning(t *testing.T) {
 	crash := filepath.Join(t.TempDir(), "store")
 	copyTree(t, e.opts.StoreDir, crash)
 	e.wsMu.Unlock()
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	c, err := Open(context.Background(), root, Options{StoreDir: crash})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openAt(t, ws, Options{StoreDir: crash})
 	if !c.log.Resumed() {
 		t.Fatal("the crash image did not start from the running engine's snapshot")
 	}
@@ -396,7 +368,7 @@ func TestStepDoesNotWaitForSnapshot(t *testing.T) {
 				done <- err
 				return
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // real time: edits spread while the snapshot is made
 		}
 	}()
 	select {
@@ -425,16 +397,7 @@ func TestStepDoesNotWaitForSnapshot(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	c, err := Open(context.Background(), root, Options{StoreDir: e.opts.StoreDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openAt(t, ws, Options{StoreDir: e.opts.StoreDir})
 	if !c.log.Resumed() {
 		t.Fatal("the next mount did not start from the snapshot")
 	}

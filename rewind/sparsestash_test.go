@@ -83,16 +83,7 @@ func TestSparseWriteStashed(t *testing.T) {
 			ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
 			os.Mkdir(ws, 0o755)
 			want := sparseWS(t, ws)
-			root, err := os.Open(ws)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer root.Close()
-			e, err := Open(ctx, root, Options{StoreDir: store, Sync: sync})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
+			e := openAt(t, ws, Options{StoreDir: store, Sync: sync})
 			ev, err := e.BeginStep(ctx, "w", nil)
 			if err != nil {
 				t.Fatal(err)

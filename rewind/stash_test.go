@@ -17,6 +17,7 @@ import (
 	"github.com/zerofs/zerofs/eventlog"
 	"github.com/zerofs/zerofs/internal/durable"
 	"github.com/zerofs/zerofs/record"
+	"golang.org/x/sys/unix"
 )
 
 // stashFiles is what the stash tests remove: name -> content.
@@ -29,6 +30,23 @@ func stashFiles() map[string]string {
 	return files
 }
 
+// writeStashFiles writes stashFiles into ws and returns them.
+func writeStashFiles(ws string) map[string]string {
+	files := stashFiles()
+	for p, c := range files {
+		os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
+	}
+	return files
+}
+
+// stashWS makes a workspace holding stashFiles, with its store beside it.
+func stashWS(t *testing.T) (ws, store string, files map[string]string) {
+	dir := t.TempDir()
+	ws, store = filepath.Join(dir, "ws"), filepath.Join(dir, "store")
+	os.Mkdir(ws, 0o755)
+	return ws, store, writeStashFiles(ws)
+}
+
 // unlinkStashed removes p through the engine as the mount's Unlink does;
 // with dirfd >= 0 (ws's root open, p a name in it) the capture reads p
 // through that descriptor as the mount's does (Change.Dirfd), which in
@@ -36,6 +54,27 @@ func stashFiles() map[string]string {
 func unlinkStashed(t *testing.T, e *Engine, ws, p string, dirfd int) {
 	t.Helper()
 	change(t, e, func() error { return os.Remove(filepath.Join(ws, p)) }, stashChange(p, dirfd))
+}
+
+// unlinkMoved removes p, a name in the directory open at dirfd, as the
+// mount's Unlink does: captured by CaptureUnlinkLocked, removed by its
+// Removal (in batch mode, the rename of p into the store as its stash).
+func unlinkMoved(e *Engine, dirfd int, p string) error {
+	ctx := context.Background()
+	release, _, err := e.Begin(ctx, Caller{})
+	if err != nil {
+		return err
+	}
+	defer release()
+	rm, err := e.CaptureUnlinkLocked(ctx, Caller{}, stashChange(p, dirfd))
+	if err != nil {
+		return err
+	}
+	if err := rm.Unlink(ctx, dirfd, p, func() error { return unix.Unlinkat(dirfd, p, 0) }); err != nil {
+		e.NameStashes(ctx)
+		return err
+	}
+	return nil
 }
 
 // stashChange is an unlink's change of p, read through dirfd unless it is
@@ -78,17 +117,12 @@ func checkStashed(t *testing.T, e *Engine, files map[string]string, t0 record.Se
 // blobs; a view read names them on demand; after a reopen (the log read
 // again, the snapshot left aside) every record has its blob.
 func TestStashedRemovals(t *testing.T) {
-	for _, mode := range []string{"batch", "always", "batch-dirfd", "always-dirfd"} {
-		sync, at := strings.HasPrefix(mode, "always"), strings.HasSuffix(mode, "-dirfd")
+	for _, mode := range []string{"batch", "always", "batch-dirfd", "always-dirfd", "batch-move", "always-move"} {
+		sync, move := strings.HasPrefix(mode, "always"), strings.HasSuffix(mode, "-move")
+		at := strings.HasSuffix(mode, "-dirfd") || move
 		t.Run(mode, func(t *testing.T) {
 			ctx := context.Background()
-			dir := t.TempDir()
-			ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
-			os.Mkdir(ws, 0o755)
-			files := stashFiles()
-			for p, c := range files {
-				os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
-			}
+			ws, store, files := stashWS(t)
 			root, err := os.Open(ws)
 			if err != nil {
 				t.Fatal(err)
@@ -107,6 +141,12 @@ func TestStashedRemovals(t *testing.T) {
 				dirfd = int(root.Fd())
 			}
 			for p := range files {
+				if move {
+					if err := unlinkMoved(e, dirfd, p); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
 				unlinkStashed(t, e, ws, p, dirfd)
 			}
 			kept := 0
@@ -186,6 +226,21 @@ func stashCrashChild(point string) {
 	}
 	i := 0
 	for p := range stashFiles() {
+		if os.Getenv("ZEROFS_TEST_STASH_MOVE") == "1" {
+			// As the mount's Unlink: the record, then the rename into
+			// the store ("checkpointed": between the two).
+			if i++; i == 20 && point == "checkpointed" {
+				crashPoint = func(name string) {
+					if name == "stash:recorded" {
+						die()
+					}
+				}
+			}
+			if err := unlinkMoved(e, dirfd, p); err != nil {
+				os.Exit(5)
+			}
+			continue
+		}
 		release, _, err := e.Begin(context.Background(), Caller{}, stashChange(p, dirfd))
 		if err != nil {
 			os.Exit(5)
@@ -204,27 +259,28 @@ func stashCrashChild(point string) {
 }
 
 // TestStashCrash: SIGKILL at every point between a removal's stash and the
-// removal of the stash's link, with --sync always and batch: the next Open
-// names what the log names (or removes what it does not), every file
-// reads back byte for byte at the step's start, and no stash is left.
+// stash becoming its blob (kept:moving: as the renames begin),
+// with --sync always and batch: the next Open names what the log names and
+// moves every stash left to its blob, every file reads back byte for byte
+// at the step's start, and no stash is left.
 func TestStashCrash(t *testing.T) {
-	for _, sync := range []string{"0", "1", "0-dirfd"} {
-		for _, point := range []string{"kept:stashed", "checkpointed", "unlinked", "stash:hashed", "stash:named", "kept:syncing"} {
+	for _, sync := range []string{"0", "1", "0-dirfd", "0-move"} {
+		for _, point := range []string{"kept:stashed", "checkpointed", "unlinked", "stash:hashed", "stash:named", "kept:moving", "kept:syncing"} {
 			if point == "kept:syncing" && sync == "1" {
 				continue // --sync always syncs each stash as it is made
 			}
 			t.Run(point+"/sync="+sync, func(t *testing.T) {
 				ctx := context.Background()
 				files := stashFiles()
+				sync, move := strings.CutSuffix(sync, "-move")
 				sync, at := strings.CutSuffix(sync, "-dirfd")
-				if at {
+				if at || move {
 					t.Setenv("ZEROFS_TEST_STASH_AT", "1") // the child's capture reads through the root's descriptor
 				}
-				k := killInStep(t, "stash", point, sync, "rm", func(ws string) {
-					for p, c := range files {
-						os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
-					}
-				})
+				if move {
+					t.Setenv("ZEROFS_TEST_STASH_MOVE", "1") // and removes as the mount's Unlink does
+				}
+				k := killInStep(t, "stash", point, sync, "rm", func(ws string) { writeStashFiles(ws) })
 				ws, store, root, ev := k.ws, k.store, k.root, k.step
 				stashes, _ := os.ReadDir(filepath.Join(store, BlobsName, "kept"))
 				left := 0
@@ -298,22 +354,8 @@ func killInStep(t *testing.T, child, point, sync, label string, fill func(ws str
 // rewind reports it, never invents content); the other files read back.
 func TestStashTampered(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
-	os.Mkdir(ws, 0o755)
-	files := stashFiles()
-	for p, c := range files {
-		os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
-	}
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	e, err := Open(ctx, root, Options{StoreDir: store, Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws, store, files := stashWS(t)
+	e := openAt(t, ws, Options{StoreDir: store, Sync: true})
 	ev, err := e.BeginStep(ctx, "rm", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -332,11 +374,7 @@ func TestStashTampered(t *testing.T) {
 		}
 		lost[p] = true
 	}
-	e, err = Open(ctx, root, Options{StoreDir: store, Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e = openAt(t, ws, Options{StoreDir: store, Sync: true})
 	for p, want := range files {
 		ent, err := e.StateAt(p, ev.Seq)
 		if err != nil {
@@ -406,22 +444,8 @@ func TestStepDoesNotWaitForNaming(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	dir := t.TempDir()
-	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
-	os.Mkdir(ws, 0o755)
-	files := stashFiles()
-	for p, c := range files {
-		os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
-	}
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	e, err := Open(ctx, root, Options{StoreDir: store})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws, store, files := stashWS(t)
+	e := openAt(t, ws, Options{StoreDir: store})
 	t.Cleanup(func() { crashPoint = func(string) {} }) // after Close: the namer has stopped
 	defer e.Close()
 	defer once.Do(func() {})

@@ -82,7 +82,7 @@ func appendRaw(t *testing.T, store, typ string, payload any) record.Seq {
 
 func writeIntent(t *testing.T, store string, target, cp record.Seq) {
 	t.Helper()
-	b, _ := json.Marshal(intent{Target: target, Checkpoint: cp})
+	b, _ := json.Marshal(intent{Target: target, Checkpoint: cp, Form: record.FormRewind})
 	if err := os.WriteFile(filepath.Join(store, intentName), b, 0o600); err != nil {
 		t.Fatal(err)
 	}

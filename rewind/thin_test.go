@@ -341,16 +341,8 @@ func buildDays(t *testing.T) (ws, store string, states map[record.Seq]tree, firs
 	dir := t.TempDir()
 	ws, store = filepath.Join(dir, "ws"), filepath.Join(dir, "store")
 	os.Mkdir(ws, 0o755)
-	root, err := os.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
 	clock := &fakeClock{t: time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)}
-	e, err := Open(ctx, root, Options{StoreDir: store, Sync: true, Now: clock.now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openAt(t, ws, Options{StoreDir: store, Sync: true, Now: clock.now})
 	states, firsts = map[record.Seq]tree{}, map[record.Seq]bool{}
 	for day := range 4 {
 		for step := range 3 {
@@ -399,12 +391,7 @@ func TestThinCrash(t *testing.T) {
 			want := func() record.GCResult {
 				copyStore := filepath.Join(t.TempDir(), "store")
 				copyTree(t, store, copyStore)
-				root, _ := os.Open(ws)
-				defer root.Close()
-				e, err := Open(ctx, root, Options{StoreDir: copyStore, Sync: true})
-				if err != nil {
-					t.Fatal(err)
-				}
+				e := openAt(t, ws, Options{StoreDir: copyStore, Sync: true})
 				defer e.Close()
 				res, err := e.GCWith(ctx, record.GCRequest{ThinBefore: thinBefore})
 				if err != nil {

@@ -148,33 +148,27 @@ func TestRefusals(t *testing.T) {
 	refused("gc above head", err, record.RefusedNoSuchSeq, record.ErrNoSuchSeq)
 }
 
-// TestUndoWhileStepsArrive: an undo (and its dry run) chooses its step
-// and plans it under the workspace lock, so while other steps arrive the
-// step it names, the paths its preview lists and the paths it changes are
-// always the same step's: each step writes a file of its own (a write that
-// lands after an undo ended its step belongs to the implicit step after
-// the undo, which undo takes back like any step).
-func TestUndoWhileStepsArrive(t *testing.T) {
-	ctx := context.Background()
-	e, ws := openT(t, Options{})
-	stop := make(chan struct{})
+// arriving makes steps arrive until the returned stop is called (it waits
+// for the last): begin(i) begins the i-th (a step, or a turn and its step)
+// and returns the sequence that names it; the step then writes a file of
+// its own, f<that sequence>.
+func arriving(t *testing.T, e *Engine, ws string, begin func(i int) (record.Seq, error)) (stop func()) {
+	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for i := 0; ; i++ {
 			select {
-			case <-stop:
+			case <-done:
 				return
 			default:
 			}
-			ev, err := e.BeginStep(ctx, fmt.Sprintf("s%d", i), nil)
+			seq, err := begin(i)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			p := fmt.Sprintf("f%d", ev.Seq)
-			release, _, err := e.Begin(ctx, Caller{}, Change{Path: p})
+			p := fmt.Sprintf("f%d", seq)
+			release, _, err := e.Begin(context.Background(), Caller{}, Change{Path: p})
 			if err != nil {
 				t.Error(err)
 				return
@@ -186,7 +180,24 @@ func TestUndoWhileStepsArrive(t *testing.T) {
 				return
 			}
 		}
-	}()
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// TestUndoWhileStepsArrive: an undo (and its dry run) chooses its step
+// and plans it under the workspace lock, so while other steps arrive the
+// step it names, the paths its preview lists and the paths it changes are
+// always the same step's: each step writes a file of its own (a write that
+// lands after an undo ended its step belongs to the implicit step after
+// the undo, which undo takes back like any step).
+func TestUndoWhileStepsArrive(t *testing.T) {
+	ctx := context.Background()
+	e, ws := openT(t, Options{})
+	stop := arriving(t, e, ws, func(i int) (record.Seq, error) {
+		ev, err := e.BeginStep(ctx, fmt.Sprintf("s%d", i), nil)
+		return ev.Seq, err
+	})
 	undos := 0
 	for undos < 20 {
 		dry := undos%2 == 0
@@ -207,8 +218,7 @@ func TestUndoWhileStepsArrive(t *testing.T) {
 			got = res.Changed
 		}
 		if len(got) != 1 || got[0] != want {
-			close(stop)
-			wg.Wait()
+			stop()
 			for ev, err := range e.Log().Events(1) {
 				if err == nil {
 					t.Logf("%d %s %s", ev.Seq, ev.Type, ev.Payload)
@@ -219,8 +229,7 @@ func TestUndoWhileStepsArrive(t *testing.T) {
 		}
 		undos++
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	// With nothing arriving, the dry run and the undo choose the same step.
 	dry, err := e.Apply(ctx, record.Request{Undo: true, DryRun: true})
 	if err != nil {
@@ -314,39 +323,13 @@ func BenchmarkUndo(b *testing.B) {
 func TestUndoTurnWhileStepsArrive(t *testing.T) {
 	ctx := context.Background()
 	e, ws := openT(t, Options{})
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			turn, err := e.BeginTurn(ctx, json.RawMessage(`{"prompt":"p","agentSession":"a"}`))
-			if err == nil {
-				_, err = e.BeginStep(ctx, fmt.Sprintf("s%d", i), json.RawMessage(`{"agentSession":"a"}`))
-			}
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			p := fmt.Sprintf("f%d", turn.Seq)
-			release, _, err := e.Begin(ctx, Caller{}, Change{Path: p})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			err = os.WriteFile(filepath.Join(ws, p), []byte("x"), 0o644)
-			release()
-			if err != nil {
-				t.Error(err)
-				return
-			}
+	stop := arriving(t, e, ws, func(i int) (record.Seq, error) {
+		turn, err := e.BeginTurn(ctx, json.RawMessage(`{"prompt":"p","agentSession":"a"}`))
+		if err == nil {
+			_, err = e.BeginStep(ctx, fmt.Sprintf("s%d", i), json.RawMessage(`{"agentSession":"a"}`))
 		}
-	}()
+		return turn.Seq, err
+	})
 	type dryRun struct{ from, to, turn record.Seq }
 	var drys []dryRun
 	for undos := 0; undos < 20; {
@@ -368,8 +351,7 @@ func TestUndoTurnWhileStepsArrive(t *testing.T) {
 		}
 		undos++
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	if t.Failed() {
 		return
 	}

@@ -120,7 +120,7 @@ func TestNamerWaitsForPause(t *testing.T) {
 	// After close, a wake names nothing; nameAll still does.
 	n.close()
 	n.wake()
-	time.Sleep(2 * namerIdle)
+	time.Sleep(2 * namerIdle) // real time: a naming a wake started would have run by now
 	if got := names.Load(); got != 3 {
 		t.Fatalf("a wake after close: %d namings, want 3", got)
 	}

@@ -3,6 +3,8 @@
 # same way every time: 1,737 files, about 46 MB, in packages of package.json,
 # sources and a few large bundles (scripts/bench-session.sh unpacks it).
 import os, random, sys
+if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+    sys.exit("usage: scripts/nmtree.py DIR")
 root = os.path.join(sys.argv[1], "node_modules")
 rng = random.Random(1737)
 total, files, pkg = 46_000_000, 1737, 0

@@ -111,7 +111,7 @@ func runAgent(t *testing.T, dir string, env []string, argv ...string) string {
 // what OpenCode installs into a .opencode directory.
 func TestOpenCodeRealRunMounted(t *testing.T) {
 	opencode := agentBinary(t, "opencode")
-	needFUSE(t)
+	built.NeedFUSE(t)
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	for _, v := range []string{"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"} {
@@ -256,7 +256,7 @@ func codexHookList(t *testing.T, codex, dir string) []map[string]any {
 // to be missing but the sandbox note.
 func TestCodexTrustRealMounted(t *testing.T) {
 	codex := agentBinary(t, "codex")
-	needFUSE(t)
+	built.NeedFUSE(t)
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	t.Setenv("CODEX_HOME", "")
@@ -377,17 +377,13 @@ env_key = "MOCK_API_KEY"
 // --skip-trust run in a folder Gemini CLI is told not to trust.
 func TestGeminiTrustRealMounted(t *testing.T) {
 	gemini := agentBinary(t, "gemini")
-	needFUSE(t)
+	built.NeedFUSE(t)
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	for _, v := range []string{"GEMINI_CLI_HOME", "GEMINI_CLI_TRUSTED_FOLDERS_PATH", "GEMINI_CLI_TRUST_WORKSPACE", "XDG_CONFIG_HOME"} {
 		t.Setenv(v, "")
 	}
-	ws := filepath.Join(t.TempDir(), "app")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	ws := appWS(t)
 	port := fakeModel(t, "gemini.py", ws)
 	writeFile(t, filepath.Join(home, ".gemini", "settings.json"), `{"security":{"auth":{"selectedType":"gemini-api-key"}}}`)
 	mountT(t, ws)

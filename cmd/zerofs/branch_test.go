@@ -77,7 +77,7 @@ func branchList(t *testing.T, ws string) []branchInfo {
 // branch holding unmerged changes unless --force, and removes its copy-up
 // layer and history. Bad directories are refused.
 func TestBranchCreateListDelete(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws, b1, b2, old := filepath.Join(dir, "ws"), filepath.Join(dir, "b1"), filepath.Join(dir, "b2"), filepath.Join(dir, "old")
 	os.MkdirAll(filepath.Join(ws, "src"), 0o755)
@@ -210,7 +210,7 @@ func storeOf(t *testing.T, ws string) string {
 
 // TestBranchIsAWorkspace: a branch has its own steps, @T/, log and undo.
 func TestBranchIsAWorkspace(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws, b := filepath.Join(dir, "ws"), filepath.Join(dir, "b")
 	os.Mkdir(ws, 0o755)
@@ -256,7 +256,7 @@ func TestBranchIsAWorkspace(t *testing.T) {
 // the first merge's state of the branch as its base (a path merged line
 // by line is no conflict then), and brings in only what changed since.
 func TestBranchMerge(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws, b := filepath.Join(dir, "ws"), filepath.Join(dir, "b")
 	os.Mkdir(ws, 0o755)
@@ -342,7 +342,7 @@ func TestBranchMerge(t *testing.T) {
 // again, zerofs branch DIR mounts the branch again with its changes and
 // history.
 func TestBranchUmountWorkspace(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws, b := filepath.Join(dir, "ws"), filepath.Join(dir, "b")
 	os.Mkdir(ws, 0o755)
@@ -393,7 +393,7 @@ func TestBranchUmountWorkspace(t *testing.T) {
 // the workspace replaces the dead mount, and zerofs branch DIR mounts the
 // branch again, whole.
 func TestBranchParentKilled(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws, b := filepath.Join(dir, "ws"), filepath.Join(dir, "b")
 	os.Mkdir(ws, 0o755)
@@ -445,7 +445,7 @@ func TestBranchParentKilled(t *testing.T) {
 // second user with their own permissions: they read what the base lets
 // them read, write where it lets them write, and nothing else.
 func TestBranchOtherUser(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir, err := os.MkdirTemp("", "zerofs-branch-user-")
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func lastLine(s string) string {
 // elsewhere fails the creation, and a removal of a directory that is no
 // branch leaves it alone.
 func TestBranchHookMounted(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "app")
 	os.Mkdir(ws, 0o755)
@@ -195,7 +195,7 @@ func TestBranchHookMounted(t *testing.T) {
 // at once; four WorktreeCreate hooks running together each get a branch of
 // their own, and four WorktreeRemove hooks together delete them all.
 func TestBranchHookParallel(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "app")
 	os.Mkdir(ws, 0o755)

@@ -42,7 +42,7 @@ func TestClaudeSubagentsInBranchesMounted(t *testing.T) {
 
 func claudeSubagentsInBranches(t *testing.T, git bool) {
 	claude := agentBinary(t, "claude")
-	needFUSE(t)
+	built.NeedFUSE(t)
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	dir := t.TempDir()
@@ -188,7 +188,7 @@ func claudeSubagentsInBranches(t *testing.T, git bool) {
 // drops it.
 func TestClaudeExitWorktreeKeepsUnmergedBranchMounted(t *testing.T) {
 	claude := agentBinary(t, "claude")
-	needFUSE(t)
+	built.NeedFUSE(t)
 	t.Setenv("HOME", t.TempDir())
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "app")

@@ -67,7 +67,7 @@ func buildHistoryTidy(t *testing.T, tidy bool) *store {
 // workspace, still mounted until the test ends.
 func buildMounted(t *testing.T, tidy bool) string {
 	t.Helper()
-	needFUSE(t)
+	built.NeedFUSE(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	for p, content := range initialFiles {
 		writeFile(t, filepath.Join(ws, p), content)

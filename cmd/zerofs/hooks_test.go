@@ -88,25 +88,40 @@ func fixture(t *testing.T, name, ws string) string {
 	return strings.ReplaceAll(string(b), "/work/app", ws)
 }
 
-// TestHookTurnsMounted drives a mounted workspace with real payloads, as
-// the installed hooks do: prompts from Claude Code and Cursor begin turns,
-// tool calls begin labelled steps, Cursor's edit (no hook before it)
-// belongs to its turn; `log` groups steps under their turn, `rewind
-// --before-turn` and `undo --turn` take a whole turn back, bash included.
-func TestHookTurnsMounted(t *testing.T) {
+// appWS makes the workspace the payloads name (an "app" directory holding
+// app.py), not mounted, and returns its path.
+func appWS(t *testing.T) string {
+	t.Helper()
 	ws := filepath.Join(t.TempDir(), "app")
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
-	mountT(t, ws)
-	hook := func(name string, extra ...string) {
+	return ws
+}
+
+// hookT returns a function that feeds the payload fixture name to `zerofs
+// step --hook` (with extra flags) for ws, as an installed hook does, and
+// fails the test unless it succeeds.
+func hookT(t *testing.T, ws string) func(name string, extra ...string) {
+	return func(name string, extra ...string) {
 		t.Helper()
 		r := bin(t, "/", fixture(t, name, ws), append([]string{"step", "--hook"}, extra...)...)
 		if r.code != 0 {
 			t.Fatalf("%s: exit %d: %s", name, r.code, r.stderr)
 		}
 	}
+}
+
+// TestHookTurnsMounted drives a mounted workspace with real payloads, as
+// the installed hooks do: prompts from Claude Code and Cursor begin turns,
+// tool calls begin labelled steps, Cursor's edit (no hook before it)
+// belongs to its turn; `log` groups steps under their turn, `rewind
+// --before-turn` and `undo --turn` take a whole turn back, bash included.
+func TestHookTurnsMounted(t *testing.T) {
+	ws := appWS(t)
+	mountT(t, ws)
+	hook := hookT(t, ws)
 	hook("claude-UserPromptSubmit.json")
 	hook("claude-PreToolUse-Edit.json")
 	writeFile(t, filepath.Join(ws, "app.py"), "print('hello')\n")
@@ -416,18 +431,9 @@ func TestEveryRealPayloadMounted(t *testing.T) {
 // taking one session's turn back names the other session's change it
 // overwrites before it does.
 func TestTwoSessionsMounted(t *testing.T) {
-	ws := filepath.Join(t.TempDir(), "app")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	ws := appWS(t)
 	mountT(t, ws)
-	hook := func(name string) {
-		t.Helper()
-		if r := bin(t, "/", fixture(t, name, ws), "step", "--hook"); r.code != 0 {
-			t.Fatalf("%s: exit %d: %s", name, r.code, r.stderr)
-		}
-	}
+	hook := hookT(t, ws)
 	const claude, codex = "9f26d0b2-1db8-4ea5-acdb-3c76457a4735", "01a24245-babe-7a71-ba43-8424b07c8482"
 	hook("claude-UserPromptSubmit.json")
 	hook("codex-UserPromptSubmit.json")

@@ -19,11 +19,7 @@ func TestHooksInstallIsAStepMounted(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_CONFIG_HOME", "")
-	ws := filepath.Join(t.TempDir(), "app")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	ws := appWS(t)
 	mountT(t, ws)
 	binOK(t, ws, "hooks", "install", "claude")
 	var log []history.Entry

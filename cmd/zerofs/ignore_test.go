@@ -56,7 +56,7 @@ func noneUnder(t *testing.T, what string, paths map[string]bool, words ...string
 // names, views, fork and the control directory behave as docs/guide.md
 // says.
 func TestZeroignoreOnMount(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	os.MkdirAll(ws, 0o755)
 	writeFile(t, filepath.Join(ws, "package.json"), "{}\n")

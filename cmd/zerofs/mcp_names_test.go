@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/zerofs/zerofs/history"
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // mcpCall is one tool call of a scripted MCP session, and mcpResult what
@@ -53,10 +54,8 @@ const (
 // names made by a second user (nobody), driven by the Go SDK's client and,
 // when it is installed, by the official TypeScript SDK's.
 func TestMCPNonUTF8Names(t *testing.T) {
-	needFUSE(t)
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("no setpriv")
-	}
+	built.NeedFUSE(t)
+	testsupport.RequireSetpriv(t)
 	dir, err := os.MkdirTemp("", "zerofs-mcpnames-")
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 // delete drops it, and the other, which changed nothing, too. Bad
 // arguments are tool errors naming what to change.
 func TestMCPBranch(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	os.Mkdir(ws, 0o755)

@@ -13,7 +13,7 @@ import (
 // settled merge brings the fork's changes in as one entry of the log that
 // names the fork's steps, and one undo takes it all back.
 func TestMergeCommand(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws, fork := filepath.Join(dir, "ws"), filepath.Join(dir, "fork")
 	os.Mkdir(ws, 0o755)

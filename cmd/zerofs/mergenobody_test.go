@@ -2,10 +2,11 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // TestMergeAsNobody: nobody (uid 65534) merges a fork of an unmounted
@@ -15,12 +16,7 @@ import (
 // never as that file's content; and nobody may not merge into root's
 // mounted workspace (its control files are root's).
 func TestMergeAsNobody(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run as nobody")
-	}
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("no setpriv")
-	}
+	testsupport.RequireNobody(t)
 	built.Need(t)
 	dir, err := os.MkdirTemp("", "merge-nobody-")
 	if err != nil {
@@ -32,14 +28,7 @@ func TestMergeAsNobody(t *testing.T) {
 	}
 	os.Chmod(dir, 0o755)
 	// The test binary's directory is root's: nobody runs a copy.
-	data, err := os.ReadFile(binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	z := filepath.Join(dir, "zerofs")
-	if err := os.WriteFile(z, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	z := built.CopyTo(t, dir)
 	run := func(script string) (bool, string) {
 		t.Helper()
 		return asNobodyOK(t, "cd "+dir+" && Z="+z+" && "+script)
@@ -82,7 +71,7 @@ func TestMergeAsNobody(t *testing.T) {
 	}
 
 	// Root's mounted workspace: nobody cannot ask its daemon to merge.
-	needFUSE(t)
+	built.NeedFUSE(t)
 	root := filepath.Join(dir, "rootws")
 	os.Mkdir(root, 0o755)
 	writeFile(t, filepath.Join(root, "x"), "x\n")

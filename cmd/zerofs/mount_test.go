@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,30 +45,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// needFUSE skips a mounted test without root or /dev/fuse, or fails it
-// when ZEROFS_REQUIRE_FUSE=1 (CI must not skip). A binary that did not
-// build always fails: the code is broken.
-func needFUSE(t *testing.T) {
-	t.Helper()
-	built.NeedFUSE(t)
-}
-
 // bin runs the built zerofs from cwd.
 func bin(t *testing.T, cwd, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Dir = cwd
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if xe, ok := err.(*exec.ExitError); ok {
-		code = xe.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
+	r := built.Run(t, testsupport.RunOptions{Dir: cwd, Stdin: stdin}, args...)
+	if xe := (*exec.ExitError)(nil); r.Err != nil && !errors.As(r.Err, &xe) {
+		t.Fatal(r.Err) // it did not run
 	}
-	return result{out.String(), errb.String(), code}
+	return result{r.Stdout, r.Stderr, r.Code}
 }
 
 func binOK(t *testing.T, cwd string, args ...string) string {
@@ -91,28 +76,49 @@ func sh(t *testing.T, dir, script string) string {
 	return string(out)
 }
 
-// mountT mounts ws with the daemon mode of the binary and always unmounts
-// it at the end of the test, detaching it if zerofs umount fails.
+// mountT mounts ws in place with the daemon mode of the binary and always
+// unmounts it at the end of the test, detaching it if zerofs umount fails
+// (testsupport's Binary.Mount).
 func mountT(t *testing.T, ws string, args ...string) string {
 	t.Helper()
-	needFUSE(t)
-	r := bin(t, "/", "", append(append([]string{"mount"}, args...), ws)...)
-	mp := ws
-	t.Cleanup(func() { unmountT(t, mp) })
-	if r.code != 0 {
-		t.Fatalf("zerofs mount %s: exit %d: %s", ws, r.code, r.stderr)
-	}
-	return mp
+	built.Mount(t, ws, args...)
+	return ws
 }
 
+// mountedWS makes an empty workspace, mounts it in place (mountT, with
+// flags) and returns its path.
+func mountedWS(t *testing.T, flags ...string) string {
+	t.Helper()
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return mountT(t, ws, flags...)
+}
+
+// unmountT unmounts mp if it is mounted, detaching it if zerofs umount
+// fails.
 func unmountT(t *testing.T, mp string) {
-	if !testsupport.FUSEMounted(mp) {
-		return
+	t.Helper()
+	built.Unmount(t, mp, 0)
+}
+
+// nobodysDir makes the directory name, nobody's (uid 65534), in a new
+// directory nobody can walk, with a copy of zerofs beside it nobody can
+// run; it returns both paths.
+func nobodysDir(t *testing.T, name string) (dir, bin string) {
+	t.Helper()
+	top := t.TempDir()
+	os.Chmod(filepath.Dir(top), 0o755)
+	os.Chmod(top, 0o755)
+	dir = filepath.Join(top, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if r := bin(t, "/", "", "umount", mp); r.code != 0 {
-		t.Errorf("zerofs umount %s: exit %d: %s", mp, r.code, r.stderr)
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
 	}
-	testsupport.Detach(t, mp)
+	return dir, built.CopyTo(t, top)
 }
 
 func readTrim(t *testing.T, p string) string {
@@ -125,7 +131,7 @@ func readTrim(t *testing.T, p string) string {
 }
 
 func TestMounted(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	os.MkdirAll(filepath.Join(ws, "src"), 0o755)
 	writeFile(t, filepath.Join(ws, "a.txt"), "hello\n")
@@ -238,7 +244,7 @@ func TestMounted(t *testing.T) {
 // --rename-records=false reaches the daemon and captures everything beneath
 // the directory instead (log --stat names each file's rename).
 func TestRenameRecordsDefault(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	for _, tc := range []struct {
 		flags []string
 		want  []string
@@ -278,7 +284,7 @@ func daemonPIDOf(t *testing.T, ws string) int {
 // TestForeground runs `mount -f` at a separate mountpoint as a child and
 // stops it with SIGTERM, as Ctrl-C or a service manager would.
 func TestForeground(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws, mp := filepath.Join(dir, "ws"), filepath.Join(dir, "mnt")
 	os.Mkdir(ws, 0o755)
@@ -325,10 +331,8 @@ func TestForeground(t *testing.T) {
 // TestUmountDeadDaemon: a daemon killed with SIGKILL leaves a dead mount;
 // umount detaches it and says so, and the next mount works.
 func TestUmountDeadDaemon(t *testing.T) {
-	needFUSE(t)
-	ws := filepath.Join(t.TempDir(), "ws")
-	os.Mkdir(ws, 0o755)
-	mountT(t, ws)
+	built.NeedFUSE(t)
+	ws := mountedWS(t)
 	pid := daemonPIDOf(t, ws)
 	syscall.Kill(pid, syscall.SIGKILL)
 	testsupport.Poll(2*time.Second, func() bool { return !history.ProcessAlive(pid) })

@@ -240,18 +240,9 @@ func TestPersonChangeInLog(t *testing.T) {
 // shows it in no turn, and `undo --turn` after it refuses rather than
 // taking back OpenCode's turn with it.
 func TestSessionWithoutTurn(t *testing.T) {
-	ws := filepath.Join(t.TempDir(), "app")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	ws := appWS(t)
 	mountT(t, ws)
-	hook := func(name string) {
-		t.Helper()
-		if r := bin(t, "/", fixture(t, name, ws), "step", "--hook"); r.code != 0 {
-			t.Fatalf("%s: exit %d: %s", name, r.code, r.stderr)
-		}
-	}
+	hook := hookT(t, ws)
 	hook("opencode-chat.message.json")
 	hook("opencode-tool.execute.before-edit.json")
 	writeFile(t, filepath.Join(ws, "app.py"), "print('opencode')\n")

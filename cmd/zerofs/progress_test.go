@@ -122,7 +122,7 @@ func TestProgressOnTerminal(t *testing.T) {
 // gc runs) into the same bar, cleared before the report. A fork copies
 // the mount's @T/ itself, with a bar of the paths it listed.
 func TestProgressMounted(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	writeFile(t, filepath.Join(ws, "keep"), "k\n")
 	mountT(t, ws)

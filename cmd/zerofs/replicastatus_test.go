@@ -22,7 +22,7 @@ import (
 // as text or JSON. It showed the dead daemon's request as stalled, its
 // wait growing, until the next replication run (issue 27, section 6).
 func TestStatusStallOfKilledDaemon(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	testsupport.StartS3(t) // credentials and region; the endpoint is replaced
 	defer hungEndpoint(t)()
 	ws := filepath.Join(t.TempDir(), "ws")
@@ -83,26 +83,7 @@ func TestStatusShowsShrunkReplica(t *testing.T) {
 		t.Fatalf("status before anything happened:\n%s", st)
 	}
 
-	ctx := context.Background()
-	u, _ := replicate.ParseURL(url)
-	b, err := replicate.OpenS3(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snapshot := func() map[string][]byte {
-		names, err := b.List(ctx, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string][]byte{}
-		for _, n := range names {
-			if out[n], err = b.Get(ctx, n); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return out
-	}
-	old := snapshot()
+	putBack := replicaCopy(t, url) // the replica as it is now, to put back later
 	s.open()
 	s.write("a.txt", "new\n")
 	s.step("two")
@@ -114,16 +95,7 @@ func TestStatusShowsShrunkReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for n := range snapshot() {
-		if err := b.Delete(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for n, body := range old {
-		if err := b.PutNew(ctx, n, body); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putBack()
 
 	r := zerofs(t, s.ws, "", "replicate", "--once", url)
 	if r.code != 0 {
@@ -153,4 +125,55 @@ func TestStatusShowsShrunkReplica(t *testing.T) {
 	if st := mustRun(t, s.ws, "status"); !want.MatchString(st) {
 		t.Errorf("the next run forgot that the replica held less:\n%s", st)
 	}
+}
+
+// replicaCopy copies every object of the replica at url and returns a
+// function that puts that copy back in place of whatever the prefix then
+// holds: a rollback, as an older copy of a bucket restored over it.
+func replicaCopy(t *testing.T, url string) (putBack func()) {
+	t.Helper()
+	ctx := context.Background()
+	b := replicaBucket(t, url)
+	snapshot := func() map[string][]byte {
+		names, err := b.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]byte{}
+		for _, n := range names {
+			if out[n], err = b.Get(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	old := snapshot()
+	return func() {
+		t.Helper()
+		for n := range snapshot() {
+			if err := b.Delete(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for n, body := range old {
+			if err := b.PutNew(ctx, n, body); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// replicaBucket opens the bucket of the replica at url, as whoever can
+// write it would.
+func replicaBucket(t *testing.T, url string) replicate.Bucket {
+	t.Helper()
+	u, err := replicate.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := replicate.OpenS3(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -102,7 +102,7 @@ func TestReplicateAndRestoreCLI(t *testing.T) {
 // on "another machine" equals the mount's @T, byte for byte (contents,
 // modes, symlinks), for the newest state and an older one.
 func TestMountReplicate(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	testsupport.StartS3(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
@@ -249,7 +249,7 @@ func TestReplicateContinuousCLI(t *testing.T) {
 // to what the mount's @T shows, byte for byte (diff -r, modes), and the
 // next daemon resumes and brings the replica up to date.
 func TestMountReplicateSIGKILL(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	testsupport.StartS3(t)
 	rng := testsupport.Rand(t)
 	ws := filepath.Join(t.TempDir(), "ws")
@@ -292,11 +292,9 @@ func TestMountReplicateSIGKILL(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("kill %d: the replica never offered a state of the work:\n%s", kill, bin(t, mp, "", "status").stdout)
 		}
-		time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
+		time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond) // real time: the kill's random moment
 		syscall.Kill(pid, syscall.SIGKILL)
-		for i := 0; i < 250 && history.ProcessAlive(pid); i++ {
-			time.Sleep(20 * time.Millisecond)
-		}
+		testsupport.Poll(5*time.Second, func() bool { return !history.ProcessAlive(pid) })
 		work.Process.Kill()
 		work.Wait()
 		if r := bin(t, "/", "", "umount", mp); r.code != 0 {
@@ -342,7 +340,7 @@ func TestMountReplicateSIGKILL(t *testing.T) {
 // (issue 27: it exited 0 and only status said so, later); the first
 // daemon's replication is untouched.
 func TestMountSecondWriterRefused(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	testsupport.StartS3(t)
 	const url = "s3://replicas/one-writer"
 	ws1, ws2 := filepath.Join(t.TempDir(), "ws1"), filepath.Join(t.TempDir(), "ws2")
@@ -401,7 +399,7 @@ func TestMountSecondWriterRefused(t *testing.T) {
 // the last step and restores the last file, and status (unmounted) says
 // the replica is not behind.
 func TestMountReplicateAtUnmount(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	testsupport.StartS3(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	writeFile(t, filepath.Join(ws, "a.txt"), "one\n")
@@ -443,7 +441,7 @@ func TestMountReplicateAtUnmount(t *testing.T) {
 // saying what was left behind, as the daemon's log does, and status says
 // the replica is behind.
 func TestMountReplicateAtUnmountAbsent(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	testsupport.StartS3(t) // credentials and region; the endpoint is replaced
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -532,7 +530,7 @@ func hungEndpoint(t *testing.T) (stop func()) {
 // `umount && rm -rf` cannot lose the tail silently), the daemon's log says
 // it too, status says behind.
 func TestMountReplicateAtUnmountHung(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	testsupport.StartS3(t) // credentials and region; the endpoint is replaced
 	defer hungEndpoint(t)()
 	ws := filepath.Join(t.TempDir(), "ws")
@@ -571,7 +569,7 @@ func TestMountReplicateAtUnmountHung(t *testing.T) {
 // taken by it instead (it was, at times, and the daemon then waited out
 // the 30 s).
 func TestMountReplicateAtUnmountAbandoned(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	testsupport.StartS3(t) // credentials and region; the endpoint is replaced
 	defer hungEndpoint(t)()
 	ws := filepath.Join(t.TempDir(), "ws")
@@ -610,7 +608,7 @@ func TestMountReplicateAtUnmountAbandoned(t *testing.T) {
 // replica as the kill left it restores to what the store's @T of that
 // state shows, byte for byte, and the next daemon brings it up to date.
 func TestMountReplicateSIGKILLAtUnmount(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	testsupport.StartS3(t)
 	rng := testsupport.Rand(t)
 	ws := filepath.Join(t.TempDir(), "ws")
@@ -644,7 +642,7 @@ func TestMountReplicateSIGKILLAtUnmount(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the daemon never began its last attempt")
 	}
-	time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
+	time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond) // real time: the kill's random moment
 	syscall.Kill(pid, syscall.SIGKILL)
 	if err := umount.Wait(); err != nil {
 		t.Logf("umount with its daemon killed: %v %s", err, uerr.String())

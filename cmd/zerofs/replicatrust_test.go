@@ -19,7 +19,6 @@ import (
 
 	"github.com/zerofs/zerofs/internal/testsupport"
 	"github.com/zerofs/zerofs/record"
-	"github.com/zerofs/zerofs/replicate"
 )
 
 // forgeBase rewrites the newest base of the plain replica url as whoever
@@ -29,14 +28,7 @@ import (
 func forgeBase(t *testing.T, url string, edit func(base map[string]any)) {
 	t.Helper()
 	ctx := context.Background()
-	u, err := replicate.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := replicate.OpenS3(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := replicaBucket(t, url)
 	names, err := b.List(ctx, "bases/")
 	if err != nil || len(names) == 0 {
 		t.Fatalf("bases of %s: %v %v", url, names, err)
@@ -272,26 +264,7 @@ func TestRestoreRefusesRolledBackReplica(t *testing.T) {
 	s.close()
 	mustRun(t, s.ws, "replicate", "--once", "--replica-key", keyFile, url)
 
-	ctx := context.Background()
-	u, _ := replicate.ParseURL(url)
-	b, err := replicate.OpenS3(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snapshot := func() map[string][]byte {
-		names, err := b.List(ctx, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string][]byte{}
-		for _, n := range names {
-			if out[n], err = b.Get(ctx, n); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return out
-	}
-	old := snapshot()
+	putBack := replicaCopy(t, url) // the replica as it is now, to put back later
 
 	s.open()
 	s.write("a.txt", "new\n")
@@ -305,16 +278,7 @@ func TestRestoreRefusesRolledBackReplica(t *testing.T) {
 	}
 
 	// The older copy, put back in place of the prefix.
-	for n := range snapshot() {
-		if err := b.Delete(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for n, body := range old {
-		if err := b.PutNew(ctx, n, body); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putBack()
 	lr := zerofs(t, "/", "", "log", "--replica", url, "--replica-key", keyFile)
 	if lr.code != 0 || !strings.Contains(lr.stderr, "warning: "+url+" offers states up to") || !strings.Contains(lr.stderr, "already offered up to") {
 		t.Errorf("log --replica of the rolled-back replica: exit %d, stderr %q; want a warning", lr.code, lr.stderr)
@@ -339,12 +303,7 @@ func TestRestoreRefusesRolledBackReplica(t *testing.T) {
 // user's file anyway), and is told so; with --same-owner they get the bit
 // on their own file, as chmod would give it them.
 func TestRestorePlainReplicaAsUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run as nobody")
-	}
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("no setpriv")
-	}
+	testsupport.RequireNobody(t)
 	built.Need(t)
 	testsupport.StartS3(t)
 	s := newStore(t, map[string]string{"src/main.go": "package main\n"})
@@ -356,22 +315,7 @@ func TestRestorePlainReplicaAsUser(t *testing.T) {
 		m := baseFile(t, base, "src/main.go")
 		m["mode"], m["uid"], m["gid"] = 0o6755, 65534, 65534
 	})
-	top := t.TempDir()
-	os.Chmod(filepath.Dir(top), 0o755)
-	os.Chmod(top, 0o755)
-	bin := filepath.Join(top, "zerofs")
-	data, err := os.ReadFile(binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mine := filepath.Join(top, "mine")
-	if err := os.Mkdir(mine, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.Chown(mine, 65534, 65534)
+	mine, bin := nobodysDir(t, "mine")
 	asNobody := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", bin}, args...)...)

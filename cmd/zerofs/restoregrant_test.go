@@ -57,12 +57,7 @@ func asNobodyOK(t *testing.T, script string) (bool, string) {
 // restore says what it dropped. With --same-owner nobody can read it:
 // the grant was real.
 func TestRestorePlainReplicaGrantsNobody(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run as nobody")
-	}
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("no setpriv")
-	}
+	testsupport.RequireNobody(t)
 	built.Need(t)
 	testsupport.StartS3(t)
 	s := newStore(t, map[string]string{"secret.txt": "secret\n", "open.txt": "open\n", "shared/keep": "k\n"})
@@ -182,12 +177,7 @@ func TestRestorePlainReplicaGrantsNobody(t *testing.T) {
 // (4242) can neither read the one nor write the other, and the restore
 // says what it dropped (issue 27, section 3).
 func TestRestorePlainReplicaAsUserGrantsNobody(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run as nobody")
-	}
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("no setpriv")
-	}
+	testsupport.RequireNobody(t)
 	built.Need(t)
 	testsupport.StartS3(t)
 	s := newStore(t, map[string]string{"secret.txt": "secret\n", "open.txt": "open\n"})
@@ -201,22 +191,7 @@ func TestRestorePlainReplicaAsUserGrantsNobody(t *testing.T) {
 		m["xattrs"] = map[string]any{"system.posix_acl_access": base64.StdEncoding.EncodeToString(aclGranting(4242))}
 		baseFile(t, base, "open.txt")["mode"] = 0o666
 	})
-	top := t.TempDir()
-	os.Chmod(filepath.Dir(top), 0o755)
-	os.Chmod(top, 0o755)
-	mine := filepath.Join(top, "mine")
-	if err := os.Mkdir(mine, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.Chown(mine, 65534, 65534)
-	bin := filepath.Join(top, "zerofs")
-	data, err := os.ReadFile(binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	mine, bin := nobodysDir(t, "mine")
 	dir := filepath.Join(mine, "r")
 	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", `umask 022 && exec "$0" restore "$1" "$2"`, bin, url, dir)
 	cmd.Dir = "/"

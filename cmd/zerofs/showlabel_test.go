@@ -20,7 +20,7 @@ import (
 // same content under a later rewind's number; the README's session showed
 // @12 for @11). The after-state is named by the step's own last event.
 func TestShowLabelsTheStepsOwnAfterState(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)

@@ -6,13 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
 )
 
 // The shell that runs `cd ws && zerofs mount .` still stands in the
 // directory under the mount: mount, status and step say so, with the way
 // into the mount.
 func TestMountFromBackingDirWarns(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	writeFile(t, filepath.Join(ws, "a.txt"), "a\n")
 	t.Cleanup(func() { unmountT(t, ws) })
@@ -54,7 +56,7 @@ func TestMountFromBackingDirWarns(t *testing.T) {
 // with code 256": mount passes on fusermount's own reason and points to the
 // daemon's log.
 func TestMountWithoutFuseAccessSaysWhy(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	fi, err := os.Stat("/dev/fuse")
 	if err != nil {
 		t.Fatal(err)
@@ -62,25 +64,8 @@ func TestMountWithoutFuseAccessSaysWhy(t *testing.T) {
 	if fi.Mode().Perm()&0o006 != 0 {
 		t.Skip("/dev/fuse is open to every user here: nothing to refuse")
 	}
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("no setpriv")
-	}
-	top := t.TempDir()
-	os.Chmod(filepath.Dir(top), 0o755)
-	os.Chmod(top, 0o755)
-	ws := filepath.Join(top, "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.Chown(ws, 65534, 65534)
-	bin := filepath.Join(top, "zerofs")
-	data, err := os.ReadFile(binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testsupport.RequireSetpriv(t)
+	ws, bin := nobodysDir(t, "ws")
 	t.Cleanup(func() { unmountT(t, ws) })
 	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin, "mount", ws)
 	cmd.Dir = "/"

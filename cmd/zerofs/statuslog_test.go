@@ -35,7 +35,7 @@ func TestStatusSaysWhereTheDaemonLogIs(t *testing.T) {
 		}
 	})
 	t.Run("elsewhere", func(t *testing.T) {
-		needFUSE(t)
+		built.NeedFUSE(t)
 		dir := t.TempDir()
 		ws, mp := filepath.Join(dir, "ws"), filepath.Join(dir, "mnt")
 		os.Mkdir(ws, 0o755)

@@ -16,7 +16,7 @@ import (
 // --stat` its size. Now and every past state are read beneath the mount's
 // root, never through a symlink: d/victim.txt is deleted, d is a symlink.
 func TestMountedDiffNeverFollowsSymlinkOutOfWorkspace(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	outside := filepath.Join(dir, "outside", "dir")
 	writeFile(t, filepath.Join(outside, "victim.txt"), "SECRET outside the workspace\n")

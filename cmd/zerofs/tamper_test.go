@@ -22,7 +22,7 @@ import (
 // it, and `zerofs verify` said ok. Now verify exits 1 naming the line, the
 // mount refuses to start naming it, and the parent is untouched.
 func TestTamperedStoreDotDotRefusedByMountAndVerify(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	// A real store: a mounted workspace with a few steps and an undo.
 	orig := filepath.Join(t.TempDir(), "orig")
 	os.MkdirAll(filepath.Join(orig, "ws"), 0o755)
@@ -103,7 +103,7 @@ func TestTamperedStoreDotDotRefusedByMountAndVerify(t *testing.T) {
 // naming "../../../etc" made the mounted diff read outside the workspace
 // through "@T/../../..". Now the command fails naming the line.
 func TestMountedHistoryRefusesLineTamperedAfterMount(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
 	os.Mkdir(ws, 0o755)

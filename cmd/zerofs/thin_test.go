@@ -180,7 +180,7 @@ func TestGCThinAfter(t *testing.T) {
 // views of the states it gave up no longer exist, those of the days' first
 // steps read back, and a rewind to a state gone is refused.
 func TestGCThinAfterMounted(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	ws, steps, cut := buildOldDays(t)
 	mountT(t, ws)
 	gone := filepath.Join(ws, "@"+strconv.FormatUint(uint64(steps[1].seq), 10))

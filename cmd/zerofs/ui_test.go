@@ -336,10 +336,6 @@ func TestTimelineInBrowser(t *testing.T) {
 
 	// Three widths: the diff stays beside the list, or over it in a narrow
 	// window (in view, with a way to close it), never below the whole list.
-	shots := os.Getenv("ZEROFS_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
 	for _, w := range []int64{1360, 1024, 560} {
 		if err := chromedp.Do(ctx, chromedp.EmulateViewport(w, 900)); err != nil {
 			t.Fatal(err)
@@ -349,15 +345,7 @@ func TestTimelineInBrowser(t *testing.T) {
 			const l = document.getElementById("timeline").getBoundingClientRect();
 			return r.width > 200 && r.top < innerHeight * 0.5 && r.bottom <= innerHeight + 1 && (r.left >= l.right - 1 || getComputedStyle(document.getElementById("detail")).position === "fixed") &&
 			document.querySelector("#diff-body table.unified") !== null })()`)
-		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(shots, fmt.Sprintf("timeline-%d.png", w))
-		if err := os.WriteFile(p, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot at %d px: %s", w, p)
+		t.Logf("screenshot at %d px: %s", w, screenshot(t, ctx, fmt.Sprintf("timeline-%d.png", w)))
 	}
 	click("close the diff", `document.getElementById("diff-close")`)
 	poll("the narrow diff closes", `getComputedStyle(document.getElementById("detail")).display === "none"`)
@@ -428,11 +416,7 @@ const countsAligned = `(() => {
 // prompt and an agent name with U+202E are shown quoted, as names are.
 func TestTimelineTokenStaysInPage(t *testing.T) {
 	chrome := needChromium(t)
-	ws := filepath.Join(t.TempDir(), "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mountT(t, ws)
+	ws := mountedWS(t)
 	binOK(t, ws, "step", "Write hello")
 	sh(t, ws, "echo hello > hello.txt")
 	beginTurnT(t, ws, `{"prompt":"open the invoice exe.png\u202egnp.exe","agent":"agent\u202ex"}`)
@@ -574,19 +558,7 @@ func TestTimelineTokenStaysInPage(t *testing.T) {
 	pollJS(t, ctx, "the prompt and the agent quoted", `(() => { const e = document.querySelector(".entry.turn");
 		return e.querySelector(".label").textContent === "\"open the invoice exe.png\\342\\200\\256gnp.exe\"" &&
 		e.querySelector(".agent").textContent === "\"agent\\342\\200\\256x\"" && !document.body.innerText.includes("\u202e") })()`)
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	shots := os.Getenv("ZEROFS_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
-	shot := filepath.Join(shots, "timeline-reloaded.png")
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot after the reload: %s", shot)
+	t.Logf("screenshot after the reload: %s", screenshot(t, ctx, "timeline-reloaded.png"))
 
 	// A tab of its own (its own sessionStorage) opened without the
 	// fragment has no token, and says what to open.
@@ -631,11 +603,7 @@ func TestTimelineTokenStaysInPage(t *testing.T) {
 // of groups.
 func TestTimelineTurnsGrouped(t *testing.T) {
 	chrome := needChromium(t)
-	ws := filepath.Join(t.TempDir(), "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mountT(t, ws)
+	ws := mountedWS(t)
 	binOK(t, ws, "step", "Before any prompt")
 	sh(t, ws, "printf 'a\\n' > a.txt")
 	beginTurnT(t, ws, `{"prompt":"first prompt","agent":"claude"}`)
@@ -690,30 +658,11 @@ func TestTimelineTurnsGrouped(t *testing.T) {
 	pollJS(t, ctx, "a turn's Rewind button on its head", `[...document.querySelectorAll(".turn-group")].every(g =>
 		g.firstElementChild.querySelector("button.rewind")?.textContent === "Rewind to before this prompt")`)
 	pollJS(t, ctx, "the counts line up in and out of the groups", countsAligned)
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	shots := os.Getenv("ZEROFS_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
-	shot := filepath.Join(shots, "timeline-turns.png")
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s", shot)
+	t.Logf("screenshot: %s", screenshot(t, ctx, "timeline-turns.png"))
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](`window.scrollTo(0, document.body.scrollHeight)`)); err != nil {
 		t.Fatal(err)
 	}
-	if png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot()); err != nil {
-		t.Fatal(err)
-	}
-	shot = filepath.Join(shots, "timeline-turns-end.png")
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot of the list's end: %s", shot)
+	t.Logf("screenshot of the list's end: %s", screenshot(t, ctx, "timeline-turns-end.png"))
 
 	// A step made now joins the newest group, on top.
 	binOK(t, ws, "step", "Second 53")
@@ -744,11 +693,7 @@ func TestTimelineTurnsGrouped(t *testing.T) {
 // itself stands further down.
 func TestTimelineTurnsInterleaved(t *testing.T) {
 	chrome := needChromium(t)
-	ws := filepath.Join(t.TempDir(), "app")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
+	ws := appWS(t)
 	mountT(t, ws)
 	hook := func(name, session, prompt string) {
 		t.Helper()
@@ -786,11 +731,7 @@ func TestTimelineTurnsInterleaved(t *testing.T) {
 // and once the workspace is mounted again, the page says it is live.
 func TestTimelineUnmounted(t *testing.T) {
 	chrome := needChromium(t)
-	ws := filepath.Join(t.TempDir(), "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mountT(t, ws)
+	ws := mountedWS(t)
 	binOK(t, ws, "step", "Write a")
 	sh(t, ws, "echo a > a.txt")
 	unmountT(t, ws)
@@ -823,4 +764,23 @@ func TestUIUsage(t *testing.T) {
 	if code := run([]string{"ui", "--listen", "127.0.0.1:0"}, strings.NewReader(""), &out, &errb, t.TempDir()); code != 1 || strings.Count(errb.String(), "\n") != 1 || out.Len() != 0 {
 		t.Errorf("zerofs ui outside a workspace: exit %d, stdout %q, stderr %q; want 1 and one line", code, out.String(), errb.String())
 	}
+}
+
+// screenshot saves the page as name in $ZEROFS_SCREENSHOTS (a temporary
+// directory when unset) and returns its path.
+func screenshot(t *testing.T, ctx context.Context, name string) string {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shots := os.Getenv("ZEROFS_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	shot := filepath.Join(shots, name)
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return shot
 }

@@ -18,7 +18,7 @@ import (
 // log has them, and the file merged line by line.
 func TestTimelineMergeInBrowser(t *testing.T) {
 	chrome := needChromium(t)
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws, fork := filepath.Join(dir, "ws"), filepath.Join(dir, "fork")
 	os.Mkdir(ws, 0o755)
@@ -91,7 +91,7 @@ func TestTimelineMergeInBrowser(t *testing.T) {
 // list is gone.
 func TestTimelineBranchesInBrowser(t *testing.T) {
 	chrome := needChromium(t)
-	needFUSE(t)
+	built.NeedFUSE(t)
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	os.Mkdir(ws, 0o755)

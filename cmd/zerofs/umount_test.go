@@ -51,7 +51,7 @@ func holder(t *testing.T, asNobody bool, dir, ready, script string) *exec.Cmd {
 // is gone, and umount names the processes left in the dead mount, where
 // reading and writing fail.
 func TestUmountBusyNamesHolders(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	// Under a directory the second user may pass through (t.TempDir's are
 	// root's alone).
 	dir, err := os.MkdirTemp("", "zerofs-umountbusy-")
@@ -136,9 +136,7 @@ func TestUmountBusyNamesHolders(t *testing.T) {
 // directory) is refused, naming that shell and saying to cd out, and the
 // mount stays; from outside it then unmounts.
 func TestUmountFromAShellInsideTheMount(t *testing.T) {
-	ws := filepath.Join(t.TempDir(), "ws")
-	os.Mkdir(ws, 0o755)
-	mountT(t, ws)
+	ws := mountedWS(t)
 	// "; true" keeps sh from exec-ing zerofs: sh is its parent.
 	cmd := exec.Command("/bin/sh", "-c", binary+" umount; true")
 	cmd.Dir = ws
@@ -164,9 +162,7 @@ func TestUmountFromAShellInsideTheMount(t *testing.T) {
 // beneath the workspace's; a process standing in it holds the workspace
 // busy too, and is named.
 func TestUmountBusyControlMount(t *testing.T) {
-	ws := filepath.Join(t.TempDir(), "ws")
-	os.Mkdir(ws, 0o755)
-	mountT(t, ws, "--no-open")
+	ws := mountedWS(t, "--no-open")
 	ready := filepath.Join(t.TempDir(), "ready")
 	h := holder(t, false, filepath.Join(ws, ".zero"), ready, "touch "+ready+"; exec sleep 300")
 	r := bin(t, "/", "", "umount", ws)

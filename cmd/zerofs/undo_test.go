@@ -65,7 +65,7 @@ func TestUndoAfterGC(t *testing.T) {
 // undo two different steps, never the same one twice (the daemon picks
 // each target under its lock).
 func TestConcurrentUndosMounted(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		t.Fatal(err)

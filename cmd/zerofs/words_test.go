@@ -244,11 +244,7 @@ func TestMCPStepUnmountedRefused(t *testing.T) {
 // restored and deleted counts) in zerofs_log; a field that does not apply
 // (a directory's size, the lines of a binary file) is absent.
 func TestMCPZeroFieldsKept(t *testing.T) {
-	ws := filepath.Join(t.TempDir(), "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mountT(t, ws)
+	ws := mountedWS(t)
 	binOK(t, ws, "step", "Write files")
 	writeFile(t, filepath.Join(ws, "empty.txt"), "")
 	writeFile(t, filepath.Join(ws, "three.txt"), "a\nb\nc\n")

@@ -43,7 +43,7 @@ func TestWorkflowsUnmounted(t *testing.T) {
 }
 
 func TestWorkflowsMounted(t *testing.T) {
-	needFUSE(t)
+	built.NeedFUSE(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	os.MkdirAll(ws, 0o755)
 	writeFile(t, filepath.Join(ws, "main.go"), "v1\n")

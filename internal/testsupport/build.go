@@ -64,3 +64,20 @@ func (b *Binary) NeedFUSE(t testing.TB) {
 	b.Need(t)
 	RequireFUSE(t)
 }
+
+// CopyTo copies the binary into dir as dir/zerofs, mode 0755, and returns
+// its path: a copy another user can run, where the build directory is
+// root's and closed to them.
+func (b *Binary) CopyTo(t testing.TB, dir string) string {
+	t.Helper()
+	b.Need(t)
+	data, err := os.ReadFile(b.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "zerofs")
+	if err := os.WriteFile(p, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -2,6 +2,7 @@ package testsupport
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -35,5 +36,23 @@ func RequireFUSE(t testing.TB) {
 		Unavailable(t, "not root")
 	} else if _, err := os.Stat("/dev/fuse"); err != nil {
 		Unavailable(t, "no /dev/fuse: "+err.Error())
+	}
+}
+
+// RequireNobody ends t (see Unavailable) unless it can run commands as a
+// second, unprivileged user (nobody, with setpriv): root, and setpriv
+// installed.
+func RequireNobody(t testing.TB) {
+	t.Helper()
+	RequireRoot(t, "running as nobody")
+	RequireSetpriv(t)
+}
+
+// RequireSetpriv ends t (see Unavailable) unless setpriv (util-linux) is
+// installed.
+func RequireSetpriv(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		Unavailable(t, "no setpriv (util-linux)")
 	}
 }

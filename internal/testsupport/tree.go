@@ -1,6 +1,7 @@
 package testsupport
 
 import (
+	"crypto/sha256"
 	"fmt"
 	iofs "io/fs"
 	"os"
@@ -22,7 +23,9 @@ type Entry struct {
 func (e Entry) String() string {
 	c := e.Content
 	if len(c) > 40 {
-		c = fmt.Sprintf("%.40q...(%d bytes)", c, len(c))
+		// A hash, so two long contents that differ past the cut still
+		// print differently.
+		c = fmt.Sprintf("%.40q...(%d bytes, sha256 %.8x)", c, len(c), sha256.Sum256([]byte(c)))
 	} else {
 		c = fmt.Sprintf("%q", c)
 	}
@@ -46,12 +49,19 @@ func (tr Tree) Sub(dir string) Tree {
 // PermBits are the mode bits a rewind restores, and a snapshot keeps.
 const PermBits = iofs.ModePerm | iofs.ModeSetuid | iofs.ModeSetgid | iofs.ModeSticky
 
+// Fataler is what Snapshot needs of a test: *testing.T offers it, and so
+// does *rapid.T, so a property test's failure shrinks.
+type Fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // Snapshot walks root with Lstat (never following a symlink) and records
 // every path under it but the top-level names in skip (".zero", for an
 // unmounted workspace's store). Through a mount `.zero` and @T are not
 // listed: a snapshot there skips nothing, and if they ever were listed
 // the comparison would show it.
-func Snapshot(t testing.TB, root string, skip ...string) Tree {
+func Snapshot(t Fataler, root string, skip ...string) Tree {
 	t.Helper()
 	tr := Tree{}
 	err := filepath.WalkDir(root, func(p string, d iofs.DirEntry, err error) error {
@@ -70,28 +80,9 @@ func Snapshot(t testing.TB, root string, skip ...string) Tree {
 				return nil
 			}
 		}
-		fi, err := os.Lstat(p)
+		e, err := ReadEntry(p)
 		if err != nil {
 			return err
-		}
-		e := Entry{Mode: fi.Mode() & PermBits}
-		switch {
-		case fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			e.Kind, e.Content = "file", string(b)
-		case fi.IsDir():
-			e.Kind = "dir"
-		case fi.Mode()&iofs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			e.Kind, e.Content, e.Mode = "symlink", target, 0
-		default:
-			e.Kind = "other"
 		}
 		tr[filepath.ToSlash(rel)] = e
 		return nil
@@ -100,6 +91,35 @@ func Snapshot(t testing.TB, root string, skip ...string) Tree {
 		t.Fatalf("snapshot %s: %v", root, err)
 	}
 	return tr
+}
+
+// ReadEntry reads the one path p (never following a symlink) the way
+// Snapshot records it.
+func ReadEntry(p string) (Entry, error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return Entry{}, err
+	}
+	e := Entry{Mode: fi.Mode() & PermBits}
+	switch {
+	case fi.Mode().IsRegular():
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return Entry{}, err
+		}
+		e.Kind, e.Content = "file", string(b)
+	case fi.IsDir():
+		e.Kind = "dir"
+	case fi.Mode()&iofs.ModeSymlink != 0:
+		target, err := os.Readlink(p)
+		if err != nil {
+			return Entry{}, err
+		}
+		e.Kind, e.Content, e.Mode = "symlink", target, 0
+	default:
+		e.Kind = "other"
+	}
+	return e, nil
 }
 
 // DiffTrees lists how got differs from want, one line a path, sorted.

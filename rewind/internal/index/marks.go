@@ -30,7 +30,7 @@ func (s *State) markEvent(ev record.Event, rp *record.RewindPayload) {
 		if cp != 0 {
 			s.insertMark(record.Mark{Seq: cp, Kind: record.MarkRewindCheckpoint, First: cp})
 		}
-		back := rp.Form == record.FormUndo || rp.Form == record.FormRedo || rp.Form == record.FormTurn || (rp.Form == "" && len(rp.Paths) == 0 && rp.RevertOf == 0)
+		back := rp.Form == record.FormUndo || rp.Form == record.FormRedo || rp.Form == record.FormTurn
 		s.insertMark(record.Mark{Seq: ev.Seq, Kind: record.MarkRewind, Target: rp.TargetSequence, Form: rp.Form, Back: back})
 		s.rewound(ev.Seq, cp, *rp, back)
 	case record.TypeTurn:

@@ -55,7 +55,7 @@ const (
 	SnapshotName = "index.snapshot"
 	// SnapshotMagic begins it, and SnapshotVersion follows.
 	SnapshotMagic   = "zerofs index snapshot\n"
-	SnapshotVersion = 12
+	SnapshotVersion = 13
 )
 
 // snapshotState is what the fold derives from the log besides the index.

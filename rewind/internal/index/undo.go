@@ -19,8 +19,7 @@ import "github.com/zerofs/zerofs/record"
 // repeated undos walk back one action at a time, and steps that changed
 // nothing (read-only tool calls) are passed over. Taking a turn back (form
 // "turn": the whole workspace to just before the turn) is such an undo
-// too, and so is a whole rewind written before zerofs recorded forms (as
-// it was then).
+// too.
 //
 // Redo undoes the newest undo not yet redone: each undo pushes the state
 // before it onto the stack, a redo (a rewind to the state on top) pops it,
@@ -28,7 +27,7 @@ import "github.com/zerofs/zerofs/record"
 // and three redos therefore return exactly where they started.
 
 // RedoEntry is one undo not yet redone: the state before it, and what it
-// took back (nil for a rewind written before forms were recorded).
+// took back.
 type RedoEntry struct {
 	State record.Seq      `json:"s"`
 	Step  *record.StepRef `json:"step,omitempty"`
@@ -66,7 +65,7 @@ func (s *State) rewound(seq, cp record.Seq, p record.RewindPayload, back bool) {
 		start = cp
 	}
 	n := len(s.redo)
-	if p.Form == record.FormRedo || (p.Form == "" && n > 0 && s.redo[n-1].State == p.TargetSequence) {
+	if p.Form == record.FormRedo {
 		if n > 0 {
 			s.redo = s.redo[:n-1]
 		}
