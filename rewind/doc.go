@@ -44,10 +44,9 @@
 // the one part that needs the engine, and the list-then-copy both forks
 // share; forkdir.go: ForkDir, from a directory that shows a state;
 // forkwriter.go: the new directory and its store; forklog.go: reading a
-// fork's or a branch's own history), merge.go and mergefork.go (a fork's
-// changes merged back), branch.go (a branch's record and gc's pin on its
-// base), mergebranch.go (a branch's copy-up layer read as a merge side),
-// ignore.go and
+// fork's own history), merge.go and mergefork.go (a fork's changes merged
+// back), branch.go (a branch's record and gc's pin on its base),
+// mergebranch.go (a branch's copy-up layer read as a merge side), ignore.go and
 // mergeignore.go (.zeroignore and --ignore: what is never captured nor
 // touched).
 //

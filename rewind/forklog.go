@@ -13,9 +13,9 @@ import (
 	"github.com/zerofs/zerofs/record"
 )
 
-// Reading a side's own history, for a merge of it: a fork's from its
-// directory (mergefork.go's openFork), a branch's from its store beneath
-// this one (mergebranch.go); no engine involved.
+// Reading a fork's own history, for a merge of it (mergefork.go's
+// openFork): no engine involved, only the fork's directory. A branch's
+// history is read the same way (readEvents), from its store.
 
 // readLog reads the fork's history: its workspace_forked record, checked
 // against workspace, and its steps.
@@ -34,8 +34,9 @@ func (s *mergeSide) readLog(ws string) error {
 
 // readEvents reads the side's log from r: a fork's begins with its
 // workspace_forked record, checked against workspace ws; a branch's
-// history is its own from its first event. Steps at or before after (the
-// branch's head its last merge brought in) are left out.
+// history is its own from its first event (mergebranch.go's openBranch).
+// Steps at or before after (the branch's head its last merge brought in)
+// are left out.
 func (s *mergeSide) readEvents(r io.Reader, ws string, after record.Seq) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
@@ -88,9 +89,6 @@ func (s *mergeSide) readEvents(r io.Reader, ws string, after record.Seq) error {
 			}
 		case record.RewindPayload:
 			r := record.StepRef{Kind: "rewind", Sequence: ev.Seq, Label: p.Form}
-			if p.Form == "" {
-				r.Label = record.FormRewind
-			}
 			cur = nil
 			for _, path := range rewound {
 				s.last[path] = r
