@@ -7,7 +7,11 @@
 // app.py", "Bash: rm -rf docs", "apply_patch: src/a.go, src/b.go"), and
 // where and how each agent keeps its hook configuration (Agents, and
 // Install, which merges zerofs's hooks into it idempotently and says what
-// it changed), and what an agent still needs before its hooks run (Needs:
+// it changed; PlanUninstall, which takes them out again and leaves a
+// file as the person had it), what Claude Code's worktree hooks ask
+// (ParseWorktree: WorktreeCreate's name, WorktreeRemove's path) and where
+// a worktree's branch goes (WorktreeDirs), and what an agent still needs
+// before its hooks run (Needs:
 // Codex's project trust and hook review, read from its config.toml;
 // Gemini CLI's folder trust, from its trustedFolders.json). OpenCode's
 // project install writes only the project's opencode.json, naming a plugin

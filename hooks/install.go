@@ -28,6 +28,10 @@ type Agent struct {
 	// before each tool call (a step) and at each prompt (a turn);
 	// ResultEvents after each tool call (its step's tool_result).
 	ToolEvents, PromptEvents, ResultEvents []string
+	// WorktreeEvents are the hooks that make and remove a worktree,
+	// installed with --worktrees (Claude Code's WorktreeCreate and
+	// WorktreeRemove): they run `zerofs branch --hook`.
+	WorktreeEvents []string
 	// Limits says what the agent's hooks cannot show zerofs.
 	Limits string
 	// file is the configuration file under the home or project directory.
@@ -52,7 +56,8 @@ const (
 // agents guide (docs/agents.md) presents them.
 var Agents = []Agent{
 	{Name: "claude", Title: "Claude Code", ToolEvents: []string{"PreToolUse"}, PromptEvents: []string{"UserPromptSubmit"}, ResultEvents: []string{"PostToolUse", "PostToolUseFailure"},
-		userFile: ".claude/settings.json", projectFile: ".claude/settings.json", kind: kindNested,
+		WorktreeEvents: []string{EventWorktreeCreate, EventWorktreeRemove},
+		userFile:       ".claude/settings.json", projectFile: ".claude/settings.json", kind: kindNested,
 		Limits: "Edits by Claude Code's own tools and by the commands it runs are both seen; subagents' tool calls are steps of their own."},
 	{Name: "codex", Title: "Codex", ToolEvents: []string{"PreToolUse"}, PromptEvents: []string{"UserPromptSubmit"}, ResultEvents: []string{"PostToolUse"},
 		userFile: ".codex/hooks.json", projectFile: ".codex/hooks.json", kind: kindNested,
@@ -102,6 +107,11 @@ type InstallOptions struct {
 	// turns are recorded without the prompt's text, results without the
 	// error's first line.
 	NoPrompt bool
+	// Worktrees installs the agent's worktree hooks too (WorktreeEvents),
+	// so that each worktree it makes is a zerofs branch. An install
+	// without it keeps worktree hooks an earlier install wrote (pointing
+	// them at this zerofs).
+	Worktrees bool
 }
 
 // A FileChange is one configuration file's content before and after an
@@ -152,6 +162,11 @@ func (a Agent) Command(opts InstallOptions, prompt bool) string {
 		cmd += " --no-prompt"
 	}
 	return cmd
+}
+
+// BranchCommand is the worktree hooks' command for a.
+func (a Agent) BranchCommand(opts InstallOptions) string {
+	return shellQuote(opts.Zerofs) + " branch --hook --agent " + a.Name
 }
 
 // Plan is what installing a's hooks would change, computed from the file
@@ -311,6 +326,14 @@ func mergeConfig(a Agent, opts InstallOptions, before []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
+	for _, ev := range a.WorktreeEvents {
+		if !opts.Worktrees && !holdsOurs(a, hooks, ev) {
+			continue
+		}
+		if err := mergeEvent(a, hooks, ev, entryFor(a, a.BranchCommand(opts), false)); err != nil {
+			return nil, err
+		}
+	}
 	cfg.set("hooks", hooks.marshal())
 	var out bytes.Buffer
 	if err := json.Indent(&out, cfg.marshal(), "", "  "); err != nil {
@@ -416,9 +439,18 @@ func isOurs(a Agent, e json.RawMessage) bool {
 	return isZerofsHook(cmd)
 }
 
-// isZerofsHook reports whether a hook command runs zerofs's step hook.
+// isZerofsHook reports whether a hook command runs zerofs's step hook,
+// or its worktree hook.
 func isZerofsHook(cmd string) bool {
-	return strings.Contains(cmd, "zerofs") && strings.Contains(cmd, " step --hook")
+	return strings.Contains(cmd, "zerofs") && (strings.Contains(cmd, " step --hook") || strings.Contains(cmd, " branch --hook"))
+}
+
+// holdsOurs reports whether the event's list in hooks holds an entry of
+// zerofs's.
+func holdsOurs(a Agent, hooks *object, ev string) bool {
+	var entries []json.RawMessage
+	json.Unmarshal(hooks.get(ev), &entries)
+	return slices.ContainsFunc(entries, func(e json.RawMessage) bool { return isOurs(a, e) })
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

@@ -29,6 +29,9 @@ func TestParseRealPayloads(t *testing.T) {
 		codex2    = "01a244de-2bf7-7223-8d50-e06f3e31129e"
 		gemini2   = "bf09e448-b671-4800-98b2-7c4171a26640"
 		opencode2 = "ses_dbb20f98cffeF4d5Oy9HGGSuiy"
+		// The runs that captured the worktree hooks.
+		claudeEnter    = "f215d595-0938-41e6-91cd-00eed0bafe31"
+		claudeIsolated = "680b6a24-9219-424c-839c-f73220e0f01d"
 	)
 	cases := []struct {
 		file                 string
@@ -92,6 +95,12 @@ func TestParseRealPayloads(t *testing.T) {
 		{"cursor-afterShellExecution.json", KindResult, "cursor", cursor, "Shell", ws, ""},
 		{"windsurf-post_run_command.json", KindResult, "windsurf", windsurf, "run_command: echo rosetta-hook-probe", ws, ""},
 		{"windsurf-post_write_code.json", KindResult, "windsurf", windsurf, "write_code /work/app/docs/hooks/_ws_write_probe.txt", "", ""},
+		// The worktree hooks: no step, and no shape that names the agent
+		// (`zerofs branch --hook` answers them;
+		// TestParseWorktreeRealPayloads).
+		{"claude-WorktreeCreate.json", KindOther, "", claudeEnter, "", ws, ""},
+		{"claude-WorktreeCreate-subagent.json", KindOther, "", claudeIsolated, "", ws, ""},
+		{"claude-WorktreeRemove.json", KindOther, "", claudeEnter, "", "/work/app-worktrees/greet", ""},
 	}
 	files, _ := filepath.Glob(filepath.Join("testdata", "payloads", "*.json"))
 	listed := map[string]bool{}

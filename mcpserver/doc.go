@@ -1,7 +1,8 @@
 // Package mcpserver is `zerofs mcp`: the workspace's history served to an
 // agent over the Model Context Protocol. New makes the server; its tools
 // (zerofs_status, zerofs_log, zerofs_diff, zerofs_show, zerofs_step,
-// zerofs_rewind, zerofs_undo, zerofs_redo, zerofs_revert) each take
+// zerofs_rewind, zerofs_undo, zerofs_redo, zerofs_revert, zerofs_merge,
+// zerofs_branch, zerofs_bisect) each take
 // arguments that are values, never flags, and return structured content
 // that matches their output schema, with a short text for people.
 //
@@ -17,7 +18,11 @@
 // Names that are not UTF-8 travel as the log carries them: a readable form
 // and, beside it, the exact bytes in base64 ("..._bytes").
 //
+// zerofs_branch makes, lists and deletes branches through package branch,
+// as the CLI does (a branch is two mounts: package branch runs them).
+//
 // Nothing here writes to the store or the workspace except through a
-// Source: what is durable when a tool returns is what the Source's call
-// made durable (a step or a rewind is durable when the daemon answers).
+// Source or package branch: what is durable when a tool returns is what
+// that call made durable (a step or a rewind is durable when the daemon
+// answers; a branch's record before it is mounted).
 package mcpserver

@@ -17,8 +17,8 @@ import (
 
 type (
 	mcpMergeArgs struct {
-		Dir    string   `json:"dir" jsonschema:"the fork's directory (made by zerofs fork from this workspace); relative to the workspace root"`
-		Settle string   `json:"settle,omitempty" jsonschema:"ours or theirs: settle conflicts by keeping this workspace's side or taking the fork's"`
+		Dir    string   `json:"dir" jsonschema:"the branch's directory (zerofs_branch, zerofs branch) or the fork's (zerofs fork) of this workspace: absolute, or relative to the workspace root"`
+		Settle string   `json:"settle,omitempty" jsonschema:"ours or theirs: settle conflicts by keeping this workspace's side or taking the branch's (or fork's)"`
 		Paths  []string `json:"paths,omitempty" jsonschema:"with settle: settle only these workspace paths (each with everything beneath it); omitted: every conflict"`
 		DryRun bool     `json:"dry_run,omitempty" jsonschema:"only say what would change, and what conflicts; change nothing"`
 	}
@@ -26,18 +26,20 @@ type (
 		Path   string      `json:"path"`
 		Why    string      `json:"why"`
 		Ours   *mcpStepRef `json:"ours,omitempty" jsonschema:"the step of this workspace that last changed the path"`
-		Theirs *mcpStepRef `json:"theirs,omitempty" jsonschema:"the step of the fork that last changed the path"`
+		Theirs *mcpStepRef `json:"theirs,omitempty" jsonschema:"the step of the branch (or fork) that last changed the path"`
 	}
 	mcpMergeOut struct {
 		DryRun    bool   `json:"dry_run"`
-		Fork      string `json:"fork"`
-		Base      uint64 `json:"base" jsonschema:"the sequence of this workspace the fork began from"`
+		Fork      string `json:"fork" jsonschema:"the branch or fork merged"`
+		Side      string `json:"side,omitempty" jsonschema:"branch or fork: what dir is"`
+		Since     uint64 `json:"since,omitempty" jsonschema:"a branch merged before: the sequence of that merge, whose state of the branch is this merge's base"`
+		Base      uint64 `json:"base" jsonschema:"the sequence of this workspace the branch or fork began from (for a branch merged before, that merge: git's rule)"`
 		Sequence  uint64 `json:"sequence,omitempty" jsonschema:"the rewind event recording the merge (none for a dry run); zerofs_undo takes it back"`
 		Before    uint64 `json:"before" jsonschema:"the last sequence before the merge"`
 		Restored  int    `json:"restored"`
 		Deleted   int    `json:"deleted"`
-		Unchanged bool   `json:"unchanged,omitempty" jsonschema:"the workspace already had every change of the fork: nothing changed, nothing recorded"`
-		// Steps are the fork's steps the merge brings in.
+		Unchanged bool   `json:"unchanged,omitempty" jsonschema:"the workspace already had every change of the branch or fork: nothing changed, nothing recorded"`
+		// Steps are the branch's or fork's steps the merge brings in.
 		Steps     []mcpStepRef       `json:"steps"`
 		Merged    []string           `json:"merged,omitempty" jsonschema:"files whose changes on both sides were merged line by line"`
 		Preview   []mcpPreview       `json:"preview,omitempty"`
@@ -47,9 +49,9 @@ type (
 
 // registerMerge adds zerofs_merge.
 func (t *mcpTools) registerMerge(s *mcp.Server, schemas map[string]*jsonschema.Schema) {
-	addTool(s, schemas, &mcp.Tool{Name: "zerofs_merge", Title: "Merge a fork back", Annotations: destructive(false),
-		Description: "Bring the changes a fork of this workspace (zerofs fork) made since it was forked into the workspace, as one recorded action that zerofs_undo takes back whole. " +
-			"Each path merges three ways: changed only in the fork, taken; only here, kept; on both sides, text merged line by line when the changes do not overlap. " +
+	addTool(s, schemas, &mcp.Tool{Name: "zerofs_merge", Title: "Merge a branch or fork back", Annotations: destructive(false),
+		Description: "Bring the changes a branch of this workspace (zerofs_branch) or a fork (zerofs fork) made since it began into the workspace, as one recorded action that zerofs_undo takes back whole. " +
+			"Each path merges three ways: changed only in the branch, taken; only here, kept; on both sides, text merged line by line when the changes do not overlap. " +
 			"Anything else is a conflict: nothing changes, and the error names each path; call again with settle: ours or theirs (and paths) to settle them. " +
 			"Call it with dry_run: true first: its result lists what would change and each conflict with the step of each side that last changed it."},
 		nil, t.merge)
@@ -58,7 +60,7 @@ func (t *mcpTools) registerMerge(s *mcp.Server, schemas map[string]*jsonschema.S
 func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, a mcpMergeArgs) (*mcp.CallToolResult, mcpMergeOut, error) {
 	out := mcpMergeOut{DryRun: a.DryRun, Steps: []mcpStepRef{}}
 	if a.Dir == "" {
-		return nil, out, errors.New("dir names no fork: give the fork's directory")
+		return nil, out, errors.New("dir names no branch or fork: give its directory")
 	}
 	if a.Settle != "" && a.Settle != record.SettleOurs && a.Settle != record.SettleTheirs {
 		return nil, out, fmt.Errorf("settle %q: want ours or theirs", a.Settle)
@@ -90,6 +92,7 @@ func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, a mcpMerge
 		if rep.Merge != nil {
 			rec := rep.Merge.Record
 			out.Fork, out.Base, out.Merged = rec.Dir, uint64(rec.Base), rec.Merged
+			out.Side, out.Since = rec.Side(), uint64(rec.Since)
 			for _, s := range rec.Steps {
 				out.Steps = append(out.Steps, mcpStepRef{Sequence: uint64(s.Sequence), Label: s.Label})
 			}
@@ -138,6 +141,6 @@ func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, a mcpMerge
 		return text(fmt.Sprintf("would change nothing: %d conflicting path(s) (see conflicts); settle: ours or theirs settles them", len(out.Conflicts))), out, nil
 	}
 	// The report in the one wording (history.Describe), as zerofs merge
-	// prints it, and the fork's steps it brings in.
-	return text(fmt.Sprintf("%s; %d step(s) of the fork\n", words.Head, len(out.Steps))), out, nil
+	// prints it, and the branch's or fork's steps it brings in.
+	return text(fmt.Sprintf("%s; %d step(s) of %s\n", words.Head, len(out.Steps), quote.Name(out.Fork))), out, nil
 }

@@ -251,6 +251,7 @@ func (t *mcpTools) register(s *mcp.Server, schemas map[string]*jsonschema.Schema
 		Description: "Take back what one step changed and keep every later change. If a later change touched the same paths, nothing changes and the error names each of them; call again with force: true to take those back too."},
 		nil, t.revert)
 	t.registerMerge(s, schemas)
+	t.registerBranch(s, schemas)
 	t.registerBisect(s, schemas)
 }
 

@@ -91,13 +91,20 @@ func (e *Engine) branch(ctx context.Context, req record.Request) (record.RewindR
 
 // writeBranch writes rec's record, making its directories first when
 // fresh (the copy-up layer's upper and work directories and the branch's
-// store, empty), each made durable before the record names them.
+// store, empty), each made durable before the record names them. A fresh
+// branch is made whole under another name (new-ID, which ReadBranches
+// skips) and renamed into place, so that a reader (a client listing the
+// branches while another makes one: they read without the engine's lock)
+// never finds a branch's directory without its record.
 func writeBranch(store string, rec record.BranchRecord, fresh bool) error {
-	dir := filepath.Join(store, record.BranchesName, rec.ID)
+	branches := filepath.Join(store, record.BranchesName)
+	dir := filepath.Join(branches, rec.ID)
+	final := dir
 	if fresh {
-		if err := os.Mkdir(filepath.Join(store, record.BranchesName), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := os.Mkdir(branches, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("rewind: branch: %w", err)
 		}
+		dir = filepath.Join(branches, "new-"+rec.ID)
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			return fmt.Errorf("rewind: branch: %w", err)
 		}
@@ -106,10 +113,8 @@ func writeBranch(store string, rec record.BranchRecord, fresh bool) error {
 				return fmt.Errorf("rewind: branch: %w", err)
 			}
 		}
-		for _, d := range []string{dir, filepath.Join(store, record.BranchesName)} {
-			if err := durable.SyncDir(d); err != nil {
-				return fmt.Errorf("rewind: branch: %w", err)
-			}
+		if err := durable.SyncDir(dir); err != nil {
+			return fmt.Errorf("rewind: branch: %w", err)
 		}
 	}
 	b, err := json.MarshalIndent(rec, "", "  ")
@@ -118,6 +123,14 @@ func writeBranch(store string, rec record.BranchRecord, fresh bool) error {
 	}
 	if err := durable.WriteFileAtomic(dir, record.BranchRecordName, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("rewind: branch: %w", err)
+	}
+	if fresh {
+		if err := os.Rename(dir, final); err != nil {
+			return fmt.Errorf("rewind: branch: %w", err)
+		}
+		if err := durable.SyncDir(branches); err != nil {
+			return fmt.Errorf("rewind: branch: %w", err)
+		}
 	}
 	return nil
 }

@@ -27,7 +27,9 @@
 // with a sequence below SEQ, newest first, at most N, default 50); GET
 // /api/diff?a=SEQ&b=SEQ&path=P...; POST /api/rewind with a rewind request
 // as package control parses it ({"target":N,"paths":[...]},
-// {"revert":N}, {"undo":true}, with "dryRun":true for the preview).
+// {"revert":N}, {"undo":true}, with "dryRun":true for the preview); GET
+// /api/branches (the workspace's branches, from Options.Branches: package
+// branch lists them, and the timeline mounts nothing).
 //
 // Durability: nothing here writes; a rewind is durable when the Source's
 // Rewind returns, before the response is sent.

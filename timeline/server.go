@@ -44,6 +44,10 @@ type Options struct {
 	// recorded (the stamp changes when that does). Nil: the poll opens the
 	// source, and the page says the workspace is not mounted.
 	Stamp func() (stamp string, mounted bool, err error)
+	// Branches, when set, lists the workspace's branches (package branch,
+	// through cmd/zerofs: the timeline mounts nothing): GET /api/branches.
+	// Nil: the page shows none.
+	Branches func(ctx context.Context) ([]Branch, error)
 	// Logger receives failures the page cannot show. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -81,6 +85,7 @@ func New(open Opener, opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /api/log", s.log)
 	s.mux.HandleFunc("GET /api/diff", s.diff)
 	s.mux.HandleFunc("POST /api/rewind", s.rewind)
+	s.mux.HandleFunc("GET /api/branches", s.branches)
 	return s, nil
 }
 

@@ -36,8 +36,9 @@ func agentBinary(t *testing.T, name string) string {
 }
 
 // fakeModel starts one of hooks/testdata/capture's fake model servers
-// for workspace ws and returns its port. It is stopped when the test ends.
-func fakeModel(t *testing.T, script, ws string) int {
+// for workspace ws (with the script's further args) and returns its port.
+// It is stopped when the test ends.
+func fakeModel(t *testing.T, script, ws string, args ...string) int {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
@@ -53,7 +54,7 @@ func fakeModel(t *testing.T, script, ws string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(py, src, fmt.Sprint(port), ws)
+	cmd := exec.Command(py, append([]string{src, fmt.Sprint(port), ws}, args...)...)
 	log := filepath.Join(t.TempDir(), "model.log")
 	f, err := os.Create(log)
 	if err != nil {

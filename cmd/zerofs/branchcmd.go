@@ -14,7 +14,7 @@ import (
 
 var branchCmd = &command{
 	name:    "branch",
-	usage:   "branch DIR... [--at SEQ] [--allow-other] | branch --list [--json] | branch --delete DIR [--force]",
+	usage:   "branch DIR... [--at SEQ] [--allow-other] | branch --list [--json] | branch --delete DIR [--force] | branch --hook [--agent AGENT]",
 	summary: "mount DIR as a writable branch of the workspace at SEQ (default now), in O(1)",
 	about: `Run in the mounted workspace (as root: a branch is an overlayfs mount).
 Each DIR (absolute or relative to the current directory, outside the
@@ -36,6 +36,18 @@ many paths it changed`},
 		{name: "delete", arg: "DIR", comp: compDir, help: `unmount the branch and remove it (its changes and history);
 refused while it holds changes no merge brought in, unless --force`},
 		{name: "force", help: "with --delete: delete a branch holding unmerged changes"},
+		{name: "hook", help: `answer an agent's worktree hook from its JSON on stdin
+(Claude Code's WorktreeCreate and WorktreeRemove, which
+'zerofs hooks install claude --worktrees' writes): a
+WorktreeCreate makes a branch of the workspace its cwd is
+in, at WORKSPACE-branches/NAME beside it (else in
+~/.local/state/zerofs/branches/), and prints its directory;
+a WorktreeRemove deletes the branch, or exits 1 naming how
+to merge or drop it while it holds changes not merged (the
+agent then keeps the worktree). Unlike 'step --hook' it
+fails out loud, as the agent's contract asks: an unmounted
+workspace fails the creation.`},
+		{name: "agent", arg: "AGENT", comp: compAgent, help: "with --hook: the agent whose hook it is (claude)"},
 	},
 	args: []argDef{{name: "DIR...", comp: compDir}},
 	more: `A DIR that is a branch already is mounted again (after 'zerofs umount' of
@@ -52,7 +64,17 @@ func runBranch(e *env, c *command, args []string) error {
 	}
 	at, list, asJSON := o.String("at"), o.Bool("list"), o.Bool("json")
 	del, force, allowOther := o.String("delete"), o.Bool("force"), o.Bool("allow-other")
+	hook, agent := o.Bool("hook"), o.String("agent")
 	pos = append(pos, rest...)
+	if hook {
+		if len(pos) > 0 || at != "" || list || asJSON || del != "" || force || allowOther {
+			return usagef(c, "--hook goes alone (with --agent): it reads the hook's JSON from stdin")
+		}
+		return runBranchHook(e, agent)
+	}
+	if agent != "" {
+		return usagef(c, "--agent goes with --hook")
+	}
 	abs := func(p string) string {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(e.cwd, p)

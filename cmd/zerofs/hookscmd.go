@@ -19,7 +19,7 @@ import (
 
 var hooksCmd = &command{
 	name:    "hooks",
-	usage:   "hooks install AGENT [--user|--project] [--dry-run] [--no-prompt] | hooks check",
+	usage:   "hooks install|uninstall AGENT [--user|--project] [--dry-run] [--no-prompt] [--worktrees] | hooks check",
 	summary: "write an agent's hook configuration; check what reached the log",
 	about: `  hooks install AGENT   merge zerofs's hooks into the configuration of AGENT
                         (` + strings.Join(hooks.AgentNames(), ", ") + `):
@@ -33,13 +33,19 @@ var hooksCmd = &command{
                         a mounted workspace the install is a step of its own.
                         OpenCode gets a small plugin file instead (named in
                         the project's opencode.json, kept outside it).
+  hooks uninstall AGENT take zerofs's hooks out of AGENT's configuration
+                        again, keeping everything else; a file left holding
+                        nothing but what an install wrote is removed (and its
+                        directory, left empty). With --worktrees, only the
+                        worktree hooks
   hooks check           for each agent, where its hooks are installed, what
                         it still needs before they record, whether a file a
                         recorded install wrote is gone or changed, and the
                         last step, result and turn it recorded in this
                         workspace
 
-The flags are hooks install's:
+The flags are hooks install's (--user, --project, --dry-run and --worktrees
+also hooks uninstall's):
 `,
 	flags: []flagDef{
 		{name: "user", help: "the user's configuration, for every project"},
@@ -50,18 +56,26 @@ current directory outside one`},
 		{name: "no-prompt", help: `record turns without the prompt's text and results
 without the error's first line`},
 		{name: "zerofs", arg: "PATH", help: "the zerofs the hooks run (default: this binary)"},
+		{name: "worktrees", help: `also the agent's worktree hooks (Claude Code's
+WorktreeCreate and WorktreeRemove): each worktree it
+makes for a subagent (isolation: worktree),
+EnterWorktree or claude --worktree is a zerofs branch
+of the workspace (zerofs branch --hook); a project's
+install only`},
 	},
-	args: []argDef{{name: "install|check", comp: compWords}, {name: "AGENT", comp: compAgent}},
+	args: []argDef{{name: "install|uninstall|check", comp: compWords}, {name: "AGENT", comp: compAgent}},
 	run:  runHooks,
 }
 
 func runHooks(e *env, c *command, args []string) error {
 	if len(args) == 0 {
-		return usagef(c, "want install AGENT or check")
+		return usagef(c, "want install AGENT, uninstall AGENT or check")
 	}
 	switch args[0] {
 	case "install":
 		return runHooksInstall(e, c, args[1:])
+	case "uninstall":
+		return runHooksUninstall(e, c, args[1:])
 	case "check":
 		if len(args) > 1 {
 			return usagef(c, "check takes no arguments")
@@ -70,7 +84,7 @@ func runHooks(e *env, c *command, args []string) error {
 	case "-h", "-help", "--help":
 		return errHelp
 	}
-	return usagef(c, "unknown hooks command %q: want install or check", args[0])
+	return usagef(c, "unknown hooks command %q: want install, uninstall or check", args[0])
 }
 
 func runHooksInstall(e *env, c *command, args []string) error {
@@ -83,6 +97,7 @@ func runHooksInstall(e *env, c *command, args []string) error {
 	dry := o.Bool("dry-run")
 	noPrompt := o.Bool("no-prompt")
 	bin := o.String("zerofs")
+	worktrees := o.Bool("worktrees")
 	pos = append(pos, rest...)
 	if len(pos) != 1 {
 		return usagef(c, "want one AGENT (%s)", strings.Join(hooks.AgentNames(), ", "))
@@ -94,15 +109,62 @@ func runHooksInstall(e *env, c *command, args []string) error {
 	if user && project {
 		return usagef(c, "--user and --project exclude each other")
 	}
+	if worktrees && len(agent.WorktreeEvents) == 0 {
+		return usagef(c, "--worktrees: %s has no worktree hooks (claude has)", agent.Name)
+	}
+	if worktrees && user {
+		// With them, Claude Code makes no git worktree of its own anywhere
+		// they apply: outside a mounted zerofs workspace it could make none.
+		return usagef(c, "--worktrees goes with a project's install: the worktree hooks take the place of Claude Code's own git worktrees wherever they apply, and a branch needs a mounted zerofs workspace")
+	}
 	opts, err := installOptions(e, user, noPrompt, bin)
 	if err != nil {
 		return err
 	}
+	opts.Worktrees = worktrees
 	changes, err := hooks.PlanAll(agent, opts)
 	if err != nil {
 		return err
 	}
 	return writeInstall(e, agent, opts, changes, dry)
+}
+
+func runHooksUninstall(e *env, c *command, args []string) error {
+	o, pos, rest, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	user := o.Bool("user")
+	project := o.Bool("project")
+	dry := o.Bool("dry-run")
+	worktrees := o.Bool("worktrees")
+	if o.Bool("no-prompt") || o.String("zerofs") != "" {
+		return usagef(c, "--no-prompt and --zerofs go with install")
+	}
+	pos = append(pos, rest...)
+	if len(pos) != 1 {
+		return usagef(c, "want one AGENT (%s)", strings.Join(hooks.AgentNames(), ", "))
+	}
+	agent, ok := hooks.Lookup(pos[0])
+	if !ok {
+		return usagef(c, "unknown agent %q: want one of %s", pos[0], strings.Join(hooks.AgentNames(), ", "))
+	}
+	if user && project {
+		return usagef(c, "--user and --project exclude each other")
+	}
+	if worktrees && len(agent.WorktreeEvents) == 0 {
+		return usagef(c, "--worktrees: %s has no worktree hooks (claude has)", agent.Name)
+	}
+	opts, err := installOptions(e, user, false, "zerofs")
+	if err != nil {
+		return err
+	}
+	opts.Worktrees = worktrees
+	changes, err := hooks.PlanUninstall(agent, opts)
+	if err != nil {
+		return err
+	}
+	return writeUninstall(e, agent, opts, changes, dry)
 }
 
 // installOptions works out where an install goes and which zerofs its
@@ -180,7 +242,11 @@ func runHooksCheck(e *env) error {
 				where = append(where, fmt.Sprintf("%s (%s; without the after-tool hooks that record results: install again)", scope, p))
 				scopes = append(scopes, scope)
 			case ok:
-				where = append(where, fmt.Sprintf("%s (%s)", scope, p))
+				wt := ""
+				if w, _ := hooks.WorktreesInstalled(a, p); w {
+					wt = "; with the worktree hooks: its worktrees are zerofs branches"
+				}
+				where = append(where, fmt.Sprintf("%s (%s%s)", scope, p, wt))
 				scopes = append(scopes, scope)
 			case err != nil && !errors.Is(err, os.ErrNotExist):
 				where = append(where, fmt.Sprintf("%s: unreadable (%v)", scope, err))
@@ -222,6 +288,10 @@ func lastByAgent(e *env, ws *history.Workspace) (map[string]string, map[string]i
 			}
 			if agent, rec, ok := installOf(ev); ok {
 				installs[agent] = rec
+				continue
+			}
+			if agent, ok := uninstallOf(ev); ok {
+				delete(installs, agent)
 				continue
 			}
 			if ev.Type == record.TypeToolResult {

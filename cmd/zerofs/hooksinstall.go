@@ -65,6 +65,9 @@ func writeInstall(e *env, a hooks.Agent, opts hooks.InstallOptions, changes []ho
 	}
 	if !dry {
 		fmt.Fprintf(w, "%s\n", a.Limits)
+		if opts.Worktrees {
+			fmt.Fprintf(w, "Each worktree %s makes (a subagent's isolation: worktree, EnterWorktree, claude --worktree) is a zerofs branch beside the workspace (WORKSPACE-branches/NAME): zerofs merge PATH brings its work in, zerofs branch --delete PATH drops it. The workspace must be mounted.\n", a.Title)
+		}
 	}
 	writeNeeds(e, a, opts)
 	return nil

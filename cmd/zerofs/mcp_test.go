@@ -115,7 +115,7 @@ func (c *mcpClient) fail(name string, args any, want ...string) string {
 	return text
 }
 
-var mcpToolNames = []string{"zerofs_status", "zerofs_log", "zerofs_diff", "zerofs_show", "zerofs_step", "zerofs_rewind", "zerofs_undo", "zerofs_redo", "zerofs_revert", "zerofs_merge", "zerofs_bisect"}
+var mcpToolNames = []string{"zerofs_status", "zerofs_log", "zerofs_diff", "zerofs_show", "zerofs_step", "zerofs_rewind", "zerofs_undo", "zerofs_redo", "zerofs_revert", "zerofs_merge", "zerofs_branch", "zerofs_bisect"}
 
 // TestMCPServer drives the real `zerofs mcp` binary with the Go SDK's
 // client over stdio, as an agent would, with a regression check for each
@@ -329,7 +329,7 @@ func TestMCPOutsideWorkspace(t *testing.T) {
 		"zerofs_status": map[string]any{}, "zerofs_log": map[string]any{}, "zerofs_step": map[string]any{"label": "x"},
 		"zerofs_undo": map[string]any{}, "zerofs_diff": map[string]any{"from": 0}, "zerofs_show": map[string]any{"seq": 0, "path": "a"},
 		"zerofs_rewind": map[string]any{"seq": 0}, "zerofs_redo": map[string]any{}, "zerofs_revert": map[string]any{"seq": 1},
-		"zerofs_merge": map[string]any{"dir": "/tmp/x"},
+		"zerofs_merge": map[string]any{"dir": "/tmp/x"}, "zerofs_branch": map[string]any{"action": "list"},
 	} {
 		c.fail(name, args, "outside a zerofs workspace")
 	}

@@ -83,7 +83,7 @@ func runUI(e *env, c *command, args []string) error {
 		hosts = append(hosts, net.JoinHostPort(h, fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)))
 	}
 	token := timeline.NewToken()
-	h, err := timeline.New(open, timeline.Options{Token: token, Hosts: hosts, Root: root, Stamp: stamp, Logger: e.logger()})
+	h, err := timeline.New(open, timeline.Options{Token: token, Hosts: hosts, Root: root, Stamp: stamp, Branches: uiBranches(root), Logger: e.logger()})
 	if err != nil {
 		return err
 	}

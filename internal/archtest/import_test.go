@@ -23,7 +23,8 @@ const module = "github.com/zerofs/zerofs"
 // request, undo and redo included, so fs never imports history (nor
 // history fs), and nothing imports cmd. The timeline (zerofs ui) stands on
 // history like the CLI, and so does the MCP server (mcpserver, zerofs
-// mcp): never fs, never cmd, never each other. internal/wsdir (the workspace
+// mcp; and on branch, for zerofs_branch): never fs, never cmd, never each
+// other. internal/wsdir (the workspace
 // path resolver), internal/quote (how a name is printed for a person) and
 // internal/proc (a process's identity: pid and start time, from /proc) are
 // leaves like internal/durable.
@@ -55,7 +56,7 @@ var allowed = map[string][]string{
 	// bisect searches the history for the step that broke a command: it
 	// stands on history like the front ends, and serves the CLI and MCP.
 	"bisect":    {"record", "hooks", "history", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
-	"mcpserver": {"record", "history", "bisect", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
+	"mcpserver": {"record", "branch", "history", "bisect", "hooks", "control", "rewind", "merge", "rewind/internal/index", "eventlog", "blobstore", "internal/durable", "internal/wsdir", "internal/quote", "internal/ignore", "internal/proc"},
 	// branch makes, mounts, lists and deletes a workspace's branches
 	// (an overlay over @BASE/ and a zerofs of their own): it stands on
 	// history like the front ends, which use it (the CLI, the MCP server,
@@ -99,8 +100,8 @@ var outside = map[string][]string{
 	"history":               append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
 	"timeline":              append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),
 	// mcpserver speaks MCP (the SDK and its JSON schema package) and
-	// nothing else beyond what history uses.
-	"mcpserver": append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff",
+	// nothing else beyond what history and branch (the mount table) use.
+	"mcpserver": append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff", "github.com/moby/sys/mountinfo",
 		"github.com/modelcontextprotocol/go-sdk", "github.com/google/jsonschema-go", "github.com/yosida95/uritemplate", "github.com/segmentio",
 		"golang.org/x/oauth2", "golang.org/x/sync", "golang.org/x/time"}, storeModules...),
 	"bisect": append([]string{"github.com/google/uuid", "golang.org/x/sys", "github.com/aymanbagabas/go-udiff"}, storeModules...),

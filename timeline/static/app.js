@@ -191,12 +191,41 @@ async function loadOlder() {
   render();
 }
 
+// Branches: the workspace's, as /api/branches lists them, read at start,
+// when the history changes and every BRANCH_POLLS polls (making or
+// mounting a branch need not change the history).
+const BRANCH_POLLS = 5;
+let polls = 0;
+
+async function loadBranches() {
+  const r = await api("/api/branches");
+  if (!r.ok) return;
+  const list = $("branch-list");
+  list.replaceChildren(...r.data.branches.map(branchEl));
+  $("branches").hidden = r.data.branches.length === 0;
+}
+
+function branchEl(b) {
+  const li = el("li", "branch" + (b.mounted ? "" : " unmounted"));
+  li.dataset.dir = b.dir;
+  li.append(el("span", "branch-dir", quoteName(b.dir)));
+  li.append(el("span", "branch-base", "from #" + b.base));
+  li.append(el("span", "badge " + (b.mounted ? "mounted" : "unmounted"), b.mounted ? "mounted" : "not mounted"));
+  let state;
+  if (b.unmerged) state = b.changed + " changed path" + (b.changed === 1 ? "" : "s") + ", not merged";
+  else if (b.merged) state = "merged as #" + b.merged;
+  else state = "no changes";
+  li.append(el("span", "branch-state" + (b.unmerged ? " unmerged" : ""), state));
+  return li;
+}
+
 async function poll() {
   try {
     const r = await api("/api/head");
     if (r.ok) {
       if (r.data.root) $("root").textContent = quoteName(r.data.root);
       const changed = stamp !== null && r.data.stamp !== stamp;
+      if (changed || polls++ % BRANCH_POLLS === 0) await loadBranches();
       stamp = r.data.stamp;
       const moved = mounted !== r.data.mounted;
       mounted = r.data.mounted;
@@ -421,7 +450,8 @@ function entryEl(e) {
   const li = el("li", "entry " + e.type + (e.implicit ? " implicit" : "") + (e.turn ? " inturn" : "") + (e.outcome === "failed" ? " failed" : ""));
   li.dataset.seq = e.sequence;
   const h = el("div", "head");
-  h.append(el("span", "badge " + e.type, e.person ? "person" : e.implicit ? "outside" : e.type), el("span", "label", title(e)));
+  const merge = e.type === "rewind" && e.rewind && e.rewind.merge;
+  h.append(el("span", "badge " + (merge ? "merge" : e.type), e.person ? "person" : e.implicit ? "outside" : merge ? "merge" : e.type), el("span", "label", title(e)));
   if (e.result) {
     // The tool call's result: a mark (failed, ok, or a dot when the agent
     // did not say) and how long it took, the error's first line on hover.
@@ -437,6 +467,7 @@ function entryEl(e) {
   meta.append(t);
   h.append(meta);
   li.append(h);
+  if (merge) li.append(mergeEl(merge));
   if (e.procs && e.procs.length) {
     li.append(el("div", "procs", "by " + e.procs.map((p) => (quoteName(p.comm) || "?") + " (" + p.pid + ")").join(", ")));
   }
@@ -456,6 +487,32 @@ function entryEl(e) {
   }
   if (acts.childElementCount) li.append(acts);
   return li;
+}
+
+// mergeEl says what a merge brought in, from its record: the branch (or
+// fork) and the state of this workspace it began from (a branch merged
+// before: that merge, whose state of it was this merge's base), and its
+// steps, numbered in its own log (they are not steps of this timeline).
+function mergeEl(m) {
+  const d = el("div", "merge-info");
+  const side = m.branch ? "the branch " : "the fork ";
+  d.append(el("div", "merge-from", "from " + side + quoteName(m.dir) + ", which began at #" + m.base + " of this workspace" +
+    (m.since ? ", merged before as #" + m.since + ": what it did since" : "")));
+  const steps = m.steps || [];
+  if (steps.length === 0) d.append(el("div", "muted", "its history recorded no steps"));
+  else {
+    d.append(el("div", "merge-head", steps.length === 1 ? "brought in its step" : "brought in its " + steps.length + " steps"));
+    const ol = el("ol", "merge-steps");
+    for (const s of steps) {
+      const li = el("li", "merge-step");
+      li.append(el("span", "seq", "#" + s.sequence), el("span", "label", s.label ? quoteName(s.label) : s.implicit ? "(no step)" : "a step with no label"));
+      ol.append(li);
+    }
+    d.append(ol);
+  }
+  if (m.merged && m.merged.length) d.append(el("div", "merge-lines", "merged line by line: " + m.merged.map((p) => quoteName(p)).join(", ")));
+  if (m.settled && m.settled.length) d.append(el("div", "merge-settled", "settled by taking " + (m.settledAs === "ours" ? "this workspace's side" : "its side") + ": " + m.settled.map((p) => quoteName(p)).join(", ")));
+  return d;
 }
 
 function stepName(e) {

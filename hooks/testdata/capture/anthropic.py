@@ -3,9 +3,17 @@
 # Each /v1/messages call gets the next tool_use of a script, by the number of
 # tool_result blocks already in the conversation, then a closing text. With
 # "sub", the main agent (the one with the Agent tool) starts a subagent,
-# which runs one Bash command. With ZEROFS_CAPTURE_SCRIPT=results, a
-# command that succeeds and one that fails (for the after-tool hooks).
-import json, os, sys, uuid
+# which runs one Bash command. With "worktree", the main agent starts two
+# subagents with worktree isolation, one after the other: the first writes
+# greet.py in its worktree, the second only lists the files; then the main
+# agent runs `zerofs merge` of the first one's worktree (the path its
+# result names) when ZEROFS_CAPTURE_MERGE is set. With
+# "enter", the main agent enters a worktree of its own (EnterWorktree),
+# writes greet.py there, and leaves it with ExitWorktree "remove" (then, if
+# that was refused, again with discard_changes). With
+# ZEROFS_CAPTURE_SCRIPT=results, a command that succeeds and one that
+# fails (for the after-tool hooks).
+import json, os, re, sys, uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 WS = sys.argv[2]
@@ -26,6 +34,54 @@ def sse(ev, data):
 
 MAIN = [("Agent", {"description": "Check the docs", "prompt": "List the docs directory.", "subagent_type": "general-purpose"})]
 SUB = [("Bash", {"command": "ls docs", "description": "List the docs directory"})]
+
+WT_MAIN = [
+    ("Agent", {"description": "Write greet.py", "prompt": "Write greet.py with a greet function.", "subagent_type": "general-purpose", "isolation": "worktree"}),
+    ("Agent", {"description": "List the files", "prompt": "List the files.", "subagent_type": "general-purpose", "isolation": "worktree"}),
+]
+WT_WRITE = [("Bash", {"command": "printf 'def greet():\\n    return 1\\n' > greet.py", "description": "Write greet.py"})]
+WT_ENTER = [
+    ("EnterWorktree", {"name": "greet"}),
+    ("Bash", {"command": "printf 'def greet():\\n    return 1\\n' > greet.py", "description": "Write greet.py"}),
+    ("ExitWorktree", {"action": "remove"}),
+    ("ExitWorktree", {"action": "remove", "discard_changes": True}),
+]
+WT_LIST = [("Bash", {"command": "ls", "description": "List the files"})]
+
+def text_of(m):
+    c = m.get("content")
+    if isinstance(c, str):
+        return c
+    out = []
+    for b in c or []:
+        if b.get("type") == "text":
+            out.append(b.get("text", ""))
+        elif b.get("type") == "tool_result":
+            r = b.get("content")
+            out.append(r if isinstance(r, str) else " ".join(x.get("text", "") for x in r or [] if isinstance(x, dict)))
+    return "\n".join(out)
+
+def worktree_script(msgs, tools):
+    """The worktree mode's script for this conversation."""
+    # Subagents may start agents too: only the person's prompt is the main agent's.
+    first = text_of(msgs[0]) if msgs else ""
+    if "Write greet.py" in first:
+        return WT_WRITE
+    if "List the files" in first:
+        return WT_LIST
+    script = list(WT_MAIN)
+    if os.environ.get("ZEROFS_CAPTURE_MERGE"):
+        # The first subagent's result (or, for a background agent, the
+        # notification that it finished) names its worktree: merge it.
+        for m in msgs:
+            t = text_of(m)
+            if "greet" not in t:
+                continue
+            found = re.search(r"worktreePath(?:: |>)([^<\s]+)", t)
+            if found:
+                script.insert(2, ("Bash", {"command": os.environ["ZEROFS_CAPTURE_MERGE"] + " merge " + found.group(1), "description": "Merge the worktree"}))
+                return script
+    return script
 
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -52,7 +108,11 @@ class H(BaseHTTPRequestHandler):
         tools = [t.get("name") for t in body.get("tools", [])]
         main = "Bash" in tools
         SCRIPT = MAIN_SCRIPT
-        if len(sys.argv) > 3:
+        if len(sys.argv) > 3 and sys.argv[3] == "worktree":
+            SCRIPT = worktree_script(msgs, tools)
+        elif len(sys.argv) > 3 and sys.argv[3] == "enter":
+            SCRIPT = WT_ENTER
+        elif len(sys.argv) > 3:
             SCRIPT = MAIN if "Agent" in tools else SUB
         sys.stderr.write("mock: model=%s tools=%d results=%d stream=%s\n" % (body.get("model"), len(tools), results, body.get("stream")))
         mid = "msg_" + uuid.uuid4().hex[:24]
