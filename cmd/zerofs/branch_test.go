@@ -147,7 +147,7 @@ func TestBranchCreateListDelete(t *testing.T) {
 	if !testsupport.FUSEMounted(b1) {
 		t.Fatal("a refused delete unmounted the branch")
 	}
-	binOK(t, ws, "branch", "--delete", b1, "--force")
+	binOK(t, ws, "branch", "--delete", "--force", b1) // --force before DIR, as `git branch -D` users type it
 	if testsupport.FUSEMounted(b1) || overlayAt(b1) {
 		t.Error("a deleted branch is still mounted")
 	}

@@ -66,6 +66,11 @@ func runBranch(e *env, c *command, args []string) error {
 	del, force, allowOther := o.String("delete"), o.Bool("force"), o.Bool("allow-other")
 	hook, agent := o.Bool("hook"), o.String("agent")
 	pos = append(pos, rest...)
+	if del == "--force" && len(pos) == 1 {
+		// `--delete --force DIR`: the parser gave --force to --delete as
+		// its DIR.
+		del, force, pos = pos[0], true, nil
+	}
 	if hook {
 		if len(pos) > 0 || at != "" || list || asJSON || del != "" || force || allowOther {
 			return usagef(c, "--hook goes alone (with --agent): it reads the hook's JSON from stdin")
