@@ -99,18 +99,9 @@ func runHooksInstall(e *env, c *command, args []string) error {
 	bin := o.String("zerofs")
 	worktrees := o.Bool("worktrees")
 	pos = append(pos, rest...)
-	if len(pos) != 1 {
-		return usagef(c, "want one AGENT (%s)", strings.Join(hooks.AgentNames(), ", "))
-	}
-	agent, ok := hooks.Lookup(pos[0])
-	if !ok {
-		return usagef(c, "unknown agent %q: want one of %s", pos[0], strings.Join(hooks.AgentNames(), ", "))
-	}
-	if user && project {
-		return usagef(c, "--user and --project exclude each other")
-	}
-	if worktrees && len(agent.WorktreeEvents) == 0 {
-		return usagef(c, "--worktrees: %s has no worktree hooks (claude has)", agent.Name)
+	agent, err := hooksAgent(c, pos, user, project, worktrees)
+	if err != nil {
+		return err
 	}
 	if worktrees && user {
 		// With them, Claude Code makes no git worktree of its own anywhere
@@ -142,18 +133,9 @@ func runHooksUninstall(e *env, c *command, args []string) error {
 		return usagef(c, "--no-prompt and --zerofs go with install")
 	}
 	pos = append(pos, rest...)
-	if len(pos) != 1 {
-		return usagef(c, "want one AGENT (%s)", strings.Join(hooks.AgentNames(), ", "))
-	}
-	agent, ok := hooks.Lookup(pos[0])
-	if !ok {
-		return usagef(c, "unknown agent %q: want one of %s", pos[0], strings.Join(hooks.AgentNames(), ", "))
-	}
-	if user && project {
-		return usagef(c, "--user and --project exclude each other")
-	}
-	if worktrees && len(agent.WorktreeEvents) == 0 {
-		return usagef(c, "--worktrees: %s has no worktree hooks (claude has)", agent.Name)
+	agent, err := hooksAgent(c, pos, user, project, worktrees)
+	if err != nil {
+		return err
 	}
 	opts, err := installOptions(e, user, false, "zerofs")
 	if err != nil {
@@ -333,4 +315,24 @@ func lastByAgent(e *env, ws *history.Workspace) (map[string]string, map[string]i
 		return nil
 	})
 	return out, installs, err
+}
+
+// hooksAgent checks what install and uninstall both take: one known AGENT,
+// at most one of --user and --project, --worktrees only for an agent that
+// has worktree hooks.
+func hooksAgent(c *command, pos []string, user, project, worktrees bool) (hooks.Agent, error) {
+	if len(pos) != 1 {
+		return hooks.Agent{}, usagef(c, "want one AGENT (%s)", strings.Join(hooks.AgentNames(), ", "))
+	}
+	agent, ok := hooks.Lookup(pos[0])
+	if !ok {
+		return hooks.Agent{}, usagef(c, "unknown agent %q: want one of %s", pos[0], strings.Join(hooks.AgentNames(), ", "))
+	}
+	if user && project {
+		return hooks.Agent{}, usagef(c, "--user and --project exclude each other")
+	}
+	if worktrees && len(agent.WorktreeEvents) == 0 {
+		return hooks.Agent{}, usagef(c, "--worktrees: %s has no worktree hooks (claude has)", agent.Name)
+	}
+	return agent, nil
 }
