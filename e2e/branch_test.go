@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,45 +62,10 @@ func TestCrashDuringBranchMerge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	merge := exec.Command(binary, "-C", ws, "merge", b)
-	var out bytes.Buffer
-	merge.Stdout, merge.Stderr = &out, &out
-	if err := merge.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := regexp.MustCompile(`"doneItems":([1-9][0-9]*)`)
-	var seen string
-	err := testsupport.Poll(60*time.Second, func() bool {
-		st, _ := os.ReadFile(filepath.Join(ws, ".zero/status"))
-		if mm := done.FindSubmatch(st); mm != nil {
-			seen = string(mm[1])
-			return true
-		}
-		return false
-	})
-	m.crash(t, ws)
-	merge.Wait()
-	if err != nil {
-		t.Logf("the merge's progress was never seen (%v); killed anyway; merge said: %s", err, out.String())
-	} else {
-		t.Logf("killed with %s of the merge's changes done", seen)
-	}
+	killMidMerge(t, m, ws, b)
 	m2 := mountForeground(t, ws)
 	defer m2.crash(t, ws)
-	merged, unmerged := 0, 0
-	for i := range n {
-		c, err := os.ReadFile(filepath.Join(ws, name(i)))
-		switch {
-		case err != nil:
-			t.Fatal(err)
-		case string(c) == "line 1\nline 2\n":
-			unmerged++
-		case string(c) == "line 1\nline 2\nbranch "+strconv.Itoa(i)+"\n":
-			merged++
-		default:
-			t.Fatalf("%s: %q", name(i), c)
-		}
-	}
+	merged, unmerged := countMerged(t, ws, n, name, "branch")
 	if merged != 0 && unmerged != 0 {
 		t.Fatalf("after a SIGKILL during a branch's merge and a remount: %d files merged, %d not", merged, unmerged)
 	}

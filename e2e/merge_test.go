@@ -40,45 +40,12 @@ func TestCrashDuringMerge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	merge := exec.Command(binary, "-C", ws, "merge", fork)
-	var out bytes.Buffer
-	merge.Stdout, merge.Stderr = &out, &out
-	if err := merge.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := regexp.MustCompile(`"doneItems":([1-9][0-9]*)`)
-	var seen string
-	err := testsupport.Poll(60*time.Second, func() bool {
-		b, _ := os.ReadFile(filepath.Join(ws, ".zero/status"))
-		if mm := done.FindSubmatch(b); mm != nil {
-			seen = string(mm[1])
-			return true
-		}
-		return false
-	})
-	m.crash(t, ws)
-	merge.Wait()
-	if err != nil {
-		t.Logf("the merge's progress was never seen (%v); killed anyway; merge said: %s", err, out.String())
-	} else {
-		t.Logf("killed with %s of the merge's changes done", seen)
-	}
+	killMidMerge(t, m, ws, fork)
 	m2 := mountForeground(t, ws)
 	defer m2.crash(t, ws)
-	merged, unmerged := 0, 0
-	for i := range n {
-		b, err := os.ReadFile(filepath.Join(ws, "d"+strconv.Itoa(i%30), "f"+strconv.Itoa(i)))
-		switch {
-		case err != nil:
-			t.Fatal(err)
-		case string(b) == "line 1\nline 2\n":
-			unmerged++
-		case string(b) == "line 1\nline 2\nfork "+strconv.Itoa(i)+"\n":
-			merged++
-		default:
-			t.Fatalf("f%d: %q", i, b)
-		}
-	}
+	merged, unmerged := countMerged(t, ws, n, func(i int) string {
+		return filepath.Join("d"+strconv.Itoa(i%30), "f"+strconv.Itoa(i))
+	}, "fork")
 	if merged != 0 && unmerged != 0 {
 		t.Fatalf("after a SIGKILL during a merge and a remount: %d files merged, %d not", merged, unmerged)
 	}
@@ -92,4 +59,55 @@ func TestCrashDuringMerge(t *testing.T) {
 			t.Errorf("after undo: f0 %q", b)
 		}
 	}
+}
+
+// killMidMerge runs `zerofs merge side` in the workspace ws mounted by m
+// and SIGKILLs m's daemon once the merge's progress in .zero/status says
+// it has applied some of its changes (or after a minute without a sign).
+func killMidMerge(t *testing.T, m *fgMount, ws, side string) {
+	t.Helper()
+	merge := exec.Command(binary, "-C", ws, "merge", side)
+	var out bytes.Buffer
+	merge.Stdout, merge.Stderr = &out, &out
+	if err := merge.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := regexp.MustCompile(`"doneItems":([1-9][0-9]*)`)
+	var seen string
+	err := testsupport.Poll(60*time.Second, func() bool {
+		st, _ := os.ReadFile(filepath.Join(ws, ".zero/status"))
+		if mm := done.FindSubmatch(st); mm != nil {
+			seen = string(mm[1])
+			return true
+		}
+		return false
+	})
+	m.crash(t, ws)
+	merge.Wait()
+	if err != nil {
+		t.Logf("the merge's progress was never seen (%v); killed anyway; merge said: %s", err, out.String())
+	} else {
+		t.Logf("killed with %s of the merge's changes done", seen)
+	}
+}
+
+// countMerged counts the n files name(i) of ws that hold their merged
+// content ("line 1\nline 2\n" + side + " i\n") and those that hold the
+// base's; any other content fails the test.
+func countMerged(t *testing.T, ws string, n int, name func(int) string, side string) (merged, unmerged int) {
+	t.Helper()
+	for i := range n {
+		c, err := os.ReadFile(filepath.Join(ws, name(i)))
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case string(c) == "line 1\nline 2\n":
+			unmerged++
+		case string(c) == "line 1\nline 2\n"+side+" "+strconv.Itoa(i)+"\n":
+			merged++
+		default:
+			t.Fatalf("%s: %q", name(i), c)
+		}
+	}
+	return merged, unmerged
 }
