@@ -485,3 +485,19 @@ func TestBranchOtherUser(t *testing.T) {
 		t.Error("the second user's file reached the workspace")
 	}
 }
+
+// deleteBranchesAtCleanup deletes every branch of ws when the test ends
+// (registered after ws's mount, so it runs before the unmount), and fails
+// the test for one left mounted.
+func deleteBranchesAtCleanup(t *testing.T, ws string) {
+	t.Helper()
+	t.Cleanup(func() {
+		for _, b := range branchList(t, ws) {
+			bin(t, ws, "", "branch", "--delete", b.Dir, "--force")
+			if testsupport.FUSEMounted(b.Dir) {
+				t.Errorf("%s is still mounted", b.Dir)
+				testsupport.Detach(t, b.Dir)
+			}
+		}
+	})
+}

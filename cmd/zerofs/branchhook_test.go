@@ -201,15 +201,7 @@ func TestBranchHookParallel(t *testing.T) {
 	os.Mkdir(ws, 0o755)
 	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
 	mountT(t, ws)
-	t.Cleanup(func() {
-		for _, b := range branchList(t, ws) {
-			bin(t, ws, "", "branch", "--delete", b.Dir, "--force")
-			if testsupport.FUSEMounted(b.Dir) {
-				t.Errorf("%s is still mounted", b.Dir)
-				testsupport.Detach(t, b.Dir)
-			}
-		}
-	})
+	deleteBranchesAtCleanup(t, ws)
 	const n = 4
 	payload := fixture(t, "claude-WorktreeCreate-subagent.json", ws)
 	paths := make([]string, n)

@@ -55,15 +55,7 @@ func claudeSubagentsInBranches(t *testing.T, git bool) {
 	t.Setenv("ZEROFS_CAPTURE_MERGE", binary)
 	port := fakeModel(t, "anthropic.py", ws, "worktree")
 	mountT(t, ws)
-	t.Cleanup(func() {
-		for _, b := range branchList(t, ws) {
-			bin(t, ws, "", "branch", "--delete", b.Dir, "--force")
-			if testsupport.FUSEMounted(b.Dir) {
-				t.Errorf("%s is still mounted", b.Dir)
-				testsupport.Detach(t, b.Dir)
-			}
-		}
-	})
+	deleteBranchesAtCleanup(t, ws)
 	binOK(t, ws, "hooks", "install", "claude", "--worktrees")
 	debug := filepath.Join(t.TempDir(), "claude-debug.log")
 	out := runAgent(t, ws, []string{fmt.Sprintf("ANTHROPIC_BASE_URL=http://127.0.0.1:%d", port), "ANTHROPIC_API_KEY=fake"},
@@ -196,15 +188,7 @@ func TestClaudeExitWorktreeKeepsUnmergedBranchMounted(t *testing.T) {
 	writeFile(t, filepath.Join(ws, "app.py"), "print('hi')\n")
 	port := fakeModel(t, "anthropic.py", ws, "enter")
 	mountT(t, ws)
-	t.Cleanup(func() {
-		for _, b := range branchList(t, ws) {
-			bin(t, ws, "", "branch", "--delete", b.Dir, "--force")
-			if testsupport.FUSEMounted(b.Dir) {
-				t.Errorf("%s is still mounted", b.Dir)
-				testsupport.Detach(t, b.Dir)
-			}
-		}
-	})
+	deleteBranchesAtCleanup(t, ws)
 	binOK(t, ws, "hooks", "install", "claude", "--worktrees")
 	debug := filepath.Join(t.TempDir(), "claude-debug.log")
 	out := runAgent(t, ws, []string{fmt.Sprintf("ANTHROPIC_BASE_URL=http://127.0.0.1:%d", port), "ANTHROPIC_API_KEY=fake"},
