@@ -421,12 +421,17 @@ func (m *merger) baseNode(p string) (*mergeNode, error) {
 	if err != nil {
 		return nil, err
 	}
+	return m.entryNode(ent)
+}
+
+// entryNode is a node of a state of the history (ent): where the path is
+// unchanged since (Live), as the workspace has it now, where a rename took
+// it. Its mtime is read only on the side a merge takes from.
+func (m *merger) entryNode(ent Entry) (*mergeNode, error) {
 	if !ent.Exists {
 		return &mergeNode{}, nil
 	}
 	if ent.Live {
-		// Unchanged since the base: as the workspace has it now (where a
-		// rename took it).
 		n, err := treeNode(&m.e.ws, ent.State.Path)
 		if n != nil {
 			n.ent = ent
@@ -438,7 +443,11 @@ func (m *merger) baseNode(p string) (*mergeNode, error) {
 	if st.Owned() {
 		n.owner = &[2]uint32{*st.UID, *st.GID}
 	}
-	n.node = merge.Node{Kind: kindOf(st), Mode: st.Mode & 0o7777, Target: st.Target, Xattrs: st.Xattrs}
+	n.node.Kind, n.node.Mode, n.node.Target, n.node.Xattrs = kindOf(st), st.Mode&0o7777, st.Target, st.Xattrs
+	if st.MTime != nil {
+		mt := *st.MTime
+		n.mtime = &mt
+	}
 	if n.node.Kind == merge.File {
 		n.node.Hash = st.Blob
 	}

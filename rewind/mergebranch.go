@@ -223,34 +223,6 @@ func (m *merger) lowerNode(p string) (*mergeNode, error) {
 	return m.entryNode(ent)
 }
 
-// entryNode is a node of a state of the history (ent).
-func (m *merger) entryNode(ent Entry) (*mergeNode, error) {
-	if !ent.Exists {
-		return &mergeNode{}, nil
-	}
-	if ent.Live {
-		n, err := treeNode(&m.e.ws, ent.State.Path)
-		if n != nil {
-			n.ent = ent
-		}
-		return n, err
-	}
-	st := ent.State
-	n := &mergeNode{ent: ent, size: st.Bytes, complete: true}
-	if st.Owned() {
-		n.owner = &[2]uint32{*st.UID, *st.GID}
-	}
-	n.node.Kind, n.node.Mode, n.node.Target, n.node.Xattrs = kindOf(st), st.Mode&0o7777, st.Target, st.Xattrs
-	if st.MTime != nil {
-		mt := *st.MTime
-		n.mtime = &mt
-	}
-	if n.node.Kind == merge.File {
-		n.node.Hash = st.Blob
-	}
-	return n, nil
-}
-
 // branchMergedStates are the branch's changed paths as this merge brings
 // them in, each file's content stored in this workspace's blob store: the
 // base of the branch's next merge (git's rule).
