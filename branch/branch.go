@@ -179,7 +179,7 @@ func mount(ctx context.Context, ws *history.Workspace, store string, rec record.
 	if err := os.Lchown(upper, int(st.Uid), int(st.Gid)); err != nil {
 		return Info{}, fmt.Errorf("branch: %w", err)
 	}
-	if err := os.Chmod(upper, os.FileMode(st.Mode&0o777)|modeBits(st.Mode)); err != nil {
+	if err := unix.Chmod(upper, st.Mode&0o7777); err != nil {
 		return Info{}, fmt.Errorf("branch: %w", err)
 	}
 	// No redirects, index or metacopy: a rename of a directory the base
@@ -199,22 +199,6 @@ func mount(ctx context.Context, ws *history.Workspace, store string, rec record.
 		return Info{}, fmt.Errorf("branch: mounting %s: %w", rec.Dir, err)
 	}
 	return info(store, rec)
-}
-
-// modeBits are the setuid, setgid and sticky bits of a stat mode as
-// os.FileMode bits.
-func modeBits(m uint32) os.FileMode {
-	var f os.FileMode
-	if m&unix.S_ISUID != 0 {
-		f |= os.ModeSetuid
-	}
-	if m&unix.S_ISGID != 0 {
-		f |= os.ModeSetgid
-	}
-	if m&unix.S_ISVTX != 0 {
-		f |= os.ModeSticky
-	}
-	return f
 }
 
 // run runs the zerofs program with args.
