@@ -226,7 +226,7 @@ func turnCandidates(turns []history.Turn, head, pruned Seq) []Candidate {
 		}
 		label := "(prompt kept out)"
 		if t.Prompt != "" {
-			label = firstLine(t.Prompt, 72)
+			label = history.CutLine(t.Prompt, 72)
 		}
 		if t.Agent != "" {
 			label += " (" + t.Agent + ")"
@@ -234,19 +234,6 @@ func turnCandidates(turns []history.Turn, head, pruned Seq) []Candidate {
 		out = append(out, Candidate{Seq: t.Seq, Kind: "turn", Label: label, Turn: t.Seq, Before: t.Seq - 1, After: end})
 	}
 	return out
-}
-
-// firstLine is s's first line, cut to n runes.
-func firstLine(s string, n int) string {
-	first, rest, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	r := []rune(strings.TrimSpace(first))
-	if len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	if strings.TrimSpace(rest) != "" {
-		return string(r) + " …"
-	}
-	return string(r)
 }
 
 // changed reports whether a checkpoint lies between the states a and b.
