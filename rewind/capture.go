@@ -221,8 +221,17 @@ func (e *Engine) expand(changes []Change) ([]string, error) {
 	for _, c := range changes {
 		e.noteIgnoreChange(c.Path)
 	}
-	if m := e.ignoreRules(); m != nil {
-		return e.expandKept(m, changes)
+	// Under ignore rules m, a change to an ignored path is dropped and the
+	// walks never read an ignored directory (ignore.go).
+	m := e.ignoreRules()
+	walk := func(p, to string, fn func(string)) error {
+		switch {
+		case m != nil:
+			return e.walkKept(m, p, to, fn)
+		case to == "":
+			return e.walk(p, fn)
+		}
+		return e.walk(p, func(q string) { fn(index.JoinPath(to, strings.TrimPrefix(q, p+"/"))) })
 	}
 	var out []string
 	seen := map[string]bool{}
@@ -236,9 +245,12 @@ func (e *Engine) expand(changes []Change) ([]string, error) {
 		if err := record.CleanPath(c.Path); err != nil {
 			return nil, fmt.Errorf("%w: %q", err, c.Path)
 		}
+		if m != nil && !e.keptChange(m, c) {
+			continue
+		}
 		add(c.Path)
 		if c.Tree {
-			if err := e.walk(c.Path, add); err != nil {
+			if err := walk(c.Path, "", add); err != nil {
 				return nil, err
 			}
 		}
@@ -246,8 +258,7 @@ func (e *Engine) expand(changes []Change) ([]string, error) {
 			if err := record.CleanPath(c.From); err != nil {
 				return nil, fmt.Errorf("%w: %q", err, c.From)
 			}
-			moved := func(q string) { add(index.JoinPath(c.Path, strings.TrimPrefix(q, c.From+"/"))) }
-			if err := e.walk(c.From, moved); err != nil {
+			if err := walk(c.From, c.Path, add); err != nil {
 				return nil, err
 			}
 		}

@@ -470,42 +470,6 @@ func loadIgnoreAt(dir string) *ignore.Matcher {
 	return nil
 }
 
-// expandKept is expand under rules m: each change's path unless m ignores
-// it, and the Tree and From walks without what m ignores.
-func (e *Engine) expandKept(m *ignore.Matcher, changes []Change) ([]string, error) {
-	var out []string
-	seen := map[string]bool{}
-	add := func(p string) {
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	for _, c := range changes {
-		if err := record.CleanPath(c.Path); err != nil {
-			return nil, fmt.Errorf("%w: %q", err, c.Path)
-		}
-		if !e.keptChange(m, c) {
-			continue
-		}
-		add(c.Path)
-		if c.Tree {
-			if err := e.walkKept(m, c.Path, "", add); err != nil {
-				return nil, err
-			}
-		}
-		if c.From != "" {
-			if err := record.CleanPath(c.From); err != nil {
-				return nil, fmt.Errorf("%w: %q", err, c.From)
-			}
-			if err := e.walkKept(m, c.From, c.Path, add); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return out, nil
-}
-
 // Ignores reports whether the rules in effect ignore workspace path p as
 // it is now (a view shows such a path as it is now: it has no history).
 func (e *Engine) Ignores(p string) bool {
