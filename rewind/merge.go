@@ -444,6 +444,9 @@ func (m *merger) entryNode(ent Entry) (*mergeNode, error) {
 		n.owner = &[2]uint32{*st.UID, *st.GID}
 	}
 	n.node.Kind, n.node.Mode, n.node.Target, n.node.Xattrs = kindOf(st), st.Mode&0o7777, st.Target, st.Xattrs
+	if n.node.Kind == merge.Symlink {
+		n.node.Mode = 0 // as treeNode: a symlink's mode means nothing
+	}
 	if st.MTime != nil {
 		mt := *st.MTime
 		n.mtime = &mt

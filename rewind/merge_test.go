@@ -449,3 +449,32 @@ func TestMergeKeepsCapabilityTheForkCouldNotCopy(t *testing.T) {
 		t.Errorf("a.txt: got %q", got)
 	}
 }
+
+// TestMergeSymlinkRemovedByFork: a symlink the fork removed and the
+// workspace left as it was goes in the merge, even when the workspace's
+// history holds a before-state of it since the fork (a capture that
+// changed nothing): the history's state of a symlink and a stat of it
+// agree that a symlink has no mode, so the workspace did not change it
+// (the branch model test found it: a conflict, settled ours, kept it).
+func TestMergeSymlinkRemovedByFork(t *testing.T) {
+	e, ws := openT(t, Options{Sync: true})
+	m := &mergeT{t: t, e: e, ws: ws}
+	m.step(e, "setup")
+	m.write(e, ws, "a.txt", "a\n")
+	m.do(e, func() error { return os.Symlink("a.txt", filepath.Join(ws, "s")) }, Change{Path: "s"})
+	m.fork = filepath.Join(t.TempDir(), "fork")
+	if _, err := e.Fork(context.Background(), e.Head(), m.fork, ws); err != nil {
+		t.Fatal(err)
+	}
+	m.f = m.openFork()
+	m.step(e, "ours")
+	m.do(e, func() error { return nil }, Change{Path: "s"}) // captured, unchanged
+	m.step(m.f, "theirs")
+	m.do(m.f, func() error { return os.Remove(filepath.Join(m.fork, "s")) }, Change{Path: "s"})
+	if _, err := m.merge(record.MergeRequest{}, false); err != nil {
+		t.Fatalf("merge: %v, want the fork's removal of s taken", err)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "s")); !os.IsNotExist(err) {
+		t.Errorf("s after the merge: %v, want it removed as the fork removed it", err)
+	}
+}
