@@ -27,10 +27,11 @@ var rapidChecksDefaulted bool
 
 func TestMain(m *testing.M) {
 	testsupport.RunChild(map[string]func(string) int{
-		"bound":  boundChild,
-		"crash":  func(point string) int { crashChild(point); return 0 },
-		"stash":  func(point string) int { stashCrashChild(point); return 0 },
-		"sparse": func(point string) int { sparseCrashChild(point); return 0 },
+		"bound":    boundChild,
+		"crash":    func(point string) int { crashChild(point); return 0 },
+		"stash":    func(point string) int { stashCrashChild(point); return 0 },
+		"sparse":   func(point string) int { sparseCrashChild(point); return 0 },
+		"snapshot": snapshotCrashChild,
 	})
 	// TestModel runs 500 random cases unless -rapid.checks says otherwise
 	// (rapid's default of 100 leaves rare interleavings untried; 500 take

@@ -40,9 +40,9 @@
 // recording it), recover.go (the intent record and finishing an
 // interrupted rewind), revert.go (one step's revert and its conflicts),
 // foreign.go (changes made outside the agent's steps), preview.go (dry
-// runs), snapshot.go (the index snapshot), gc.go, forks (fork.go: Fork,
-// the one part that needs the engine, and the list-then-copy both forks
-// share; forkdir.go: ForkDir, from a directory that shows a state;
+// runs), snapshot.go (the index snapshot, the snapshotter), gc.go, forks
+// (fork.go: Fork, the one part that needs the engine, and the
+// list-then-copy both forks share; forkdir.go: ForkDir, from a directory that shows a state;
 // forkwriter.go: the new directory and its store; forklog.go: reading a
 // fork's own history), merge.go and mergefork.go (a fork's changes merged
 // back), branch.go (a branch's record and gc's pin on its base),
@@ -101,10 +101,11 @@
 // (between steps, or in another agent session's step, from the tool_call's
 // "agentSession") before it overwrites them.
 //
-// Background workers: the flusher (flusher.go) and the namer (namer.go)
-// each own their goroutine, their lock and their stop; Open starts them
-// once recovery is done, Close stops the namer, then the flusher, and then
-// names and flushes what is left itself.
+// Background workers: the flusher (flusher.go), the namer (namer.go) and
+// the snapshotter (snapshot.go) each own their goroutine, their lock and
+// their stop; Open starts them once recovery is done, Close stops the
+// namer, the snapshotter, then the flusher, and then names and flushes
+// what is left itself.
 //
 // Lock order. Every lock the engine takes, outermost first; a lock is only
 // ever taken while holding locks above it in this list, never below:
@@ -114,7 +115,8 @@
 //     RenameDir and Detach. Exclusive: BeginStepAs (session.go),
 //     BeginTurnAs (turn.go), Apply (request.go), Merge (merge.go), a
 //     branch request (branch.go), GC (gc.go), Fork (fork.go), Close, and
-//     the flusher's writeSnapshotBehind while it encodes (snapshot.go).
+//     the snapshotter's writeSnapshotBehind while it cuts the snapshot
+//     (snapshot.go: it copies the marks, not the index).
 //  2. mvMu (Engine, RWMutex), rename records. Shared: CaptureLocked
 //     (capture.go). Exclusive: RenameDir (rename.go), under wsMu shared.
 //  3. capMu (Engine), the step and the captures under way: autoStep,
@@ -126,11 +128,16 @@
 //     goroutine, and NameStashes from Apply, Merge, GC, Close, Detach, named
 //     (state reads), Open's recoverStashes and fs. Never with mvMu or capMu
 //     held.
-//  5. snapMu (Engine), serialises index snapshots from encoding to rename:
-//     writeSnapshot (under wsMu exclusive: Open, GC, Close) and the
-//     flusher's writeSnapshotBehind, which takes it after wsMu and keeps it
-//     after letting wsMu go, while the snapshot is made durable. Never with
-//     capMu, namer.mu or flusher.mu held.
+//  5. snapMu (Engine), serialises index snapshots from the cut to the
+//     rename: writeSnapshot (under wsMu exclusive: Open, GC, Close) and the
+//     snapshotter's writeSnapshotBehind, which takes it after wsMu and
+//     keeps it after letting wsMu go, while the snapshot is encoded and made
+//     durable. Never with capMu, namer.mu or flusher.mu held. The encode
+//     takes index.Index.mu for reading, a block of paths at a time (level
+//     7), and leaves out what was folded after the cut; a gc's cut or thin
+//     meanwhile (which drop records in place) makes it stop
+//     (index.ErrSnapshotStale), so a GC waiting for snapMu waits for at most
+//     a block and a commit.
 //  6. flusher.mu (flusher.go), serialises flushes (Engine.Sync: blobs,
 //     then the log). Taken from beginStepLocked, Apply, Merge, the namer's
 //     batches, Open's recoverRename, GC, Close and the flusher's goroutine.
@@ -153,5 +160,5 @@
 // log while the first still syncs them); mvMu could fold into
 // wsMu only if RenameDir took it exclusively, which its caller (a FUSE
 // rename, inside Begin) cannot; snapMu could go if GC and Close handed
-// their snapshot to the flusher instead of writing it themselves.
+// their snapshot to the snapshotter instead of writing it themselves.
 package rewind

@@ -161,9 +161,11 @@ type Engine struct {
 	stepSeq atomic.Uint64
 
 	// flusher makes batch captures durable (flusher.go); namer names
-	// stashes (stash.go, namer.go). Each owns its goroutine, lock and stop.
-	flusher *flusher
-	namer   *namer
+	// stashes (stash.go, namer.go); snapshotter writes the index snapshot
+	// (snapshot.go). Each owns its goroutine, lock and stop.
+	flusher     *flusher
+	namer       *namer
+	snapshotter *snapshotter
 	// failed holds the first failed flush or unrecoverable rewind: history
 	// can no longer be made durable, so every later change is refused with
 	// it. Read without a lock on every change.
@@ -172,11 +174,11 @@ type Engine struct {
 	closeOnce sync.Once
 
 	// snapHead is the head covered by the index snapshot in the store
-	// (0: none). Written under snapMu; read by the flusher.
+	// (0: none). Written under snapMu; read by the flusher's snapshotDue.
 	snapHead atomic.Uint64
-	// snapMu serialises index snapshots (snapshot.go), from encoding to
+	// snapMu serialises index snapshots (snapshot.go), from the cut to
 	// the rename, so they go in place in order; taken after wsMu, and
-	// held by the flusher after it lets go of wsMu.
+	// held by the snapshotter after it lets go of wsMu.
 	snapMu sync.Mutex
 	// snapEvery is snapshotEvery when the engine was opened.
 	snapEvery record.Seq
@@ -244,6 +246,11 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		log.Close()
 		return nil, err
 	}
+	if err := removeSnapshotTemps(opts.StoreDir); err != nil {
+		blobs.Close()
+		log.Close()
+		return nil, err
+	}
 	e := &Engine{
 		opts:      opts,
 		ws:        workspace{root: root},
@@ -254,6 +261,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		inflight:  map[string]*capture{},
 		snapEvery: snapshotEvery,
 	}
+	e.snapshotter = newSnapshotter(e.snapshotIfDue)
 	e.flusher = newFlusher(opts.BatchDelay, e.flush, e.snapshotAfterFlush, func(err error) {
 		opts.Logger.Error("rewind: flushing captures failed; refusing further changes", "err", err)
 	})
@@ -298,6 +306,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	e.loadIgnore() // after a recovered rewind, which may have restored .zeroignore
 	e.flusher.start()
 	e.namer.start()
+	e.snapshotter.start()
 	return e, nil
 }
 
@@ -351,6 +360,7 @@ func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
 		e.namer.close()
+		e.snapshotter.close()
 		e.flusher.close()
 		e.wsMu.Lock()
 		defer e.wsMu.Unlock()
@@ -498,9 +508,17 @@ func (e *Engine) markAppended() {
 // markDirty tells the batch flusher there is something to fsync.
 func (e *Engine) markDirty() { e.flusher.mark() }
 
-// snapshotAfterFlush writes the index snapshot after the flusher's flush,
-// when one is due and no record waits for its stash's name.
+// snapshotAfterFlush wakes the snapshotter after the flusher's flush,
+// when a snapshot is due.
 func (e *Engine) snapshotAfterFlush() {
+	if e.snapshotDue() {
+		e.snapshotter.wake()
+	}
+}
+
+// snapshotIfDue is the snapshotter's work: the index snapshot, when one is
+// due and no record waits for its stash's name.
+func (e *Engine) snapshotIfDue() {
 	if e.snapshotDue() && !e.index.HasUnnamed() {
 		if err := e.writeSnapshotBehind(); err != nil {
 			e.opts.Logger.Warn("rewind: could not save the index snapshot", "err", err)

@@ -15,7 +15,7 @@ type flusher struct {
 	// held, by the goroutine and by sync alike.
 	flush func() error
 	// after runs after each flush of the goroutine that succeeded, without
-	// mu (the engine writes its index snapshot there).
+	// mu (the engine wakes its snapshotter there).
 	after func()
 	// failed is told each failed flush of the goroutine.
 	failed func(error)

@@ -21,7 +21,9 @@ import (
 //	"renamed": Commit has renamed a temporary file to its final name and has
 //	not yet fsynced the directory.
 //
-// blobstore calls it too, at points of its own (see its doc.go).
+// blobstore calls it too, at points of its own (see its doc.go), and
+// rewind/internal/index at "snapshot:block", between two blocks of paths
+// of an index snapshot it encodes (path: the temporary file).
 //
 // A crash test sets it in a child process to SIGKILL itself there. Production
 // code never sets it; this package is internal, so nothing outside zerofs can.

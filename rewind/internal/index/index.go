@@ -49,6 +49,10 @@ type Index struct {
 	// unnamed holds the records whose stash is not named yet, by stash
 	// name (named.go).
 	unnamed map[string]unnamedRec
+	// rewrites counts the changes that dropped records in place (Prune,
+	// Thin): a snapshot encoded without the engine's lock (SnapshotCut)
+	// is stale when it changed meanwhile. Every other change appends.
+	rewrites uint64
 }
 
 // pathRecords are one path's records, sorted by sequence (list). Most
@@ -284,6 +288,7 @@ func (ix *Index) Prune(before record.Seq) {
 		pr.setRecs(append([]rec(nil), pr.list()[j:]...))
 	}
 	ix.pruneMovesLocked(before)
+	ix.rewrites++
 }
 
 // SplitPath splits a workspace path into its directory ("" for the root)

@@ -159,21 +159,73 @@ type PendingSnapshot struct {
 }
 
 // EncodeSnapshot writes s and the log's resume point r to a temporary file
-// in dir, without an fsync: only this step needs events kept from being
-// folded (the caller's lock), Commit does not, so a writer that would wait
-// for that lock waits for no fsync.
+// in dir, without an fsync; the caller keeps events from being folded
+// meanwhile. It is s.Cut(r).Encode(dir).
 func EncodeSnapshot(dir string, r eventlog.Resume, s *State) (*PendingSnapshot, error) {
+	return s.Cut(r).Encode(dir)
+}
+
+// SnapshotCut is what a snapshot of the state at a resume point holds,
+// fixed by Cut, for Encode to write without the caller's lock. Cut copies
+// only the small parts (the marks, the redo stack, the person list, the
+// cut and the thins) and notes the index's extent (how many paths); the
+// index is read by Encode, which leaves out what was folded after the
+// cut. That is exact because a fold after the cut only appends (a record
+// with a later sequence, a path recorded first later, a state in the
+// arena, never moved) or names a record unnamed at the cut (which the
+// caller rules out), except gc's cut and thinning, which drop records in
+// place: Encode then stops with ErrSnapshotStale.
+type SnapshotCut struct {
+	r        eventlog.Resume
+	st       snapshotState
+	ix       *Index
+	paths    uint32
+	rewrites uint64
+}
+
+// ErrSnapshotStale is Encode's error when gc dropped records after the
+// cut: the cut's snapshot can no longer be read from the index (the gc
+// writes a snapshot of its own).
+var ErrSnapshotStale = errors.New("rewind: index snapshot overtaken by a gc")
+
+// Cut fixes the snapshot of s at the log's resume point r. The caller
+// keeps events from being folded meanwhile (so s and r agree), and no
+// record is unnamed (Index.HasUnnamed): naming changes a record in place.
+// It copies no record: at a million of them it takes well under a
+// millisecond (docs/performance.md).
+func (s *State) Cut(r eventlog.Resume) *SnapshotCut {
+	s.mu.Lock()
+	st := snapshotState{LastRewind: s.lastRewind, LastRewindAt: s.lastRewindAt, Pruned: s.Pruned(), Thinned: s.Thinned(), Marks: slices.Clone(s.marks),
+		First0: s.first0, Redo: slices.Clone(s.redo), Person: slices.Clone(s.person)}
+	s.mu.Unlock()
+	s.ix.mu.RLock()
+	c := &SnapshotCut{r: r, st: st, ix: s.ix, paths: s.ix.paths.n, rewrites: s.ix.rewrites}
+	s.ix.mu.RUnlock()
+	return c
+}
+
+// Head is the last sequence the cut's snapshot covers.
+func (c *SnapshotCut) Head() record.Seq { return c.r.Head }
+
+// encodeBlock is how many paths Encode reads under one hold of the
+// index's read lock: a fold (a capture's) waits for at most that many.
+const encodeBlock = 1024
+
+// Encode writes the cut's snapshot to a temporary file in dir, without an
+// fsync; the caller needs no lock (a step, a capture and a fold go on
+// meanwhile). It reads the index encodeBlock paths at a time under its
+// read lock, leaving out the records with a sequence after the cut's head
+// and the paths first recorded after it, so the file is the one an encode
+// at the cut would have written. ErrSnapshotStale (and no file) when gc
+// dropped records meanwhile.
+func (c *SnapshotCut) Encode(dir string) (*PendingSnapshot, error) {
 	f, err := durable.CreateTemp(dir, SnapshotName, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("rewind: write index snapshot: %w", err)
 	}
 	h := sha256.New()
 	w := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<16)
-	s.mu.Lock()
-	st := snapshotState{LastRewind: s.lastRewind, LastRewindAt: s.lastRewindAt, Pruned: s.Pruned(), Thinned: s.Thinned(), Marks: slices.Clone(s.marks),
-		First0: s.first0, Redo: s.redo, Person: slices.Clone(s.person)}
-	s.mu.Unlock()
-	err = encodeSnapshot(w, r, st, s.ix)
+	err = c.encode(w, f.Name())
 	if err == nil {
 		err = w.Flush()
 	}
@@ -183,6 +235,9 @@ func EncodeSnapshot(dir string, r eventlog.Resume, s *State) (*PendingSnapshot, 
 	if err != nil {
 		f.Close()
 		os.Remove(f.Name())
+		if errors.Is(err, ErrSnapshotStale) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("rewind: write index snapshot: %w", err)
 	}
 	return &PendingSnapshot{f: f, dir: dir}, nil
@@ -199,7 +254,10 @@ func (p *PendingSnapshot) Commit() error {
 	return nil
 }
 
-func encodeSnapshot(w *bufio.Writer, r eventlog.Resume, st snapshotState, ix *Index) error {
+// encode writes the cut's snapshot but its checksum to w (tmp is the
+// file's name, for the crash tests' hook between blocks).
+func (c *SnapshotCut) encode(w *bufio.Writer, tmp string) error {
+	r, st, ix := c.r, c.st, c.ix
 	var b []byte
 	b = append(b, SnapshotMagic...)
 	b = binary.AppendUvarint(b, SnapshotVersion)
@@ -218,31 +276,40 @@ func encodeSnapshot(w *bufio.Writer, r eventlog.Resume, st snapshotState, ix *In
 	}
 	b = appendString(b, string(js))
 	b = appendMarks(b, st.Marks)
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	b = binary.AppendUvarint(b, uint64(ix.paths.n))
-	if _, err := w.Write(b); err != nil {
-		return err
-	}
-	for i := range ix.paths.n {
-		pr := ix.paths.at(i)
-		b = appendString(b[:0], pr.path)
-		recs := pr.list()
-		b = binary.AppendUvarint(b, uint64(len(recs)))
-		var prevSeq record.Seq
-		for _, r := range recs {
-			b = binary.AppendUvarint(b, uint64(r.seq-prevSeq))
-			prevSeq = r.seq
-			packed := ix.arena.packed(r.off)
-			packed = packed[:stateSize(packed)]
-			b = binary.AppendUvarint(b, uint64(len(packed)))
-			b = append(b, packed...)
-		}
+	b = binary.AppendUvarint(b, uint64(c.paths))
+	for lo := uint32(0); lo < c.paths; lo += encodeBlock {
 		if _, err := w.Write(b); err != nil {
 			return err
 		}
+		if lo > 0 && durable.TestHook != nil {
+			durable.TestHook("snapshot:block", tmp)
+		}
+		b = b[:0]
+		ix.mu.RLock()
+		if ix.rewrites != c.rewrites {
+			ix.mu.RUnlock()
+			return ErrSnapshotStale
+		}
+		for i := lo; i < min(lo+encodeBlock, c.paths); i++ {
+			pr := ix.paths.at(i)
+			b = appendString(b, pr.path)
+			recs := pr.list()
+			recs = recs[:pr.search(r.Head)] // those folded after the cut go
+			b = binary.AppendUvarint(b, uint64(len(recs)))
+			var prevSeq record.Seq
+			for _, r := range recs {
+				b = binary.AppendUvarint(b, uint64(r.seq-prevSeq))
+				prevSeq = r.seq
+				packed := ix.arena.packed(r.off)
+				packed = packed[:stateSize(packed)]
+				b = binary.AppendUvarint(b, uint64(len(packed)))
+				b = append(b, packed...)
+			}
+		}
+		ix.mu.RUnlock()
 	}
-	return nil
+	_, err = w.Write(b)
+	return err
 }
 
 // ReadSnapshot reads dir's snapshot into a new State, whose head is the

@@ -111,6 +111,7 @@ func foldPrune(have []record.ThinInterval, before record.Seq) []record.ThinInter
 func (ix *Index) Thin(after, before record.Seq) int {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	ix.rewrites++
 	return ix.thinLocked(after, before, true)
 }
 

@@ -1,0 +1,256 @@
+package rewind
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zerofs/zerofs/internal/durable"
+	"github.com/zerofs/zerofs/internal/testsupport"
+	"github.com/zerofs/zerofs/record"
+	"github.com/zerofs/zerofs/rewind/internal/index"
+)
+
+// TestStepDoesNotWaitForSnapshotEncode (issue 26): the snapshotter holds
+// the workspace lock only while it cuts the snapshot (index.SnapshotCut),
+// and encodes it after letting go, so a step and a first write made while
+// the encode is held wait for none of it (before, the encode ran under
+// the workspace lock: hundreds of milliseconds at a million records). The
+// snapshot then covers the head at its cut, not the changes made during
+// the encode, and a mount that resumes from it answers as a full rebuild.
+func TestStepDoesNotWaitForSnapshotEncode(t *testing.T) {
+	// Cleanups run last first: the encode is let go, then the engine
+	// closed (openT's), then the variables restored.
+	every, real := snapshotEvery, snapshotEncode
+	t.Cleanup(func() { snapshotEvery, snapshotEncode = every, real })
+	snapshotEvery = 20
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var cutAt record.Seq
+	snapshotEncode = func(c *index.SnapshotCut, dir string) (*index.PendingSnapshot, error) {
+		once.Do(func() { cutAt = c.Head(); close(entered); <-release })
+		return real(c, dir)
+	}
+	e, ws := openT(t, Options{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	edit := func(i int) error {
+		p := filepath.Join(ws, fmt.Sprintf("f%d", i%7))
+		rel, _, err := e.Begin(context.Background(), Caller{PID: os.Getpid(), Comm: "test"}, Change{Path: filepath.Base(p)})
+		if err != nil {
+			return err
+		}
+		err = os.WriteFile(p, []byte{byte(i)}, 0o644)
+		rel()
+		if err != nil {
+			return err
+		}
+		_, err = e.BeginStep(context.Background(), "s", nil)
+		return err
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-entered:
+				// The snapshot is being encoded: steps and first
+				// writes now, more than one (a lock taken and let go
+				// once could still be waited for the second time).
+				for j := range 5 {
+					if err := edit(i + j); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+				return
+			default:
+			}
+			if err := edit(i); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(time.Millisecond) // real time: edits spread while the snapshot is cut
+		}
+	}()
+	select {
+	case <-entered:
+	case err := <-done:
+		t.Fatalf("no snapshot began: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no snapshot began")
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a step and a write waited for the index snapshot's encode")
+	}
+	if e.Head() <= cutAt {
+		t.Fatalf("head %d, not past the cut at %d: the steps made during the encode were not appended", e.Head(), cutAt)
+	}
+	unblock()
+	if testsupport.Poll(10*time.Second, func() bool { return record.Seq(e.snapHead.Load()) >= cutAt }) != nil {
+		t.Fatalf("the snapshot never went in place: snapshot head %d, cut at %d", e.snapHead.Load(), cutAt)
+	}
+	// A crash image, as a SIGKILL would leave the store: the snapshot at
+	// the cut and the log past it.
+	if err := e.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	e.wsMu.Lock()
+	crash := filepath.Join(t.TempDir(), "store")
+	copyTree(t, e.opts.StoreDir, crash)
+	e.wsMu.Unlock()
+	c := openAt(t, ws, Options{StoreDir: crash})
+	if !c.log.Resumed() {
+		t.Fatal("the crash image did not start from the snapshot")
+	}
+	sameHistory(t, c, e)
+	sameHistory(t, c, rebuilt(t, c))
+}
+
+// snapshotCrashChild runs steps on the workspace in $ZEROFS_TEST_WS (each
+// writes f and creates new files, so that the index outgrows one block of
+// the snapshot's encode) until it dies at point, on the snapshotter's
+// path: "snapshot:block" (the encode half written), "snapshot:encoded"
+// (written, not yet made durable), "renamed" (in place, the directory not
+// yet synced). It prints "ack SEQ V" once the step that began at SEQ has
+// captured f (content V) and changed it, durably.
+func snapshotCrashChild(point string) int {
+	ctx := context.Background()
+	snapshotEvery = 60 // 20 steps: 1280 paths
+	die := func(name, path string) {
+		if name == point && (name != "renamed" || filepath.Base(path) == index.SnapshotName) {
+			testsupport.Die()
+		}
+	}
+	durable.TestHook = die
+	crashPoint = func(name string) { die(name, "") }
+	ws := os.Getenv("ZEROFS_TEST_WS")
+	root, err := os.Open(ws)
+	if err != nil {
+		return 3
+	}
+	e, err := Open(ctx, root, Options{StoreDir: os.Getenv("ZEROFS_TEST_STORE")})
+	if err != nil {
+		fmt.Println("error", err)
+		return 4
+	}
+	caller := Caller{PID: os.Getpid(), Comm: "child"}
+	write := func(p string, data string) error {
+		release, _, err := e.Begin(ctx, caller, Change{Path: p})
+		if err != nil {
+			return err
+		}
+		defer release()
+		return os.WriteFile(filepath.Join(ws, p), []byte(data), 0o644)
+	}
+	for v := 0; v < 1000; v++ {
+		s, err := e.BeginStep(ctx, "s", nil)
+		if err != nil {
+			fmt.Println("error", err)
+			return 5
+		}
+		if err := write("f", strconv.Itoa(v+1)); err != nil {
+			fmt.Println("error", err)
+			return 6
+		}
+		// New files, many in one checkpoint: more paths than a block
+		// of the encode by the time the snapshot is due, in few events.
+		var news []Change
+		for j := range 64 {
+			news = append(news, Change{Path: fmt.Sprintf("n%d-%d", v, j)})
+		}
+		release, _, err := e.Begin(ctx, caller, news...)
+		if err != nil {
+			fmt.Println("error", err)
+			return 6
+		}
+		for _, c := range news {
+			if err := os.WriteFile(filepath.Join(ws, c.Path), []byte("x"), 0o644); err != nil {
+				return 7
+			}
+		}
+		release()
+		if err := e.Sync(); err != nil {
+			return 8
+		}
+		fmt.Println("ack", s.Seq, v)
+	}
+	return 0 // the point was never reached
+}
+
+// TestSnapshotCrash (issue 26) SIGKILLs a process while its snapshotter,
+// which runs beside the steps without the workspace lock, encodes the
+// index snapshot, after it encoded it, and after it put it in place: the
+// next open removes what the encode left, gives every acknowledged state
+// back, answers exactly as an index rebuilt from the whole log does, and
+// finds every blob a state needs.
+func TestSnapshotCrash(t *testing.T) {
+	for _, point := range []string{"snapshot:block", "snapshot:encoded", "renamed"} {
+		t.Run(point, func(t *testing.T) {
+			dir := t.TempDir()
+			ws, store := filepath.Join(dir, "ws"), filepath.Join(dir, "store")
+			os.Mkdir(ws, 0o755)
+			os.WriteFile(filepath.Join(ws, "f"), []byte("0"), 0o644)
+			c := testsupport.StartChild(t, "snapshot", point, testsupport.ChildOptions{Stderr: io.Discard,
+				Env: []string{"ZEROFS_TEST_WS=" + ws, "ZEROFS_TEST_STORE=" + store}})
+			acked := map[record.Seq]int{}
+			for l := range c.Lines {
+				var seq record.Seq
+				var v int
+				if _, err := fmt.Sscanf(l, "ack %d %d", &seq, &v); err != nil {
+					t.Fatalf("child printed %q", l)
+				}
+				acked[seq] = v
+			}
+			if err := c.Cmd.Wait(); !testsupport.KilledBySIGKILL(c.Cmd.ProcessState) {
+				t.Fatalf("the child was not killed at %s: %v", point, err)
+			}
+			if len(acked) == 0 {
+				t.Fatal("nothing acknowledged")
+			}
+			e := openAt(t, ws, Options{StoreDir: store})
+			ents, err := os.ReadDir(store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ent := range ents {
+				if durable.IsTemp(ent.Name()) {
+					t.Errorf("left in the store after the open: %s", ent.Name())
+				}
+			}
+			if point == "renamed" && !e.log.Resumed() {
+				t.Error("the snapshot in place was not used")
+			}
+			for seq, v := range acked {
+				// The state at a step's start is f before the step wrote it.
+				got, ok := readAt(t, e, "f", seq)
+				if want := strconv.Itoa(v); !ok || got != want {
+					t.Fatalf("f at step %d: got %q (exists %v), want %q", seq, got, ok, want)
+				}
+			}
+			sameHistory(t, e, rebuilt(t, e))
+			keep, err := e.blobsNamedAfter(e.PrunedBefore())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for id := range keep {
+				if err := e.Blobs().Verify(id); err != nil {
+					t.Fatalf("a blob a state needs: %v", err)
+				}
+			}
+			t.Logf("%d steps acknowledged, head %d, resumed from a snapshot: %v", len(acked), e.Head(), e.log.Resumed())
+		})
+	}
+}
