@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -108,6 +109,7 @@ func TestMaxStoreSize(t *testing.T) {
 		}
 		acked[s.Seq] = i - 1
 		change(t, e, func() error { return os.WriteFile(f, version(i), 0o644) }, Change{Path: "f"})
+		e.pruner.wait() // the step's prune runs after it returns
 		if got := e.storeBytes(); got > bound+2*(200<<10)+64<<10 {
 			t.Fatalf("step %d: store is %d bytes, bound %d", i, got, bound)
 		}
@@ -296,4 +298,77 @@ func recordAck(t *testing.T, line string, acked map[record.Seq]int, v *int) {
 	n, _ := strconv.Atoi(f[2])
 	acked[record.Seq(seq)] = n
 	*v = n + 1
+}
+
+// TestStepDoesNotWaitForPruning (issue 26): a step that finds the store
+// over its bound returns before the pruning it starts has finished (held
+// here inside the gc's removal of blobs; before, the step ran the whole
+// gc before it returned); the pruning then brings the store within the
+// bound, its cut recorded with its reason and every state since it kept.
+func TestStepDoesNotWaitForPruning(t *testing.T) {
+	ctx := context.Background()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once, releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	// Cleanups run last first: the gc is let go, the engine closed
+	// (openT's), then the hook restored.
+	t.Cleanup(func() { durable.TestHook = nil })
+	durable.TestHook = func(point, _ string) {
+		if strings.HasPrefix(point, "prune:") {
+			once.Do(func() { close(entered); <-release })
+		}
+	}
+	const bound = 1 << 20
+	e, ws := openT(t, Options{MaxStoreSize: bound})
+	t.Cleanup(unblock)
+	f := filepath.Join(ws, "f")
+	acked := map[record.Seq]int{}
+	os.WriteFile(f, version(0), 0o644)
+	for i := 1; ; i++ {
+		if i > 40 {
+			t.Fatal("the store never went over its bound")
+		}
+		stepped := make(chan error, 1)
+		var s record.Event
+		go func() {
+			var err error
+			s, err = e.BeginStep(ctx, "s", nil)
+			stepped <- err
+		}()
+		select {
+		case err := <-stepped:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("step %d waited for the pruning it started", i)
+		}
+		acked[s.Seq] = i - 1
+		// The step has returned: is its pruning under way (held)?
+		if testsupport.Poll(200*time.Millisecond, func() bool {
+			select {
+			case <-entered:
+				return true
+			default:
+				return false
+			}
+		}) == nil {
+			break
+		}
+		change(t, e, func() error { return os.WriteFile(f, version(i), 0o644) }, Change{Path: "f"})
+	}
+	if len(prunedEvents(t, e)) == 0 {
+		t.Fatal("the pruning held in its removals appended no history_pruned event")
+	}
+	unblock()
+	e.pruner.wait()
+	if got := e.storeBytes(); got > bound {
+		t.Fatalf("store is %d bytes after the pruning, bound %d", got, bound)
+	}
+	for _, p := range prunedEvents(t, e) {
+		if p.Reason != "max-store-size" || p.StoreBytes <= bound || p.MaxStoreSize != bound {
+			t.Errorf("history_pruned %+v: want reason max-store-size, the size over the bound", p)
+		}
+	}
+	checkRetained(t, e, acked)
 }

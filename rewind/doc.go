@@ -33,7 +33,8 @@
 // (index.State) folds a log the same way for readers outside the engine.
 //
 // Files: engine.go (open, close, steps), flusher.go (the batch flusher),
-// namer.go (the stash namer), capture.go (Begin and before-states),
+// namer.go (the stash namer), bound.go (the store bound's pruner),
+// capture.go (Begin and before-states),
 // stash.go (stashes and their naming), state.go (past states: StateAt,
 // ReadDirAt, content), request.go (the Request and its resolution),
 // plan.go (what a rewind must do), apply.go (carrying a plan out and
@@ -101,11 +102,20 @@
 // (between steps, or in another agent session's step, from the tool_call's
 // "agentSession") before it overwrites them.
 //
-// Background workers: the flusher (flusher.go), the namer (namer.go) and
-// the snapshotter (snapshot.go) each own their goroutine, their lock and
-// their stop; Open starts them once recovery is done, Close stops the
-// namer, the snapshotter, then the flusher, and then names and flushes
-// what is left itself.
+// Background workers: the flusher (flusher.go), the namer (namer.go), the
+// snapshotter (snapshot.go) and the pruner (bound.go) each own their
+// goroutine, their lock and their stop; Open starts them once recovery is
+// done, Close stops the pruner, the namer, the snapshotter, then the
+// flusher, and then names and flushes what is left itself.
+//
+// The pruner's gc (Options.MaxStoreSize) runs after the step that woke it
+// has returned, and orders with everything else as GC does: it holds wsMu
+// for writing from its history_pruned event to the last blob removed, so
+// no capture runs meanwhile (none can name a blob being removed, nor
+// dedupe against one) and no rewind, merge or fork plans from a history
+// being cut; a capture, a step or a rewind that comes meanwhile waits for
+// it. It measures what each cut would free before, without the lock, and
+// cuts no later than the step current when it takes the lock.
 //
 // Lock order. Every lock the engine takes, outermost first; a lock is only
 // ever taken while holding locks above it in this list, never below:
@@ -114,7 +124,8 @@
 //     change's capture through its syscall (capture.go), so also around
 //     RenameDir and Detach. Exclusive: BeginStepAs (session.go),
 //     BeginTurnAs (turn.go), Apply (request.go), Merge (merge.go), a
-//     branch request (branch.go), GC (gc.go), Fork (fork.go), Close, and
+//     branch request (branch.go), GC (gc.go, and the pruner's: bound.go),
+//     Fork (fork.go), Close, and
 //     the snapshotter's writeSnapshotBehind while it cuts the snapshot
 //     (snapshot.go: it copies the marks, not the index).
 //  2. mvMu (Engine, RWMutex), rename records. Shared: CaptureLocked

@@ -36,10 +36,10 @@ type Options struct {
 	MaxBlobSize int64
 	// NoCompress stores before-states uncompressed (for measurements).
 	NoCompress bool
-	// MaxStoreSize, when > 0, bounds the store (log and blobs): at a step
-	// boundary that finds it larger, the oldest history is pruned (a
-	// history_pruned event with reason "max-store-size") until it fits,
-	// never the current step's.
+	// MaxStoreSize, when > 0, bounds the store (log and blobs): after a
+	// step boundary, in the background, a store found larger has its
+	// oldest history pruned (a history_pruned event with reason
+	// "max-store-size") until it fits, never the current step's.
 	MaxStoreSize int64
 	// Logger for recovery notes and slow fsyncs. Default slog.Default().
 	Logger *slog.Logger
@@ -166,6 +166,8 @@ type Engine struct {
 	flusher     *flusher
 	namer       *namer
 	snapshotter *snapshotter
+	// pruner keeps the store within Options.MaxStoreSize (bound.go).
+	pruner *pruner
 	// failed holds the first failed flush or unrecoverable rewind: history
 	// can no longer be made durable, so every later change is refused with
 	// it. Read without a lock on every change.
@@ -262,6 +264,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		snapEvery: snapshotEvery,
 	}
 	e.snapshotter = newSnapshotter(e.snapshotIfDue)
+	e.pruner = newPruner(e.pruneToBound)
 	e.flusher = newFlusher(opts.BatchDelay, e.flush, e.snapshotAfterFlush, func(err error) {
 		opts.Logger.Error("rewind: flushing captures failed; refusing further changes", "err", err)
 	})
@@ -307,6 +310,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 	e.flusher.start()
 	e.namer.start()
 	e.snapshotter.start()
+	e.pruner.start()
 	return e, nil
 }
 
@@ -359,6 +363,7 @@ func (e *Engine) setStep(s Step) {
 func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
+		e.pruner.close()
 		e.namer.close()
 		e.snapshotter.close()
 		e.flusher.close()

@@ -171,6 +171,14 @@ func (e *Engine) storeBytes() int64 {
 	return n
 }
 
+// pruneToBound is the pruner's work (bound.go): enforceBound, its
+// failure logged.
+func (e *Engine) pruneToBound(ctx context.Context) {
+	if _, err := e.enforceBound(ctx); err != nil {
+		e.opts.Logger.Error("rewind: cannot keep the store within its bound", "max", e.opts.MaxStoreSize, "err", err)
+	}
+}
+
 // enforceBound prunes the oldest history while the store is larger than
 // Options.MaxStoreSize: it cuts at the oldest step boundary that brings the
 // store within the bound (with a tenth to spare, so that the next steps do

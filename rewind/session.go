@@ -109,9 +109,7 @@ func (e *Engine) BeginStepAs(ctx context.Context, who Caller, label string, extr
 	}
 	e.wsMu.Unlock()
 	if err == nil && e.opts.MaxStoreSize > 0 {
-		if _, berr := e.enforceBound(ctx); berr != nil {
-			e.opts.Logger.Error("rewind: cannot keep the store within its bound", "max", e.opts.MaxStoreSize, "err", berr)
-		}
+		e.pruner.wake() // prunes after the step returns (bound.go)
 	}
 	return ev, err
 }
