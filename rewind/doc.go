@@ -120,35 +120,34 @@
 // Lock order. Every lock the engine takes, outermost first; a lock is only
 // ever taken while holding locks above it in this list, never below:
 //
-//  1. wsMu (Engine, RWMutex), the workspace lock. Shared: Begin, from a
+//  1. snapMu (Engine), serialises index snapshots from the cut to the
+//     rename: Close (before wsMu; writeSnapshotLocked) and
+//     writeSnapshotBehind (the snapshotter's, and GC's once its work under
+//     wsMu is done), which takes wsMu only to cut the snapshot and keeps
+//     snapMu while the snapshot is encoded and made durable, so that
+//     waiting for a snapshot under way holds no lock a step or a capture
+//     takes. The encode takes index.Index.mu for reading, a block of paths
+//     at a time (level 7), and leaves out what was folded after the cut; a
+//     gc's cut or thin meanwhile (which drop records in place) makes it
+//     stop (index.ErrSnapshotStale).
+//  2. wsMu (Engine, RWMutex), the workspace lock. Shared: Begin, from a
 //     change's capture through its syscall (capture.go), so also around
 //     RenameDir and Detach. Exclusive: BeginStepAs (session.go),
 //     BeginTurnAs (turn.go), Apply (request.go), Merge (merge.go), a
 //     branch request (branch.go), GC (gc.go, and the pruner's: bound.go),
-//     Fork (fork.go), Close, and
-//     the snapshotter's writeSnapshotBehind while it cuts the snapshot
-//     (snapshot.go: it copies the marks, not the index).
-//  2. mvMu (Engine, RWMutex), rename records. Shared: CaptureLocked
+//     Fork (fork.go), Close, and writeSnapshotBehind while it cuts the
+//     snapshot (snapshot.go: it copies the marks, not the index).
+//  3. mvMu (Engine, RWMutex), rename records. Shared: CaptureLocked
 //     (capture.go). Exclusive: RenameDir (rename.go), under wsMu shared.
-//  3. capMu (Engine), the step and the captures under way: autoStep,
+//  4. capMu (Engine), the step and the captures under way: autoStep,
 //     claim, captureClaimed (capture.go), appendRename, movedNames
 //     (rename.go), BeginStepAs, stepFor (session.go), BeginTurnAs
 //     (turn.go), request.go, apply.go, merge.go, branch.go, Step. Held
 //     across beginStepLocked, which takes flusher.mu and the log's lock.
-//  4. namer.mu (namer.go), serialises naming stashes: the namer's
+//  5. namer.mu (namer.go), serialises naming stashes: the namer's
 //     goroutine, and NameStashes from Apply, Merge, GC, Close, Detach, named
 //     (state reads), Open's recoverStashes and fs. Never with mvMu or capMu
 //     held.
-//  5. snapMu (Engine), serialises index snapshots from the cut to the
-//     rename: writeSnapshot (under wsMu exclusive: Open, GC, Close) and the
-//     snapshotter's writeSnapshotBehind, which takes it after wsMu and
-//     keeps it after letting wsMu go, while the snapshot is encoded and made
-//     durable. Never with capMu, namer.mu or flusher.mu held. The encode
-//     takes index.Index.mu for reading, a block of paths at a time (level
-//     7), and leaves out what was folded after the cut; a gc's cut or thin
-//     meanwhile (which drop records in place) makes it stop
-//     (index.ErrSnapshotStale), so a GC waiting for snapMu waits for at most
-//     a block and a commit.
 //  6. flusher.mu (flusher.go), serialises flushes (Engine.Sync: blobs,
 //     then the log). Taken from beginStepLocked, Apply, Merge, the namer's
 //     batches, Open's recoverRename, GC, Close and the flusher's goroutine.

@@ -179,8 +179,8 @@ type Engine struct {
 	// (0: none). Written under snapMu; read by the flusher's snapshotDue.
 	snapHead atomic.Uint64
 	// snapMu serialises index snapshots (snapshot.go), from the cut to
-	// the rename, so they go in place in order; taken after wsMu, and
-	// held by the snapshotter after it lets go of wsMu.
+	// the rename, so they go in place in order; taken before wsMu, and
+	// kept after letting go of wsMu while a snapshot is encoded.
 	snapMu sync.Mutex
 	// snapEvery is snapshotEvery when the engine was opened.
 	snapEvery record.Seq
@@ -286,7 +286,7 @@ func Open(ctx context.Context, root *os.File, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	if e.snapshotDue() {
-		if err := e.writeSnapshot(); err != nil {
+		if err := e.writeSnapshotLocked(); err != nil {
 			opts.Logger.Warn("rewind: could not save the index snapshot; the next mount reads the whole log", "err", err)
 		}
 	}
@@ -367,6 +367,8 @@ func (e *Engine) Close() error {
 		e.namer.close()
 		e.snapshotter.close()
 		e.flusher.close()
+		e.snapMu.Lock()
+		defer e.snapMu.Unlock()
 		e.wsMu.Lock()
 		defer e.wsMu.Unlock()
 		err = e.NameStashes(context.Background())
@@ -374,7 +376,7 @@ func (e *Engine) Close() error {
 			err = e.Sync()
 		}
 		if err == nil && e.Head() != record.Seq(e.snapHead.Load()) {
-			if serr := e.writeSnapshot(); serr != nil {
+			if serr := e.writeSnapshotLocked(); serr != nil {
 				e.opts.Logger.Warn("rewind: could not save the index snapshot; the next mount reads the whole log", "err", serr)
 			}
 		}

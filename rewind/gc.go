@@ -32,6 +32,22 @@ func (e *Engine) GCWith(ctx context.Context, req record.GCRequest) (record.GCRes
 }
 
 func (e *Engine) gc(ctx context.Context, req record.GCRequest, pp record.PrunedPayload) (record.GCResult, error) {
+	res, err := e.gcHistory(ctx, req, pp)
+	if err != nil {
+		return res, err
+	}
+	// The pruned records are gone from the index; a fresh snapshot keeps
+	// the next mount from reading them again. It is encoded after the
+	// workspace lock is let go, as the snapshotter's are.
+	if err := e.writeSnapshotBehind(); err != nil {
+		e.opts.Logger.Warn("rewind: could not save the index snapshot", "err", err)
+	}
+	return res, nil
+}
+
+// gcHistory is gc's work under the workspace lock: the events, and the
+// blobs no kept state needs removed.
+func (e *Engine) gcHistory(ctx context.Context, req record.GCRequest, pp record.PrunedPayload) (record.GCResult, error) {
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
 	if err := e.NameStashes(ctx); err != nil {
@@ -115,11 +131,6 @@ func (e *Engine) gc(ctx context.Context, req record.GCRequest, pp record.PrunedP
 	res.BlobsRemoved, res.BytesFreed = len(pr.Removed), pr.BytesFreed
 	if err != nil {
 		return res, fmt.Errorf("rewind: gc: %w", err)
-	}
-	// The pruned records are gone from the index; a fresh snapshot keeps
-	// the next mount from reading them again.
-	if err := e.writeSnapshot(); err != nil {
-		e.opts.Logger.Warn("rewind: could not save the index snapshot", "err", err)
 	}
 	return res, nil
 }

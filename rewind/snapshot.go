@@ -47,12 +47,10 @@ var snapshotCommit = (*index.PendingSnapshot).Commit
 // for tests).
 var snapshotEncode = (*index.SnapshotCut).Encode
 
-// writeSnapshot writes the derived state and the log's resume point. The
-// caller holds wsMu for writing (or runs alone, in Open), so they agree:
-// no event is appended meanwhile.
-func (e *Engine) writeSnapshot() error {
-	e.snapMu.Lock()
-	defer e.snapMu.Unlock()
+// writeSnapshotLocked writes the derived state and the log's resume
+// point. The caller holds snapMu and wsMu for writing (Close), or runs
+// alone (Open), so they agree: no event is appended meanwhile.
+func (e *Engine) writeSnapshotLocked() error {
 	c := e.cutSnapshot()
 	if c == nil {
 		return nil
@@ -60,16 +58,18 @@ func (e *Engine) writeSnapshot() error {
 	return e.encodeSnapshot(c)
 }
 
-// writeSnapshotBehind is the snapshotter's writeSnapshot: it holds wsMu
-// only while it fixes what the snapshot holds (index.SnapshotCut: the
-// state and the log must agree, and copying the marks is all it costs),
-// and encodes it and makes it durable after letting go, so that no step
-// and no capture waits for the encode (hundreds of milliseconds at a
-// million records), the snapshot's fsync, rename or directory fsync.
+// writeSnapshotBehind is the snapshotter's, and GC's, writeSnapshot: it
+// takes snapMu first (waiting for a snapshot under way holds no other
+// lock), holds wsMu only while it fixes what the snapshot holds
+// (index.SnapshotCut: the state and the log must agree, and copying the
+// marks is all it costs), and encodes it and makes it durable after
+// letting go, so that no step and no capture waits for the encode
+// (hundreds of milliseconds at a million records), the snapshot's fsync,
+// rename or directory fsync. The caller holds neither lock.
 func (e *Engine) writeSnapshotBehind() error {
-	e.wsMu.Lock()
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
+	e.wsMu.Lock()
 	c := e.cutSnapshot()
 	e.wsMu.Unlock()
 	if c == nil {

@@ -254,3 +254,74 @@ func TestSnapshotCrash(t *testing.T) {
 		})
 	}
 }
+
+// TestStepDoesNotWaitForGCSnapshot (issue 26): gc, and so the pruner of
+// --max-store-size, encodes the snapshot of the pruned index after it lets
+// go of the workspace lock, so a step and a write made while that encode
+// is held wait for none of it; gc still returns only once the snapshot is
+// in place.
+func TestStepDoesNotWaitForGCSnapshot(t *testing.T) {
+	real := snapshotEncode
+	t.Cleanup(func() { snapshotEncode = real })
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once, releaseOnce sync.Once
+	snapshotEncode = func(c *index.SnapshotCut, dir string) (*index.PendingSnapshot, error) {
+		once.Do(func() { close(entered); <-release })
+		return real(c, dir)
+	}
+	e, ws := openT(t, Options{})
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	ctx := context.Background()
+	for i := range 5 {
+		if _, err := e.BeginStep(ctx, "s", nil); err != nil {
+			t.Fatal(err)
+		}
+		change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "f"), []byte{byte(i)}, 0o644) }, Change{Path: "f"})
+	}
+	gcDone := make(chan error, 1)
+	go func() {
+		_, err := e.GC(ctx, 3)
+		gcDone <- err
+	}()
+	select {
+	case <-entered:
+	case err := <-gcDone:
+		t.Fatalf("gc wrote no snapshot: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("gc wrote no snapshot")
+	}
+	done := make(chan error, 1)
+	go func() {
+		rel, _, err := e.Begin(ctx, Caller{PID: os.Getpid(), Comm: "test"}, Change{Path: "f"})
+		if err == nil {
+			err = os.WriteFile(filepath.Join(ws, "f"), []byte("after"), 0o644)
+			rel()
+		}
+		if err == nil {
+			_, err = e.BeginStep(ctx, "s", nil)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a write and a step waited for gc's index snapshot")
+	}
+	select {
+	case err := <-gcDone:
+		t.Fatalf("gc returned (%v) before its snapshot was in place", err)
+	default:
+	}
+	unblock()
+	if err := <-gcDone; err != nil {
+		t.Fatal(err)
+	}
+	if e.snapHead.Load() == 0 {
+		t.Fatal("gc returned with no snapshot in place")
+	}
+	sameHistory(t, reopen(t, e, ws), rebuilt(t, e))
+}
