@@ -209,7 +209,7 @@ func (c *SnapshotCut) Head() record.Seq { return c.r.Head }
 
 // encodeBlock is how many paths Encode reads under one hold of the
 // index's read lock: a fold (a capture's) waits for at most that many.
-const encodeBlock = 1024
+const encodeBlock = 256
 
 // Encode writes the cut's snapshot to a temporary file in dir, without an
 // fsync; the caller needs no lock (a step, a capture and a fold go on
