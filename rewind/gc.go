@@ -48,6 +48,15 @@ func (e *Engine) gc(ctx context.Context, req record.GCRequest, pp record.PrunedP
 // gcHistory is gc's work under the workspace lock: the events, and the
 // blobs no kept state needs removed.
 func (e *Engine) gcHistory(ctx context.Context, req record.GCRequest, pp record.PrunedPayload) (record.GCResult, error) {
+	// Naming the stashes (hashing: seconds after an rm -rf of a large
+	// tree) and making the captures so far durable need no lock: done
+	// first, they leave the gc under the lock only what came meanwhile.
+	if err := e.NameStashes(ctx); err != nil {
+		return record.GCResult{}, err
+	}
+	if err := e.preSync(); err != nil {
+		return record.GCResult{}, err
+	}
 	e.wsMu.Lock()
 	defer e.wsMu.Unlock()
 	if err := e.NameStashes(ctx); err != nil {
