@@ -2,11 +2,14 @@ package rewind
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -324,4 +327,125 @@ func TestStepDoesNotWaitForGCSnapshot(t *testing.T) {
 		t.Fatal("gc returned with no snapshot in place")
 	}
 	sameHistory(t, reopen(t, e, ws), rebuilt(t, e))
+}
+
+// lockedBuffer is a log destination written from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestGCOvertakesSnapshotEncode: a gc that cuts history while the
+// snapshotter encodes (without the workspace lock) makes that encode stop
+// (its records were dropped in place), waits for it holding no lock a
+// step or a write takes, and puts its own snapshot in place; nothing is logged as a
+// failure, and a mount from the snapshot answers as a full rebuild.
+func TestGCOvertakesSnapshotEncode(t *testing.T) {
+	every, real := snapshotEvery, snapshotEncode
+	t.Cleanup(func() { snapshotEvery, snapshotEncode = every, real })
+	snapshotEvery = 20
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once, releaseOnce sync.Once
+	var stale error
+	snapshotEncode = func(c *index.SnapshotCut, dir string) (*index.PendingSnapshot, error) {
+		first := false
+		once.Do(func() { first = true; close(entered); <-release })
+		p, err := real(c, dir)
+		if first {
+			stale = err
+		}
+		return p, err
+	}
+	var logs lockedBuffer
+	e, ws := openT(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	ctx := context.Background()
+	for i := 0; ; i++ {
+		select {
+		case <-entered:
+		default:
+			if i > 200 {
+				t.Fatal("no snapshot began")
+			}
+			if _, err := e.BeginStep(ctx, "s", nil); err != nil {
+				t.Fatal(err)
+			}
+			change(t, e, func() error { return os.WriteFile(filepath.Join(ws, "f"), []byte{byte(i)}, 0o644) }, Change{Path: "f"})
+			time.Sleep(time.Millisecond) // real time: the flusher wakes the snapshotter
+			continue
+		}
+		break
+	}
+	gcDone := make(chan error, 1)
+	go func() {
+		_, err := e.GC(ctx, e.Step().Seq)
+		gcDone <- err
+	}()
+	if testsupport.Poll(10*time.Second, func() bool { return e.PrunedBefore() > 0 }) != nil {
+		t.Fatal("the gc cut nothing")
+	}
+	// The gc now waits for the encode under way, holding no lock a step
+	// takes: a step and a write go on.
+	stepped := make(chan error, 1)
+	go func() {
+		_, err := e.BeginStep(ctx, "s", nil)
+		if err == nil {
+			var rel func()
+			rel, _, err = e.Begin(ctx, Caller{PID: os.Getpid(), Comm: "test"}, Change{Path: "f"})
+			if err == nil {
+				err = os.WriteFile(filepath.Join(ws, "f"), []byte("during"), 0o644)
+				rel()
+			}
+		}
+		stepped <- err
+	}()
+	select {
+	case err := <-stepped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a step waited for the gc waiting for the snapshotter's encode")
+	}
+	select {
+	case err := <-gcDone:
+		t.Fatalf("gc finished (%v) while the encode it must wait for was held", err)
+	default:
+	}
+	unblock()
+	select {
+	case err := <-gcDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("gc never finished")
+	}
+	if !errors.Is(stale, index.ErrSnapshotStale) {
+		t.Fatalf("the encode overtaken by the gc: got %v, want ErrSnapshotStale", stale)
+	}
+	if got := record.Seq(e.snapHead.Load()); got < e.PrunedBefore() {
+		t.Fatalf("snapshot head %d, before the gc's cut at %d", got, e.PrunedBefore())
+	}
+	if strings.Contains(logs.String(), "could not save") {
+		t.Fatalf("a failure was logged:\n%s", logs.String())
+	}
+	c := reopen(t, e, ws)
+	if !c.log.Resumed() {
+		t.Fatal("the next mount did not start from the gc's snapshot")
+	}
+	sameHistory(t, c, rebuilt(t, c))
 }
