@@ -176,7 +176,7 @@ type Engine struct {
 	closeOnce sync.Once
 
 	// snapHead is the head covered by the index snapshot in the store
-	// (0: none). Written under snapMu; read by the flusher's snapshotDue.
+	// (0: none). Written under snapMu; read by snapshotDue and Close.
 	snapHead atomic.Uint64
 	// snapMu serialises index snapshots (snapshot.go), from the cut to
 	// the rename, so they go in place in order; taken before wsMu, and
