@@ -55,8 +55,8 @@ func BenchmarkReadSnapshot(b *testing.B) {
 
 // BenchmarkEncodeSnapshot encodes the index snapshot of such a history to
 // a temporary file (not made durable): what the snapshotter does every
-// snapshotEvery events, without the workspace lock (before a08c279, with
-// it: BenchmarkSnapshotLockHold).
+// snapshotEvery events, without the workspace lock
+// (BenchmarkSnapshotLockHold measures what it holds the lock for).
 func BenchmarkEncodeSnapshot(b *testing.B) {
 	for _, c := range []struct{ records, paths int }{{100_000, 50_000}, {900_000, 900_000}} {
 		b.Run(fmt.Sprintf("records=%d/paths=%d", c.records, c.paths), func(b *testing.B) {
