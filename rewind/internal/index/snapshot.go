@@ -191,8 +191,8 @@ var ErrSnapshotStale = errors.New("rewind: index snapshot overtaken by a gc")
 // Cut fixes the snapshot of s at the log's resume point r. The caller
 // keeps events from being folded meanwhile (so s and r agree), and no
 // record is unnamed (Index.HasUnnamed): naming changes a record in place.
-// It copies no record: at a million of them it takes well under a
-// millisecond (docs/performance.md).
+// It copies no record: its cost is the marks' copy, about a millisecond
+// at 90k steps (docs/performance.md).
 func (s *State) Cut(r eventlog.Resume) *SnapshotCut {
 	s.mu.Lock()
 	st := snapshotState{LastRewind: s.lastRewind, LastRewindAt: s.lastRewindAt, Pruned: s.Pruned(), Thinned: s.Thinned(), Marks: slices.Clone(s.marks),
