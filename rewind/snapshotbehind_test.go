@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -448,4 +449,133 @@ func TestGCOvertakesSnapshotEncode(t *testing.T) {
 		t.Fatal("the next mount did not start from the gc's snapshot")
 	}
 	sameHistory(t, c, rebuilt(t, c))
+}
+
+// TestSnapshotsBesideChanges runs the snapshotter every few events while
+// a writer captures and removes (stashes the namer names) and another
+// steps, rewinds and gcs at random: every snapshot it puts in place, and
+// the one Close writes, gives a mount that answers as an index rebuilt
+// from the whole log. (One writer captures: two captures at once fold
+// their checkpoints in the order they finish, not the log's, which this
+// would catch in the live engine already.)
+func TestSnapshotsBesideChanges(t *testing.T) {
+	every, realEncode, realCommit := snapshotEvery, snapshotEncode, snapshotCommit
+	t.Cleanup(func() { snapshotEvery, snapshotEncode, snapshotCommit = every, realEncode, realCommit })
+	snapshotEvery = 7
+	// Each encode starts a little after its cut, so that the writers'
+	// folds fall between them (as they do during a long encode).
+	snapshotEncode = func(c *index.SnapshotCut, dir string) (*index.PendingSnapshot, error) {
+		time.Sleep(2 * time.Millisecond) // real time: folds meanwhile
+		return realEncode(c, dir)
+	}
+	// After each of the first dozen snapshots put in place, the store is
+	// copied as a crash would leave it (snapMu is held here, and wsMu
+	// keeps changes out).
+	var e *Engine
+	var imagesMu sync.Mutex // guards images, copied
+	var images []string
+	copied := false
+	snapshotCommit = func(p *index.PendingSnapshot) error {
+		err := realCommit(p)
+		imagesMu.Lock()
+		defer imagesMu.Unlock()
+		if err == nil && !copied {
+			if n := len(images); n < 12 {
+				e.wsMu.Lock()
+				if err = e.Sync(); err == nil {
+					img := filepath.Join(t.TempDir(), "store")
+					copyTree(t, e.opts.StoreDir, img)
+					images = append(images, img)
+				}
+				e.wsMu.Unlock()
+			}
+		}
+		return err
+	}
+	e, ws := openT(t, Options{})
+	ctx := context.Background()
+	rnd := testsupport.Rand(t)
+	seeds := []uint64{rnd.Uint64(), rnd.Uint64()}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(seeds[w], uint64(w)))
+			for i := range 150 {
+				p := fmt.Sprintf("d%d/f%d", r.IntN(3), r.IntN(40))
+				k := r.IntN(20)
+				if w == 1 {
+					k = 15 + k%5                 // steps, rewinds and gcs
+					time.Sleep(time.Millisecond) // real time: the capturer's changes between them
+				} else if k >= 17 {
+					k = 15 // a step
+				}
+				var err error
+				switch {
+				case k < 12:
+					var rel func()
+					rel, _, err = e.Begin(ctx, Caller{PID: os.Getpid(), Comm: "test"}, Change{Path: filepath.Dir(p)}, Change{Path: p})
+					if err == nil {
+						os.MkdirAll(filepath.Join(ws, filepath.Dir(p)), 0o755)
+						err = os.WriteFile(filepath.Join(ws, p), []byte(fmt.Sprint(w, i)), 0o644)
+						rel()
+					}
+				case k < 15:
+					var rel func()
+					rel, _, err = e.Begin(ctx, Caller{PID: os.Getpid(), Comm: "test"}, Change{Path: p, Removed: true})
+					if err == nil {
+						os.Remove(filepath.Join(ws, p))
+						rel()
+					}
+				case k < 17:
+					_, err = e.BeginStep(ctx, "s", nil)
+				case k < 19:
+					if h := e.Head(); h > 2 && e.HasState(h-2) {
+						_, err = e.Rewind(ctx, h-2)
+						if errors.Is(err, record.ErrNoSuchSeq) {
+							err = nil
+						}
+					}
+				default:
+					if h := e.Head(); h > 10 {
+						_, err = e.GC(ctx, h-10)
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("writer %d, op %d: %w", w, i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if e.snapHead.Load() == 0 {
+		t.Fatal("no snapshot was written while running")
+	}
+	// The store as each running snapshot left it, then as Close does.
+	imagesMu.Lock()
+	copied = true
+	imagesMu.Unlock()
+	if len(images) == 0 {
+		t.Fatal("no store was copied")
+	}
+	for _, img := range images {
+		c := openAt(t, ws, Options{StoreDir: img})
+		if !c.log.Resumed() {
+			t.Fatal("the running engine's snapshot was not used")
+		}
+		sameHistory(t, c, rebuilt(t, c))
+		c.Close()
+	}
+	r := reopen(t, e, ws)
+	if !r.log.Resumed() {
+		t.Fatal("Close's snapshot was not used")
+	}
+	sameHistory(t, r, rebuilt(t, r))
 }
