@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zerofs/zerofs/internal/testsupport"
+)
+
+// TestSpikeServesBothTransports mounts the spike over a backing directory,
+// once per transport, and checks through the mount and in the backing
+// directory what a workload does: creates, writes (one larger than a
+// request), reads back, renames of a file and of a directory, truncates,
+// lists and removes. Over io_uring it checks that the kernel agreed to the
+// transport and that the requests came through the rings, not /dev/fuse.
+// It skips the io_uring case only where the kernel has no FUSE over
+// io_uring (enable_uring cannot be set, or registration is refused with
+// EOPNOTSUPP); it always unmounts and puts enable_uring back.
+func TestSpikeServesBothTransports(t *testing.T) {
+	testsupport.RequireFUSE(t)
+	for _, transport := range []string{"classic", "uring"} {
+		t.Run(transport, func(t *testing.T) {
+			uring := transport == "uring"
+			if uring {
+				was, err := setEnableURing(true)
+				if err != nil {
+					t.Skipf("kernel has no FUSE over io_uring here: cannot set enable_uring: %v", err)
+				}
+				t.Cleanup(func() {
+					if err := restoreEnableURing(was); err != nil {
+						t.Errorf("restore enable_uring: %v", err)
+					}
+				})
+			}
+			backing, mp := t.TempDir(), t.TempDir()
+			m, err := mount(backing, mp, uring, 2)
+			if m != nil {
+				t.Cleanup(func() { testsupport.Unmount(t, mp, 10*time.Second, m.unmount) })
+			}
+			if err != nil {
+				if m != nil && errors.Is(err, syscall.EOPNOTSUPP) {
+					t.Skipf("kernel has no FUSE over io_uring here: %v", err)
+				}
+				t.Fatalf("mount: %v", err)
+			}
+			if m.transport != transport {
+				t.Fatalf("transport: got %s, want %s", m.transport, transport)
+			}
+			exercise(t, mp, backing)
+			total, onRing := uint64(0), m.srv.onRing.Load()
+			for i := range m.srv.counts {
+				total += m.srv.counts[i].Load()
+			}
+			// Only INIT, FORGET and INTERRUPT come through /dev/fuse
+			// once the rings are up.
+			notRing := m.srv.counts[opInit].Load() + m.srv.counts[opForget].Load() + m.srv.counts[opBatchForget].Load() + m.srv.counts[opInterrupt].Load()
+			if uring && onRing != total-notRing {
+				t.Errorf("requests over io_uring: got %d, want %d of %d (%s)", onRing, total-notRing, total, m.srv.summary())
+			}
+			if !uring && onRing != 0 {
+				t.Errorf("requests over io_uring on the classic transport: got %d, want 0", onRing)
+			}
+		})
+	}
+}
+
+// exercise runs the workload through mp and checks backing after each step.
+func exercise(t *testing.T, mp, backing string) {
+	t.Helper()
+	names := []string{"a.txt", "b.txt", "c.txt"}
+	for i, n := range names {
+		if err := os.WriteFile(filepath.Join(mp, n), bytes.Repeat([]byte{byte('a' + i)}, 100*(i+1)), 0o644); err != nil {
+			t.Fatalf("create %s: %v", n, err)
+		}
+	}
+	// Larger than one 1 MiB request, at an odd size: several WRITEs and READs.
+	big := make([]byte, 3<<20+12345)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	if err := os.MkdirAll(filepath.Join(mp, "dir/sub"), 0o755); err != nil {
+		t.Fatalf("mkdir: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "dir/sub/big"), big, 0o600); err != nil {
+		t.Fatalf("write big: %v", err)
+	}
+	got, err := os.ReadFile(filepath.Join(mp, "dir/sub/big"))
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("read big back through the mount: %d bytes, err %v; want the %d written", len(got), err, len(big))
+	}
+	if got, err := os.ReadFile(filepath.Join(backing, "dir/sub/big")); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("big in the backing directory: %d bytes, err %v; want the %d written", len(got), err, len(big))
+	}
+	for i, n := range names {
+		want := bytes.Repeat([]byte{byte('a' + i)}, 100*(i+1))
+		if got, err := os.ReadFile(filepath.Join(mp, n)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("read %s: got %q, err %v", n, got, err)
+		}
+		if fi, err := os.Stat(filepath.Join(backing, n)); err != nil || fi.Size() != int64(len(want)) || fi.Mode().Perm() != 0o644 {
+			t.Errorf("backing %s: %v, err %v; want %d bytes, mode 0644", n, fi, err, len(want))
+		}
+	}
+
+	// Renames: a file over another, and a directory with files in it.
+	if err := os.Rename(filepath.Join(mp, "a.txt"), filepath.Join(mp, "b.txt")); err != nil {
+		t.Fatalf("rename a.txt over b.txt: %v", err)
+	}
+	if err := os.Rename(filepath.Join(mp, "dir"), filepath.Join(mp, "moved")); err != nil {
+		t.Fatalf("rename dir: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(mp, "b.txt")); err != nil || !bytes.Equal(got, bytes.Repeat([]byte{'a'}, 100)) {
+		t.Errorf("b.txt after the rename: got %d bytes, err %v; want a.txt's 100", len(got), err)
+	}
+	if got, err := os.ReadFile(filepath.Join(mp, "moved/sub/big")); err != nil || !bytes.Equal(got, big) {
+		t.Errorf("moved/sub/big through the mount: %d bytes, err %v", len(got), err)
+	}
+	if _, err := os.Stat(filepath.Join(backing, "dir")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("backing dir after its rename: err %v, want not exist", err)
+	}
+	// A file written after the rename lands under the new name.
+	if err := os.WriteFile(filepath.Join(mp, "moved/sub/new"), []byte("after"), 0o644); err != nil {
+		t.Fatalf("write under the renamed directory: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(backing, "moved/sub/new")); err != nil || string(got) != "after" {
+		t.Errorf("backing moved/sub/new: %q, err %v", got, err)
+	}
+
+	// Truncate and chmod (SETATTR), then list.
+	if err := os.Truncate(filepath.Join(mp, "c.txt"), 10); err != nil {
+		t.Fatalf("truncate: %v", err)
+	}
+	if err := os.Chmod(filepath.Join(mp, "c.txt"), 0o600); err != nil {
+		t.Fatalf("chmod: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(backing, "c.txt")); err != nil || fi.Size() != 10 || fi.Mode().Perm() != 0o600 {
+		t.Errorf("backing c.txt after truncate and chmod: %v, err %v", fi, err)
+	}
+	if got, want := list(t, mp), []string{"b.txt", "c.txt", "moved"}; !slices.Equal(got, want) {
+		t.Errorf("listing: got %v, want %v", got, want)
+	}
+
+	// Remove everything through the mount.
+	if err := os.RemoveAll(filepath.Join(mp, "moved")); err != nil {
+		t.Fatalf("rm -rf moved: %v", err)
+	}
+	for _, n := range []string{"b.txt", "c.txt"} {
+		if err := os.Remove(filepath.Join(mp, n)); err != nil {
+			t.Fatalf("remove %s: %v", n, err)
+		}
+	}
+	if got := list(t, backing); len(got) != 0 {
+		t.Errorf("backing directory after removing everything: %v, want empty", got)
+	}
+	if _, err := os.Stat(filepath.Join(mp, "b.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stat a removed file: err %v, want not exist", err)
+	}
+}
+
+func list(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("readdir %s: %v", dir, err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
