@@ -43,19 +43,38 @@ import (
 func main() {
 	transport := flag.String("transport", "classic", "classic (read(2) on /dev/fuse) or uring (FUSE over io_uring)")
 	readers := flag.Int("readers", runtime.NumCPU(), "classic transport: reader threads")
+	serverKind := flag.String("server", "spike", "spike (this command's own handlers) or gofuse (go-fuse's loopback, as scripts/loopmount)")
 	enable := flag.Bool("enable-uring", false, "set the fuse module's enable_uring to Y while the queues register, and restore it after")
 	flag.Parse()
-	if flag.NArg() != 2 || (*transport != "classic" && *transport != "uring") {
-		fmt.Fprintln(os.Stderr, "usage: uringspike [-transport classic|uring] [-readers N] BACKING MOUNTPOINT")
+	if flag.NArg() != 2 || (*transport != "classic" && *transport != "uring") || (*serverKind != "spike" && *serverKind != "gofuse") {
+		fmt.Fprintln(os.Stderr, "usage: uringspike [-server spike|gofuse] [-transport classic|uring] [-readers N] [-enable-uring] BACKING MOUNTPOINT")
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), flag.Arg(1), *transport, *readers, *enable); err != nil {
+	if err := run(flag.Arg(0), flag.Arg(1), *serverKind, *transport, *readers, *enable); err != nil {
 		fmt.Fprintln(os.Stderr, "uringspike:", err)
 		os.Exit(1)
 	}
 }
 
-func run(backing, mp, transport string, readers int, enable bool) error {
+// spikeMount is a mounted spike, whichever server it runs.
+type spikeMount interface {
+	agreed() string            // the transport the kernel agreed to
+	finished() <-chan struct{} // closed once every serving thread stopped
+	unmount() error
+	summary() string
+}
+
+func (m *mounted) agreed() string            { return m.transport }
+func (m *mounted) finished() <-chan struct{} { return m.done }
+func (m *mounted) summary() string           { return m.srv.summary() }
+
+func (m *goMounted) agreed() string            { return m.transport }
+func (m *goMounted) finished() <-chan struct{} { return m.done }
+func (m *goMounted) summary() string {
+	return fmt.Sprintf("requests over io_uring: %d", m.onRing.Load())
+}
+
+func run(backing, mp, serverKind, transport string, readers int, enable bool) error {
 	backing, err := filepath.Abs(backing)
 	if err != nil {
 		return err
@@ -74,7 +93,18 @@ func run(backing, mp, transport string, readers int, enable bool) error {
 			return fmt.Errorf("enable_uring: %w", err)
 		}
 	}
-	m, err := mount(backing, mp, uring, readers)
+	var m spikeMount
+	if serverKind == "gofuse" {
+		var gm *goMounted
+		if gm, err = mountGoFuse(backing, mp, uring); gm != nil {
+			m = gm
+		}
+	} else {
+		var sm *mounted
+		if sm, err = mount(backing, mp, uring, readers); sm != nil {
+			m = sm
+		}
+	}
 	if uring && enable {
 		// The connection keeps io_uring once its queues registered.
 		if rerr := restoreEnableURing(was); rerr != nil && err == nil {
@@ -87,13 +117,13 @@ func run(backing, mp, transport string, readers int, enable bool) error {
 		}
 		return err
 	}
-	fmt.Printf("ready %s\n", m.transport)
+	fmt.Printf("ready %s\n", m.agreed())
 	select {
 	case <-sig:
-	case <-m.done:
+	case <-m.finished():
 	}
 	err = m.unmount()
-	fmt.Fprintln(os.Stderr, m.srv.summary())
+	fmt.Fprintln(os.Stderr, m.summary())
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,7 +34,7 @@ func mount(backing, mp string, uring bool, readers int) (*mounted, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open /dev/fuse: %w", err)
 	}
-	data := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other", fd)
+	data := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other,max_read=%d", fd, maxWrite)
 	if err := unix.Mount(backing, mp, "fuse.uringspike", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("mount %s: %w", mp, err)
@@ -51,7 +52,7 @@ func mount(backing, mp string, uring bool, readers int) (*mounted, error) {
 		case !agreed:
 			startErr = errors.New("uringspike: INIT did not agree to FUSE_OVER_IO_URING (enable_uring is N, or the kernel lacks it)")
 		default:
-			startErr = m.startRings()
+			startErr = startRings(m.fd, &m.wg, m.srv.serveEntry, &m.srv.onRing, m.fail)
 			if startErr == nil {
 				m.transport = "uring"
 			}
@@ -71,19 +72,20 @@ func mount(backing, mp string, uring bool, readers int) (*mounted, error) {
 	return m, nil
 }
 
-// startRings starts a queue per possible CPU and waits until each has
-// registered its entries or failed to.
-func (m *mounted) startRings() error {
+// startRings starts a queue per possible CPU, each serving with serve,
+// and waits until each has registered its entries or failed to; fail gets
+// why a queue stopped serving later.
+func startRings(fd int, wg *sync.WaitGroup, serve ringServer, served *atomic.Uint64, fail func(error)) error {
 	n, err := possibleCPUs()
 	if err != nil {
 		return err
 	}
 	ready := make(chan error, n)
 	for qid := range n {
-		m.wg.Add(1)
+		wg.Add(1)
 		go func() {
-			defer m.wg.Done()
-			m.fail(m.srv.serveQueue(m.fd, qid, ready))
+			defer wg.Done()
+			fail(serveQueue(fd, qid, serve, served, ready))
 		}()
 	}
 	var errs []error

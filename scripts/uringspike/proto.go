@@ -57,11 +57,20 @@ var opNames = map[uint32]string{
 // header in the ring entry's op_in, the rest in its payload). Opcodes
 // missing here have no header (LOOKUP, UNLINK, RMDIR, STATFS) or are
 // answered ENOSYS without being parsed.
+//
+// The -server gofuse mode hands go-fuse every opcode it knows, so the
+// table also holds the ones the spike's own server answers ENOSYS
+// (MKNOD, LINK, ACCESS, locks, FALLOCATE, LSEEK, ...): over io_uring the
+// op header's size is nowhere in the request and must come from here.
 var opHeaderSize = map[uint32]int{
 	opForget: 8, opGetattr: 16, opSetattr: 88, opMkdir: 8, opRename: 8, opOpen: 8,
-	opRead: 40, opWrite: 40, opRelease: 24, opFsync: 16, opSetxattr: 16, opGetxattr: 8,
+	opRead: 40, opWrite: 40, opRelease: 24, opFsync: 16, opSetxattr: 8, opGetxattr: 8,
 	opListxattr: 8, opFlush: 24, opInit: 64, opOpendir: 8, opReaddir: 40, opReleasedir: 24,
 	opFsyncdir: 16, opCreate: 16, opInterrupt: 8, opBatchForget: 8, opRename2: 16,
+	8 /* MKNOD */ : 16, 13 /* LINK */ : 8, 34 /* ACCESS */ : 8, 31 /* GETLK */ : 48,
+	32 /* SETLK */ : 48, 33 /* SETLKW */ : 48, 37 /* BMAP */ : 16, 39 /* IOCTL */ : 32,
+	40 /* POLL */ : 24, 43 /* FALLOCATE */ : 32, 44 /* READDIRPLUS */ : 40, 46 /* LSEEK */ : 24,
+	47 /* COPY_FILE_RANGE */ : 56, 53 /* COPY_FILE_RANGE_64 */ : 56, 50 /* SYNCFS */ : 8, 51 /* TMPFILE */ : 16, 52 /* STATX */ : 24,
 }
 
 const (

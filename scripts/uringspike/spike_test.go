@@ -14,19 +14,22 @@ import (
 )
 
 // TestSpikeServesBothTransports mounts the spike over a backing directory,
-// once per transport, and checks through the mount and in the backing
-// directory what a workload does: creates, writes (one larger than a
-// request), reads back, renames of a file and of a directory, truncates,
-// lists and removes. Over io_uring it checks that the kernel agreed to the
-// transport and that the requests came through the rings, not /dev/fuse.
-// It skips the io_uring case only where the kernel has no FUSE over
-// io_uring (enable_uring cannot be set, or registration is refused with
-// EOPNOTSUPP); it always unmounts and puts enable_uring back.
+// its own server over each transport and go-fuse's loopback over io_uring,
+// and checks through the mount and in the backing directory what a
+// workload does: creates, writes (one larger than a request), reads back,
+// renames of a file and of a directory, truncates, lists and removes. Over
+// io_uring it checks that the kernel agreed to the transport and that the
+// requests came through the rings, not /dev/fuse. It skips an io_uring
+// case only where the kernel has no FUSE over io_uring (enable_uring
+// cannot be set, or registration is refused with EOPNOTSUPP); it always
+// unmounts and puts enable_uring back.
 func TestSpikeServesBothTransports(t *testing.T) {
 	testsupport.RequireFUSE(t)
-	for _, transport := range []string{"classic", "uring"} {
-		t.Run(transport, func(t *testing.T) {
-			uring := transport == "uring"
+	for _, tc := range []struct{ server, transport string }{
+		{"spike", "classic"}, {"spike", "uring"}, {"gofuse", "uring"},
+	} {
+		t.Run(tc.server+"/"+tc.transport, func(t *testing.T) {
+			uring := tc.transport == "uring"
 			if uring {
 				was, err := setEnableURing(true)
 				if err != nil {
@@ -39,7 +42,17 @@ func TestSpikeServesBothTransports(t *testing.T) {
 				})
 			}
 			backing, mp := t.TempDir(), t.TempDir()
-			m, err := mount(backing, mp, uring, 2)
+			var m spikeMount
+			var sm *mounted
+			var gm *goMounted
+			var err error
+			if tc.server == "gofuse" {
+				if gm, err = mountGoFuse(backing, mp, uring); gm != nil {
+					m = gm
+				}
+			} else if sm, err = mount(backing, mp, uring, 2); sm != nil {
+				m = sm
+			}
 			if m != nil {
 				t.Cleanup(func() { testsupport.Unmount(t, mp, 10*time.Second, m.unmount) })
 			}
@@ -49,19 +62,25 @@ func TestSpikeServesBothTransports(t *testing.T) {
 				}
 				t.Fatalf("mount: %v", err)
 			}
-			if m.transport != transport {
-				t.Fatalf("transport: got %s, want %s", m.transport, transport)
+			if m.agreed() != tc.transport {
+				t.Fatalf("transport: got %s, want %s", m.agreed(), tc.transport)
 			}
 			exercise(t, mp, backing)
-			total, onRing := uint64(0), m.srv.onRing.Load()
-			for i := range m.srv.counts {
-				total += m.srv.counts[i].Load()
+			if gm != nil {
+				if n := gm.onRing.Load(); n < 50 {
+					t.Errorf("go-fuse requests over io_uring: got %d, want the workload's (50 or more)", n)
+				}
+				return
+			}
+			total, onRing := uint64(0), sm.srv.onRing.Load()
+			for i := range sm.srv.counts {
+				total += sm.srv.counts[i].Load()
 			}
 			// Only INIT, FORGET and INTERRUPT come through /dev/fuse
 			// once the rings are up.
-			notRing := m.srv.counts[opInit].Load() + m.srv.counts[opForget].Load() + m.srv.counts[opBatchForget].Load() + m.srv.counts[opInterrupt].Load()
+			notRing := sm.srv.counts[opInit].Load() + sm.srv.counts[opForget].Load() + sm.srv.counts[opBatchForget].Load() + sm.srv.counts[opInterrupt].Load()
 			if uring && onRing != total-notRing {
-				t.Errorf("requests over io_uring: got %d, want %d of %d (%s)", onRing, total-notRing, total, m.srv.summary())
+				t.Errorf("requests over io_uring: got %d, want %d of %d (%s)", onRing, total-notRing, total, sm.srv.summary())
 			}
 			if !uring && onRing != 0 {
 				t.Errorf("requests over io_uring on the classic transport: got %d, want 0", onRing)

@@ -214,10 +214,30 @@ func newEntry() (*entry, error) {
 // refused FUSE over io_uring (EOPNOTSUPP where enable_uring is off).
 var errRegister = errors.New("FUSE_IO_URING_CMD_REGISTER")
 
-// serveQueue registers queue qid's entries and serves them on a thread
-// pinned to CPU qid until the connection ends. It sends one value on
-// ready: nil once every entry is registered, or why registration failed.
-func (s *server) serveQueue(devFd int, qid int, ready chan<- error) error {
+// ringServer serves the request in a ring entry: hdr is the entry's
+// header (fuse_in_header in in_out, the opcode's header in op_in),
+// payload its payload, of which the request fills size bytes. It writes
+// the fuse_out_header into hdr and the reply's body into payload, and
+// returns the body's length.
+type ringServer func(hdr, payload []byte, size int) int
+
+// serve is the spike's own ringServer.
+func (s *server) serveEntry(hdr, payload []byte, size int) int {
+	h := parseInHeader(hdr)
+	op := hdr[ringOpIn : ringOpIn+opHeaderSize[h.opcode]]
+	n, errno := s.handle(&h, op, payload[:min(size, len(payload))], payload)
+	if errno != 0 {
+		n = 0
+	}
+	putOutHeader(hdr, outHeaderSize+n, -int32(errno), h.unique)
+	return n
+}
+
+// serveQueue registers queue qid's entries and serves them with serve on
+// a thread pinned to CPU qid until the connection ends, counting the
+// requests in served. It sends one value on ready: nil once every entry
+// is registered, or why registration failed.
+func serveQueue(devFd int, qid int, serve ringServer, served *atomic.Uint64, ready chan<- error) error {
 	// The thread stays locked (and is discarded when this returns): its
 	// CPU affinity must not leak to other goroutines.
 	runtime.LockOSThread()
@@ -264,7 +284,7 @@ func (s *server) serveQueue(devFd int, qid int, ready chan<- error) error {
 	if regErr != nil && live == 0 {
 		return regErr
 	}
-	serve := func(id uint64, res int32) {
+	complete := func(id uint64, res int32) {
 		if res < 0 {
 			// ENOTCONN or ECANCELED: the connection is gone (unmounted)
 			// and the kernel has torn the entry down.
@@ -272,26 +292,19 @@ func (s *server) serveQueue(devFd int, qid int, ready chan<- error) error {
 			return
 		}
 		e := ents[id]
-		s.onRing.Add(1)
-		h := parseInHeader(e.hdr)
-		size := int(le.Uint32(e.hdr[ringPayloadSize:]))
-		op := e.hdr[ringOpIn : ringOpIn+opHeaderSize[h.opcode]]
-		n, errno := s.handle(&h, op, e.payload[:min(size, len(e.payload))], e.payload)
-		if errno != 0 {
-			n = 0
-		}
-		putOutHeader(e.hdr, outHeaderSize+n, -int32(errno), h.unique)
+		served.Add(1)
+		n := serve(e.hdr, e.payload, int(le.Uint32(e.hdr[ringPayloadSize:])))
 		le.PutUint32(e.hdr[ringPayloadSize:], uint32(n))
 		r.fuseCmd(devFd, fuseIOUringCmdCommitFetc, uint16(qid), le.Uint64(e.hdr[ringCommitID:]), 0, id)
 	}
 	for _, id := range pending {
-		serve(id, 0)
+		complete(id, 0)
 	}
 	for live > 0 {
 		if err := r.enter(1); err != nil {
 			return fmt.Errorf("queue %d: %w", qid, err)
 		}
-		r.reap(serve)
+		r.reap(complete)
 	}
 	return nil
 }
