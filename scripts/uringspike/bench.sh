@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # scripts/uringspike/bench.sh: what FUSE over io_uring saves (issue 26).
 # Runs the same workloads on native, go-fuse's loopback (scripts/loopmount),
-# and the spike (scripts/uringspike) over its classic and its io_uring
-# transport, all mounted at once, in alternating order each round:
+# the spike's own server (scripts/uringspike) over its classic and its
+# io_uring transport, and go-fuse's loopback over io_uring (uringspike
+# -server gofuse), all mounted at once, in alternating order each round:
 # N creates (open O_CREAT + 100-byte write + close), N unlinks, tar -x of the
 # node_modules-like tree (scripts/nmtree.py) and rm -rf of it. Prints each
 # round, then medians, with the load average, and the context switches per
 # file of the workload and of the daemon (all its threads, /proc/PID/task).
 #
-#   ROUNDS=5 N=3000 PIN=0 scripts/uringspike/bench.sh
+#   ROUNDS=5 N=3000 PIN=0 TMPFS=0 scripts/uringspike/bench.sh
+#
+# TMPFS=1 puts the native directory and the mounts' backing directories on a
+# tmpfs of the script's own (mounted and unmounted by it): on the ext4 without
+# a journal of these machines a create's inode allocation alone costs
+# hundreds of microseconds and swings with what was deleted before
+# (docs/performance.md, The request path), which hides the transport.
 #
 # PIN=1 runs the workloads on CPU 0 only (taskset -c 0); the daemons stay
 # free. Run as root. enable_uring is set to Y only while the io_uring
@@ -16,7 +23,7 @@
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "bench: run as root" >&2; exit 2; }
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-ROUNDS=${ROUNDS:-5} N=${N:-3000} PIN=${PIN:-0}
+ROUNDS=${ROUNDS:-5} N=${N:-3000} PIN=${PIN:-0} TMPFS=${TMPFS:-0}
 PY=${PY:-python3}
 DRIVE="$REPO/scripts/uringspike/drive.py"
 UR=/sys/module/fuse/parameters/enable_uring
@@ -31,10 +38,11 @@ cleanup() {
 	for t in "${!mnt[@]}"; do
 		if grep -q " ${mnt[$t]} " /proc/mounts; then umount -l "${mnt[$t]}" || true; fi
 	done
-	for t in classic uring; do
+	for t in classic uring gouring; do
 		[ -f "$BASE/$t.log" ] && sed "s/^/$t: /" "$BASE/$t.log" | grep requests || true
 	done
 	echo "$was" >"$UR"
+	if grep -q " $BASE/fs " /proc/mounts; then umount "$BASE/fs" || umount -l "$BASE/fs"; fi
 	rm -rf "$BASE"
 }
 trap cleanup EXIT
@@ -47,12 +55,19 @@ tar -C "$BASE/nmsrc" -cf "$BASE/nm.tar" node_modules
 ENTRIES=$(tar -tf "$BASE/nm.tar" | wc -l)
 rm -rf "$BASE/nmsrc"
 
+FS=$BASE
+if [ "$TMPFS" = 1 ]; then
+	mkdir -p "$BASE/fs"
+	mount -t tmpfs -o size=4g uringspike-bench "$BASE/fs"
+	FS=$BASE/fs
+fi
+
 # start NAME CMD...: mount NAME's workspace with CMD, wait for "ready".
 start() {
 	local name=$1
 	shift
-	mkdir -p "$BASE/$name.ws" "$BASE/$name.mnt"
-	"$@" "$BASE/$name.ws" "$BASE/$name.mnt" >"$BASE/$name.ready" 2>"$BASE/$name.log" &
+	mkdir -p "$FS/$name.ws" "$BASE/$name.mnt"
+	"$@" "$FS/$name.ws" "$BASE/$name.mnt" >"$BASE/$name.ready" 2>"$BASE/$name.log" &
 	pid[$name]=$!
 	mnt[$name]=$BASE/$name.mnt
 	for _ in $(seq 100); do
@@ -66,9 +81,12 @@ start() {
 start loopback "$BASE/loopmount"
 start classic "$BASE/uringspike" -transport classic
 start uring "$BASE/uringspike" -transport uring -enable-uring
-grep -q "ready uring" "$BASE/uring.ready" || { echo "bench: io_uring transport not agreed" >&2; exit 1; }
-mkdir -p "$BASE/native"
-dir() { if [ "$1" = native ]; then echo "$BASE/native"; else echo "${mnt[$1]}"; fi; }
+start gouring "$BASE/uringspike" -server gofuse -transport uring -enable-uring
+for t in uring gouring; do
+	grep -q "ready uring" "$BASE/$t.ready" || { echo "bench: $t: io_uring transport not agreed" >&2; exit 1; }
+done
+mkdir -p "$FS/native"
+dir() { if [ "$1" = native ]; then echo "$FS/native"; else echo "${mnt[$1]}"; fi; }
 
 # dcsw NAME: the daemon's context switches so far, all threads.
 dcsw() {
@@ -79,14 +97,14 @@ pin=()
 [ "$PIN" = 1 ] && pin=(taskset -c 0)
 val() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
 
-targets=(native loopback classic uring)
+targets=(native loopback classic uring gouring)
 res="$BASE/results"
-echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs, N=$N, $ENTRIES tar entries, PIN=$PIN"
+echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs, N=$N, $ENTRIES tar entries, PIN=$PIN, backing on $(stat -f -c %T "$FS")"
 printf "%-5s %-9s %5s | %9s %7s %7s | %9s %7s %7s | %8s %7s %7s | %8s %7s %7s\n" \
 	round target load create_us app/f dmn/f unlink_us app/f dmn/f tar_ms app/e dmn/e rm_ms app/e dmn/e
 for r in $(seq "$ROUNDS"); do
-	for k in 0 1 2 3; do
-		t=${targets[$(((k + r) % 4))]}
+	for k in "${!targets[@]}"; do
+		t=${targets[$(((k + r) % ${#targets[@]}))]}
 		d=$(dir "$t")
 		load=$(cut -d' ' -f1 /proc/loadavg)
 		c0=$(dcsw "$t")
@@ -115,7 +133,7 @@ rows = {}
 for line in open(sys.argv[1]):
     f = line.replace("|", " ").split()
     rows.setdefault(f[1], []).append([float(x) for x in f[2:]])
-for t in ("native", "loopback", "classic", "uring"):
+for t in ("native", "loopback", "classic", "uring", "gouring"):
     cols = list(zip(*rows[t]))
     m = [statistics.median(c) for c in cols]
     print(f"{'med':<5} {t:<9} {m[0]:5.2f} | {m[1]:9.1f} {m[2]:7.2f} {m[3]:7.2f} | {m[4]:9.1f} {m[5]:7.2f} {m[6]:7.2f} | "
