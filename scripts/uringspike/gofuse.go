@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -93,8 +94,10 @@ func mountGoFuse(backing, mp string, uring bool) (*goMounted, error) {
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); srv.Serve() }()
 	go func() { m.wg.Wait(); close(m.done) }()
+	// go-fuse's own poll hack file (WaitMount skips it for /dev/fd/N).
+	hack := filepath.Join(mp, ".go-fuse-epoll-hack")
 	if !uring {
-		return m, nil
+		return m, pollHack(hack)
 	}
 	kernel := srv.KernelSettings()
 	if kernel.Flags64()&fuse.CAP_OVER_IO_URING == 0 {
@@ -109,7 +112,7 @@ func mountGoFuse(backing, mp string, uring bool) (*goMounted, error) {
 		return m, err
 	}
 	m.transport = "uring"
-	return m, nil
+	return m, pollHack(hack)
 }
 
 // primeProtocolServer hands ps the INIT the kernel sent the connection, so

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -69,7 +70,29 @@ func mount(backing, mp string, uring bool, readers int) (*mounted, error) {
 	if startErr != nil && uring {
 		return m, startErr
 	}
+	if err := pollHack(filepath.Join(mp, pollHackName)); err != nil {
+		return m, err
+	}
 	return m, nil
+}
+
+// pollHack opens and polls a file of the new mount once, so that the
+// kernel learns from the ENOSYS that it has no POLL before anyone else
+// opens a file there. Go's runtime adds every file it opens to its epoll
+// set; on a FUSE file that epoll_ctl sends a POLL and waits for the answer
+// while holding the runtime's processor, so in a process that serves its
+// own mount (the test) a stop-the-world can wait on a request only a
+// stopped thread would answer. go-fuse's WaitMount does the same.
+func pollHack(path string) error {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("poll hack: %w", err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLOUT}}, 0); err != nil {
+		return fmt.Errorf("poll hack: %w", err)
+	}
+	return nil
 }
 
 // startRings starts a queue per possible CPU, each serving with serve,

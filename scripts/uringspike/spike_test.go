@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,16 +31,24 @@ func TestSpikeServesBothTransports(t *testing.T) {
 	} {
 		t.Run(tc.server+"/"+tc.transport, func(t *testing.T) {
 			uring := tc.transport == "uring"
+			// enable_uring is the whole machine's: it is Y only while the
+			// queues register (a connection keeps io_uring once they have),
+			// and put back also if the test fails before that.
+			restore := func() {}
 			if uring {
 				was, err := setEnableURing(true)
 				if err != nil {
 					t.Skipf("kernel has no FUSE over io_uring here: cannot set enable_uring: %v", err)
 				}
-				t.Cleanup(func() {
-					if err := restoreEnableURing(was); err != nil {
-						t.Errorf("restore enable_uring: %v", err)
-					}
-				})
+				var once sync.Once
+				restore = func() {
+					once.Do(func() {
+						if err := restoreEnableURing(was); err != nil {
+							t.Errorf("restore enable_uring: %v", err)
+						}
+					})
+				}
+				t.Cleanup(restore)
 			}
 			backing, mp := t.TempDir(), t.TempDir()
 			var m spikeMount
@@ -53,6 +62,7 @@ func TestSpikeServesBothTransports(t *testing.T) {
 			} else if sm, err = mount(backing, mp, uring, 2); sm != nil {
 				m = sm
 			}
+			restore()
 			if m != nil {
 				t.Cleanup(func() { testsupport.Unmount(t, mp, 10*time.Second, m.unmount) })
 			}
