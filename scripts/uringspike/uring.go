@@ -39,15 +39,15 @@ const (
 	ioringOffCQRing = 0x8000000
 	ioringOffSQEs   = 0x10000000
 
-	ioringSetupSQE128        = 1 << 10
-	ioringSetupSingleIssuer  = 1 << 12
-	ioringSetupDeferTaskrun  = 1 << 13
-	ioringEnterGetEvents     = 1 << 0
-	ioringOpUringCmd         = 46
-	sqe128Size               = 128
-	cqeSize                  = 16
-	fuseIOUringCmdRegister   = 1
-	fuseIOUringCmdCommitFetc = 2
+	ioringSetupSQE128            = 1 << 10
+	ioringSetupSingleIssuer      = 1 << 12
+	ioringSetupDeferTaskrun      = 1 << 13
+	ioringEnterGetEvents         = 1 << 0
+	ioringOpUringCmd             = 46
+	sqe128Size                   = 128
+	cqeSize                      = 16
+	fuseIOUringCmdRegister       = 1
+	fuseIOUringCmdCommitAndFetch = 2
 
 	// struct fuse_uring_req_header: in_out (the fuse_in_header of a
 	// request, the fuse_out_header of its reply), op_in (the opcode's
@@ -281,8 +281,8 @@ func serveQueue(devFd int, qid int, serve ringServer, served *atomic.Uint64, rea
 		pending = append(pending, id)
 	})
 	ready <- regErr
-	if regErr != nil && live == 0 {
-		return regErr
+	if live == 0 {
+		return nil // why was sent on ready
 	}
 	complete := func(id uint64, res int32) {
 		if res < 0 {
@@ -295,7 +295,7 @@ func serveQueue(devFd int, qid int, serve ringServer, served *atomic.Uint64, rea
 		served.Add(1)
 		n := serve(e.hdr, e.payload, int(le.Uint32(e.hdr[ringPayloadSize:])))
 		le.PutUint32(e.hdr[ringPayloadSize:], uint32(n))
-		r.fuseCmd(devFd, fuseIOUringCmdCommitFetc, uint16(qid), le.Uint64(e.hdr[ringCommitID:]), 0, id)
+		r.fuseCmd(devFd, fuseIOUringCmdCommitAndFetch, uint16(qid), le.Uint64(e.hdr[ringCommitID:]), 0, id)
 	}
 	for _, id := range pending {
 		complete(id, 0)
