@@ -1,30 +1,34 @@
-// Command uringspike measures FUSE over io_uring (issue 26): a minimal
-// loopback file system that speaks the FUSE protocol itself, with two
-// transports over the same handlers, so that one binary can tell what the
-// transport costs.
+// Command uringspike measures FUSE over io_uring (issue 26): a FUSE server
+// over a backing directory with two transports over the same handlers, so
+// that one binary can tell what the transport costs
+// (docs/performance.md, FUSE over io_uring: a spike).
 //
-//	uringspike [-transport classic|uring] [-readers N] BACKING MOUNTPOINT
+//	uringspike [-server spike|gofuse] [-transport classic|uring] [-readers N] [-enable-uring] BACKING MOUNTPOINT
 //
-// classic: N threads in read(2) on /dev/fuse (N defaults to the number of
-// CPUs), each serving the request it read. uring: one io_uring per
-// possible CPU, served by a thread pinned to that CPU, which the kernel
-// hands the requests made on that CPU (plus one classic reader for FORGET
-// and INTERRUPT, which the kernel still sends through /dev/fuse). The
-// uring transport needs /sys/module/fuse/parameters/enable_uring set to Y
-// while the mount registers its queues (-enable-uring does that and puts
-// the old value back); a connection keeps io_uring once registered.
+// -server spike: a minimal path-based loopback, as go-fuse's, that speaks
+// the FUSE protocol itself, with the settings zerofs and scripts/loopmount
+// use (1 h entry, negative-entry and attribute timeouts,
+// default_permissions, POSIX ACLs, 1 MiB writes). It answers LOOKUP,
+// FORGET, BATCH_FORGET, GETATTR, SETATTR, MKDIR, UNLINK, RMDIR, RENAME(2),
+// CREATE, OPEN, READ, WRITE, FLUSH, RELEASE, FSYNC, OPENDIR, READDIR,
+// RELEASEDIR, STATFS, GETXATTR (ENODATA) and LISTXATTR (empty); everything
+// else ENOSYS. -server gofuse: go-fuse's own loopback, configured as
+// scripts/loopmount (gofuse.go says how it gets onto the rings).
 //
-// It serves a path-based loopback as go-fuse's does (scripts/loopmount is
-// the comparison) with the settings zerofs uses: 1 h entry, negative-entry
-// and attribute timeouts, default_permissions, 1 MiB writes. It answers
-// LOOKUP, FORGET, BATCH_FORGET, GETATTR, SETATTR, MKDIR, UNLINK, RMDIR,
-// RENAME(2), CREATE, OPEN, READ, WRITE, FLUSH, RELEASE, FSYNC, OPENDIR,
-// READDIR, RELEASEDIR, STATFS, GETXATTR (ENODATA) and LISTXATTR (empty);
-// everything else ENOSYS. It is a measurement tool, not part of zerofs.
+// -transport classic: N threads in read(2) on /dev/fuse (N defaults to the
+// number of CPUs; go-fuse's own loop for gofuse), each serving the request
+// it read. uring: one io_uring per possible CPU, served by a thread pinned
+// to that CPU, which the kernel hands the requests made on that CPU (plus
+// one classic reader for FORGET and INTERRUPT, which the kernel still
+// sends through /dev/fuse). The uring transport needs
+// /sys/module/fuse/parameters/enable_uring set to Y while the mount
+// registers its queues (-enable-uring does that and puts the old value
+// back); a connection keeps io_uring once registered.
 //
-// Run it as root (mount(2)). It prints "ready" (and the transport agreed)
+// Run it as root (mount(2)). It prints "ready" and the transport agreed
 // once mounted, unmounts on SIGINT or SIGTERM, and prints the requests it
-// served by opcode on stderr when it exits.
+// served on stderr when it exits. It is a measurement tool, not part of
+// zerofs.
 package main
 
 import (
