@@ -113,6 +113,9 @@ type Store struct {
 	// ringState is the io_uring the namer's small stashes are read
 	// through (hashbatch.go).
 	ringState
+	// syncRingState is the io_uring a batch-mode Sync makes kept files
+	// durable through (syncring.go).
+	syncRingState
 
 	wmu sync.Mutex // serialises appends; guards active, retired and pack sizes
 	// active is the pack being appended to (nil until the first Put);

@@ -34,7 +34,7 @@ const (
 // page cache wait to be written (Dirty and Writeback in /proc/meminfo);
 // ok is false when it cannot tell.
 var dirtyBytes = func() (n int64, ok bool) {
-	b, err := os.ReadFile("/proc/meminfo")
+	b, err := readMeminfo()
 	if err != nil {
 		return 0, false
 	}
@@ -58,6 +58,30 @@ var dirtyBytes = func() (n int64, ok bool) {
 		}
 	}
 	return n, found == 2
+}
+
+// meminfo is /proc/meminfo, opened once: a pread at offset 0 reads it
+// afresh, one system call a window where os.ReadFile makes six.
+var meminfo struct {
+	once sync.Once
+	fd   int
+	err  error
+}
+
+// readMeminfo returns the contents of /proc/meminfo.
+func readMeminfo() ([]byte, error) {
+	meminfo.once.Do(func() {
+		meminfo.fd, meminfo.err = unix.Open("/proc/meminfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	})
+	if meminfo.err != nil {
+		return os.ReadFile("/proc/meminfo")
+	}
+	b := make([]byte, 16<<10)
+	n, err := unix.Pread(meminfo.fd, b, 0)
+	if err != nil || n == len(b) {
+		return os.ReadFile("/proc/meminfo") // longer than b: the slow way
+	}
+	return b[:n], nil
 }
 
 // wholeFS reports whether the kept files pending (names in kept/, open at

@@ -132,7 +132,12 @@ func (r *ring) u32(m []byte, off uintptr) *uint32 { return (*uint32)(unsafe.Poin
 // completions; res[i] is ops[i]'s result (a negative errno on failure).
 // Whatever ops point to (paths, buffers) must stay alive until run
 // returns. It is not safe for concurrent use.
-func (r *ring) run(ops []sqe, res []int32) error {
+func (r *ring) run(ops []sqe, res []int32) error { return r.runThen(ops, res, nil) }
+
+// runThen is run; when submitted is not nil, the ops are submitted first
+// without waiting and submitted is called before their completions are
+// waited for (a crash point: the ops in flight).
+func (r *ring) runThen(ops []sqe, res []int32, submitted func()) error {
 	if uint32(len(ops)) > r.entries {
 		return errors.New("blobstore: io_uring batch larger than its ring")
 	}
@@ -147,6 +152,19 @@ func (r *ring) run(ops []sqe, res []int32) error {
 	atomic.StoreUint32(r.u32(r.sqRing, r.sqTail), tail+uint32(len(ops)))
 	toSubmit, done := uint32(len(ops)), 0
 	cmask := *r.u32(r.cqRing, r.cqMask)
+	if submitted != nil {
+		for toSubmit > 0 {
+			n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), 0, 0, 0, 0)
+			switch errno {
+			case 0:
+				toSubmit -= uint32(n)
+			case syscall.EINTR, syscall.EAGAIN, syscall.EBUSY:
+			default:
+				return fmt.Errorf("blobstore: io_uring_enter: %w", errno)
+			}
+		}
+		submitted()
+	}
 	for done < len(ops) {
 		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), uintptr(len(ops)-done), ioringEnterGetEvents, 0, 0)
 		switch errno {
