@@ -308,10 +308,11 @@ func TestDetachDamaged(t *testing.T) {
 // --sync always is unaffected: Keep itself syncs each file.
 func TestKeepSyncManyWithSyncfs(t *testing.T) {
 	var log []string
-	realData, realDir, realFS, realFrom, realDirty := fdatasync, syncDirFile, syncFS, syncfsFrom, dirtyBytes
+	realData, realDir, realFS, realFrom, realRingFrom, realDirty := fdatasync, syncDirFile, syncFS, syncfsFrom, syncfsRingFrom, dirtyBytes
 	t.Cleanup(func() {
-		fdatasync, syncDirFile, syncFS, syncfsFrom, dirtyBytes = realData, realDir, realFS, realFrom, realDirty
+		fdatasync, syncDirFile, syncFS, syncfsFrom, syncfsRingFrom, dirtyBytes = realData, realDir, realFS, realFrom, realRingFrom, realDirty
 	})
+	syncfsRingFrom = 3
 	dirtyBytes = func() (int64, bool) { return 0, true } // the files are all that is dirty
 	fdatasync = func(f *os.File) error { log = append(log, "data"); return realData(f) }
 	syncDirFile = func(d *os.File) error { log = append(log, "dir"); return realDir(d) }

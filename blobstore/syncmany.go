@@ -87,7 +87,11 @@ func readMeminfo() ([]byte, error) {
 // wholeFS reports whether the kept files pending (names in kept/, open at
 // dir) are best made durable with one syncfs.
 func (s *Store) wholeFS(dir *os.File, pending []string) bool {
-	if len(pending) < syncfsFrom {
+	from := syncfsFrom
+	if s.syncRingUp() {
+		from = max(from, syncfsRingFrom)
+	}
+	if len(pending) < from {
 		return false
 	}
 	dirty, ok := dirtyBytes()

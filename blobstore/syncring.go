@@ -75,6 +75,23 @@ var newSyncRing = func() (*ring, error) {
 // ringDirSynced the fsyncs of kept/ made there (tests read them).
 var ringSynced, ringDirSynced atomic.Int64
 
+// syncRingSetup sets the sync ring up on first use.
+func (s *Store) syncRingSetup() {
+	s.syncOnce.Do(func() {
+		if r, err := newSyncRing(); err == nil {
+			s.syncRing = r
+		}
+	})
+}
+
+// syncRingUp reports whether kept files are synced through the ring.
+func (s *Store) syncRingUp() bool {
+	s.syncRingSetup()
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	return s.syncRing != nil && !s.syncDead
+}
+
 // registerSparse registers n empty slots for direct descriptors.
 func (r *ring) registerSparse(n int) error {
 	fds := make([]int32, n)
@@ -94,11 +111,7 @@ func (r *ring) registerSparse(n int) error {
 // there is no ring (none offered, or it failed: what it did is then
 // unknown), and the caller syncs them all with plain system calls.
 func (s *Store) syncKeptRing(dir *os.File, pending []string) (handled bool, err error) {
-	s.syncOnce.Do(func() {
-		if r, err := newSyncRing(); err == nil {
-			s.syncRing = r
-		}
-	})
+	s.syncRingSetup()
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	if s.syncRing == nil || s.syncDead {

@@ -216,3 +216,38 @@ func TestSyncRingResults(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepSyncRingSmallWindow: with the ring, a window of fewer than
+// syncfsRingFrom kept files is synced through it without a look at the
+// system's dirty data, even when a syncfs would otherwise be chosen; from
+// syncfsRingFrom files the choice is as without the ring.
+func TestKeepSyncRingSmallWindow(t *testing.T) {
+	if r, err := newSyncRing(); err != nil {
+		t.Skipf("no io_uring here: %v", err)
+	} else {
+		r.close()
+	}
+	realDirty, realFS, realRingFrom := dirtyBytes, syncFS, syncfsRingFrom
+	t.Cleanup(func() { dirtyBytes, syncFS, syncfsRingFrom = realDirty, realFS, realRingFrom })
+	syncfsRingFrom = 8
+	looks, fsyncs := 0, 0
+	dirtyBytes = func() (int64, bool) { looks++; return 0, true } // a syncfs, if asked
+	syncFS = func(d *os.File) error { fsyncs++; return realFS(d) }
+	s := openT(t, Options{})
+	base := t.TempDir()
+	files := ringSynced.Load()
+	keepN(t, s, base, 7)
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := ringSynced.Load() - files; got != 7 || looks != 0 || fsyncs != 0 {
+		t.Fatalf("7 files: %d synced through the ring, %d looks at dirty data, %d syncfs; want 7, 0, 0", got, looks, fsyncs)
+	}
+	keepN(t, s, base, 8)
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if looks != 1 || fsyncs != 1 {
+		t.Fatalf("8 files with nothing else dirty: %d looks, %d syncfs; want 1, 1", looks, fsyncs)
+	}
+}
