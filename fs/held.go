@@ -161,9 +161,18 @@ func (n *wsNode) holdRemoved(dfd int, name string) func(removed bool) {
 	if !ok {
 		return func(bool) {}
 	}
-	fd, err := unix.Openat(dfd, name, flags, 0)
-	if err != nil {
-		return func(bool) {}
+	fd, taken := -1, false
+	if ch.IsDir() {
+		// The directory's kept descriptor (backing.go), if it has one.
+		if dir, ok := n.path(); ok {
+			fd, taken = n.fs.dirs.take(cn, join(dir, name))
+		}
+	}
+	if !taken {
+		var err error
+		if fd, err = unix.Openat(dfd, name, flags, 0); err != nil {
+			return func(bool) {}
+		}
 	}
 	return func(removed bool) {
 		if !removed {
