@@ -87,11 +87,7 @@ func readMeminfo() ([]byte, error) {
 // wholeFS reports whether the kept files pending (names in kept/, open at
 // dir) are best made durable with one syncfs.
 func (s *Store) wholeFS(dir *os.File, pending []string) bool {
-	from := syncfsFrom
-	if s.syncRingUp() {
-		from = max(from, syncfsRingFrom)
-	}
-	if len(pending) < from {
+	if len(pending) < syncfsFrom || len(pending) < syncfsRingFrom && s.syncRingUp() {
 		return false
 	}
 	dirty, ok := dirtyBytes()
