@@ -17,10 +17,11 @@ import (
 // after a git commit of 12k objects, the removals that follow wait for all
 // of them. An fdatasync of each file writes only that file, but costs a
 // flush of the disk each (merged when several run at once). So a window
-// of syncfsFrom files or more is synced with one syncfs only while the
+// of syncfsFrom files or more (syncfsRingFrom where they go through
+// io_uring: syncring.go) is synced with one syncfs only while the
 // system's dirty data is not much more than the files' own (a tree written
-// and removed at once); otherwise each file is synced alone, syncEach at
-// a time (docs/performance.md, Code written for speed).
+// and removed at once); otherwise each file is synced alone, through the
+// ring or syncEach at a time (docs/performance.md, Code written for speed).
 const (
 	// syncfsOver and syncfsSlack: syncfs while dirty <= syncfsOver x the
 	// files' bytes + syncfsSlack.
