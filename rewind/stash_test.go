@@ -304,7 +304,12 @@ func TestStashCrash(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer e.Close()
+				closed := false
+				defer func() {
+					if !closed {
+						e.Close()
+					}
+				}()
 				checkStashed(t, e, files, ev.Seq)
 				if _, err := e.Rewind(ctx, ev.Seq); err != nil {
 					t.Fatal(err)
@@ -320,6 +325,14 @@ func TestStashCrash(t *testing.T) {
 					if err := e.Blobs().Verify(blobstore.Sum([]byte(want))); err != nil {
 						t.Fatalf("%s's blob: %v", p, err)
 					}
+				}
+				closed = true
+				if err := e.Close(); err != nil {
+					t.Fatal(err)
+				}
+				// The log as verify reads it: whole, no torn tail left.
+				if _, torn, err := eventlog.Check(filepath.Join(store, record.LogName)); err != nil || torn != 0 {
+					t.Fatalf("the log after recovery: %d torn bytes, %v", torn, err)
 				}
 			})
 		}
