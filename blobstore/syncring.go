@@ -40,13 +40,16 @@ const (
 	// syncRingEntries holds three entries a file and kept/'s fsync.
 	syncRingEntries = 512
 
-	ioringOpFsync        = 3
-	ioringFsyncDatasync  = 1 << 0
-	iosqeFixedFile       = 1 << 0
-	iosqeIODrain         = 1 << 1
-	iosqeIOLink          = 1 << 2
-	ioringRegisterFiles  = 2
-	ioringRegisterFiles2 = 13
+	ioringOpFsync       = 3
+	ioringFsyncDatasync = 1 << 0
+	iosqeFixedFile      = 1 << 0
+	iosqeIODrain        = 1 << 1
+	iosqeIOLink         = 1 << 2
+	ioringRegisterFiles = 2
+	// ioringFeatLinkedFile: a linked request's file is looked up when it
+	// runs, so an FSYNC can use the slot the OPENAT before it filled
+	// (Linux 5.17). Without it the ring is not used.
+	ioringFeatLinkedFile = 1 << 12
 )
 
 // syncRingState is the Store's io_uring for kept files' syncs.
@@ -63,6 +66,10 @@ var newSyncRing = func() (*ring, error) {
 	r, err := newRing(syncRingEntries)
 	if err != nil {
 		return nil, err
+	}
+	if r.features&ioringFeatLinkedFile == 0 {
+		r.close()
+		return nil, errRingUnusable
 	}
 	if err := r.registerSparse(syncRingFiles); err != nil {
 		r.close()
@@ -207,7 +214,7 @@ func (s *Store) closeSyncRing() {
 	s.syncRing, s.syncDead = nil, true
 }
 
-// errRingUnusable: an fsync of a slot its open had just filled found no
-// file there (a kernel before 5.18 looks the slot up when the chain is
-// submitted, not when the fsync runs): the ring cannot do this work.
+// errRingUnusable: the kernel cannot fsync a slot filled by the open
+// linked before it (no IORING_FEAT_LINKED_FILE, or an fsync that found
+// the slot its open had just filled empty): the ring cannot do this work.
 var errRingUnusable = errors.New("blobstore: io_uring cannot sync through direct descriptors")

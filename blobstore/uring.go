@@ -19,11 +19,12 @@ import (
 // (too old, or io_uring_disabled), newRing fails and the caller uses plain
 // system calls.
 type ring struct {
-	fd      int
-	sqRing  []byte
-	cqRing  []byte
-	sqeMem  []byte
-	entries uint32
+	fd       int
+	features uint32 // IORING_FEAT_* the kernel offers
+	sqRing   []byte
+	cqRing   []byte
+	sqeMem   []byte
+	entries  uint32
 
 	sqHead, sqTail, sqMask, sqArray uintptr // offsets into sqRing
 	cqHead, cqTail, cqMask, cqes    uintptr // offsets into cqRing
@@ -95,7 +96,7 @@ func newRing(entries uint32) (*ring, error) {
 	if errno != 0 {
 		return nil, fmt.Errorf("blobstore: io_uring_setup: %w", errno)
 	}
-	r := &ring{fd: int(fd), entries: p.sqEntries}
+	r := &ring{fd: int(fd), entries: p.sqEntries, features: p.features}
 	fail := func(err error) (*ring, error) {
 		r.close()
 		return nil, fmt.Errorf("blobstore: io_uring mmap: %w", err)
