@@ -25,7 +25,7 @@ type server struct {
 	next   uint64
 
 	counts [64]atomic.Uint64 // requests served, by opcode
-	onRing atomic.Uint64     // of which over io_uring
+	onRing ringCounts        // of which over io_uring
 }
 
 // node is an inode the kernel knows: its path under the root ("" for the

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,7 +37,7 @@ type goMounted struct {
 	fd        int
 	srv       *fuse.Server
 	transport string
-	onRing    atomic.Uint64
+	onRing    ringCounts
 	done      chan struct{}
 
 	mu   sync.Mutex // guards errs

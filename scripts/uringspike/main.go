@@ -75,7 +75,7 @@ func (m *mounted) summary() string           { return m.srv.summary() }
 func (m *goMounted) agreed() string            { return m.transport }
 func (m *goMounted) finished() <-chan struct{} { return m.done }
 func (m *goMounted) summary() string {
-	return fmt.Sprintf("requests over io_uring: %d", m.onRing.Load())
+	return fmt.Sprintf("requests over io_uring: %d", m.onRing.total.Load())
 }
 
 func run(backing, mp, serverKind, transport string, readers int, enable bool) error {
@@ -146,5 +146,5 @@ func (s *server) summary() string {
 		}
 	}
 	sort.Strings(parts)
-	return fmt.Sprintf("requests: total=%d io_uring=%d %s", total, s.onRing.Load(), strings.Join(parts, " "))
+	return fmt.Sprintf("requests: total=%d io_uring=%d %s", total, s.onRing.total.Load(), strings.Join(parts, " "))
 }

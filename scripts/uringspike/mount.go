@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -98,7 +97,7 @@ func pollHack(path string) error {
 // startRings starts a queue per possible CPU, each serving with serve,
 // and waits until each has registered its entries or failed to; fail gets
 // why a queue stopped serving later.
-func startRings(fd int, wg *sync.WaitGroup, serve ringServer, served *atomic.Uint64, fail func(error)) error {
+func startRings(fd int, wg *sync.WaitGroup, serve ringServer, served *ringCounts, fail func(error)) error {
 	n, err := possibleCPUs()
 	if err != nil {
 		return err

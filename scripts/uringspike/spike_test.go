@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zerofs/zerofs/internal/testsupport"
+	"golang.org/x/sys/unix"
 )
 
 // TestSpikeServesBothTransports mounts the spike over a backing directory,
@@ -31,58 +34,16 @@ func TestSpikeServesBothTransports(t *testing.T) {
 	} {
 		t.Run(tc.server+"/"+tc.transport, func(t *testing.T) {
 			uring := tc.transport == "uring"
-			// enable_uring is the whole machine's: it is Y only while the
-			// queues register (a connection keeps io_uring once they have),
-			// and put back also if the test fails before that.
-			restore := func() {}
-			if uring {
-				was, err := setEnableURing(true)
-				if err != nil {
-					t.Skipf("kernel has no FUSE over io_uring here: cannot set enable_uring: %v", err)
-				}
-				var once sync.Once
-				restore = func() {
-					once.Do(func() {
-						if err := restoreEnableURing(was); err != nil {
-							t.Errorf("restore enable_uring: %v", err)
-						}
-					})
-				}
-				t.Cleanup(restore)
-			}
 			backing, mp := t.TempDir(), t.TempDir()
-			var m spikeMount
-			var sm *mounted
-			var gm *goMounted
-			var err error
-			if tc.server == "gofuse" {
-				if gm, err = mountGoFuse(backing, mp, uring); gm != nil {
-					m = gm
-				}
-			} else if sm, err = mount(backing, mp, uring, 2); sm != nil {
-				m = sm
-			}
-			restore()
-			if m != nil {
-				t.Cleanup(func() { testsupport.Unmount(t, mp, 10*time.Second, m.unmount) })
-			}
-			if err != nil {
-				if m != nil && errors.Is(err, syscall.EOPNOTSUPP) {
-					t.Skipf("kernel has no FUSE over io_uring here: %v", err)
-				}
-				t.Fatalf("mount: %v", err)
-			}
-			if m.agreed() != tc.transport {
-				t.Fatalf("transport: got %s, want %s", m.agreed(), tc.transport)
-			}
+			sm, gm := mountT(t, tc.server, backing, mp, uring)
 			exercise(t, mp, backing)
 			if gm != nil {
-				if n := gm.onRing.Load(); n < 50 {
+				if n := gm.onRing.total.Load(); n < 50 {
 					t.Errorf("go-fuse requests over io_uring: got %d, want the workload's (50 or more)", n)
 				}
 				return
 			}
-			total, onRing := uint64(0), sm.srv.onRing.Load()
+			total, onRing := uint64(0), sm.srv.onRing.total.Load()
 			for i := range sm.srv.counts {
 				total += sm.srv.counts[i].Load()
 			}
@@ -96,6 +57,138 @@ func TestSpikeServesBothTransports(t *testing.T) {
 				t.Errorf("requests over io_uring on the classic transport: got %d, want 0", onRing)
 			}
 		})
+	}
+}
+
+// mountT mounts server ("spike" or "gofuse") over backing at mp, over
+// io_uring if uring, and unmounts it when t ends. It skips t only where
+// the kernel has no FUSE over io_uring (enable_uring cannot be set, or
+// registration is refused with EOPNOTSUPP), and fails it if the kernel
+// does not agree to the transport asked for. enable_uring is the whole
+// machine's: it is Y only while the queues register (a connection keeps
+// io_uring once they have), and is put back also if t fails before that.
+func mountT(t *testing.T, server, backing, mp string, uring bool) (*mounted, *goMounted) {
+	t.Helper()
+	restore := func() {}
+	if uring {
+		was, err := setEnableURing(true)
+		if err != nil {
+			t.Skipf("kernel has no FUSE over io_uring here: cannot set enable_uring: %v", err)
+		}
+		var once sync.Once
+		restore = func() {
+			once.Do(func() {
+				if err := restoreEnableURing(was); err != nil {
+					t.Errorf("restore enable_uring: %v", err)
+				}
+			})
+		}
+		t.Cleanup(restore)
+	}
+	var m spikeMount
+	var sm *mounted
+	var gm *goMounted
+	var err error
+	if server == "gofuse" {
+		if gm, err = mountGoFuse(backing, mp, uring); gm != nil {
+			m = gm
+		}
+	} else if sm, err = mount(backing, mp, uring, 2); sm != nil {
+		m = sm
+	}
+	restore()
+	if m != nil {
+		t.Cleanup(func() { testsupport.Unmount(t, mp, 10*time.Second, m.unmount) })
+	}
+	if err != nil {
+		if m != nil && errors.Is(err, syscall.EOPNOTSUPP) {
+			t.Skipf("kernel has no FUSE over io_uring here: %v", err)
+		}
+		t.Fatalf("mount: %v", err)
+	}
+	want := "classic"
+	if uring {
+		want = "uring"
+	}
+	if m.agreed() != want {
+		t.Fatalf("transport: got %s, want %s", m.agreed(), want)
+	}
+	return sm, gm
+}
+
+// TestURingServesOnTheCallersCPU checks what the io_uring transport is
+// for: a request goes to the queue of the CPU that made it, whose thread
+// is pinned to that CPU. From a thread pinned to each CPU in turn it
+// creates, stats and removes files in the spike's mount, and wants at
+// least 90% of the requests that burst caused on that CPU's queue (the
+// kernel may send one from a worker of its own elsewhere).
+func TestURingServesOnTheCallersCPU(t *testing.T) {
+	testsupport.RequireFUSE(t)
+	cpus, err := possibleCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	backing, mp := t.TempDir(), t.TempDir()
+	sm, _ := mountT(t, "spike", backing, mp, true)
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		t.Fatal(err)
+	}
+	for cpu := range cpus {
+		if !allowed.IsSet(cpu) {
+			continue
+		}
+		var before [64]uint64
+		for q := range before {
+			before[q] = sm.srv.onRing.byQueue[q].Load()
+		}
+		errc := make(chan error, 1)
+		go func() {
+			// The thread stays locked and is discarded with this
+			// goroutine: its affinity must not leak.
+			runtime.LockOSThread()
+			var set unix.CPUSet
+			set.Set(cpu)
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				errc <- err
+				return
+			}
+			for i := range 20 {
+				p := filepath.Join(mp, fmt.Sprintf("cpu%d-%d", cpu, i))
+				fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+				if err == nil {
+					_, err = unix.Write(fd, []byte("x"))
+					unix.Close(fd)
+				}
+				var st unix.Stat_t
+				if err == nil {
+					err = unix.Stat(p, &st)
+				}
+				if err == nil {
+					err = unix.Unlink(p)
+				}
+				if err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+		if err := <-errc; err != nil {
+			t.Fatalf("files from CPU %d: %v", cpu, err)
+		}
+		var mine, all uint64
+		for q := range before {
+			d := sm.srv.onRing.byQueue[q].Load() - before[q]
+			all += d
+			if q == cpu {
+				mine = d
+			}
+		}
+		t.Logf("CPU %d: %d of %d requests on its queue", cpu, mine, all)
+		if all < 100 || mine*10 < all*9 {
+			t.Errorf("requests made on CPU %d: %d of %d served by its queue, want at least 90%% of 100 or more", cpu, mine, all)
+		}
 	}
 }
 

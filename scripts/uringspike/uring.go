@@ -214,6 +214,13 @@ func newEntry() (*entry, error) {
 // refused FUSE over io_uring (EOPNOTSUPP where enable_uring is off).
 var errRegister = errors.New("FUSE_IO_URING_CMD_REGISTER")
 
+// ringCounts counts the requests served over io_uring, in all and by
+// queue (the CPU they were made on).
+type ringCounts struct {
+	total   atomic.Uint64
+	byQueue [64]atomic.Uint64
+}
+
 // ringServer serves the request in a ring entry: hdr is the entry's
 // header (fuse_in_header in in_out, the opcode's header in op_in),
 // payload its payload, of which the request fills size bytes. It writes
@@ -237,7 +244,7 @@ func (s *server) serveEntry(hdr, payload []byte, size int) int {
 // a thread pinned to CPU qid until the connection ends, counting the
 // requests in served. It sends one value on ready: nil once every entry
 // is registered, or why registration failed.
-func serveQueue(devFd int, qid int, serve ringServer, served *atomic.Uint64, ready chan<- error) error {
+func serveQueue(devFd int, qid int, serve ringServer, served *ringCounts, ready chan<- error) error {
 	// The thread stays locked (and is discarded when this returns): its
 	// CPU affinity must not leak to other goroutines.
 	runtime.LockOSThread()
@@ -292,7 +299,10 @@ func serveQueue(devFd int, qid int, serve ringServer, served *atomic.Uint64, rea
 			return
 		}
 		e := ents[id]
-		served.Add(1)
+		served.total.Add(1)
+		if qid < len(served.byQueue) {
+			served.byQueue[qid].Add(1)
+		}
 		n := serve(e.hdr, e.payload, int(le.Uint32(e.hdr[ringPayloadSize:])))
 		le.PutUint32(e.hdr[ringPayloadSize:], uint32(n))
 		r.fuseCmd(devFd, fuseIOUringCmdCommitAndFetch, uint16(qid), le.Uint64(e.hdr[ringCommitID:]), 0, id)
