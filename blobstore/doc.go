@@ -27,9 +27,10 @@
 // blob it keeps into packs and then removes the link. Durability: with
 // Options.Sync, Keep fdatasyncs the file and fsyncs kept/ before it
 // returns; otherwise Sync makes them durable: an fdatasync of each kept
-// file and one fsync of kept/ for fewer than 64, one syncfs of the
-// store's filesystem for more (one journal commit for an rm -rf, not one
-// per file); Keep starts the writeback of a file of 1 MiB or more at once.
+// file and then one fsync of kept/ (through io_uring where the kernel has
+// it, one io_uring_enter for up to 128 files: syncring.go), or one syncfs
+// of the store's filesystem when they are many and most of what is dirty
+// (syncmany.go); Keep starts the writeback of a file of 1 MiB or more at once.
 // Clone
 // (clone.go) captures a file over ChunkAbove about to be written as a
 // reflink (FICLONE) into an anonymous file in kept/, hashed and then
@@ -95,7 +96,8 @@
 // "kept:naming" when Name has opened a stash to hash it, "kept:moving"
 // before MoveStashes renames a stash to its blob, "kept:syncing" when a
 // batch-mode Sync begins to make kept files and stashes durable,
-// "pack:appended"
+// "kept:ring-syncing" when it has submitted a window's syncs to io_uring
+// and not yet waited for them, "pack:appended"
 // after a record is written to a pack, "prune:removing" after Prune deleted
 // its first old pack, "prune:removed-loose" after each loose blob it
 // deleted.

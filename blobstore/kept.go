@@ -414,7 +414,15 @@ func (s *Store) syncKept() error {
 		}
 	case len(pending) > 0:
 		// Each file's own data, not the whole filesystem's (syncmany.go),
-		// then their entries.
+		// then their entries: through io_uring (syncring.go), or one
+		// system call at a time.
+		if handled, err := s.syncKeptRing(dir, pending); handled {
+			if err != nil {
+				restore()
+				return err
+			}
+			break
+		}
 		if err := s.syncEachFile(dir, pending); err != nil {
 			restore()
 			return err

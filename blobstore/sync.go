@@ -227,6 +227,7 @@ func (s *Store) Close() error {
 		s.ring, s.ringDead = nil, true
 	}
 	s.ringMu.Unlock()
+	s.closeSyncRing()
 	return err
 }
 

@@ -17,10 +17,11 @@ import (
 // after a git commit of 12k objects, the removals that follow wait for all
 // of them. An fdatasync of each file writes only that file, but costs a
 // flush of the disk each (merged when several run at once). So a window
-// of syncfsFrom files or more is synced with one syncfs only while the
+// of syncfsFrom files or more (syncfsRingFrom where they go through
+// io_uring: syncring.go) is synced with one syncfs only while the
 // system's dirty data is not much more than the files' own (a tree written
-// and removed at once); otherwise each file is synced alone, syncEach at
-// a time (docs/performance.md, Code written for speed).
+// and removed at once); otherwise each file is synced alone, through the
+// ring or syncEach at a time (docs/performance.md, Code written for speed).
 const (
 	// syncfsOver and syncfsSlack: syncfs while dirty <= syncfsOver x the
 	// files' bytes + syncfsSlack.
@@ -34,7 +35,7 @@ const (
 // page cache wait to be written (Dirty and Writeback in /proc/meminfo);
 // ok is false when it cannot tell.
 var dirtyBytes = func() (n int64, ok bool) {
-	b, err := os.ReadFile("/proc/meminfo")
+	b, err := readMeminfo()
 	if err != nil {
 		return 0, false
 	}
@@ -60,10 +61,34 @@ var dirtyBytes = func() (n int64, ok bool) {
 	return n, found == 2
 }
 
+// meminfo is /proc/meminfo, opened once: a pread at offset 0 reads it
+// afresh, one system call a window where os.ReadFile makes six.
+var meminfo struct {
+	once sync.Once
+	fd   int
+	err  error
+}
+
+// readMeminfo returns the contents of /proc/meminfo.
+func readMeminfo() ([]byte, error) {
+	meminfo.once.Do(func() {
+		meminfo.fd, meminfo.err = unix.Open("/proc/meminfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	})
+	if meminfo.err != nil {
+		return os.ReadFile("/proc/meminfo")
+	}
+	b := make([]byte, 16<<10)
+	n, err := unix.Pread(meminfo.fd, b, 0)
+	if err != nil || n == len(b) {
+		return os.ReadFile("/proc/meminfo") // longer than b: the slow way
+	}
+	return b[:n], nil
+}
+
 // wholeFS reports whether the kept files pending (names in kept/, open at
 // dir) are best made durable with one syncfs.
 func (s *Store) wholeFS(dir *os.File, pending []string) bool {
-	if len(pending) < syncfsFrom {
+	if len(pending) < syncfsFrom || len(pending) < syncfsRingFrom && s.syncRingUp() {
 		return false
 	}
 	dirty, ok := dirtyBytes()

@@ -15,12 +15,16 @@ import (
 // much more dirty data than the files (a syncfs would write all of it);
 // with as little as the files, one syncfs (TestKeepSyncManyWithSyncfs). A
 // failed fdatasync fails Sync and leaves every file pending for the next.
+// This is the plain path, without io_uring (TestKeepSyncRing: with it).
 func TestKeepSyncEachWhenMuchIsDirty(t *testing.T) {
 	var mu sync.Mutex
 	var log []string
 	note := func(s string) { mu.Lock(); log = append(log, s); mu.Unlock() }
-	realData, realDir, realFS, realDirty := fdatasync, syncDirFile, syncFS, dirtyBytes
-	t.Cleanup(func() { fdatasync, syncDirFile, syncFS, dirtyBytes = realData, realDir, realFS, realDirty })
+	realData, realDir, realFS, realDirty, realRing := fdatasync, syncDirFile, syncFS, dirtyBytes, newSyncRing
+	t.Cleanup(func() {
+		fdatasync, syncDirFile, syncFS, dirtyBytes, newSyncRing = realData, realDir, realFS, realDirty, realRing
+	})
+	newSyncRing = func() (*ring, error) { return nil, errors.New("no io_uring in this test") }
 	var fail error
 	fdatasync = func(f *os.File) error {
 		note("data " + filepath.Base(f.Name()))

@@ -19,11 +19,12 @@ import (
 // (too old, or io_uring_disabled), newRing fails and the caller uses plain
 // system calls.
 type ring struct {
-	fd      int
-	sqRing  []byte
-	cqRing  []byte
-	sqeMem  []byte
-	entries uint32
+	fd       int
+	features uint32 // IORING_FEAT_* the kernel offers
+	sqRing   []byte
+	cqRing   []byte
+	sqeMem   []byte
+	entries  uint32
 
 	sqHead, sqTail, sqMask, sqArray uintptr // offsets into sqRing
 	cqHead, cqTail, cqMask, cqes    uintptr // offsets into cqRing
@@ -95,7 +96,7 @@ func newRing(entries uint32) (*ring, error) {
 	if errno != 0 {
 		return nil, fmt.Errorf("blobstore: io_uring_setup: %w", errno)
 	}
-	r := &ring{fd: int(fd), entries: p.sqEntries}
+	r := &ring{fd: int(fd), entries: p.sqEntries, features: p.features}
 	fail := func(err error) (*ring, error) {
 		r.close()
 		return nil, fmt.Errorf("blobstore: io_uring mmap: %w", err)
@@ -132,7 +133,12 @@ func (r *ring) u32(m []byte, off uintptr) *uint32 { return (*uint32)(unsafe.Poin
 // completions; res[i] is ops[i]'s result (a negative errno on failure).
 // Whatever ops point to (paths, buffers) must stay alive until run
 // returns. It is not safe for concurrent use.
-func (r *ring) run(ops []sqe, res []int32) error {
+func (r *ring) run(ops []sqe, res []int32) error { return r.runThen(ops, res, nil) }
+
+// runThen is run; when submitted is not nil, the ops are submitted first
+// without waiting and submitted is called before their completions are
+// waited for (a crash point: the ops in flight).
+func (r *ring) runThen(ops []sqe, res []int32, submitted func()) error {
 	if uint32(len(ops)) > r.entries {
 		return errors.New("blobstore: io_uring batch larger than its ring")
 	}
@@ -147,6 +153,19 @@ func (r *ring) run(ops []sqe, res []int32) error {
 	atomic.StoreUint32(r.u32(r.sqRing, r.sqTail), tail+uint32(len(ops)))
 	toSubmit, done := uint32(len(ops)), 0
 	cmask := *r.u32(r.cqRing, r.cqMask)
+	if submitted != nil {
+		for toSubmit > 0 {
+			n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), 0, 0, 0, 0)
+			switch errno {
+			case 0:
+				toSubmit -= uint32(n)
+			case syscall.EINTR, syscall.EAGAIN, syscall.EBUSY:
+			default:
+				return fmt.Errorf("blobstore: io_uring_enter: %w", errno)
+			}
+		}
+		submitted()
+	}
 	for done < len(ops) {
 		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), uintptr(len(ops)-done), ioringEnterGetEvents, 0, 0)
 		switch errno {

@@ -444,6 +444,33 @@ func (c *dirCache) dropTreeLocked(n *wsNode, e *cachedDir) {
 	c.dropLocked(n, e)
 }
 
+// take gives the caller n's kept descriptor, if n is kept at p, valid
+// (as open would use it) and in use by no request: it leaves the cache,
+// with every entry below it, and its watch. A directory about to be
+// removed keeps it as its held descriptor (holdRemoved) rather than
+// opening the same directory again and closing this one at its FORGET.
+func (c *dirCache) take(n *wsNode, p string) (fd int, ok bool) {
+	f := n.fs
+	started := f.rw.started.Load()
+	if f.rw.inflight.Load() != 0 {
+		return -1, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[n]
+	if e == nil || e.path != p || e.started != started || e.refs != 0 || e.gone {
+		return -1, false
+	}
+	for dn, de := range c.m {
+		if strings.HasPrefix(de.path, e.path+"/") {
+			c.dropLocked(dn, de)
+		}
+	}
+	e.refs++ // not closed by dropLocked: the caller owns fd
+	c.dropLocked(n, e)
+	return e.fd, true
+}
+
 // forget drops n's descriptor, if kept (its node left the tree).
 func (c *dirCache) forget(n *wsNode) {
 	c.mu.Lock()

@@ -161,9 +161,18 @@ func (n *wsNode) holdRemoved(dfd int, name string) func(removed bool) {
 	if !ok {
 		return func(bool) {}
 	}
-	fd, err := unix.Openat(dfd, name, flags, 0)
-	if err != nil {
-		return func(bool) {}
+	fd, taken := -1, false
+	if ch.IsDir() {
+		// The directory's kept descriptor (backing.go), if it has one.
+		if dir, ok := n.path(); ok {
+			fd, taken = n.fs.dirs.take(cn, join(dir, name))
+		}
+	}
+	if !taken {
+		var err error
+		if fd, err = unix.Openat(dfd, name, flags, 0); err != nil {
+			return func(bool) {}
+		}
 	}
 	return func(removed bool) {
 		if !removed {
@@ -214,8 +223,20 @@ func (d *heldDir) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno
 	return d.inner().Readdirent(ctx)
 }
 
+// Seekdir moves the descriptor to off and starts a fresh stream on it,
+// which reads at its first use: go-fuse's Seekdir reads at once, and its
+// first Readdirent reads again when that found nothing (the kernel's
+// READDIR at a listing's end offset: two getdents where one says EOF).
 func (d *heldDir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	return d.inner().Seekdir(ctx, off)
+	if _, err := unix.Seek(d.fd, int64(off), unix.SEEK_SET); err != nil {
+		return sysErrno(err)
+	}
+	ds, errno := fusefs.NewLoopbackDirStreamFd(d.fd)
+	if errno != 0 {
+		return errno
+	}
+	d.DirStream = ds
+	return 0
 }
 
 func (d *heldDir) Releasedir(ctx context.Context, flags uint32) {

@@ -189,13 +189,21 @@ func TestStashedRemovals(t *testing.T) {
 // done, nothing named), "stash:hashed" (stashes hashed and linked as
 // blobs, no stash_named event) or "stash:named" (the event appended, the
 // stashes' links not removed); in batch mode also "kept:syncing" (the
-// first Sync of stashes begun, none made durable by it).
+// first Sync of stashes begun, none made durable by it) and
+// "kept:ring-syncing" (the first window's stashes synced one by one
+// through io_uring: their opens, fdatasyncs and closes and kept/'s fsync
+// submitted, not waited for).
 func stashCrashChild(point string) {
 	die := func() { syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} }
 	n := 0
 	durable.TestHook = func(name, _ string) {
+		if name == "kept:syncing" && point == "kept:ring-syncing" {
+			// Far more dirty data than the stashes, so that Sync syncs
+			// them one by one (through io_uring), not with a syncfs.
+			dirty(filepath.Join(filepath.Dir(os.Getenv("ZEROFS_TEST_WS")), "dirty"))
+		}
 		if name == point {
-			if n++; n == 20 || point == "kept:syncing" {
+			if n++; n == 20 || point == "kept:syncing" || point == "kept:ring-syncing" {
 				die()
 			}
 		}
@@ -265,8 +273,8 @@ func stashCrashChild(point string) {
 // at the step's start, and no stash is left.
 func TestStashCrash(t *testing.T) {
 	for _, sync := range []string{"0", "1", "0-dirfd", "0-move"} {
-		for _, point := range []string{"kept:stashed", "checkpointed", "unlinked", "stash:hashed", "stash:named", "kept:moving", "kept:syncing"} {
-			if point == "kept:syncing" && sync == "1" {
+		for _, point := range []string{"kept:stashed", "checkpointed", "unlinked", "stash:hashed", "stash:named", "kept:moving", "kept:syncing", "kept:ring-syncing"} {
+			if strings.HasPrefix(point, "kept:") && strings.HasSuffix(point, "syncing") && sync == "1" {
 				continue // --sync always syncs each stash as it is made
 			}
 			t.Run(point+"/sync="+sync, func(t *testing.T) {
@@ -283,10 +291,12 @@ func TestStashCrash(t *testing.T) {
 				k := killInStep(t, "stash", point, sync, "rm", func(ws string) { writeStashFiles(ws) })
 				ws, store, root, ev := k.ws, k.store, k.root, k.step
 				stashes, _ := os.ReadDir(filepath.Join(store, BlobsName, "kept"))
-				left := 0
+				left, removed := 0, map[string]bool{}
 				for p := range files {
 					if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
 						left++
+					} else {
+						removed[p] = true
 					}
 				}
 				t.Logf("killed at %s: %d of %d files left, %d names in kept/", point, left, len(files), len(stashes))
@@ -294,7 +304,12 @@ func TestStashCrash(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer e.Close()
+				closed := false
+				defer func() {
+					if !closed {
+						e.Close()
+					}
+				}()
 				checkStashed(t, e, files, ev.Seq)
 				if _, err := e.Rewind(ctx, ev.Seq); err != nil {
 					t.Fatal(err)
@@ -303,6 +318,21 @@ func TestStashCrash(t *testing.T) {
 					if got, err := os.ReadFile(filepath.Join(ws, p)); err != nil || string(got) != want {
 						t.Fatalf("after the rewind %s: %d bytes, %v; want %d", p, len(got), err, len(want))
 					}
+					if !removed[p] {
+						continue
+					}
+					// A removed file's before-state: its blob, whole.
+					if err := e.Blobs().Verify(blobstore.Sum([]byte(want))); err != nil {
+						t.Fatalf("%s's blob: %v", p, err)
+					}
+				}
+				closed = true
+				if err := e.Close(); err != nil {
+					t.Fatal(err)
+				}
+				// The log as verify reads it: whole, no torn tail left.
+				if _, torn, err := eventlog.Check(filepath.Join(store, record.LogName)); err != nil || torn != 0 {
+					t.Fatalf("the log after recovery: %d torn bytes, %v", torn, err)
 				}
 			})
 		}
@@ -480,4 +510,22 @@ func TestStepDoesNotWaitForNaming(t *testing.T) {
 	}
 	close(release)
 	checkStashed(t, e, files, ev.Seq)
+}
+
+// dirty writes 64 MiB to path, not synced: dirty data in the page cache.
+func dirty(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		os.Exit(6)
+	}
+	defer f.Close()
+	b := make([]byte, 1<<20)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	for range 64 {
+		if _, err := f.Write(b); err != nil {
+			os.Exit(6)
+		}
+	}
 }
