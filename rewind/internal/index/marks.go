@@ -3,6 +3,7 @@ package index
 import (
 	"encoding/json"
 	"iter"
+	"slices"
 	"sort"
 	"time"
 
@@ -45,26 +46,40 @@ func (s *State) markEvent(ev record.Event, rp *record.RewindPayload) {
 // earlier step named by step (a checkpoint of another session's step), or,
 // for a person's change, in no block: it is nobody's action to undo. The
 // caller holds s.mu.
+//
+// Two captures running at once append their checkpoints in one order and
+// may fold them in the other (the engine folds after Append returns), so
+// the fold must not depend on it: a block's first checkpoint is the lowest
+// folded into it, and the person list stays sorted, as a fold of the log
+// in order makes them. Otherwise the live state says a step began at its
+// second checkpoint (an undo of it would leave the first change in place)
+// until the next mount rebuilds it, and a snapshot keeps the live value.
 func (s *State) noteCheckpoint(seq, step record.Seq, person bool) {
 	if person {
-		s.person = append(s.person, seq)
+		i, found := slices.BinarySearch(s.person, seq)
+		if !found {
+			s.person = slices.Insert(s.person, i, seq)
+		}
 		return
 	}
 	if step != 0 {
 		i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].Seq >= step })
 		if i < len(s.marks) && s.marks[i].Seq == step {
-			if s.marks[i].First == 0 {
-				s.marks[i].First = seq
-			}
+			lowerFirst(&s.marks[i].First, seq)
 			return
 		}
 	}
 	if n := len(s.marks); n > 0 {
-		if s.marks[n-1].First == 0 {
-			s.marks[n-1].First = seq
-		}
-	} else if s.first0 == 0 {
-		s.first0 = seq
+		lowerFirst(&s.marks[n-1].First, seq)
+	} else {
+		lowerFirst(&s.first0, seq)
+	}
+}
+
+// lowerFirst makes *first seq when it has none yet or a later one.
+func lowerFirst(first *record.Seq, seq record.Seq) {
+	if *first == 0 || seq < *first {
+		*first = seq
 	}
 }
 
