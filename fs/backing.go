@@ -461,13 +461,8 @@ func (c *dirCache) take(n *wsNode, p string) (fd int, ok bool) {
 	if e == nil || e.path != p || e.started != started || e.refs != 0 || e.gone {
 		return -1, false
 	}
-	for dn, de := range c.m {
-		if strings.HasPrefix(de.path, e.path+"/") {
-			c.dropLocked(dn, de)
-		}
-	}
 	e.refs++ // not closed by dropLocked: the caller owns fd
-	c.dropLocked(n, e)
+	c.dropTreeLocked(n, e)
 	return e.fd, true
 }
 

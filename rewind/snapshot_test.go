@@ -339,28 +339,63 @@ func TestStepDoesNotWaitForSnapshot(t *testing.T) {
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unblock)
-	edit := func(i int) error {
-		p := filepath.Join(ws, "f")
-		rel, _, err := e.Begin(context.Background(), Caller{PID: os.Getpid(), Comm: "test"}, Change{Path: "f"})
-		if err != nil {
-			return err
-		}
-		err = os.WriteFile(p, []byte{byte(i)}, 0o644)
-		rel()
-		if err != nil {
-			return err
-		}
-		_, err = e.BeginStep(context.Background(), "s", nil)
+	// While the snapshot is made durable: a step and a first write.
+	editsWhileHeld(t, entered, 1, func(i int) error { return stepEdit(e, ws, "f", i) },
+		"a step and a write waited for the index snapshot's fsync")
+	if e.snapHead.Load() != 0 {
+		t.Fatalf("snapshot head %d before the snapshot was made durable", e.snapHead.Load())
+	}
+	unblock()
+	if testsupport.Poll(10*time.Second, func() bool { return record.Seq(e.snapHead.Load()) >= 20 }) != nil {
+		t.Fatalf("the snapshot never went in place: snapshot head %d, log head %d", e.snapHead.Load(), e.Head())
+	}
+	head := e.Head()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := openAt(t, ws, Options{StoreDir: e.opts.StoreDir})
+	if !c.log.Resumed() {
+		t.Fatal("the next mount did not start from the snapshot")
+	}
+	if c.Head() < head {
+		t.Fatalf("head %d after resuming from the snapshot, was %d", c.Head(), head)
+	}
+}
+
+// stepEdit makes a first write of byte i to name in ws, captured, and then
+// begins a step: what a step and its first change must never wait for.
+func stepEdit(e *Engine, ws, name string, i int) error {
+	rel, _, err := e.Begin(context.Background(), Caller{PID: os.Getpid(), Comm: "test"}, Change{Path: name})
+	if err != nil {
 		return err
 	}
+	err = os.WriteFile(filepath.Join(ws, name), []byte{byte(i)}, 0o644)
+	rel()
+	if err != nil {
+		return err
+	}
+	_, err = e.BeginStep(context.Background(), "s", nil)
+	return err
+}
+
+// editsWhileHeld runs edit, a millisecond apart, until entered closes (a
+// test hook now holds a snapshot's work), then after more edits; t fails
+// when the hook is never entered, or with waited when those edits do not
+// finish within 5 s.
+func editsWhileHeld(t *testing.T, entered <-chan struct{}, after int, edit func(int) error, waited string) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() {
 		for i := 0; ; i++ {
 			select {
 			case <-entered:
-				// The snapshot is being made durable: a step and a
-				// first write now.
-				done <- edit(i)
+				for j := range after {
+					if err := edit(i + j); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
 				return
 			default:
 			}
@@ -384,24 +419,6 @@ func TestStepDoesNotWaitForSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("a step and a write waited for the index snapshot's fsync")
-	}
-	if e.snapHead.Load() != 0 {
-		t.Fatalf("snapshot head %d before the snapshot was made durable", e.snapHead.Load())
-	}
-	unblock()
-	if testsupport.Poll(10*time.Second, func() bool { return record.Seq(e.snapHead.Load()) >= 20 }) != nil {
-		t.Fatalf("the snapshot never went in place: snapshot head %d, log head %d", e.snapHead.Load(), e.Head())
-	}
-	head := e.Head()
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	c := openAt(t, ws, Options{StoreDir: e.opts.StoreDir})
-	if !c.log.Resumed() {
-		t.Fatal("the next mount did not start from the snapshot")
-	}
-	if c.Head() < head {
-		t.Fatalf("head %d after resuming from the snapshot, was %d", c.Head(), head)
+		t.Fatal(waited)
 	}
 }

@@ -45,60 +45,11 @@ func TestStepDoesNotWaitForSnapshotEncode(t *testing.T) {
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unblock)
-	edit := func(i int) error {
-		p := filepath.Join(ws, fmt.Sprintf("f%d", i%7))
-		rel, _, err := e.Begin(context.Background(), Caller{PID: os.Getpid(), Comm: "test"}, Change{Path: filepath.Base(p)})
-		if err != nil {
-			return err
-		}
-		err = os.WriteFile(p, []byte{byte(i)}, 0o644)
-		rel()
-		if err != nil {
-			return err
-		}
-		_, err = e.BeginStep(context.Background(), "s", nil)
-		return err
-	}
-	done := make(chan error, 1)
-	go func() {
-		for i := 0; ; i++ {
-			select {
-			case <-entered:
-				// The snapshot is being encoded: steps and first
-				// writes now, more than one (a lock taken and let go
-				// once could still be waited for the second time).
-				for j := range 5 {
-					if err := edit(i + j); err != nil {
-						done <- err
-						return
-					}
-				}
-				done <- nil
-				return
-			default:
-			}
-			if err := edit(i); err != nil {
-				done <- err
-				return
-			}
-			time.Sleep(time.Millisecond) // real time: edits spread while the snapshot is cut
-		}
-	}()
-	select {
-	case <-entered:
-	case err := <-done:
-		t.Fatalf("no snapshot began: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("no snapshot began")
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a step and a write waited for the index snapshot's encode")
-	}
+	// Steps and first writes while the snapshot is encoded, more than
+	// one (a lock taken and let go once could still be waited for the
+	// second time).
+	editsWhileHeld(t, entered, 5, func(i int) error { return stepEdit(e, ws, fmt.Sprintf("f%d", i%7), i) },
+		"a step and a write waited for the index snapshot's encode")
 	if e.Head() <= cutAt {
 		t.Fatalf("head %d, not past the cut at %d: the steps made during the encode were not appended", e.Head(), cutAt)
 	}

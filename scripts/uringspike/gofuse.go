@@ -174,16 +174,7 @@ func (m *goMounted) fail(err error) {
 // unmount unmounts (detaching if still busy) and waits for go-fuse's
 // reader and the ring threads to see the connection end.
 func (m *goMounted) unmount() error {
-	err := unix.Unmount(m.mp, 0)
-	if err != nil && err != unix.EINVAL {
-		if derr := unix.Unmount(m.mp, unix.MNT_DETACH); derr != nil {
-			err = errors.Join(err, derr)
-		} else {
-			err = fmt.Errorf("unmount %s: %w (detached instead)", m.mp, err)
-		}
-	} else {
-		err = nil
-	}
+	err := unmountOrDetach(m.mp)
 	<-m.done
 	m.mu.Lock()
 	defer m.mu.Unlock()

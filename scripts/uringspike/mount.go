@@ -137,21 +137,25 @@ func (m *mounted) abort() {
 // unmount unmounts (detaching if still busy), waits for every serving
 // thread to see the connection end, and closes the device.
 func (m *mounted) unmount() error {
-	err := unix.Unmount(m.mp, 0)
-	if err != nil && err != unix.EINVAL {
-		if derr := unix.Unmount(m.mp, unix.MNT_DETACH); derr != nil {
-			err = errors.Join(err, derr)
-		} else {
-			err = fmt.Errorf("unmount %s: %w (detached instead)", m.mp, err)
-		}
-	} else {
-		err = nil
-	}
+	err := unmountOrDetach(m.mp)
 	<-m.done
 	unix.Close(m.fd)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return errors.Join(append([]error{err}, m.errs...)...)
+}
+
+// unmountOrDetach unmounts mp, detaching it instead if it is busy; an
+// mp no longer mounted (EINVAL) is no error.
+func unmountOrDetach(mp string) error {
+	err := unix.Unmount(mp, 0)
+	if err == nil || err == unix.EINVAL {
+		return nil
+	}
+	if derr := unix.Unmount(mp, unix.MNT_DETACH); derr != nil {
+		return errors.Join(err, derr)
+	}
+	return fmt.Errorf("unmount %s: %w (detached instead)", mp, err)
 }
 
 // setEnableURing writes /sys/module/fuse/parameters/enable_uring and

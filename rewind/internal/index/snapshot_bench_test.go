@@ -21,16 +21,7 @@ func BenchmarkReadSnapshot(b *testing.B) {
 	for _, c := range []struct{ records, paths int }{{900_000, 10_000}, {900_000, 900_000}} {
 		b.Run(fmt.Sprintf("records=%d/paths=%d", c.records, c.paths), func(b *testing.B) {
 			dir := b.TempDir()
-			s := NewState()
-			for i := 1; i <= c.records; i++ {
-				sum := sha256.Sum256([]byte(fmt.Sprint(i)))
-				p := i * 7919 % c.paths
-				f := record.FileState{Path: fmt.Sprintf("src/pkg%d/file%d.go", p%97, p), Kind: record.KindFile,
-					Blob: hex.EncodeToString(sum[:]), Bytes: int64(i % 5000), Mode: 0o644, PID: 4242, Comm: "sed"}
-				if err := s.AddCheckpoint(record.Seq(i), 0, false, []record.FileState{f}); err != nil {
-					b.Fatal(err)
-				}
-			}
+			s := benchHistory(b, c.records, c.paths, 0)
 			if err := WriteSnapshot(dir, eventlog.Resume{Head: record.Seq(c.records)}, s); err != nil {
 				b.Fatal(err)
 			}
@@ -61,16 +52,7 @@ func BenchmarkEncodeSnapshot(b *testing.B) {
 	for _, c := range []struct{ records, paths int }{{100_000, 50_000}, {900_000, 900_000}} {
 		b.Run(fmt.Sprintf("records=%d/paths=%d", c.records, c.paths), func(b *testing.B) {
 			dir := b.TempDir()
-			s := NewState()
-			for i := 1; i <= c.records; i++ {
-				sum := sha256.Sum256([]byte(fmt.Sprint(i)))
-				p := i * 7919 % c.paths
-				f := record.FileState{Path: fmt.Sprintf("src/pkg%d/file%d.go", p%97, p), Kind: record.KindFile,
-					Blob: hex.EncodeToString(sum[:]), Bytes: int64(i % 5000), Mode: 0o644, PID: 4242, Comm: "sed"}
-				if err := s.AddCheckpoint(record.Seq(i), 0, false, []record.FileState{f}); err != nil {
-					b.Fatal(err)
-				}
-			}
+			s := benchHistory(b, c.records, c.paths, 0)
 			for b.Loop() {
 				p, err := EncodeSnapshot(dir, eventlog.Resume{Head: record.Seq(c.records)}, s)
 				if err != nil {
@@ -83,12 +65,13 @@ func BenchmarkEncodeSnapshot(b *testing.B) {
 	}
 }
 
-// benchHistory is the history of BenchmarkEncodeSnapshot with a step
-// every tenth event (a mark each, which a cut copies).
-func benchHistory(b *testing.B, records, paths int) *State {
+// benchHistory is a history shaped like rewind's writeSyntheticLog:
+// records one-file checkpoints over paths paths, with a step every
+// stepEvery-th event (a mark each, which a cut copies) unless stepEvery is 0.
+func benchHistory(b *testing.B, records, paths, stepEvery int) *State {
 	s := NewState()
 	for i := 1; i <= records; i++ {
-		if i%10 == 0 {
+		if stepEvery > 0 && i%stepEvery == 0 {
 			s.AddStep(record.Event{Seq: record.Seq(i), Type: record.TypeToolCall, Payload: []byte(`{"name":"Bash"}`)})
 			continue
 		}
@@ -115,7 +98,7 @@ func BenchmarkSnapshotLockHold(b *testing.B) {
 	for _, c := range []struct{ records, paths int }{{100_000, 50_000}, {900_000, 900_000}} {
 		b.Run(fmt.Sprintf("records=%d/paths=%d", c.records, c.paths), func(b *testing.B) {
 			dir := b.TempDir()
-			s := benchHistory(b, c.records, c.paths)
+			s := benchHistory(b, c.records, c.paths, 10)
 			r := eventlog.Resume{Head: record.Seq(c.records)}
 			drop := func(p *PendingSnapshot) {
 				p.f.Close()
