@@ -252,6 +252,10 @@ func DaemonPID(store string) int {
 
 // ProcessAlive reports whether process pid exists and is not a zombie (a
 // daemon that exited but whose parent has not reaped it is gone for us).
+// A zombie thread-group leader whose other threads are still exiting is
+// alive: they still hold the process's descriptors, the store's lock
+// among them (a daemon killed with -9 shows its leader as a zombie while a
+// thread finishes a request, and the next mount found the store locked).
 func ProcessAlive(pid int) bool {
 	if err := unix.Kill(pid, 0); err != nil && !errors.Is(err, unix.EPERM) {
 		return false
@@ -266,5 +270,9 @@ func ProcessAlive(pid int) bool {
 	if i < 0 || i+2 >= len(b) {
 		return true
 	}
-	return b[i+2] != 'Z' && b[i+2] != 'X'
+	if b[i+2] != 'Z' && b[i+2] != 'X' {
+		return true
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return err == nil && len(tasks) > 1
 }
